@@ -1,0 +1,1 @@
+//! The benchmarks behind `enginetop bench`.

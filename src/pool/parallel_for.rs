@@ -1,0 +1,1 @@
+//! PLACEHOLDER: parallel_for.
