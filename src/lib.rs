@@ -13,5 +13,6 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod config;
 pub mod pool;
 mod sync;

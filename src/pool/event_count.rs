@@ -15,7 +15,10 @@ impl EventCount {
     /// For up to `max_waiters` waiter slots.
     pub fn new(max_waiters: usize) -> Self {
         let _ = max_waiters;
-        Self { state: Mutex::new((0, 0)), cv: Condvar::new() }
+        Self {
+            state: Mutex::new((0, 0)),
+            cv: Condvar::new(),
+        }
     }
     /// Announce an intent to wait.
     pub fn prewait(&self) {
@@ -43,7 +46,11 @@ impl EventCount {
         let mut s = self.state.lock();
         if s.1 > 0 {
             s.0 += 1;
-            if all { self.cv.notify_all() } else { self.cv.notify_all() }
+            if all {
+                self.cv.notify_all()
+            } else {
+                self.cv.notify_all()
+            }
         }
     }
 }

@@ -55,14 +55,14 @@
 //! [`PoolStats::last_panic`], and the worker goes on with the next task.
 
 pub mod barrier;
-pub mod config;
 pub mod counters;
+mod current;
 pub mod event_count;
 pub mod non_blocking;
 pub mod parallel_for;
 pub mod run_queue;
+pub mod session;
 pub mod simple;
-mod current;
 mod task;
 
 use std::fmt;

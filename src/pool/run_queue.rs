@@ -16,7 +16,10 @@ impl<T> RunQueue<T> {
     /// A queue holding at most `capacity` (a power of two, at least 2) items.
     pub fn new(capacity: usize) -> Self {
         assert!(capacity >= 2 && capacity.is_power_of_two());
-        Self { capacity, items: Mutex::new(VecDeque::with_capacity(capacity)) }
+        Self {
+            capacity,
+            items: Mutex::new(VecDeque::with_capacity(capacity)),
+        }
     }
     /// Owner only.
     pub unsafe fn push_front(&self, value: T) -> Result<(), T> {

@@ -74,7 +74,10 @@ impl SimplePool {
             inline_runs: AtomicU64::new(0),
             options,
         });
-        let pool = SimplePool { shared, threads: Mutex::new((0..max).map(|_| None).collect()) };
+        let pool = SimplePool {
+            shared,
+            threads: Mutex::new((0..max).map(|_| None).collect()),
+        };
         pool.resize_to(pool.shared.options.threads)?;
         Ok(pool)
     }
@@ -93,7 +96,12 @@ impl SimplePool {
         state.active = threads;
         state.started = state.started.max(threads);
         // Wake parked workers that must retire.
-        let retiring: Vec<usize> = state.parked.iter().copied().filter(|&i| i >= threads).collect();
+        let retiring: Vec<usize> = state
+            .parked
+            .iter()
+            .copied()
+            .filter(|&i| i >= threads)
+            .collect();
         state.parked.retain(|&i| i < threads);
         for index in retiring {
             self.shared.wake[index].notify_one();
@@ -113,7 +121,8 @@ impl SimplePool {
             handles[index] = Some(self.spawn_worker(index)?);
         }
         if from != threads {
-            self.shared.observe(None, PoolEvent::Resized { from, to: threads });
+            self.shared
+                .observe(None, PoolEvent::Resized { from, to: threads });
         }
         Ok(())
     }
@@ -286,7 +295,9 @@ impl ThreadPool for SimplePool {
             name: self.shared.options.name.clone(),
             kind: PoolKind::Simple,
             num_threads: active,
-            workers: (0..started).map(|i| self.shared.counters[i].snapshot(i, 0)).collect(),
+            workers: (0..started)
+                .map(|i| self.shared.counters[i].snapshot(i, 0))
+                .collect(),
             unowned_queue_depth: depth,
             inline_runs: self.shared.inline_runs.load(Ordering::Relaxed),
             panics: self.shared.panics.count(),

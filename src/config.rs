@@ -1,0 +1,1 @@
+//! PLACEHOLDER: runtime configuration (defaults <- env vars <- CLI flags).

@@ -1,0 +1,1 @@
+//! PLACEHOLDER: TensorFlow session pools.
