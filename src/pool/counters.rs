@@ -147,6 +147,8 @@ pub struct PoolStats {
     pub inline_runs: u64,
     /// Panicked tasks, all workers and helpers together.
     pub panics: u64,
+    /// Tasks dropped by `cancel` (queued at the cancel, or scheduled after it).
+    pub dropped: u64,
     /// The message of the most recent panic, if any.
     pub last_panic: Option<String>,
 }

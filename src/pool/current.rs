@@ -10,6 +10,7 @@ use crate::sync::thread_local;
 
 thread_local! {
     /// (pool id, worker index) of the calling thread; id 0 = not a pool worker.
+    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
     static CURRENT: Cell<(usize, usize)> = Cell::new((0, 0));
 }
 

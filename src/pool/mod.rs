@@ -79,7 +79,8 @@ pub trait ThreadPool: Send + Sync {
     fn schedule(&self, task: Task);
 
     /// Like [`schedule`](Self::schedule), preferring a worker in `[start, limit)` when called
-    /// from outside the pool (from a worker the hint is ignored, as in Eigen).
+    /// from outside the pool (from a worker the hint is ignored, as in Eigen). Only `eigen`
+    /// places outside tasks per worker; `simple` and `chase-lev` accept and ignore the hint.
     fn schedule_with_hint(&self, task: Task, start: usize, limit: usize);
 
     /// Active workers now.
@@ -89,7 +90,8 @@ pub trait ThreadPool: Send + Sync {
     fn current_thread_id(&self) -> Option<usize>;
 
     /// Stops the workers promptly and drops every queued task; returns how many it dropped.
-    /// Tasks already running finish. Scheduling after a cancel runs the task inline.
+    /// Tasks already running finish; tasks scheduled after the cancel are dropped too (counted
+    /// in [`PoolStats::dropped`]).
     fn cancel(&self) -> usize;
 
     /// Grows or shrinks the pool while it runs; no queued task is lost or run twice.
@@ -354,4 +356,19 @@ impl fmt::Debug for Pool {
             .field("threads", &self.inner.num_threads())
             .finish()
     }
+}
+
+/// Validates a `set_num_threads` request against the pool's options.
+pub(crate) fn check_resize(options: &PoolOptions, threads: usize) -> Result<(), PoolError> {
+    if threads > options.max_threads {
+        return Err(PoolError::TooManyThreads {
+            pool: options.name.clone(),
+            requested: threads,
+            max: options.max_threads,
+        });
+    }
+    if threads == 0 {
+        return Err(PoolError::ZeroThreads(options.name.clone()));
+    }
+    Ok(())
 }

@@ -51,6 +51,8 @@ struct State {
     started: usize,
     done: bool,
     cancelled: bool,
+    /// Tasks dropped by cancel.
+    dropped: u64,
 }
 
 impl SimplePool {
@@ -67,6 +69,7 @@ impl SimplePool {
                 started: 0,
                 done: false,
                 cancelled: false,
+                dropped: 0,
             }),
             wake: (0..max).map(|_| Condvar::new()).collect(),
             counters: (0..max).map(|_| Default::default()).collect(),
@@ -236,7 +239,11 @@ impl Shared {
 impl ThreadPool for SimplePool {
     fn schedule(&self, task: Task) {
         let mut state = self.shared.state.lock();
-        if state.cancelled || state.active == 0 {
+        if state.cancelled {
+            state.dropped += 1;
+            return;
+        }
+        if state.active == 0 {
             drop(state);
             return self.shared.run_inline(task);
         }
@@ -266,13 +273,14 @@ impl ThreadPool for SimplePool {
         state.cancelled = true;
         state.done = true;
         let dropped = std::mem::take(&mut state.queue);
+        state.dropped += dropped.len() as u64;
         self.shared.wake_all(&mut state);
         drop(state);
         dropped.len()
     }
 
     fn set_num_threads(&self, threads: usize) -> Result<(), PoolError> {
-        check_resize(&self.shared.options, threads)?;
+        super::check_resize(&self.shared.options, threads)?;
         self.resize_to(threads)
     }
 
@@ -290,6 +298,7 @@ impl ThreadPool for SimplePool {
     fn stats(&self) -> PoolStats {
         let state = self.shared.state.lock();
         let (active, started, depth) = (state.active, state.started, state.queue.len());
+        let dropped = state.dropped;
         drop(state);
         PoolStats {
             name: self.shared.options.name.clone(),
@@ -302,6 +311,7 @@ impl ThreadPool for SimplePool {
             inline_runs: self.shared.inline_runs.load(Ordering::Relaxed),
             panics: self.shared.panics.count(),
             last_panic: self.shared.panics.last(),
+            dropped,
         }
     }
 
@@ -333,19 +343,4 @@ impl Drop for SimplePool {
             }
         }
     }
-}
-
-/// Validates a `set_num_threads` request against the pool's options.
-pub(crate) fn check_resize(options: &PoolOptions, threads: usize) -> Result<(), PoolError> {
-    if threads > options.max_threads {
-        return Err(PoolError::TooManyThreads {
-            pool: options.name.clone(),
-            requested: threads,
-            max: options.max_threads,
-        });
-    }
-    if threads == 0 {
-        return Err(PoolError::ZeroThreads(options.name.clone()));
-    }
-    Ok(())
 }

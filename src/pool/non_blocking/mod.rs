@@ -1,0 +1,384 @@
+//! The work-stealing pools: Eigen's `NonBlockingThreadPool` and its Chase-Lev twin.
+//!
+//! One generic pool, [`StealingPool`], runs the same worker loop over either queue design in
+//! [`queues`]: `eigen` (bounded RunQueues, outside producers push to a random worker) and
+//! `chase-lev` (crossbeam deques, outside producers push to an injector). The loop, the
+//! stealing order, the sleep protocol and the spinning rules are described in the parent
+//! module's essay; this file holds the parts that change the pool's shape: scheduling,
+//! cancel, resize and drop. [`worker`] holds the loop itself.
+//!
+//! # Who runs a slot: the life cycle of a worker slot
+//! Each slot has a `life` word: `VACANT` (no thread yet), `RUNNING` (a thread owns the slot,
+//! including its queue's lock-free front), `RETIRED` (its thread decided to exit). Only one
+//! thread may own a slot's queue front at a time, so a grow racing with a retirement must not
+//! end with two threads on one slot or none. The retiring worker stores `RETIRED` and then
+//! re-reads the active count; the grow stores the active count and then reads `life`. Both
+//! sides are sequentially consistent, so at least one sees the other (the Dekker pattern):
+//! - the grow sees `RUNNING`: the worker will see the new count and take the slot back with a
+//!   CAS `RETIRED -> RUNNING`;
+//! - the grow sees `RETIRED`: both may try the same CAS, exactly one wins; if the grow wins it
+//!   joins the old thread (now certainly leaving) before starting the new one.
+//!
+//! # Shutdown with retired workers
+//! A retired worker that is still finishing its last task may push new tasks onto its own
+//! queue. Drop therefore first joins every thread of a slot at or above the active count, and
+//! only then sets `done`: from that moment the only threads that can add work are the active
+//! workers themselves, which is the situation Eigen's exit rule (all active workers blocked and
+//! every queue empty) is proven for.
+
+mod queues;
+mod spinning;
+mod victims;
+mod worker;
+
+use crossbeam_utils::CachePadded;
+
+use super::counters::{PoolStats, WorkerCounters};
+use super::event_count::EventCount;
+use super::task::PanicLog;
+use super::{current, PoolError, PoolEvent, PoolKind, PoolOptions, Task, ThreadPool};
+use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
+pub(crate) use queues::{ChaseLevQueues, EigenQueues, StealQueues};
+use spinning::SpinningState;
+use victims::{encode_partition, reduce, VictimOrder};
+
+/// Eigen's NonBlockingThreadPool: a RunQueue per worker.
+pub type EigenPool = StealingPool<EigenQueues>;
+/// The same worker loop over crossbeam's Chase-Lev deques and an injector.
+pub type ChaseLevPool = StealingPool<ChaseLevQueues>;
+
+const VACANT: u8 = 0;
+const RUNNING: u8 = 1;
+const RETIRED: u8 = 2;
+
+/// A work-stealing pool over the queue design `Q`.
+pub struct StealingPool<Q: StealQueues> {
+    shared: Arc<Shared<Q>>,
+    /// One join handle per slot; the lock also serializes resize, cancel and drop.
+    handles: Mutex<Vec<Option<thread::JoinHandle<()>>>>,
+}
+
+/// What the workers and the handle share.
+pub(crate) struct Shared<Q> {
+    options: PoolOptions,
+    queues: Q,
+    slots: Box<[Slot]>,
+    event_count: EventCount,
+    spinning: SpinningState,
+    victims: VictimOrder,
+    /// Workers that should be running.
+    active: AtomicUsize,
+    /// Slots ever started: thieves and the emptiness check scan all of them.
+    started: AtomicUsize,
+    /// Active workers inside `wait_for_work` (the exit condition counts them).
+    blocked: AtomicUsize,
+    done: AtomicBool,
+    cancelled: AtomicBool,
+    panics: PanicLog,
+    inline_runs: AtomicU64,
+    dropped: AtomicU64,
+}
+
+/// Per-worker state other than the queue.
+struct Slot {
+    counters: CachePadded<WorkerCounters>,
+    life: AtomicU8,
+    /// The worker's steal partition, packed; 0 = none.
+    partition: AtomicU64,
+}
+
+impl<Q: StealQueues> StealingPool<Q> {
+    /// Starts `options.threads` workers with room for `options.max_threads`.
+    pub fn new(options: PoolOptions) -> Result<Self, PoolError> {
+        let slots = options.max_threads;
+        let shared = Arc::new(Shared {
+            queues: Q::with_slots(slots),
+            slots: (0..slots)
+                .map(|_| Slot {
+                    counters: Default::default(),
+                    life: AtomicU8::new(VACANT),
+                    partition: AtomicU64::new(0),
+                })
+                .collect(),
+            event_count: EventCount::new(slots.max(1)),
+            spinning: SpinningState::default(),
+            victims: VictimOrder::new(slots),
+            active: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+            blocked: AtomicUsize::new(0),
+            done: AtomicBool::new(false),
+            cancelled: AtomicBool::new(false),
+            panics: PanicLog::default(),
+            inline_runs: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            options,
+        });
+        let pool = StealingPool {
+            shared,
+            handles: Mutex::new((0..slots).map(|_| None).collect()),
+        };
+        pool.resize_to(pool.shared.options.threads)?;
+        Ok(pool)
+    }
+
+    /// Sets Eigen's steal partitions: worker `i` first steals inside `partitions[i]`, then
+    /// everywhere. Out-of-range or empty ranges are ignored for that worker.
+    pub fn set_steal_partitions(&self, partitions: &[(usize, usize)]) {
+        let started = self.shared.started.load(Ordering::Acquire);
+        for (slot, &(start, limit)) in self.shared.slots.iter().zip(partitions) {
+            let valid = start < limit && limit <= started;
+            let packed = if valid {
+                encode_partition(start, limit)
+            } else {
+                0
+            };
+            slot.partition.store(packed, Ordering::Relaxed);
+        }
+    }
+
+    fn pool_id(&self) -> usize {
+        self.shared.pool_id()
+    }
+
+    fn resize_to(&self, threads: usize) -> Result<(), PoolError> {
+        let mut handles = self.handles.lock();
+        let shared = &self.shared;
+        if shared.done.load(Ordering::SeqCst) {
+            return Err(PoolError::Cancelled(shared.options.name.clone()));
+        }
+        let from = shared.active.load(Ordering::SeqCst);
+        if threads == from {
+            return Ok(());
+        }
+        shared.started.fetch_max(threads, Ordering::SeqCst);
+        shared.active.store(threads, Ordering::SeqCst);
+        if threads < from {
+            // Parked workers above the new count must wake up to retire.
+            shared.event_count.notify(true);
+        }
+        for index in from..threads {
+            if let Err(err) = self.claim_slot(index, &mut handles) {
+                shared.active.store(index, Ordering::SeqCst);
+                return Err(err);
+            }
+        }
+        shared.observe(None, PoolEvent::Resized { from, to: threads });
+        Ok(())
+    }
+
+    /// Makes sure slot `index` has a running thread (see the module docs for the race).
+    fn claim_slot(
+        &self,
+        index: usize,
+        handles: &mut [Option<thread::JoinHandle<()>>],
+    ) -> Result<(), PoolError> {
+        let life = &self.shared.slots[index].life;
+        let start_new = match life.load(Ordering::SeqCst) {
+            VACANT => {
+                life.store(RUNNING, Ordering::SeqCst);
+                true
+            }
+            RETIRED => life
+                .compare_exchange(RETIRED, RUNNING, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok(),
+            _ => false, // still running: it sees the new count and stays
+        };
+        if !start_new {
+            return Ok(());
+        }
+        if let Some(old) = handles[index].take() {
+            let _ = old.join(); // it lost the slot and is leaving
+        }
+        match self.spawn_worker(index) {
+            Ok(handle) => {
+                handles[index] = Some(handle);
+                Ok(())
+            }
+            Err(err) => {
+                life.store(VACANT, Ordering::SeqCst);
+                Err(err)
+            }
+        }
+    }
+
+    fn spawn_worker(&self, index: usize) -> Result<thread::JoinHandle<()>, PoolError> {
+        let shared = self.shared.clone();
+        thread::Builder::new()
+            .name(format!("{}-w{index}", shared.options.name))
+            .spawn(move || shared.run_worker(index))
+            .map_err(|err| PoolError::Spawn {
+                pool: self.shared.options.name.clone(),
+                index,
+                reason: err.to_string(),
+            })
+    }
+}
+
+/// A random number for a thread outside the pool (deterministic under loom).
+fn outside_random() -> u32 {
+    #[cfg(loom)]
+    return 0;
+    #[cfg(not(loom))]
+    fastrand::u32(..)
+}
+
+impl<Q: StealQueues> Shared<Q> {
+    fn pool_id(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    #[inline]
+    fn observe(&self, worker: Option<usize>, event: PoolEvent) {
+        if let Some(observer) = &self.options.observer {
+            observer.on_event(worker, event);
+        }
+    }
+
+    fn run_inline(&self, task: Task) {
+        self.inline_runs.fetch_add(1, Ordering::Relaxed);
+        self.panics.run(task);
+    }
+
+    /// Picks the queue an outside producer pushes to, honouring a `[start, limit)` hint that
+    /// fits inside the active workers.
+    fn outside_target(&self, active: usize, start: usize, limit: usize) -> usize {
+        let (start, limit) = if start < limit && limit <= active {
+            (start, limit)
+        } else {
+            (0, active)
+        };
+        start + reduce(outside_random(), limit - start)
+    }
+
+    fn schedule(&self, task: Task, start: usize, limit: usize) {
+        if self.cancelled.load(Ordering::Relaxed) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let pushed = match current::index_in(self.pool_id()) {
+            Some(index) => self.queues.push_local(index, task),
+            None => {
+                let active = self.active.load(Ordering::Relaxed);
+                if active == 0 {
+                    return self.run_inline(task);
+                }
+                self.queues
+                    .push_outside(self.outside_target(active, start, limit), task)
+            }
+        };
+        match pushed {
+            Ok(()) => {
+                if self.spinning.must_notify() {
+                    self.event_count.notify(false);
+                }
+            }
+            Err(task) => self.run_inline(task), // queue full: back-pressure
+        }
+    }
+
+    /// Empties every queue, returning how many tasks it dropped.
+    fn drain_all(&self) -> usize {
+        let mut dropped = 0;
+        while self.queues.steal_shared(None).is_some() {
+            dropped += 1;
+        }
+        for victim in 0..self.started.load(Ordering::SeqCst) {
+            while self.queues.steal(None, victim).is_some() {
+                dropped += 1;
+            }
+        }
+        dropped
+    }
+}
+
+impl<Q: StealQueues> ThreadPool for StealingPool<Q> {
+    fn schedule(&self, task: Task) {
+        self.shared.schedule(task, 0, usize::MAX);
+    }
+
+    fn schedule_with_hint(&self, task: Task, start: usize, limit: usize) {
+        self.shared.schedule(task, start, limit);
+    }
+
+    fn num_threads(&self) -> usize {
+        self.shared.active.load(Ordering::Relaxed)
+    }
+
+    fn current_thread_id(&self) -> Option<usize> {
+        current::index_in(self.pool_id())
+    }
+
+    fn cancel(&self) -> usize {
+        let _serialized = self.handles.lock();
+        let shared = &self.shared;
+        shared.cancelled.store(true, Ordering::SeqCst);
+        shared.done.store(true, Ordering::SeqCst);
+        shared.event_count.notify(true);
+        let dropped = shared.drain_all();
+        shared.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+        dropped
+    }
+
+    fn set_num_threads(&self, threads: usize) -> Result<(), PoolError> {
+        super::check_resize(&self.shared.options, threads)?;
+        self.resize_to(threads)
+    }
+
+    fn try_run_one(&self) -> bool {
+        let shared = &self.shared;
+        match current::index_in(self.pool_id()) {
+            Some(index) => match shared.find_task(index, outside_random()) {
+                Some(task) => shared.run_task(index, task),
+                None => return false,
+            },
+            None => match shared.global_steal(None, outside_random()) {
+                Some(task) => shared.run_inline(task),
+                None => return false,
+            },
+        }
+        true
+    }
+
+    fn stats(&self) -> PoolStats {
+        let shared = &self.shared;
+        let started = shared.started.load(Ordering::Acquire);
+        PoolStats {
+            name: shared.options.name.clone(),
+            kind: Q::KIND,
+            num_threads: shared.active.load(Ordering::Relaxed),
+            workers: (0..started)
+                .map(|i| shared.slots[i].counters.snapshot(i, shared.queues.depth(i)))
+                .collect(),
+            unowned_queue_depth: shared.queues.shared_depth(),
+            inline_runs: shared.inline_runs.load(Ordering::Relaxed),
+            panics: shared.panics.count(),
+            last_panic: shared.panics.last(),
+            dropped: shared.dropped.load(Ordering::Relaxed),
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.shared.options.name
+    }
+
+    fn kind(&self) -> PoolKind {
+        Q::KIND
+    }
+}
+
+impl<Q: StealQueues> Drop for StealingPool<Q> {
+    fn drop(&mut self) {
+        let mut handles = self.handles.lock();
+        let shared = &self.shared;
+        let active = shared.active.load(Ordering::SeqCst);
+        // Retired workers first: once they are gone only active workers can add work.
+        for handle in handles[active..].iter_mut().filter_map(Option::take) {
+            let _ = handle.join();
+        }
+        shared.done.store(true, Ordering::SeqCst);
+        shared.event_count.notify(true);
+        for handle in handles.iter_mut().filter_map(Option::take) {
+            let _ = handle.join();
+        }
+    }
+}
