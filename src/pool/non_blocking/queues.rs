@@ -20,8 +20,9 @@ use super::super::run_queue::RunQueue;
 use super::super::{PoolKind, Task};
 use crate::sync::{thread_local, Mutex};
 
-/// Slots in each Eigen run queue (Eigen's `kSize`).
-pub(crate) const RUN_QUEUE_CAPACITY: usize = 1024;
+/// Slots in each Eigen run queue (Eigen's `kSize`; tiny under loom to keep models small, which
+/// also exercises the queue-full path).
+pub(crate) const RUN_QUEUE_CAPACITY: usize = if cfg!(loom) { 2 } else { 1024 };
 
 /// What the worker loop needs from a queue design. `index` is a worker slot; methods named
 /// `*_local` may only be called by the thread currently running that slot.
