@@ -1,12 +1,182 @@
-//! Command-line interface.
-use clap::Parser;
+//! Command-line interface: clap parses, the library measures, this module prints.
+//!
+//! ```text
+//! enginetop bench pool [--pool simple|eigen|chase-lev|rayon|all] [--threads T] [--json]
+//!                      [--reps N] [--bench spawn,tree,parallel_for,wake_hot,wake_cold] [--quick]
+//! ```
+//! New commands go in [`Command`], new benchmark families in [`BenchTarget`].
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::builder::PossibleValuesParser;
+use clap::{Args, Parser, Subcommand};
+
+use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
+use enginetop::bench::report;
 
 /// enginetop: Eigen's thread pools and MXNet's dependency engine, re-created and made visible.
 #[derive(Debug, Parser)]
-#[command(name = "enginetop", version, about)]
-pub struct Cli {}
+#[command(name = "enginetop", version, about, arg_required_else_help = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
 
-pub fn main() -> std::process::ExitCode {
-    let _cli = Cli::parse();
-    std::process::ExitCode::SUCCESS
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run benchmarks and print their figures.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchArgs {
+    #[command(subcommand)]
+    target: BenchTarget,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchTarget {
+    /// Thread pool benchmarks: every pool kind and rayon, interleaved rep by rep.
+    Pool(PoolBenchArgs),
+}
+
+/// Pool names `--pool` accepts: every pool kind, rayon, and `all`.
+fn pool_choices() -> Vec<&'static str> {
+    let mut choices: Vec<&'static str> =
+        Contender::all().into_iter().map(Contender::name).collect();
+    choices.push("all");
+    choices
+}
+
+fn bench_choices() -> Vec<&'static str> {
+    Bench::ALL.into_iter().map(Bench::as_str).collect()
+}
+
+#[derive(Debug, Args)]
+struct PoolBenchArgs {
+    /// Pools to measure (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "all",
+        value_parser = PossibleValuesParser::new(pool_choices()),
+    )]
+    pool: Vec<String>,
+
+    /// Worker threads in every pool.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: u16,
+
+    /// Print one JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    /// Reps per benchmark (default: 5, and 9 for parallel_for).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    reps: Option<u32>,
+
+    /// Benchmarks to run (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = PossibleValuesParser::new(bench_choices()),
+    )]
+    bench: Vec<String>,
+
+    /// About a tenth of the work, for smoke runs.
+    #[arg(long)]
+    quick: bool,
+}
+
+impl PoolBenchArgs {
+    fn config(&self) -> Result<PoolBenchConfig> {
+        let mut contenders = Vec::new();
+        for name in &self.pool {
+            let named = if name == "all" {
+                Contender::all()
+            } else {
+                vec![name.parse::<Contender>()?]
+            };
+            for contender in named {
+                if !contenders.contains(&contender) {
+                    contenders.push(contender);
+                }
+            }
+        }
+        Ok(PoolBenchConfig {
+            threads: usize::from(self.threads),
+            reps: self.reps.map(|reps| reps as usize),
+            sizes: if self.quick {
+                Sizes::quick()
+            } else {
+                Sizes::full()
+            },
+            contenders,
+        })
+    }
+
+    fn benches(&self) -> Result<Vec<Bench>> {
+        if self.bench.is_empty() {
+            return Ok(Bench::ALL.to_vec());
+        }
+        let mut benches = Vec::new();
+        for name in &self.bench {
+            let bench = name.parse::<Bench>()?;
+            if !benches.contains(&bench) {
+                benches.push(bench);
+            }
+        }
+        Ok(benches)
+    }
+}
+
+/// Parses the command line and runs it; errors are printed with their causes.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Some(Command::Bench(BenchArgs {
+            target: BenchTarget::Pool(args),
+        })) => bench_pool(&args),
+        None => Ok(()),
+    }
+}
+
+/// `enginetop bench pool`: JSON lines as each benchmark finishes, or a table at the end.
+fn bench_pool(args: &PoolBenchArgs) -> Result<()> {
+    let config = args.config()?;
+    let mut results: Vec<BenchResult> = Vec::new();
+    for bench in args.benches()? {
+        if !args.json {
+            eprintln!("running {bench} ...");
+        }
+        let bench_results =
+            run_bench(bench, &config).with_context(|| format!("benchmark `{bench}` failed"))?;
+        if args.json {
+            print_json_lines(&bench_results)?;
+        }
+        results.extend(bench_results);
+    }
+    if !args.json {
+        print!("{}", report::table(&results));
+    }
+    Ok(())
+}
+
+fn print_json_lines(results: &[BenchResult]) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    for result in results {
+        writeln!(stdout, "{}", report::json_line(result)).context("writing to stdout")?;
+    }
+    stdout.flush().context("writing to stdout")
 }

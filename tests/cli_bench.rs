@@ -1,0 +1,89 @@
+//! End-to-end checks of `enginetop bench pool` and the top-level flags, through the binary.
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn enginetop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_enginetop"))
+        .args(args)
+        .output()
+        .expect("the enginetop binary starts")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn quick_json_run_prints_one_valid_line_per_bench() {
+    let output = enginetop(&[
+        "bench",
+        "pool",
+        "--quick",
+        "--json",
+        "--reps",
+        "1",
+        "--pool",
+        "simple",
+        "--bench",
+        "spawn,wake_hot",
+    ]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "stderr: {}", text(&output.stderr));
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}")))
+        .collect();
+    let benches: Vec<&str> = lines.iter().map(|l| l["bench"].as_str().unwrap()).collect();
+    assert_eq!(benches, ["spawn", "wake_hot"]);
+    for line in &lines {
+        assert_eq!(line["pool"], "simple");
+        assert_eq!(line["threads"], 2);
+        assert_eq!(line["reps"], 1);
+    }
+    assert!(
+        lines[0]["ns_per_task"].as_f64().unwrap() > 0.0,
+        "{}",
+        lines[0]
+    );
+    for key in ["us_p50", "us_p99"] {
+        assert!(lines[1][key].as_f64().unwrap() > 0.0, "{}", lines[1]);
+    }
+}
+
+#[test]
+fn help_and_version_exit_zero() {
+    let help = enginetop(&["--help"]);
+    assert!(help.status.success());
+    assert!(text(&help.stdout).contains("bench"));
+    let bench_help = enginetop(&["bench", "pool", "--help"]);
+    assert!(bench_help.status.success());
+    assert!(text(&bench_help.stdout).contains("--quick"));
+    let version = enginetop(&["--version"]);
+    assert!(version.status.success());
+    assert!(text(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn unknown_pool_is_refused_naming_the_valid_ones() {
+    let output = enginetop(&["bench", "pool", "--pool", "nosuch"]);
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    for name in ["nosuch", "simple", "eigen", "chase-lev", "rayon", "all"] {
+        assert!(stderr.contains(name), "{name} missing from: {stderr}");
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn unknown_bench_and_zero_threads_are_refused() {
+    for args in [
+        &["bench", "pool", "--bench", "spawn,nosuch"][..],
+        &["bench", "pool", "--threads", "0"][..],
+        &["bench", "pool", "--reps", "0"][..],
+    ] {
+        let output = enginetop(args);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(!text(&output.stderr).contains("panicked"), "{args:?}");
+    }
+}
