@@ -70,6 +70,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 pub use counters::{PoolStats, WorkerState, WorkerStats};
+pub use current::spawn_here;
 pub use task::Task;
 
 /// Eigen's `ThreadPoolInterface`, plus live resize, counters and a helping hand for waiters.

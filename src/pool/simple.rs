@@ -135,7 +135,12 @@ impl SimplePool {
         let pool_id = self.pool_id();
         thread::Builder::new()
             .name(format!("{}-w{index}", shared.options.name))
-            .spawn(move || shared.work(pool_id, index))
+            .spawn(move || {
+                let scheduler = shared.clone();
+                let scheduler = Box::new(move |task| scheduler.schedule(task));
+                current::enter(pool_id, index, scheduler);
+                shared.work(index)
+            })
             .map_err(|err| {
                 self.shared.state.lock().alive[index] = false;
                 PoolError::Spawn {
@@ -155,8 +160,7 @@ impl Shared {
     }
 
     /// The worker loop.
-    fn work(&self, pool_id: usize, index: usize) {
-        current::enter(pool_id, index);
+    fn work(&self, index: usize) {
         let counters = &self.counters[index];
         let mut state = self.state.lock();
         loop {
@@ -223,6 +227,24 @@ impl Shared {
         (state, task)
     }
 
+    fn schedule(&self, task: Task) {
+        let mut state = self.state.lock();
+        if state.cancelled {
+            state.dropped += 1;
+            return;
+        }
+        if state.active == 0 {
+            drop(state);
+            return self.run_inline(task);
+        }
+        if let Some(index) = state.parked.pop() {
+            state.handoff[index] = Some(task);
+            self.wake[index].notify_one();
+        } else {
+            state.queue.push_back(task);
+        }
+    }
+
     fn run_inline(&self, task: Task) {
         self.inline_runs.fetch_add(1, Ordering::Relaxed);
         self.panics.run(task);
@@ -238,21 +260,7 @@ impl Shared {
 
 impl ThreadPool for SimplePool {
     fn schedule(&self, task: Task) {
-        let mut state = self.shared.state.lock();
-        if state.cancelled {
-            state.dropped += 1;
-            return;
-        }
-        if state.active == 0 {
-            drop(state);
-            return self.shared.run_inline(task);
-        }
-        if let Some(index) = state.parked.pop() {
-            state.handoff[index] = Some(task);
-            self.shared.wake[index].notify_one();
-        } else {
-            state.queue.push_back(task);
-        }
+        self.shared.schedule(task);
     }
 
     fn schedule_with_hint(&self, task: Task, _start: usize, _limit: usize) {

@@ -1,12 +1,9 @@
 //! tree: one root task scheduled from outside; each task above depth 0 schedules two children
 //! from inside the pool; every task notifies one barrier.
 //!
-//! Our tasks reach the pool through an `Arc<Pool>`: a parent clones it for each child and drops
-//! its own, two reference-count operations per task on average, which the C++ peer's tasks
-//! (capturing a raw pointer) do not pay. Our pools offer no "spawn into the pool I run in"
-//! yet; rayon's tasks use `rayon::spawn`, which does that. A task drops its handle before it
-//! notifies, so when the barrier opens the benchmark holds the only handle left and a pool is
-//! never dropped on one of its own workers.
+//! Children are scheduled with [`spawn_here`] (ours) and `rayon::spawn` (rayon): both schedule
+//! onto the running worker's own queue without touching any shared handle, as the C++ peer's
+//! tasks do through a captured pointer.
 #![forbid(unsafe_code)]
 
 use std::time::Instant;
@@ -14,8 +11,7 @@ use std::time::Instant;
 use super::contender::{Backend, Runner};
 use super::{leak_barrier, ns_per_task, Metric};
 use crate::pool::barrier::Barrier;
-use crate::pool::Pool;
-use crate::sync::Arc;
+use crate::pool::spawn_here;
 
 /// Tasks in a tree whose root is at `depth`: 2^(depth+1) - 1.
 pub(super) fn tree_tasks(depth: u32) -> usize {
@@ -28,10 +24,7 @@ pub(super) fn tree_once(runner: &Runner, depth: u32) -> Metric {
     let barrier = leak_barrier(tasks);
     let start = Instant::now();
     match &runner.backend {
-        Backend::Ours(pool) => {
-            let pool = pool.clone();
-            runner.spawn(move || our_node(pool, barrier, depth));
-        }
+        Backend::Ours(_) => runner.spawn(move || our_node(barrier, depth)),
         Backend::Rayon(_) => runner.spawn(move || rayon_node(barrier, depth)),
     }
     barrier.wait();
@@ -39,14 +32,14 @@ pub(super) fn tree_once(runner: &Runner, depth: u32) -> Metric {
 }
 
 /// A task of the tree on one of our pools.
-fn our_node(pool: Arc<Pool>, barrier: &'static Barrier, depth: u32) {
+fn our_node(barrier: &'static Barrier, depth: u32) {
     if depth > 0 {
-        let first_child_pool = pool.clone();
-        let second_child_pool = pool.clone();
-        pool.spawn(move || our_node(first_child_pool, barrier, depth - 1));
-        pool.spawn(move || our_node(second_child_pool, barrier, depth - 1));
+        for _ in 0..2 {
+            if spawn_here(move || our_node(barrier, depth - 1)).is_err() {
+                unreachable!("tree tasks run on pool workers");
+            }
+        }
     }
-    drop(pool);
     barrier.notify();
 }
 
