@@ -26,7 +26,6 @@
 mod contender;
 mod parallel_for;
 mod spawn;
-mod standin;
 mod tree;
 mod wake;
 

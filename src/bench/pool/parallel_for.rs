@@ -8,11 +8,9 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-// TODO(lead): switch to pool::parallel_for::parallel_for when merged
-use super::standin::{parallel_for, Cost};
-
 use super::contender::{Backend, Runner};
 use super::{BenchError, Metric};
+use crate::pool::parallel_for::{parallel_for, Cost};
 use crate::pool::ThreadPool;
 use crate::sync::Mutex;
 
