@@ -3,6 +3,9 @@
 //! ```text
 //! enginetop bench pool [--pool simple|eigen|chase-lev|rayon|all] [--threads T] [--json]
 //!                      [--reps N] [--bench spawn,tree,parallel_for,wake_hot,wake_cold] [--quick]
+//! enginetop bench engine [--engine naive|pooled|per-device|all] [--pool simple|eigen|chase-lev]
+//!                        [--threads T] [--json] [--reps N]
+//!                        [--bench independent,chain,random_dag,wavefront,binary_tree] [--quick]
 //! ```
 //! New commands go in [`Command`], new benchmark families in [`BenchTarget`].
 use std::io::Write;
@@ -12,8 +15,11 @@ use anyhow::{Context, Result};
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 
+use enginetop::bench::engine::{self as engine_bench, EngineBenchConfig, EngineBenchResult, Shape};
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
 use enginetop::bench::report;
+use enginetop::engine::EngineKind;
+use enginetop::pool::PoolKind;
 
 /// enginetop: Eigen's thread pools and MXNet's dependency engine, re-created and made visible.
 #[derive(Debug, Parser)]
@@ -39,6 +45,105 @@ struct BenchArgs {
 enum BenchTarget {
     /// Thread pool benchmarks: every pool kind and rayon, interleaved rep by rep.
     Pool(PoolBenchArgs),
+    /// Dependency engine benchmarks: every engine, interleaved rep by rep, checked against a
+    /// sequential run.
+    Engine(EngineBenchArgs),
+}
+
+fn engine_choices() -> Vec<&'static str> {
+    let mut choices: Vec<&'static str> = EngineKind::ALL
+        .into_iter()
+        .map(EngineKind::as_str)
+        .collect();
+    choices.push("all");
+    choices
+}
+
+fn engine_pool_choices() -> Vec<&'static str> {
+    PoolKind::ALL.into_iter().map(PoolKind::as_str).collect()
+}
+
+fn shape_choices() -> Vec<&'static str> {
+    Shape::ALL.into_iter().map(Shape::as_str).collect()
+}
+
+#[derive(Debug, Args)]
+struct EngineBenchArgs {
+    /// Engines to measure (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "all",
+        value_parser = PossibleValuesParser::new(engine_choices()),
+    )]
+    engine: Vec<String>,
+
+    /// The pool kind of the threaded engines' CPU workers.
+    #[arg(long, default_value = "eigen", value_parser = PossibleValuesParser::new(engine_pool_choices()))]
+    pool: String,
+
+    /// CPU worker threads.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: u16,
+
+    /// Print one JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    /// Reps per benchmark.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    reps: u32,
+
+    /// Benchmarks to run (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = PossibleValuesParser::new(shape_choices()),
+    )]
+    bench: Vec<String>,
+
+    /// A tenth of the work, for smoke runs.
+    #[arg(long)]
+    quick: bool,
+}
+
+impl EngineBenchArgs {
+    fn config(&self) -> Result<EngineBenchConfig> {
+        let mut engines = Vec::new();
+        for name in &self.engine {
+            let named = if name == "all" {
+                EngineKind::ALL.to_vec()
+            } else {
+                vec![name.parse::<EngineKind>()?]
+            };
+            for kind in named {
+                if !engines.contains(&kind) {
+                    engines.push(kind);
+                }
+            }
+        }
+        Ok(EngineBenchConfig {
+            engines,
+            pool_kind: self.pool.parse()?,
+            threads: usize::from(self.threads),
+            reps: self.reps as usize,
+            scale: if self.quick { 0.1 } else { 1.0 },
+        })
+    }
+
+    fn shapes(&self) -> Result<Vec<Shape>> {
+        if self.bench.is_empty() {
+            return Ok(Shape::ALL.to_vec());
+        }
+        let mut shapes = Vec::new();
+        for name in &self.bench {
+            let shape = name.parse::<Shape>()?;
+            if !shapes.contains(&shape) {
+                shapes.push(shape);
+            }
+        }
+        Ok(shapes)
+    }
 }
 
 /// Pool names `--pool` accepts: every pool kind, rayon, and `all`.
@@ -148,6 +253,9 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Bench(BenchArgs {
             target: BenchTarget::Pool(args),
         })) => bench_pool(&args),
+        Some(Command::Bench(BenchArgs {
+            target: BenchTarget::Engine(args),
+        })) => bench_engine(&args),
         None => Ok(()),
     }
 }
@@ -169,6 +277,44 @@ fn bench_pool(args: &PoolBenchArgs) -> Result<()> {
     }
     if !args.json {
         print!("{}", report::table(&results));
+    }
+    Ok(())
+}
+
+/// `enginetop bench engine`: JSON lines as each benchmark finishes, or a table at the end;
+/// fails when a result differs from the sequential run.
+fn bench_engine(args: &EngineBenchArgs) -> Result<()> {
+    let config = args.config()?;
+    let mut results: Vec<EngineBenchResult> = Vec::new();
+    for shape in args.shapes()? {
+        if !args.json {
+            eprintln!("running {shape} ...");
+        }
+        let shape_results = engine_bench::run_shape(shape, &config)
+            .with_context(|| format!("engine benchmark `{shape}` failed"))?;
+        if args.json {
+            let mut stdout = std::io::stdout().lock();
+            for result in &shape_results {
+                writeln!(stdout, "{}", engine_bench::json_line(result))
+                    .context("writing to stdout")?;
+            }
+            stdout.flush().context("writing to stdout")?;
+        }
+        results.extend(shape_results);
+    }
+    if !args.json {
+        print!("{}", engine_bench::table(&results));
+    }
+    let wrong: Vec<String> = results
+        .iter()
+        .filter(|result| !result.correct)
+        .map(|result| format!("{} on {}", result.bench, result.engine))
+        .collect();
+    if !wrong.is_empty() {
+        anyhow::bail!(
+            "results differ from the sequential run: {} (a dependency was not respected)",
+            wrong.join(", ")
+        );
     }
     Ok(())
 }

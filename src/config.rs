@@ -8,7 +8,10 @@
 //! 2. **environment**: TensorFlow's `TF_NUM_INTEROP_THREADS` / `TF_NUM_INTRAOP_THREADS`, then
 //!    ours (`ENGINETOP_INTER_OP_THREADS`, `ENGINETOP_INTRA_OP_THREADS`, `ENGINETOP_POOL`,
 //!    `ENGINETOP_SPIN`, `ENGINETOP_MAX_THREADS`; names in [`env`](mod@env)). Ours win when
-//!    both are set;
+//!    both are set. The engine's settings come from MXNet's names (`MXNET_ENGINE_TYPE`,
+//!    `MXNET_CPU_WORKER_NTHREADS`, `MXNET_CPU_PRIORITY_NTHREADS`, `MXNET_GPU_WORKER_NTHREADS`,
+//!    `MXNET_GPU_COPY_NTHREADS`), then ours (`ENGINETOP_ENGINE`, `ENGINETOP_CPU_WORKERS`, ...),
+//!    ours winning again;
 //! 3. **explicit overrides** ([`ConfigOverrides`], what the command line passes; flag names in
 //!    [`flag`]).
 //!
@@ -41,6 +44,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::engine::EngineKind;
 use crate::pool::{PoolKind, DEFAULT_MAX_THREADS};
 
 /// The environment variables we read.
@@ -59,6 +63,27 @@ pub mod env {
     pub const ENGINETOP_SPIN: &str = "ENGINETOP_SPIN";
     /// The most threads any pool may be resized to.
     pub const ENGINETOP_MAX_THREADS: &str = "ENGINETOP_MAX_THREADS";
+    /// MXNet's engine choice: `NaiveEngine`, `ThreadedEngine`, `ThreadedEnginePerDevice`.
+    pub const MXNET_ENGINE_TYPE: &str = "MXNET_ENGINE_TYPE";
+    /// Our engine choice (`naive`, `pooled`, `per-device`, or MXNet's names); wins over
+    /// [`MXNET_ENGINE_TYPE`].
+    pub const ENGINETOP_ENGINE: &str = "ENGINETOP_ENGINE";
+    /// MXNet's CPU workers per device.
+    pub const MXNET_CPU_WORKER_NTHREADS: &str = "MXNET_CPU_WORKER_NTHREADS";
+    /// Our CPU workers per device; wins over [`MXNET_CPU_WORKER_NTHREADS`].
+    pub const ENGINETOP_CPU_WORKERS: &str = "ENGINETOP_CPU_WORKERS";
+    /// MXNet's CPU priority pool size.
+    pub const MXNET_CPU_PRIORITY_NTHREADS: &str = "MXNET_CPU_PRIORITY_NTHREADS";
+    /// Our CPU priority pool size; wins over [`MXNET_CPU_PRIORITY_NTHREADS`].
+    pub const ENGINETOP_CPU_PRIORITY_WORKERS: &str = "ENGINETOP_CPU_PRIORITY_WORKERS";
+    /// MXNet's GPU compute workers per device.
+    pub const MXNET_GPU_WORKER_NTHREADS: &str = "MXNET_GPU_WORKER_NTHREADS";
+    /// Our GPU compute workers per device; wins over [`MXNET_GPU_WORKER_NTHREADS`].
+    pub const ENGINETOP_GPU_WORKERS: &str = "ENGINETOP_GPU_WORKERS";
+    /// MXNet's GPU copy workers per device.
+    pub const MXNET_GPU_COPY_NTHREADS: &str = "MXNET_GPU_COPY_NTHREADS";
+    /// Our GPU copy workers per device; wins over [`MXNET_GPU_COPY_NTHREADS`].
+    pub const ENGINETOP_GPU_COPY_WORKERS: &str = "ENGINETOP_GPU_COPY_WORKERS";
 }
 
 /// The command-line flags that fill [`ConfigOverrides`]; errors and warnings name them.
@@ -73,6 +98,16 @@ pub mod flag {
     pub const SPIN: &str = "--spin";
     /// Sets [`ConfigOverrides::max_threads`](super::ConfigOverrides::max_threads).
     pub const MAX_THREADS: &str = "--max-threads";
+    /// Sets [`ConfigOverrides::engine_kind`](super::ConfigOverrides::engine_kind).
+    pub const ENGINE: &str = "--engine";
+    /// Sets [`ConfigOverrides::cpu_workers`](super::ConfigOverrides::cpu_workers).
+    pub const CPU_WORKERS: &str = "--cpu-workers";
+    /// Sets [`ConfigOverrides::cpu_priority_workers`](super::ConfigOverrides::cpu_priority_workers).
+    pub const CPU_PRIORITY_WORKERS: &str = "--cpu-priority-workers";
+    /// Sets [`ConfigOverrides::gpu_workers`](super::ConfigOverrides::gpu_workers).
+    pub const GPU_WORKERS: &str = "--gpu-workers";
+    /// Sets [`ConfigOverrides::gpu_copy_workers`](super::ConfigOverrides::gpu_copy_workers).
+    pub const GPU_COPY_WORKERS: &str = "--gpu-copy-workers";
 }
 
 /// The largest `max_threads` we accept: pools allocate a slot per possible worker up front.
@@ -109,7 +144,22 @@ pub struct RuntimeConfig {
     /// CPUs this process may run on, detected by [`RuntimeConfig::default`]; `0` counts
     /// resolve to it and the oversubscription warning compares against it.
     pub schedulable_cpus: usize,
+    /// Which dependency engine to run.
+    pub engine_kind: EngineKind,
+    /// Engine CPU workers per CPU device; 0 = one per schedulable CPU.
+    pub cpu_workers: usize,
+    /// Engine CPU priority pool size; 0 = MXNet's default, 4.
+    pub cpu_priority_workers: usize,
+    /// Engine GPU compute workers per GPU; 0 = MXNet's default, 2.
+    pub gpu_workers: usize,
+    /// Engine GPU copy workers per GPU; 0 = MXNet's default, 2.
+    pub gpu_copy_workers: usize,
 }
+
+/// MXNet's default CPU priority pool size.
+pub const DEFAULT_CPU_PRIORITY_WORKERS: usize = 4;
+/// MXNet's default GPU compute and copy workers per GPU.
+pub const DEFAULT_GPU_WORKERS: usize = 2;
 
 impl Default for RuntimeConfig {
     /// TensorFlow's defaults (both counts 0 = pick), the `eigen` pool, spinning allowed.
@@ -122,6 +172,11 @@ impl Default for RuntimeConfig {
             allow_spinning: true,
             max_threads: DEFAULT_MAX_THREADS.max(cpus).min(HARD_MAX_THREADS),
             schedulable_cpus: cpus,
+            engine_kind: EngineKind::PerDevice,
+            cpu_workers: 0,
+            cpu_priority_workers: 0,
+            gpu_workers: 0,
+            gpu_copy_workers: 0,
         }
     }
 }
@@ -140,6 +195,29 @@ pub struct ConfigOverrides {
     pub allow_spinning: Option<bool>,
     /// `--max-threads`.
     pub max_threads: Option<usize>,
+    /// `--engine`.
+    pub engine_kind: Option<EngineKind>,
+    /// `--cpu-workers`.
+    pub cpu_workers: Option<usize>,
+    /// `--cpu-priority-workers`.
+    pub cpu_priority_workers: Option<usize>,
+    /// `--gpu-workers`.
+    pub gpu_workers: Option<usize>,
+    /// `--gpu-copy-workers`.
+    pub gpu_copy_workers: Option<usize>,
+}
+
+/// The engine's worker counts, `0` resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResolvedEngineWorkers {
+    /// CPU workers per CPU device.
+    pub cpu: usize,
+    /// CPU priority pool size.
+    pub cpu_priority: usize,
+    /// GPU compute workers per GPU.
+    pub gpu: usize,
+    /// GPU copy workers per GPU.
+    pub gpu_copy: usize,
 }
 
 /// The thread counts pools are built with: `0` resolved to the schedulable CPUs.
@@ -216,6 +294,7 @@ impl RuntimeConfig {
             overrides.pool_kind,
             Ok,
         )?;
+        config.load_engine_settings(&env_var, overrides)?;
         config.allow_spinning = layer(
             config.allow_spinning,
             &env_var,
@@ -248,6 +327,15 @@ impl RuntimeConfig {
             self.intra_op_threads,
             max,
         )?;
+        let engine_counts = [
+            ("cpu_workers", self.cpu_workers),
+            ("cpu_priority_workers", self.cpu_priority_workers),
+            ("gpu_workers", self.gpu_workers),
+            ("gpu_copy_workers", self.gpu_copy_workers),
+        ];
+        for (field, count) in engine_counts {
+            check_thread_count(Origin::Field(field), count, max)?;
+        }
         Ok(())
     }
 
@@ -276,6 +364,75 @@ impl RuntimeConfig {
     /// The intra-op pool size, `0` resolved.
     pub fn effective_intra_op_threads(&self) -> usize {
         self.resolve_count(self.intra_op_threads)
+    }
+
+    /// The engine's settings: MXNet's variables, ours, then the flags.
+    fn load_engine_settings(
+        &mut self,
+        env_var: &impl Fn(&'static str) -> Option<String>,
+        overrides: &ConfigOverrides,
+    ) -> Result<(), ConfigError> {
+        let max = self.max_threads;
+        self.engine_kind = layer(
+            self.engine_kind,
+            env_var,
+            &[env::MXNET_ENGINE_TYPE, env::ENGINETOP_ENGINE],
+            parse_engine_kind,
+            overrides.engine_kind,
+            Ok,
+        )?;
+        let counts = [
+            (
+                &mut self.cpu_workers,
+                [env::MXNET_CPU_WORKER_NTHREADS, env::ENGINETOP_CPU_WORKERS],
+                (overrides.cpu_workers, flag::CPU_WORKERS),
+            ),
+            (
+                &mut self.cpu_priority_workers,
+                [
+                    env::MXNET_CPU_PRIORITY_NTHREADS,
+                    env::ENGINETOP_CPU_PRIORITY_WORKERS,
+                ],
+                (overrides.cpu_priority_workers, flag::CPU_PRIORITY_WORKERS),
+            ),
+            (
+                &mut self.gpu_workers,
+                [env::MXNET_GPU_WORKER_NTHREADS, env::ENGINETOP_GPU_WORKERS],
+                (overrides.gpu_workers, flag::GPU_WORKERS),
+            ),
+            (
+                &mut self.gpu_copy_workers,
+                [
+                    env::MXNET_GPU_COPY_NTHREADS,
+                    env::ENGINETOP_GPU_COPY_WORKERS,
+                ],
+                (overrides.gpu_copy_workers, flag::GPU_COPY_WORKERS),
+            ),
+        ];
+        for (field, names, flag_value) in counts {
+            *field = layer_thread_count(*field, env_var, names, flag_value, max)?;
+        }
+        Ok(())
+    }
+
+    /// The engine's worker counts: CPU workers `0` = the schedulable CPUs (at most
+    /// `max_threads`), the others `0` = MXNet's defaults (4 priority, 2 GPU, 2 GPU copy).
+    ///
+    /// ```
+    /// use enginetop::config::RuntimeConfig;
+    ///
+    /// let config = RuntimeConfig { cpu_workers: 3, schedulable_cpus: 8, ..Default::default() };
+    /// let workers = config.resolved_engine_workers();
+    /// assert_eq!((workers.cpu, workers.cpu_priority, workers.gpu_copy), (3, 4, 2));
+    /// ```
+    pub fn resolved_engine_workers(&self) -> ResolvedEngineWorkers {
+        let or_default = |count: usize, default: usize| if count == 0 { default } else { count };
+        ResolvedEngineWorkers {
+            cpu: self.resolve_count(self.cpu_workers),
+            cpu_priority: or_default(self.cpu_priority_workers, DEFAULT_CPU_PRIORITY_WORKERS),
+            gpu: or_default(self.gpu_workers, DEFAULT_GPU_WORKERS),
+            gpu_copy: or_default(self.gpu_copy_workers, DEFAULT_GPU_WORKERS),
+        }
     }
 
     fn resolve_count(&self, count: usize) -> usize {
@@ -408,6 +565,13 @@ fn parse_pool_kind(setting: Origin, text: &str) -> Result<PoolKind, ConfigError>
     })
 }
 
+fn parse_engine_kind(setting: Origin, text: &str) -> Result<EngineKind, ConfigError> {
+    EngineKind::from_str(text).map_err(|_| ConfigError::UnknownEngineKind {
+        setting,
+        value: text.to_string(),
+    })
+}
+
 fn parse_switch(setting: Origin, text: &str) -> Result<bool, ConfigError> {
     match text.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "on" | "yes" => Ok(true),
@@ -495,6 +659,19 @@ pub enum ConfigError {
         .setting.assignment(.value), HARD_MAX_THREADS, .setting.fix("256")
     )]
     BadMaxThreads {
+        /// The variable, flag or field.
+        setting: Origin,
+        /// What it held.
+        value: String,
+    },
+    /// Not one of our engines, nor one of MXNet's names for them.
+    #[error(
+        "{} is not an engine: expected one of naive, pooled, per-device (or MXNet's \
+         NaiveEngine, ThreadedEngine, ThreadedEnginePerDevice; the *Async variants need the GPU \
+         backend); {}",
+        .setting.assignment(.value), .setting.fix("per-device")
+    )]
+    UnknownEngineKind {
         /// The variable, flag or field.
         setting: Origin,
         /// What it held.
@@ -660,6 +837,7 @@ mod tests {
             intra_op_threads: Some(9),
             allow_spinning: Some(true),
             max_threads: Some(32),
+            ..Default::default()
         };
         let config = load(&env, &flags);
         assert_eq!(config.pool_kind, PoolKind::Simple);

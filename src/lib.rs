@@ -5,6 +5,10 @@
 //!   RunQueue + EventCount, and `chase-lev` over crossbeam's deques), live-resizable, with
 //!   per-worker counters, a cost-model `parallel_for`, and TensorFlow's inter-op / intra-op
 //!   pool configuration.
+//! - [`engine`]: MXNet's dependency engine (naive, pooled, per-device) on our pools, with
+//!   errors that name the failing op, bulking, live worker counts and a profiler hook.
+//! - [`device`]: where engine ops execute: per-device CPU worker pools, the CPU priority pool,
+//!   and the GPU placeholder.
 //! - [`bench`]: the benchmarks `enginetop bench` runs.
 //!
 //! Data flow (as the later parts land): workload file -> engine push -> device queue -> pool
@@ -14,5 +18,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod device;
+pub mod engine;
 pub mod pool;
 mod sync;

@@ -7,10 +7,13 @@
 //!
 //! - [`pool`]: spawn, tree, parallel_for, wake_hot and wake_cold on every pool kind and on
 //!   rayon, interleaved rep by rep.
+//! - [`engine`]: independent, chain, random_dag, wavefront and binary_tree on every engine
+//!   kind, each checked against a sequential run.
 //! - [`stats`]: median and percentiles.
 //! - [`report`]: the JSON line format and the human table.
 #![forbid(unsafe_code)]
 
+pub mod engine;
 pub mod pool;
 pub mod report;
 pub mod stats;

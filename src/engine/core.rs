@@ -1,0 +1,353 @@
+//! The engine's shared core: push, complete, the pending count and the waits, errors, and the
+//! seam to the engine kinds ([`Dispatch`]).
+#![forbid(unsafe_code)]
+
+use crossbeam_utils::CachePadded;
+use smallvec::SmallVec;
+
+use super::bulk::BulkRegistry;
+use super::current;
+use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
+use super::opr::{Deps, OpBlock, OpRef, WaitCount};
+use super::var::{Access, Var};
+use super::{Context, EngineEvent, EngineKind, EngineObserver, FnProperty, OpName};
+use crate::pool::{PoolStats, Task};
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+
+/// How one engine kind runs ready ops: the seam between dependency tracking (shared) and
+/// execution (naive, pooled, per-device).
+pub(crate) trait Dispatch: Send + Sync {
+    /// Refuses a context this engine cannot run (a GPU without a backend, a CPU device out of
+    /// range) before anything is queued.
+    /// May start the device's workers on first use.
+    fn check(&self, name: OpName, ctx: Context, prop: FnProperty) -> Result<(), EngineError>;
+    /// Runs or enqueues the task of a ready op. `from_push`: the pushing thread made it ready.
+    fn dispatch(&self, op: &OpBlock, task: Task, from_push: bool);
+    /// Joins every worker thread (the engine is drained).
+    fn stop(&self);
+    /// Starts the worker threads again.
+    fn start(&self) -> Result<(), EngineError>;
+    /// Resizes the per-device CPU worker pools while they run.
+    fn set_cpu_workers(&self, threads: usize) -> Result<(), EngineError>;
+    /// Resizes the CPU priority pool.
+    fn set_priority_workers(&self, threads: usize) -> Result<(), EngineError>;
+    /// Live counters of the worker pools.
+    fn stats(&self) -> DispatchStats;
+}
+
+/// What the workers of one engine look like right now.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct DispatchStats {
+    /// Every worker pool (per CPU device, IO), with per-worker counters.
+    pub pools: Vec<PoolStats>,
+    /// The CPU priority pool, if it was started.
+    pub priority: Option<crate::device::cpu::PriorityPoolStats>,
+}
+
+/// Everything one push asks for, dependencies already deduplicated.
+pub(crate) struct PushRequest {
+    pub(crate) ctx: Context,
+    pub(crate) prop: FnProperty,
+    pub(crate) priority: i32,
+    pub(crate) name: OpName,
+    pub(crate) is_wait: bool,
+    pub(crate) deps: Deps,
+}
+
+/// The state every op of an engine shares.
+pub(crate) struct Core {
+    pub(crate) kind: EngineKind,
+    /// Ops pushed and not completed.
+    pending: CachePadded<AtomicUsize>,
+    /// False while stopped: pushes are refused.
+    accepting: AtomicBool,
+    idle: Mutex<()>,
+    idle_cv: Condvar,
+    idle_waiters: AtomicUsize,
+    /// Failures not yet reported by `wait_for_all`.
+    errors: Mutex<Vec<ErrorRef>>,
+    failed_ops: AtomicU64,
+    skipped_ops: AtomicU64,
+    next_var: AtomicU64,
+    /// Serializes stop, start and shutdown.
+    lifecycle: Mutex<()>,
+    pub(crate) dispatcher: Box<dyn Dispatch>,
+    observer: Option<Arc<dyn EngineObserver>>,
+    pub(crate) bulks: BulkRegistry,
+}
+
+impl Core {
+    pub(crate) fn new(
+        kind: EngineKind,
+        dispatcher: Box<dyn Dispatch>,
+        observer: Option<Arc<dyn EngineObserver>>,
+    ) -> Self {
+        Core {
+            kind,
+            pending: CachePadded::new(AtomicUsize::new(0)),
+            accepting: AtomicBool::new(true),
+            idle: Mutex::new(()),
+            idle_cv: Condvar::new(),
+            idle_waiters: AtomicUsize::new(0),
+            errors: Mutex::new(Vec::new()),
+            failed_ops: AtomicU64::new(0),
+            skipped_ops: AtomicU64::new(0),
+            next_var: AtomicU64::new(0),
+            lifecycle: Mutex::new(()),
+            dispatcher,
+            observer,
+            bulks: BulkRegistry::new(),
+        }
+    }
+
+    pub(crate) fn new_variable(&self) -> Var {
+        Var::new(self.next_var.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Pushes one op whose task `make_task` builds around its block.
+    pub(crate) fn push(
+        self: &Arc<Self>,
+        request: PushRequest,
+        make_task: impl FnOnce(OpRef) -> Task,
+    ) -> Result<(), EngineError> {
+        self.dispatcher
+            .check(request.name, request.ctx, request.prop)?;
+        self.admit()?;
+        let block = Arc::new(OpBlock {
+            wait: WaitCount::new(request.deps.len()),
+            core: self.clone(),
+            deps: request.deps,
+            ctx: request.ctx,
+            prop: request.prop,
+            priority: request.priority,
+            name: request.name,
+            is_wait: request.is_wait,
+            task: Mutex::new(None),
+        });
+        let task = make_task(block.clone());
+        *block.task.lock() = Some(task);
+        let granted_now = append_all(&block);
+        if block.wait.grant(granted_now + 1) {
+            self.dispatch(&block, true);
+        }
+        Ok(())
+    }
+
+    /// Counts a push as pending unless the engine is stopped. The pending count goes up
+    /// before `accepting` is read, and `stop` clears `accepting` before it waits for the count
+    /// to drain: one of the two always sees the other (both sequentially consistent).
+    fn admit(&self) -> Result<(), EngineError> {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if self.accepting.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.retire_one();
+        Err(EngineError::Stopped { engine: self.kind })
+    }
+
+    fn dispatch(&self, block: &OpRef, from_push: bool) {
+        let task = block.take_task();
+        self.observe(|| EngineEvent::Queued {
+            op: block.name,
+            ctx: block.ctx,
+            prop: block.prop,
+        });
+        self.dispatcher.dispatch(block, task, from_push);
+    }
+
+    #[inline]
+    fn observe(&self, event: impl FnOnce() -> EngineEvent) {
+        if let Some(observer) = &self.observer {
+            observer.on_event(event());
+        }
+    }
+
+    /// Called by the executor as an op starts.
+    pub(crate) fn op_started(&self, block: &OpBlock) {
+        self.observe(|| EngineEvent::Started {
+            op: block.name,
+            ctx: block.ctx,
+        });
+    }
+
+    /// Completes `block`: releases its vars (storing `error` on its writes), dispatches what
+    /// that made ready, and counts the op as no longer pending.
+    pub(crate) fn complete(
+        block: OpRef,
+        inherited: Option<ErrorRef>,
+        result: Result<(), OpFailure>,
+    ) {
+        let core = &*block.core;
+        let error = match result {
+            Ok(()) => inherited,
+            Err(failure) => Some(core.record_failure(failure)),
+        };
+        let mut granted: SmallVec<[OpRef; 4]> = SmallVec::new();
+        for dep in &block.deps {
+            match dep.access {
+                Access::Read => granted.extend(dep.var.0.cell.complete_read()),
+                Access::Write => dep.var.0.cell.complete_write(error.as_ref(), &mut granted),
+            }
+        }
+        core.observe(|| EngineEvent::Finished {
+            op: block.name,
+            ctx: block.ctx,
+            failed: error.is_some(),
+        });
+        for op in granted {
+            if op.wait.grant(1) {
+                core.dispatch(&op, false);
+            }
+        }
+        core.retire_one();
+    }
+
+    /// Counts an op skipped because an input carried a failure.
+    pub(crate) fn count_skipped(&self) {
+        self.skipped_ops.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn record_failure(&self, failure: OpFailure) -> ErrorRef {
+        self.failed_ops.fetch_add(1, Ordering::Relaxed);
+        let slot = ErrorSlot::new(failure);
+        self.errors.lock().push(slot.clone());
+        slot
+    }
+
+    /// One op fewer pending; wakes the waiters when none is left.
+    fn retire_one(&self) {
+        let before = self.pending.fetch_sub(1, Ordering::SeqCst);
+        if before == 1 && self.idle_waiters.load(Ordering::SeqCst) > 0 {
+            let _idle = self.idle.lock();
+            self.idle_cv.notify_all();
+        }
+    }
+
+    /// Blocks until no op is pending. A waiter announces itself before it reads the count; a
+    /// completer drops the count before it looks for waiters (both sequentially consistent),
+    /// and notifies under the lock the waiter checks under: no wake-up is lost.
+    pub(crate) fn wait_idle(&self) {
+        if self.pending.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        self.idle_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut idle = self.idle.lock();
+        while self.pending.load(Ordering::SeqCst) != 0 {
+            idle = self.idle_cv.wait(idle);
+        }
+        drop(idle);
+        self.idle_waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Refuses waits from a thread that is running an op (it would wait for itself).
+    pub(crate) fn refuse_inside_op() -> Result<(), EngineError> {
+        match current::running_op() {
+            Some(op) => Err(EngineError::WaitInsideWorker { op }),
+            None => Ok(()),
+        }
+    }
+
+    /// MXNet's `WaitForAll`: every op done; reports the first unreported failure and forgets
+    /// the others.
+    pub(crate) fn wait_for_all(self: &Arc<Self>) -> Result<(), EngineError> {
+        Self::refuse_inside_op()?;
+        self.bulks.flush_all(self)?;
+        self.wait_idle();
+        let slots = std::mem::take(&mut *self.errors.lock());
+        let mut first = None;
+        for slot in slots {
+            let failure = slot.take();
+            first = first.or(failure);
+        }
+        first.map_or(Ok(()), |failure| Err(failure.into()))
+    }
+
+    /// Drains, then joins every worker; pushes are refused until [`Core::start`].
+    pub(crate) fn stop(self: &Arc<Self>) -> Result<(), EngineError> {
+        Self::refuse_inside_op()?;
+        let _lifecycle = self.lifecycle.lock();
+        self.bulks.flush_all(self)?;
+        self.accepting.store(false, Ordering::SeqCst);
+        self.wait_idle();
+        self.dispatcher.stop();
+        Ok(())
+    }
+
+    /// Starts the workers again after [`Core::stop`].
+    pub(crate) fn start(&self) -> Result<(), EngineError> {
+        let _lifecycle = self.lifecycle.lock();
+        if !self.accepting.load(Ordering::SeqCst) {
+            self.dispatcher.start()?;
+            self.accepting.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// The last handle is gone: run everything pushed (unless called from inside an op,
+    /// which cannot wait for itself), then join the workers.
+    pub(crate) fn shutdown(self: &Arc<Self>) {
+        let inside_op = current::running_op().is_some();
+        let _lifecycle = self.lifecycle.lock();
+        if !inside_op {
+            // A failed flush means the engine was already stopped and drained.
+            let _ = self.bulks.flush_all(self);
+        }
+        self.bulks.close();
+        self.accepting.store(false, Ordering::SeqCst);
+        if !inside_op {
+            self.wait_idle();
+        }
+        self.dispatcher.stop();
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn failed_ops(&self) -> u64 {
+        self.failed_ops.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn skipped_ops(&self) -> u64 {
+        self.skipped_ops.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        !self.accepting.load(Ordering::SeqCst)
+    }
+}
+
+/// Appends every dependency of `block` with all its vars locked at once (in lock order);
+/// returns how many were granted at once.
+fn append_all(block: &OpRef) -> usize {
+    if let [only] = &block.deps[..] {
+        return usize::from(only.var.0.cell.lock().append(only.access, block));
+    }
+    let mut locked: SmallVec<[_; 4]> = block.deps.iter().map(|dep| dep.var.0.cell.lock()).collect();
+    let mut granted_now = 0;
+    for (state, dep) in locked.iter_mut().zip(&block.deps) {
+        granted_now += usize::from(state.append(dep.access, block));
+    }
+    granted_now
+}
+
+/// A one-shot flag a thread can wait on (the wait op of `wait_for_var`).
+#[derive(Default)]
+pub(crate) struct Latch {
+    set: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Latch {
+    pub(crate) fn set(&self) {
+        *self.set.lock() = true;
+        self.cv.notify_all();
+    }
+
+    pub(crate) fn wait(&self) {
+        let mut set = self.set.lock();
+        while !*set {
+            set = self.cv.wait(set);
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! What the calling thread is doing for the engine: the op it is running (so a wait from
+//! inside an op is refused instead of deadlocking), and the completion an op was holding
+//! when it panicked (so the panic, not a dropped completion, is reported).
+#![forbid(unsafe_code)]
+
+use std::cell::{Cell, RefCell};
+
+use super::opr::Completion;
+use super::OpName;
+use crate::pool::Task;
+use crate::sync::thread_local;
+
+thread_local! {
+    /// The op this thread is running, innermost first (ops run inline can nest).
+    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
+    static RUNNING: Cell<Option<(OpName, usize)>> = Cell::new(None);
+    /// A completion dropped while its op panicked on this thread.
+    #[allow(clippy::missing_const_for_thread_local)]
+    static PANICKED: RefCell<Option<Completion>> = RefCell::new(None);
+}
+
+/// Marks the calling thread as running op `name` (block address `block`) until dropped.
+pub(crate) struct RunningOp {
+    previous: Option<(OpName, usize)>,
+}
+
+impl RunningOp {
+    pub(crate) fn enter(name: OpName, block: usize) -> Self {
+        RunningOp {
+            previous: RUNNING.with(|running| running.replace(Some((name, block)))),
+        }
+    }
+}
+
+impl Drop for RunningOp {
+    fn drop(&mut self) {
+        RUNNING.with(|running| running.set(self.previous));
+    }
+}
+
+/// The op the calling thread is running, if any.
+pub(crate) fn running_op() -> Option<OpName> {
+    RUNNING.with(|running| running.get().map(|(name, _)| name))
+}
+
+/// Whether the calling thread is running the op whose block is at `block`.
+pub(crate) fn is_running(block: usize) -> bool {
+    RUNNING.with(|running| running.get().is_some_and(|(_, address)| address == block))
+}
+
+/// Keeps `completion` for the executor, which reports the panic that dropped it.
+pub(crate) fn stash_panicked(completion: Completion) {
+    PANICKED.with(|slot| *slot.borrow_mut() = Some(completion));
+}
+
+/// The completion stashed by a panicking op on this thread.
+pub(crate) fn take_panicked() -> Option<Completion> {
+    PANICKED.with(|slot| slot.borrow_mut().take())
+}
+
+/// How many ready ops a worker may run back to back as continuations before it goes back to
+/// its pool's queue (so queued ops are not starved by a long chain).
+const CONTINUATION_BUDGET: u32 = 64;
+
+thread_local! {
+    /// A ready op this worker will run right after the current one, instead of queueing it.
+    #[allow(clippy::missing_const_for_thread_local)]
+    static CONTINUATION: RefCell<Option<Task>> = RefCell::new(None);
+    /// Continuations this thread may still take; 0 outside an op task.
+    #[allow(clippy::missing_const_for_thread_local)]
+    static CONTINUATIONS_LEFT: Cell<u32> = Cell::new(0);
+}
+
+/// Offers a ready op to run right after the op this worker is running. Refused (the task is
+/// given back, to be queued) outside an op task, when the slot is taken, or when the budget is
+/// spent.
+pub(crate) fn offer_continuation(task: Task) -> Result<(), Task> {
+    let left = CONTINUATIONS_LEFT.with(Cell::get);
+    if left == 0 {
+        return Err(task);
+    }
+    CONTINUATION.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.is_some() {
+            return Err(task);
+        }
+        *slot = Some(task);
+        CONTINUATIONS_LEFT.with(|cell| cell.set(left - 1));
+        Ok(())
+    })
+}
+
+/// Runs `op` (an op task's body), then every continuation it and its successors offered.
+/// Nested calls (an op run inline inside another) leave the draining to the outermost.
+pub(crate) fn run_with_continuations(op: impl FnOnce()) {
+    if CONTINUATIONS_LEFT.with(Cell::get) != 0 {
+        return op();
+    }
+    CONTINUATIONS_LEFT.with(|cell| cell.set(CONTINUATION_BUDGET));
+    op();
+    while let Some(next) = CONTINUATION.with(|slot| slot.borrow_mut().take()) {
+        let _ = next.run_caught(); // op tasks report their own panics
+    }
+    CONTINUATIONS_LEFT.with(|cell| cell.set(0));
+}

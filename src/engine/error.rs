@@ -1,0 +1,177 @@
+//! Engine errors, and the shared slot that carries an op's failure to the vars it wrote.
+//!
+//! A failing op gets one [`ErrorSlot`]; every var the op writes, every op that inherits the
+//! error by reading or writing such a var, and the engine's list of failures all hold the same
+//! slot. Whoever reports the error first (`wait_for_var`, `wait_for_all`) takes it out of the
+//! slot, so one failure is reported once however many vars it tainted (MXNet's shared
+//! `exception_ptr`).
+#![forbid(unsafe_code)]
+
+use std::fmt;
+
+use super::{Context, OpName};
+use crate::pool::PoolError;
+use crate::sync::{Arc, Mutex};
+
+/// The error an op reports through [`Completion::fail`](super::Completion::fail) or returns
+/// from a `push_sync` body.
+pub type OpError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What an op returns: `Ok(())` or the reason it failed.
+pub type OpResult = Result<(), OpError>;
+
+/// Why an op failed.
+#[derive(Debug)]
+pub enum FailureCause {
+    /// The op reported an error.
+    Error(OpError),
+    /// The op panicked; the panic's message.
+    Panic(String),
+    /// The op dropped its [`Completion`](super::Completion) without calling it.
+    DroppedCompletion,
+}
+
+impl fmt::Display for FailureCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailureCause::Error(error) => write!(f, "{error}"),
+            FailureCause::Panic(message) => write!(f, "panicked: {message}"),
+            FailureCause::DroppedCompletion => {
+                f.write_str("dropped its completion without calling it")
+            }
+        }
+    }
+}
+
+/// One op's failure: the op's name and why.
+#[derive(Debug)]
+pub struct OpFailure {
+    /// The name the failing op was pushed with.
+    pub op: OpName,
+    /// Why it failed.
+    pub cause: FailureCause,
+}
+
+impl fmt::Display for OpFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.cause {
+            FailureCause::DroppedCompletion => write!(f, "op `{}` {}", self.op, self.cause),
+            cause => write!(f, "op `{}` failed: {cause}", self.op),
+        }
+    }
+}
+
+impl std::error::Error for OpFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.cause {
+            FailureCause::Error(error) => Some(&**error),
+            _ => None,
+        }
+    }
+}
+
+/// A failure shared by everything it tainted; taken out once when reported.
+#[derive(Debug)]
+pub(crate) struct ErrorSlot(Mutex<Option<OpFailure>>);
+
+/// A handle to an [`ErrorSlot`].
+pub(crate) type ErrorRef = Arc<ErrorSlot>;
+
+impl ErrorSlot {
+    pub(crate) fn new(failure: OpFailure) -> ErrorRef {
+        Arc::new(ErrorSlot(Mutex::new(Some(failure))))
+    }
+
+    /// Whether the failure is still unreported.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.lock().is_some()
+    }
+
+    /// Takes the failure out (later calls, through any holder, get `None`).
+    pub(crate) fn take(&self) -> Option<OpFailure> {
+        self.0.lock().take()
+    }
+}
+
+/// Everything the engine API can refuse or report. Messages name the thing and the fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// An op failed (or inherited the failure of an op whose output it read or wrote).
+    #[error(transparent)]
+    OpFailed(#[from] OpFailure),
+    /// A wait was called on a thread that is running an op: it would wait for itself.
+    #[error(
+        "wait called from inside op `{op}`, which is running on an engine thread: the wait would \
+         deadlock on its own op; push a dependent op instead, or wait from outside the engine"
+    )]
+    WaitInsideWorker {
+        /// The op running on the calling thread.
+        op: OpName,
+    },
+    /// A push named a GPU context, but there is no GPU backend yet.
+    #[error(
+        "cannot run op `{op}` on {context}: there is no GPU backend in this build; GPU support \
+         arrives with the GPU backend; run on cpu(i)"
+    )]
+    NoGpuBackend {
+        /// The op pushed.
+        op: OpName,
+        /// The GPU context it named.
+        context: Context,
+    },
+    /// A CPU device index beyond the engine's device slots.
+    #[error("cannot run op `{op}` on {context}: only cpu(0) to cpu({}) exist; use one of those", .max - 1)]
+    NoSuchDevice {
+        /// The op pushed.
+        op: OpName,
+        /// The context it named.
+        context: Context,
+        /// How many CPU devices there are.
+        max: u32,
+    },
+    /// A push or wait while the engine is stopped.
+    #[error("the {engine} engine is stopped: call start() before pushing")]
+    Stopped {
+        /// The engine's kind.
+        engine: super::EngineKind,
+    },
+    /// A push used a var that `delete_variable` already deleted.
+    #[error("op `{op}` uses var #{var}, which was deleted; create a new var with new_variable()")]
+    VarDeleted {
+        /// The op pushed.
+        op: OpName,
+        /// The var's id.
+        var: u64,
+    },
+    /// An engine name that is not one of ours or MXNet's.
+    #[error(
+        "unknown engine `{0}`: use one of naive, pooled, per-device (or MXNet's NaiveEngine, \
+         ThreadedEngine, ThreadedEnginePerDevice; the *Async variants need the GPU backend)"
+    )]
+    UnknownEngine(String),
+    /// A context that is not `cpu(i)` or `gpu(i)`.
+    #[error("`{0}` is not a context: write cpu(0), cpu(1), gpu(0), ...")]
+    BadContext(String),
+    /// A worker pool could not be started or resized.
+    #[error("the engine's worker pool could not be started or resized")]
+    Pool(#[from] PoolError),
+    /// A priority-pool thread could not be started.
+    #[error("could not start engine thread `{name}`: {reason}")]
+    Spawn {
+        /// The thread's name.
+        name: String,
+        /// The OS error.
+        reason: String,
+    },
+}
+
+impl EngineError {
+    /// The failure, if this error reports a failed op.
+    pub fn failure(&self) -> Option<&OpFailure> {
+        match self {
+            EngineError::OpFailed(failure) => Some(failure),
+            _ => None,
+        }
+    }
+}

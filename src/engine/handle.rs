@@ -1,0 +1,537 @@
+//! The engine handle users hold: [`Engine`], and how to build one ([`EngineOptions`]).
+#![forbid(unsafe_code)]
+
+use std::fmt;
+
+use super::core::{Core, Dispatch, DispatchStats, Latch, PushRequest};
+use super::naive::Naive;
+use super::opr::{async_task, dedup_deps, Completion, Operator, OperatorInner, RunContext};
+use super::threaded::{PerDevice, Pooled, WorkerConfig};
+use super::var::Var;
+use super::{Context, EngineError, EngineKind, EngineObserver, FnProperty, OpName, OpResult};
+use crate::config::RuntimeConfig;
+use crate::device::cpu::CpuWorkerOptions;
+use crate::device::gpu::GpuWorkerCounts;
+use crate::pool::{PoolKind, DEFAULT_MAX_THREADS};
+use crate::sync::Arc;
+
+/// How to build an engine.
+#[derive(Clone)]
+pub struct EngineOptions {
+    /// Which engine.
+    pub kind: EngineKind,
+    /// The pool implementation of the CPU worker pools.
+    pub pool_kind: PoolKind,
+    /// Workers per CPU device (per-device) or shared workers (pooled); at least 1.
+    pub cpu_workers: usize,
+    /// Workers of the CPU priority pool (per-device).
+    pub cpu_priority_workers: usize,
+    /// GPU compute and copy workers per device (recorded until the GPU backend lands).
+    pub gpu_workers: GpuWorkerCounts,
+    /// The most workers a live resize may ask for.
+    pub max_threads: usize,
+    /// Let one idle worker spin before parking.
+    pub allow_spinning: bool,
+    /// Where op events go (the profiler).
+    pub observer: Option<Arc<dyn EngineObserver>>,
+}
+
+impl EngineOptions {
+    /// `kind` with `cpu_workers` CPU workers, MXNet's other defaults (4 priority workers,
+    /// 2 GPU compute and 2 GPU copy workers), the `eigen` pool.
+    ///
+    /// ```
+    /// use enginetop::engine::{Engine, EngineKind, EngineOptions};
+    /// let engine = Engine::new(EngineOptions::new(EngineKind::Pooled, 2)).unwrap();
+    /// assert_eq!(engine.kind(), EngineKind::Pooled);
+    /// ```
+    pub fn new(kind: EngineKind, cpu_workers: usize) -> Self {
+        EngineOptions {
+            kind,
+            pool_kind: PoolKind::Eigen,
+            cpu_workers: cpu_workers.max(1),
+            cpu_priority_workers: 4,
+            gpu_workers: GpuWorkerCounts::default(),
+            max_threads: DEFAULT_MAX_THREADS,
+            allow_spinning: true,
+            observer: None,
+        }
+    }
+
+    /// The engine a [`RuntimeConfig`] describes (kind, pool kind, worker counts, spinning).
+    pub fn from_config(config: &RuntimeConfig) -> Self {
+        let resolved = config.resolved_engine_workers();
+        EngineOptions {
+            kind: config.engine_kind,
+            pool_kind: config.pool_kind,
+            cpu_workers: resolved.cpu,
+            cpu_priority_workers: resolved.cpu_priority,
+            gpu_workers: GpuWorkerCounts {
+                compute: resolved.gpu,
+                copy: resolved.gpu_copy,
+            },
+            max_threads: config.max_threads,
+            allow_spinning: config.allow_spinning,
+            observer: None,
+        }
+    }
+
+    /// Sets the pool implementation.
+    pub fn pool_kind(mut self, kind: PoolKind) -> Self {
+        self.pool_kind = kind;
+        self
+    }
+
+    /// Sets the priority pool's size.
+    pub fn cpu_priority_workers(mut self, threads: usize) -> Self {
+        self.cpu_priority_workers = threads.max(1);
+        self
+    }
+
+    /// Installs an observer of op events.
+    pub fn observer(mut self, observer: Arc<dyn EngineObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    fn worker_config(&self) -> WorkerConfig {
+        WorkerConfig {
+            cpu: CpuWorkerOptions {
+                pool_kind: self.pool_kind,
+                threads: self.cpu_workers.max(1),
+                max_threads: self.max_threads.max(self.cpu_workers),
+                allow_spinning: self.allow_spinning,
+            },
+            priority_threads: self.cpu_priority_workers.max(1),
+            gpu: self.gpu_workers,
+        }
+    }
+}
+
+impl fmt::Debug for EngineOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EngineOptions")
+            .field("kind", &self.kind)
+            .field("pool_kind", &self.pool_kind)
+            .field("cpu_workers", &self.cpu_workers)
+            .field("cpu_priority_workers", &self.cpu_priority_workers)
+            .field("gpu_workers", &self.gpu_workers)
+            .field("max_threads", &self.max_threads)
+            .field("allow_spinning", &self.allow_spinning)
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
+}
+
+/// What to push: name, context, vars, property, priority.
+///
+/// ```
+/// use enginetop::engine::{Context, FnProperty, OpSpec};
+/// let spec = OpSpec::new("copy").ctx(Context::cpu(0)).prop(FnProperty::CopyToGpu).priority(3);
+/// assert_eq!(spec.name.as_str(), "copy");
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct OpSpec<'a> {
+    /// The op's name (errors and the profiler use it).
+    pub name: OpName,
+    /// Where it runs (default `cpu(0)`).
+    pub ctx: Context,
+    /// Vars it reads.
+    pub reads: &'a [Var],
+    /// Vars it writes.
+    pub writes: &'a [Var],
+    /// What kind of op it is (default `Normal`).
+    pub prop: FnProperty,
+    /// Its priority (only the priority pool orders by it; higher first).
+    pub priority: i32,
+}
+
+impl<'a> OpSpec<'a> {
+    /// An op named `name` on `cpu(0)` with no vars, `Normal`, priority 0.
+    pub fn new(name: impl Into<OpName>) -> Self {
+        OpSpec {
+            name: name.into(),
+            ctx: Context::cpu(0),
+            reads: &[],
+            writes: &[],
+            prop: FnProperty::Normal,
+            priority: 0,
+        }
+    }
+
+    /// Sets the context.
+    pub fn ctx(mut self, ctx: Context) -> Self {
+        self.ctx = ctx;
+        self
+    }
+
+    /// Sets the vars read.
+    pub fn reads(mut self, reads: &'a [Var]) -> Self {
+        self.reads = reads;
+        self
+    }
+
+    /// Sets the vars written.
+    pub fn writes(mut self, writes: &'a [Var]) -> Self {
+        self.writes = writes;
+        self
+    }
+
+    /// Sets the property.
+    pub fn prop(mut self, prop: FnProperty) -> Self {
+        self.prop = prop;
+        self
+    }
+
+    /// Sets the priority.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    fn request(&self) -> PushRequest {
+        PushRequest {
+            ctx: self.ctx,
+            prop: self.prop,
+            priority: self.priority,
+            name: self.name,
+            is_wait: false,
+            deps: dedup_deps(self.reads, self.writes),
+        }
+    }
+}
+
+/// A live view of an engine.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct EngineStats {
+    /// Which engine.
+    pub kind: EngineKind,
+    /// Ops pushed and not completed.
+    pub pending: usize,
+    /// Ops that failed (error, panic, dropped completion).
+    pub failed_ops: u64,
+    /// Ops skipped because an input carried a failure.
+    pub skipped_ops: u64,
+    /// Whether the engine is stopped.
+    pub stopped: bool,
+    /// The worker pools.
+    pub workers: DispatchStats,
+}
+
+/// A dependency engine: cheap to clone; the last handle dropped runs everything pushed, then
+/// joins the workers.
+///
+/// ```
+/// use enginetop::engine::{Engine, EngineKind, EngineOptions, OpSpec};
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+///
+/// let engine = Engine::new(EngineOptions::new(EngineKind::PerDevice, 2)).unwrap();
+/// let x = engine.new_variable();
+/// let value = Arc::new(AtomicU64::new(1));
+/// for _ in 0..3 {
+///     let value = value.clone();
+///     engine
+///         .push_sync(OpSpec::new("double").writes(std::slice::from_ref(&x)), move |_| {
+///             value.store(value.load(Ordering::Relaxed) * 2, Ordering::Relaxed);
+///             Ok(())
+///         })
+///         .unwrap();
+/// }
+/// engine.wait_for_var(&x).unwrap();
+/// assert_eq!((value.load(Ordering::Relaxed), x.version()), (8, 3));
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+/// Shuts the core down when the last handle goes.
+struct Shared {
+    core: Arc<Core>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.core.shutdown();
+    }
+}
+
+impl Engine {
+    /// Starts an engine as `options` describe.
+    pub fn new(options: EngineOptions) -> Result<Engine, EngineError> {
+        let workers = options.worker_config();
+        let dispatcher: Box<dyn Dispatch> = match options.kind {
+            EngineKind::Naive => Box::new(Naive),
+            EngineKind::Pooled => Box::new(Pooled::new(workers)?),
+            EngineKind::PerDevice => Box::new(PerDevice::new(workers)?),
+        };
+        let core = Core::new(options.kind, dispatcher, options.observer);
+        Ok(Engine {
+            shared: Arc::new(Shared {
+                core: Arc::new(core),
+            }),
+        })
+    }
+
+    /// The engine a [`RuntimeConfig`] describes.
+    pub fn from_config(config: &RuntimeConfig) -> Result<Engine, EngineError> {
+        Engine::new(EngineOptions::from_config(config))
+    }
+
+    fn core(&self) -> &Arc<Core> {
+        &self.shared.core
+    }
+
+    /// Which engine this is.
+    pub fn kind(&self) -> EngineKind {
+        self.core().kind
+    }
+
+    /// A new var (version 0).
+    pub fn new_variable(&self) -> Var {
+        self.core().new_variable()
+    }
+
+    /// Pushes an op whose `body` gets a [`Completion`] it must call exactly once, possibly
+    /// later and from another thread.
+    pub fn push_async<F>(&self, spec: OpSpec<'_>, body: F) -> Result<(), EngineError>
+    where
+        F: FnOnce(RunContext, Completion) + Send + 'static,
+    {
+        self.before_push(&spec)?;
+        self.core()
+            .push(spec.request(), |block| async_task(block, body))
+    }
+
+    /// Pushes an op that is finished when `body` returns (`Err` fails it). With a bulk size
+    /// set on this thread, `Normal` ops of priority 0 are batched (see [`set_bulk_size`]).
+    ///
+    /// [`set_bulk_size`]: Self::set_bulk_size
+    pub fn push_sync<F>(&self, spec: OpSpec<'_>, body: F) -> Result<(), EngineError>
+    where
+        F: FnOnce(RunContext) -> OpResult + Send + 'static,
+    {
+        let core = self.core();
+        if !core.bulks.is_active() {
+            return self.push_async(spec, sync_body(body));
+        }
+        check_not_deleted(&spec)?;
+        match core.bulks.try_append(core, &spec, Box::new(body))? {
+            None => Ok(()),
+            Some(body) => self.push_async(spec, sync_body(body)),
+        }
+    }
+
+    /// A reusable op: `body` with fixed vars and property; push it with [`push`](Self::push)
+    /// (the spec's context and priority are ignored: each push gives its own).
+    pub fn new_operator<F>(&self, spec: OpSpec<'_>, body: F) -> Result<Operator, EngineError>
+    where
+        F: Fn(RunContext, Completion) + Send + Sync + 'static,
+    {
+        check_not_deleted(&spec)?;
+        Ok(Operator(Arc::new(OperatorInner {
+            body: Box::new(body),
+            deps: dedup_deps(spec.reads, spec.writes),
+            prop: spec.prop,
+            name: spec.name,
+        })))
+    }
+
+    /// Runs `operator` once more, on `ctx` at `priority`.
+    pub fn push(
+        &self,
+        operator: &Operator,
+        ctx: Context,
+        priority: i32,
+    ) -> Result<(), EngineError> {
+        let inner = &operator.0;
+        let request = PushRequest {
+            ctx,
+            prop: inner.prop,
+            priority,
+            name: inner.name,
+            is_wait: false,
+            deps: inner.deps.clone(),
+        };
+        self.before_push_request(&request)?;
+        self.core().push(request, |block| operator.task(block))
+    }
+
+    /// Deletes `operator` once every push of it so far has run (it writes all its vars).
+    pub fn delete_operator(&self, operator: Operator) -> Result<(), EngineError> {
+        let vars: Vec<Var> = operator.0.deps.iter().map(|dep| dep.var.clone()).collect();
+        let spec = OpSpec::new(OpName::DELETE_OPERATOR)
+            .writes(&vars)
+            .prop(FnProperty::DeleteVar);
+        self.push_async(spec, move |_, completion| {
+            drop(operator);
+            completion.done();
+        })
+    }
+
+    /// Deletes `var` once every op pushed on it so far has run: `delete_fn` runs then (free
+    /// the var's data there). Pushes naming the var afterwards are refused.
+    pub fn delete_variable<F>(
+        &self,
+        var: &Var,
+        ctx: Context,
+        delete_fn: F,
+    ) -> Result<(), EngineError>
+    where
+        F: FnOnce(RunContext) + Send + 'static,
+    {
+        let spec = OpSpec::new(OpName::DELETE_VARIABLE)
+            .ctx(ctx)
+            .writes(std::slice::from_ref(var))
+            .prop(FnProperty::DeleteVar);
+        self.push_async(spec, move |run, completion| {
+            delete_fn(run);
+            completion.done();
+        })?;
+        var.0.deleted.store(true, crate::sync::Ordering::Release);
+        Ok(())
+    }
+
+    /// Waits until every op pushed so far that writes `var` has completed, then reports the
+    /// var's failure, once. Refused on a thread that is running an op.
+    pub fn wait_for_var(&self, var: &Var) -> Result<(), EngineError> {
+        Core::refuse_inside_op()?;
+        let core = self.core();
+        core.bulks.flush_mine(core)?;
+        if !var.0.cell.ready_to_read() {
+            let latch = Arc::new(Latch::default());
+            let signal = latch.clone();
+            let request = PushRequest {
+                ctx: Context::cpu(0),
+                prop: FnProperty::Normal,
+                priority: 0,
+                name: OpName::WAIT_FOR_VAR,
+                is_wait: true,
+                deps: dedup_deps(std::slice::from_ref(var), &[]),
+            };
+            core.push(request, |block| {
+                async_task(block, move |_, completion| {
+                    completion.done();
+                    signal.set();
+                })
+            })?;
+            latch.wait();
+        }
+        match var.0.cell.take_error() {
+            Some(failure) => Err(failure.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every op pushed so far has completed, then reports the first failure not
+    /// yet reported and forgets the others (a second call is clean). Refused on a thread that
+    /// is running an op.
+    pub fn wait_for_all(&self) -> Result<(), EngineError> {
+        self.core().wait_for_all()
+    }
+
+    /// Runs everything pushed, then joins every worker thread; pushes are refused until
+    /// [`start`](Self::start).
+    pub fn stop(&self) -> Result<(), EngineError> {
+        self.core().stop()
+    }
+
+    /// Starts the workers again after [`stop`](Self::stop) (a no-op while running).
+    pub fn start(&self) -> Result<(), EngineError> {
+        self.core().start()
+    }
+
+    /// Sets this thread's bulk size (0 = no bulking); returns the previous one.
+    pub fn set_bulk_size(&self, size: usize) -> Result<usize, EngineError> {
+        let core = self.core();
+        core.bulks.set_size(core, size)
+    }
+
+    /// This thread's bulk size.
+    pub fn bulk_size(&self) -> usize {
+        self.core().bulks.size()
+    }
+
+    /// Resizes the CPU worker pools (per-device: every CPU device; pooled: the shared
+    /// workers) while ops run; nothing queued is lost.
+    pub fn set_cpu_workers(&self, threads: usize) -> Result<(), EngineError> {
+        self.core().dispatcher.set_cpu_workers(threads)
+    }
+
+    /// Resizes the CPU priority pool (per-device engine).
+    pub fn set_priority_workers(&self, threads: usize) -> Result<(), EngineError> {
+        self.core().dispatcher.set_priority_workers(threads)
+    }
+
+    /// A live view of the engine and its workers.
+    pub fn stats(&self) -> EngineStats {
+        let core = self.core();
+        EngineStats {
+            kind: core.kind,
+            pending: core.pending(),
+            failed_ops: core.failed_ops(),
+            skipped_ops: core.skipped_ops(),
+            stopped: core.is_stopped(),
+            workers: core.dispatcher.stats(),
+        }
+    }
+
+    fn before_push(&self, spec: &OpSpec<'_>) -> Result<(), EngineError> {
+        check_not_deleted(spec)?;
+        let core = self.core();
+        if core.bulks.is_active() {
+            core.bulks.flush_mine(core)?;
+        }
+        Ok(())
+    }
+
+    fn before_push_request(&self, request: &PushRequest) -> Result<(), EngineError> {
+        if let Some(dep) = request.deps.iter().find(|dep| dep.var.is_deleted()) {
+            return Err(EngineError::VarDeleted {
+                op: request.name,
+                var: dep.var.id(),
+            });
+        }
+        let core = self.core();
+        if core.bulks.is_active() {
+            core.bulks.flush_mine(core)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("kind", &self.kind())
+            .field("pending", &self.core().pending())
+            .finish()
+    }
+}
+
+/// Wraps a synchronous body as an async one.
+fn sync_body<F>(body: F) -> impl FnOnce(RunContext, Completion) + Send + 'static
+where
+    F: FnOnce(RunContext) -> OpResult + Send + 'static,
+{
+    move |run, completion| match body(run) {
+        Ok(()) => completion.done(),
+        Err(error) => completion.fail(error),
+    }
+}
+
+fn check_not_deleted(spec: &OpSpec<'_>) -> Result<(), EngineError> {
+    match spec
+        .reads
+        .iter()
+        .chain(spec.writes)
+        .find(|var| var.is_deleted())
+    {
+        Some(var) => Err(EngineError::VarDeleted {
+            op: spec.name,
+            var: var.id(),
+        }),
+        None => Ok(()),
+    }
+}

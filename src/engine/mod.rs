@@ -1,0 +1,113 @@
+//! The dependency engine (MXNet's): ops declare the vars they read and write, and run as soon
+//! as their dependencies allow, in parallel where nothing orders them.
+//!
+//! # The rules
+//! An op pushed with `reads` and `writes` runs after every earlier op that writes one of its
+//! vars, and (if it writes a var) after every earlier op that reads or writes that var. Ops
+//! that share no written var run in parallel; consecutive reads of a var run concurrently; a
+//! write is exclusive. A var read and written by one op counts as written; a var listed twice
+//! counts once. A var's `version` counts its completed writes.
+//!
+//! # An op's life
+//! Push builds an op block (see `opr.rs`): the deduplicated dependencies, a wait count of
+//! `dependencies + 1` and the op's task. The pusher locks all the op's vars at once, in
+//! address order, and appends a read or write to each (the var state machine of `var.rs`);
+//! each var grants at once or queues the op. The pusher then gives up its own `+1`. Every grant
+//! (at push, or when an earlier op completes) subtracts one from the wait count; the thread
+//! that brings it to zero dispatches the op to its queue: inline for the naive engine, the
+//! device's worker pool, the priority pool, or the IO worker. The op runs, then completes
+//! (through its [`Completion`], from any thread), which releases its vars, grants the next
+//! ops and dispatches those that became ready, and counts the op as no longer pending.
+//!
+//! # Why an op is dispatched exactly once, and never too early
+//! The wait count starts one above the number of dependencies and only the pusher removes that
+//! extra one, after appending everything: no completion can bring the count to zero while the
+//! op is still being appended. A count reaches zero exactly once, and only the thread whose
+//! atomic decrement did so dispatches. Dispatch happens after every var lock is released, so an
+//! op run inline (naive engine, `Async` ops, a full pool queue) never re-enters a held lock.
+//! Because a push holds all its vars' locks while appending, two threads pushing ops that share
+//! vars get the same relative order on every shared var, so several client threads may push at
+//! once without the cross-order deadlock MXNet's engine has (mxnet#16434).
+//!
+//! # Errors
+//! An op fails by returning an error (`push_sync`), calling [`Completion::fail`], panicking, or
+//! dropping its completion uncalled. Its failure goes into one shared slot that every var it
+//! writes now carries. When an op is about to run it checks its reads, then its writes: if one
+//! carries an unreported failure, the op inherits it and is skipped (its body does not run;
+//! `NoSkip` ops and wait ops run anyway), and its writes carry the failure on. `wait_for_var`
+//! reports the var's failure once (the slot is shared, so one failure is reported once however
+//! many vars it reached); `wait_for_all` reports the first unreported failure and clears them
+//! all. Every error names the op that failed. A wait called on a thread that is running an op
+//! returns [`EngineError::WaitInsideWorker`] instead of deadlocking (mxnet#10341). The engine
+//! keeps working after errors: clean vars are unaffected.
+//!
+//! # Nothing is lost at shutdown
+//! `stop` and dropping the last [`Engine`] handle flush every thread's bulk, refuse new
+//! pushes, wait until no op is pending (the pending count goes up before a push checks that
+//! the engine accepts, and `stop` stops accepting before it waits, so a push either is refused
+//! or is waited for), and only then join the workers. Our pools themselves run every queued
+//! task before their threads exit. A live resize of a worker pool moves no queued task, so it
+//! loses none either.
+//!
+//! # Performance
+//! Per op: one allocation (the task, holding the user's closure) plus the op block; a var's
+//! waiting queue reuses its buffer; the pending count is the only engine-wide atomic. The
+//! profiler hook ([`EngineObserver`]) costs one branch when none is installed.
+
+mod bulk;
+mod core;
+mod current;
+mod error;
+mod handle;
+mod naive;
+mod name;
+pub(crate) mod opr;
+mod threaded;
+mod types;
+pub(crate) mod var;
+
+pub use self::core::DispatchStats;
+pub use error::{EngineError, FailureCause, OpError, OpFailure, OpResult};
+pub use handle::{Engine, EngineOptions, EngineStats, OpSpec};
+pub use name::OpName;
+pub use opr::{Completion, Operator, RunContext};
+pub use threaded::MAX_CPU_DEVICES;
+pub use types::{Context, DeviceType, EngineKind, FnProperty};
+pub use var::Var;
+
+/// What the engine reports to an [`EngineObserver`] (the profiler records these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineEvent {
+    /// A ready op was handed to its queue (or run inline).
+    Queued {
+        /// The op.
+        op: OpName,
+        /// Its context.
+        ctx: Context,
+        /// Its property (which queue).
+        prop: FnProperty,
+    },
+    /// An op started on the calling thread.
+    Started {
+        /// The op.
+        op: OpName,
+        /// Its context.
+        ctx: Context,
+    },
+    /// An op completed (on the thread that called its completion).
+    Finished {
+        /// The op.
+        op: OpName,
+        /// Its context.
+        ctx: Context,
+        /// Whether it failed or inherited a failure.
+        failed: bool,
+    },
+}
+
+/// Receives op events; called on the thread where the event happens, so it must be quick and
+/// must not block.
+pub trait EngineObserver: Send + Sync {
+    /// One event.
+    fn on_event(&self, event: EngineEvent);
+}

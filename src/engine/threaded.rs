@@ -1,0 +1,317 @@
+//! The threaded engines: where a ready op goes.
+//!
+//! - **pooled** (MXNet's `ThreadedEngine`): one shared worker pool for every context and one
+//!   IO worker for copies (`CopyFromGpu`, `CopyToGpu`).
+//! - **per-device** (MXNet's `ThreadedEnginePerDevice`, the default): per CPU device a worker
+//!   pool (created on the device's first op), one CPU priority pool for `CpuPrioritized` ops
+//!   ordered by priority; GPU contexts are refused until the GPU backend lands.
+//!
+//! In both, an `Async` or `DeleteVar` op that is ready at push runs inline on the pushing
+//! thread, as in MXNet. A ready op made ready on a worker is scheduled from that worker, so
+//! our pools put it on the worker's own queue.
+//!
+//! # Stop, start, resize
+//! The worker pools live in an [`ArcSwapOption`] snapshot: dispatch reads it without a lock
+//! (a ready op is dispatched on every completion, so a lock here would be a global one).
+//! `stop` runs only once the engine is drained and refusing pushes, so no dispatch can race
+//! it; it swaps the snapshot out and drops it, which joins every worker. `start` builds a new
+//! snapshot with the same devices. Lazily created devices and resizes swap in a new snapshot
+//! under the `manage` lock; the pools inside are shared between snapshots, never rebuilt, so
+//! a resize loses nothing.
+#![forbid(unsafe_code)]
+
+// arc-swap stores std's `Arc`; the snapshots hold no lock-free protocol of ours, so they are
+// not part of the loom models.
+use std::sync::Arc as StdArc;
+
+use arc_swap::ArcSwapOption;
+
+use super::core::{Dispatch, DispatchStats};
+use super::current;
+use super::opr::OpBlock;
+use super::{Context, EngineError, FnProperty, OpName};
+use crate::device::cpu::{cpu_pool, CpuWorkerOptions, PriorityPool};
+use crate::device::gpu::{no_gpu_backend, GpuWorkerCounts};
+use crate::pool::{Pool, Task};
+use crate::sync::Mutex;
+
+/// CPU devices an engine can address: `cpu(0)` to `cpu(MAX_CPU_DEVICES - 1)`.
+pub const MAX_CPU_DEVICES: u32 = 16;
+
+/// Worker counts and pool settings of a threaded engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WorkerConfig {
+    pub(crate) cpu: CpuWorkerOptions,
+    pub(crate) priority_threads: usize,
+    pub(crate) gpu: GpuWorkerCounts,
+}
+
+fn run_inline(task: Task) {
+    let _ = task.run_caught(); // op tasks report their own panics
+}
+
+/// Schedules `task` on `pool`; a worker of `pool` that made it ready keeps it as its
+/// continuation instead (see `current.rs`).
+fn schedule_on(pool: &Pool, task: Task, from_push: bool) {
+    if from_push || pool.current_thread_id().is_none() {
+        return pool.schedule(task);
+    }
+    if let Err(task) = current::offer_continuation(task) {
+        pool.schedule(task);
+    }
+}
+
+fn refuse_gpu(name: OpName, ctx: Context) -> Result<(), EngineError> {
+    if ctx.is_cpu() {
+        Ok(())
+    } else {
+        Err(no_gpu_backend(name, ctx))
+    }
+}
+
+/// The per-device engine's workers.
+pub(crate) struct PerDevice {
+    config: Mutex<WorkerConfig>,
+    devices: ArcSwapOption<Devices>,
+    /// Serializes device creation, resize, stop and start.
+    manage: Mutex<()>,
+}
+
+/// One snapshot of the per-device workers.
+#[derive(Clone, Default)]
+struct Devices {
+    cpu: Vec<Option<StdArc<Pool>>>,
+    priority: Option<StdArc<PriorityPool>>,
+}
+
+impl PerDevice {
+    pub(crate) fn new(config: WorkerConfig) -> Result<Self, EngineError> {
+        let per_device = PerDevice {
+            config: Mutex::new(config),
+            devices: ArcSwapOption::empty(),
+            manage: Mutex::new(()),
+        };
+        per_device.start()?;
+        Ok(per_device)
+    }
+
+    /// Makes sure the workers `ctx` and `prop` need exist (slow path, first use only).
+    fn ensure(&self, ctx: Context, prop: FnProperty) -> Result<(), EngineError> {
+        let wants_priority = prop == FnProperty::CpuPrioritized;
+        let has = |devices: &Devices| {
+            if wants_priority {
+                devices.priority.is_some()
+            } else {
+                devices.cpu[ctx.id as usize].is_some()
+            }
+        };
+        match &*self.devices.load() {
+            Some(devices) if !has(devices) => {}
+            _ => return Ok(()), // present, or stopped (the push will be refused)
+        }
+        let _manage = self.manage.lock();
+        let Some(current) = self.devices.load_full() else {
+            return Ok(());
+        };
+        if has(&current) {
+            return Ok(());
+        }
+        let config = *self.config.lock();
+        let mut next = Devices::clone(&current);
+        if wants_priority {
+            next.priority = Some(StdArc::new(PriorityPool::new(
+                "cpu-prio",
+                config.priority_threads,
+            )?));
+        } else {
+            next.cpu[ctx.id as usize] = Some(StdArc::new(cpu_pool(ctx.id, &config.cpu)?));
+        }
+        self.devices.store(Some(StdArc::new(next)));
+        Ok(())
+    }
+}
+
+impl Dispatch for PerDevice {
+    fn check(&self, name: OpName, ctx: Context, prop: FnProperty) -> Result<(), EngineError> {
+        refuse_gpu(name, ctx)?;
+        if ctx.id >= MAX_CPU_DEVICES {
+            return Err(EngineError::NoSuchDevice {
+                op: name,
+                context: ctx,
+                max: MAX_CPU_DEVICES,
+            });
+        }
+        self.ensure(ctx, prop)
+    }
+
+    fn dispatch(&self, op: &OpBlock, task: Task, from_push: bool) {
+        if from_push && op.prop.runs_inline_at_push() {
+            return run_inline(task);
+        }
+        let devices = self.devices.load();
+        let Some(devices) = &*devices else {
+            return run_inline(task); // workers gone (dropped from inside an op): run here
+        };
+        if op.prop == FnProperty::CpuPrioritized {
+            if let Some(priority) = &devices.priority {
+                return priority.schedule(op.priority, task);
+            }
+        } else if let Some(pool) = &devices.cpu[op.ctx.id as usize] {
+            return schedule_on(pool, task, from_push);
+        }
+        run_inline(task); // unreachable for a checked push; never lose the op
+    }
+
+    fn stop(&self) {
+        let _manage = self.manage.lock();
+        drop(self.devices.swap(None)); // joins the workers (unless a dispatch still holds it)
+    }
+
+    fn start(&self) -> Result<(), EngineError> {
+        let _manage = self.manage.lock();
+        if self.devices.load().is_some() {
+            return Ok(());
+        }
+        let config = *self.config.lock();
+        let mut devices = Devices {
+            cpu: vec![None; MAX_CPU_DEVICES as usize],
+            priority: None,
+        };
+        devices.cpu[0] = Some(StdArc::new(cpu_pool(0, &config.cpu)?));
+        self.devices.store(Some(StdArc::new(devices)));
+        Ok(())
+    }
+
+    fn set_cpu_workers(&self, threads: usize) -> Result<(), EngineError> {
+        let _manage = self.manage.lock();
+        if let Some(devices) = &*self.devices.load() {
+            for pool in devices.cpu.iter().flatten() {
+                pool.set_num_threads(threads)?;
+            }
+        }
+        self.config.lock().cpu.threads = threads;
+        Ok(())
+    }
+
+    fn set_priority_workers(&self, threads: usize) -> Result<(), EngineError> {
+        let _manage = self.manage.lock();
+        if let Some(Some(priority)) = self.devices.load().as_ref().map(|d| d.priority.clone()) {
+            priority.set_num_threads(threads)?;
+        }
+        self.config.lock().priority_threads = threads;
+        Ok(())
+    }
+
+    fn stats(&self) -> DispatchStats {
+        let devices = self.devices.load_full();
+        let Some(devices) = devices else {
+            return DispatchStats::default();
+        };
+        DispatchStats {
+            pools: devices
+                .cpu
+                .iter()
+                .flatten()
+                .map(|pool| pool.stats())
+                .collect(),
+            priority: devices.priority.as_ref().map(|priority| priority.stats()),
+        }
+    }
+}
+
+/// The pooled engine's workers: shared workers and one IO worker.
+pub(crate) struct Pooled {
+    config: Mutex<WorkerConfig>,
+    pools: ArcSwapOption<PooledPools>,
+    manage: Mutex<()>,
+}
+
+struct PooledPools {
+    workers: Pool,
+    io: Pool,
+}
+
+impl Pooled {
+    pub(crate) fn new(config: WorkerConfig) -> Result<Self, EngineError> {
+        let pooled = Pooled {
+            config: Mutex::new(config),
+            pools: ArcSwapOption::empty(),
+            manage: Mutex::new(()),
+        };
+        pooled.start()?;
+        Ok(pooled)
+    }
+}
+
+impl Dispatch for Pooled {
+    fn check(&self, name: OpName, ctx: Context, _prop: FnProperty) -> Result<(), EngineError> {
+        refuse_gpu(name, ctx)
+    }
+
+    fn dispatch(&self, op: &OpBlock, task: Task, from_push: bool) {
+        if from_push && op.prop.runs_inline_at_push() {
+            return run_inline(task);
+        }
+        match &*self.pools.load() {
+            Some(pools) if op.prop.is_copy() => pools.io.schedule(task),
+            Some(pools) => schedule_on(&pools.workers, task, from_push),
+            None => run_inline(task), // workers gone (dropped from inside an op): run here
+        }
+    }
+
+    fn stop(&self) {
+        let _manage = self.manage.lock();
+        drop(self.pools.swap(None));
+    }
+
+    fn start(&self) -> Result<(), EngineError> {
+        let _manage = self.manage.lock();
+        if self.pools.load().is_some() {
+            return Ok(());
+        }
+        let config = *self.config.lock();
+        let workers = Pool::new(
+            crate::pool::PoolOptions::new(
+                config.cpu.pool_kind,
+                config.cpu.threads.max(1),
+                "engine",
+            )
+            .max_threads(config.cpu.max_threads.max(config.cpu.threads))
+            .allow_spinning(config.cpu.allow_spinning),
+        )?;
+        let io_options = CpuWorkerOptions {
+            threads: 1,
+            ..config.cpu
+        };
+        let io = Pool::new(
+            crate::pool::PoolOptions::new(io_options.pool_kind, 1, "io")
+                .allow_spinning(io_options.allow_spinning),
+        )?;
+        self.pools
+            .store(Some(StdArc::new(PooledPools { workers, io })));
+        Ok(())
+    }
+
+    fn set_cpu_workers(&self, threads: usize) -> Result<(), EngineError> {
+        let _manage = self.manage.lock();
+        if let Some(pools) = &*self.pools.load() {
+            pools.workers.set_num_threads(threads)?;
+        }
+        self.config.lock().cpu.threads = threads;
+        Ok(())
+    }
+
+    fn set_priority_workers(&self, _threads: usize) -> Result<(), EngineError> {
+        Ok(()) // prioritized ops share the workers in the pooled engine
+    }
+
+    fn stats(&self) -> DispatchStats {
+        match self.pools.load_full() {
+            Some(pools) => DispatchStats {
+                pools: vec![pools.workers.stats(), pools.io.stats()],
+                priority: None,
+            },
+            None => DispatchStats::default(),
+        }
+    }
+}

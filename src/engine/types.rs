@@ -1,0 +1,218 @@
+//! The small value types every push carries: where an op runs ([`Context`]), what kind of op
+//! it is ([`FnProperty`]), and which engine runs it ([`EngineKind`]).
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::EngineError;
+
+/// The kind of device a [`Context`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceType {
+    /// A CPU device: ops run on its worker pool.
+    Cpu,
+    /// A GPU device: ops run on its compute and copy workers (needs the GPU backend).
+    Gpu,
+}
+
+/// Where an op runs: MXNet's `Context`, `cpu(i)` or `gpu(i)`.
+///
+/// ```
+/// use enginetop::engine::Context;
+/// assert_eq!(Context::cpu(0).to_string(), "cpu(0)");
+/// assert_eq!("gpu(1)".parse::<Context>().unwrap(), Context::gpu(1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Context {
+    /// CPU or GPU.
+    pub device: DeviceType,
+    /// The device's index.
+    pub id: u32,
+}
+
+impl Context {
+    /// CPU device `id`.
+    pub const fn cpu(id: u32) -> Self {
+        Context {
+            device: DeviceType::Cpu,
+            id,
+        }
+    }
+
+    /// GPU device `id`.
+    pub const fn gpu(id: u32) -> Self {
+        Context {
+            device: DeviceType::Gpu,
+            id,
+        }
+    }
+
+    /// Whether this is a CPU context.
+    pub fn is_cpu(self) -> bool {
+        self.device == DeviceType::Cpu
+    }
+}
+
+impl Default for Context {
+    /// `cpu(0)`, MXNet's default context.
+    fn default() -> Self {
+        Context::cpu(0)
+    }
+}
+
+impl fmt::Display for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.device {
+            DeviceType::Cpu => write!(f, "cpu({})", self.id),
+            DeviceType::Gpu => write!(f, "gpu({})", self.id),
+        }
+    }
+}
+
+impl FromStr for Context {
+    type Err = EngineError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = || EngineError::BadContext(text.to_string());
+        let trimmed = text.trim().to_ascii_lowercase();
+        let (device, rest) = if let Some(rest) = trimmed.strip_prefix("cpu") {
+            (DeviceType::Cpu, rest)
+        } else if let Some(rest) = trimmed.strip_prefix("gpu") {
+            (DeviceType::Gpu, rest)
+        } else {
+            return Err(bad());
+        };
+        let id = match rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
+            Some(digits) => digits.trim().parse().map_err(|_| bad())?,
+            None if rest.is_empty() => 0,
+            None => return Err(bad()),
+        };
+        Ok(Context { device, id })
+    }
+}
+
+/// What kind of op a push is (MXNet's `FnProperty`); picks the queue it runs on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FnProperty {
+    /// An ordinary op on its context's worker pool.
+    #[default]
+    Normal,
+    /// A copy from a GPU to the CPU (GPU copy workers; the IO worker of `pooled`).
+    CopyFromGpu,
+    /// A copy from the CPU to a GPU (GPU copy workers; the IO worker of `pooled`).
+    CopyToGpu,
+    /// A CPU op for the priority pool, ordered by the push's priority.
+    CpuPrioritized,
+    /// A GPU op for the device's priority workers.
+    GpuPrioritized,
+    /// An op that completes asynchronously; run inline on the pusher when ready at push.
+    Async,
+    /// The op `delete_variable` pushes; run inline on the pusher when ready at push.
+    DeleteVar,
+    /// An op that runs even when an input carries an error (it still inherits the error).
+    NoSkip,
+}
+
+impl FnProperty {
+    /// Ops of this kind run inline on the pushing thread when they are ready at push.
+    pub fn runs_inline_at_push(self) -> bool {
+        matches!(self, FnProperty::Async | FnProperty::DeleteVar)
+    }
+
+    /// Ops of this kind are copies (GPU copy workers, or the pooled engine's IO worker).
+    pub fn is_copy(self) -> bool {
+        matches!(self, FnProperty::CopyFromGpu | FnProperty::CopyToGpu)
+    }
+}
+
+/// The three engines (`--engine`, `ENGINETOP_ENGINE`, `MXNET_ENGINE_TYPE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineKind {
+    /// Runs each op on the pushing thread at push (MXNet's `NaiveEngine`): for debugging.
+    Naive,
+    /// Shared workers plus one IO worker for copies (MXNet's `ThreadedEngine`).
+    Pooled,
+    /// A worker pool per device plus a CPU priority pool (MXNet's `ThreadedEnginePerDevice`).
+    #[default]
+    PerDevice,
+}
+
+impl EngineKind {
+    /// Every kind, in the order benchmarks list them.
+    pub const ALL: [EngineKind; 3] = [EngineKind::Naive, EngineKind::Pooled, EngineKind::PerDevice];
+
+    /// The name users type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Naive => "naive",
+            EngineKind::Pooled => "pooled",
+            EngineKind::PerDevice => "per-device",
+        }
+    }
+
+    /// MXNet's name for this engine (`MXNET_ENGINE_TYPE`).
+    pub fn mxnet_name(self) -> &'static str {
+        match self {
+            EngineKind::Naive => "NaiveEngine",
+            EngineKind::Pooled => "ThreadedEngine",
+            EngineKind::PerDevice => "ThreadedEnginePerDevice",
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EngineKind {
+    type Err = EngineError;
+
+    /// Ours (`naive`, `pooled`, `per-device`) or MXNet's (`NaiveEngine`, `ThreadedEngine`,
+    /// `ThreadedEnginePooled`, `ThreadedEnginePerDevice`).
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "naive" | "naiveengine" => Ok(EngineKind::Naive),
+            "pooled" | "threaded" | "threadedengine" | "threadedenginepooled" => {
+                Ok(EngineKind::Pooled)
+            }
+            "per-device" | "perdevice" | "per_device" | "threadedengineperdevice" => {
+                Ok(EngineKind::PerDevice)
+            }
+            _ => Err(EngineError::UnknownEngine(name.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contexts_parse_and_print() {
+        for text in ["cpu(0)", "cpu(3)", "gpu(0)", "gpu(12)"] {
+            assert_eq!(text.parse::<Context>().unwrap().to_string(), text);
+        }
+        assert_eq!("cpu".parse::<Context>().unwrap(), Context::cpu(0));
+        assert!("tpu(0)".parse::<Context>().is_err());
+        assert!("cpu(x)".parse::<Context>().is_err());
+    }
+
+    #[test]
+    fn engine_names_include_mxnets() {
+        for kind in EngineKind::ALL {
+            assert_eq!(kind.as_str().parse::<EngineKind>().unwrap(), kind);
+            assert_eq!(kind.mxnet_name().parse::<EngineKind>().unwrap(), kind);
+        }
+        let message = "ThreadedEnginePerDeviceAsync"
+            .parse::<EngineKind>()
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("NaiveEngine"), "{message}");
+    }
+}

@@ -1,0 +1,467 @@
+//! The var state machine: who may touch a var now, and who waits, in push order.
+//!
+//! # State
+//! Each var keeps, under its own lock (uncontended unless a pusher and a completer meet):
+//! - `queue`: the ops that asked for the var and were not granted it yet, in push order, each
+//!   marked read or write (MXNet's chain of `VersionedVarBlock`s; here a `VecDeque` whose
+//!   buffer is reused, so a var in steady state allocates nothing per op);
+//! - `active_reads`: reads granted and not yet completed;
+//! - `writing`: a write is granted and not yet completed (MXNet's `num_pending_reads == -1`);
+//! - the var's error slot, if an op that wrote it failed (see `error.rs`).
+//!
+//! Invariants: `writing` and `active_reads > 0` never hold together; if the queue is not empty
+//! then either a write is running or the queue starts with a write waiting for the active
+//! reads to finish. So "granted at once" needs an empty queue, which keeps push order.
+//!
+//! # Transitions (each under the var's lock; grants are acted on after it is released)
+//! - **append read**: nothing writing and nothing queued: grant (count the read); else queue.
+//! - **append write**: nothing writing, no active read, nothing queued: grant; else queue.
+//! - **complete read**: one read fewer; at zero, grant the write at the front of the queue.
+//! - **complete write**: version + 1; grant every read at the front of the queue (they run
+//!   together); if there were none, grant the write at the front.
+//!
+//! A grant is one decrement of the op's wait count (`opr.rs`); the op is dispatched by whoever
+//! brings that count to zero, after every var lock is released.
+#![forbid(unsafe_code)]
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use super::error::{ErrorRef, OpFailure};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+
+/// Whether an op reads or writes a var.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+/// One queued request.
+struct Waiting<T> {
+    op: T,
+    access: Access,
+}
+
+/// The lock-protected part of a var (see the module docs).
+pub(crate) struct VarState<T> {
+    queue: VecDeque<Waiting<T>>,
+    active_reads: usize,
+    writing: bool,
+    error: Option<ErrorRef>,
+}
+
+impl<T: Clone> VarState<T> {
+    fn new() -> Self {
+        VarState {
+            queue: VecDeque::new(),
+            active_reads: 0,
+            writing: false,
+            error: None,
+        }
+    }
+
+    /// Asks for the var on behalf of `op`: returns true if granted now (the caller counts the
+    /// grant), otherwise queues a clone of `op` to be granted later.
+    pub(crate) fn append(&mut self, access: Access, op: &T) -> bool {
+        let free = !self.writing && self.queue.is_empty();
+        let granted = match access {
+            Access::Read => free,
+            Access::Write => free && self.active_reads == 0,
+        };
+        if !granted {
+            self.queue.push_back(Waiting {
+                op: op.clone(),
+                access,
+            });
+        } else if access == Access::Read {
+            self.active_reads += 1;
+        } else {
+            self.writing = true;
+        }
+        granted
+    }
+
+    /// A granted read finished; returns the write it unblocks, if any.
+    pub(crate) fn complete_read(&mut self) -> Option<T> {
+        debug_assert!(
+            self.active_reads > 0 && !self.writing,
+            "read completed twice"
+        );
+        self.active_reads -= 1;
+        if self.active_reads == 0 {
+            self.grant_front_write()
+        } else {
+            None
+        }
+    }
+
+    /// The granted write finished: grants the reads at the front of the queue, or the write
+    /// there if no read comes first; appends what it granted to `granted`.
+    pub(crate) fn complete_write(&mut self, granted: &mut impl Extend<T>) {
+        debug_assert!(
+            self.writing && self.active_reads == 0,
+            "write completed twice"
+        );
+        self.writing = false;
+        while self
+            .queue
+            .front()
+            .is_some_and(|next| next.access == Access::Read)
+        {
+            let read = self.queue.pop_front().expect("front checked");
+            self.active_reads += 1;
+            granted.extend(Some(read.op));
+        }
+        if self.active_reads == 0 {
+            granted.extend(self.grant_front_write());
+        }
+    }
+
+    fn grant_front_write(&mut self) -> Option<T> {
+        if self.queue.front()?.access != Access::Write {
+            return None;
+        }
+        self.writing = true;
+        self.queue.pop_front().map(|write| write.op)
+    }
+
+    /// No write running or waiting: a read pushed now would be granted at once.
+    pub(crate) fn ready_to_read(&self) -> bool {
+        !self.writing && self.queue.is_empty()
+    }
+
+    /// The var's unreported error slot, if any (forgetting a slot already reported elsewhere).
+    pub(crate) fn error(&mut self) -> Option<&ErrorRef> {
+        if self.error.as_ref().is_some_and(|slot| !slot.is_set()) {
+            self.error = None;
+        }
+        self.error.as_ref()
+    }
+}
+
+/// A var's whole state: the locked machine, its version and a hint that it may carry an error.
+pub(crate) struct VarCell<T> {
+    state: Mutex<VarState<T>>,
+    version: AtomicU64,
+    /// Set when a failure is stored; cleared lazily. Lets ops skip the lock on the common,
+    /// clean path when they check their inputs for errors.
+    maybe_tainted: AtomicBool,
+}
+
+impl<T: Clone> VarCell<T> {
+    pub(crate) fn new() -> Self {
+        VarCell {
+            state: Mutex::new(VarState::new()),
+            version: AtomicU64::new(0),
+            maybe_tainted: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, VarState<T>> {
+        self.state.lock()
+    }
+
+    /// Completes a write: stores `error` (the writer's failure, if any), bumps the version and
+    /// grants what comes next into `granted`.
+    pub(crate) fn complete_write(&self, error: Option<&ErrorRef>, granted: &mut impl Extend<T>) {
+        let mut state = self.lock();
+        if let Some(slot) = error {
+            state.error = Some(slot.clone());
+            self.maybe_tainted.store(true, Ordering::Release);
+        }
+        self.version.fetch_add(1, Ordering::Release);
+        state.complete_write(granted);
+    }
+
+    /// Completes a read; returns the write it unblocks.
+    pub(crate) fn complete_read(&self) -> Option<T> {
+        self.lock().complete_read()
+    }
+
+    /// Completed writes so far.
+    pub(crate) fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// The var's unreported error slot (lock taken only when the hint says it may have one).
+    pub(crate) fn error(&self) -> Option<ErrorRef> {
+        if !self.maybe_tainted.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut state = self.lock();
+        let slot = state.error().cloned();
+        if slot.is_none() {
+            self.maybe_tainted.store(false, Ordering::Relaxed);
+        }
+        slot
+    }
+
+    /// Takes the var's unreported failure out of its slot (every var sharing it is clean then).
+    pub(crate) fn take_error(&self) -> Option<OpFailure> {
+        let slot = self.error()?;
+        let failure = slot.take();
+        self.lock().error = None;
+        failure
+    }
+
+    pub(crate) fn ready_to_read(&self) -> bool {
+        self.lock().ready_to_read()
+    }
+}
+
+/// A variable: something ops read and write, tracked by the engine.
+///
+/// Handles are cheap to clone; every clone names the same var. Create vars with
+/// [`Engine::new_variable`](super::Engine::new_variable).
+#[derive(Clone)]
+pub struct Var(pub(crate) Arc<VarInner>);
+
+pub(crate) struct VarInner {
+    pub(crate) id: u64,
+    pub(crate) cell: VarCell<super::opr::OpRef>,
+    pub(crate) deleted: AtomicBool,
+}
+
+impl Var {
+    pub(crate) fn new(id: u64) -> Var {
+        Var(Arc::new(VarInner {
+            id,
+            cell: VarCell::new(),
+            deleted: AtomicBool::new(false),
+        }))
+    }
+
+    /// The var's id (unique within its engine).
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// Writes completed on this var so far (reads leave it unchanged).
+    pub fn version(&self) -> u64 {
+        self.0.cell.version()
+    }
+
+    /// Whether `delete_variable` was called on this var.
+    pub fn is_deleted(&self) -> bool {
+        self.0.deleted.load(Ordering::Acquire)
+    }
+
+    /// The key ops lock vars in: the var's address, unique while any handle lives.
+    pub(crate) fn lock_order(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
+    pub(crate) fn same(&self, other: &Var) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl fmt::Debug for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Var(#{} v{})", self.id(), self.version())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    type State = VarState<u32>;
+
+    fn granted_by_write(state: &mut State) -> Vec<u32> {
+        let mut granted = Vec::new();
+        state.complete_write(&mut granted);
+        granted
+    }
+
+    #[test]
+    fn consecutive_reads_are_granted_together() {
+        let mut state = State::new();
+        assert!(state.append(Access::Read, &1));
+        assert!(state.append(Access::Read, &2));
+        assert!(!state.append(Access::Write, &3));
+        assert!(
+            !state.append(Access::Read, &4),
+            "a read behind a write waits"
+        );
+        assert_eq!(state.complete_read(), None);
+        assert_eq!(state.complete_read(), Some(3));
+        assert_eq!(granted_by_write(&mut state), [4]);
+        assert_eq!(state.complete_read(), None);
+        assert!(state.ready_to_read());
+    }
+
+    #[test]
+    fn writes_run_one_at_a_time_in_push_order() {
+        let mut state = State::new();
+        assert!(state.append(Access::Write, &1));
+        assert!(!state.append(Access::Write, &2));
+        assert!(!state.append(Access::Write, &3));
+        assert!(!state.ready_to_read());
+        assert_eq!(granted_by_write(&mut state), [2]);
+        assert_eq!(granted_by_write(&mut state), [3]);
+        assert_eq!(granted_by_write(&mut state), Vec::<u32>::new());
+        assert!(state.ready_to_read());
+    }
+
+    #[test]
+    fn a_write_releases_the_read_run_up_to_the_next_write() {
+        let mut state = State::new();
+        assert!(state.append(Access::Write, &1));
+        for op in [2, 3, 4] {
+            assert!(!state.append(Access::Read, &op));
+        }
+        assert!(!state.append(Access::Write, &5));
+        assert!(!state.append(Access::Read, &6));
+        assert_eq!(granted_by_write(&mut state), [2, 3, 4]);
+        assert_eq!(state.complete_read(), None);
+        assert_eq!(state.complete_read(), None);
+        assert_eq!(state.complete_read(), Some(5));
+        assert_eq!(granted_by_write(&mut state), [6]);
+    }
+
+    #[test]
+    fn version_counts_completed_writes_only() {
+        let cell: VarCell<u32> = VarCell::new();
+        assert!(cell.lock().append(Access::Read, &1));
+        assert_eq!(cell.complete_read(), None);
+        assert_eq!(cell.version(), 0);
+        assert!(cell.lock().append(Access::Write, &2));
+        cell.complete_write(None, &mut Vec::new());
+        assert_eq!(cell.version(), 1);
+    }
+}
+
+#[cfg(loom)]
+mod loom_tests {
+    //! Models of the var protocol with real ops: a wait count per op, grants acted on outside
+    //! the var lock, completions racing on several threads.
+    use super::*;
+    use crate::engine::opr::WaitCount;
+    use crate::sync::{thread, AtomicUsize};
+
+    /// A stand-in op: its wait count and how often it was dispatched.
+    struct ModelOp {
+        wait: WaitCount,
+        dispatched: AtomicUsize,
+    }
+
+    type Op = Arc<ModelOp>;
+
+    fn op(deps: usize) -> Op {
+        Arc::new(ModelOp {
+            wait: WaitCount::new(deps),
+            dispatched: AtomicUsize::new(0),
+        })
+    }
+
+    /// Counts one grant of `op`; dispatches it (counts) if that was the last one.
+    fn grant(op: &Op) {
+        if op.wait.grant(1) {
+            op.dispatched.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Appends `op` to `var` the way a push does, returning whether it was granted at once.
+    fn append(var: &VarCell<Op>, access: Access, op: &Op) {
+        if var.lock().append(access, op) {
+            grant(op);
+        }
+    }
+
+    /// Pushes a single-dependency op and does the pusher's final decrement.
+    fn push(var: &VarCell<Op>, access: Access) -> Op {
+        let op = op(1);
+        append(var, access, &op);
+        grant(&op);
+        op
+    }
+
+    fn complete_write(var: &VarCell<Op>) {
+        let mut granted = Vec::new();
+        var.complete_write(None, &mut granted);
+        granted.iter().for_each(grant);
+    }
+
+    fn complete_read(var: &VarCell<Op>) {
+        if let Some(write) = var.complete_read() {
+            grant(&write);
+        }
+    }
+
+    /// Two readers complete concurrently; the waiting writer is dispatched exactly once, and
+    /// only after both reads finished.
+    #[test]
+    fn loom_var_two_readers_then_writer() {
+        loom::model(|| {
+            let var = Arc::new(VarCell::new());
+            let readers = [push(&var, Access::Read), push(&var, Access::Read)];
+            let writer = push(&var, Access::Write);
+            assert!(readers
+                .iter()
+                .all(|r| r.dispatched.load(Ordering::SeqCst) == 1));
+            assert_eq!(writer.dispatched.load(Ordering::SeqCst), 0);
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let var = var.clone();
+                    thread::spawn(move || complete_read(&var))
+                })
+                .collect();
+            threads.into_iter().for_each(|t| t.join().unwrap());
+            assert_eq!(writer.dispatched.load(Ordering::SeqCst), 1);
+            complete_write(&var);
+            assert_eq!(var.version(), 1);
+            assert!(var.ready_to_read());
+        });
+    }
+
+    /// A write completes while another thread pushes a read: the read runs exactly once,
+    /// after the write (it sees version 1 when it is dispatched).
+    #[test]
+    fn loom_var_write_then_read() {
+        loom::model(|| {
+            let var = Arc::new(VarCell::new());
+            let writer = push(&var, Access::Write);
+            assert_eq!(writer.dispatched.load(Ordering::SeqCst), 1);
+            let completer = {
+                let var = var.clone();
+                thread::spawn(move || complete_write(&var))
+            };
+            let reader = push(&var, Access::Read);
+            completer.join().unwrap();
+            assert_eq!(reader.dispatched.load(Ordering::SeqCst), 1);
+            assert_eq!(var.version(), 1);
+            complete_read(&var);
+            assert!(var.ready_to_read());
+        });
+    }
+
+    /// An op reading `a` and writing `b`, both held by earlier writers: the pusher and the two
+    /// completing writers race to grant it; exactly one of the three dispatches it.
+    #[test]
+    fn loom_var_op_dispatched_exactly_once() {
+        loom::model(|| {
+            let a = Arc::new(VarCell::new());
+            let b = Arc::new(VarCell::new());
+            push(&a, Access::Write);
+            push(&b, Access::Write);
+            let both = op(2);
+            {
+                // A push locks all its vars (in a fixed order) before appending.
+                let mut locked_a = a.lock();
+                let mut locked_b = b.lock();
+                let granted_now = usize::from(locked_a.append(Access::Read, &both))
+                    + usize::from(locked_b.append(Access::Write, &both));
+                assert_eq!(granted_now, 0);
+            }
+            let completers: Vec<_> = [a.clone(), b.clone()]
+                .into_iter()
+                .map(|var| thread::spawn(move || complete_write(&var)))
+                .collect();
+            grant(&both); // the pusher's final decrement
+            completers.into_iter().for_each(|t| t.join().unwrap());
+            assert_eq!(both.dispatched.load(Ordering::SeqCst), 1);
+        });
+    }
+}
