@@ -761,10 +761,8 @@ mod tests {
         stress(4, 1 << 16);
     }
 
-    /// Eigen's full size (16 producers, 16 consumers, 2^16 events each); run with
-    /// `cargo test --release --lib pool::event_count -- --ignored`.
+    /// Eigen's full size: 16 producers, 16 consumers, 2^16 events each (about 2 s).
     #[test]
-    #[ignore = "long: run with --release --ignored"]
     fn stress_eigen_size() {
         stress(16, 1 << 16);
     }

@@ -388,7 +388,7 @@ impl<Q: StealQueues> Drop for StealingPool<Q> {
     }
 }
 
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 mod loom_tests {
     //! Loom models of the worker protocol on the `eigen` pool (RunQueue + EventCount are
     //! modelled too; crossbeam's deques are not loom-aware, so `chase-lev` is not modelled).
