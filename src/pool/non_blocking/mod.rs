@@ -205,7 +205,11 @@ impl<Q: StealQueues> StealingPool<Q> {
         let shared = self.shared.clone();
         thread::Builder::new()
             .name(format!("{}-w{index}", shared.options.name))
-            .spawn(move || shared.run_worker(index))
+            .spawn(move || {
+                let for_tasks = shared.clone();
+                let scheduler = Box::new(move |task| for_tasks.schedule(task, 0, usize::MAX));
+                shared.run_worker(index, scheduler)
+            })
             .map_err(|err| PoolError::Spawn {
                 pool: self.shared.options.name.clone(),
                 index,
