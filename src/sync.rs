@@ -18,7 +18,7 @@ use std::sync::PoisonError;
 
 #[cfg(loom)]
 mod imp {
-    pub(crate) use loom::cell::UnsafeCell as LoomCell;
+    pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::hint::spin_loop;
     pub(crate) use loom::sync::atomic::{
         fence, AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
@@ -102,6 +102,7 @@ impl<T> UnsafeCell<T> {
     }
 
     /// Gives `f` a shared raw pointer to the contents.
+    #[allow(dead_code)] // loom's API has it; readers that only read use it
     #[inline(always)]
     pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
         f(self.0.get())
@@ -113,6 +114,3 @@ impl<T> UnsafeCell<T> {
         f(self.0.get())
     }
 }
-
-#[cfg(loom)]
-pub(crate) use imp::LoomCell as UnsafeCell;

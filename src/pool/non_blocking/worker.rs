@@ -23,7 +23,7 @@ use super::victims::decode_partition;
 use super::{Shared, StealQueues, Task, RETIRED, RUNNING};
 use crate::pool::counters::WorkerState;
 use crate::pool::{current, PoolEvent};
-use crate::sync::{Arc, Ordering};
+use crate::sync::Ordering;
 
 /// What a worker does after `idle` returns.
 enum Next {
@@ -39,10 +39,8 @@ enum NonEmpty {
 }
 
 impl<Q: StealQueues> Shared<Q> {
-    /// Body of worker thread `index`.
-    pub(super) fn run_worker(self: &Arc<Self>, index: usize) {
-        let shared = self.clone();
-        let scheduler = Box::new(move |task| shared.schedule(task, 0, usize::MAX));
+    /// Body of worker thread `index`; `scheduler` is how tasks on it spawn onto this pool.
+    pub(super) fn run_worker(&self, index: usize, scheduler: current::Scheduler) {
         current::enter(self.pool_id(), index, scheduler);
         self.queues.attach(index);
         let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15 ^ index as u64);
