@@ -185,7 +185,7 @@ fn flush(core: &Arc<Core>, bulk: &mut Bulk) -> Result<(), EngineError> {
     };
     bulk.reads.clear();
     bulk.writes.clear();
-    core.push(request, |block| {
+    Core::push(core, request, |block| {
         async_task(block, move |run, mut completion| {
             let result = run_in_order(run, ops);
             completion.finish_as(result);

@@ -2,13 +2,13 @@
 //! seam to the engine kinds ([`Dispatch`]).
 #![forbid(unsafe_code)]
 
-use crossbeam_utils::CachePadded;
 use smallvec::SmallVec;
 
 use super::bulk::BulkRegistry;
 use super::current;
 use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
 use super::opr::{Deps, OpBlock, OpRef, WaitCount};
+use super::recycle::BlockPool;
 use super::var::{Access, Var};
 use super::{Context, EngineEvent, EngineKind, EngineObserver, FnProperty, OpName};
 use crate::pool::{PoolStats, Task};
@@ -55,10 +55,16 @@ pub(crate) struct PushRequest {
 }
 
 /// The state every op of an engine shares.
+///
+/// `pending` comes first (and the struct is `repr(C)`), so it shares a cache line with the
+/// `Arc`'s reference count in front of it: a push touches both (it counts the op and its block
+/// takes an engine reference), and so does a completion. One line moves between the pushing
+/// and the completing core per op instead of two.
+#[repr(C)]
 pub(crate) struct Core {
-    pub(crate) kind: EngineKind,
     /// Ops pushed and not completed.
-    pending: CachePadded<AtomicUsize>,
+    pending: AtomicUsize,
+    pub(crate) kind: EngineKind,
     /// False while stopped: pushes are refused.
     accepting: AtomicBool,
     idle: Mutex<()>,
@@ -74,6 +80,7 @@ pub(crate) struct Core {
     pub(crate) dispatcher: Box<dyn Dispatch>,
     observer: Option<Arc<dyn EngineObserver>>,
     pub(crate) bulks: BulkRegistry,
+    blocks: BlockPool,
 }
 
 impl Core {
@@ -83,8 +90,8 @@ impl Core {
         observer: Option<Arc<dyn EngineObserver>>,
     ) -> Self {
         Core {
+            pending: AtomicUsize::new(0),
             kind,
-            pending: CachePadded::new(AtomicUsize::new(0)),
             accepting: AtomicBool::new(true),
             idle: Mutex::new(()),
             idle_cv: Condvar::new(),
@@ -97,6 +104,7 @@ impl Core {
             dispatcher,
             observer,
             bulks: BulkRegistry::new(),
+            blocks: BlockPool::new(),
         }
     }
 
@@ -106,29 +114,31 @@ impl Core {
 
     /// Pushes one op whose task `make_task` builds around its block.
     pub(crate) fn push(
-        self: &Arc<Self>,
+        core: &Arc<Core>,
         request: PushRequest,
         make_task: impl FnOnce(OpRef) -> Task,
     ) -> Result<(), EngineError> {
-        self.dispatcher
+        core.dispatcher
             .check(request.name, request.ctx, request.prop)?;
-        self.admit()?;
-        let block = Arc::new(OpBlock {
-            wait: WaitCount::new(request.deps.len()),
-            core: self.clone(),
-            deps: request.deps,
-            ctx: request.ctx,
-            prop: request.prop,
-            priority: request.priority,
-            name: request.name,
-            is_wait: request.is_wait,
-            task: Mutex::new(None),
-        });
+        core.admit()?;
+        let mut block = core
+            .blocks
+            .take()
+            .unwrap_or_else(|| Arc::new(OpBlock::empty()));
+        let fill = Arc::get_mut(&mut block).expect("a free block has no other owner");
+        fill.wait = WaitCount::new(request.deps.len());
+        fill.core = Some(core.clone());
+        fill.deps = request.deps;
+        fill.ctx = request.ctx;
+        fill.prop = request.prop;
+        fill.priority = request.priority;
+        fill.name = request.name;
+        fill.is_wait = request.is_wait;
         let task = make_task(block.clone());
         *block.task.lock() = Some(task);
         let granted_now = append_all(&block);
         if block.wait.grant(granted_now + 1) {
-            self.dispatch(&block, true);
+            core.dispatch(&block, true);
         }
         Ok(())
     }
@@ -177,7 +187,7 @@ impl Core {
         inherited: Option<ErrorRef>,
         result: Result<(), OpFailure>,
     ) {
-        let core = &*block.core;
+        let core = block.core();
         let error = match result {
             Ok(()) => inherited,
             Err(failure) => Some(core.record_failure(failure)),
@@ -199,7 +209,22 @@ impl Core {
                 core.dispatch(&op, false);
             }
         }
-        core.retire_one();
+        Self::recycle(block).retire_one();
+    }
+
+    /// Puts a completed block back in the calling thread's cache if this was its last
+    /// reference; returns the engine reference the block held.
+    fn recycle(mut block: OpRef) -> Arc<Core> {
+        let Some(done) = Arc::get_mut(&mut block) else {
+            return block
+                .core
+                .clone()
+                .expect("a pushed op belongs to an engine");
+        };
+        let core = done.core.take().expect("a pushed op belongs to an engine");
+        done.deps.clear();
+        core.blocks.put(block);
+        core
     }
 
     /// Counts an op skipped because an input carried a failure.
@@ -249,11 +274,11 @@ impl Core {
 
     /// MXNet's `WaitForAll`: every op done; reports the first unreported failure and forgets
     /// the others.
-    pub(crate) fn wait_for_all(self: &Arc<Self>) -> Result<(), EngineError> {
+    pub(crate) fn wait_for_all(core: &Arc<Core>) -> Result<(), EngineError> {
         Self::refuse_inside_op()?;
-        self.bulks.flush_all(self)?;
-        self.wait_idle();
-        let slots = std::mem::take(&mut *self.errors.lock());
+        core.bulks.flush_all(core)?;
+        core.wait_idle();
+        let slots = std::mem::take(&mut *core.errors.lock());
         let mut first = None;
         for slot in slots {
             let failure = slot.take();
@@ -263,13 +288,13 @@ impl Core {
     }
 
     /// Drains, then joins every worker; pushes are refused until [`Core::start`].
-    pub(crate) fn stop(self: &Arc<Self>) -> Result<(), EngineError> {
+    pub(crate) fn stop(core: &Arc<Core>) -> Result<(), EngineError> {
         Self::refuse_inside_op()?;
-        let _lifecycle = self.lifecycle.lock();
-        self.bulks.flush_all(self)?;
-        self.accepting.store(false, Ordering::SeqCst);
-        self.wait_idle();
-        self.dispatcher.stop();
+        let _lifecycle = core.lifecycle.lock();
+        core.bulks.flush_all(core)?;
+        core.accepting.store(false, Ordering::SeqCst);
+        core.wait_idle();
+        core.dispatcher.stop();
         Ok(())
     }
 
@@ -285,19 +310,20 @@ impl Core {
 
     /// The last handle is gone: run everything pushed (unless called from inside an op,
     /// which cannot wait for itself), then join the workers.
-    pub(crate) fn shutdown(self: &Arc<Self>) {
+    pub(crate) fn shutdown(core: &Arc<Core>) {
         let inside_op = current::running_op().is_some();
-        let _lifecycle = self.lifecycle.lock();
+        let _lifecycle = core.lifecycle.lock();
         if !inside_op {
             // A failed flush means the engine was already stopped and drained.
-            let _ = self.bulks.flush_all(self);
+            let _ = core.bulks.flush_all(core);
         }
-        self.bulks.close();
-        self.accepting.store(false, Ordering::SeqCst);
+        core.bulks.close();
+        core.accepting.store(false, Ordering::SeqCst);
         if !inside_op {
-            self.wait_idle();
+            core.wait_idle();
         }
-        self.dispatcher.stop();
+        core.dispatcher.stop();
+        core.blocks.close();
     }
 
     pub(crate) fn pending(&self) -> usize {

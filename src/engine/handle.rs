@@ -253,7 +253,7 @@ struct Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        self.core.shutdown();
+        Core::shutdown(&self.core);
     }
 }
 
@@ -300,8 +300,7 @@ impl Engine {
         F: FnOnce(RunContext, Completion) + Send + 'static,
     {
         self.before_push(&spec)?;
-        self.core()
-            .push(spec.request(), |block| async_task(block, body))
+        Core::push(self.core(), spec.request(), |block| async_task(block, body))
     }
 
     /// Pushes an op that is finished when `body` returns (`Err` fails it). With a bulk size
@@ -355,7 +354,7 @@ impl Engine {
             deps: inner.deps.clone(),
         };
         self.before_push_request(&request)?;
-        self.core().push(request, |block| operator.task(block))
+        Core::push(self.core(), request, |block| operator.task(block))
     }
 
     /// Deletes `operator` once every push of it so far has run (it writes all its vars).
@@ -410,7 +409,7 @@ impl Engine {
                 is_wait: true,
                 deps: dedup_deps(std::slice::from_ref(var), &[]),
             };
-            core.push(request, |block| {
+            Core::push(core, request, |block| {
                 async_task(block, move |_, completion| {
                     completion.done();
                     signal.set();
@@ -428,13 +427,13 @@ impl Engine {
     /// yet reported and forgets the others (a second call is clean). Refused on a thread that
     /// is running an op.
     pub fn wait_for_all(&self) -> Result<(), EngineError> {
-        self.core().wait_for_all()
+        Core::wait_for_all(self.core())
     }
 
     /// Runs everything pushed, then joins every worker thread; pushes are refused until
     /// [`start`](Self::start).
     pub fn stop(&self) -> Result<(), EngineError> {
-        self.core().stop()
+        Core::stop(self.core())
     }
 
     /// Starts the workers again after [`stop`](Self::stop) (a no-op while running).

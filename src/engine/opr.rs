@@ -95,7 +95,8 @@ pub(crate) fn dedup_deps<'a>(
 /// A pushed op: shared by the vars it waits on and the task that runs it.
 pub(crate) struct OpBlock {
     pub(crate) wait: WaitCount,
-    pub(crate) core: Arc<Core>,
+    /// The engine; `None` only while the block sits recycled in a cache.
+    pub(crate) core: Option<Arc<Core>>,
     pub(crate) deps: Deps,
     pub(crate) ctx: Context,
     pub(crate) prop: FnProperty,
@@ -111,8 +112,30 @@ pub(crate) struct OpBlock {
 pub(crate) type OpRef = Arc<OpBlock>;
 
 impl OpBlock {
-    fn address(self: &Arc<Self>) -> usize {
-        Arc::as_ptr(self) as usize
+    /// A block to fill in (new, or for the recycling caches).
+    pub(crate) fn empty() -> Self {
+        OpBlock {
+            wait: WaitCount::new(0),
+            core: None,
+            deps: Deps::new(),
+            ctx: Context::default(),
+            prop: FnProperty::Normal,
+            priority: 0,
+            name: OpName::UNNAMED,
+            is_wait: false,
+            task: Mutex::new(None),
+        }
+    }
+
+    /// The engine the op was pushed to.
+    pub(crate) fn core(&self) -> &Core {
+        self.core
+            .as_ref()
+            .expect("a pushed op belongs to an engine")
+    }
+
+    fn address(block: &OpRef) -> usize {
+        Arc::as_ptr(block) as usize
     }
 
     /// The first unreported error on the op's reads, then on its writes.
@@ -178,7 +201,10 @@ impl Completion {
     }
 
     fn core_of_block(&self) -> &Core {
-        &self.block.as_ref().expect("an unfinished completion").core
+        self.block
+            .as_ref()
+            .expect("an unfinished completion")
+            .core()
     }
 
     pub(crate) fn finish(&mut self, result: Result<(), FailureCause>) {
@@ -196,7 +222,7 @@ impl Completion {
 impl Drop for Completion {
     fn drop(&mut self) {
         let Some(block) = &self.block else { return };
-        if std::thread::panicking() && current::is_running(block.address()) {
+        if std::thread::panicking() && current::is_running(OpBlock::address(block)) {
             let stashed = Completion {
                 block: self.block.take(),
                 inherited: self.inherited.take(),
@@ -219,8 +245,8 @@ pub(crate) fn execute<F>(block: OpRef, body: F)
 where
     F: FnOnce(RunContext, Completion),
 {
-    let _running = RunningOp::enter(block.name, block.address());
-    block.core.op_started(&block);
+    let _running = RunningOp::enter(block.name, OpBlock::address(&block));
+    block.core().op_started(&block);
     let inherited = block.inherited_error();
     let skip = inherited.is_some() && !block.runs_despite_errors();
     let run = RunContext {

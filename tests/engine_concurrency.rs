@@ -1,0 +1,433 @@
+//! Concurrency facts of the engine: many client threads pushing at once (MXNet's engine can
+//! deadlock there), random DAGs on random worker counts with live resizes (checked against a
+//! sequential run), completions from other threads, the priority pool's order, the observer.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+use common::within_deadline;
+use enginetop::engine::{
+    Context, Engine, EngineEvent, EngineKind, EngineObserver, EngineOptions, FnProperty, OpSpec,
+    Var,
+};
+use enginetop::pool::PoolKind;
+
+fn engine(kind: EngineKind, pool: PoolKind, workers: usize) -> Engine {
+    Engine::new(
+        EngineOptions::new(kind, workers)
+            .pool_kind(pool)
+            .cpu_priority_workers(1),
+    )
+    .expect("engine starts")
+}
+
+/// Per-var bookkeeping checked inside every op: who is reading or writing right now, and the
+/// last write sequence number each client got through.
+struct VarCheck {
+    readers: AtomicUsize,
+    writers: AtomicUsize,
+    last_write_by_client: Vec<AtomicU64>,
+    writes: AtomicU64,
+}
+
+impl VarCheck {
+    fn new(clients: usize) -> Self {
+        VarCheck {
+            readers: AtomicUsize::new(0),
+            writers: AtomicUsize::new(0),
+            last_write_by_client: (0..clients).map(|_| AtomicU64::new(0)).collect(),
+            writes: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Enters every var of an op, checking the read/write rules; returns a violation if any.
+fn enter(
+    checks: &[VarCheck],
+    reads: &[usize],
+    writes: &[usize],
+    client: usize,
+    seq: u64,
+) -> Option<String> {
+    for &w in writes {
+        let check = &checks[w];
+        if check.writers.fetch_add(1, Ordering::SeqCst) != 0
+            || check.readers.load(Ordering::SeqCst) != 0
+        {
+            return Some(format!("var {w}: a write overlapped another op"));
+        }
+        let previous = check.last_write_by_client[client].swap(seq, Ordering::SeqCst);
+        if previous >= seq {
+            return Some(format!(
+                "var {w}: client {client} write {seq} ran after {previous}"
+            ));
+        }
+        check.writes.fetch_add(1, Ordering::SeqCst);
+    }
+    for &r in reads {
+        checks[r].readers.fetch_add(1, Ordering::SeqCst);
+        if checks[r].writers.load(Ordering::SeqCst) != 0 {
+            return Some(format!("var {r}: a read overlapped a write"));
+        }
+    }
+    None
+}
+
+fn leave(checks: &[VarCheck], reads: &[usize], writes: &[usize]) {
+    writes
+        .iter()
+        .for_each(|&w| drop(checks[w].writers.fetch_sub(1, Ordering::SeqCst)));
+    reads
+        .iter()
+        .for_each(|&r| drop(checks[r].readers.fetch_sub(1, Ordering::SeqCst)));
+}
+
+/// Picks 1-3 distinct vars, each read or written.
+fn pick_vars(rng: &mut fastrand::Rng, vars: usize) -> (Vec<usize>, Vec<usize>) {
+    let (mut reads, mut writes) = (Vec::new(), Vec::new());
+    for _ in 0..rng.usize(1..=3) {
+        let var = rng.usize(..vars);
+        if reads.contains(&var) || writes.contains(&var) {
+            continue;
+        }
+        if rng.bool() {
+            writes.push(var);
+        } else {
+            reads.push(var);
+        }
+    }
+    (reads, writes)
+}
+
+fn many_clients(kind: EngineKind, pool: PoolKind) {
+    const CLIENTS: usize = 4;
+    const OPS: u64 = 2_000;
+    const VARS: usize = 12;
+    let engine = engine(kind, pool, 2);
+    let vars: Arc<Vec<Var>> = Arc::new((0..VARS).map(|_| engine.new_variable()).collect());
+    let checks: Arc<Vec<VarCheck>> = Arc::new((0..VARS).map(|_| VarCheck::new(CLIENTS)).collect());
+    let violations = Arc::new(Mutex::new(Vec::<String>::new()));
+    let pushed_writes = Arc::new(AtomicU64::new(0));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let (engine, vars, checks) = (engine.clone(), vars.clone(), checks.clone());
+            let (violations, pushed_writes) = (violations.clone(), pushed_writes.clone());
+            std::thread::spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(client as u64 * 7919);
+                for seq in 1..=OPS {
+                    let (reads, writes) = pick_vars(&mut rng, VARS);
+                    pushed_writes.fetch_add(writes.len() as u64, Ordering::SeqCst);
+                    let read_vars: Vec<Var> = reads.iter().map(|&r| vars[r].clone()).collect();
+                    let write_vars: Vec<Var> = writes.iter().map(|&w| vars[w].clone()).collect();
+                    let (checks, violations) = (checks.clone(), violations.clone());
+                    let spec = OpSpec::new("client-op")
+                        .reads(&read_vars)
+                        .writes(&write_vars);
+                    engine
+                        .push_sync(spec, move |_| {
+                            if let Some(violation) = enter(&checks, &reads, &writes, client, seq) {
+                                violations.lock().unwrap().push(violation);
+                            }
+                            std::hint::spin_loop();
+                            leave(&checks, &reads, &writes);
+                            Ok(())
+                        })
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    clients.into_iter().for_each(|c| c.join().unwrap());
+    engine.wait_for_all().unwrap();
+    let violations = violations.lock().unwrap();
+    assert!(
+        violations.is_empty(),
+        "{kind}/{pool}: {:?}",
+        &violations[..violations.len().min(5)]
+    );
+    let versions: u64 = vars.iter().map(Var::version).sum();
+    assert_eq!(
+        versions,
+        pushed_writes.load(Ordering::SeqCst),
+        "{kind}/{pool}"
+    );
+}
+
+#[test]
+fn many_client_threads_push_at_once_without_deadlock_or_reordering() {
+    within_deadline("many clients", || {
+        many_clients(EngineKind::Naive, PoolKind::Eigen);
+        for pool in PoolKind::ALL {
+            many_clients(EngineKind::Pooled, pool);
+            many_clients(EngineKind::PerDevice, pool);
+        }
+    });
+}
+
+fn mix(acc: u64, input: u64) -> u64 {
+    (acc.rotate_left(23) ^ input)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(1)
+}
+
+struct RandomOp {
+    write: usize,
+    reads: Vec<usize>,
+}
+
+fn apply(index: usize, op: &RandomOp, values: &[AtomicU64]) {
+    let mut value = values[op.write].load(Ordering::Relaxed);
+    for &r in &op.reads {
+        value = mix(value, values[r].load(Ordering::Relaxed));
+    }
+    values[op.write].store(mix(value, index as u64), Ordering::Relaxed);
+}
+
+/// Random DAGs on random engines, pool kinds and worker counts, resized while they run; every
+/// final state must equal the sequential one.
+#[test]
+fn random_dags_with_random_workers_and_live_resizes_match_a_sequential_run() {
+    within_deadline("random DAG property", || {
+        for seed in 0..16u64 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let kind = EngineKind::ALL[rng.usize(..3)];
+            let pool = PoolKind::ALL[rng.usize(..3)];
+            let vars = rng.usize(2..40);
+            let ops: Arc<Vec<RandomOp>> = Arc::new(
+                (0..rng.usize(500..3000))
+                    .map(|_| {
+                        let write = rng.usize(..vars);
+                        let mut reads = Vec::new();
+                        for _ in 0..rng.usize(0..=3) {
+                            let read = rng.usize(..vars);
+                            if read != write && !reads.contains(&read) {
+                                reads.push(read);
+                            }
+                        }
+                        RandomOp { write, reads }
+                    })
+                    .collect(),
+            );
+            let expected: Vec<AtomicU64> = (0..vars as u64).map(AtomicU64::new).collect();
+            ops.iter()
+                .enumerate()
+                .for_each(|(i, op)| apply(i, op, &expected));
+
+            let engine = engine(kind, pool, rng.usize(1..=4));
+            let values: Arc<Vec<AtomicU64>> =
+                Arc::new((0..vars as u64).map(AtomicU64::new).collect());
+            let handles: Vec<Var> = (0..vars).map(|_| engine.new_variable()).collect();
+            let done = Arc::new(AtomicBool::new(false));
+            let resizes = Arc::new(AtomicUsize::new(0));
+            let resizer = {
+                let (engine, done, resizes) = (engine.clone(), done.clone(), resizes.clone());
+                let mut rng = fastrand::Rng::with_seed(seed ^ 0xabc);
+                std::thread::spawn(move || {
+                    while !done.load(Ordering::SeqCst) {
+                        engine.set_cpu_workers(rng.usize(1..=4)).unwrap();
+                        resizes.fetch_add(1, Ordering::SeqCst);
+                        std::thread::yield_now();
+                    }
+                })
+            };
+            for index in 0..ops.len() {
+                if index == ops.len() / 2 {
+                    // Mid-run: let the resizer change the worker count at least twice.
+                    let before = resizes.load(Ordering::SeqCst);
+                    common::await_at_least(&resizes, before + 2, "resizes mid-run");
+                }
+                let op = &ops[index];
+                let reads: Vec<Var> = op.reads.iter().map(|&r| handles[r].clone()).collect();
+                let (ops, values) = (ops.clone(), values.clone());
+                let spec = OpSpec::new("random")
+                    .reads(&reads)
+                    .writes(std::slice::from_ref(&handles[op.write]));
+                engine
+                    .push_sync(spec, move |_| {
+                        apply(index, &ops[index], &values);
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            engine.wait_for_all().unwrap();
+            done.store(true, Ordering::SeqCst);
+            resizer.join().unwrap();
+            let got: Vec<u64> = values.iter().map(|v| v.load(Ordering::Relaxed)).collect();
+            let want: Vec<u64> = expected.iter().map(|v| v.load(Ordering::Relaxed)).collect();
+            assert_eq!(got, want, "seed {seed}: {kind}/{pool}");
+        }
+    });
+}
+
+/// Async ops completed by other threads, in any order: the chain order still holds.
+#[test]
+fn completions_from_other_threads_keep_the_order() {
+    within_deadline("async completions", || {
+        for kind in EngineKind::ALL {
+            let engine = engine(kind, PoolKind::ChaseLev, 2);
+            let var = engine.new_variable();
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let (tx, rx) = mpsc::channel::<(usize, enginetop::engine::Completion)>();
+            let completer = std::thread::spawn(move || {
+                let log = log;
+                for (index, completion) in rx {
+                    log.lock().unwrap().push(index);
+                    completion.done();
+                }
+                log
+            });
+            for index in 0..200 {
+                let tx = tx.clone();
+                let spec = OpSpec::new("async-write")
+                    .writes(std::slice::from_ref(&var))
+                    .prop(FnProperty::Async);
+                engine
+                    .push_async(spec, move |_, completion| {
+                        tx.send((index, completion)).unwrap()
+                    })
+                    .unwrap();
+            }
+            engine.wait_for_var(&var).unwrap();
+            drop(tx);
+            let log = completer.join().unwrap();
+            assert_eq!(*log.lock().unwrap(), (0..200).collect::<Vec<_>>(), "{kind}");
+            assert_eq!(var.version(), 200);
+        }
+    });
+}
+
+#[test]
+fn the_priority_pool_runs_the_highest_priority_first() {
+    within_deadline("priority", || {
+        let engine = engine(EngineKind::PerDevice, PoolKind::Eigen, 2);
+        let (release, wait) = mpsc::channel::<()>();
+        let (started, is_started) = mpsc::channel();
+        let blocker = OpSpec::new("blocker")
+            .prop(FnProperty::CpuPrioritized)
+            .priority(100);
+        engine
+            .push_sync(blocker, move |_| {
+                started.send(()).unwrap();
+                wait.recv().unwrap();
+                Ok(())
+            })
+            .unwrap();
+        is_started.recv().unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        for (label, priority) in [("low", 1), ("high-a", 9), ("mid", 5), ("high-b", 9)] {
+            let order = order.clone();
+            let spec = OpSpec::new(label)
+                .prop(FnProperty::CpuPrioritized)
+                .priority(priority);
+            engine
+                .push_sync(spec, move |run| {
+                    order.lock().unwrap().push(run.name.as_str());
+                    Ok(())
+                })
+                .unwrap();
+        }
+        release.send(()).unwrap();
+        engine.wait_for_all().unwrap();
+        assert_eq!(*order.lock().unwrap(), ["high-a", "high-b", "mid", "low"]);
+        assert_eq!(engine.stats().workers.priority.unwrap().num_threads, 1);
+    });
+}
+
+#[derive(Default)]
+struct CountingObserver {
+    queued: AtomicUsize,
+    started: AtomicUsize,
+    finished: AtomicUsize,
+    failed: AtomicUsize,
+}
+
+impl EngineObserver for CountingObserver {
+    fn on_event(&self, event: EngineEvent) {
+        let counter = match event {
+            EngineEvent::Queued { .. } => &self.queued,
+            EngineEvent::Started { .. } => &self.started,
+            EngineEvent::Finished { failed: true, .. } => &self.failed,
+            EngineEvent::Finished { .. } => &self.finished,
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn the_observer_sees_every_op_queued_started_and_finished() {
+    within_deadline("observer", || {
+        for kind in EngineKind::ALL {
+            let observer = Arc::new(CountingObserver::default());
+            let engine =
+                Engine::new(EngineOptions::new(kind, 2).observer(observer.clone())).unwrap();
+            let var = engine.new_variable();
+            for index in 0..100 {
+                let spec = OpSpec::new("observed").writes(std::slice::from_ref(&var));
+                engine
+                    .push_sync(spec, move |_| {
+                        if index == 99 {
+                            Err("last".into())
+                        } else {
+                            Ok(())
+                        }
+                    })
+                    .unwrap();
+            }
+            engine.wait_for_all().unwrap_err();
+            assert_eq!(observer.queued.load(Ordering::SeqCst), 100, "{kind}");
+            assert_eq!(observer.started.load(Ordering::SeqCst), 100, "{kind}");
+            assert_eq!(observer.finished.load(Ordering::SeqCst), 99, "{kind}");
+            assert_eq!(observer.failed.load(Ordering::SeqCst), 1, "{kind}");
+        }
+    });
+}
+
+#[test]
+fn resizing_the_cpu_workers_under_load_loses_nothing() {
+    within_deadline("resize under load", || {
+        for pool in PoolKind::ALL {
+            let engine = engine(EngineKind::PerDevice, pool, 1);
+            let vars: Vec<Var> = (0..64).map(|_| engine.new_variable()).collect();
+            let ran = Arc::new(AtomicUsize::new(0));
+            let total = 40_000;
+            for k in 0..total {
+                if k % 10_000 == 5_000 {
+                    engine.set_cpu_workers([4, 2, 3, 1][k / 10_000]).unwrap();
+                }
+                let ran = ran.clone();
+                let writes = std::slice::from_ref(&vars[if k % 2 == 0 { 0 } else { k % 64 }]);
+                engine
+                    .push_sync(
+                        OpSpec::new("resize-load")
+                            .writes(writes)
+                            .ctx(Context::cpu((k % 2) as u32)),
+                        move |_| {
+                            ran.fetch_add(1, Ordering::Relaxed);
+                            Ok(())
+                        },
+                    )
+                    .unwrap();
+            }
+            engine.wait_for_all().unwrap();
+            assert_eq!(ran.load(Ordering::Relaxed), total, "{pool}");
+            let stats = engine.stats();
+            assert_eq!(stats.workers.pools.len(), 2, "cpu(0) and cpu(1)");
+            assert!(
+                stats.workers.pools.iter().all(|p| p.num_threads == 1),
+                "{pool}"
+            );
+            let total_run: u64 = stats
+                .workers
+                .pools
+                .iter()
+                .map(|p| p.tasks_run() + p.inline_runs)
+                .sum();
+            assert!(
+                total_run <= total as u64,
+                "continuations run inside other tasks"
+            );
+        }
+    });
+}
