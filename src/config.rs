@@ -1080,6 +1080,94 @@ mod tests {
         );
     }
 
+    #[test]
+    fn engine_kind_comes_from_mxnet_then_ours_then_the_flag() {
+        let default = load(&[], &ConfigOverrides::default());
+        assert_eq!(default.engine_kind, EngineKind::PerDevice);
+        let mxnet = load(
+            &[("MXNET_ENGINE_TYPE", "NaiveEngine")],
+            &ConfigOverrides::default(),
+        );
+        assert_eq!(mxnet.engine_kind, EngineKind::Naive);
+        let ours = load(
+            &[
+                ("MXNET_ENGINE_TYPE", "NaiveEngine"),
+                ("ENGINETOP_ENGINE", "pooled"),
+            ],
+            &ConfigOverrides::default(),
+        );
+        assert_eq!(ours.engine_kind, EngineKind::Pooled);
+        let flags = ConfigOverrides {
+            engine_kind: Some(EngineKind::Naive),
+            ..Default::default()
+        };
+        let flagged = load(&[("ENGINETOP_ENGINE", "ThreadedEnginePerDevice")], &flags);
+        assert_eq!(flagged.engine_kind, EngineKind::Naive);
+    }
+
+    #[test]
+    fn bad_engine_names_list_ours_and_mxnets() {
+        assert_eq!(
+            load_err(&[("MXNET_ENGINE_TYPE", "ThreadedEnginePerDeviceAsync")]),
+            "MXNET_ENGINE_TYPE=\"ThreadedEnginePerDeviceAsync\" is not an engine: expected one of \
+             naive, pooled, per-device (or MXNet's NaiveEngine, ThreadedEngine, \
+             ThreadedEnginePerDevice; the *Async variants need the GPU backend); unset it or set \
+             e.g. MXNET_ENGINE_TYPE=per-device"
+        );
+    }
+
+    #[test]
+    fn engine_worker_counts_come_from_mxnet_names_ours_and_flags() {
+        let env = [
+            ("MXNET_CPU_WORKER_NTHREADS", "3"),
+            ("MXNET_CPU_PRIORITY_NTHREADS", "6"),
+            ("MXNET_GPU_WORKER_NTHREADS", "5"),
+            ("MXNET_GPU_COPY_NTHREADS", "7"),
+            ("ENGINETOP_GPU_COPY_WORKERS", "1"),
+        ];
+        let flags = ConfigOverrides {
+            cpu_workers: Some(2),
+            ..Default::default()
+        };
+        let config = load(&env, &flags);
+        assert_eq!(
+            (
+                config.cpu_workers,
+                config.cpu_priority_workers,
+                config.gpu_workers,
+                config.gpu_copy_workers
+            ),
+            (2, 6, 5, 1)
+        );
+        assert!(load_err(&[("MXNET_CPU_WORKER_NTHREADS", "two")])
+            .starts_with("MXNET_CPU_WORKER_NTHREADS=\"two\" is not a thread count"));
+    }
+
+    #[test]
+    fn engine_worker_zeros_resolve_to_cpus_and_mxnet_defaults() {
+        let config = RuntimeConfig {
+            schedulable_cpus: 6,
+            ..RuntimeConfig::default()
+        };
+        let workers = config.resolved_engine_workers();
+        assert_eq!(
+            (
+                workers.cpu,
+                workers.cpu_priority,
+                workers.gpu,
+                workers.gpu_copy
+            ),
+            (6, 4, 2, 2)
+        );
+        let mut bad = RuntimeConfig::default();
+        bad.gpu_copy_workers = 100_000;
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("gpu_copy_workers"));
+    }
+
     fn oversubscription(inter: usize, intra: usize, cpus: usize) -> Vec<ConfigWarning> {
         RuntimeConfig {
             inter_op_threads: inter,

@@ -78,10 +78,14 @@ fn enter(
 fn leave(checks: &[VarCheck], reads: &[usize], writes: &[usize]) {
     writes
         .iter()
-        .for_each(|&w| drop(checks[w].writers.fetch_sub(1, Ordering::SeqCst)));
+        .for_each(|&w| {
+            checks[w].writers.fetch_sub(1, Ordering::SeqCst);
+        });
     reads
         .iter()
-        .for_each(|&r| drop(checks[r].readers.fetch_sub(1, Ordering::SeqCst)));
+        .for_each(|&r| {
+            checks[r].readers.fetch_sub(1, Ordering::SeqCst);
+        });
 }
 
 /// Picks 1-3 distinct vars, each read or written.

@@ -104,8 +104,12 @@ impl BulkRegistry {
         let mut locked = bulk.lock();
         let previous = std::mem::replace(&mut locked.size, size);
         match (previous > 0, size > 0) {
-            (false, true) => drop(self.bulking_threads.fetch_add(1, Ordering::Relaxed)),
-            (true, false) => drop(self.bulking_threads.fetch_sub(1, Ordering::Relaxed)),
+            (false, true) => {
+                self.bulking_threads.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.bulking_threads.fetch_sub(1, Ordering::Relaxed);
+            }
             _ => {}
         }
         if locked.ops.len() >= size {

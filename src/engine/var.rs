@@ -391,21 +391,27 @@ mod loom_tests {
     }
 
     /// Two readers complete concurrently; the waiting writer is dispatched exactly once, and
-    /// only after both reads finished.
+    /// only after both reads finished: the value it writes (relaxed, so only the var protocol
+    /// orders it) is never seen by a read.
     #[test]
     fn loom_var_two_readers_then_writer() {
         loom::model(|| {
             let var = Arc::new(VarCell::new());
+            let value = Arc::new(AtomicUsize::new(0));
             let readers = [push(&var, Access::Read), push(&var, Access::Read)];
             let writer = push(&var, Access::Write);
-            assert!(readers
-                .iter()
-                .all(|r| r.dispatched.load(Ordering::SeqCst) == 1));
+            assert!(readers.iter().all(|r| r.dispatched.load(Ordering::SeqCst) == 1));
             assert_eq!(writer.dispatched.load(Ordering::SeqCst), 0);
             let threads: Vec<_> = (0..2)
                 .map(|_| {
-                    let var = var.clone();
-                    thread::spawn(move || complete_read(&var))
+                    let (var, value, writer) = (var.clone(), value.clone(), writer.clone());
+                    thread::spawn(move || {
+                        assert_eq!(value.load(Ordering::Relaxed), 0, "a read saw a later write");
+                        complete_read(&var);
+                        if writer.dispatched.load(Ordering::SeqCst) == 1 {
+                            value.store(1, Ordering::Relaxed); // the writer runs here
+                        }
+                    })
                 })
                 .collect();
             threads.into_iter().for_each(|t| t.join().unwrap());

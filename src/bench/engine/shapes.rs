@@ -81,7 +81,7 @@ impl Workload {
     /// 1000 vars; each op writes a uniform var and reads 0 to 3 distinct others (fixed seed).
     pub fn random_dag(ops: usize) -> Self {
         let vars = 1000u32;
-        let mut rng = fastrand::Rng::with_seed(0x5eed_da9);
+        let mut rng = fastrand::Rng::with_seed(0x05ee_dda9);
         let ops = (0..ops)
             .map(|_| {
                 let write = rng.u32(..vars);
