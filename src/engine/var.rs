@@ -400,7 +400,9 @@ mod loom_tests {
             let value = Arc::new(AtomicUsize::new(0));
             let readers = [push(&var, Access::Read), push(&var, Access::Read)];
             let writer = push(&var, Access::Write);
-            assert!(readers.iter().all(|r| r.dispatched.load(Ordering::SeqCst) == 1));
+            assert!(readers
+                .iter()
+                .all(|r| r.dispatched.load(Ordering::SeqCst) == 1));
             assert_eq!(writer.dispatched.load(Ordering::SeqCst), 0);
             let threads: Vec<_> = (0..2)
                 .map(|_| {
