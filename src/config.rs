@@ -1159,8 +1159,10 @@ mod tests {
             ),
             (6, 4, 2, 2)
         );
-        let mut bad = RuntimeConfig::default();
-        bad.gpu_copy_workers = 100_000;
+        let bad = RuntimeConfig {
+            gpu_copy_workers: 100_000,
+            ..RuntimeConfig::default()
+        };
         assert!(bad
             .validate()
             .unwrap_err()

@@ -76,16 +76,12 @@ fn enter(
 }
 
 fn leave(checks: &[VarCheck], reads: &[usize], writes: &[usize]) {
-    writes
-        .iter()
-        .for_each(|&w| {
-            checks[w].writers.fetch_sub(1, Ordering::SeqCst);
-        });
-    reads
-        .iter()
-        .for_each(|&r| {
-            checks[r].readers.fetch_sub(1, Ordering::SeqCst);
-        });
+    writes.iter().for_each(|&w| {
+        checks[w].writers.fetch_sub(1, Ordering::SeqCst);
+    });
+    reads.iter().for_each(|&r| {
+        checks[r].readers.fetch_sub(1, Ordering::SeqCst);
+    });
 }
 
 /// Picks 1-3 distinct vars, each read or written.

@@ -551,3 +551,37 @@ fn delete_variable_runs_after_every_op_on_the_var_and_refuses_later_pushes() {
         }
     });
 }
+
+#[test]
+fn dropping_the_last_handle_inside_an_op_loses_nothing() {
+    within_deadline("drop inside op", || {
+        for (name, engine) in all_engines(2).into_iter().skip(1) {
+            // (skips naive: it would run the blocking op inside the push)
+            let (release, released) = mpsc::channel::<()>();
+            let (ran, is_ran) = mpsc::channel::<&'static str>();
+            let inner = engine.clone();
+            let var = engine.new_variable();
+            let spec = OpSpec::new("holds-the-last-handle").writes(std::slice::from_ref(&var));
+            engine
+                .push_sync(spec, move |_| {
+                    released.recv().unwrap();
+                    let later = inner.new_variable();
+                    let spec = OpSpec::new("pushed-by-the-last-handle")
+                        .writes(std::slice::from_ref(&later));
+                    inner
+                        .push_sync(spec, move |_| {
+                            ran.send("later op ran").unwrap();
+                            Ok(())
+                        })
+                        .unwrap();
+                    drop(inner); // the engine shuts down inside this op
+                    Ok(())
+                })
+                .unwrap();
+            drop(engine);
+            release.send(()).unwrap();
+            let message = is_ran.recv_timeout(Duration::from_secs(30));
+            assert_eq!(message, Ok("later op ran"), "{name}");
+        }
+    });
+}

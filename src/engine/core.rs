@@ -8,11 +8,11 @@ use super::bulk::BulkRegistry;
 use super::current;
 use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
 use super::opr::{Deps, OpBlock, OpRef, WaitCount};
-use super::recycle::BlockPool;
+use super::recycle::{recycle, BlockPool};
 use super::var::{Access, Var};
 use super::{Context, EngineEvent, EngineKind, EngineObserver, FnProperty, OpName};
 use crate::pool::{PoolStats, Task};
-use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// How one engine kind runs ready ops: the seam between dependency tracking (shared) and
 /// execution (naive, pooled, per-device).
@@ -22,7 +22,7 @@ pub(crate) trait Dispatch: Send + Sync {
     /// May start the device's workers on first use.
     fn check(&self, name: OpName, ctx: Context, prop: FnProperty) -> Result<(), EngineError>;
     /// Runs or enqueues the task of a ready op. `from_push`: the pushing thread made it ready.
-    fn dispatch(&self, op: &OpBlock, task: Task, from_push: bool);
+    fn dispatch(&self, target: Target, task: Task, from_push: bool);
     /// Joins every worker thread (the engine is drained).
     fn stop(&self);
     /// Starts the worker threads again.
@@ -42,6 +42,14 @@ pub struct DispatchStats {
     pub pools: Vec<PoolStats>,
     /// The CPU priority pool, if it was started.
     pub priority: Option<crate::device::cpu::PriorityPoolStats>,
+}
+
+/// Where a ready op goes: what the dispatchers need to know about it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Target {
+    pub(crate) ctx: Context,
+    pub(crate) prop: FnProperty,
+    pub(crate) priority: i32,
 }
 
 /// Everything one push asks for, dependencies already deduplicated.
@@ -80,7 +88,7 @@ pub(crate) struct Core {
     pub(crate) dispatcher: Box<dyn Dispatch>,
     observer: Option<Arc<dyn EngineObserver>>,
     pub(crate) bulks: BulkRegistry,
-    blocks: BlockPool,
+    pub(crate) blocks: BlockPool,
 }
 
 impl Core {
@@ -127,16 +135,27 @@ impl Core {
             .unwrap_or_else(|| Arc::new(OpBlock::empty()));
         let fill = Arc::get_mut(&mut block).expect("a free block has no other owner");
         fill.wait = WaitCount::new(request.deps.len());
-        fill.core = Some(core.clone());
+        if fill.core.is_none() {
+            // A new block; recycled ones keep their engine reference (see `recycle.rs`).
+            fill.core = Some(core.clone());
+        }
         fill.deps = request.deps;
         fill.ctx = request.ctx;
         fill.prop = request.prop;
         fill.priority = request.priority;
         fill.name = request.name;
         fill.is_wait = request.is_wait;
-        let task = make_task(block.clone());
-        *block.task.lock() = Some(task);
         let granted_now = append_all(&block);
+        if granted_now == block.deps.len() {
+            // Ready at push and in no var's queue: this thread holds the only reference, so
+            // the task needs no cell and the wait count no update.
+            let (name, target) = (block.name, block.target());
+            core.dispatch_task(name, target, make_task(block), true);
+            return Ok(());
+        }
+        // Queued somewhere: publish the task before giving up the pusher's `+1`, which keeps
+        // any completer from seeing the count reach zero until then.
+        *block.task.lock() = Some(make_task(block.clone()));
         if block.wait.grant(granted_now + 1) {
             core.dispatch(&block, true);
         }
@@ -156,13 +175,16 @@ impl Core {
     }
 
     fn dispatch(&self, block: &OpRef, from_push: bool) {
-        let task = block.take_task();
+        self.dispatch_task(block.name, block.target(), block.take_task(), from_push);
+    }
+
+    fn dispatch_task(&self, name: OpName, target: Target, task: Task, from_push: bool) {
         self.observe(|| EngineEvent::Queued {
-            op: block.name,
-            ctx: block.ctx,
-            prop: block.prop,
+            op: name,
+            ctx: target.ctx,
+            prop: target.prop,
         });
-        self.dispatcher.dispatch(block, task, from_push);
+        self.dispatcher.dispatch(target, task, from_push);
     }
 
     #[inline]
@@ -209,22 +231,8 @@ impl Core {
                 core.dispatch(&op, false);
             }
         }
-        Self::recycle(block).retire_one();
-    }
-
-    /// Puts a completed block back in the calling thread's cache if this was its last
-    /// reference; returns the engine reference the block held.
-    fn recycle(mut block: OpRef) -> Arc<Core> {
-        let Some(done) = Arc::get_mut(&mut block) else {
-            return block
-                .core
-                .clone()
-                .expect("a pushed op belongs to an engine");
-        };
-        let core = done.core.take().expect("a pushed op belongs to an engine");
-        done.deps.clear();
-        core.blocks.put(block);
-        core
+        core.retire_one();
+        recycle(block);
     }
 
     /// Counts an op skipped because an input carried a failure.
@@ -319,10 +327,21 @@ impl Core {
         }
         core.bulks.close();
         core.accepting.store(false, Ordering::SeqCst);
-        if !inside_op {
+        if inside_op {
+            // Joining the workers here would wait for the op this thread is running (a pool
+            // dropped from one of its own workers waits for that worker to go idle): join them
+            // from a helper thread instead. Ops still pending keep running until they are done.
+            let engine = core.clone();
+            let joiner = thread::Builder::new()
+                .name("engine-shutdown".to_string())
+                .spawn(move || engine.dispatcher.stop());
+            if joiner.is_err() {
+                core.dispatcher.stop(); // no thread to spare: the pool detaches this worker
+            }
+        } else {
             core.wait_idle();
+            core.dispatcher.stop();
         }
-        core.dispatcher.stop();
         core.blocks.close();
     }
 

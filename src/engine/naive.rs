@@ -9,8 +9,7 @@
 //! completing thread waits for a later push.)
 #![forbid(unsafe_code)]
 
-use super::core::{Dispatch, DispatchStats};
-use super::opr::OpBlock;
+use super::core::{Dispatch, DispatchStats, Target};
 use super::{Context, EngineError, FnProperty, OpName};
 use crate::device::gpu::no_gpu_backend;
 use crate::pool::Task;
@@ -27,7 +26,7 @@ impl Dispatch for Naive {
         }
     }
 
-    fn dispatch(&self, _op: &OpBlock, task: Task, _from_push: bool) {
+    fn dispatch(&self, _target: Target, task: Task, _from_push: bool) {
         let _ = task.run_caught(); // op tasks report their own panics
     }
 

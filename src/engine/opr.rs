@@ -153,6 +153,15 @@ impl OpBlock {
         self.is_wait || self.prop == FnProperty::NoSkip
     }
 
+    /// Where the op goes when it is ready.
+    pub(crate) fn target(&self) -> super::core::Target {
+        super::core::Target {
+            ctx: self.ctx,
+            prop: self.prop,
+            priority: self.priority,
+        }
+    }
+
     /// Takes the task out for dispatch (exactly once).
     pub(crate) fn take_task(&self) -> Task {
         self.task

@@ -11,10 +11,16 @@
 //! Each thread keeps, per engine, a small stack of free blocks (no lock). A thread that runs
 //! dry takes a batch from the engine's shared stack; a thread whose stack grows past
 //! [`LOCAL_MAX`] moves a batch there: one lock per [`BATCH`] ops on each side. A block is
-//! recycled only when the completion holds its last reference (`Arc::get_mut`), and it gives
-//! up its engine reference first, so cached blocks never keep an engine alive. When the
-//! engine shuts down its shared stack is emptied and closed; a thread's cache for a closed
-//! engine is dropped the next time that thread touches its caches.
+//! recycled only when the completion holds its last reference (`Arc::get_mut`).
+//!
+//! # Engine references
+//! A recycled block keeps its reference to the engine, so reusing it costs no reference-count
+//! update (that count sits on the line every push and completion already fight over). The
+//! price is a cycle while the engine lives (engine -> shared stack -> block -> engine), which
+//! shutdown breaks: it empties and closes the shared stack and drops the calling thread's
+//! cache. Worker threads drop theirs when they exit (shutdown joins them). Another thread that
+//! pushed to the engine drops its cache the next time it touches any engine's cache, or when it
+//! exits; until then its cached blocks keep the stopped engine's memory (not its threads).
 #![forbid(unsafe_code)]
 
 use std::cell::RefCell;
@@ -57,22 +63,7 @@ impl BlockPool {
 
     /// Runs `f` on the calling thread's cache for this pool.
     fn with_local<R>(&self, f: impl FnOnce(&mut Vec<OpRef>) -> R) -> R {
-        LOCAL.with(|local| {
-            let mut local = local.borrow_mut();
-            let index = match local.iter().position(|cache| cache.key == self.key) {
-                Some(index) => index,
-                None => {
-                    local.retain(|cache| !cache.closed.load(Ordering::Relaxed));
-                    local.push(LocalCache {
-                        key: self.key,
-                        closed: self.closed.clone(),
-                        free: Vec::with_capacity(LOCAL_MAX + 1),
-                    });
-                    local.len() - 1
-                }
-            };
-            f(&mut local[index].free)
-        })
+        with_local_cache(self.key, || self.closed.clone(), f)
     }
 
     /// A free block, if one is cached (the caller allocates otherwise).
@@ -87,22 +78,81 @@ impl BlockPool {
         })
     }
 
-    /// Keeps `block` (already reset, holding no engine reference) for a later push.
-    pub(crate) fn put(&self, block: OpRef) {
-        self.with_local(|free| {
-            free.push(block);
-            if free.len() > LOCAL_MAX {
-                let batch = free.drain(..BATCH);
-                if !self.closed.load(Ordering::Relaxed) {
-                    self.shared.lock().extend(batch);
-                }
-            }
-        });
+    /// Moves a batch of free blocks to the shared stack (dropping them once closed).
+    fn share(&self, batch: Vec<OpRef>) {
+        if !self.closed.load(Ordering::Relaxed) {
+            self.shared.lock().extend(batch);
+        }
     }
 
     /// The engine is gone: frees the shared stack; threads drop their caches lazily.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Relaxed);
-        self.shared.lock().clear();
+        let cached = std::mem::take(&mut *self.shared.lock());
+        drop(cached);
+        let mine = LOCAL.with(|local| {
+            let mut local = local.borrow_mut();
+            let position = local.iter().position(|cache| cache.key == self.key);
+            position.map(|index| local.swap_remove(index))
+        });
+        drop(mine); // outside the borrow: dropping blocks may drop an engine
+    }
+}
+
+/// Runs `f` on the calling thread's cache for the pool `key` (created with `closed` if new).
+fn with_local_cache<R>(
+    key: u64,
+    closed: impl FnOnce() -> Arc<AtomicBool>,
+    f: impl FnOnce(&mut Vec<OpRef>) -> R,
+) -> R {
+    let (result, stale) = LOCAL.with(|local| {
+        let mut local = local.borrow_mut();
+        let mut stale = Vec::new();
+        let index = match local.iter().position(|cache| cache.key == key) {
+            Some(index) => index,
+            None => {
+                let (live, dead): (Vec<_>, Vec<_>) = std::mem::take(&mut *local)
+                    .into_iter()
+                    .partition(|cache| !cache.closed.load(Ordering::Relaxed));
+                *local = live;
+                stale = dead;
+                local.push(LocalCache {
+                    key,
+                    closed: closed(),
+                    free: Vec::with_capacity(LOCAL_MAX + 1),
+                });
+                local.len() - 1
+            }
+        };
+        (f(&mut local[index].free), stale)
+    });
+    drop(stale); // outside the borrow: dropping blocks may drop an engine
+    result
+}
+
+/// Puts a completed block back in the calling thread's cache, if the caller held its last
+/// reference; otherwise just drops the reference.
+pub(crate) fn recycle(mut block: OpRef) {
+    let Some(done) = Arc::get_mut(&mut block) else {
+        return;
+    };
+    done.deps.clear();
+    let pool = &block.core().blocks;
+    let key = pool.key;
+    with_local_cache(key, || pool.closed.clone(), |_| ());
+    let overflow = with_local_cache(
+        key,
+        || unreachable!("created above"),
+        move |free| {
+            free.push(block);
+            (free.len() > LOCAL_MAX).then(|| free.drain(..BATCH).collect::<Vec<_>>())
+        },
+    );
+    if let Some(batch) = overflow {
+        let engine = batch[0]
+            .core
+            .clone()
+            .expect("a recycled block keeps its engine");
+        engine.blocks.share(batch);
     }
 }

@@ -26,9 +26,8 @@ use std::sync::Arc as StdArc;
 
 use arc_swap::ArcSwapOption;
 
-use super::core::{Dispatch, DispatchStats};
+use super::core::{Dispatch, DispatchStats, Target};
 use super::current;
-use super::opr::OpBlock;
 use super::{Context, EngineError, FnProperty, OpName};
 use crate::device::cpu::{cpu_pool, CpuWorkerOptions, PriorityPool};
 use crate::device::gpu::{no_gpu_backend, GpuWorkerCounts};
@@ -144,7 +143,7 @@ impl Dispatch for PerDevice {
         self.ensure(ctx, prop)
     }
 
-    fn dispatch(&self, op: &OpBlock, task: Task, from_push: bool) {
+    fn dispatch(&self, op: Target, task: Task, from_push: bool) {
         if from_push && op.prop.runs_inline_at_push() {
             return run_inline(task);
         }
@@ -248,7 +247,7 @@ impl Dispatch for Pooled {
         refuse_gpu(name, ctx)
     }
 
-    fn dispatch(&self, op: &OpBlock, task: Task, from_push: bool) {
+    fn dispatch(&self, op: Target, task: Task, from_push: bool) {
         if from_push && op.prop.runs_inline_at_push() {
             return run_inline(task);
         }

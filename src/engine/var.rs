@@ -170,7 +170,9 @@ impl<T: Clone> VarCell<T> {
             state.error = Some(slot.clone());
             self.maybe_tainted.store(true, Ordering::Release);
         }
-        self.version.fetch_add(1, Ordering::Release);
+        // Only the writer holding the lock changes the version: no read-modify-write needed.
+        let version = self.version.load(Ordering::Relaxed);
+        self.version.store(version + 1, Ordering::Release);
         state.complete_write(granted);
     }
 
