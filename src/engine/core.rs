@@ -2,6 +2,7 @@
 //! seam to the engine kinds ([`Dispatch`]).
 #![forbid(unsafe_code)]
 
+use crossbeam_utils::CachePadded;
 use smallvec::SmallVec;
 
 use super::bulk::BulkRegistry;
@@ -64,14 +65,12 @@ pub(crate) struct PushRequest {
 
 /// The state every op of an engine shares.
 ///
-/// `pending` comes first (and the struct is `repr(C)`), so it shares a cache line with the
-/// `Arc`'s reference count in front of it: a push touches both (it counts the op and its block
-/// takes an engine reference), and so does a completion. One line moves between the pushing
-/// and the completing core per op instead of two.
-#[repr(C)]
+/// `pending` is written by every push and every completion; it has a cache line of its own so
+/// the read-mostly fields every op reads (`accepting`, `dispatcher`, `observer`) do not move
+/// with it.
 pub(crate) struct Core {
     /// Ops pushed and not completed.
-    pending: AtomicUsize,
+    pending: CachePadded<AtomicUsize>,
     pub(crate) kind: EngineKind,
     /// False while stopped: pushes are refused.
     accepting: AtomicBool,
@@ -98,7 +97,7 @@ impl Core {
         observer: Option<Arc<dyn EngineObserver>>,
     ) -> Self {
         Core {
-            pending: AtomicUsize::new(0),
+            pending: CachePadded::new(AtomicUsize::new(0)),
             kind,
             accepting: AtomicBool::new(true),
             idle: Mutex::new(()),

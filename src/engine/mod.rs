@@ -50,12 +50,14 @@
 //! loses none either.
 //!
 //! # Performance
-//! Per op: one allocation (the task, holding the user's closure and a handle to the op block).
-//! Op blocks are recycled through per-thread caches (`recycle.rs`); a var's waiting queue
-//! reuses its buffer; the pending count is the only engine-wide atomic. A worker that makes an
-//! op of its own pool ready runs it next as a continuation (`current.rs`) instead of queueing
-//! it. The
-//! profiler hook ([`EngineObserver`]) costs one branch when none is installed.
+//! Per op: one allocation, the task (the user's closure and a handle to the op block). Op
+//! blocks are recycled through per-thread caches and keep their engine reference
+//! (`recycle.rs`); a var's waiting queue reuses its buffer; the pending count is the only
+//! engine-wide counter, on a cache line of its own. An op
+//! ready at push is handed straight to its queue without touching its wait count or task cell.
+//! A worker that makes an op of its own pool ready runs it next as a continuation
+//! (`current.rs`) instead of queueing it. The profiler hook ([`EngineObserver`]) costs one
+//! branch when none is installed.
 
 mod bulk;
 mod core;
