@@ -431,3 +431,44 @@ fn resizing_the_cpu_workers_under_load_loses_nothing() {
         }
     });
 }
+
+/// Which thread an op ran on, by name.
+fn thread_of(engine: &Engine, spec: OpSpec<'_>) -> String {
+    let (tx, rx) = mpsc::channel();
+    engine
+        .push_sync(spec, move |_| {
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            tx.send(name).unwrap();
+            Ok(())
+        })
+        .unwrap();
+    rx.recv().unwrap()
+}
+
+#[test]
+fn ops_run_on_their_device_threads_and_restart_keeps_the_devices() {
+    within_deadline("device threads", || {
+        let engine = engine(EngineKind::PerDevice, PoolKind::Eigen, 2);
+        for round in 0..2 {
+            let cpu1 = thread_of(&engine, OpSpec::new("on-cpu1").ctx(Context::cpu(1)));
+            assert!(cpu1.starts_with("cpu1-w"), "round {round}: {cpu1}");
+            let prio = thread_of(
+                &engine,
+                OpSpec::new("prio").prop(FnProperty::CpuPrioritized),
+            );
+            assert!(prio.starts_with("cpu-prio-"), "round {round}: {prio}");
+            let cpu0 = thread_of(&engine, OpSpec::new("on-cpu0"));
+            assert!(cpu0.starts_with("cpu0-w"), "round {round}: {cpu0}");
+            engine.stop().unwrap();
+            engine.start().unwrap();
+        }
+        let pooled = engine_with(EngineKind::Pooled);
+        assert!(thread_of(&pooled, OpSpec::new("shared")).starts_with("engine-w"));
+        let copy = OpSpec::new("copy").prop(FnProperty::CopyToGpu);
+        assert!(thread_of(&pooled, copy).starts_with("io-w"));
+    });
+}
+
+fn engine_with(kind: EngineKind) -> Engine {
+    engine(kind, PoolKind::Eigen, 2)
+}

@@ -342,6 +342,13 @@ fn gpu_pushes_are_refused_with_the_fix() {
         assert_eq!(var.version(), 0);
         engine.wait_for_all().unwrap();
     }
+    let bulking = Engine::new(EngineOptions::new(EngineKind::Pooled, 1)).unwrap();
+    bulking.set_bulk_size(8).unwrap();
+    let err = bulking
+        .push_sync(OpSpec::new("bulked-gpu").ctx(Context::gpu(1)), |_| Ok(()))
+        .unwrap_err();
+    assert!(matches!(err, EngineError::NoGpuBackend { .. }), "refused at push, not at flush");
+    bulking.wait_for_all().unwrap();
     let per_device = Engine::new(EngineOptions::new(EngineKind::PerDevice, 1)).unwrap();
     let err = per_device
         .push_sync(OpSpec::new("far").ctx(Context::cpu(99)), |_| Ok(()))

@@ -316,6 +316,8 @@ impl Engine {
             return self.push_async(spec, sync_body(body));
         }
         check_not_deleted(&spec)?;
+        // Refuse a context now, not when the bulk is flushed by some later call.
+        core.dispatcher.check(spec.name, spec.ctx, spec.prop)?;
         match core.bulks.try_append(core, &spec, Box::new(body))? {
             None => Ok(()),
             Some(body) => self.push_async(spec, sync_body(body)),

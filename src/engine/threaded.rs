@@ -32,7 +32,7 @@ use super::{Context, EngineError, FnProperty, OpName};
 use crate::device::cpu::{cpu_pool, CpuWorkerOptions, PriorityPool};
 use crate::device::gpu::{no_gpu_backend, GpuWorkerCounts};
 use crate::pool::{Pool, Task};
-use crate::sync::Mutex;
+use crate::sync::{AtomicU32, Mutex, Ordering};
 
 /// CPU devices an engine can address: `cpu(0)` to `cpu(MAX_CPU_DEVICES - 1)`.
 pub const MAX_CPU_DEVICES: u32 = 16;
@@ -72,9 +72,15 @@ fn refuse_gpu(name: OpName, ctx: Context) -> Result<(), EngineError> {
 pub(crate) struct PerDevice {
     config: Mutex<WorkerConfig>,
     devices: ArcSwapOption<Devices>,
+    /// Which workers exist (bit `i`: `cpu(i)`'s pool, [`PRIORITY_BIT`]: the priority pool);
+    /// kept across stop, so start rebuilds the same ones. Lets a push skip the snapshot.
+    created: AtomicU32,
     /// Serializes device creation, resize, stop and start.
     manage: Mutex<()>,
 }
+
+/// The bit of [`PerDevice::created`] for the priority pool.
+const PRIORITY_BIT: u32 = 1 << 31;
 
 /// One snapshot of the per-device workers.
 #[derive(Clone, Default)]
@@ -88,6 +94,7 @@ impl PerDevice {
         let per_device = PerDevice {
             config: Mutex::new(config),
             devices: ArcSwapOption::empty(),
+            created: AtomicU32::new(1), // cpu(0)
             manage: Mutex::new(()),
         };
         per_device.start()?;
@@ -97,6 +104,14 @@ impl PerDevice {
     /// Makes sure the workers `ctx` and `prop` need exist (slow path, first use only).
     fn ensure(&self, ctx: Context, prop: FnProperty) -> Result<(), EngineError> {
         let wants_priority = prop == FnProperty::CpuPrioritized;
+        let bit = if wants_priority {
+            PRIORITY_BIT
+        } else {
+            1 << ctx.id
+        };
+        if self.created.load(Ordering::Acquire) & bit != 0 {
+            return Ok(()); // exists (or will again at start; a stopped engine refuses the push)
+        }
         let has = |devices: &Devices| {
             if wants_priority {
                 devices.priority.is_some()
@@ -104,10 +119,6 @@ impl PerDevice {
                 devices.cpu[ctx.id as usize].is_some()
             }
         };
-        match &*self.devices.load() {
-            Some(devices) if !has(devices) => {}
-            _ => return Ok(()), // present, or stopped (the push will be refused)
-        }
         let _manage = self.manage.lock();
         let Some(current) = self.devices.load_full() else {
             return Ok(());
@@ -126,6 +137,7 @@ impl PerDevice {
             next.cpu[ctx.id as usize] = Some(StdArc::new(cpu_pool(ctx.id, &config.cpu)?));
         }
         self.devices.store(Some(StdArc::new(next)));
+        self.created.fetch_or(bit, Ordering::Release);
         Ok(())
     }
 }
@@ -172,11 +184,18 @@ impl Dispatch for PerDevice {
             return Ok(());
         }
         let config = *self.config.lock();
+        let created = self.created.load(Ordering::Acquire);
         let mut devices = Devices {
             cpu: vec![None; MAX_CPU_DEVICES as usize],
             priority: None,
         };
-        devices.cpu[0] = Some(StdArc::new(cpu_pool(0, &config.cpu)?));
+        for device in (0..MAX_CPU_DEVICES).filter(|device| created & (1 << device) != 0) {
+            devices.cpu[device as usize] = Some(StdArc::new(cpu_pool(device, &config.cpu)?));
+        }
+        if created & PRIORITY_BIT != 0 {
+            let threads = config.priority_threads;
+            devices.priority = Some(StdArc::new(PriorityPool::new("cpu-prio", threads)?));
+        }
         self.devices.store(Some(StdArc::new(devices)));
         Ok(())
     }
