@@ -347,7 +347,10 @@ fn gpu_pushes_are_refused_with_the_fix() {
     let err = bulking
         .push_sync(OpSpec::new("bulked-gpu").ctx(Context::gpu(1)), |_| Ok(()))
         .unwrap_err();
-    assert!(matches!(err, EngineError::NoGpuBackend { .. }), "refused at push, not at flush");
+    assert!(
+        matches!(err, EngineError::NoGpuBackend { .. }),
+        "refused at push, not at flush"
+    );
     bulking.wait_for_all().unwrap();
     let per_device = Engine::new(EngineOptions::new(EngineKind::PerDevice, 1)).unwrap();
     let err = per_device
