@@ -65,12 +65,16 @@ pub(crate) struct PushRequest {
 
 /// The state every op of an engine shares.
 ///
-/// `pending` is written by every push and every completion; it has a cache line of its own so
-/// the read-mostly fields every op reads (`accepting`, `dispatcher`, `observer`) do not move
-/// with it.
+/// The pending count is kept as two counters, each on a cache line of its own: `pushed`,
+/// written only by pushing threads, and `completed`, written only by completing ones. A push
+/// then never pulls a line a worker just wrote (one pushing thread keeps `pushed` in its cache),
+/// and the read-mostly fields every op reads (`accepting`, `dispatcher`, `observer`) stay
+/// apart from both.
 pub(crate) struct Core {
-    /// Ops pushed and not completed.
-    pending: CachePadded<AtomicUsize>,
+    /// Ops admitted (and refused pushes, which count as completed at once).
+    pushed: CachePadded<AtomicU64>,
+    /// Ops completed (and refused pushes).
+    completed: CachePadded<AtomicU64>,
     pub(crate) kind: EngineKind,
     /// False while stopped: pushes are refused.
     accepting: AtomicBool,
@@ -97,7 +101,8 @@ impl Core {
         observer: Option<Arc<dyn EngineObserver>>,
     ) -> Self {
         Core {
-            pending: CachePadded::new(AtomicUsize::new(0)),
+            pushed: CachePadded::new(AtomicU64::new(0)),
+            completed: CachePadded::new(AtomicU64::new(0)),
             kind,
             accepting: AtomicBool::new(true),
             idle: Mutex::new(()),
@@ -161,11 +166,11 @@ impl Core {
         Ok(())
     }
 
-    /// Counts a push as pending unless the engine is stopped. The pending count goes up
-    /// before `accepting` is read, and `stop` clears `accepting` before it waits for the count
-    /// to drain: one of the two always sees the other (both sequentially consistent).
+    /// Counts a push as pending unless the engine is stopped. The push count goes up before
+    /// `accepting` is read, and `stop` clears `accepting` before it waits for the counts to
+    /// meet: one of the two always sees the other (both sequentially consistent).
     fn admit(&self) -> Result<(), EngineError> {
-        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.pushed.fetch_add(1, Ordering::SeqCst);
         if self.accepting.load(Ordering::SeqCst) {
             return Ok(());
         }
@@ -248,23 +253,33 @@ impl Core {
 
     /// One op fewer pending; wakes the waiters when none is left.
     fn retire_one(&self) {
-        let before = self.pending.fetch_sub(1, Ordering::SeqCst);
-        if before == 1 && self.idle_waiters.load(Ordering::SeqCst) > 0 {
+        let completed = self.completed.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.idle_waiters.load(Ordering::SeqCst) > 0
+            && completed == self.pushed.load(Ordering::SeqCst)
+        {
             let _idle = self.idle.lock();
             self.idle_cv.notify_all();
         }
     }
 
-    /// Blocks until no op is pending. A waiter announces itself before it reads the count; a
-    /// completer drops the count before it looks for waiters (both sequentially consistent),
-    /// and notifies under the lock the waiter checks under: no wake-up is lost.
+    /// Whether no op is pending. `completed` is read before `pushed`: completions never
+    /// outrun pushes, so equal readings mean nothing was pending at the first read.
+    fn is_idle(&self) -> bool {
+        let completed = self.completed.load(Ordering::SeqCst);
+        completed == self.pushed.load(Ordering::SeqCst)
+    }
+
+    /// Blocks until no op is pending. A waiter announces itself before it reads the counts; a
+    /// completer counts its op before it looks for waiters (all sequentially consistent), and
+    /// notifies under the lock the waiter checks under: no wake-up is lost. A completer that
+    /// finds the counts apart leaves the wake-up to the completion that closes the gap.
     pub(crate) fn wait_idle(&self) {
-        if self.pending.load(Ordering::SeqCst) == 0 {
+        if self.is_idle() {
             return;
         }
         self.idle_waiters.fetch_add(1, Ordering::SeqCst);
         let mut idle = self.idle.lock();
-        while self.pending.load(Ordering::SeqCst) != 0 {
+        while !self.is_idle() {
             idle = self.idle_cv.wait(idle);
         }
         drop(idle);
@@ -345,7 +360,8 @@ impl Core {
     }
 
     pub(crate) fn pending(&self) -> usize {
-        self.pending.load(Ordering::Relaxed)
+        let completed = self.completed.load(Ordering::Relaxed);
+        self.pushed.load(Ordering::Relaxed).saturating_sub(completed) as usize
     }
 
     pub(crate) fn failed_ops(&self) -> u64 {
