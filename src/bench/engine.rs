@@ -231,13 +231,18 @@ fn run_once(
     let name = OpName::new("bench-op");
     let start = Instant::now();
     for (index, &op) in workload.ops.iter().enumerate() {
-        let reads: SmallVec<[Var; 3]> = op
-            .reads()
-            .iter()
-            .map(|&r| vars[r as usize].clone())
-            .collect();
+        // One read borrows its var; more are gathered (a var handle is a reference count).
+        let gathered: SmallVec<[Var; 3]>;
+        let reads: &[Var] = match op.reads() {
+            [] => &[],
+            &[only] => std::slice::from_ref(&vars[only as usize]),
+            several => {
+                gathered = several.iter().map(|&r| vars[r as usize].clone()).collect();
+                &gathered
+            }
+        };
         let spec = OpSpec::new(name)
-            .reads(&reads)
+            .reads(reads)
             .writes(std::slice::from_ref(&vars[op.write as usize]));
         let index = index as u32;
         engine

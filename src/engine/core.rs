@@ -361,7 +361,9 @@ impl Core {
 
     pub(crate) fn pending(&self) -> usize {
         let completed = self.completed.load(Ordering::Relaxed);
-        self.pushed.load(Ordering::Relaxed).saturating_sub(completed) as usize
+        self.pushed
+            .load(Ordering::Relaxed)
+            .saturating_sub(completed) as usize
     }
 
     pub(crate) fn failed_ops(&self) -> u64 {
@@ -380,8 +382,15 @@ impl Core {
 /// Appends every dependency of `block` with all its vars locked at once (in lock order);
 /// returns how many were granted at once.
 fn append_all(block: &OpRef) -> usize {
-    if let [only] = &block.deps[..] {
-        return usize::from(only.var.0.cell.lock().append(only.access, block));
+    match &block.deps[..] {
+        [only] => return usize::from(only.var.0.cell.lock().append(only.access, block)),
+        [first, second] => {
+            let mut locked_first = first.var.0.cell.lock();
+            let mut locked_second = second.var.0.cell.lock();
+            return usize::from(locked_first.append(first.access, block))
+                + usize::from(locked_second.append(second.access, block));
+        }
+        _ => {}
     }
     let mut locked: SmallVec<[_; 4]> = block.deps.iter().map(|dep| dep.var.0.cell.lock()).collect();
     let mut granted_now = 0;
