@@ -109,7 +109,7 @@ fn rand_sum_expr_is_bit_exact_on_every_engine_and_pool() {
     within_deadline("RandSumExpr", || {
         let vars = 100;
         let engines = all_engines(2);
-        for repeat in 0..2u64 {
+        for repeat in 0..5u64 {
             let workloads = Arc::new(generate(10_000, vars, 0xdead_beef + repeat));
             let expected = fresh_data(vars);
             workloads.iter().for_each(|wl| evaluate(wl, &expected));
@@ -582,6 +582,83 @@ fn dropping_the_last_handle_inside_an_op_loses_nothing() {
             release.send(()).unwrap();
             let message = is_ran.recv_timeout(Duration::from_secs(30));
             assert_eq!(message, Ok("later op ran"), "{name}");
+        }
+    });
+}
+
+#[test]
+fn cancel_skips_what_has_not_started_and_start_resumes() {
+    within_deadline("cancel", || {
+        for (name, engine) in all_engines(1).into_iter().skip(1) {
+            let var = engine.new_variable();
+            let (release, released) = mpsc::channel::<()>();
+            let (started, is_started) = mpsc::channel();
+            let spec = OpSpec::new("running-at-cancel").writes(std::slice::from_ref(&var));
+            let finished = Arc::new(AtomicBool::new(false));
+            let flag = finished.clone();
+            engine
+                .push_sync(spec, move |_| {
+                    started.send(()).unwrap();
+                    released.recv().unwrap();
+                    flag.store(true, Ordering::SeqCst);
+                    Ok(())
+                })
+                .unwrap();
+            is_started.recv().unwrap();
+            let ran = Arc::new(AtomicUsize::new(0));
+            for _ in 0..100 {
+                let ran = ran.clone();
+                let spec = OpSpec::new("queued-at-cancel").writes(std::slice::from_ref(&var));
+                engine
+                    .push_sync(spec, move |_| {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            let observer = engine.clone();
+            let releaser = std::thread::spawn(move || {
+                // Release the running op only once the cancel is under way.
+                let start = Instant::now();
+                while !observer.stats().stopped {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(30),
+                        "cancel never began"
+                    );
+                    std::thread::yield_now();
+                }
+                release.send(()).unwrap();
+            });
+            assert_eq!(engine.cancel().unwrap(), 100, "{name}");
+            releaser.join().unwrap();
+            assert!(
+                finished.load(Ordering::SeqCst),
+                "{name}: the running op finished"
+            );
+            assert_eq!(
+                ran.load(Ordering::SeqCst),
+                0,
+                "{name}: queued bodies skipped"
+            );
+            assert_eq!(var.version(), 101, "{name}: skipped ops still completed");
+            assert!(engine.stats().stopped, "{name}");
+            engine.start().unwrap();
+            let ran_after = ran.clone();
+            engine
+                .push_sync(
+                    OpSpec::new("after-cancel").writes(std::slice::from_ref(&var)),
+                    move |_| {
+                        ran_after.fetch_add(1, Ordering::SeqCst);
+                        Ok(())
+                    },
+                )
+                .unwrap();
+            engine.wait_for_all().unwrap();
+            assert_eq!(
+                ran.load(Ordering::SeqCst),
+                1,
+                "{name}: bodies run again after start"
+            );
         }
     });
 }

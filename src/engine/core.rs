@@ -85,6 +85,9 @@ pub(crate) struct Core {
     errors: Mutex<Vec<ErrorRef>>,
     failed_ops: AtomicU64,
     skipped_ops: AtomicU64,
+    /// Set by `cancel` while it drains: ops that have not started skip their bodies.
+    cancelling: AtomicBool,
+    cancelled_ops: AtomicU64,
     next_var: AtomicU64,
     /// Serializes stop, start and shutdown.
     lifecycle: Mutex<()>,
@@ -111,6 +114,8 @@ impl Core {
             errors: Mutex::new(Vec::new()),
             failed_ops: AtomicU64::new(0),
             skipped_ops: AtomicU64::new(0),
+            cancelling: AtomicBool::new(false),
+            cancelled_ops: AtomicU64::new(0),
             next_var: AtomicU64::new(0),
             lifecycle: Mutex::new(()),
             dispatcher,
@@ -239,6 +244,14 @@ impl Core {
         recycle(block);
     }
 
+    pub(crate) fn is_cancelling(&self) -> bool {
+        self.cancelling.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_cancelled(&self) {
+        self.cancelled_ops.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts an op skipped because an input carried a failure.
     pub(crate) fn count_skipped(&self) {
         self.skipped_ops.fetch_add(1, Ordering::Relaxed);
@@ -320,6 +333,22 @@ impl Core {
         Ok(())
     }
 
+    /// Like [`Core::stop`], but ops that have not started yet skip their bodies (they still
+    /// complete, so everything pushed drains at once). Returns how many were skipped.
+    pub(crate) fn cancel(core: &Arc<Core>) -> Result<u64, EngineError> {
+        Self::refuse_inside_op()?;
+        let _lifecycle = core.lifecycle.lock();
+        let before = core.cancelled_ops.load(Ordering::Relaxed);
+        core.cancelling.store(true, Ordering::SeqCst);
+        let flushed = core.bulks.flush_all(core);
+        core.accepting.store(false, Ordering::SeqCst);
+        core.wait_idle();
+        core.dispatcher.stop();
+        core.cancelling.store(false, Ordering::SeqCst);
+        flushed?;
+        Ok(core.cancelled_ops.load(Ordering::Relaxed) - before)
+    }
+
     /// Starts the workers again after [`Core::stop`].
     pub(crate) fn start(&self) -> Result<(), EngineError> {
         let _lifecycle = self.lifecycle.lock();
@@ -368,6 +397,10 @@ impl Core {
 
     pub(crate) fn failed_ops(&self) -> u64 {
         self.failed_ops.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn cancelled_ops(&self) -> u64 {
+        self.cancelled_ops.load(Ordering::Relaxed)
     }
 
     pub(crate) fn skipped_ops(&self) -> u64 {

@@ -212,6 +212,8 @@ pub struct EngineStats {
     pub failed_ops: u64,
     /// Ops skipped because an input carried a failure.
     pub skipped_ops: u64,
+    /// Ops whose bodies `cancel` skipped.
+    pub cancelled_ops: u64,
     /// Whether the engine is stopped.
     pub stopped: bool,
     /// The worker pools.
@@ -438,6 +440,13 @@ impl Engine {
         Core::stop(self.core())
     }
 
+    /// Stops like [`stop`](Self::stop), but skips the bodies of the ops that have not started
+    /// (they complete without running, so nothing waits for them); ops already running finish.
+    /// Returns how many ops were skipped. [`start`](Self::start) resumes the engine.
+    pub fn cancel(&self) -> Result<u64, EngineError> {
+        Core::cancel(self.core())
+    }
+
     /// Starts the workers again after [`stop`](Self::stop) (a no-op while running).
     pub fn start(&self) -> Result<(), EngineError> {
         self.core().start()
@@ -473,6 +482,7 @@ impl Engine {
             pending: core.pending(),
             failed_ops: core.failed_ops(),
             skipped_ops: core.skipped_ops(),
+            cancelled_ops: core.cancelled_ops(),
             stopped: core.is_stopped(),
             workers: core.dispatcher.stats(),
         }

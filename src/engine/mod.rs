@@ -47,7 +47,9 @@
 //! the engine accepts, and `stop` stops accepting before it waits, so a push either is refused
 //! or is waited for), and only then join the workers. Our pools themselves run every queued
 //! task before their threads exit. A live resize of a worker pool moves no queued task, so it
-//! loses none either.
+//! loses none either. Only [`Engine::cancel`] skips work, and only when asked: ops that have
+//! not started complete without running their bodies (MXNet's shutdown phase), so their
+//! dependents drain at once; ops already running finish.
 //!
 //! # Performance
 //! Per op: one allocation, the task (the user's closure and a handle to the op block). Op

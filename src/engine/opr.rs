@@ -271,6 +271,12 @@ where
         completion.finish(Ok(())); // carries the inherited error to its writes
         return;
     }
+    if completion.core_of_block().is_cancelling() {
+        // `Engine::cancel`: the body never runs; the op completes so its dependents drain.
+        completion.core_of_block().count_cancelled();
+        completion.finish(Ok(()));
+        return;
+    }
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| body(run, completion))) {
         if let Some(mut stashed) = current::take_panicked() {
             stashed.finish(Err(FailureCause::Panic(panic_message(&*payload))));
