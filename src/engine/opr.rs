@@ -73,17 +73,19 @@ pub(crate) fn dedup_deps<'a>(
     reads: impl IntoIterator<Item = &'a Var>,
     writes: impl IntoIterator<Item = &'a Var>,
 ) -> Deps {
-    let mut deps: Deps = writes
-        .into_iter()
-        .map(|var| Dep {
+    let mut deps = Deps::new();
+    for var in writes {
+        deps.push(Dep {
             var: var.clone(),
             access: Access::Write,
-        })
-        .chain(reads.into_iter().map(|var| Dep {
+        });
+    }
+    for var in reads {
+        deps.push(Dep {
             var: var.clone(),
             access: Access::Read,
-        }))
-        .collect();
+        });
+    }
     if deps.len() > 1 {
         // Writes sort before reads of the same var, and dedup keeps the first.
         deps.sort_unstable_by_key(|dep| (dep.var.lock_order(), dep.access == Access::Read));
