@@ -23,7 +23,7 @@ use super::victims::decode_partition;
 use super::{Shared, StealQueues, Task, RETIRED, RUNNING};
 use crate::pool::counters::WorkerState;
 use crate::pool::{current, PoolEvent};
-use crate::sync::Ordering;
+use crate::sync::{spin_loop, Ordering};
 
 /// What a worker does after `idle` returns.
 enum Next {
@@ -201,9 +201,15 @@ impl<Q: StealQueues> Shared<Q> {
             if self.cancelled.load(Ordering::Relaxed) {
                 return Next::Exit;
             }
-            return self
-                .take_from(place, index)
-                .map_or(Next::LookAgain, Next::Run);
+            return match self.take_from(place, index) {
+                Some(task) => Next::Run(task),
+                None => {
+                    // The queue looked non-empty but its task is still being published (or a
+                    // thief was faster): give the other thread a moment, then look again.
+                    spin_loop();
+                    Next::LookAgain
+                }
+            };
         }
         if index >= self.active.load(Ordering::SeqCst) {
             self.event_count.cancel_wait(); // retiring workers never sleep
