@@ -546,3 +546,38 @@ fn check_not_deleted(spec: &OpSpec<'_>) -> Result<(), EngineError> {
         None => Ok(()),
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_config_takes_kind_pool_and_worker_counts() {
+        let config = RuntimeConfig {
+            engine_kind: EngineKind::Pooled,
+            pool_kind: PoolKind::ChaseLev,
+            cpu_workers: 3,
+            cpu_priority_workers: 2,
+            ..RuntimeConfig::default()
+        };
+        let options = EngineOptions::from_config(&config);
+        assert_eq!(options.kind, EngineKind::Pooled);
+        assert_eq!(options.pool_kind, PoolKind::ChaseLev);
+        assert_eq!((options.cpu_workers, options.cpu_priority_workers), (3, 2));
+        assert_eq!(options.gpu_workers, GpuWorkerCounts::default());
+        let engine = Engine::from_config(&config).unwrap();
+        assert_eq!(engine.kind(), EngineKind::Pooled);
+        let stats = engine.stats();
+        assert_eq!(stats.workers.pools[0].num_threads, 3);
+        assert_eq!(stats.workers.pools[0].kind, PoolKind::ChaseLev);
+    }
+
+    #[test]
+    fn live_resize_shows_in_the_stats() {
+        let engine = Engine::new(EngineOptions::new(EngineKind::PerDevice, 2)).unwrap();
+        engine.set_cpu_workers(3).unwrap();
+        assert_eq!(engine.stats().workers.pools[0].num_threads, 3);
+        assert!(engine.set_cpu_workers(0).is_err());
+        engine.set_priority_workers(2).unwrap();
+    }
+}
