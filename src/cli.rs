@@ -3,6 +3,7 @@
 //! ```text
 //! enginetop bench pool [--pool simple|eigen|chase-lev|rayon|all] [--threads T] [--json]
 //!                      [--reps N] [--bench spawn,tree,parallel_for,wake_hot,wake_cold] [--quick]
+//! enginetop workloads [WORKLOAD [--set NAME=VALUE]...]
 //! ```
 //! New commands go in [`Command`], new benchmark families in [`BenchTarget`].
 use std::io::Write;
@@ -14,6 +15,7 @@ use clap::{Args, Parser, Subcommand};
 
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
 use enginetop::bench::report;
+use enginetop::workload;
 
 /// enginetop: Eigen's thread pools and MXNet's dependency engine, re-created and made visible.
 #[derive(Debug, Parser)]
@@ -27,6 +29,18 @@ pub struct Cli {
 enum Command {
     /// Run benchmarks and print their figures.
     Bench(BenchArgs),
+    /// List the shipped workloads, or load one (a name or a .toml path) and summarise it.
+    Workloads(WorkloadsArgs),
+}
+
+#[derive(Debug, Args)]
+struct WorkloadsArgs {
+    /// A shipped workload's name or the path of a workload file to check and summarise.
+    workload: Option<String>,
+
+    /// Override one of the workload's [params] (repeatable), e.g. --set batch=16.
+    #[arg(long = "set", value_name = "NAME=VALUE", requires = "workload")]
+    set: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -148,6 +162,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Bench(BenchArgs {
             target: BenchTarget::Pool(args),
         })) => bench_pool(&args),
+        Some(Command::Workloads(args)) => workloads(&args),
         None => Ok(()),
     }
 }
@@ -170,6 +185,18 @@ fn bench_pool(args: &PoolBenchArgs) -> Result<()> {
     if !args.json {
         print!("{}", report::table(&results));
     }
+    Ok(())
+}
+
+/// `enginetop workloads`: the catalog, or one workload's summary (or its load error).
+fn workloads(args: &WorkloadsArgs) -> Result<()> {
+    let Some(spec) = &args.workload else {
+        print!("{}", workload::catalog());
+        return Ok(());
+    };
+    let overrides = workload::Overrides::from_args(&args.set)?;
+    let graph = workload::load_spec(spec, &overrides)?;
+    print!("{}", workload::summary(&graph));
     Ok(())
 }
 

@@ -6,6 +6,8 @@
 //!   per-worker counters, a cost-model `parallel_for`, and TensorFlow's inter-op / intra-op
 //!   pool configuration.
 //! - [`bench`]: the benchmarks `enginetop bench` runs.
+//! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
+//!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
 //!
 //! Data flow (as the later parts land): workload file -> engine push -> device queue -> pool
 //! worker -> kernel (intra-op `parallel_for`) -> profiler rings -> collector -> dashboard.
@@ -16,3 +18,4 @@ pub mod bench;
 pub mod config;
 pub mod pool;
 mod sync;
+pub mod workload;
