@@ -105,7 +105,7 @@ pub enum Problem {
         known: String,
     },
     /// A `--set` value of the wrong type.
-    #[error("--set {name}={value} is not {expected}: the file declares {name} = {default}")]
+    #[error("--set {name}={value} is not {expected}: expected {expected} like the file's {name} = {default}")]
     BadParamValue {
         /// Parameter name.
         name: String,
@@ -198,7 +198,10 @@ pub enum Problem {
         known: String,
     },
     /// A name used twice.
-    #[error("duplicate {kind} name {name:?}: first declared at {first}; rename one of them")]
+    #[error(
+        "duplicate {kind} name {name:?}: first declared at {first}{hint}; expected unique {kind} \
+         names: rename one of them"
+    )]
     DuplicateName {
         /// `tensor` or `op`.
         kind: &'static str,
@@ -206,6 +209,8 @@ pub enum Problem {
         name: String,
         /// Where the first one is.
         first: Position,
+        /// Why it may have happened, or empty.
+        hint: &'static str,
     },
     /// An op names a tensor nobody declared.
     #[error("op {op:?} {list} unknown tensor {tensor:?}: expected a declared tensor{suggestion}")]

@@ -507,6 +507,15 @@ impl<'f> Expander<'f> {
                 wrong_value(what, &value.to_string(), "a count >= 0"),
             ));
         }
+        if value as u64 > MAX_WORK {
+            return Err(Located::at(
+                span.clone(),
+                Problem::Limit {
+                    what: format!("{what} = {value}"),
+                    max: MAX_WORK,
+                },
+            ));
+        }
         Ok(value)
     }
 }

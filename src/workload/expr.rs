@@ -143,9 +143,9 @@ pub fn interpolate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, Stri
     while let Some(start) = rest.find("${") {
         literal.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| "a `${` without its closing `}`".to_string())?;
+        let end = after.find('}').ok_or_else(|| {
+            "a `${` without its closing `}`: expected `${expression}`".to_string()
+        })?;
         if !literal.is_empty() {
             pieces.push(Value::Text(std::mem::take(&mut literal)));
         }
@@ -241,9 +241,13 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
             let len = rest
                 .find(|c: char| !c.is_ascii_digit())
                 .unwrap_or(rest.len());
-            let value = rest[..len]
-                .parse::<i64>()
-                .map_err(|_| format!("`{}` does not fit a 64-bit integer", &rest[..len]))?;
+            let value = rest[..len].parse::<i64>().map_err(|_| {
+                format!(
+                    "`{}` does not fit a 64-bit integer: expected at most {}",
+                    &rest[..len],
+                    i64::MAX
+                )
+            })?;
             (Token::Int(value), len)
         } else if first.is_ascii_alphabetic() || first == '_' {
             let len = rest
@@ -253,7 +257,7 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
         } else if first == '\'' {
             let end = rest[1..]
                 .find('\'')
-                .ok_or_else(|| "a string without its closing `'`".to_string())?;
+                .ok_or_else(|| "a string without its closing `'`: expected 'text'".to_string())?;
             (Token::Text(rest[1..1 + end].to_string()), end + 2)
         } else if let Some(op) = OPERATORS.iter().find(|op| rest.starts_with(**op)) {
             (Token::Op(op), op.len())
@@ -456,7 +460,7 @@ fn ints(a: &Value, b: &Value, op: &str) -> Result<(i64, i64), String> {
     match (a, b) {
         (Value::Int(a), Value::Int(b)) => Ok((*a, *b)),
         _ => Err(format!(
-            "`{a} {op} {b}` needs two integers, found {} and {}",
+            "`{a} {op} {b}` needs two integers: expected integers, found {} and {}",
             a.kind(),
             b.kind()
         )),
@@ -470,9 +474,9 @@ fn arithmetic(
     f: fn(i64, i64) -> Option<i64>,
 ) -> Result<Value, String> {
     let (x, y) = ints(a, b, op)?;
-    f(x, y)
-        .map(Value::Int)
-        .ok_or_else(|| format!("`{x} {op} {y}` overflows a 64-bit integer"))
+    f(x, y).map(Value::Int).ok_or_else(|| {
+        format!("`{x} {op} {y}` overflows a 64-bit integer: expected smaller values")
+    })
 }
 
 /// `+`: integer sum, or string join when either side is a string.
@@ -486,7 +490,9 @@ fn add(a: &Value, b: &Value) -> Result<Value, String> {
 fn divide(a: &Value, b: &Value, op: &str, f: fn(i64, i64) -> Option<i64>) -> Result<Value, String> {
     let (x, y) = ints(a, b, op)?;
     if y == 0 {
-        return Err(format!("`{x} {op} {y}` divides by zero"));
+        return Err(format!(
+            "`{x} {op} {y}` divides by zero: expected a non-zero divisor"
+        ));
     }
     arithmetic(a, b, op, f)
 }
@@ -522,7 +528,7 @@ fn call_function(name: &str, args: &[Value], rng: &mut Rng) -> Result<Value, Str
     let two_ints = |args: &[Value]| match args {
         [a, b] => ints(a, b, ","),
         _ => Err(format!(
-            "{name}() takes 2 integers, found {} arguments",
+            "{name}() takes 2 arguments: expected 2 integers, found {}",
             args.len()
         )),
     };

@@ -81,11 +81,22 @@ fn check_unique<'a>(
                 kind,
                 name: name.0.clone(),
                 first: Position::of_offset(text, first.start),
+                hint: repeated_hint(first, &name.1),
             },
         ));
     }
     seen.insert(&name.0, name.1.clone());
     Ok(())
+}
+
+/// A hint when both names come from the same place: a block or template expanded it twice.
+fn repeated_hint(first: &Range<usize>, again: &Range<usize>) -> &'static str {
+    if first == again {
+        " (the same place, expanded twice by a block or template: put the block index such as \
+         ${i} or a template argument in the name)"
+    } else {
+        ""
+    }
 }
 
 fn parse_context((text, span): &SpannedText) -> LoadResult<Context> {
@@ -110,6 +121,7 @@ impl Resolver<'_> {
                     kind: "tensor",
                     name: name.clone(),
                     first: Position::of_offset(self.text, first.start),
+                    hint: repeated_hint(first, span),
                 },
             ));
         }
@@ -210,8 +222,8 @@ impl Resolver<'_> {
             Some(device) => parse_context(device)?,
             None => self.inferred_device(kernel, &reads, &writes),
         };
-        let property = property(raw, kernel, device)?;
         self.check_devices(raw, kernel, device, &reads, &writes)?;
+        let property = property(raw, kernel, device)?;
         self.check_dtypes(raw, kernel, &reads, &writes)?;
         let params = kernel_params(raw, kernel)?;
         self.check_shapes(raw, kernel, &reads, &writes, &params)?;

@@ -256,7 +256,10 @@ impl<'de> Deserialize<'de> for Literal {
         impl Visitor<'_> for LiteralVisitor {
             type Value = Literal;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an integer, a float, a boolean or a string")
+                f.write_str(
+                    "an integer, a float, a boolean or a string (keys written after a [table] \
+                     header belong to that table)",
+                )
             }
             fn visit_bool<E: de::Error>(self, value: bool) -> Result<Literal, E> {
                 Ok(Literal::Bool(value))
