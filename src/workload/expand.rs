@@ -19,7 +19,7 @@ use super::schema::{
 /// Templates nested deeper than this are refused (a template that uses itself).
 pub const MAX_TEMPLATE_DEPTH: usize = 16;
 /// Tensors plus ops plus list entries plus repetitions, all told.
-pub const MAX_WORK: u64 = 4_000_000;
+pub const MAX_WORK: u64 = 2_000_000;
 /// Dimensions in a shape.
 pub const MAX_RANK: usize = 8;
 
