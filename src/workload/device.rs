@@ -27,7 +27,7 @@ pub enum Context {
 pub const MAX_DEVICE_ID: u32 = 1023;
 
 impl Context {
-    /// Parses `cpu`, `cpu:N`, `gpu`, `gpu:N` (N at most [`MAX_DEVICE_ID`]).
+    /// Parses `cpu`, `cpu:N`, `gpu`, `gpu:N` (N at most `MAX_DEVICE_ID`, 1023).
     pub fn parse(text: &str) -> Result<Self, Problem> {
         Self::parse_exact(text).map_err(|()| Problem::BadDevice {
             value: text.to_string(),

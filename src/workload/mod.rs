@@ -27,9 +27,9 @@
 //!
 //! Strings (names, devices, properties, argument values) embed expressions as `${expr}`;
 //! numbers (shape dimensions, `repeat`, `priority`) are integers or expression strings, with
-//! or without `${}`. Expressions: integers, `+ - * / %`, comparisons, `&& || !`, variables,
-//! `min`, `max`, `rand(lo, hi)`, `is_gpu(dev)`, `is_cpu(dev)` ([`expr`](self::expr)). A
-//! list entry in `reads` / `writes` may be `{ repeat = N, index = "j", name = "v${j}" }`.
+//! or without `${}`. Expressions ([`expr`]): integers, `+ - * / %`, comparisons, `&& || !`,
+//! `cond ? a : b`, `'strings'`, variables, `min`, `max`, `rand(lo, hi)`, `is_gpu(dev)`,
+//! `is_cpu(dev)`. A list entry in `reads` / `writes` may be `{ repeat = N, index = "j", name = "v${j}" }`.
 //!
 //! # Example
 //! ```
@@ -74,6 +74,16 @@
 //!      (did you mean \"w0\"?)"
 //! );
 //! ```
+//!
+//! # For the driver
+//! [`load_spec`] (a shipped name or a path, with [`Overrides`] from `--set`) gives a
+//! [`Graph`]: allocate one buffer and one engine variable per [`TensorDecl`] (shape, dtype,
+//! device, init); push [`Graph::setup_ops`] once, then [`Graph::iteration_ops`] per
+//! iteration, each [`OpDecl`] with its `kernel`, `const_vars()` / `mutable_vars()` (operands
+//! plus `also_*` dependencies, deduplicated the MXNet way), `device`, `property`, `priority`
+//! and `params`; the kernel gets `reads` / `writes` in operand order. [`Graph::op_flops`]
+//! and [`Graph::iteration_flops`] estimate the work for GFLOP/s. Kernel names live in
+//! [`KernelKind`] alone; swap it for the kernels module's enum when that lands.
 //!
 //! # Errors
 //! A bad file gives a [`WorkloadError`]: `file:line:column: problem: expected ...`, for

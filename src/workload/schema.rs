@@ -1,6 +1,7 @@
 //! The workload file as written: serde structs that keep every value's byte span, so the
 //! loader can point at the line and column of whatever it rejects. Nothing here is checked
-//! beyond TOML types and field names; [`super::load`] does the rest.
+//! beyond TOML types and field names; the loader ([`load_str`](super::load_str)) does the
+//! rest.
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
