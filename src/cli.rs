@@ -6,6 +6,7 @@
 //! enginetop bench engine [--engine naive|pooled|per-device|all] [--pool simple|eigen|chase-lev]
 //!                        [--threads T] [--json] [--reps N]
 //!                        [--bench independent,chain,random_dag,wavefront,binary_tree] [--quick]
+//! enginetop workloads [WORKLOAD [--set NAME=VALUE]...]
 //! ```
 //! New commands go in [`Command`], new benchmark families in [`BenchTarget`].
 use std::io::Write;
@@ -20,6 +21,7 @@ use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBench
 use enginetop::bench::report;
 use enginetop::engine::EngineKind;
 use enginetop::pool::PoolKind;
+use enginetop::workload;
 
 /// enginetop: Eigen's thread pools and MXNet's dependency engine, re-created and made visible.
 #[derive(Debug, Parser)]
@@ -33,6 +35,18 @@ pub struct Cli {
 enum Command {
     /// Run benchmarks and print their figures.
     Bench(BenchArgs),
+    /// List the shipped workloads, or load one (a name or a .toml path) and summarise it.
+    Workloads(WorkloadsArgs),
+}
+
+#[derive(Debug, Args)]
+struct WorkloadsArgs {
+    /// A shipped workload's name or the path of a workload file to check and summarise.
+    workload: Option<String>,
+
+    /// Override one of the workload's [params] (repeatable), e.g. --set batch=16.
+    #[arg(long = "set", value_name = "NAME=VALUE", requires = "workload")]
+    set: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -256,6 +270,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Bench(BenchArgs {
             target: BenchTarget::Engine(args),
         })) => bench_engine(&args),
+        Some(Command::Workloads(args)) => workloads(&args),
         None => Ok(()),
     }
 }
@@ -316,6 +331,18 @@ fn bench_engine(args: &EngineBenchArgs) -> Result<()> {
             wrong.join(", ")
         );
     }
+    Ok(())
+}
+
+/// `enginetop workloads`: the catalog, or one workload's summary (or its load error).
+fn workloads(args: &WorkloadsArgs) -> Result<()> {
+    let Some(spec) = &args.workload else {
+        print!("{}", workload::catalog());
+        return Ok(());
+    };
+    let overrides = workload::Overrides::from_args(&args.set)?;
+    let graph = workload::load_spec(spec, &overrides)?;
+    print!("{}", workload::summary(&graph));
     Ok(())
 }
 

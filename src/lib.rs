@@ -10,6 +10,8 @@
 //! - [`device`]: where engine ops execute: per-device CPU worker pools, the CPU priority pool,
 //!   and the GPU placeholder.
 //! - [`bench`]: the benchmarks `enginetop bench` runs.
+//! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
+//!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
 //!
 //! Data flow (as the later parts land): workload file -> engine push -> device queue -> pool
 //! worker -> kernel (intra-op `parallel_for`) -> profiler rings -> collector -> dashboard.
@@ -22,3 +24,4 @@ pub mod device;
 pub mod engine;
 pub mod pool;
 mod sync;
+pub mod workload;

@@ -1,0 +1,653 @@
+//! Values, `${...}` templates and the small expression language of workload files.
+//!
+//! An expression is integer arithmetic (`+ - * / %`, parentheses, unary `-`), comparisons
+//! (`== != < <= > >=`), logic (`&& || !`), a choice (`cond ? a : b`), single-quoted strings
+//! (`'host'`; `+` joins a string with anything), variables (parameters, template arguments,
+//! block indices) and a few functions: `min(a, b)`, `max(a, b)`, `rand(lo, hi)` (a deterministic
+//! pseudo-random integer in `lo..=hi`, seeded by the `seed` parameter), `is_gpu(device)`,
+//! `is_cpu(device)`. Names and other strings embed expressions as `${...}`; numeric fields take
+//! an expression directly (`"batch * 2"`) or wrapped (`"${batch * 2}"`).
+//!
+//! Evaluation never panics: overflow, division by zero and nesting deeper than
+//! [`MAX_NESTING`] are errors.
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::device::Context;
+
+/// Parentheses and unary operators nested deeper than this are refused.
+pub const MAX_NESTING: usize = 64;
+
+/// A value an expression can hold.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A 64-bit integer.
+    Int(i64),
+    /// A float (parameters only; expressions do not compute with floats).
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// A string.
+    Text(String),
+}
+
+impl Value {
+    /// The kind of value, in words, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::Int(_) => "an integer",
+            Value::Float(_) => "a float",
+            Value::Bool(_) => "a boolean",
+            Value::Text(_) => "a string",
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Int(value) => write!(f, "{value}"),
+            Value::Float(value) => write!(f, "{value:?}"),
+            Value::Bool(value) => write!(f, "{value}"),
+            Value::Text(value) => f.write_str(value),
+        }
+    }
+}
+
+/// The variables an expression can see: the parameters, then local bindings (template
+/// arguments, block indices; later bindings shadow earlier ones), and the random stream.
+pub struct Vars<'g> {
+    globals: &'g BTreeMap<String, Value>,
+    locals: Vec<(String, Value)>,
+}
+
+impl<'g> Vars<'g> {
+    /// Only the parameters.
+    pub fn new(globals: &'g BTreeMap<String, Value>) -> Self {
+        Vars {
+            globals,
+            locals: Vec::new(),
+        }
+    }
+
+    /// Binds `name` until the matching [`Vars::pop`].
+    pub fn push(&mut self, name: &str, value: Value) {
+        self.locals.push((name.to_string(), value));
+    }
+
+    /// Drops the latest binding.
+    pub fn pop(&mut self) {
+        self.locals.pop();
+    }
+
+    /// A fresh scope with the same parameters and no locals (a template's).
+    pub fn fresh(&self) -> Vars<'g> {
+        Vars::new(self.globals)
+    }
+
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.locals
+            .iter()
+            .rev()
+            .find(|(local, _)| local == name)
+            .map(|(_, value)| value)
+            .or_else(|| self.globals.get(name))
+    }
+
+    fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.globals.keys().map(String::as_str).collect();
+        names.extend(self.locals.iter().map(|(name, _)| name.as_str()));
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+}
+
+/// SplitMix64: the deterministic stream behind `rand(lo, hi)`.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A stream from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi` (`lo <= hi`).
+    fn in_range(&mut self, lo: i64, hi: i64) -> i64 {
+        let span = hi.abs_diff(lo);
+        let offset = match span.checked_add(1) {
+            Some(count) => self.next_u64() % count,
+            None => self.next_u64(),
+        };
+        lo.wrapping_add(offset as i64)
+    }
+}
+
+/// Evaluates `text`: a string with `${expr}` parts. A string that is exactly one `${expr}`
+/// keeps the expression's type; anything else becomes a string.
+pub fn interpolate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, String> {
+    let mut pieces: Vec<Value> = Vec::new();
+    let mut literal = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        literal.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}').ok_or_else(|| {
+            "a `${` without its closing `}`: expected `${expression}`".to_string()
+        })?;
+        if !literal.is_empty() {
+            pieces.push(Value::Text(std::mem::take(&mut literal)));
+        }
+        pieces.push(evaluate(&after[..end], vars, rng)?);
+        rest = &after[end + 1..];
+    }
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        pieces.push(Value::Text(literal));
+    }
+    if pieces.len() == 1 {
+        return Ok(pieces.remove(0));
+    }
+    Ok(Value::Text(pieces.iter().map(Value::to_string).collect()))
+}
+
+/// Evaluates a numeric field's expression (`"batch * 2"` or `"${batch * 2}"`) to an integer
+/// (a boolean counts as 0 or 1, so `repeat = "i > 0"` includes a body conditionally).
+pub fn evaluate_int(text: &str, vars: &Vars, rng: &mut Rng) -> Result<i64, String> {
+    match evaluate(unwrap_braces(text), vars, rng)? {
+        Value::Int(value) => Ok(value),
+        Value::Bool(truth) => Ok(i64::from(truth)),
+        other => Err(format!(
+            "it is {} ({other}): expected an integer",
+            other.kind()
+        )),
+    }
+}
+
+/// Evaluates a condition (`"is_gpu(device)"` or `"${r > 0}"`): a boolean, or an integer
+/// (non-zero is true).
+pub fn evaluate_condition(text: &str, vars: &Vars, rng: &mut Rng) -> Result<bool, String> {
+    truthy(&evaluate(unwrap_braces(text), vars, rng)?)
+}
+
+/// `expr` from `${expr}`; other text as it is.
+fn unwrap_braces(text: &str) -> &str {
+    let trimmed = text.trim();
+    trimmed
+        .strip_prefix("${")
+        .and_then(|body| body.strip_suffix('}'))
+        .unwrap_or(trimmed)
+}
+
+/// Evaluates one expression (no `${}`).
+pub fn evaluate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, String> {
+    let tokens = tokenize(text)?;
+    let mut parser = Parser {
+        tokens: &tokens,
+        at: 0,
+        depth: 0,
+        vars,
+        rng,
+    };
+    let value = parser.choice()?;
+    match parser.tokens.get(parser.at) {
+        None => Ok(value),
+        Some(token) => Err(format!(
+            "unexpected {token} after a complete expression: expected an operator or the end"
+        )),
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Token {
+    Int(i64),
+    Text(String),
+    Name(String),
+    Op(&'static str),
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Token::Int(value) => write!(f, "`{value}`"),
+            Token::Text(text) => write!(f, "'{text}'"),
+            Token::Name(name) => write!(f, "`{name}`"),
+            Token::Op(op) => write!(f, "`{op}`"),
+        }
+    }
+}
+
+const OPERATORS: [&str; 19] = [
+    "==", "!=", "<=", ">=", "&&", "||", "+", "-", "*", "/", "%", "(", ")", ",", "<", ">", "!", "?",
+    ":",
+];
+
+fn tokenize(text: &str) -> Result<Vec<Token>, String> {
+    let mut tokens = Vec::new();
+    let mut rest = text.trim_start();
+    while let Some(first) = rest.chars().next() {
+        let (token, len) = if first.is_ascii_digit() {
+            let len = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            let value = rest[..len].parse::<i64>().map_err(|_| {
+                format!(
+                    "`{}` does not fit a 64-bit integer: expected at most {}",
+                    &rest[..len],
+                    i64::MAX
+                )
+            })?;
+            (Token::Int(value), len)
+        } else if first.is_ascii_alphabetic() || first == '_' {
+            let len = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            (Token::Name(rest[..len].to_string()), len)
+        } else if first == '\'' {
+            let end = rest[1..]
+                .find('\'')
+                .ok_or_else(|| "a string without its closing `'`: expected 'text'".to_string())?;
+            (Token::Text(rest[1..1 + end].to_string()), end + 2)
+        } else if let Some(op) = OPERATORS.iter().find(|op| rest.starts_with(**op)) {
+            (Token::Op(op), op.len())
+        } else {
+            return Err(format!(
+                "unexpected character {first:?}: expected numbers, 'strings', names, \
+                 + - * / % ( ) , comparisons, && || ! ? :"
+            ));
+        };
+        tokens.push(token);
+        rest = rest[len..].trim_start();
+    }
+    if tokens.is_empty() {
+        return Err("it is empty: expected an expression such as `batch * 2`".to_string());
+    }
+    Ok(tokens)
+}
+
+struct Parser<'t, 'v, 'g, 'r> {
+    tokens: &'t [Token],
+    at: usize,
+    depth: usize,
+    vars: &'v Vars<'g>,
+    rng: &'r mut Rng,
+}
+
+type Binary = fn(&Value, &Value) -> Result<Value, String>;
+
+impl Parser<'_, '_, '_, '_> {
+    fn peek_op(&self, ops: &[&'static str]) -> Option<&'static str> {
+        match self.tokens.get(self.at) {
+            Some(Token::Op(op)) if ops.contains(op) => Some(op),
+            _ => None,
+        }
+    }
+
+    fn expect_op(&mut self, op: &'static str) -> Result<(), String> {
+        match self.tokens.get(self.at) {
+            Some(Token::Op(found)) if *found == op => {
+                self.at += 1;
+                Ok(())
+            }
+            Some(token) => Err(format!("expected `{op}`, found {token}")),
+            None => Err(format!("it ends early: expected `{op}`")),
+        }
+    }
+
+    fn binary_level(
+        &mut self,
+        ops: &[&'static str],
+        next: fn(&mut Self) -> Result<Value, String>,
+        op_of: fn(&'static str) -> Binary,
+    ) -> Result<Value, String> {
+        let mut left = next(self)?;
+        while let Some(op) = self.peek_op(ops) {
+            self.at += 1;
+            let right = next(self)?;
+            left = op_of(op)(&left, &right)?;
+        }
+        Ok(left)
+    }
+
+    fn choice(&mut self) -> Result<Value, String> {
+        let condition = self.logic()?;
+        if self.peek_op(&["?"]).is_none() {
+            return Ok(condition);
+        }
+        self.at += 1;
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(format!(
+                "it nests deeper than {MAX_NESTING}: expected a flatter one"
+            ));
+        }
+        let if_true = self.choice()?;
+        self.expect_op(":")?;
+        let if_false = self.choice()?;
+        self.depth -= 1;
+        Ok(if truthy(&condition)? {
+            if_true
+        } else {
+            if_false
+        })
+    }
+
+    fn logic(&mut self) -> Result<Value, String> {
+        self.binary_level(&["&&", "||"], Self::comparison, |op| match op {
+            "&&" => |a, b| Ok(Value::Bool(truthy(a)? && truthy(b)?)),
+            _ => |a, b| Ok(Value::Bool(truthy(a)? || truthy(b)?)),
+        })
+    }
+
+    fn comparison(&mut self) -> Result<Value, String> {
+        let left = self.sum()?;
+        let Some(op) = self.peek_op(&["==", "!=", "<", "<=", ">", ">="]) else {
+            return Ok(left);
+        };
+        self.at += 1;
+        let right = self.sum()?;
+        compare(op, &left, &right)
+    }
+
+    fn sum(&mut self) -> Result<Value, String> {
+        self.binary_level(&["+", "-"], Self::product, |op| match op {
+            "+" => add,
+            _ => |a, b| arithmetic(a, b, "-", i64::checked_sub),
+        })
+    }
+
+    fn product(&mut self) -> Result<Value, String> {
+        self.binary_level(&["*", "/", "%"], Self::unary, |op| match op {
+            "*" => |a, b| arithmetic(a, b, "*", i64::checked_mul),
+            "/" => |a, b| divide(a, b, "/", i64::checked_div),
+            _ => |a, b| divide(a, b, "%", i64::checked_rem),
+        })
+    }
+
+    fn unary(&mut self) -> Result<Value, String> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(format!(
+                "it nests deeper than {MAX_NESTING}: expected a flatter one"
+            ));
+        }
+        let value = match self.peek_op(&["-", "!"]) {
+            Some("-") => {
+                self.at += 1;
+                let value = self.unary()?;
+                arithmetic(&Value::Int(0), &value, "-", i64::checked_sub)
+            }
+            Some(_) => {
+                self.at += 1;
+                let value = self.unary()?;
+                truthy(&value).map(|truth| Value::Bool(!truth))
+            }
+            None => self.atom(),
+        };
+        self.depth -= 1;
+        value
+    }
+
+    fn atom(&mut self) -> Result<Value, String> {
+        let token = self.tokens.get(self.at).cloned();
+        self.at += 1;
+        match token {
+            Some(Token::Int(value)) => Ok(Value::Int(value)),
+            Some(Token::Text(text)) => Ok(Value::Text(text)),
+            Some(Token::Op("(")) => {
+                let value = self.choice()?;
+                self.expect_op(")")?;
+                Ok(value)
+            }
+            Some(Token::Name(name)) if self.peek_op(&["("]).is_some() => self.call(&name),
+            Some(Token::Name(name)) => self.variable(&name),
+            Some(token) => Err(format!(
+                "unexpected {token}: expected a number, a name or `(`"
+            )),
+            None => Err("it ends early: expected a number, a name or `(`".to_string()),
+        }
+    }
+
+    fn variable(&self, name: &str) -> Result<Value, String> {
+        self.vars.get(name).cloned().ok_or_else(|| {
+            format!(
+                "unknown variable `{name}`: expected a parameter, template argument or block \
+                 index ({})",
+                self.vars.names().join(", ")
+            )
+        })
+    }
+
+    fn call(&mut self, name: &str) -> Result<Value, String> {
+        self.expect_op("(")?;
+        let mut args = Vec::new();
+        if self.peek_op(&[")"]).is_none() {
+            args.push(self.choice()?);
+            while self.peek_op(&[","]).is_some() {
+                self.at += 1;
+                args.push(self.choice()?);
+            }
+        }
+        self.expect_op(")")?;
+        call_function(name, &args, self.rng)
+    }
+}
+
+/// Whether a value counts as true: a boolean, or a non-zero integer.
+pub fn truthy(value: &Value) -> Result<bool, String> {
+    match value {
+        Value::Bool(truth) => Ok(*truth),
+        Value::Int(number) => Ok(*number != 0),
+        other => Err(format!(
+            "{} ({other}) is not a condition: expected a boolean or an integer",
+            other.kind()
+        )),
+    }
+}
+
+fn ints(a: &Value, b: &Value, op: &str) -> Result<(i64, i64), String> {
+    match (a, b) {
+        (Value::Int(a), Value::Int(b)) => Ok((*a, *b)),
+        _ => Err(format!(
+            "`{a} {op} {b}` needs two integers: expected integers, found {} and {}",
+            a.kind(),
+            b.kind()
+        )),
+    }
+}
+
+fn arithmetic(
+    a: &Value,
+    b: &Value,
+    op: &str,
+    f: fn(i64, i64) -> Option<i64>,
+) -> Result<Value, String> {
+    let (x, y) = ints(a, b, op)?;
+    f(x, y).map(Value::Int).ok_or_else(|| {
+        format!("`{x} {op} {y}` overflows a 64-bit integer: expected smaller values")
+    })
+}
+
+/// `+`: integer sum, or string join when either side is a string.
+fn add(a: &Value, b: &Value) -> Result<Value, String> {
+    match (a, b) {
+        (Value::Text(_), _) | (_, Value::Text(_)) => Ok(Value::Text(format!("{a}{b}"))),
+        _ => arithmetic(a, b, "+", i64::checked_add),
+    }
+}
+
+fn divide(a: &Value, b: &Value, op: &str, f: fn(i64, i64) -> Option<i64>) -> Result<Value, String> {
+    let (x, y) = ints(a, b, op)?;
+    if y == 0 {
+        return Err(format!(
+            "`{x} {op} {y}` divides by zero: expected a non-zero divisor"
+        ));
+    }
+    arithmetic(a, b, op, f)
+}
+
+fn compare(op: &str, a: &Value, b: &Value) -> Result<Value, String> {
+    let ordering = match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        (Value::Text(x), Value::Text(y)) if matches!(op, "==" | "!=") => x.cmp(y),
+        (Value::Bool(x), Value::Bool(y)) if matches!(op, "==" | "!=") => x.cmp(y),
+        _ => {
+            return Err(format!(
+                "cannot compare {} with {} using `{op}`: expected two integers (or two strings \
+                 or booleans for == and !=)",
+                a.kind(),
+                b.kind()
+            ))
+        }
+    };
+    let truth = match op {
+        "==" => ordering.is_eq(),
+        "!=" => ordering.is_ne(),
+        "<" => ordering.is_lt(),
+        "<=" => ordering.is_le(),
+        ">" => ordering.is_gt(),
+        _ => ordering.is_ge(),
+    };
+    Ok(Value::Bool(truth))
+}
+
+const FUNCTIONS: &str = "min(a, b), max(a, b), rand(lo, hi), is_gpu(device), is_cpu(device)";
+
+fn call_function(name: &str, args: &[Value], rng: &mut Rng) -> Result<Value, String> {
+    let two_ints = |args: &[Value]| match args {
+        [a, b] => ints(a, b, ","),
+        _ => Err(format!(
+            "{name}() takes 2 arguments: expected 2 integers, found {}",
+            args.len()
+        )),
+    };
+    match name {
+        "min" => two_ints(args).map(|(a, b)| Value::Int(a.min(b))),
+        "max" => two_ints(args).map(|(a, b)| Value::Int(a.max(b))),
+        "rand" => {
+            let (lo, hi) = two_ints(args)?;
+            if lo > hi {
+                return Err(format!("rand({lo}, {hi}) has lo > hi: expected lo <= hi"));
+            }
+            Ok(Value::Int(rng.in_range(lo, hi)))
+        }
+        "is_gpu" | "is_cpu" => {
+            let [Value::Text(text)] = args else {
+                return Err(format!(
+                    "{name}() takes one device string such as \"gpu:0\""
+                ));
+            };
+            let context = Context::parse(text).map_err(|_| {
+                format!("{name}({text:?}): expected a device such as cpu, cpu:0 or gpu:0")
+            })?;
+            Ok(Value::Bool(context.is_gpu() == (name == "is_gpu")))
+        }
+        _ => Err(format!(
+            "unknown function `{name}`: expected one of {FUNCTIONS}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(text: &str) -> Result<Value, String> {
+        let mut globals = BTreeMap::new();
+        globals.insert("batch".to_string(), Value::Int(8));
+        globals.insert("device".to_string(), Value::Text("gpu:1".to_string()));
+        interpolate(text, &Vars::new(&globals), &mut Rng::new(1))
+    }
+
+    #[test]
+    fn arithmetic_follows_precedence() {
+        assert_eq!(eval("${1 + 2 * batch - (6 / 4) % 2}"), Ok(Value::Int(16)));
+        assert_eq!(eval("${-batch}"), Ok(Value::Int(-8)));
+        assert_eq!(eval("${min(batch, 3) + max(1, 2)}"), Ok(Value::Int(5)));
+    }
+
+    #[test]
+    fn strings_interpolate_and_single_expressions_keep_their_type() {
+        assert_eq!(eval("act_${batch}_x"), Ok(Value::Text("act_8_x".into())));
+        assert_eq!(
+            eval("${batch > 4 && is_gpu(device)}"),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(eval("plain"), Ok(Value::Text("plain".into())));
+        assert_eq!(eval("${device}"), Ok(Value::Text("gpu:1".into())));
+        assert_eq!(
+            eval("${is_gpu(device) ? 'dev' : 'host'}0"),
+            Ok(Value::Text("dev0".into()))
+        );
+        assert_eq!(
+            eval("${batch < 2 ? 1 : batch > 4 ? 2 : 3}"),
+            Ok(Value::Int(2))
+        );
+        assert_eq!(eval("${'x' + batch * 2}"), Ok(Value::Text("x16".into())));
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let cases = [
+            ("${1 / 0}", "divides by zero"),
+            ("${9223372036854775807 + 1}", "overflows"),
+            ("${nope}", "unknown variable `nope`"),
+            ("${1 +}", "ends early"),
+            ("${1 2}", "unexpected `2`"),
+            ("${foo(1)}", "unknown function"),
+            ("${rand(3, 1)}", "lo > hi"),
+            ("x${1", "without its closing"),
+            ("${}", "empty"),
+            ("${device * 1}", "needs two integers"),
+            ("${'open}", "closing `'`"),
+            ("${1 ? 2}", "expected `:`"),
+        ];
+        for (text, expected) in cases {
+            let err = eval(text).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_a_stack_overflow() {
+        let deep = format!("${{{}1{}}}", "(".repeat(10_000), ")".repeat(10_000));
+        assert!(eval(&deep).unwrap_err().contains("nests deeper"));
+        let negations = format!("${{{}1}}", "-".repeat(10_000));
+        assert!(eval(&negations).unwrap_err().contains("nests deeper"));
+        let choices = format!("${{{}1}}", "1 ? ".repeat(10_000));
+        assert!(eval(&choices).unwrap_err().contains("nests deeper"));
+    }
+
+    #[test]
+    fn rand_is_deterministic_and_in_range() {
+        let globals = BTreeMap::new();
+        let vars = Vars::new(&globals);
+        let draw = |seed| {
+            let mut rng = Rng::new(seed);
+            (0..100)
+                .map(|_| evaluate_int("rand(2, 19)", &vars, &mut rng).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(draw(7), draw(7));
+        assert_ne!(draw(7), draw(8));
+        assert!(draw(7).iter().all(|n| (2..=19).contains(n)));
+        let mut rng = Rng::new(0);
+        let full = evaluate_int(
+            "rand(-9223372036854775807 - 1, 9223372036854775807)",
+            &vars,
+            &mut rng,
+        );
+        assert!(full.is_ok());
+    }
+}

@@ -1,0 +1,102 @@
+//! CLI golden tests of `enginetop workloads`: the catalog, a summary, and load errors.
+//! `UPDATE_GOLDEN=1 cargo test --test workload_cli` rewrites `tests/data/workloads_list.txt`.
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn enginetop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_enginetop"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the enginetop binary starts")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn workloads_lists_every_shipped_workload_on_one_line() {
+    let output = enginetop(&["workloads"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/workloads_list.txt");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden, &stdout).unwrap();
+    }
+    assert_eq!(stdout, std::fs::read_to_string(golden).unwrap());
+}
+
+#[test]
+fn workloads_with_a_name_summarises_it_with_overrides() {
+    let output = enginetop(&["workloads", "chain", "--set", "length=5", "--set", "size=4"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(
+        text(&output.stdout),
+        "chain: One tensor written by every op: a pure dependency chain (engine overhead)\n\
+         params: length = 5, size = 4\n\
+         tensors: 1 (0.0 MiB)\n\
+         ops: 0 setup, 5 per iteration (fold 5)\n\
+         GFLOP per iteration: 0.000\n\
+         devices: cpu:0\n"
+    );
+}
+
+#[test]
+fn workloads_accepts_a_path() {
+    let output = enginetop(&["workloads", "workloads/tree.toml", "--set", "nodes=3"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).starts_with("tree: Binary tree"));
+}
+
+#[test]
+fn an_unknown_workload_names_the_shipped_ones() {
+    let output = enginetop(&["workloads", "resnet"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        text(&output.stderr),
+        "error: resnet: no workload named \"resnet\": expected one of the shipped workloads \
+         (resnet-like, transformer-like, pipeline, wavefront, chain, tree, random-dag, \
+         embarrassing) or the path of a .toml file\n"
+    );
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn a_bad_file_is_reported_with_its_line_and_column() {
+    let output = enginetop(&["workloads", "tests/data/bad_workloads/unknown_kernel.toml"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        text(&output.stderr),
+        "error: tests/data/bad_workloads/unknown_kernel.toml:9:10: op \"conv3\" uses unknown \
+         kernel \"conv3d\": expected one of gemm, conv2d, batch_norm, relu, add, max_pool, \
+         avg_pool, softmax, layer_norm, sgd, copy_h2d, copy_d2h, sum_expr, fold, sleep_us\n"
+    );
+}
+
+#[test]
+fn bad_set_arguments_are_refused() {
+    let output = enginetop(&["workloads", "chain", "--set", "length"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        text(&output.stderr),
+        "error: --set \"length\" is not name=value: expected e.g. --set batch=16\n"
+    );
+    let output = enginetop(&["workloads", "chain", "--set", "lenght=3"]);
+    assert_eq!(
+        text(&output.stderr),
+        "error: chain: unknown parameter \"lenght\": expected one of the [params] this file \
+         declares (length, size)\n"
+    );
+    let missing = enginetop(&["workloads", "--set", "length=3"]);
+    assert_eq!(
+        missing.status.code(),
+        Some(2),
+        "clap refuses --set without a workload"
+    );
+    let missing_file = enginetop(&["workloads", "no/such/file.toml"]);
+    assert_eq!(missing_file.status.code(), Some(1));
+    assert!(
+        text(&missing_file.stderr).starts_with("error: no/such/file.toml: cannot read the file: ")
+    );
+}

@@ -1,0 +1,175 @@
+//! The format's features, each on a small file: file order, setup phase, templates and their
+//! scope, generated lists, conditions, device and property inference, engine vars.
+use enginetop::workload::{load_str, Context, FnProperty, Graph, Overrides, WorkloadError};
+
+fn load(text: &str) -> Result<Graph, WorkloadError> {
+    load_str(text, "t.toml", &Overrides::default())
+}
+
+fn names(graph: &Graph) -> Vec<&str> {
+    graph.ops.iter().map(|op| op.name.as_str()).collect()
+}
+
+#[test]
+fn ops_and_blocks_expand_in_file_order_and_setup_goes_first() {
+    let graph = load(
+        r#"
+description = "order"
+tensor = [{ name = "x", shape = [1] }]
+
+[[op]]
+name = "first"
+kernel = "fold"
+writes = ["x"]
+
+[[block]]
+repeat = 2
+op = [{ name = "middle${i}", kernel = "fold", writes = ["x"] }]
+
+[[op]]
+name = "last"
+kernel = "fold"
+writes = ["x"]
+
+[[block]]
+phase = "setup"
+op = [{ name = "init", kernel = "fold", writes = ["x"] }]
+"#,
+    )
+    .unwrap();
+    assert_eq!(
+        names(&graph),
+        ["init", "first", "middle0", "middle1", "last"]
+    );
+    assert_eq!((graph.setup.clone(), graph.iteration.clone()), (0..1, 1..5));
+    assert_eq!(graph.setup_ops()[0].name, "init");
+}
+
+#[test]
+fn templates_see_params_and_arguments_but_not_the_callers_index() {
+    let template = r#"
+description = "scope"
+[params]
+size = 3
+
+[templates.t]
+args = ["k"]
+tensor = [{ name = "v${k}", shape = ["size"] }]
+op = [{ name = "op${k}", kernel = "fold", writes = ["v${k}"] }]
+
+[[block]]
+repeat = 2
+use = "t"
+with = { k = "${i * 10}" }
+"#;
+    let graph = load(template).unwrap();
+    assert_eq!(names(&graph), ["op0", "op10"]);
+    assert_eq!(graph.tensors[1].shape, vec![3]);
+    let leaky = template.replace("name = \"op${k}\"", "name = \"op${i}\"");
+    let err = load(&leaky).unwrap_err().to_string();
+    assert!(err.contains("unknown variable `i`"), "{err}");
+}
+
+#[test]
+fn generated_lists_conditions_and_choices() {
+    let graph = load(
+        r#"
+description = "lists"
+[params]
+n = 4
+device = "cpu"
+
+[[block]]
+repeat = "n"
+tensor = [{ name = "v${i}", shape = [1] }]
+
+[[block]]
+when = "is_gpu(device)"
+op = [{ name = "never", kernel = "fold", writes = ["v0"] }]
+
+[[op]]
+name = "sum"
+kernel = "sum_expr"
+reads = [{ repeat = "n - 1", index = "k", name = "v${k + 1}" }, "v0"]
+writes = ["${n > 2 ? 'v' + 0 : 'v1'}"]
+"#,
+    )
+    .unwrap();
+    assert_eq!(names(&graph), ["sum"]);
+    let sum = &graph.ops[0];
+    let read_names: Vec<&str> = sum
+        .reads
+        .iter()
+        .map(|id| graph.tensor(*id).name.as_str())
+        .collect();
+    assert_eq!(read_names, ["v1", "v2", "v3", "v0"]);
+    // MXNet drops a read of a var the op also writes.
+    assert_eq!(sum.const_vars().len(), 3);
+    assert_eq!(sum.mutable_vars(), vec![graph.tensor_id("v0").unwrap()]);
+}
+
+#[test]
+fn devices_and_properties_are_inferred_from_the_tensors() {
+    let graph = load(
+        r#"
+description = "devices"
+default_device = "gpu:1"
+tensor = [
+  { name = "host", shape = [4], device = "cpu" },
+  { name = "dev", shape = [4] },
+  { name = "w", shape = [4] },
+]
+op = [
+  { name = "up", kernel = "copy_h2d", reads = ["host"], writes = ["dev"] },
+  { name = "update", kernel = "sgd", reads = ["dev"], writes = ["w"], property = "prioritized" },
+  { name = "down", kernel = "copy_d2h", reads = ["w"], writes = ["host"], priority = "-3" },
+]
+"#,
+    )
+    .unwrap();
+    let summary: Vec<(Context, FnProperty, i32)> = graph
+        .ops
+        .iter()
+        .map(|op| (op.device, op.property, op.priority))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (Context::Gpu(1), FnProperty::CopyToGpu, 0),
+            (Context::Gpu(1), FnProperty::GpuPrioritized, 0),
+            (Context::Gpu(1), FnProperty::CopyFromGpu, -3),
+        ]
+    );
+    assert!(graph.uses_gpu());
+}
+
+#[test]
+fn kernel_params_get_their_defaults() {
+    let graph = load(
+        r#"
+description = "defaults"
+tensor = [
+  { name = "x", shape = [1, 2, 8, 8] },
+  { name = "y", shape = [1, 2, 2, 2] },
+  { name = "g", shape = [4] },
+  { name = "w", shape = [4] },
+]
+op = [
+  { name = "pool", kernel = "avg_pool", reads = ["x"], writes = ["y"], params = { size = 4 } },
+  { name = "sgd", kernel = "sgd", reads = ["g"], writes = ["w"] },
+]
+"#,
+    )
+    .unwrap();
+    let pool = &graph.ops[0].params;
+    assert_eq!(
+        (
+            pool.int("size", 0),
+            pool.int("stride", 0),
+            pool.int("pad", 9)
+        ),
+        (4, 4, 0)
+    );
+    assert_eq!(graph.ops[1].params.float("lr", 0.0), 0.01);
+    assert_eq!(graph.op_flops(&graph.ops[0]), 8 * 16);
+}
