@@ -5,6 +5,7 @@
 //!   RunQueue + EventCount, and `chase-lev` over crossbeam's deques), live-resizable, with
 //!   per-worker counters, a cost-model `parallel_for`, and TensorFlow's inter-op / intra-op
 //!   pool configuration.
+//! - [`device`]: GPU streams with CUDA's semantics, on real GPUs (cudarc) or a simulated one.
 //! - [`bench`]: the benchmarks `enginetop bench` runs.
 //!
 //! Data flow (as the later parts land): workload file -> engine push -> device queue -> pool
@@ -14,5 +15,6 @@
 
 pub mod bench;
 pub mod config;
+pub mod device;
 pub mod pool;
 mod sync;
