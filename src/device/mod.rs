@@ -1,6 +1,7 @@
 //! GPU streams with CUDA's semantics over two backends, real (cudarc) and simulated, and
 //! device discovery. [`stream`] has the semantics; [`discover`] picks the backend.
 
+pub mod cuda;
 mod queue;
 pub mod sim;
 pub mod stream;
