@@ -3,6 +3,7 @@
 //! ```text
 //! enginetop bench pool [--pool simple|eigen|chase-lev|rayon|all] [--threads T] [--json]
 //!                      [--reps N] [--bench spawn,tree,parallel_for,wake_hot,wake_cold] [--quick]
+//! enginetop devices [--json] [--gpus none|auto|cuda|sim:N]
 //! ```
 //! New commands go in [`Command`], new benchmark families in [`BenchTarget`].
 use std::io::Write;
@@ -14,6 +15,9 @@ use clap::{Args, Parser, Subcommand};
 
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
 use enginetop::bench::report;
+use enginetop::config::{ConfigOverrides, RuntimeConfig};
+use enginetop::device::cuda;
+use enginetop::device::discover::{self, GpuSelection};
 
 /// enginetop: Eigen's thread pools and MXNet's dependency engine, re-created and made visible.
 #[derive(Debug, Parser)]
@@ -21,12 +25,26 @@ use enginetop::bench::report;
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+
+    /// GPUs: none, auto (CUDA if usable, else one simulated GPU), cuda, or sim:N
+    /// [env: ENGINETOP_GPUS; default: auto].
+    #[arg(long, global = true, value_name = "none|auto|cuda|sim:N")]
+    gpus: Option<GpuSelection>,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run benchmarks and print their figures.
     Bench(BenchArgs),
+    /// List CPU and GPU devices, and which GPU backend `auto` picks.
+    Devices(DevicesArgs),
+}
+
+#[derive(Debug, Args)]
+struct DevicesArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -144,12 +162,29 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    let overrides = ConfigOverrides {
+        gpus: cli.gpus,
+        ..Default::default()
+    };
     match cli.command {
         Some(Command::Bench(BenchArgs {
             target: BenchTarget::Pool(args),
         })) => bench_pool(&args),
+        Some(Command::Devices(args)) => devices(&args, &overrides),
         None => Ok(()),
     }
+}
+
+/// `enginetop devices`: CPU cores and pools, GPUs per backend, what `auto` picks.
+fn devices(args: &DevicesArgs, overrides: &ConfigOverrides) -> Result<()> {
+    let config = RuntimeConfig::load(overrides)?;
+    let report = discover::devices_report(&config, &cuda::probe());
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
 }
 
 /// `enginetop bench pool`: JSON lines as each benchmark finishes, or a table at the end.

@@ -7,8 +7,8 @@
 //!    counts, the `eigen` pool, spinning allowed, `max_threads = max(128, cpus)`;
 //! 2. **environment**: TensorFlow's `TF_NUM_INTEROP_THREADS` / `TF_NUM_INTRAOP_THREADS`, then
 //!    ours (`ENGINETOP_INTER_OP_THREADS`, `ENGINETOP_INTRA_OP_THREADS`, `ENGINETOP_POOL`,
-//!    `ENGINETOP_SPIN`, `ENGINETOP_MAX_THREADS`; names in [`env`](mod@env)). Ours win when
-//!    both are set;
+//!    `ENGINETOP_SPIN`, `ENGINETOP_MAX_THREADS`, `ENGINETOP_GPUS`; names in
+//!    [`env`](mod@env)). Ours win when both are set;
 //! 3. **explicit overrides** ([`ConfigOverrides`], what the command line passes; flag names in
 //!    [`flag`]).
 //!
@@ -41,6 +41,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::device::discover::{self, GpuSelection};
 use crate::pool::{PoolKind, DEFAULT_MAX_THREADS};
 
 /// The environment variables we read.
@@ -59,6 +60,8 @@ pub mod env {
     pub const ENGINETOP_SPIN: &str = "ENGINETOP_SPIN";
     /// The most threads any pool may be resized to.
     pub const ENGINETOP_MAX_THREADS: &str = "ENGINETOP_MAX_THREADS";
+    /// Which GPUs: `none`, `auto`, `cuda` or `sim:N`.
+    pub const ENGINETOP_GPUS: &str = "ENGINETOP_GPUS";
 }
 
 /// The command-line flags that fill [`ConfigOverrides`]; errors and warnings name them.
@@ -73,6 +76,8 @@ pub mod flag {
     pub const SPIN: &str = "--spin";
     /// Sets [`ConfigOverrides::max_threads`](super::ConfigOverrides::max_threads).
     pub const MAX_THREADS: &str = "--max-threads";
+    /// Sets [`ConfigOverrides::gpus`](super::ConfigOverrides::gpus).
+    pub const GPUS: &str = "--gpus";
 }
 
 /// The largest `max_threads` we accept: pools allocate a slot per possible worker up front.
@@ -109,6 +114,8 @@ pub struct RuntimeConfig {
     /// CPUs this process may run on, detected by [`RuntimeConfig::default`]; `0` counts
     /// resolve to it and the oversubscription warning compares against it.
     pub schedulable_cpus: usize,
+    /// Which GPUs to use (`auto`: CUDA if usable, else one simulated GPU with a notice).
+    pub gpus: GpuSelection,
 }
 
 impl Default for RuntimeConfig {
@@ -122,6 +129,7 @@ impl Default for RuntimeConfig {
             allow_spinning: true,
             max_threads: DEFAULT_MAX_THREADS.max(cpus).min(HARD_MAX_THREADS),
             schedulable_cpus: cpus,
+            gpus: GpuSelection::Auto,
         }
     }
 }
@@ -140,6 +148,8 @@ pub struct ConfigOverrides {
     pub allow_spinning: Option<bool>,
     /// `--max-threads`.
     pub max_threads: Option<usize>,
+    /// `--gpus`.
+    pub gpus: Option<GpuSelection>,
 }
 
 /// The thread counts pools are built with: `0` resolved to the schedulable CPUs.
@@ -214,6 +224,14 @@ impl RuntimeConfig {
             &[env::ENGINETOP_POOL],
             parse_pool_kind,
             overrides.pool_kind,
+            Ok,
+        )?;
+        config.gpus = layer(
+            config.gpus,
+            &env_var,
+            &[env::ENGINETOP_GPUS],
+            parse_gpus,
+            overrides.gpus,
             Ok,
         )?;
         config.allow_spinning = layer(
@@ -408,6 +426,14 @@ fn parse_pool_kind(setting: Origin, text: &str) -> Result<PoolKind, ConfigError>
     })
 }
 
+fn parse_gpus(setting: Origin, text: &str) -> Result<GpuSelection, ConfigError> {
+    GpuSelection::from_str(text).map_err(|err| ConfigError::NotAGpuSelection {
+        setting,
+        value: text.to_string(),
+        problem: err.problem,
+    })
+}
+
 fn parse_switch(setting: Origin, text: &str) -> Result<bool, ConfigError> {
     match text.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "on" | "yes" => Ok(true),
@@ -510,6 +536,19 @@ pub enum ConfigError {
         setting: Origin,
         /// What it held.
         value: String,
+    },
+    /// Not one of `none`, `auto`, `cuda`, `sim:N`.
+    #[error(
+        "{} is not a GPU selection: {}; {}",
+        .setting.assignment(.value), discover::expected(.problem), .setting.fix("sim:1")
+    )]
+    NotAGpuSelection {
+        /// The variable, flag or field.
+        setting: Origin,
+        /// What it held.
+        value: String,
+        /// What is wrong with it.
+        problem: String,
     },
     /// Not a boolean.
     #[error(
@@ -660,12 +699,14 @@ mod tests {
             intra_op_threads: Some(9),
             allow_spinning: Some(true),
             max_threads: Some(32),
+            gpus: Some(GpuSelection::None),
         };
         let config = load(&env, &flags);
         assert_eq!(config.pool_kind, PoolKind::Simple);
         assert_eq!((config.inter_op_threads, config.intra_op_threads), (1, 9));
         assert!(config.allow_spinning);
         assert_eq!(config.max_threads, 32);
+        assert_eq!(config.gpus, GpuSelection::None);
     }
 
     #[test]
@@ -850,6 +891,32 @@ mod tests {
             load_err(&[("ENGINETOP_POOL", "fast")]),
             "ENGINETOP_POOL=\"fast\" is not a pool kind: expected one of simple, eigen, \
              chase-lev; unset it or set e.g. ENGINETOP_POOL=eigen"
+        );
+    }
+
+    #[test]
+    fn gpus_come_from_env_then_flag() {
+        let defaults = load(&[], &ConfigOverrides::default());
+        assert_eq!(defaults.gpus, GpuSelection::Auto);
+        let env = [("ENGINETOP_GPUS", "sim:2")];
+        assert_eq!(
+            load(&env, &ConfigOverrides::default()).gpus,
+            GpuSelection::Sim(2)
+        );
+        let flags = ConfigOverrides {
+            gpus: Some(GpuSelection::None),
+            ..Default::default()
+        };
+        assert_eq!(load(&env, &flags).gpus, GpuSelection::None);
+    }
+
+    #[test]
+    fn bad_gpus_names_the_forms_and_the_fix() {
+        assert_eq!(
+            load_err(&[("ENGINETOP_GPUS", "sim:0")]),
+            "ENGINETOP_GPUS=\"sim:0\" is not a GPU selection: expected none, auto, cuda or sim:N \
+             with N from 1 to 16 (sim:0 asks for no GPUs: use none); unset it or set e.g. \
+             ENGINETOP_GPUS=sim:1"
         );
     }
 

@@ -2,6 +2,7 @@
 //! device discovery. [`stream`] has the semantics; [`discover`] picks the backend.
 
 pub mod cuda;
+pub mod discover;
 mod queue;
 pub mod sim;
 pub mod stream;
