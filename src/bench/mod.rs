@@ -7,10 +7,12 @@
 //!
 //! - [`pool`]: spawn, tree, parallel_for, wake_hot and wake_cold on every pool kind and on
 //!   rayon, interleaved rep by rep.
+//! - [`gpu`]: a chain of dependent GPU ops with cross-stream events against a host sync per op.
 //! - [`stats`]: median and percentiles.
 //! - [`report`]: the JSON line format and the human table.
 #![forbid(unsafe_code)]
 
+pub mod gpu;
 pub mod pool;
 pub mod report;
 pub mod stats;
