@@ -7,6 +7,7 @@
 //!                        [--threads T] [--json] [--reps N]
 //!                        [--bench independent,chain,random_dag,wavefront,binary_tree] [--quick]
 //! enginetop workloads [WORKLOAD [--set NAME=VALUE]...]
+//! enginetop devices [--json] [--gpus none|auto|cuda|sim:N]
 //! ```
 //! New commands go in [`Command`], new benchmark families in [`BenchTarget`].
 use std::io::Write;
@@ -19,6 +20,9 @@ use clap::{Args, Parser, Subcommand};
 use enginetop::bench::engine::{self as engine_bench, EngineBenchConfig, EngineBenchResult, Shape};
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
 use enginetop::bench::report;
+use enginetop::config::{ConfigOverrides, RuntimeConfig};
+use enginetop::device::cuda;
+use enginetop::device::discover::{self, GpuSelection};
 use enginetop::engine::EngineKind;
 use enginetop::pool::PoolKind;
 use enginetop::workload;
@@ -29,6 +33,11 @@ use enginetop::workload;
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+
+    /// GPUs: none, auto (CUDA if usable, else one simulated GPU), cuda, or sim:N
+    /// [env: ENGINETOP_GPUS; default: auto].
+    #[arg(long, global = true, value_name = "none|auto|cuda|sim:N")]
+    gpus: Option<GpuSelection>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -37,6 +46,8 @@ enum Command {
     Bench(BenchArgs),
     /// List the shipped workloads, or load one (a name or a .toml path) and summarise it.
     Workloads(WorkloadsArgs),
+    /// List CPU and GPU devices, and which GPU backend `auto` picks.
+    Devices(DevicesArgs),
 }
 
 #[derive(Debug, Args)]
@@ -47,6 +58,13 @@ struct WorkloadsArgs {
     /// Override one of the workload's [params] (repeatable), e.g. --set batch=16.
     #[arg(long = "set", value_name = "NAME=VALUE", requires = "workload")]
     set: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct DevicesArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -263,6 +281,10 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    let overrides = ConfigOverrides {
+        gpus: cli.gpus,
+        ..Default::default()
+    };
     match cli.command {
         Some(Command::Bench(BenchArgs {
             target: BenchTarget::Pool(args),
@@ -271,8 +293,21 @@ fn run(cli: Cli) -> Result<()> {
             target: BenchTarget::Engine(args),
         })) => bench_engine(&args),
         Some(Command::Workloads(args)) => workloads(&args),
+        Some(Command::Devices(args)) => devices(&args, &overrides),
         None => Ok(()),
     }
+}
+
+/// `enginetop devices`: CPU cores and pools, GPUs per backend, what `auto` picks.
+fn devices(args: &DevicesArgs, overrides: &ConfigOverrides) -> Result<()> {
+    let config = RuntimeConfig::load(overrides)?;
+    let report = discover::devices_report(&config, &cuda::probe());
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
 }
 
 /// `enginetop bench pool`: JSON lines as each benchmark finishes, or a table at the end.

@@ -12,6 +12,8 @@
 //!    `MXNET_CPU_WORKER_NTHREADS`, `MXNET_CPU_PRIORITY_NTHREADS`, `MXNET_GPU_WORKER_NTHREADS`,
 //!    `MXNET_GPU_COPY_NTHREADS`), then ours (`ENGINETOP_ENGINE`, `ENGINETOP_CPU_WORKERS`, ...),
 //!    ours winning again;
+//!    `ENGINETOP_SPIN`, `ENGINETOP_MAX_THREADS`, `ENGINETOP_GPUS`; names in
+//!    [`env`](mod@env)). Ours win when both are set;
 //! 3. **explicit overrides** ([`ConfigOverrides`], what the command line passes; flag names in
 //!    [`flag`]).
 //!
@@ -44,6 +46,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::device::discover::{self, GpuSelection};
 use crate::engine::EngineKind;
 use crate::pool::{PoolKind, DEFAULT_MAX_THREADS};
 
@@ -84,6 +87,8 @@ pub mod env {
     pub const MXNET_GPU_COPY_NTHREADS: &str = "MXNET_GPU_COPY_NTHREADS";
     /// Our GPU copy workers per device; wins over [`MXNET_GPU_COPY_NTHREADS`].
     pub const ENGINETOP_GPU_COPY_WORKERS: &str = "ENGINETOP_GPU_COPY_WORKERS";
+    /// Which GPUs: `none`, `auto`, `cuda` or `sim:N`.
+    pub const ENGINETOP_GPUS: &str = "ENGINETOP_GPUS";
 }
 
 /// The command-line flags that fill [`ConfigOverrides`]; errors and warnings name them.
@@ -108,6 +113,8 @@ pub mod flag {
     pub const GPU_WORKERS: &str = "--gpu-workers";
     /// Sets [`ConfigOverrides::gpu_copy_workers`](super::ConfigOverrides::gpu_copy_workers).
     pub const GPU_COPY_WORKERS: &str = "--gpu-copy-workers";
+    /// Sets [`ConfigOverrides::gpus`](super::ConfigOverrides::gpus).
+    pub const GPUS: &str = "--gpus";
 }
 
 /// The largest `max_threads` we accept: pools allocate a slot per possible worker up front.
@@ -154,6 +161,8 @@ pub struct RuntimeConfig {
     pub gpu_workers: usize,
     /// Engine GPU copy workers per GPU; 0 = MXNet's default, 2.
     pub gpu_copy_workers: usize,
+    /// Which GPUs to use (`auto`: CUDA if usable, else one simulated GPU with a notice).
+    pub gpus: GpuSelection,
 }
 
 /// MXNet's default CPU priority pool size.
@@ -177,6 +186,7 @@ impl Default for RuntimeConfig {
             cpu_priority_workers: 0,
             gpu_workers: 0,
             gpu_copy_workers: 0,
+            gpus: GpuSelection::Auto,
         }
     }
 }
@@ -205,6 +215,8 @@ pub struct ConfigOverrides {
     pub gpu_workers: Option<usize>,
     /// `--gpu-copy-workers`.
     pub gpu_copy_workers: Option<usize>,
+    /// `--gpus`.
+    pub gpus: Option<GpuSelection>,
 }
 
 /// The engine's worker counts, `0` resolved.
@@ -295,6 +307,14 @@ impl RuntimeConfig {
             Ok,
         )?;
         config.load_engine_settings(&env_var, overrides)?;
+        config.gpus = layer(
+            config.gpus,
+            &env_var,
+            &[env::ENGINETOP_GPUS],
+            parse_gpus,
+            overrides.gpus,
+            Ok,
+        )?;
         config.allow_spinning = layer(
             config.allow_spinning,
             &env_var,
@@ -572,6 +592,14 @@ fn parse_engine_kind(setting: Origin, text: &str) -> Result<EngineKind, ConfigEr
     })
 }
 
+fn parse_gpus(setting: Origin, text: &str) -> Result<GpuSelection, ConfigError> {
+    GpuSelection::from_str(text).map_err(|err| ConfigError::NotAGpuSelection {
+        setting,
+        value: text.to_string(),
+        problem: err.problem,
+    })
+}
+
 fn parse_switch(setting: Origin, text: &str) -> Result<bool, ConfigError> {
     match text.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "on" | "yes" => Ok(true),
@@ -687,6 +715,19 @@ pub enum ConfigError {
         setting: Origin,
         /// What it held.
         value: String,
+    },
+    /// Not one of `none`, `auto`, `cuda`, `sim:N`.
+    #[error(
+        "{} is not a GPU selection: {}; {}",
+        .setting.assignment(.value), discover::expected(.problem), .setting.fix("sim:1")
+    )]
+    NotAGpuSelection {
+        /// The variable, flag or field.
+        setting: Origin,
+        /// What it held.
+        value: String,
+        /// What is wrong with it.
+        problem: String,
     },
     /// Not a boolean.
     #[error(
@@ -837,6 +878,7 @@ mod tests {
             intra_op_threads: Some(9),
             allow_spinning: Some(true),
             max_threads: Some(32),
+            gpus: Some(GpuSelection::None),
             ..Default::default()
         };
         let config = load(&env, &flags);
@@ -844,6 +886,7 @@ mod tests {
         assert_eq!((config.inter_op_threads, config.intra_op_threads), (1, 9));
         assert!(config.allow_spinning);
         assert_eq!(config.max_threads, 32);
+        assert_eq!(config.gpus, GpuSelection::None);
     }
 
     #[test]
@@ -1028,6 +1071,32 @@ mod tests {
             load_err(&[("ENGINETOP_POOL", "fast")]),
             "ENGINETOP_POOL=\"fast\" is not a pool kind: expected one of simple, eigen, \
              chase-lev; unset it or set e.g. ENGINETOP_POOL=eigen"
+        );
+    }
+
+    #[test]
+    fn gpus_come_from_env_then_flag() {
+        let defaults = load(&[], &ConfigOverrides::default());
+        assert_eq!(defaults.gpus, GpuSelection::Auto);
+        let env = [("ENGINETOP_GPUS", "sim:2")];
+        assert_eq!(
+            load(&env, &ConfigOverrides::default()).gpus,
+            GpuSelection::Sim(2)
+        );
+        let flags = ConfigOverrides {
+            gpus: Some(GpuSelection::None),
+            ..Default::default()
+        };
+        assert_eq!(load(&env, &flags).gpus, GpuSelection::None);
+    }
+
+    #[test]
+    fn bad_gpus_names_the_forms_and_the_fix() {
+        assert_eq!(
+            load_err(&[("ENGINETOP_GPUS", "sim:0")]),
+            "ENGINETOP_GPUS=\"sim:0\" is not a GPU selection: expected none, auto, cuda or sim:N \
+             with N from 1 to 16 (sim:0 asks for no GPUs: use none); unset it or set e.g. \
+             ENGINETOP_GPUS=sim:1"
         );
     }
 

@@ -8,7 +8,7 @@
 //! - [`engine`]: MXNet's dependency engine (naive, pooled, per-device) on our pools, with
 //!   errors that name the failing op, bulking, live worker counts and a profiler hook.
 //! - [`device`]: where engine ops execute: per-device CPU worker pools, the CPU priority pool,
-//!   and the GPU placeholder.
+//!   GPU streams with CUDA's semantics on real GPUs (cudarc) or a simulated one.
 //! - [`bench`]: the benchmarks `enginetop bench` runs.
 //! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
 //!   into a validated [`workload::Graph`], and the workloads shipped in the binary.

@@ -9,11 +9,13 @@
 //!   rayon, interleaved rep by rep.
 //! - [`engine`]: independent, chain, random_dag, wavefront and binary_tree on every engine
 //!   kind, each checked against a sequential run.
+//! - [`gpu`]: a chain of dependent GPU ops with cross-stream events against a host sync per op.
 //! - [`stats`]: median and percentiles.
 //! - [`report`]: the JSON line format and the human table.
 #![forbid(unsafe_code)]
 
 pub mod engine;
+pub mod gpu;
 pub mod pool;
 pub mod report;
 pub mod stats;
