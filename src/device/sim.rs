@@ -596,7 +596,7 @@ impl fmt::Debug for SimEvent {
 impl EventImpl for SimEvent {
     fn query(&self) -> bool {
         self.latest()
-            .map_or(true, |marker| marker.fired_at().is_some())
+            .is_none_or(|marker| marker.fired_at().is_some())
     }
 
     fn synchronize(&self) -> Result<(), StreamError> {
