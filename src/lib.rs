@@ -5,6 +5,9 @@
 //!   RunQueue + EventCount, and `chase-lev` over crossbeam's deques), live-resizable, with
 //!   per-worker counters, a cost-model `parallel_for`, and TensorFlow's inter-op / intra-op
 //!   pool configuration.
+//! - [`kernels`]: real op bodies (GEMM, convolution, normalization, pooling, element-wise, SGD)
+//!   on the CPU, parallelized through the intra-op pool's `parallel_for`, deterministic on
+//!   every pool and thread count.
 //! - [`bench`]: the benchmarks `enginetop bench` runs.
 //!
 //! Data flow (as the later parts land): workload file -> engine push -> device queue -> pool
@@ -14,5 +17,6 @@
 
 pub mod bench;
 pub mod config;
+pub mod kernels;
 pub mod pool;
 mod sync;
