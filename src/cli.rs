@@ -3,6 +3,7 @@
 //! ```text
 //! enginetop bench pool [--pool simple|eigen|chase-lev|rayon|all] [--threads T] [--json]
 //!                      [--reps N] [--bench spawn,tree,parallel_for,wake_hot,wake_cold] [--quick]
+//! enginetop bench gemm [--threads T] [--json] [--size N] [--reps N]
 //! ```
 //! New commands go in [`Command`], new benchmark families in [`BenchTarget`].
 use std::io::Write;
@@ -12,6 +13,7 @@ use anyhow::{Context, Result};
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 
+use enginetop::bench::gemm::{self as gemm_bench, GemmBenchConfig};
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
 use enginetop::bench::report;
 
@@ -39,6 +41,29 @@ struct BenchArgs {
 enum BenchTarget {
     /// Thread pool benchmarks: every pool kind and rayon, interleaved rep by rep.
     Pool(PoolBenchArgs),
+    /// This machine's square f32 GEMM peak in GFLOP/s through the intra-op pool.
+    Gemm(GemmBenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct GemmBenchArgs {
+    /// Workers of the intra-op pool (the GEMM is called from one of them).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: u16,
+
+    /// Print one JSON object instead of a line of text.
+    #[arg(long)]
+    json: bool,
+
+    /// Side of the square matrices.
+    #[arg(long, default_value_t = gemm_bench::DEFAULT_SIZE as u32,
+          value_parser = clap::value_parser!(u32).range(1..=16_384))]
+    size: u32,
+
+    /// Timed reps; the figure is over the median.
+    #[arg(long, default_value_t = gemm_bench::DEFAULT_REPS as u32,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    reps: u32,
 }
 
 /// Pool names `--pool` accepts: every pool kind, rayon, and `all`.
@@ -148,6 +173,9 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Bench(BenchArgs {
             target: BenchTarget::Pool(args),
         })) => bench_pool(&args),
+        Some(Command::Bench(BenchArgs {
+            target: BenchTarget::Gemm(args),
+        })) => bench_gemm(&args),
         None => Ok(()),
     }
 }
@@ -171,6 +199,32 @@ fn bench_pool(args: &PoolBenchArgs) -> Result<()> {
         print!("{}", report::table(&results));
     }
     Ok(())
+}
+
+/// `enginetop bench gemm`: one measurement, printed; at the default size it also refreshes the
+/// cached peak the workload summary reads.
+fn bench_gemm(args: &GemmBenchArgs) -> Result<()> {
+    let config = GemmBenchConfig {
+        threads: usize::from(args.threads),
+        size: args.size as usize,
+        reps: args.reps as usize,
+        ..GemmBenchConfig::new(usize::from(args.threads))
+    };
+    let peak = gemm_bench::run_gemm_bench(&config).context("the GEMM benchmark failed")?;
+    if config.size == gemm_bench::DEFAULT_SIZE {
+        if let Some(dir) = gemm_bench::default_cache_dir() {
+            // Best-effort, like the cache itself: a read-only home still gets its figure.
+            let _ = gemm_bench::store_in_cache(&dir, &peak);
+        }
+    }
+    let line = if args.json {
+        peak.json_line()
+    } else {
+        peak.text_line()
+    };
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}").context("writing to stdout")?;
+    stdout.flush().context("writing to stdout")
 }
 
 fn print_json_lines(results: &[BenchResult]) -> Result<()> {

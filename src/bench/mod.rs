@@ -7,10 +7,13 @@
 //!
 //! - [`pool`]: spawn, tree, parallel_for, wake_hot and wake_cold on every pool kind and on
 //!   rayon, interleaved rep by rep.
+//! - [`gemm`]: this machine's square `f32` GEMM peak through our kernels and intra-op pool,
+//!   measured on demand or read from a per-machine cache.
 //! - [`stats`]: median and percentiles.
 //! - [`report`]: the JSON line format and the human table.
 #![forbid(unsafe_code)]
 
+pub mod gemm;
 pub mod pool;
 pub mod report;
 pub mod stats;
