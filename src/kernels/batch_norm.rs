@@ -161,8 +161,33 @@ pub fn batch_norm_backward(
     expect_shape(KERNEL, "grad_gamma", &grads.grad_gamma.shape, &channels)?;
     expect_shape(KERNEL, "grad_beta", &grads.grad_beta.shape, &channels)?;
     let (x, dy) = (&input.data, &grad_output.data);
-    let cost = channel_cost(&geometry, 2.0, 4.0);
     let (grad_gamma, grad_beta) = (&mut grads.grad_gamma.data, &mut grads.grad_beta.data);
+    gamma_beta_grads(pool, &geometry, (x, dy), stats, (grad_gamma, grad_beta));
+    let sums = (&grads.grad_gamma.data[..], &grads.grad_beta.data[..]);
+    let slopes = ChannelSlopes {
+        gamma: &params.gamma.data,
+        stats,
+        sums,
+    };
+    input_grads(
+        pool,
+        &geometry,
+        (x, dy),
+        &slopes,
+        &mut grads.grad_input.data,
+    );
+    Ok(geometry.backward_work())
+}
+
+/// `dgamma_c = sum dy xhat` and `dbeta_c = sum dy`: one item per channel, in `f64`.
+fn gamma_beta_grads(
+    pool: &dyn ThreadPool,
+    geometry: &BatchNormGeometry,
+    (x, dy): (&[f32], &[f32]),
+    stats: &BatchStats,
+    (grad_gamma, grad_beta): (&mut [f32], &mut [f32]),
+) {
+    let cost = channel_cost(geometry, 2.0, 4.0);
     for_each_chunk_pair(
         pool,
         grad_gamma,
@@ -173,41 +198,49 @@ pub fn batch_norm_backward(
         |channel, dgamma, dbeta| {
             let (mean, inv_std) = (stats.mean.data[channel], stats.inv_std.data[channel]);
             let (mut sum_dy, mut sum_dy_xhat) = (0.0f64, 0.0f64);
-            for plane in channel_planes(&geometry, channel) {
+            for plane in channel_planes(geometry, channel) {
                 for (&x, &dy) in x[plane.clone()].iter().zip(&dy[plane]) {
                     sum_dy += f64::from(dy);
                     sum_dy_xhat += f64::from(dy) * f64::from((x - mean) * inv_std);
                 }
             }
-            dbeta[0] = sum_dy as f32;
-            dgamma[0] = sum_dy_xhat as f32;
+            (dgamma[0], dbeta[0]) = (sum_dy_xhat as f32, sum_dy as f32);
         },
     );
-    let count = (geometry.batch * geometry.pixels) as f32;
-    let (dgamma, dbeta) = (&grads.grad_gamma.data, &grads.grad_beta.data);
-    let cost = item_cost(
-        3.0 * geometry.pixels as f64,
-        geometry.pixels as f64,
-        5.0 * geometry.pixels as f64,
-        VECTOR_FLOPS_PER_CYCLE,
-    );
-    for_each_chunk(
-        pool,
-        &mut grads.grad_input.data,
-        geometry.pixels,
-        cost,
-        |plane_index, dx| {
-            let channel = plane_index % geometry.channels;
-            let (mean, inv_std) = (stats.mean.data[channel], stats.inv_std.data[channel]);
-            let factor = params.gamma.data[channel] * inv_std / count;
-            let plane = plane_index * geometry.pixels..(plane_index + 1) * geometry.pixels;
-            for ((dx, &x), &dy) in dx.iter_mut().zip(&x[plane.clone()]).zip(&dy[plane]) {
-                let xhat = (x - mean) * inv_std;
-                *dx = factor * (count * dy - dbeta[channel] - xhat * dgamma[channel]);
-            }
-        },
-    );
-    Ok(geometry.backward_work())
+}
+
+/// What the input gradient of a channel needs: `gamma`, the saved statistics, and the sums
+/// `(dgamma, dbeta)` the first backward pass made.
+struct ChannelSlopes<'a> {
+    gamma: &'a [f32],
+    stats: &'a BatchStats,
+    sums: (&'a [f32], &'a [f32]),
+}
+
+/// `dx = gamma inv_std / M (M dy - dbeta - xhat dgamma)`: one item per (image, channel) plane.
+fn input_grads(
+    pool: &dyn ThreadPool,
+    geometry: &BatchNormGeometry,
+    (x, dy): (&[f32], &[f32]),
+    slopes: &ChannelSlopes<'_>,
+    grad_input: &mut [f32],
+) {
+    let pixels = geometry.pixels;
+    let count = (geometry.batch * pixels) as f32;
+    let values = pixels as f64;
+    let cost = item_cost(3.0 * values, values, 5.0 * values, VECTOR_FLOPS_PER_CYCLE);
+    for_each_chunk(pool, grad_input, pixels, cost, |plane_index, dx| {
+        let channel = plane_index % geometry.channels;
+        let stats = slopes.stats;
+        let (mean, inv_std) = (stats.mean.data[channel], stats.inv_std.data[channel]);
+        let (dgamma, dbeta) = (slopes.sums.0[channel], slopes.sums.1[channel]);
+        let factor = slopes.gamma[channel] * inv_std / count;
+        let plane = plane_index * pixels..(plane_index + 1) * pixels;
+        for ((dx, &x), &dy) in dx.iter_mut().zip(&x[plane.clone()]).zip(&dy[plane]) {
+            let xhat = (x - mean) * inv_std;
+            *dx = factor * (count * dy - dbeta - xhat * dgamma);
+        }
+    });
 }
 
 /// The index ranges of channel `channel`'s planes, image by image.

@@ -60,37 +60,8 @@ pub fn layer_norm_backward(
     expect_shape(KERNEL, "grad_beta", &grads.grad_beta.shape, &[cols])?;
     let stats = all_row_stats(pool, &input.data, rows, cols, params.epsilon);
     let (x, dy) = (&input.data, &grad_output.data);
-    let cost = item_cost(
-        2.0 * (rows * COLUMN_BLOCK) as f64,
-        2.0 * COLUMN_BLOCK as f64,
-        4.0 * (rows * COLUMN_BLOCK) as f64,
-        VECTOR_FLOPS_PER_CYCLE,
-    );
     let (dgamma, dbeta) = (&mut grads.grad_gamma.data, &mut grads.grad_beta.data);
-    for_each_chunk_pair(
-        pool,
-        dgamma,
-        COLUMN_BLOCK,
-        dbeta,
-        COLUMN_BLOCK,
-        cost,
-        |block, dgamma, dbeta| {
-            let first = block * COLUMN_BLOCK;
-            let mut sums = vec![(0.0f64, 0.0f64); dgamma.len()];
-            for (row, &(mean, inv_std)) in stats.iter().enumerate() {
-                let start = row * cols + first;
-                for ((sum, &x), &dy) in sums.iter_mut().zip(&x[start..]).zip(&dy[start..]) {
-                    sum.0 += f64::from(dy) * f64::from((x - mean) * inv_std);
-                    sum.1 += f64::from(dy);
-                }
-            }
-            for ((dgamma, dbeta), (sum_dy_xhat, sum_dy)) in
-                dgamma.iter_mut().zip(dbeta.iter_mut()).zip(sums)
-            {
-                (*dgamma, *dbeta) = (sum_dy_xhat as f32, sum_dy as f32);
-            }
-        },
-    );
+    column_grads(pool, (x, dy), cols, &stats, (dgamma, dbeta));
     for_each_row(
         pool,
         &mut grads.grad_input.data,
@@ -103,6 +74,47 @@ pub fn layer_norm_backward(
     );
     let values = input.len() as f64;
     Ok(Work::new(15.0 * values, 5.0 * values))
+}
+
+/// `dgamma_j = sum_rows dy xhat` and `dbeta_j = sum_rows dy`: one item per block of
+/// [`COLUMN_BLOCK`] columns, adding the rows in index order in `f64`.
+fn column_grads(
+    pool: &dyn ThreadPool,
+    (x, dy): (&[f32], &[f32]),
+    cols: usize,
+    stats: &[(f32, f32)],
+    (grad_gamma, grad_beta): (&mut [f32], &mut [f32]),
+) {
+    let values = (stats.len() * COLUMN_BLOCK) as f64;
+    let cost = item_cost(
+        2.0 * values,
+        2.0 * COLUMN_BLOCK as f64,
+        4.0 * values,
+        VECTOR_FLOPS_PER_CYCLE,
+    );
+    let block_len = COLUMN_BLOCK;
+    for_each_chunk_pair(
+        pool,
+        grad_gamma,
+        block_len,
+        grad_beta,
+        block_len,
+        cost,
+        |block, dgamma, dbeta| {
+            let first = block * COLUMN_BLOCK;
+            let mut sums = vec![(0.0f64, 0.0f64); dgamma.len()];
+            for (row, &(mean, inv_std)) in stats.iter().enumerate() {
+                let start = row * cols + first;
+                for ((sum, &x), &dy) in sums.iter_mut().zip(&x[start..]).zip(&dy[start..]) {
+                    sum.0 += f64::from(dy) * f64::from((x - mean) * inv_std);
+                    sum.1 += f64::from(dy);
+                }
+            }
+            for ((dgamma, dbeta), (sum_dy_xhat, sum_dy)) in dgamma.iter_mut().zip(dbeta).zip(sums) {
+                (*dgamma, *dbeta) = (sum_dy_xhat as f32, sum_dy as f32);
+            }
+        },
+    );
 }
 
 /// `(rows, cols)` of a layer-norm input, with `gamma` and `beta` checked to have `cols` values.

@@ -9,8 +9,8 @@
 //! | [`batch_norm`] | [`batch_norm_inference`], [`batch_norm_train`] | [`batch_norm_backward`] |
 //! | [`elementwise`] | [`relu`], [`add`] | [`relu_backward`] (add's gradient is its input) |
 //! | [`pooling`] | [`max_pool`], [`global_avg_pool`] | [`max_pool_backward`], [`global_avg_pool_backward`] |
-//! | [`softmax`] | [`softmax`](fn@softmax) (row-wise) | [`softmax_cross_entropy_backward`] |
-//! | [`layer_norm`] | [`layer_norm`](fn@layer_norm) | [`layer_norm_backward`] |
+//! | [`softmax`](mod@softmax) | [`softmax`](fn@softmax) (row-wise) | [`softmax_cross_entropy_backward`] |
+//! | [`layer_norm`](mod@layer_norm) | [`layer_norm`](fn@layer_norm) | [`layer_norm_backward`] |
 //! | [`sgd`] | [`sgd_update`] (plain or with momentum) | - |
 //!
 //! That is enough for a ResNet-like training step (conv, batch-norm, relu, residual add, pooling,

@@ -11,7 +11,7 @@
 //! (`Parallelism::None`) on the block's rows of `A` and all of `B`, its whole `k` loop inside.
 //! The same block is always computed by the same call on the same data, so `C` is bitwise the
 //! same on every pool and thread count. An item costs `2 * rows * n * k` flops at
-//! [`GEMM_FLOPS_PER_CYCLE`](super::par::GEMM_FLOPS_PER_CYCLE) plus its reads and writes.
+//! [`super::par::GEMM_FLOPS_PER_CYCLE`] plus its reads and writes.
 //!
 //! The `gemm` crate's API is `unsafe` (raw pointers and strides); the one call to it is in
 //! `call.rs`, which checks every view against its slice first. This file is safe code.
