@@ -28,7 +28,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bench::stats::median;
@@ -36,7 +35,7 @@ use crate::kernels::gemm::{gemm, GemmSpec};
 use crate::kernels::{KernelError, Tensor};
 use crate::pool::barrier::Barrier;
 use crate::pool::{Pool, PoolError, PoolKind, PoolOptions};
-use crate::sync::Mutex;
+use crate::sync::{Arc, Mutex};
 
 /// Matrix side when none is given.
 pub const DEFAULT_SIZE: usize = 1024;
