@@ -35,13 +35,15 @@
 //! up in the pool's counters.
 //!
 //! # Determinism
-//! Every result is bitwise identical on every pool kind and thread count. An item is computed
-//! by one thread, start to finish, by the same sequential code whatever thread runs it, and the
-//! item partition never depends on the thread count. Reductions follow from that: a sum lies
-//! either inside one item (a softmax row, a channel's batch statistics, one block of GEMM rows
-//! with its whole `k` loop) or is accumulated item by item in a fixed order (the weight
-//! gradient of a convolution sums the images in order inside each block of weight rows). No
-//! kernel combines partial sums in the order threads happen to finish.
+//! Every result is bitwise identical on every pool kind and thread count (on one machine: the
+//! `gemm` crate picks its SIMD kernels at run time, so an AVX2 machine and an AVX-512 one may
+//! differ in the last bits). An item is computed by one thread, start to finish, by the same
+//! sequential code whatever thread runs it, and the item partition never depends on the
+//! thread count. Reductions follow from that: a sum lies either inside one item (a softmax
+//! row, a channel's batch statistics, one block of GEMM rows with its whole `k` loop) or is
+//! accumulated item by item in a fixed order (the weight gradient of a convolution sums the
+//! images in order inside each block of weight rows). No kernel combines partial sums in the
+//! order threads happen to finish.
 //!
 //! # Cost of a call
 //! Every kernel returns the [`Work`] it did (floating-point operations and bytes moved), and
