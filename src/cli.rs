@@ -8,6 +8,7 @@
 //!                        [--bench independent,chain,random_dag,wavefront,binary_tree] [--quick]
 //! enginetop workloads [WORKLOAD [--set NAME=VALUE]...]
 //! enginetop devices [--json] [--gpus none|auto|cuda|sim:N]
+//! enginetop bench gemm [--threads T] [--json] [--size N] [--reps N]
 //! ```
 //! New commands go in [`Command`], new benchmark families in [`BenchTarget`].
 use std::io::Write;
@@ -18,6 +19,7 @@ use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 
 use enginetop::bench::engine::{self as engine_bench, EngineBenchConfig, EngineBenchResult, Shape};
+use enginetop::bench::gemm::{self as gemm_bench, GemmBenchConfig};
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
 use enginetop::bench::report;
 use enginetop::config::{ConfigOverrides, RuntimeConfig};
@@ -80,6 +82,8 @@ enum BenchTarget {
     /// Dependency engine benchmarks: every engine, interleaved rep by rep, checked against a
     /// sequential run.
     Engine(EngineBenchArgs),
+    /// This machine's square f32 GEMM peak in GFLOP/s through the intra-op pool.
+    Gemm(GemmBenchArgs),
 }
 
 fn engine_choices() -> Vec<&'static str> {
@@ -176,6 +180,27 @@ impl EngineBenchArgs {
         }
         Ok(shapes)
     }
+}
+
+#[derive(Debug, Args)]
+struct GemmBenchArgs {
+    /// Workers of the intra-op pool (the GEMM is called from one of them).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: u16,
+
+    /// Print one JSON object instead of a line of text.
+    #[arg(long)]
+    json: bool,
+
+    /// Side of the square matrices.
+    #[arg(long, default_value_t = gemm_bench::DEFAULT_SIZE as u32,
+          value_parser = clap::value_parser!(u32).range(1..=16_384))]
+    size: u32,
+
+    /// Timed reps; the figure is over the median.
+    #[arg(long, default_value_t = gemm_bench::DEFAULT_REPS as u32,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    reps: u32,
 }
 
 /// Pool names `--pool` accepts: every pool kind, rayon, and `all`.
@@ -294,6 +319,9 @@ fn run(cli: Cli) -> Result<()> {
         })) => bench_engine(&args),
         Some(Command::Workloads(args)) => workloads(&args),
         Some(Command::Devices(args)) => devices(&args, &overrides),
+        Some(Command::Bench(BenchArgs {
+            target: BenchTarget::Gemm(args),
+        })) => bench_gemm(&args),
         None => Ok(()),
     }
 }
@@ -379,6 +407,32 @@ fn workloads(args: &WorkloadsArgs) -> Result<()> {
     let graph = workload::load_spec(spec, &overrides)?;
     print!("{}", workload::summary(&graph));
     Ok(())
+}
+
+/// `enginetop bench gemm`: one measurement, printed; at the default size it also refreshes the
+/// cached peak the workload summary reads.
+fn bench_gemm(args: &GemmBenchArgs) -> Result<()> {
+    let config = GemmBenchConfig {
+        threads: usize::from(args.threads),
+        size: args.size as usize,
+        reps: args.reps as usize,
+        ..GemmBenchConfig::new(usize::from(args.threads))
+    };
+    let peak = gemm_bench::run_gemm_bench(&config).context("the GEMM benchmark failed")?;
+    if config.size == gemm_bench::DEFAULT_SIZE {
+        if let Some(dir) = gemm_bench::default_cache_dir() {
+            // Best-effort, like the cache itself: a read-only home still gets its figure.
+            let _ = gemm_bench::store_in_cache(&dir, &peak);
+        }
+    }
+    let line = if args.json {
+        peak.json_line()
+    } else {
+        peak.text_line()
+    };
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}").context("writing to stdout")?;
+    stdout.flush().context("writing to stdout")
 }
 
 fn print_json_lines(results: &[BenchResult]) -> Result<()> {

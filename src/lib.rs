@@ -9,6 +9,9 @@
 //!   errors that name the failing op, bulking, live worker counts and a profiler hook.
 //! - [`device`]: where engine ops execute: per-device CPU worker pools, the CPU priority pool,
 //!   GPU streams with CUDA's semantics on real GPUs (cudarc) or a simulated one.
+//! - [`kernels`]: real op bodies (GEMM, convolution, normalization, pooling, element-wise, SGD)
+//!   on the CPU, parallelized through the intra-op pool's `parallel_for`, deterministic on
+//!   every pool and thread count.
 //! - [`bench`]: the benchmarks `enginetop bench` runs.
 //! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
 //!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
@@ -22,6 +25,7 @@ pub mod bench;
 pub mod config;
 pub mod device;
 pub mod engine;
+pub mod kernels;
 pub mod pool;
 mod sync;
 pub mod workload;

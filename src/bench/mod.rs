@@ -10,11 +10,14 @@
 //! - [`engine`]: independent, chain, random_dag, wavefront and binary_tree on every engine
 //!   kind, each checked against a sequential run.
 //! - [`gpu`]: a chain of dependent GPU ops with cross-stream events against a host sync per op.
+//! - [`gemm`]: this machine's square `f32` GEMM peak through our kernels and intra-op pool,
+//!   measured on demand or read from a per-machine cache.
 //! - [`stats`]: median and percentiles.
 //! - [`report`]: the JSON line format and the human table.
 #![forbid(unsafe_code)]
 
 pub mod engine;
+pub mod gemm;
 pub mod gpu;
 pub mod pool;
 pub mod report;

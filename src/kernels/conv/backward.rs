@@ -1,0 +1,236 @@
+//! The gradients of [`conv2d`](super::conv2d): with respect to its input (GEMM + col2im)
+//! and to its weight (im2col + GEMM summed over images, then a transpose).
+#![forbid(unsafe_code)]
+
+use super::im2col::{col2im_plane, im2col_batch};
+use super::{Conv2dGeometry, Conv2dParams};
+use crate::kernels::error::{expect_shape, KernelError};
+use crate::kernels::gemm::{gemm_single_threaded, rows_per_block, GemmShape, MatView};
+use crate::kernels::par::{
+    for_each_chunk, for_each_nested_chunk, item_cost, GEMM_FLOPS_PER_CYCLE, VECTOR_FLOPS_PER_CYCLE,
+};
+use crate::kernels::tensor::Tensor;
+use crate::kernels::work::Work;
+use crate::pool::parallel_for::Cost;
+use crate::pool::ThreadPool;
+
+/// `grad_input = d loss / d input` of a convolution, from `grad_output` (the output's shape)
+/// and `weight`; `grad_input` must have the input's shape, which it also defines.
+pub fn conv2d_backward_data(
+    pool: &dyn ThreadPool,
+    grad_output: &Tensor,
+    weight: &Tensor,
+    params: Conv2dParams,
+    grad_input: &mut Tensor,
+) -> Result<Work, KernelError> {
+    let geometry = Conv2dGeometry::new(&grad_input.shape, &weight.shape, params)
+        .map_err(|error| rename(error, "conv2d_backward_data"))?;
+    let expected = geometry.output_shape();
+    expect_shape(
+        "conv2d_backward_data",
+        "grad_output",
+        &grad_output.shape,
+        &expected,
+    )?;
+    let dcols = weight_transpose_times(pool, &geometry, &weight.data, &grad_output.data);
+    col2im_batch(pool, &geometry, &dcols, &mut grad_input.data);
+    Ok(geometry.backward_data_work())
+}
+
+/// `dcols_n = W^T dY_n` for every image: one item per (image, block of `dcols` rows).
+fn weight_transpose_times(
+    pool: &dyn ThreadPool,
+    geometry: &Conv2dGeometry,
+    weight: &[f32],
+    grad_output: &[f32],
+) -> Vec<f32> {
+    let g = geometry;
+    let (patch, pixels, channels) = (g.patch_len(), g.out_pixels(), g.out_channels);
+    let shape = GemmShape {
+        m: patch,
+        n: pixels,
+        k: channels,
+    };
+    let block = rows_per_block(shape);
+    let mut dcols = vec![0.0; g.batch * g.cols_per_image()];
+    let cost = gemm_item_cost(block, pixels, channels);
+    let image_len = g.cols_per_image();
+    for_each_nested_chunk(
+        pool,
+        &mut dcols,
+        image_len,
+        block * pixels,
+        cost,
+        |image, index, out| {
+            let first_row = index * block;
+            let rows = out.len() / pixels;
+            // W is C_out x patch; W^T's (row r, column c) is W[c * patch + r].
+            let weight_t_rows = MatView {
+                data: &weight[first_row..],
+                row_stride: 1,
+                col_stride: patch,
+            };
+            let image_grad = MatView {
+                data: &grad_output[image * channels * pixels..(image + 1) * channels * pixels],
+                row_stride: pixels,
+                col_stride: 1,
+            };
+            gemm_single_threaded(
+                (rows, pixels, channels),
+                weight_t_rows,
+                image_grad,
+                out,
+                1.0,
+                0.0,
+            );
+        },
+    );
+    dcols
+}
+
+/// Adds every image's `dcols` back onto its pixels: one item per (image, channel) plane.
+fn col2im_batch(
+    pool: &dyn ThreadPool,
+    geometry: &Conv2dGeometry,
+    dcols: &[f32],
+    grad_input: &mut [f32],
+) {
+    let g = geometry;
+    let plane_cols = g.kernel_area() * g.out_pixels();
+    let cost = item_cost(
+        plane_cols as f64,
+        g.in_pixels() as f64,
+        plane_cols as f64,
+        VECTOR_FLOPS_PER_CYCLE,
+    );
+    for_each_chunk(
+        pool,
+        grad_input,
+        g.in_pixels(),
+        cost,
+        |plane_index, plane| {
+            let cols = &dcols[plane_index * plane_cols..(plane_index + 1) * plane_cols];
+            col2im_plane(g, cols, plane);
+        },
+    );
+}
+
+/// `grad_weight = d loss / d weight` of a convolution, from its `input` and `grad_output`;
+/// `grad_weight` must have the weight's shape, which it also defines.
+pub fn conv2d_backward_weights(
+    pool: &dyn ThreadPool,
+    input: &Tensor,
+    grad_output: &Tensor,
+    params: Conv2dParams,
+    grad_weight: &mut Tensor,
+) -> Result<Work, KernelError> {
+    let geometry = Conv2dGeometry::new(&input.shape, &grad_weight.shape, params)
+        .map_err(|error| rename(error, "conv2d_backward_weights"))?;
+    let expected = geometry.output_shape();
+    expect_shape(
+        "conv2d_backward_weights",
+        "grad_output",
+        &grad_output.shape,
+        &expected,
+    )?;
+    let cols = im2col_batch(pool, &geometry, &input.data);
+    let grad_weight_t = cols_times_grad_transposed(pool, &geometry, &cols, &grad_output.data);
+    transpose_into(
+        pool,
+        &grad_weight_t,
+        geometry.patch_len(),
+        &mut grad_weight.data,
+    );
+    Ok(geometry.backward_weights_work())
+}
+
+/// `dW^T = sum_n cols_n dY_n^T` (`patch x C_out`): one item per block of rows, each adding the
+/// images in order, so the sum does not depend on threads.
+fn cols_times_grad_transposed(
+    pool: &dyn ThreadPool,
+    geometry: &Conv2dGeometry,
+    cols: &[f32],
+    grad_output: &[f32],
+) -> Vec<f32> {
+    let g = geometry;
+    let (patch, pixels, channels) = (g.patch_len(), g.out_pixels(), g.out_channels);
+    let shape = GemmShape {
+        m: patch,
+        n: channels,
+        k: pixels,
+    };
+    let block = rows_per_block(shape);
+    let mut grad_weight_t = vec![0.0; patch * channels];
+    let images = g.batch as f64;
+    let one_image = gemm_item_cost(block, channels, pixels);
+    let cost = Cost {
+        bytes_loaded: one_image.bytes_loaded * images,
+        bytes_stored: one_image.bytes_stored * images,
+        compute_cycles: one_image.compute_cycles * images,
+    };
+    for_each_chunk(
+        pool,
+        &mut grad_weight_t,
+        block * channels,
+        cost,
+        |index, out| {
+            let first_row = index * block;
+            let rows = out.len() / channels.max(1);
+            for image in 0..g.batch {
+                let image_cols =
+                    &cols[image * g.cols_per_image()..(image + 1) * g.cols_per_image()];
+                let col_rows = MatView {
+                    data: &image_cols[first_row * pixels..],
+                    row_stride: pixels,
+                    col_stride: 1,
+                };
+                // dY_n is C_out x pixels; its transpose's (row p, column c) is dY_n[c * pixels + p].
+                let image_grad_t = MatView {
+                    data: &grad_output[image * channels * pixels..(image + 1) * channels * pixels],
+                    row_stride: 1,
+                    col_stride: pixels,
+                };
+                let beta = if image == 0 { 0.0 } else { 1.0 };
+                gemm_single_threaded(
+                    (rows, channels, pixels),
+                    col_rows,
+                    image_grad_t,
+                    out,
+                    1.0,
+                    beta,
+                );
+            }
+        },
+    );
+    grad_weight_t
+}
+
+/// `out (cols x rows) = source (rows x cols)^T`, one item per row of `out`.
+fn transpose_into(pool: &dyn ThreadPool, source: &[f32], rows: usize, out: &mut [f32]) {
+    let cols = out.len() / rows.max(1);
+    let cost = item_cost(rows as f64, rows as f64, 0.0, VECTOR_FLOPS_PER_CYCLE);
+    for_each_chunk(pool, out, rows, cost, |col, out_row| {
+        for (row, value) in out_row.iter_mut().enumerate() {
+            *value = source[row * cols + col];
+        }
+    });
+}
+
+/// The cost of one GEMM item of `rows x n`, inner dimension `k`.
+fn gemm_item_cost(rows: usize, n: usize, k: usize) -> Cost {
+    let (rows, n, k) = (rows as f64, n as f64, k as f64);
+    item_cost(
+        rows * k + k * n,
+        rows * n,
+        2.0 * rows * n * k,
+        GEMM_FLOPS_PER_CYCLE,
+    )
+}
+
+/// `error` as reported by `kernel` instead of by `conv2d`.
+fn rename(error: KernelError, kernel: &'static str) -> KernelError {
+    match error {
+        KernelError::Shape { detail, .. } => KernelError::Shape { kernel, detail },
+        other => other,
+    }
+}

@@ -1,0 +1,93 @@
+//! [`conv2d`]: im2col, then one GEMM per (image, block of output channels).
+#![forbid(unsafe_code)]
+
+use super::im2col::im2col_batch;
+use super::{Conv2dGeometry, Conv2dParams};
+use crate::kernels::error::{expect_shape, KernelError};
+use crate::kernels::gemm::{gemm_single_threaded, MatView};
+use crate::kernels::par::{for_each_nested_chunk, item_cost, GEMM_FLOPS_PER_CYCLE};
+use crate::kernels::tensor::Tensor;
+use crate::kernels::work::Work;
+use crate::pool::ThreadPool;
+
+/// `output = conv2d(input, weight)` with `params`' stride and padding; `output` must have
+/// [`Conv2dGeometry::output_shape`].
+///
+/// ```
+/// use enginetop::kernels::{conv2d, Conv2dParams, Tensor};
+/// use enginetop::pool::{Pool, PoolKind, PoolOptions};
+/// let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "doc")).unwrap();
+/// let input = Tensor::filled(&[1, 2, 4, 4], 1.0);
+/// let weight = Tensor::filled(&[3, 2, 3, 3], 0.5);
+/// let mut output = Tensor::zeros(&[1, 3, 2, 2]);
+/// conv2d(pool.as_dyn(), &input, &weight, Conv2dParams::default(), &mut output).unwrap();
+/// assert!(output.data.iter().all(|&v| v == 9.0)); // 2 channels x 9 taps x 0.5
+/// ```
+pub fn conv2d(
+    pool: &dyn ThreadPool,
+    input: &Tensor,
+    weight: &Tensor,
+    params: Conv2dParams,
+    output: &mut Tensor,
+) -> Result<Work, KernelError> {
+    let geometry = Conv2dGeometry::new(&input.shape, &weight.shape, params)?;
+    expect_shape(
+        "conv2d",
+        "the output",
+        &output.shape,
+        &geometry.output_shape(),
+    )?;
+    let cols = im2col_batch(pool, &geometry, &input.data);
+    multiply_by_weight(pool, &geometry, &weight.data, &cols, &mut output.data);
+    Ok(geometry.forward_work())
+}
+
+/// `Y_n = W cols_n` for every image `n`, one item per (image, block of output channels).
+fn multiply_by_weight(
+    pool: &dyn ThreadPool,
+    geometry: &Conv2dGeometry,
+    weight: &[f32],
+    cols: &[f32],
+    output: &mut [f32],
+) {
+    let g = geometry;
+    let (patch, pixels) = (g.patch_len(), g.out_pixels());
+    let block = g.out_channel_block();
+    let (block_f, patch_f, pixels_f) = (block as f64, patch as f64, pixels as f64);
+    let cost = item_cost(
+        block_f * patch_f + patch_f * pixels_f,
+        block_f * pixels_f,
+        2.0 * block_f * patch_f * pixels_f,
+        GEMM_FLOPS_PER_CYCLE,
+    );
+    let image_len = g.out_channels * pixels;
+    for_each_nested_chunk(
+        pool,
+        output,
+        image_len,
+        block * pixels,
+        cost,
+        |image, index, out| {
+            let first_channel = index * block;
+            let channels = out.len() / pixels;
+            let weight_rows = MatView {
+                data: &weight[first_channel * patch..],
+                row_stride: patch,
+                col_stride: 1,
+            };
+            let image_cols = MatView {
+                data: &cols[image * g.cols_per_image()..(image + 1) * g.cols_per_image()],
+                row_stride: pixels,
+                col_stride: 1,
+            };
+            gemm_single_threaded(
+                (channels, pixels, patch),
+                weight_rows,
+                image_cols,
+                out,
+                1.0,
+                0.0,
+            );
+        },
+    );
+}

@@ -1,0 +1,139 @@
+//! im2col and col2im for one (image, channel) plane, and im2col of a whole batch.
+//!
+//! A plane's columns are `kh kw` rows (kernel row, kernel column) of `H_out W_out` values: row
+//! `(ky, kx)`, column `(oy, ox)` holds input pixel `(oy s + ky - p, ox s + kx - p)`, or 0 in
+//! the padding. Stacking the planes of an image channel by channel gives that image's
+//! `(C_in kh kw) x (H_out W_out)` column matrix, whose row order matches the weight's.
+#![forbid(unsafe_code)]
+
+use super::Conv2dGeometry;
+use crate::kernels::par::{for_each_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE};
+use crate::pool::ThreadPool;
+
+/// The input coordinate that output coordinate `out` reads at kernel offset `offset`, or
+/// `None` in the padding.
+fn source_index(
+    out: usize,
+    offset: usize,
+    stride: usize,
+    padding: usize,
+    size: usize,
+) -> Option<usize> {
+    (out * stride + offset)
+        .checked_sub(padding)
+        .filter(|&index| index < size)
+}
+
+/// Fills `cols` (`kh kw` rows of `H_out W_out`) from one input `plane` (`H x W`).
+pub(super) fn im2col_plane(geometry: &Conv2dGeometry, plane: &[f32], cols: &mut [f32]) {
+    let g = geometry;
+    let (stride, padding) = (g.params.stride, g.params.padding);
+    let mut rows = cols.chunks_exact_mut(g.out_pixels());
+    for ky in 0..g.kernel_h {
+        for kx in 0..g.kernel_w {
+            let row = rows.next().expect("cols holds kh * kw rows");
+            for (oy, out_row) in row.chunks_exact_mut(g.out_width).enumerate() {
+                let Some(iy) = source_index(oy, ky, stride, padding, g.height) else {
+                    out_row.fill(0.0);
+                    continue;
+                };
+                let in_row = &plane[iy * g.width..(iy + 1) * g.width];
+                for (ox, value) in out_row.iter_mut().enumerate() {
+                    *value =
+                        source_index(ox, kx, stride, padding, g.width).map_or(0.0, |ix| in_row[ix]);
+                }
+            }
+        }
+    }
+}
+
+/// Sets `plane` (`H x W`) to the sum of every column value of `cols` that came from each
+/// pixel, adding in the fixed order (ky, kx, oy, ox).
+pub(super) fn col2im_plane(geometry: &Conv2dGeometry, cols: &[f32], plane: &mut [f32]) {
+    let g = geometry;
+    let (stride, padding) = (g.params.stride, g.params.padding);
+    plane.fill(0.0);
+    let mut rows = cols.chunks_exact(g.out_pixels());
+    for ky in 0..g.kernel_h {
+        for kx in 0..g.kernel_w {
+            let row = rows.next().expect("cols holds kh * kw rows");
+            for (oy, out_row) in row.chunks_exact(g.out_width).enumerate() {
+                let Some(iy) = source_index(oy, ky, stride, padding, g.height) else {
+                    continue;
+                };
+                let in_row = &mut plane[iy * g.width..(iy + 1) * g.width];
+                for (ox, value) in out_row.iter().enumerate() {
+                    if let Some(ix) = source_index(ox, kx, stride, padding, g.width) {
+                        in_row[ix] += value;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The column matrices of every image of `input`, image after image: one `parallel_for`
+/// item per (image, channel) plane.
+pub(super) fn im2col_batch(
+    pool: &dyn ThreadPool,
+    geometry: &Conv2dGeometry,
+    input: &[f32],
+) -> Vec<f32> {
+    let g = geometry;
+    let plane_cols = g.kernel_area() * g.out_pixels();
+    let mut cols = vec![0.0; g.batch * g.cols_per_image()];
+    let cost = item_cost(
+        plane_cols as f64,
+        plane_cols as f64,
+        0.0,
+        VECTOR_FLOPS_PER_CYCLE,
+    );
+    let in_plane = g.in_pixels();
+    for_each_chunk(
+        pool,
+        &mut cols,
+        plane_cols,
+        cost,
+        |plane_index, plane_cols| {
+            let plane = &input[plane_index * in_plane..(plane_index + 1) * in_plane];
+            im2col_plane(g, plane, plane_cols);
+        },
+    );
+    cols
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::Conv2dParams;
+
+    fn geometry(size: usize, kernel: usize, stride: usize, padding: usize) -> Conv2dGeometry {
+        let params = Conv2dParams { stride, padding };
+        Conv2dGeometry::new(&[1, 1, size, size], &[1, 1, kernel, kernel], params).unwrap()
+    }
+
+    #[test]
+    fn im2col_of_a_padded_3x3_reads_zeros_at_the_border() {
+        let g = geometry(3, 3, 1, 1);
+        let plane: Vec<f32> = (1..=9).map(|v| v as f32).collect();
+        let mut cols = vec![f32::NAN; 9 * 9];
+        im2col_plane(&g, &plane, &mut cols);
+        // Row (ky=1, kx=1) is the centre tap: the image itself.
+        assert_eq!(&cols[4 * 9..5 * 9], plane.as_slice());
+        // Row (0, 0) shifts down-right: output (0, 0) reads the padding, (1, 1) reads pixel 1.
+        assert_eq!(cols[0], 0.0);
+        assert_eq!(cols[4], 1.0);
+    }
+
+    #[test]
+    fn col2im_counts_how_often_each_pixel_is_read() {
+        let g = geometry(4, 3, 1, 0);
+        let cols = vec![1.0; 9 * 4];
+        let mut plane = vec![f32::NAN; 16];
+        col2im_plane(&g, &cols, &mut plane);
+        // A 3x3 kernel over a 4x4 image: corners are read once, the centre four times four.
+        assert_eq!(plane[0], 1.0);
+        assert_eq!(plane[5], 4.0);
+        assert_eq!(plane[1], 2.0);
+    }
+}

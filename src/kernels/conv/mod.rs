@@ -1,0 +1,293 @@
+//! 2-D convolution as im2col + GEMM, forward and both gradients.
+//!
+//! # Layout
+//! Input and output are NCHW; the weight is `(out channels, in channels, kernel h, kernel w)`,
+//! which read row-major is the `C_out x (C_in kh kw)` matrix a GEMM wants. No bias (a
+//! convolution followed by batch-norm needs none). Stride and zero padding are the same in
+//! both directions: `out = (in + 2 padding - kernel) / stride + 1`.
+//!
+//! # How each direction runs (all through the intra-op pool)
+//! - [`conv2d`]: im2col unrolls every image into `cols` (`C_in kh kw` rows, one column per
+//!   output pixel), one `parallel_for` item per (image, input channel). Then for each image
+//!   `Y_n = W cols_n`, one item per (image, block of output channels).
+//! - [`conv2d_backward_data`]: `dcols_n = W^T dY_n`, one item per (image, block of `dcols`
+//!   rows); then col2im adds every column back onto the pixel it came from, one item per
+//!   (image, input channel).
+//! - [`conv2d_backward_weights`]: im2col as forward, then `dW^T = sum_n cols_n dY_n^T`, one
+//!   item per block of `dW^T` rows, each summing the images in order; then a transpose.
+//!
+//! The `cols` buffer holds every image at once (`N C_in kh kw H_out W_out` floats), so the
+//! GEMMs have enough items to keep the pool busy even for one image, at the price of memory.
+//!
+//! # Determinism
+//! Every item is computed by one thread with the same code; col2im adds in a fixed order
+//! (kernel row, kernel column, output row, output column), and the weight gradient sums
+//! images in index order inside one item. No sum depends on the thread count.
+#![forbid(unsafe_code)]
+
+mod backward;
+mod forward;
+mod im2col;
+
+pub use backward::{conv2d_backward_data, conv2d_backward_weights};
+pub use forward::conv2d;
+
+use super::error::{expect_rank, KernelError};
+use super::gemm::{rows_per_block, GemmShape};
+use super::work::Work;
+
+/// Stride and zero padding of a convolution (the same in both directions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Conv2dParams {
+    /// Step between windows, at least 1.
+    pub stride: usize,
+    /// Zeros added on every side.
+    pub padding: usize,
+}
+
+impl Default for Conv2dParams {
+    fn default() -> Self {
+        Conv2dParams {
+            stride: 1,
+            padding: 0,
+        }
+    }
+}
+
+/// Every size of one convolution, checked to fit together.
+///
+/// ```
+/// use enginetop::kernels::{Conv2dGeometry, Conv2dParams};
+/// let params = Conv2dParams { stride: 2, padding: 1 };
+/// let geometry = Conv2dGeometry::new(&[8, 3, 32, 32], &[16, 3, 3, 3], params).unwrap();
+/// assert_eq!(geometry.output_shape(), [8, 16, 16, 16]);
+/// assert_eq!(geometry.forward_work().flops, 2.0 * 8.0 * 16.0 * 27.0 * 256.0);
+/// let error = Conv2dGeometry::new(&[8, 3, 32, 32], &[16, 4, 3, 3], params).unwrap_err();
+/// assert_eq!(error.to_string(), "conv2d: input has 3 channels but the weight expects 4");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dGeometry {
+    /// Images (N).
+    pub batch: usize,
+    /// Input channels.
+    pub in_channels: usize,
+    /// Input height.
+    pub height: usize,
+    /// Input width.
+    pub width: usize,
+    /// Output channels.
+    pub out_channels: usize,
+    /// Kernel height.
+    pub kernel_h: usize,
+    /// Kernel width.
+    pub kernel_w: usize,
+    /// Stride and padding.
+    pub params: Conv2dParams,
+    /// Output height.
+    pub out_height: usize,
+    /// Output width.
+    pub out_width: usize,
+}
+
+impl Conv2dGeometry {
+    /// The geometry of convolving an NCHW `input_shape` with a weight of `weight_shape`.
+    pub fn new(
+        input_shape: &[usize],
+        weight_shape: &[usize],
+        params: Conv2dParams,
+    ) -> Result<Self, KernelError> {
+        let [batch, in_channels, height, width] =
+            expect_rank("conv2d", "input", input_shape, "N, C, H, W")?;
+        let [out_channels, weight_in, kernel_h, kernel_w] = expect_rank(
+            "conv2d",
+            "weight",
+            weight_shape,
+            "out channels, in channels, kernel h, kernel w",
+        )?;
+        if weight_in != in_channels {
+            return Err(KernelError::shape(
+                "conv2d",
+                format!("input has {in_channels} channels but the weight expects {weight_in}"),
+            ));
+        }
+        if params.stride == 0 {
+            return Err(KernelError::shape("conv2d", "stride is 0; use at least 1"));
+        }
+        let out_height = out_size("height", height, kernel_h, params)?;
+        let out_width = out_size("width", width, kernel_w, params)?;
+        Ok(Conv2dGeometry {
+            batch,
+            in_channels,
+            height,
+            width,
+            out_channels,
+            kernel_h,
+            kernel_w,
+            params,
+            out_height,
+            out_width,
+        })
+    }
+
+    /// The input's shape, NCHW.
+    pub fn input_shape(&self) -> [usize; 4] {
+        [self.batch, self.in_channels, self.height, self.width]
+    }
+
+    /// The weight's shape.
+    pub fn weight_shape(&self) -> [usize; 4] {
+        [
+            self.out_channels,
+            self.in_channels,
+            self.kernel_h,
+            self.kernel_w,
+        ]
+    }
+
+    /// The output's shape, NCHW.
+    pub fn output_shape(&self) -> [usize; 4] {
+        [
+            self.batch,
+            self.out_channels,
+            self.out_height,
+            self.out_width,
+        ]
+    }
+
+    /// Forward: `2 N C_out (C_in kh kw) (H_out W_out)` flops; moves the input, weight, output,
+    /// and the im2col buffer once each way.
+    pub fn forward_work(&self) -> Work {
+        Work::new(
+            self.gemm_flops(),
+            self.tensor_values() + 2.0 * self.cols_values(),
+        )
+    }
+
+    /// Gradient of the input: the same flops as forward (plus col2im's adds).
+    pub fn backward_data_work(&self) -> Work {
+        let col2im_adds = self.cols_values();
+        Work::new(
+            self.gemm_flops() + col2im_adds,
+            self.tensor_values() + 2.0 * self.cols_values(),
+        )
+    }
+
+    /// Gradient of the weight: the same flops as forward.
+    pub fn backward_weights_work(&self) -> Work {
+        self.forward_work()
+    }
+
+    /// Values in one image's column matrix: `C_in kh kw` rows of `H_out W_out`.
+    fn cols_per_image(&self) -> usize {
+        self.patch_len() * self.out_pixels()
+    }
+
+    /// Rows of the column matrix: `C_in kh kw`.
+    fn patch_len(&self) -> usize {
+        self.in_channels * self.kernel_area()
+    }
+
+    fn kernel_area(&self) -> usize {
+        self.kernel_h * self.kernel_w
+    }
+
+    fn out_pixels(&self) -> usize {
+        self.out_height * self.out_width
+    }
+
+    fn in_pixels(&self) -> usize {
+        self.height * self.width
+    }
+
+    /// Output-channel rows per forward GEMM item.
+    fn out_channel_block(&self) -> usize {
+        rows_per_block(self.per_image_gemm())
+    }
+
+    /// One image's forward GEMM: `C_out x (H_out W_out)`, inner `C_in kh kw`.
+    fn per_image_gemm(&self) -> GemmShape {
+        GemmShape {
+            m: self.out_channels,
+            n: self.out_pixels(),
+            k: self.patch_len(),
+        }
+    }
+
+    fn gemm_flops(&self) -> f64 {
+        self.batch as f64 * self.per_image_gemm().work().flops
+    }
+
+    fn cols_values(&self) -> f64 {
+        (self.batch * self.cols_per_image()) as f64
+    }
+
+    fn tensor_values(&self) -> f64 {
+        let input = self.batch * self.in_channels * self.in_pixels();
+        let weight = self.out_channels * self.patch_len();
+        let output = self.batch * self.out_channels * self.out_pixels();
+        (input + weight + output) as f64
+    }
+}
+
+/// Output size along one axis, or an error if the kernel does not fit the padded input.
+fn out_size(
+    axis: &str,
+    size: usize,
+    kernel: usize,
+    params: Conv2dParams,
+) -> Result<usize, KernelError> {
+    let padded = size + 2 * params.padding;
+    if kernel == 0 || kernel > padded {
+        return Err(KernelError::shape(
+            "conv2d",
+            format!(
+                "a kernel {axis} of {kernel} does not fit an input {axis} of {size} padded by {}; \
+                 use a kernel of 1 to {padded}, or pad more",
+                params.padding
+            ),
+        ));
+    }
+    Ok((padded - kernel) / params.stride + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_sizes_follow_the_formula() {
+        let same = Conv2dParams {
+            stride: 1,
+            padding: 1,
+        };
+        let geometry = Conv2dGeometry::new(&[2, 3, 7, 5], &[4, 3, 3, 3], same).unwrap();
+        assert_eq!(geometry.output_shape(), [2, 4, 7, 5]);
+        let strided = Conv2dParams {
+            stride: 2,
+            padding: 0,
+        };
+        let geometry = Conv2dGeometry::new(&[1, 1, 7, 6], &[1, 1, 3, 2], strided).unwrap();
+        assert_eq!(geometry.output_shape(), [1, 1, 3, 3]);
+    }
+
+    #[test]
+    fn bad_geometry_errors_name_the_fix() {
+        let params = Conv2dParams::default();
+        let too_big = Conv2dGeometry::new(&[1, 1, 2, 2], &[1, 1, 3, 3], params).unwrap_err();
+        assert!(
+            too_big.to_string().contains("kernel height of 3"),
+            "{too_big}"
+        );
+        let zero_stride = Conv2dParams {
+            stride: 0,
+            padding: 0,
+        };
+        let error = Conv2dGeometry::new(&[1, 1, 4, 4], &[1, 1, 3, 3], zero_stride).unwrap_err();
+        assert!(error.to_string().contains("stride is 0"), "{error}");
+        let rank = Conv2dGeometry::new(&[1, 4, 4], &[1, 1, 3, 3], params).unwrap_err();
+        assert!(
+            rank.to_string().contains("4 dimensions (N, C, H, W)"),
+            "{rank}"
+        );
+    }
+}
