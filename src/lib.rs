@@ -5,6 +5,8 @@
 //!   RunQueue + EventCount, and `chase-lev` over crossbeam's deques), live-resizable, with
 //!   per-worker counters, a cost-model `parallel_for`, and TensorFlow's inter-op / intra-op
 //!   pool configuration.
+//! - [`profiler`]: per-thread lock-free event rings, a collector thread, live statistics,
+//!   Chrome trace export and validation, an MXNet-style summary, a `tracing` layer.
 //! - [`bench`]: the benchmarks `enginetop bench` runs.
 //!
 //! Data flow (as the later parts land): workload file -> engine push -> device queue -> pool
@@ -15,4 +17,5 @@
 pub mod bench;
 pub mod config;
 pub mod pool;
+pub mod profiler;
 mod sync;
