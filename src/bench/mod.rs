@@ -7,10 +7,12 @@
 //!
 //! - [`pool`]: spawn, tree, parallel_for, wake_hot and wake_cold on every pool kind and on
 //!   rayon, interleaved rep by rep.
+//! - [`profiler`]: ns per recorded event, clock costs, and profiled-vs-unprofiled ratios.
 //! - [`stats`]: median and percentiles.
 //! - [`report`]: the JSON line format and the human table.
 #![forbid(unsafe_code)]
 
 pub mod pool;
+pub mod profiler;
 pub mod report;
 pub mod stats;
