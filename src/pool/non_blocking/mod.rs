@@ -422,7 +422,8 @@ mod loom_tests {
     #[test]
     fn loom_pool_drop_runs_every_task() {
         loom::model(|| {
-            let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
+            let runs: Arc<Vec<AtomicUsize>> =
+                Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
             let pool = model_pool(1, 1);
             pool.schedule(counting_task(&runs, 0));
             pool.schedule(counting_task(&runs, 1));
@@ -435,7 +436,8 @@ mod loom_tests {
     #[test]
     fn loom_pool_task_scheduled_from_inside_during_drop_runs() {
         loom::model(|| {
-            let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
+            let runs: Arc<Vec<AtomicUsize>> =
+                Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
             let pool = model_pool(1, 1);
             let (inner_runs, shared) = (runs.clone(), pool.shared.clone());
             pool.schedule(Task::new(move || {
@@ -451,7 +453,8 @@ mod loom_tests {
     #[test]
     fn loom_pool_resize_loses_nothing() {
         loom::model(|| {
-            let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
+            let runs: Arc<Vec<AtomicUsize>> =
+                Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
             let pool = model_pool(2, 2);
             pool.schedule(counting_task(&runs, 0));
             pool.set_num_threads(1).unwrap();
