@@ -1,8 +1,8 @@
 //! Each thread's rings: found through a thread-local on every record, created on the first.
 //!
 //! A thread keeps one [`Producer`] per profiler it has recorded into (almost always one), the
-//! one used last at the front. Recording looks at the front entry, compares the profiler's id
-//! and pushes: no lock, no allocation. The first record from a thread into a profiler takes
+//! one used last held inline in the thread-local (one pointer fewer to follow), the others in
+//! a list. Recording checks the front's profiler id and pushes: no lock, no allocation. The first record from a thread into a profiler takes
 //! the slow path once: it allocates the ring and hands the consumer half to the profiler's
 //! collector under a short lock. When the thread exits, the thread-local is destroyed, which
 //! drops the producers and marks their rings closed for the collector's final drain.

@@ -28,6 +28,25 @@
 //!   [`Profiler::op_end`], the `stream_*` calls for GPU streams, [`Profiler::queue_depth`].
 //! - Users: `tracing` spans, through [`layer::ProfilerLayer`].
 //!
+//! # Wiring the engine
+//! The engine keeps a `Profiler` (a clone of the app's, or `Profiler::disabled()` for
+//! `--no-profile`) and an `OpInfo` per op; a few lines cover it:
+//! ```text
+//! // per device, once:     let device = DeviceId::register("cpu(0)");
+//! //                       PoolOptions: profiler.instrument_pool(options, device), or
+//! //                       PoolProbe::new(&profiler, device).task_events(false) (ops time
+//! //                       themselves), plus profiler.watch_queues(device, Arc::downgrade(&pool))
+//! // per op:               let info = OpInfo::new(seq).priority(priority).property(prop as u8);
+//! // ready, on its queue:  profiler.op_queued(device, name, info);
+//! // worker, around body:  profiler.op_start(device, name, info); ... ;
+//! //                       profiler.op_end(device, name, info, failed);
+//! // GPU streams:          stream_submit(device, stream, name, id) at launch;
+//! //                       stream_start / stream_end(device, stream, name, id, ts_ns) when timed
+//! ```
+//! Names: the engine's `OpName` can intern through [`NameId::intern`] (the engine's five
+//! built-in names have the same fixed ids here, [`names::BUILT_IN_NAMES`]) and record
+//! `NameId::from_raw(op_name.id())`.
+//!
 //! ```
 //! use enginetop::profiler::{DeviceId, NameId, OpInfo, Profiler, ProfilerOptions};
 //! let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
@@ -175,7 +194,12 @@ struct Owner {
 impl Owner {
     fn stop(&self) {
         self.core.request_stop();
-        if let Some(collector) = self.collector.lock().take() {
+        let Some(collector) = self.collector.lock().take() else {
+            return;
+        };
+        // The last handle can go on the collector itself (it briefly owns a watched pool,
+        // whose observer holds a handle): it is already stopping and cannot join itself.
+        if collector.thread().id() != thread::current().id() {
             let _ = collector.join();
         }
     }

@@ -43,6 +43,12 @@ impl NameId {
         self.0
     }
 
+    /// A name id from its number, unchecked (for ids known to be interned, e.g. an engine
+    /// `OpName` that interns through [`NameId::intern`]).
+    pub const fn from_raw(id: u32) -> NameId {
+        NameId(id)
+    }
+
     /// The name with id `id`, if one was interned.
     pub fn from_id(id: u32) -> Option<NameId> {
         ((id as usize) < NAMES.lock().names.len()).then_some(NameId(id))
@@ -206,7 +212,23 @@ impl Table {
     }
 }
 
-static NAMES: LazyLock<Mutex<Table>> = LazyLock::new(|| Mutex::new(Table::with("unnamed")));
+/// Names interned before any other, with fixed ids 0 to 4: the engine's built-in op names,
+/// in the engine's order, so that its `OpName` ids and these ids can be the same.
+pub const BUILT_IN_NAMES: [&str; 5] = [
+    "unnamed",
+    "WaitForVar",
+    "DeleteVariable",
+    "DeleteOperator",
+    "ImperativeBulk",
+];
+
+static NAMES: LazyLock<Mutex<Table>> = LazyLock::new(|| {
+    let mut table = Table::with(BUILT_IN_NAMES[0]);
+    for name in &BUILT_IN_NAMES[1..] {
+        table.add(name);
+    }
+    Mutex::new(table)
+});
 static DEVICES: LazyLock<Mutex<Table>> = LazyLock::new(|| Mutex::new(Table::with("host")));
 static THREADS: LazyLock<Mutex<HashMap<u32, String>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
@@ -232,6 +254,13 @@ mod tests {
         assert_eq!(NameId::from_id(a.id()), Some(a));
         assert_eq!(NameId::from_id(u32::MAX), None);
         assert_eq!(NameId::UNNAMED.as_str(), "unnamed");
+    }
+
+    #[test]
+    fn the_engines_built_in_names_have_fixed_ids() {
+        for (id, name) in BUILT_IN_NAMES.iter().enumerate() {
+            assert_eq!(NameId::intern(name), NameId::from_raw(id as u32));
+        }
     }
 
     #[test]

@@ -472,7 +472,9 @@ impl Stats {
         if let Some(&slot) = self.thread_slots.get(&thread) {
             let stats = &mut self.threads[slot].1;
             stats.running_depth = 0;
-            stats.timeline.enter(state_index(Activity::Idle), ts);
+            if stats.timeline.state().is_some() {
+                stats.timeline.enter(state_index(Activity::Idle), ts);
+            }
         }
     }
 

@@ -30,9 +30,18 @@ impl Default for WindowOptions {
 }
 
 impl WindowOptions {
-    /// The most events the window holds.
+    /// The most events the window holds (0: no window, nothing to export, and the collector
+    /// saves the copy).
     pub fn max_events(&self) -> usize {
-        (self.max_bytes / std::mem::size_of::<Event>()).max(1)
+        self.max_bytes / std::mem::size_of::<Event>()
+    }
+
+    /// No trace window at all (live statistics only).
+    pub fn none() -> Self {
+        WindowOptions {
+            max_bytes: 0,
+            ..WindowOptions::default()
+        }
     }
 }
 
@@ -60,6 +69,9 @@ impl TraceWindow {
 
     /// Adds `events`, letting the oldest go as the bounds require.
     pub(crate) fn extend(&mut self, events: &[Event]) {
+        if self.max_events == 0 {
+            return;
+        }
         for event in events {
             self.newest_ns = self.newest_ns.max(event.ts_ns);
         }
@@ -134,6 +146,13 @@ mod tests {
         window.extend(&[at(30)]);
         assert_eq!(timestamps(&window), [30]);
         assert_eq!(window.evicted(), 3);
+    }
+
+    #[test]
+    fn a_zero_budget_keeps_nothing() {
+        let mut window = TraceWindow::new(WindowOptions::none());
+        window.extend(&[at(1), at(2)]);
+        assert!(window.sorted().is_empty());
     }
 
     #[test]
