@@ -44,6 +44,9 @@ struct BucketRing<T> {
     buckets: VecDeque<(u64, T)>,
     /// What a new bucket holds.
     empty: T,
+    /// `[start, end)` of the newest bucket in ns (empty until there is one): checked on
+    /// every event without touching the deque.
+    newest_span: (u64, u64),
 }
 
 impl<T: Copy> BucketRing<T> {
@@ -52,6 +55,7 @@ impl<T: Copy> BucketRing<T> {
             geometry,
             buckets: VecDeque::new(),
             empty,
+            newest_span: (0, 0),
         }
     }
 
@@ -75,16 +79,23 @@ impl<T: Copy> BucketRing<T> {
             }
             self.buckets.pop_front();
         }
+        if let Some(&(newest, _)) = self.buckets.back() {
+            let start = newest * self.geometry.bucket_ns;
+            self.newest_span = (start, start + self.geometry.bucket_ns);
+        }
         let position = self.buckets.partition_point(|&(k, _)| k < index);
         self.buckets.get_mut(position).map(|(_, value)| value)
     }
 
     /// The newest bucket, if `from..to` lies inside it (no division on the common path).
+    #[inline]
     fn newest_holding(&mut self, from: u64, to: u64) -> Option<&mut T> {
-        let bucket_ns = self.geometry.bucket_ns;
-        let (index, value) = self.buckets.back_mut()?;
-        let start = *index * bucket_ns;
-        (from >= start && to < start + bucket_ns).then_some(value)
+        let (start, end) = self.newest_span;
+        if from >= start && to < end {
+            self.buckets.back_mut().map(|(_, value)| value)
+        } else {
+            None
+        }
     }
 
     /// Buckets inside the window at `now`.
