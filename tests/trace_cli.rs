@@ -1,15 +1,38 @@
 //! `enginetop trace demo`, `enginetop trace validate` and `enginetop bench profiler`, through
 //! the binary.
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// Generous bound for one run of the binary: a hang fails the test instead of blocking CI.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Runs the binary; kills it and fails if it has not finished within [`DEADLINE`]. (Its
+/// output is read at the end: these commands print far less than a pipe holds.)
 fn enginetop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_enginetop"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_enginetop"))
         .args(args)
-        .output()
-        .expect("the enginetop binary starts")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the enginetop binary starts");
+    let started = Instant::now();
+    while child.try_wait().expect("waiting for enginetop").is_none() {
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("reaping enginetop");
+            panic!(
+                "enginetop {args:?} did not finish within {DEADLINE:?}; stderr: {}",
+                text(&output.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+        .wait_with_output()
+        .expect("collecting enginetop's output")
 }
 
 fn text(bytes: &[u8]) -> String {
