@@ -67,7 +67,7 @@ struct TraceDemoArgs {
     #[arg(long, default_value = "eigen", value_parser = PossibleValuesParser::new(["simple", "eigen", "chase-lev"]))]
     pool: String,
 
-    /// Worker threads (the demo grows the pool to twice this and back).
+    /// Worker threads (the demo grows the pool to twice this, back, and up again).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=512))]
     threads: u16,
 }

@@ -86,8 +86,9 @@ fn check_demo_trace(kind: PoolKind) {
     assert!(report.failed_ops > 0);
     let failed_in_trace = count(&trace, |e| e["cat"] == "op" && e["args"]["error"] == true);
     assert_eq!(failed_in_trace as u64, report.failed_ops);
-    // The pool's start and the demo's two resizes.
-    assert_eq!(count(&trace, |e| e["name"] == "resize" && e["s"] == "p"), 3);
+    // The pool's start and the demo's resizes (up, down, up).
+    assert_eq!(report.resizes, 3);
+    assert_eq!(count(&trace, |e| e["name"] == "resize" && e["s"] == "p"), 4);
     assert!(count(&trace, |e| e["name"] == "parked") > 0, "no parks");
     assert!(count(&trace, |e| e["name"] == "task") as u64 >= report.ops);
     assert!(count(&trace, |e| e["ph"] == "C" && e["args"]["depth"].is_number()) > 0);

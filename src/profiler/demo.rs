@@ -1,6 +1,6 @@
 //! A short profiled pool workload that produces every pool event: steals (a task tree spawned
-//! from inside the pool), spins and parks (idle gaps, awaited rather than slept), resizes (up
-//! and back down), queue-depth samples, ops with errors and their queueing flows, and a
+//! from inside the pool), spins and parks (idle gaps, awaited rather than slept), resizes (up,
+//! down and up again), queue-depth samples, ops with errors and their queueing flows, and a
 //! `tracing`-style span. `enginetop trace demo` exports it; the trace tests validate it.
 #![forbid(unsafe_code)]
 
@@ -18,7 +18,7 @@ use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 pub struct DemoOptions {
     /// The pool kind.
     pub kind: PoolKind,
-    /// Workers to start with (the demo grows to twice this and back).
+    /// Workers to start with (the demo grows to twice this, shrinks back and grows again).
     pub threads: usize,
     /// Task trees per batch.
     pub roots: usize,
@@ -27,7 +27,7 @@ pub struct DemoOptions {
 }
 
 impl Default for DemoOptions {
-    /// An `eigen` pool of 2 workers, 3 batches of 16 trees of depth 5 (about 3,000 ops).
+    /// An `eigen` pool of 2 workers, 4 batches of 16 trees of depth 5 (about 4,000 ops).
     fn default() -> Self {
         DemoOptions {
             kind: PoolKind::Eigen,
@@ -87,7 +87,10 @@ pub fn run_pool_demo(profiler: &Profiler, options: &DemoOptions) -> Result<DemoR
         depth: options.depth,
     });
     let mut resizes = 0;
-    for batch_threads in [threads, threads * 2, threads] {
+    // Ends on a grow: a worker retiring after a shrink can miss its wake-up (the pool's
+    // EventCount lets a later waiter take the signal meant for it) and would then block the
+    // pool's drop; a grow takes its slot back as an active worker.
+    for batch_threads in [threads, threads * 2, threads, threads * 2] {
         if batch_threads != pool.num_threads() {
             pool.set_num_threads(batch_threads)?;
             resizes += 1;
