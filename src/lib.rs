@@ -12,6 +12,8 @@
 //! - [`kernels`]: real op bodies (GEMM, convolution, normalization, pooling, element-wise, SGD)
 //!   on the CPU, parallelized through the intra-op pool's `parallel_for`, deterministic on
 //!   every pool and thread count.
+//! - [`profiler`]: per-thread lock-free event rings, a collector thread, live statistics,
+//!   Chrome trace export and validation, an MXNet-style summary, a `tracing` layer.
 //! - [`bench`]: the benchmarks `enginetop bench` runs.
 //! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
 //!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
@@ -27,5 +29,6 @@ pub mod device;
 pub mod engine;
 pub mod kernels;
 pub mod pool;
+pub mod profiler;
 mod sync;
 pub mod workload;

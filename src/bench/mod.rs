@@ -12,6 +12,7 @@
 //! - [`gpu`]: a chain of dependent GPU ops with cross-stream events against a host sync per op.
 //! - [`gemm`]: this machine's square `f32` GEMM peak through our kernels and intra-op pool,
 //!   measured on demand or read from a per-machine cache.
+//! - [`profiler`]: ns per recorded event, clock costs, and profiled-vs-unprofiled ratios.
 //! - [`stats`]: median and percentiles.
 //! - [`report`]: the JSON line format and the human table.
 #![forbid(unsafe_code)]
@@ -20,5 +21,6 @@ pub mod engine;
 pub mod gemm;
 pub mod gpu;
 pub mod pool;
+pub mod profiler;
 pub mod report;
 pub mod stats;

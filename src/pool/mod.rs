@@ -204,6 +204,13 @@ pub trait PoolObserver: Send + Sync {
 /// What pool workers report to a [`PoolObserver`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PoolEvent {
+    /// The worker is about to run a task.
+    TaskStart,
+    /// The worker finished a task.
+    TaskEnd {
+        /// Whether the task panicked.
+        panicked: bool,
+    },
     /// A worker took a task from `victim`'s queue (`None`: the shared injector).
     Steal {
         /// Whose queue the task came from.

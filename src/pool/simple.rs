@@ -183,10 +183,13 @@ impl Shared {
             };
             drop(state);
             counters.set_state(WorkerState::Running);
-            if self.panics.run(task) {
+            self.observe(Some(index), PoolEvent::TaskStart);
+            let panicked = self.panics.run(task);
+            if panicked {
                 counters.panicked();
             }
             counters.task_ran();
+            self.observe(Some(index), PoolEvent::TaskEnd { panicked });
             state = self.state.lock();
         }
         state.alive[index] = false;

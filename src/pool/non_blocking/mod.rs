@@ -24,7 +24,9 @@
 //! queue. Drop therefore first joins every thread of a slot at or above the active count, and
 //! only then sets `done`: from that moment the only threads that can add work are the active
 //! workers themselves, which is the situation Eigen's exit rule (all active workers blocked and
-//! every queue empty) is proven for.
+//! every queue empty) is proven for. A retiring worker may also be asleep with its wake-up
+//! taken by another sleeper (EventCount signals are shared, "retire" is per worker), so drop
+//! keeps notifying until each retiring slot reports it has left (`wake_until_retired`).
 
 mod queues;
 mod spinning;
@@ -280,6 +282,22 @@ impl<Q: StealQueues> Shared<Q> {
         }
     }
 
+    /// Wakes sleepers until the worker of slot `index` (at or above the active count) has left
+    /// its loop. One `notify(true)` is not enough: it signals the threads preparing to sleep
+    /// at that moment, and a thread that starts to wait right after may take the signal meant
+    /// for the retiring one, which then sleeps on (the condition "my index is retired" is per
+    /// worker, while EventCount signals are shared). So keep notifying until it is out.
+    fn wake_until_retired(&self, index: usize) {
+        while self.slots[index].life.load(Ordering::SeqCst) != RETIRED {
+            self.event_count.notify(true);
+            if cfg!(loom) {
+                thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
+
     /// Empties every queue, returning how many tasks it dropped.
     fn drain_all(&self) -> usize {
         let mut dropped = 0;
@@ -381,8 +399,11 @@ impl<Q: StealQueues> Drop for StealingPool<Q> {
         }
         let active = shared.active.load(Ordering::SeqCst);
         // Retired workers first: once they are gone only active workers can add work.
-        for handle in handles[active..].iter_mut().filter_map(Option::take) {
-            let _ = handle.join();
+        for (index, handle) in handles.iter_mut().enumerate().skip(active) {
+            if let Some(handle) = handle.take() {
+                shared.wake_until_retired(index);
+                let _ = handle.join();
+            }
         }
         shared.done.store(true, Ordering::SeqCst);
         shared.event_count.notify(true);

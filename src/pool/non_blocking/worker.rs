@@ -80,10 +80,13 @@ impl<Q: StealQueues> Shared<Q> {
     pub(super) fn run_task(&self, index: usize, task: Task) {
         let counters = &self.slots[index].counters;
         counters.set_state(WorkerState::Running);
-        if self.panics.run(task) {
+        self.observe(Some(index), PoolEvent::TaskStart);
+        let panicked = self.panics.run(task);
+        if panicked {
             counters.panicked();
         }
         counters.task_ran();
+        self.observe(Some(index), PoolEvent::TaskEnd { panicked });
     }
 
     /// Own queue, then the steal partition, then everywhere.

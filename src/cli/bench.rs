@@ -1,76 +1,21 @@
-//! Command-line interface: clap parses, the library measures, this module prints.
-//!
-//! ```text
-//! enginetop bench pool [--pool simple|eigen|chase-lev|rayon|all] [--threads T] [--json]
-//!                      [--reps N] [--bench spawn,tree,parallel_for,wake_hot,wake_cold] [--quick]
-//! enginetop bench engine [--engine naive|pooled|per-device|all] [--pool simple|eigen|chase-lev]
-//!                        [--threads T] [--json] [--reps N]
-//!                        [--bench independent,chain,random_dag,wavefront,binary_tree] [--quick]
-//! enginetop workloads [WORKLOAD [--set NAME=VALUE]...]
-//! enginetop devices [--json] [--gpus none|auto|cuda|sim:N]
-//! enginetop bench gemm [--threads T] [--json] [--size N] [--reps N]
-//! ```
-//! New commands go in [`Command`], new benchmark families in [`BenchTarget`].
+//! `enginetop bench ...`: the benchmark families, each measured by the library and printed
+//! here as a table or as JSON lines.
 use std::io::Write;
-use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::builder::PossibleValuesParser;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 
 use enginetop::bench::engine::{self as engine_bench, EngineBenchConfig, EngineBenchResult, Shape};
 use enginetop::bench::gemm::{self as gemm_bench, GemmBenchConfig};
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
+use enginetop::bench::profiler::{self as profiler_bench, ProfilerBenchConfig};
 use enginetop::bench::report;
-use enginetop::config::{ConfigOverrides, RuntimeConfig};
-use enginetop::device::cuda;
-use enginetop::device::discover::{self, GpuSelection};
 use enginetop::engine::EngineKind;
 use enginetop::pool::PoolKind;
-use enginetop::workload;
-
-/// enginetop: Eigen's thread pools and MXNet's dependency engine, re-created and made visible.
-#[derive(Debug, Parser)]
-#[command(name = "enginetop", version, about, arg_required_else_help = true)]
-pub struct Cli {
-    #[command(subcommand)]
-    command: Option<Command>,
-
-    /// GPUs: none, auto (CUDA if usable, else one simulated GPU), cuda, or sim:N
-    /// [env: ENGINETOP_GPUS; default: auto].
-    #[arg(long, global = true, value_name = "none|auto|cuda|sim:N")]
-    gpus: Option<GpuSelection>,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run benchmarks and print their figures.
-    Bench(BenchArgs),
-    /// List the shipped workloads, or load one (a name or a .toml path) and summarise it.
-    Workloads(WorkloadsArgs),
-    /// List CPU and GPU devices, and which GPU backend `auto` picks.
-    Devices(DevicesArgs),
-}
 
 #[derive(Debug, Args)]
-struct WorkloadsArgs {
-    /// A shipped workload's name or the path of a workload file to check and summarise.
-    workload: Option<String>,
-
-    /// Override one of the workload's [params] (repeatable), e.g. --set batch=16.
-    #[arg(long = "set", value_name = "NAME=VALUE", requires = "workload")]
-    set: Vec<String>,
-}
-
-#[derive(Debug, Args)]
-struct DevicesArgs {
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Debug, Args)]
-struct BenchArgs {
+pub(super) struct BenchArgs {
     #[command(subcommand)]
     target: BenchTarget,
 }
@@ -84,6 +29,18 @@ enum BenchTarget {
     Engine(EngineBenchArgs),
     /// This machine's square f32 GEMM peak in GFLOP/s through the intra-op pool.
     Gemm(GemmBenchArgs),
+    /// Profiler benchmarks: ns per recorded event, and profiled vs unprofiled ratios.
+    Profiler(ProfilerBenchArgs),
+}
+
+/// Runs the chosen benchmark family.
+pub(super) fn run(args: &BenchArgs) -> Result<()> {
+    match &args.target {
+        BenchTarget::Pool(args) => bench_pool(args),
+        BenchTarget::Engine(args) => bench_engine(args),
+        BenchTarget::Gemm(args) => bench_gemm(args),
+        BenchTarget::Profiler(args) => bench_profiler(args),
+    }
 }
 
 fn engine_choices() -> Vec<&'static str> {
@@ -293,49 +250,48 @@ impl PoolBenchArgs {
     }
 }
 
-/// Parses the command line and runs it; errors are printed with their causes.
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+#[derive(Debug, Args)]
+struct ProfilerBenchArgs {
+    /// Print one JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    /// Reps per benchmark (default 5, 3 with --quick).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    reps: Option<u32>,
+
+    /// Threads recording at once for the all-threads figure (default: every core).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
+
+    /// About a tenth of the work, for smoke runs.
+    #[arg(long)]
+    quick: bool,
+
+    /// Benchmarks to run (comma-separated; default all).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = PossibleValuesParser::new(profiler_bench::BENCHES),
+    )]
+    bench: Vec<String>,
+}
+
+impl ProfilerBenchArgs {
+    fn config(&self) -> ProfilerBenchConfig {
+        let mut config = if self.quick {
+            ProfilerBenchConfig::quick()
+        } else {
+            ProfilerBenchConfig::full()
+        };
+        if let Some(reps) = self.reps {
+            config.reps = reps as usize;
         }
+        if let Some(threads) = self.threads {
+            config.threads = usize::from(threads);
+        }
+        config
     }
-}
-
-fn run(cli: Cli) -> Result<()> {
-    let overrides = ConfigOverrides {
-        gpus: cli.gpus,
-        ..Default::default()
-    };
-    match cli.command {
-        Some(Command::Bench(BenchArgs {
-            target: BenchTarget::Pool(args),
-        })) => bench_pool(&args),
-        Some(Command::Bench(BenchArgs {
-            target: BenchTarget::Engine(args),
-        })) => bench_engine(&args),
-        Some(Command::Workloads(args)) => workloads(&args),
-        Some(Command::Devices(args)) => devices(&args, &overrides),
-        Some(Command::Bench(BenchArgs {
-            target: BenchTarget::Gemm(args),
-        })) => bench_gemm(&args),
-        None => Ok(()),
-    }
-}
-
-/// `enginetop devices`: CPU cores and pools, GPUs per backend, what `auto` picks.
-fn devices(args: &DevicesArgs, overrides: &ConfigOverrides) -> Result<()> {
-    let config = RuntimeConfig::load(overrides)?;
-    let report = discover::devices_report(&config, &cuda::probe());
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print!("{report}");
-    }
-    Ok(())
 }
 
 /// `enginetop bench pool`: JSON lines as each benchmark finishes, or a table at the end.
@@ -397,18 +353,6 @@ fn bench_engine(args: &EngineBenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// `enginetop workloads`: the catalog, or one workload's summary (or its load error).
-fn workloads(args: &WorkloadsArgs) -> Result<()> {
-    let Some(spec) = &args.workload else {
-        print!("{}", workload::catalog());
-        return Ok(());
-    };
-    let overrides = workload::Overrides::from_args(&args.set)?;
-    let graph = workload::load_spec(spec, &overrides)?;
-    print!("{}", workload::summary(&graph));
-    Ok(())
-}
-
 /// `enginetop bench gemm`: one measurement, printed; at the default size it also refreshes the
 /// cached peak the workload summary reads.
 fn bench_gemm(args: &GemmBenchArgs) -> Result<()> {
@@ -433,6 +377,34 @@ fn bench_gemm(args: &GemmBenchArgs) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{line}").context("writing to stdout")?;
     stdout.flush().context("writing to stdout")
+}
+
+/// `enginetop bench profiler`: one JSON line per figure, or a table.
+fn bench_profiler(args: &ProfilerBenchArgs) -> Result<()> {
+    let mut config = args.config();
+    if !args.json {
+        eprintln!("running profiler benchmarks ...");
+    }
+    // The engine's random_dag runner is wired here once the engine is merged:
+    // config.random_dag = Some(Box::new(|profiler| /* run random_dag with `profiler` */));
+    let selected: Vec<&str> = if args.bench.is_empty() {
+        profiler_bench::BENCHES.to_vec()
+    } else {
+        args.bench.iter().map(String::as_str).collect()
+    };
+    let results = profiler_bench::run_selected(&mut config, &selected)
+        .context("profiler benchmark failed")?;
+    if args.json {
+        let mut stdout = std::io::stdout().lock();
+        for result in &results {
+            let line = serde_json::to_string(result).context("serializing a result")?;
+            writeln!(stdout, "{line}").context("writing to stdout")?;
+        }
+        stdout.flush().context("writing to stdout")?;
+    } else {
+        print!("{}", profiler_bench::table(&results));
+    }
+    Ok(())
 }
 
 fn print_json_lines(results: &[BenchResult]) -> Result<()> {

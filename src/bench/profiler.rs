@@ -1,0 +1,545 @@
+//! Profiler benchmarks (`enginetop bench profiler`): what recording costs, and what profiling
+//! costs a workload.
+//!
+//! - **record_event**: ns per recorded event, on one thread and on every core at once. Each
+//!   thread records `op_start`/`op_end` pairs in bursts that fit its ring, so nothing is
+//!   dropped and the figure is the recording path only (clock read, thread-local lookup, ring
+//!   push); between bursts it flushes (not timed). Median over reps of elapsed / events.
+//! - **record_disabled**: the same with `Profiler::disabled()`: the one-branch cost.
+//! - **clock_read**: ns per timestamp from `std::time::Instant::now()` and from the
+//!   profiler's TSC clock, side by side (why the profiler uses the latter).
+//! - **collect_event**: what the collector spends per event (drain, sort, statistics, trace
+//!   window): the time of flushes that each process one recorded burst.
+//! - **pool_spawn** / **pool_tree**: the pool `spawn` and `tree` benchmarks on an `eigen`
+//!   pool with and without the profiler's observer (task events included), reps interleaved;
+//!   `ratio` = profiled median / unprofiled median. Tree tasks do nothing, so its ratio is
+//!   the worst case for per-task events.
+//! - **random_dag**: the engine's random_dag with profiling on vs off, through
+//!   [`overhead_ratio`]. The engine lives on another branch: pass its runner as
+//!   [`ProfilerBenchConfig::random_dag`] (a closure "run random_dag with this profiler, return
+//!   the elapsed time"); until then the row says it is not wired.
+//!
+//! JSON lines carry `bench`, `threads`, `ns_per_event` and `ratio` (null where they do not
+//! apply), `reps`, `dropped`, and a `variant` or `note` where useful.
+#![forbid(unsafe_code)]
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use crate::bench::stats::median;
+use crate::pool::barrier::Barrier;
+use crate::pool::{Pool, PoolError, PoolKind, PoolOptions};
+use crate::profiler::clock::Epoch;
+use crate::profiler::{
+    DeviceId, Event, EventKind, NameId, OpInfo, Profiler, ProfilerError, ProfilerOptions,
+};
+
+/// Runs one workload with the given profiler (enabled or disabled) and returns how long it
+/// took: the shape of the random_dag hook.
+pub type WorkloadRunner = Box<dyn FnMut(&Profiler) -> Duration>;
+
+/// What `enginetop bench profiler` runs.
+pub struct ProfilerBenchConfig {
+    /// Reps per benchmark (medians are reported).
+    pub reps: usize,
+    /// Events each thread records per rep.
+    pub events_per_rep: usize,
+    /// Threads for the all-threads figure (default: the machine's cores).
+    pub threads: usize,
+    /// Tasks per rep of pool_spawn.
+    pub spawn_tasks: usize,
+    /// The engine's random_dag, when the engine is present.
+    pub random_dag: Option<WorkloadRunner>,
+}
+
+impl ProfilerBenchConfig {
+    /// Full sizes: 2,000,000 events per thread per rep, 200,000 tasks, 5 reps.
+    pub fn full() -> Self {
+        ProfilerBenchConfig {
+            reps: 5,
+            events_per_rep: 2_000_000,
+            threads: std::thread::available_parallelism().map_or(2, usize::from),
+            spawn_tasks: 200_000,
+            random_dag: None,
+        }
+    }
+
+    /// A tenth of the work, for smoke runs.
+    pub fn quick() -> Self {
+        ProfilerBenchConfig {
+            events_per_rep: 200_000,
+            spawn_tasks: 20_000,
+            reps: 3,
+            ..ProfilerBenchConfig::full()
+        }
+    }
+}
+
+/// One figure.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ProfilerBenchResult {
+    /// Which benchmark.
+    pub bench: &'static str,
+    /// What was measured within it (`std_instant`, `tsc`, a pool kind).
+    pub variant: Option<&'static str>,
+    /// Threads recording (or pool workers).
+    pub threads: usize,
+    /// Median ns per recorded event (or per clock read).
+    pub ns_per_event: Option<f64>,
+    /// Median profiled time / median unprofiled time.
+    pub ratio: Option<f64>,
+    /// Reps.
+    pub reps: usize,
+    /// Events dropped by full rings during the benchmark.
+    pub dropped: u64,
+    /// Why a figure is missing.
+    pub note: Option<String>,
+}
+
+impl ProfilerBenchResult {
+    fn new(bench: &'static str, threads: usize, reps: usize) -> Self {
+        ProfilerBenchResult {
+            bench,
+            variant: None,
+            threads,
+            ns_per_event: None,
+            ratio: None,
+            reps,
+            dropped: 0,
+            note: None,
+        }
+    }
+}
+
+/// Errors from the profiler benchmarks.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfilerBenchError {
+    /// The profiler would not start.
+    #[error(transparent)]
+    Profiler(#[from] ProfilerError),
+    /// The pool would not start.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+}
+
+/// The benchmark names, in the order [`run_all`] runs them.
+pub const BENCHES: [&str; 7] = [
+    "record_event",
+    "record_disabled",
+    "clock_read",
+    "collect_event",
+    "pool_spawn",
+    "pool_tree",
+    "random_dag",
+];
+
+/// Runs every profiler benchmark, in order.
+pub fn run_all(
+    config: &mut ProfilerBenchConfig,
+) -> Result<Vec<ProfilerBenchResult>, ProfilerBenchError> {
+    run_selected(config, &BENCHES)
+}
+
+/// Runs the benchmarks named in `selected` (names from [`BENCHES`]), in [`BENCHES`] order.
+pub fn run_selected(
+    config: &mut ProfilerBenchConfig,
+    selected: &[&str],
+) -> Result<Vec<ProfilerBenchResult>, ProfilerBenchError> {
+    let mut results = Vec::new();
+    for bench in BENCHES.into_iter().filter(|bench| selected.contains(bench)) {
+        match bench {
+            "record_event" => {
+                results.push(record_event(config, 1)?);
+                results.push(record_event(config, config.threads.max(1))?);
+                results.push(record_without_clock(config)?);
+            }
+            "record_disabled" => results.push(record_disabled(config)),
+            "clock_read" => results.extend(clock_reads(config)),
+            "collect_event" => results.push(collect_event(config)?),
+            "pool_spawn" => results.push(pool_spawn(config)?),
+            "pool_tree" => results.push(pool_tree(config)?),
+            _ => results.push(random_dag(config)),
+        }
+    }
+    Ok(results)
+}
+
+/// Events per burst: a quarter of the ring, so a burst never fills it.
+fn burst_len(options: &ProfilerOptions) -> usize {
+    options.ring_capacity / 4
+}
+
+/// Records `events` events (in op start/end pairs) on the calling thread, in bursts;
+/// returns the time spent recording.
+fn record_bursts(profiler: &Profiler, events: usize, burst: usize) -> Duration {
+    let (device, name) = (
+        DeviceId::register("bench-profiler"),
+        NameId::intern("bench_op"),
+    );
+    let mut recorded = 0;
+    let mut elapsed = Duration::ZERO;
+    while recorded < events {
+        let pairs = (burst.min(events - recorded) / 2).max(1);
+        let start = Instant::now();
+        for k in 0..pairs as u64 {
+            let op = OpInfo::new(k);
+            // Opaque per call, so a disabled profiler's branch is not hoisted out of the loop.
+            black_box(profiler).op_start(device, name, op);
+            black_box(profiler).op_end(device, name, op, false);
+        }
+        elapsed += start.elapsed();
+        recorded += pairs * 2;
+        profiler.flush();
+    }
+    elapsed
+}
+
+/// ns per event with `threads` threads recording at once.
+pub fn record_event(
+    config: &ProfilerBenchConfig,
+    threads: usize,
+) -> Result<ProfilerBenchResult, ProfilerBenchError> {
+    let options = ProfilerOptions::default();
+    let profiler = Profiler::new(options)?;
+    let burst = burst_len(&options);
+    let events = config.events_per_rep;
+    let mut samples = Vec::new();
+    for _ in 0..config.reps {
+        let per_thread: Vec<Duration> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| scope.spawn(|| record_bursts(&profiler, events, burst)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a recording thread"))
+                .collect()
+        });
+        for elapsed in per_thread {
+            samples.push(elapsed.as_nanos() as f64 / events as f64);
+        }
+    }
+    profiler.flush();
+    let mut result = ProfilerBenchResult::new("record_event", threads, config.reps);
+    result.ns_per_event = median(&samples);
+    result.dropped = profiler.snapshot().dropped_events;
+    Ok(result)
+}
+
+/// ns per event on one thread for events whose timestamp is already set (`record_at`): the
+/// ring and thread-local part of recording, without the clock read.
+pub fn record_without_clock(
+    config: &ProfilerBenchConfig,
+) -> Result<ProfilerBenchResult, ProfilerBenchError> {
+    let options = ProfilerOptions::default();
+    let profiler = Profiler::new(options)?;
+    let (device, name) = (
+        DeviceId::register("bench-profiler"),
+        NameId::intern("bench_op"),
+    );
+    let burst = burst_len(&options) as u64;
+    let events = config.events_per_rep as u64;
+    let mut samples = Vec::new();
+    for _ in 0..config.reps {
+        let mut elapsed = Duration::ZERO;
+        for first in (0..events).step_by(burst as usize) {
+            let start = Instant::now();
+            for k in first..(first + burst).min(events) {
+                let kind = [EventKind::OpStart, EventKind::OpEnd][k as usize % 2];
+                let event = Event::op(kind, device, name, OpInfo::new(k / 2)).at(k);
+                black_box(&profiler).record_at(event);
+            }
+            elapsed += start.elapsed();
+            profiler.flush();
+        }
+        samples.push(elapsed.as_nanos() as f64 / events as f64);
+    }
+    let mut result = ProfilerBenchResult::new("record_event", 1, config.reps);
+    result.variant = Some("no_clock");
+    result.ns_per_event = median(&samples);
+    result.dropped = profiler.snapshot().dropped_events;
+    Ok(result)
+}
+
+/// ns per event site with profiling off.
+pub fn record_disabled(config: &ProfilerBenchConfig) -> ProfilerBenchResult {
+    let profiler = Profiler::disabled();
+    let samples: Vec<f64> = (0..config.reps)
+        .map(|_| {
+            let elapsed = record_bursts(&profiler, config.events_per_rep, 1 << 14);
+            elapsed.as_nanos() as f64 / config.events_per_rep as f64
+        })
+        .collect();
+    let mut result = ProfilerBenchResult::new("record_disabled", 1, config.reps);
+    result.ns_per_event = median(&samples);
+    result
+}
+
+/// ns per timestamp: `Instant::now()` and the profiler's clock, reps interleaved.
+pub fn clock_reads(config: &ProfilerBenchConfig) -> Vec<ProfilerBenchResult> {
+    let reads = config.events_per_rep;
+    let epoch = Epoch::get();
+    let (mut std_samples, mut tsc_samples) = (Vec::new(), Vec::new());
+    for _ in 0..config.reps {
+        let start = Instant::now();
+        for _ in 0..reads {
+            black_box(Instant::now());
+        }
+        std_samples.push(start.elapsed().as_nanos() as f64 / reads as f64);
+        let start = Instant::now();
+        for _ in 0..reads {
+            black_box(epoch.now_ns());
+        }
+        tsc_samples.push(start.elapsed().as_nanos() as f64 / reads as f64);
+    }
+    [("std_instant", std_samples), ("tsc", tsc_samples)]
+        .into_iter()
+        .map(|(variant, samples)| {
+            let mut result = ProfilerBenchResult::new("clock_read", 1, config.reps);
+            result.variant = Some(variant);
+            result.ns_per_event = median(&samples);
+            result
+        })
+        .collect()
+}
+
+/// Runs `run` alternately without and with a profiler, `reps` times each (interleaved), and
+/// returns median(profiled) / median(unprofiled). This is the harness for the engine's
+/// random_dag: `run` builds the workload with the profiler it is given (wiring the engine's
+/// pools and op events to it), runs it and returns the elapsed time.
+pub fn overhead_ratio(
+    reps: usize,
+    mut run: impl FnMut(&Profiler) -> Duration,
+) -> Result<f64, ProfilerError> {
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for _ in 0..reps.max(1) {
+        off.push(run(&Profiler::disabled()).as_secs_f64());
+        let profiler = Profiler::new(ProfilerOptions::default())?;
+        on.push(run(&profiler).as_secs_f64());
+    }
+    let (off, on) = (median(&off).unwrap_or(0.0), median(&on).unwrap_or(0.0));
+    Ok(if off > 0.0 { on / off } else { f64::NAN })
+}
+
+/// The pool spawn benchmark with the profiler on vs off.
+pub fn pool_spawn(config: &ProfilerBenchConfig) -> Result<ProfilerBenchResult, ProfilerBenchError> {
+    let threads = 2;
+    let tasks = config.spawn_tasks;
+    let device = DeviceId::register("bench-spawn");
+    let mut failure = None;
+    let ratio = overhead_ratio(config.reps, |profiler| {
+        let options = PoolOptions::new(PoolKind::Eigen, threads, "bench-spawn");
+        match Pool::new(profiler.instrument_pool(options, device)) {
+            Ok(pool) => spawn_once(&pool, tasks),
+            Err(err) => {
+                failure = Some(err);
+                Duration::ZERO
+            }
+        }
+    })?;
+    if let Some(err) = failure {
+        return Err(err.into());
+    }
+    let mut result = ProfilerBenchResult::new("pool_spawn", threads, config.reps);
+    result.variant = Some("eigen");
+    result.ratio = Some(ratio);
+    Ok(result)
+}
+
+/// The pool tree benchmark (every task schedules its children from inside the pool) with the
+/// profiler on vs off: the worst case for per-task events, since each task does nothing.
+pub fn pool_tree(config: &ProfilerBenchConfig) -> Result<ProfilerBenchResult, ProfilerBenchError> {
+    let threads = 2;
+    let depth = (config.spawn_tasks.max(4).ilog2()).saturating_sub(1);
+    let device = DeviceId::register("bench-tree");
+    let mut failure = None;
+    let ratio = overhead_ratio(config.reps, |profiler| {
+        let options = PoolOptions::new(PoolKind::Eigen, threads, "bench-tree");
+        match Pool::new(profiler.instrument_pool(options, device)) {
+            Ok(pool) => tree_once(&pool, depth),
+            Err(err) => {
+                failure = Some(err);
+                Duration::ZERO
+            }
+        }
+    })?;
+    if let Some(err) = failure {
+        return Err(err.into());
+    }
+    let mut result = ProfilerBenchResult::new("pool_tree", threads, config.reps);
+    result.variant = Some("eigen");
+    result.ratio = Some(ratio);
+    Ok(result)
+}
+
+/// A binary tree of tasks of depth `depth`, scheduled from inside the pool.
+fn tree_once(pool: &Pool, depth: u32) -> Duration {
+    let tasks = (1usize << (depth + 1)) - 1;
+    let barrier: &'static Barrier = Box::leak(Box::new(Barrier::new(tasks)));
+    fn node(depth: u32, barrier: &'static Barrier) {
+        if depth > 0 {
+            for _ in 0..2 {
+                let _ = crate::pool::spawn_here(move || node(depth - 1, barrier));
+            }
+        }
+        barrier.notify();
+    }
+    let start = Instant::now();
+    pool.spawn(move || node(depth, barrier));
+    barrier.wait();
+    start.elapsed()
+}
+
+/// What the collector spends per event: drain, sort, statistics and trace window. Bursts are
+/// recorded untimed; the flush that processes each one is timed.
+pub fn collect_event(
+    config: &ProfilerBenchConfig,
+) -> Result<ProfilerBenchResult, ProfilerBenchError> {
+    let options = ProfilerOptions {
+        drain_interval: Duration::from_secs(3600), // only the timed flushes drain
+        ..ProfilerOptions::default()
+    };
+    let profiler = Profiler::new(options)?;
+    let (device, name) = (
+        DeviceId::register("bench-profiler"),
+        NameId::intern("bench_op"),
+    );
+    let burst = burst_len(&options) as u64;
+    let events = config.events_per_rep as u64;
+    let mut samples = Vec::new();
+    for _ in 0..config.reps {
+        let mut elapsed = Duration::ZERO;
+        for first in (0..events / 2).step_by(burst as usize / 2) {
+            for k in first..(first + burst / 2).min(events / 2) {
+                profiler.op_start(device, name, OpInfo::new(k));
+                profiler.op_end(device, name, OpInfo::new(k), false);
+            }
+            let start = Instant::now();
+            profiler.flush();
+            elapsed += start.elapsed();
+        }
+        samples.push(elapsed.as_nanos() as f64 / events as f64);
+    }
+    let mut result = ProfilerBenchResult::new("collect_event", 1, config.reps);
+    result.ns_per_event = median(&samples);
+    result.dropped = profiler.snapshot().dropped_events;
+    Ok(result)
+}
+
+/// `tasks` no-op tasks scheduled from this thread, each notifying one barrier.
+fn spawn_once(pool: &Pool, tasks: usize) -> Duration {
+    let barrier: &'static Barrier = Box::leak(Box::new(Barrier::new(tasks)));
+    let start = Instant::now();
+    for _ in 0..tasks {
+        pool.spawn(move || barrier.notify());
+    }
+    barrier.wait();
+    start.elapsed()
+}
+
+/// random_dag with profiling on vs off, if the engine's runner was given.
+pub fn random_dag(config: &mut ProfilerBenchConfig) -> ProfilerBenchResult {
+    let mut result = ProfilerBenchResult::new("random_dag", 2, config.reps);
+    match config.random_dag.as_mut() {
+        Some(run) => match overhead_ratio(config.reps, run) {
+            Ok(ratio) => result.ratio = Some(ratio),
+            Err(err) => result.note = Some(err.to_string()),
+        },
+        None => {
+            result.reps = 0;
+            result.note = Some(
+                "needs the engine: set ProfilerBenchConfig::random_dag to its runner".to_string(),
+            );
+        }
+    }
+    result
+}
+
+/// A human table of `results`.
+pub fn table(results: &[ProfilerBenchResult]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<16} {:<12} {:>7} {:>10} {:>7} {:>8}  note",
+        "bench", "variant", "threads", "ns/event", "ratio", "dropped"
+    );
+    for result in results {
+        let figure = |value: Option<f64>, digits: usize| {
+            value.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
+        };
+        let _ = writeln!(
+            out,
+            "{:<16} {:<12} {:>7} {:>10} {:>7} {:>8}  {}",
+            result.bench,
+            result.variant.unwrap_or("-"),
+            result.threads,
+            figure(result.ns_per_event, 2),
+            figure(result.ratio, 3),
+            result.dropped,
+            result.note.as_deref().unwrap_or(""),
+        );
+    }
+    out.push_str(
+        "ns/event: median per thread over reps; ratio: profiled / unprofiled time, reps \
+         interleaved (targets: < 10 ns/event, random_dag <= 1.05)\n",
+    );
+    out
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn tiny() -> ProfilerBenchConfig {
+        ProfilerBenchConfig {
+            reps: 1,
+            events_per_rep: 2_000,
+            threads: 2,
+            spawn_tasks: 500,
+            random_dag: None,
+        }
+    }
+
+    #[test]
+    fn every_benchmark_reports_its_figure() {
+        let results = run_all(&mut tiny()).unwrap();
+        let benches: Vec<&str> = results.iter().map(|r| r.bench).collect();
+        assert_eq!(
+            benches,
+            [
+                "record_event",
+                "record_event",
+                "record_event",
+                "record_disabled",
+                "clock_read",
+                "clock_read",
+                "collect_event",
+                "pool_spawn",
+                "pool_tree",
+                "random_dag"
+            ]
+        );
+        assert!(results[..7].iter().all(|r| r.ns_per_event.unwrap() > 0.0));
+        assert_eq!(results[0].dropped, 0, "bursts fit the ring");
+        assert!(results[7].ratio.unwrap() > 0.0 && results[8].ratio.unwrap() > 0.0);
+        assert!(results[9].ratio.is_none() && results[9].note.is_some());
+        assert!(table(&results).contains("record_event"));
+    }
+
+    #[test]
+    fn the_random_dag_hook_runs_both_ways() {
+        let mut config = tiny();
+        let mut seen = Vec::new();
+        config.random_dag = Some(Box::new(move |profiler: &Profiler| {
+            seen.push(profiler.is_enabled());
+            assert!(seen.len() <= 2);
+            Duration::from_millis(if profiler.is_enabled() { 21 } else { 20 })
+        }));
+        let result = random_dag(&mut config);
+        assert!((result.ratio.unwrap() - 1.05).abs() < 1e-9);
+        let line = serde_json::to_value(&result).unwrap();
+        for key in ["bench", "ns_per_event", "ratio"] {
+            assert!(line.get(key).is_some(), "{key} missing from {line}");
+        }
+    }
+}

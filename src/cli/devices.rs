@@ -1,0 +1,26 @@
+//! `enginetop devices`: CPU cores and pools, GPUs per backend, and what `--gpus auto` picks.
+use anyhow::Result;
+use clap::Args;
+
+use enginetop::config::{ConfigOverrides, RuntimeConfig};
+use enginetop::device::cuda;
+use enginetop::device::discover;
+
+#[derive(Debug, Args)]
+pub(super) struct DevicesArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `enginetop devices`: CPU cores and pools, GPUs per backend, what `auto` picks.
+pub(super) fn devices(args: &DevicesArgs, overrides: &ConfigOverrides) -> Result<()> {
+    let config = RuntimeConfig::load(overrides)?;
+    let report = discover::devices_report(&config, &cuda::probe());
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! Command-line interface: clap parses, the library measures and runs, these modules print.
+//!
+//! ```text
+//! enginetop bench pool [--pool simple|eigen|chase-lev|rayon|all] [--threads T] [--json]
+//!                      [--reps N] [--bench spawn,tree,parallel_for,wake_hot,wake_cold] [--quick]
+//! enginetop bench engine [--engine naive|pooled|per-device|all] [--pool simple|eigen|chase-lev]
+//!                        [--threads T] [--json] [--reps N]
+//!                        [--bench independent,chain,random_dag,wavefront,binary_tree] [--quick]
+//! enginetop bench gemm [--threads T] [--json] [--size N] [--reps N]
+//! enginetop bench profiler [--json] [--reps N] [--threads T] [--quick] [--bench ...]
+//! enginetop workloads [WORKLOAD [--set NAME=VALUE]...]
+//! enginetop devices [--json] [--gpus none|auto|cuda|sim:N]
+//! enginetop trace demo [--out FILE] [--pool simple|eigen|chase-lev] [--threads T]
+//! enginetop trace validate FILE
+//! ```
+//! One file per command; new commands go in [`Command`].
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use enginetop::config::ConfigOverrides;
+use enginetop::device::discover::GpuSelection;
+
+mod bench;
+mod devices;
+mod trace;
+mod workloads;
+
+/// enginetop: Eigen's thread pools and MXNet's dependency engine, re-created and made visible.
+#[derive(Debug, Parser)]
+#[command(name = "enginetop", version, about, arg_required_else_help = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+
+    /// GPUs: none, auto (CUDA if usable, else one simulated GPU), cuda, or sim:N
+    /// [env: ENGINETOP_GPUS; default: auto].
+    #[arg(long, global = true, value_name = "none|auto|cuda|sim:N")]
+    gpus: Option<GpuSelection>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run benchmarks and print their figures.
+    Bench(bench::BenchArgs),
+    /// List the shipped workloads, or load one (a name or a .toml path) and summarise it.
+    Workloads(workloads::WorkloadsArgs),
+    /// List CPU and GPU devices, and which GPU backend `auto` picks.
+    Devices(devices::DevicesArgs),
+    /// Record and check Chrome traces.
+    Trace(trace::TraceArgs),
+}
+
+/// Parses the command line and runs it; errors are printed with their causes.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let overrides = ConfigOverrides {
+        gpus: cli.gpus,
+        ..Default::default()
+    };
+    match cli.command {
+        Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Workloads(args)) => workloads::workloads(&args),
+        Some(Command::Devices(args)) => devices::devices(&args, &overrides),
+        Some(Command::Trace(args)) => trace::run(&args),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,87 @@
+//! `enginetop trace ...`: check a Chrome trace file, or record a demo one.
+use anyhow::{Context, Result};
+use clap::builder::PossibleValuesParser;
+use clap::{Args, Subcommand};
+
+use enginetop::pool::PoolKind;
+use enginetop::profiler::demo::{run_pool_demo, DemoOptions};
+use enginetop::profiler::{validate, Profiler, ProfilerOptions};
+
+#[derive(Debug, Args)]
+pub(super) struct TraceArgs {
+    #[command(subcommand)]
+    action: TraceAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum TraceAction {
+    /// Check a Chrome trace file: it must load cleanly in Perfetto and chrome://tracing.
+    Validate {
+        /// The trace (JSON).
+        file: std::path::PathBuf,
+    },
+    /// Run a short profiled pool workload and export its Chrome trace.
+    Demo(TraceDemoArgs),
+}
+
+#[derive(Debug, Args)]
+struct TraceDemoArgs {
+    /// Where to write the trace.
+    #[arg(long, default_value = "enginetop-demo.trace.json")]
+    out: std::path::PathBuf,
+
+    /// The pool kind to run.
+    #[arg(long, default_value = "eigen", value_parser = PossibleValuesParser::new(["simple", "eigen", "chase-lev"]))]
+    pool: String,
+
+    /// Worker threads (the demo grows the pool to twice this, back, and up again).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=512))]
+    threads: u16,
+}
+
+/// Runs the chosen trace action.
+pub(super) fn run(args: &TraceArgs) -> Result<()> {
+    match &args.action {
+        TraceAction::Validate { file } => trace_validate(file),
+        TraceAction::Demo(args) => trace_demo(args),
+    }
+}
+
+/// `enginetop trace validate FILE`: prints what the trace holds, or every problem (exit 1).
+pub(super) fn trace_validate(file: &std::path::Path) -> Result<()> {
+    let summary = validate::validate_file(file)
+        .map_err(|problems| anyhow::anyhow!("{}: {problems}", file.display()))?;
+    println!(
+        "{}: valid Chrome trace: {} events, {} named tracks, {} slices, {} flows",
+        file.display(),
+        summary.events,
+        summary.tracks,
+        summary.slices,
+        summary.flows
+    );
+    Ok(())
+}
+
+/// `enginetop trace demo`: a profiled pool workload, exported and validated.
+fn trace_demo(args: &TraceDemoArgs) -> Result<()> {
+    let profiler = Profiler::new(ProfilerOptions::default())?;
+    let options = DemoOptions {
+        kind: args.pool.parse::<PoolKind>()?,
+        threads: usize::from(args.threads),
+        ..DemoOptions::default()
+    };
+    let report = run_pool_demo(&profiler, &options).context("the demo pool failed")?;
+    let export = profiler.export_chrome_file(&args.out)?;
+    eprint!("{}", profiler.summary().table());
+    println!(
+        "{}: {} ops ({} failed), {} resizes; {} trace events, {} flows, {} dropped",
+        args.out.display(),
+        report.ops,
+        report.failed_ops,
+        report.resizes,
+        export.trace_events,
+        export.flows,
+        profiler.snapshot().dropped_events
+    );
+    trace_validate(&args.out)
+}

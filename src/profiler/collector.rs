@@ -1,0 +1,324 @@
+//! The collector: one thread, named `profiler`, that drains every ring into the live
+//! statistics and the trace window.
+//!
+//! # Cadence
+//! The collector wakes every `drain_interval` (1 ms by default), or at once when somebody
+//! asks for a [`flush`](Core::flush). Each round it adopts the rings registered since the last
+//! one, drains every ring (oldest events first, each stamped with the ring's thread), samples
+//! the watched queue depths when `queue_sample_interval` has passed, feeds the batch to
+//! [`Stats`] and to the trace window, and sums the rings' drop counts. A ring whose thread
+//! exited is drained one last time and let go.
+//!
+//! The batch is not sorted: each thread's events arrive in order, which is all the
+//! statistics need (state changes are per thread; op starts and ends are matched by id; rate
+//! buckets take late events), and the exporter sorts the window it exports. Sorting here
+//! would be most of the collector's cost per event.
+//!
+//! # Who waits for whom
+//! Recording threads never wait for the collector: they only touch their own ring. The
+//! collector takes the statistics lock once per round, so a reader of [`Core::snapshot`]
+//! waits at most for one batch. A flush is a generation counter under a mutex: the caller
+//! bumps `requested` and waits until a round that started after its request has finished,
+//! so every event recorded before the flush (by any thread whose records happen-before it)
+//! is in the statistics when it returns.
+//!
+//! # Shutdown
+//! Stopping sets `stop` and wakes the collector, which runs one last full round and exits;
+//! the handle joins it. Events recorded after that stay in their rings (and count as dropped
+//! once a ring fills).
+#![forbid(unsafe_code)]
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use super::clock::Epoch;
+use super::event::{Event, EventKind};
+use super::names::{DeviceId, NameId, ThreadId};
+use super::ring::{self, Consumer, Producer};
+use super::stats::{Snapshot, Stats};
+use super::window::TraceWindow;
+use super::ProfilerOptions;
+use crate::sync::{thread, Arc, AtomicU64, Condvar, Mutex, Ordering};
+
+/// Something whose queue depths the collector samples (a pool, an engine's device queues).
+pub trait QueueDepthSource: Send + Sync {
+    /// Appends `(queue label, depth)` for every queue, now.
+    fn queue_depths(&self, out: &mut Vec<(NameId, u64)>);
+}
+
+/// A watched source: weak, so watching never keeps a pool alive.
+struct Watched {
+    device: DeviceId,
+    source: std::sync::Weak<dyn QueueDepthSource>,
+}
+
+/// The collector's side of a ring.
+struct Drained {
+    thread: ThreadId,
+    consumer: Consumer,
+}
+
+#[derive(Debug, Default)]
+struct Signal {
+    requested: u64,
+    completed: u64,
+    stop: bool,
+    running: bool,
+}
+
+/// What recording threads, the collector and readers share.
+pub(crate) struct Core {
+    id: u64,
+    pub(crate) epoch: &'static Epoch,
+    options: ProfilerOptions,
+    /// Rings registered since the collector last looked.
+    new_rings: Mutex<Vec<Drained>>,
+    signal: Mutex<Signal>,
+    wake: Condvar,
+    done: Condvar,
+    stats: Mutex<Stats>,
+    window: Mutex<TraceWindow>,
+    watched: Mutex<Vec<Watched>>,
+    /// Events with no ring to go to (recorded while a thread was exiting).
+    lost: AtomicU64,
+}
+
+static NEXT_PROFILER: LazyLock<AtomicU64> = LazyLock::new(|| AtomicU64::new(1));
+
+impl Core {
+    pub(crate) fn new(options: ProfilerOptions) -> Self {
+        Core {
+            id: NEXT_PROFILER.fetch_add(1, Ordering::Relaxed),
+            epoch: Epoch::get(),
+            new_rings: Mutex::new(Vec::new()),
+            signal: Mutex::new(Signal::default()),
+            wake: Condvar::new(),
+            done: Condvar::new(),
+            stats: Mutex::new(Stats::new(options.stats)),
+            window: Mutex::new(TraceWindow::new(options.window)),
+            watched: Mutex::new(Vec::new()),
+            lost: AtomicU64::new(0),
+            options,
+        }
+    }
+
+    /// This profiler's process-unique id (how threads find their ring for it).
+    #[inline]
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Stamps `event` with the time and pushes it into the calling thread's ring. (The
+    /// epoch is read from its static, not through `self.epoch`: one pointer fewer to follow.)
+    #[inline(always)]
+    pub(crate) fn record_now(&self, event: Event) {
+        super::local::push(self, event.at(Epoch::get().now_ns()));
+    }
+
+    /// Pushes `event` as it is (its timestamp already set).
+    #[inline(always)]
+    pub(crate) fn record_at(&self, event: Event) {
+        super::local::push(self, event);
+    }
+
+    /// A new ring for the calling thread; the collector adopts it at its next round.
+    pub(crate) fn register_ring(&self) -> Producer {
+        let (producer, consumer) = ring::ring(self.options.ring_capacity);
+        self.new_rings.lock().push(Drained {
+            thread: ThreadId::current(),
+            consumer,
+        });
+        producer
+    }
+
+    #[cold]
+    pub(crate) fn count_lost(&self) {
+        self.lost.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Samples `source`'s queue depths every `queue_sample_interval`, as `device`.
+    pub(crate) fn watch(&self, device: DeviceId, source: std::sync::Weak<dyn QueueDepthSource>) {
+        self.watched.lock().push(Watched { device, source });
+    }
+
+    /// The statistics now.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let now = self.epoch.now_ns();
+        self.stats.lock().snapshot(now)
+    }
+
+    /// The trace window, sorted by timestamp, and how many events it let go.
+    pub(crate) fn window_events(&self) -> (Vec<Event>, u64) {
+        let window = self.window.lock();
+        (window.sorted(), window.evicted())
+    }
+
+    /// Waits until a collector round that started after this call has finished. Returns at
+    /// once if the collector is not running.
+    pub(crate) fn flush(&self) {
+        let mut signal = self.signal.lock();
+        if !signal.running {
+            return;
+        }
+        signal.requested += 1;
+        let target = signal.requested;
+        self.wake.notify_all();
+        while signal.running && signal.completed < target {
+            signal = self.done.wait_timeout(signal, Duration::from_millis(100));
+        }
+    }
+
+    /// Asks the collector to run its last round and exit.
+    pub(crate) fn request_stop(&self) {
+        self.signal.lock().stop = true;
+        self.wake.notify_all();
+    }
+}
+
+/// Starts the collector thread for `core`.
+pub(crate) fn spawn(core: Arc<Core>) -> std::io::Result<thread::JoinHandle<()>> {
+    core.signal.lock().running = true;
+    let for_thread = core.clone();
+    let spawned = thread::Builder::new()
+        .name("profiler".to_string())
+        .spawn(move || Collector::new(for_thread).run());
+    if spawned.is_err() {
+        core.signal.lock().running = false;
+    }
+    spawned
+}
+
+/// The collector thread's own state.
+struct Collector {
+    core: Arc<Core>,
+    rings: Vec<Drained>,
+    batch: Vec<Event>,
+    depths: Vec<(NameId, u64)>,
+    /// Drop counts of rings already let go.
+    retired_drops: u64,
+    next_sample_ns: u64,
+    thread: ThreadId,
+}
+
+impl Collector {
+    fn new(core: Arc<Core>) -> Self {
+        Collector {
+            core,
+            rings: Vec::new(),
+            batch: Vec::new(),
+            depths: Vec::new(),
+            retired_drops: 0,
+            next_sample_ns: 0,
+            thread: ThreadId::current(),
+        }
+    }
+
+    fn run(mut self) {
+        let _running = RunningFlag(self.core.clone());
+        loop {
+            let (stop, generation) = self.wait_for_round();
+            self.round();
+            self.finish_round(generation);
+            if stop {
+                return;
+            }
+        }
+    }
+
+    /// Sleeps until the next round is due; returns whether to stop after it and the flush
+    /// generation it serves.
+    fn wait_for_round(&self) -> (bool, u64) {
+        let core = &self.core;
+        let mut signal = core.signal.lock();
+        if !signal.stop && signal.requested == signal.completed {
+            signal = core.wake.wait_timeout(signal, core.options.drain_interval);
+        }
+        (signal.stop, signal.requested)
+    }
+
+    fn finish_round(&self, generation: u64) {
+        let mut signal = self.core.signal.lock();
+        signal.completed = signal.completed.max(generation);
+        self.core.done.notify_all();
+    }
+
+    /// One round: adopt, drain, sample, feed.
+    fn round(&mut self) {
+        self.rings.append(&mut self.core.new_rings.lock());
+        self.batch.clear();
+        let mut exited = Vec::new();
+        let batch = &mut self.batch;
+        self.rings.retain_mut(|ring| {
+            let closed = ring.consumer.is_closed();
+            let thread = ring.thread;
+            ring.consumer.drain(|mut event| {
+                event.thread = thread;
+                batch.push(event);
+            });
+            if closed {
+                exited.push(thread);
+                self.retired_drops += ring.consumer.dropped();
+            }
+            !closed
+        });
+        self.sample_queues();
+        self.feed(&exited);
+    }
+
+    fn sample_queues(&mut self) {
+        let now = self.core.epoch.now_ns();
+        if now < self.next_sample_ns {
+            return;
+        }
+        let interval = self.core.options.queue_sample_interval;
+        self.next_sample_ns = now + u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
+        let mut watched = self.core.watched.lock();
+        watched.retain(|watched| watched.source.strong_count() > 0);
+        for watched in watched.iter() {
+            let Some(source) = watched.source.upgrade() else {
+                continue;
+            };
+            self.depths.clear();
+            source.queue_depths(&mut self.depths);
+            for &(label, depth) in &self.depths {
+                let mut event =
+                    Event::new(EventKind::QueueDepth, watched.device, label, 0, depth).at(now);
+                event.thread = self.thread;
+                self.batch.push(event);
+            }
+        }
+    }
+
+    fn feed(&mut self, exited: &[ThreadId]) {
+        let dropped = self.retired_drops
+            + self.core.lost.load(Ordering::Relaxed)
+            + self
+                .rings
+                .iter()
+                .map(|ring| ring.consumer.dropped())
+                .sum::<u64>();
+        {
+            let mut stats = self.core.stats.lock();
+            for event in &self.batch {
+                stats.ingest(event);
+            }
+            let now = self.core.epoch.now_ns();
+            for &thread in exited {
+                stats.thread_exited(thread, now);
+            }
+            stats.set_dropped(dropped);
+        }
+        self.core.window.lock().extend(&self.batch);
+    }
+}
+
+/// Clears `running` when the collector exits, even by a panic, so flushes never hang.
+struct RunningFlag(Arc<Core>);
+
+impl Drop for RunningFlag {
+    fn drop(&mut self) {
+        let mut signal = self.0.signal.lock();
+        signal.running = false;
+        self.0.done.notify_all();
+    }
+}

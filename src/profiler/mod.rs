@@ -1,0 +1,545 @@
+//! The profiler: every thread records small events into its own lock-free ring; one
+//! collector thread turns them into live statistics and a bounded trace window; exporters turn
+//! those into a Chrome trace and an MXNet-style summary.
+//!
+//! ```text
+//! pool / engine / device thread --record(Event)--> its own SPSC ring  (ring.rs, local.rs)
+//!                                                       |  drained every 1 ms
+//!                                                 `profiler` thread   (collector.rs)
+//!                                     +-----------------+------------------+
+//!                               live Stats -> Snapshot            trace window (window.rs)
+//!                               (stats.rs; dashboard, summary.rs)  -> Chrome JSON (chrome.rs)
+//! ```
+//!
+//! # Recording
+//! A [`Profiler`] is a cheap, cloneable handle. Recording through it never blocks and never
+//! allocates (after a thread's first event, which registers its ring): it reads the clock
+//! (see [`clock`]), finds the thread's ring through a thread-local, copies 32 bytes in and
+//! publishes them with one release store. A full ring drops the event and counts it; the
+//! count is in every [`Snapshot`] (`dropped_events`) and every exported trace. A disabled
+//! profiler ([`Profiler::disabled`], `--no-profile`) costs one branch per recording site.
+//!
+//! # What records what
+//! - Pools: install [`Profiler::pool_observer`] (or [`Profiler::instrument_pool`], which adds
+//!   nothing when profiling is off): task start/end, steals, spins, parks, resizes. Queue
+//!   depths are sampled by the collector every 10 ms ([`Profiler::watch_queues`]) rather than
+//!   recorded per push, so scheduling pays nothing for them.
+//! - The engine and devices: [`Profiler::op_queued`], [`Profiler::op_start`],
+//!   [`Profiler::op_end`], the `stream_*` calls for GPU streams, [`Profiler::queue_depth`].
+//! - Users: `tracing` spans, through [`layer::ProfilerLayer`].
+//!
+//! # Wiring the engine
+//! The engine keeps a `Profiler` (a clone of the app's, or `Profiler::disabled()` for
+//! `--no-profile`) and an `OpInfo` per op; a few lines cover it:
+//! ```text
+//! // per device, once:     let device = DeviceId::register("cpu(0)");
+//! //                       PoolOptions: profiler.instrument_pool(options, device), or
+//! //                       PoolProbe::new(&profiler, device).task_events(false) (ops time
+//! //                       themselves), plus profiler.watch_queues(device, Arc::downgrade(&pool))
+//! // per op:               let info = OpInfo::new(seq).priority(priority).property(prop as u8);
+//! // ready, on its queue:  profiler.op_queued(device, name, info);
+//! // worker, around body:  profiler.op_start(device, name, info); ... ;
+//! //                       profiler.op_end(device, name, info, failed);
+//! // GPU streams:          stream_submit(device, stream, name, id) at launch;
+//! //                       stream_start / stream_end(device, stream, name, id, ts_ns) when timed
+//! ```
+//! Names: the engine's `OpName` can intern through [`NameId::intern`] (the engine's five
+//! built-in names have the same fixed ids here, [`names::BUILT_IN_NAMES`]) and record
+//! `NameId::from_raw(op_name.id())`.
+//!
+//! ```
+//! use enginetop::profiler::{DeviceId, NameId, OpInfo, Profiler, ProfilerOptions};
+//! let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+//! let (cpu, gemm) = (DeviceId::register("cpu0"), NameId::intern("gemm"));
+//! let op = OpInfo::new(1);
+//! profiler.op_queued(cpu, gemm, op);
+//! profiler.op_start(cpu, gemm, op);
+//! profiler.op_end(cpu, gemm, op, false);
+//! profiler.flush();
+//! assert_eq!(profiler.snapshot().op("gemm").unwrap().count, 1);
+//! ```
+// `unsafe` is denied here and forbidden in every submodule but `ring`, which allows it.
+#![deny(unsafe_code)]
+
+pub mod chrome;
+pub mod clock;
+mod collector;
+pub mod demo;
+pub mod event;
+pub mod layer;
+mod local;
+pub mod names;
+pub mod pool_probe;
+mod ring;
+pub mod stats;
+pub mod summary;
+mod timeline;
+pub mod validate;
+mod window;
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+pub use chrome::ExportReport;
+pub use clock::now_ns;
+pub use collector::QueueDepthSource;
+pub use event::{Event, EventKind, OpInfo};
+pub use names::{name_current_thread, DeviceId, NameId, ThreadId};
+pub use pool_probe::PoolProbe;
+pub use stats::{Snapshot, Stats, StatsOptions};
+pub use summary::{SortKey, Summary};
+pub use window::WindowOptions;
+
+use crate::pool::{PoolObserver, PoolOptions};
+use crate::sync::{thread, Arc, Mutex};
+use collector::Core;
+
+/// How a profiler is set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProfilerOptions {
+    /// Events each thread's ring holds (rounded up to a power of two; 32 bytes each).
+    pub ring_capacity: usize,
+    /// How often the collector drains the rings.
+    pub drain_interval: Duration,
+    /// How often the collector samples watched queue depths.
+    pub queue_sample_interval: Duration,
+    /// The sliding window of the live statistics.
+    pub stats: StatsOptions,
+    /// The trace window kept for export.
+    pub window: WindowOptions,
+}
+
+impl Default for ProfilerOptions {
+    /// 65,536-event rings (2 MiB per thread), drained every millisecond, queues sampled
+    /// every 10 ms, a 1 s statistics window, a 16 MiB / 10 s trace window.
+    fn default() -> Self {
+        ProfilerOptions {
+            ring_capacity: 1 << 16,
+            drain_interval: Duration::from_millis(1),
+            queue_sample_interval: Duration::from_millis(10),
+            stats: StatsOptions::default(),
+            window: WindowOptions::default(),
+        }
+    }
+}
+
+impl ProfilerOptions {
+    fn validate(&self) -> Result<(), ProfilerError> {
+        let bad = |option, value: String, fix| Err(ProfilerError::BadOption { option, value, fix });
+        if !(2..=1 << 24).contains(&self.ring_capacity) {
+            let fix = "use between 2 and 16,777,216 events";
+            return bad("ring_capacity", self.ring_capacity.to_string(), fix);
+        }
+        if self.drain_interval.is_zero() || self.queue_sample_interval.is_zero() {
+            let value = format!("{:?}", self.drain_interval.min(self.queue_sample_interval));
+            return bad("drain_interval", value, "use a positive duration");
+        }
+        if self.stats.window.is_zero() {
+            return bad("stats.window", "0s".into(), "use a positive duration");
+        }
+        Ok(())
+    }
+}
+
+/// Errors from starting, exporting or wiring the profiler.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfilerError {
+    /// An option out of range.
+    #[error("profiler option `{option}` = {value} is out of range: {fix}")]
+    BadOption {
+        /// Which option.
+        option: &'static str,
+        /// Its value.
+        value: String,
+        /// What to use instead.
+        fix: &'static str,
+    },
+    /// The collector thread could not be started.
+    #[error("could not start the `profiler` collector thread: {0}; run with --no-profile")]
+    Spawn(std::io::Error),
+    /// Writing a trace failed.
+    #[error("could not write the trace to `{path}`: {source}; check that its directory exists and is writable")]
+    WriteTrace {
+        /// Where.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Writing to a caller's writer failed.
+    #[error("could not write the trace: {0}")]
+    Io(#[from] std::io::Error),
+    /// A global `tracing` subscriber is already installed.
+    #[error("a global tracing subscriber is already installed; add `ProfilerLayer` to it instead of calling init_logging")]
+    SubscriberAlreadySet,
+    /// The log file could not be opened.
+    #[error("could not open the log file `{path}`: {source}; check that its directory exists and is writable")]
+    LogFile {
+        /// Where.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A summary sort key that is not one of ours.
+    #[error("unknown sort key `{0}`: use one of total, avg, min, max, count")]
+    UnknownSortKey(String),
+}
+
+/// Stops and joins the collector when the last handle goes.
+struct Owner {
+    core: Arc<Core>,
+    collector: Mutex<Option<thread::JoinHandle<()>>>,
+}
+
+impl Owner {
+    fn stop(&self) {
+        self.core.request_stop();
+        let Some(collector) = self.collector.lock().take() else {
+            return;
+        };
+        // The last handle can go on the collector itself (it briefly owns a watched pool,
+        // whose observer holds a handle): it is already stopping and cannot join itself.
+        if collector.thread().id() != thread::current().id() {
+            let _ = collector.join();
+        }
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The handle everything records through; cheap to clone, one branch when disabled.
+#[derive(Clone, Default)]
+pub struct Profiler {
+    core: Option<Arc<Core>>,
+    owner: Option<Arc<Owner>>,
+}
+
+impl std::fmt::Debug for Profiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profiler")
+            .field("enabled", &self.is_enabled())
+            .finish()
+    }
+}
+
+impl Profiler {
+    /// Starts a profiler and its `profiler` collector thread.
+    pub fn new(options: ProfilerOptions) -> Result<Profiler, ProfilerError> {
+        options.validate()?;
+        let core = Arc::new(Core::new(options));
+        let collector = collector::spawn(core.clone()).map_err(ProfilerError::Spawn)?;
+        Ok(Profiler {
+            core: Some(core.clone()),
+            owner: Some(Arc::new(Owner {
+                core,
+                collector: Mutex::new(Some(collector)),
+            })),
+        })
+    }
+
+    /// A profiler that records nothing: every recording site costs one branch.
+    ///
+    /// ```
+    /// let off = enginetop::profiler::Profiler::disabled();
+    /// assert!(!off.is_enabled());
+    /// assert_eq!(off.snapshot().events, 0);
+    /// ```
+    pub fn disabled() -> Profiler {
+        Profiler::default()
+    }
+
+    /// Whether events are recorded.
+    pub fn is_enabled(&self) -> bool {
+        self.core.is_some()
+    }
+
+    /// Records `event` with the current time as its timestamp.
+    #[inline]
+    pub fn record(&self, event: Event) {
+        if let Some(core) = &self.core {
+            core.record_now(event);
+        }
+    }
+
+    /// Records `event` with the timestamp it carries (for times measured elsewhere, e.g. a
+    /// GPU's own clock converted to [`now_ns`]'s epoch).
+    #[inline]
+    pub fn record_at(&self, event: Event) {
+        if let Some(core) = &self.core {
+            core.record_at(event);
+        }
+    }
+
+    /// Op `op` (named `name`) became ready and was put on `device`'s queue.
+    #[inline]
+    pub fn op_queued(&self, device: DeviceId, name: NameId, op: OpInfo) {
+        self.record(Event::op(EventKind::OpQueued, device, name, op));
+    }
+
+    /// Op `op` starts running on the calling thread.
+    #[inline]
+    pub fn op_start(&self, device: DeviceId, name: NameId, op: OpInfo) {
+        self.record(Event::op(EventKind::OpStart, device, name, op));
+    }
+
+    /// Op `op` finished on the calling thread (`error`: it failed).
+    #[inline]
+    pub fn op_end(&self, device: DeviceId, name: NameId, op: OpInfo, error: bool) {
+        self.record(Event::op(EventKind::OpEnd, device, name, op).with_error(error));
+    }
+
+    /// GPU op `op_id` was submitted to `stream` of `device` (the host side of a launch).
+    #[inline]
+    pub fn stream_submit(&self, device: DeviceId, stream: u32, name: NameId, op_id: u64) {
+        self.record(Event::new(
+            EventKind::StreamSubmit,
+            device,
+            name,
+            stream,
+            op_id,
+        ));
+    }
+
+    /// GPU op `op_id` started on `stream` at `ts_ns` (ns since the process epoch).
+    #[inline]
+    pub fn stream_start(
+        &self,
+        device: DeviceId,
+        stream: u32,
+        name: NameId,
+        op_id: u64,
+        ts_ns: u64,
+    ) {
+        self.record_at(Event::new(EventKind::StreamStart, device, name, stream, op_id).at(ts_ns));
+    }
+
+    /// GPU op `op_id` finished on `stream` at `ts_ns` (ns since the process epoch).
+    #[inline]
+    pub fn stream_end(&self, device: DeviceId, stream: u32, name: NameId, op_id: u64, ts_ns: u64) {
+        self.record_at(Event::new(EventKind::StreamEnd, device, name, stream, op_id).at(ts_ns));
+    }
+
+    /// `queue` of `device` holds `depth` entries now.
+    #[inline]
+    pub fn queue_depth(&self, device: DeviceId, queue: NameId, depth: u64) {
+        self.record(Event::new(EventKind::QueueDepth, device, queue, 0, depth));
+    }
+
+    /// Nanoseconds since the process epoch (the timestamps' clock).
+    pub fn now_ns(&self) -> u64 {
+        now_ns()
+    }
+
+    /// An observer that records a pool's events as `device`'s (task events included; see
+    /// [`PoolProbe`] to leave them out).
+    ///
+    /// ```
+    /// use enginetop::pool::{Pool, PoolKind, PoolOptions};
+    /// use enginetop::profiler::{DeviceId, Profiler, ProfilerOptions};
+    /// let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+    /// let cpu = DeviceId::register("doc-pool");
+    /// let options = PoolOptions::new(PoolKind::Eigen, 2, "doc-pool")
+    ///     .observer(profiler.pool_observer(cpu));
+    /// let pool = Pool::new(options).unwrap();
+    /// pool.spawn(|| ());
+    /// drop(pool);
+    /// profiler.flush();
+    /// assert_eq!(profiler.snapshot().device("doc-pool").unwrap().tasks, 1);
+    /// ```
+    pub fn pool_observer(&self, device: DeviceId) -> std::sync::Arc<dyn PoolObserver> {
+        PoolProbe::new(self, device).into_observer()
+    }
+
+    /// `options` with this profiler's pool observer installed, or unchanged when profiling
+    /// is off (so a disabled profiler adds nothing to the pool, not even a call).
+    pub fn instrument_pool(&self, options: PoolOptions, device: DeviceId) -> PoolOptions {
+        if self.is_enabled() {
+            options.observer(self.pool_observer(device))
+        } else {
+            options
+        }
+    }
+
+    /// Samples `source`'s queue depths (as `device`'s) every `queue_sample_interval`, for as
+    /// long as it lives.
+    pub fn watch_queues(&self, device: DeviceId, source: std::sync::Weak<dyn QueueDepthSource>) {
+        if let Some(core) = &self.core {
+            core.watch(device, source);
+        }
+    }
+
+    /// Waits until every event recorded before this call is in the statistics and the
+    /// trace window.
+    pub fn flush(&self) {
+        if let Some(core) = &self.core {
+            core.flush();
+        }
+    }
+
+    /// The live statistics now (empty when disabled). Does not flush.
+    pub fn snapshot(&self) -> Snapshot {
+        self.core
+            .as_ref()
+            .map_or_else(Snapshot::default, |core| core.snapshot())
+    }
+
+    /// The aggregate table of ops and spans, like MXNet's `profiler.dumps()`. Flushes first.
+    pub fn summary(&self) -> Summary {
+        self.flush();
+        Summary::from_snapshot(&self.snapshot())
+    }
+
+    /// Writes the trace window as Chrome trace JSON to `out`. Flushes first.
+    pub fn export_chrome(&self, out: impl Write) -> Result<ExportReport, ProfilerError> {
+        self.flush();
+        let (events, evicted) = match &self.core {
+            Some(core) => core.window_events(),
+            None => (Vec::new(), 0),
+        };
+        let context = chrome::TraceContext {
+            dropped_events: self.snapshot().dropped_events,
+            evicted_events: evicted,
+        };
+        Ok(chrome::write_trace(&events, &context, out)?)
+    }
+
+    /// Writes the trace window as Chrome trace JSON to the file at `path`.
+    pub fn export_chrome_file(
+        &self,
+        path: impl AsRef<Path>,
+    ) -> Result<ExportReport, ProfilerError> {
+        let path = path.as_ref();
+        let write_error = |source| ProfilerError::WriteTrace {
+            path: path.display().to_string(),
+            source,
+        };
+        let file = std::fs::File::create(path).map_err(write_error)?;
+        let mut out = std::io::BufWriter::new(file);
+        let report = match self.export_chrome(&mut out) {
+            Ok(report) => report,
+            Err(ProfilerError::Io(source)) => return Err(write_error(source)),
+            Err(other) => return Err(other),
+        };
+        out.flush().map_err(write_error)?;
+        Ok(report)
+    }
+
+    /// Runs the collector's last round and stops it; later events stay in their rings. The
+    /// statistics and the trace window stay readable.
+    pub fn shutdown(&self) {
+        if let Some(owner) = &self.owner {
+            owner.stop();
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn small_options() -> ProfilerOptions {
+        ProfilerOptions {
+            ring_capacity: 64,
+            ..ProfilerOptions::default()
+        }
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_the_fix() {
+        let options = ProfilerOptions {
+            ring_capacity: 1,
+            ..ProfilerOptions::default()
+        };
+        let message = Profiler::new(options).unwrap_err().to_string();
+        assert!(
+            message.contains("ring_capacity") && message.contains("between 2"),
+            "{message}"
+        );
+        let options = ProfilerOptions {
+            drain_interval: Duration::ZERO,
+            ..ProfilerOptions::default()
+        };
+        assert!(Profiler::new(options).is_err());
+    }
+
+    #[test]
+    fn a_disabled_profiler_records_nothing() {
+        let off = Profiler::disabled();
+        off.op_start(DeviceId::HOST, NameId::UNNAMED, OpInfo::new(1));
+        off.flush();
+        off.shutdown();
+        assert_eq!(off.snapshot(), Snapshot::default());
+        let mut json = Vec::new();
+        off.export_chrome(&mut json).unwrap();
+        assert!(validate::validate_json(&json).is_ok());
+    }
+
+    #[test]
+    fn events_from_many_threads_reach_the_statistics() {
+        let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+        let name = NameId::intern("profiler-test-many");
+        let device = DeviceId::register("profiler-test-many");
+        std::thread::scope(|scope| {
+            for t in 0..4u64 {
+                let profiler = profiler.clone();
+                scope.spawn(move || {
+                    for k in 0..1000 {
+                        let op = OpInfo::new(t * 1000 + k);
+                        profiler.op_start(device, name, op);
+                        profiler.op_end(device, name, op, false);
+                    }
+                });
+            }
+        });
+        profiler.flush();
+        let snapshot = profiler.snapshot();
+        assert_eq!(snapshot.op("profiler-test-many").unwrap().count, 4000);
+        assert_eq!(snapshot.dropped_events, 0);
+        assert_eq!(snapshot.events, 8000);
+    }
+
+    #[test]
+    fn a_full_ring_counts_its_drops_in_the_snapshot() {
+        let profiler = Profiler::new(ProfilerOptions {
+            drain_interval: Duration::from_secs(3600), // only flushes drain
+            ..small_options()
+        })
+        .unwrap();
+        let name = NameId::intern("profiler-test-drops");
+        for k in 0..100 {
+            profiler.op_queued(DeviceId::HOST, name, OpInfo::new(k));
+        }
+        profiler.flush();
+        let snapshot = profiler.snapshot();
+        // 64 slots; the ring may have been drained once in between (the collector's start).
+        assert_eq!(snapshot.events + snapshot.dropped_events, 100);
+        assert!(snapshot.dropped_events >= 36, "{}", snapshot.dropped_events);
+    }
+
+    #[test]
+    fn shutdown_drains_everything_first_and_exited_threads_are_drained() {
+        let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+        let name = NameId::intern("profiler-test-shutdown");
+        let recorder = profiler.clone();
+        std::thread::spawn(move || {
+            for k in 0..10 {
+                recorder.op_start(DeviceId::HOST, name, OpInfo::new(k));
+                recorder.op_end(DeviceId::HOST, name, OpInfo::new(k), k == 0);
+            }
+        })
+        .join()
+        .unwrap();
+        profiler.shutdown();
+        let op = profiler
+            .snapshot()
+            .op("profiler-test-shutdown")
+            .cloned()
+            .unwrap();
+        assert_eq!((op.count, op.errors), (10, 1));
+        profiler.flush(); // returns at once: the collector is gone
+    }
+}

@@ -1,0 +1,186 @@
+//! Pool instrumentation: a [`PoolObserver`] that records a pool's events into the profiler,
+//! and queue-depth sampling of a [`Pool`].
+//!
+//! The pools call their observer at task start/end, steal, spin start/end, park/unpark and
+//! resize, behind one `if let Some(observer)` branch each. [`PoolProbe`] maps each call to one
+//! [`Event`] of the pool's device, with the worker index in `aux`. Task events double the
+//! events per task; a pool whose tasks are engine ops (which record their own start/end) can
+//! leave them out with [`PoolProbe::task_events`].
+//!
+//! Queue depths are not recorded per push: the collector samples [`ThreadPool::stats`] every
+//! `queue_sample_interval` (10 ms by default) for pools registered with
+//! [`Profiler::watch_queues`], one `QueueDepth` event per worker queue (`w0`, `w1`, ...) plus
+//! the shared queue (`shared`).
+//!
+//! [`ThreadPool::stats`]: crate::pool::ThreadPool::stats
+#![forbid(unsafe_code)]
+
+use super::collector::QueueDepthSource;
+use super::event::{Event, EventKind, FROM_INJECTOR, NO_WORKER};
+use super::names::{DeviceId, NameId};
+use super::Profiler;
+use crate::pool::{Pool, PoolEvent, PoolObserver};
+
+/// Records one pool's events as `device`'s.
+///
+/// ```
+/// use enginetop::pool::{Pool, PoolKind, PoolOptions};
+/// use enginetop::profiler::{DeviceId, PoolProbe, Profiler, ProfilerOptions};
+/// let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+/// let device = DeviceId::register("doc-probe");
+/// let observer = PoolProbe::new(&profiler, device).task_events(false).into_observer();
+/// let options = PoolOptions::new(PoolKind::Simple, 1, "doc-probe").observer(observer);
+/// let pool = Pool::new(options).unwrap();
+/// drop(pool);
+/// profiler.flush();
+/// assert_eq!(profiler.snapshot().device("doc-probe").unwrap().tasks, 0);
+/// ```
+#[derive(Clone, Debug)]
+pub struct PoolProbe {
+    profiler: Profiler,
+    device: DeviceId,
+    task_events: bool,
+}
+
+impl PoolProbe {
+    /// A probe recording into `profiler` as `device`, task events included.
+    pub fn new(profiler: &Profiler, device: DeviceId) -> Self {
+        PoolProbe {
+            profiler: profiler.clone(),
+            device,
+            task_events: true,
+        }
+    }
+
+    /// Whether to record task start/end (on by default).
+    pub fn task_events(mut self, record: bool) -> Self {
+        self.task_events = record;
+        self
+    }
+
+    /// The probe as the pool's observer type.
+    pub fn into_observer(self) -> std::sync::Arc<dyn PoolObserver> {
+        std::sync::Arc::new(self)
+    }
+
+    fn event(&self, worker: u32, event: PoolEvent) -> Option<Event> {
+        let on_worker = |kind| Some(Event::worker_event(kind, self.device, worker));
+        match event {
+            PoolEvent::TaskStart if self.task_events => on_worker(EventKind::TaskStart),
+            PoolEvent::TaskEnd { panicked } if self.task_events => {
+                on_worker(EventKind::TaskEnd).map(|event| event.with_error(panicked))
+            }
+            PoolEvent::TaskStart | PoolEvent::TaskEnd { .. } => None,
+            PoolEvent::Steal { victim } => {
+                let victim = victim.map_or(FROM_INJECTOR, |victim| victim as u64);
+                let kind = EventKind::Steal;
+                Some(Event::new(
+                    kind,
+                    self.device,
+                    NameId::UNNAMED,
+                    worker,
+                    victim,
+                ))
+            }
+            PoolEvent::SpinStart => on_worker(EventKind::SpinStart),
+            PoolEvent::SpinEnd => on_worker(EventKind::SpinEnd),
+            PoolEvent::Park => on_worker(EventKind::Park),
+            PoolEvent::Unpark => on_worker(EventKind::Unpark),
+            PoolEvent::Resized { from, to } => {
+                let kind = EventKind::PoolResized;
+                let name = NameId::UNNAMED;
+                Some(Event::new(kind, self.device, name, from as u32, to as u64))
+            }
+        }
+    }
+}
+
+impl PoolObserver for PoolProbe {
+    #[inline]
+    fn on_event(&self, worker: Option<usize>, event: PoolEvent) {
+        let worker = worker.map_or(NO_WORKER, |worker| worker as u32);
+        if let Some(event) = self.event(worker, event) {
+            self.profiler.record(event);
+        }
+    }
+}
+
+impl QueueDepthSource for Pool {
+    fn queue_depths(&self, out: &mut Vec<(NameId, u64)>) {
+        let stats = self.stats();
+        for worker in &stats.workers {
+            let label = NameId::intern(&format!("w{}", worker.index));
+            out.push((label, worker.queue_depth as u64));
+        }
+        out.push((NameId::intern("shared"), stats.unowned_queue_depth as u64));
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::pool::{PoolKind, PoolOptions};
+    use crate::profiler::ProfilerOptions;
+    use std::time::Duration;
+
+    #[test]
+    fn every_pool_event_maps_to_one_event_of_the_device() {
+        let profiler = Profiler::disabled();
+        let device = DeviceId::register("probe-test");
+        let probe = PoolProbe::new(&profiler, device);
+        let steal = probe
+            .event(1, PoolEvent::Steal { victim: Some(0) })
+            .unwrap();
+        assert_eq!(
+            (steal.kind, steal.worker(), steal.victim()),
+            (EventKind::Steal, Some(1), Some(0))
+        );
+        let injector = probe.event(1, PoolEvent::Steal { victim: None }).unwrap();
+        assert_eq!(injector.victim(), None);
+        let end = probe
+            .event(0, PoolEvent::TaskEnd { panicked: true })
+            .unwrap();
+        assert!(end.is_error() && end.device == device);
+        let resized = probe
+            .event(NO_WORKER, PoolEvent::Resized { from: 2, to: 4 })
+            .unwrap();
+        assert_eq!((resized.aux, resized.arg), (2, 4));
+        let quiet = probe.clone().task_events(false);
+        assert_eq!(quiet.event(0, PoolEvent::TaskStart), None);
+        assert!(quiet.event(0, PoolEvent::Park).is_some());
+    }
+
+    #[test]
+    fn a_disabled_profiler_leaves_pool_options_alone() {
+        let options = PoolOptions::new(PoolKind::Eigen, 1, "probe-off");
+        let untouched = Profiler::disabled().instrument_pool(options, DeviceId::HOST);
+        assert!(untouched.observer.is_none());
+    }
+
+    #[test]
+    fn watched_pools_are_sampled_until_dropped() {
+        let profiler = Profiler::new(ProfilerOptions {
+            queue_sample_interval: Duration::from_millis(1),
+            ..ProfilerOptions::default()
+        })
+        .unwrap();
+        let device = DeviceId::register("probe-watched");
+        let options = PoolOptions::new(PoolKind::Eigen, 2, "probe-watched");
+        let pool = std::sync::Arc::new(Pool::new(options).unwrap());
+        let weak: std::sync::Weak<dyn QueueDepthSource> = std::sync::Arc::downgrade(&pool) as _;
+        profiler.watch_queues(device, weak);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut labels: Vec<String> = Vec::new();
+        while labels.len() < 3 {
+            assert!(std::time::Instant::now() < deadline, "never sampled");
+            profiler.flush();
+            if let Some(device) = profiler.snapshot().device("probe-watched") {
+                labels = device.queues.iter().map(|q| q.label.clone()).collect();
+            }
+        }
+        labels.sort();
+        assert_eq!(labels, ["shared", "w0", "w1"]);
+        drop(pool);
+        profiler.flush();
+    }
+}

@@ -1,0 +1,1001 @@
+//! Live statistics, computed by the collector from the event stream, read at any time as a
+//! plain-data [`Snapshot`].
+//!
+//! - **Workers** (one per recording thread): what share of the sliding window it spent
+//!   running, stealing, spinning, parked or idle, from its state changes:
+//!   `TaskStart`/`OpStart` -> running (nested starts count once), the matching end ->
+//!   stealing, `SpinStart` -> spinning, `SpinEnd` -> stealing, `Park` -> parked, `Unpark` ->
+//!   stealing, thread exit -> idle. "Stealing" is "looking for work between tasks": popping
+//!   its own queue is too short to tell apart from trying other queues. Shares are of the time
+//!   observed in the window (a thread first seen half-way through has half a window).
+//! - **Steals** thief -> victim per pool, counted since the start.
+//! - **Devices**: ops and tasks per second over the window, errors and panics, queue depths
+//!   (the latest `QueueDepth` sample per queue), the pool's worker count (from resizes).
+//! - **Ops** per name, counted once at their `OpEnd`: count, errors, total, min, max, mean,
+//!   p50, p99 (an hdrhistogram at 2 significant digits, so percentiles are within 1%). The
+//!   duration is `OpEnd - OpStart` matched by op id (looked up on the ending thread's own
+//!   stack of open ops first, then among the others); an end whose start was dropped counts
+//!   with duration 0. `tracing` spans get the same table, keyed by span name.
+//! - **GPU streams**: occupancy (share of the window a kernel was running) and ops.
+//! - **Dropped events**: the rings' drop counts plus events lost on exiting threads.
+#![forbid(unsafe_code)]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use super::event::{Event, EventKind};
+use super::names::{DeviceId, NameId, ThreadId};
+use super::timeline::{Buckets, RateCounter, StateTimeline};
+
+/// How the sliding windows are cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatsOptions {
+    /// Length of the sliding window (shares, rates, occupancy).
+    pub window: Duration,
+    /// Buckets the window is cut into (its resolution).
+    pub buckets: u32,
+}
+
+impl Default for StatsOptions {
+    /// A one-second window in ten buckets.
+    fn default() -> Self {
+        StatsOptions {
+            window: Duration::from_secs(1),
+            buckets: 10,
+        }
+    }
+}
+
+impl StatsOptions {
+    fn geometry(self) -> Buckets {
+        let count = u64::from(self.buckets.max(1));
+        let window_ns = u64::try_from(self.window.as_nanos()).unwrap_or(u64::MAX);
+        Buckets {
+            bucket_ns: (window_ns / count).max(1),
+            count,
+        }
+    }
+}
+
+/// What a worker is doing, as the events tell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activity {
+    /// Running a task or an op.
+    Running,
+    /// Looking for work between tasks.
+    Stealing,
+    /// Its pool's spinning thread.
+    Spinning,
+    /// Asleep.
+    Parked,
+    /// Not seen doing anything yet, or exited.
+    Idle,
+}
+
+const STATES: [Activity; 5] = [
+    Activity::Running,
+    Activity::Stealing,
+    Activity::Spinning,
+    Activity::Parked,
+    Activity::Idle,
+];
+
+fn state_index(activity: Activity) -> usize {
+    STATES.iter().position(|&a| a == activity).unwrap_or(4)
+}
+
+/// Share of the window per activity (they add up to 1 once anything was observed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Shares {
+    /// Running tasks or ops.
+    pub running: f64,
+    /// Looking for work.
+    pub stealing: f64,
+    /// Spinning.
+    pub spinning: f64,
+    /// Parked.
+    pub parked: f64,
+    /// Idle (exited).
+    pub idle: f64,
+}
+
+/// One worker (a recording thread) in a [`Snapshot`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct WorkerSnapshot {
+    /// Its thread id (the `tid` of a trace).
+    pub thread: u32,
+    /// Its thread name (`cpu0-w3`).
+    pub name: String,
+    /// The device it works for, if it recorded a worker event.
+    pub device: Option<String>,
+    /// Its worker index in that device's pool, if it is a pool worker.
+    pub worker: Option<u32>,
+    /// What it is doing now.
+    pub activity: Activity,
+    /// Share of the window per activity.
+    pub shares: Shares,
+    /// Pool tasks it finished.
+    pub tasks: u64,
+    /// Ops it finished.
+    pub ops: u64,
+    /// Tasks it stole.
+    pub steals: u64,
+}
+
+/// Steals from one queue to one thief, since the start.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StealSnapshot {
+    /// The pool (device).
+    pub device: String,
+    /// The thief's worker index.
+    pub thief: u32,
+    /// The victim's worker index, `None` for the shared injector.
+    pub victim: Option<u32>,
+    /// How many.
+    pub count: u64,
+}
+
+/// One queue's depth.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct QueueSnapshot {
+    /// The queue's label (`w0`, `shared`, `priority`, ...).
+    pub label: String,
+    /// Tasks waiting at the last sample.
+    pub depth: u64,
+}
+
+/// One device in a [`Snapshot`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct DeviceSnapshot {
+    /// The device id (the `pid` of a trace is this plus one).
+    pub id: u16,
+    /// Its name.
+    pub name: String,
+    /// Ops finished per second over the window.
+    pub ops_per_s: f64,
+    /// Pool tasks finished per second over the window.
+    pub tasks_per_s: f64,
+    /// Ops finished since the start.
+    pub ops: u64,
+    /// Ops that ended with an error.
+    pub op_errors: u64,
+    /// Pool tasks finished since the start.
+    pub tasks: u64,
+    /// Pool tasks that panicked.
+    pub task_panics: u64,
+    /// Ops queued since the start.
+    pub queued: u64,
+    /// Latest depth per queue.
+    pub queues: Vec<QueueSnapshot>,
+    /// Sum of the latest depths.
+    pub queue_depth: u64,
+    /// Workers after the latest resize, if the pool reported one.
+    pub workers: Option<u64>,
+    /// Resizes seen (a pool's start counts as one).
+    pub resizes: u64,
+}
+
+/// Aggregates for one op (or span) name; durations in nanoseconds.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OpSnapshot {
+    /// The op's name.
+    pub name: String,
+    /// Ops finished (each counted once, at its end).
+    pub count: u64,
+    /// Of which ended with an error.
+    pub errors: u64,
+    /// Sum of durations.
+    pub total_ns: u64,
+    /// Shortest.
+    pub min_ns: u64,
+    /// Longest.
+    pub max_ns: u64,
+    /// Mean.
+    pub mean_ns: f64,
+    /// Median (within 1%).
+    pub p50_ns: u64,
+    /// 99th percentile (within 1%).
+    pub p99_ns: u64,
+}
+
+/// One GPU stream in a [`Snapshot`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct StreamSnapshot {
+    /// The GPU (device).
+    pub device: String,
+    /// The stream's index.
+    pub stream: u32,
+    /// Share of the window a kernel was running on it.
+    pub occupancy: f64,
+    /// Kernels finished since the start.
+    pub ops: u64,
+    /// Kernels submitted since the start.
+    pub submitted: u64,
+}
+
+/// Everything the collector knows, as plain data: what the dashboard renders.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Snapshot {
+    /// When it was taken (ns since the process epoch).
+    pub at_ns: u64,
+    /// The sliding window's nominal length.
+    pub window_ns: u64,
+    /// Every thread that recorded a state change, by thread id.
+    pub workers: Vec<WorkerSnapshot>,
+    /// Steal counts.
+    pub steals: Vec<StealSnapshot>,
+    /// Every device that saw an event, by id.
+    pub devices: Vec<DeviceSnapshot>,
+    /// Ops by name.
+    pub ops: Vec<OpSnapshot>,
+    /// `tracing` spans by name.
+    pub spans: Vec<OpSnapshot>,
+    /// GPU streams.
+    pub streams: Vec<StreamSnapshot>,
+    /// Events the collector processed.
+    pub events: u64,
+    /// Events lost: full rings, exiting threads.
+    pub dropped_events: u64,
+}
+
+impl Snapshot {
+    /// The op named `name`, if any finished.
+    pub fn op(&self, name: &str) -> Option<&OpSnapshot> {
+        self.ops.iter().find(|op| op.name == name)
+    }
+
+    /// The device named `name`, if it saw an event.
+    pub fn device(&self, name: &str) -> Option<&DeviceSnapshot> {
+        self.devices.iter().find(|device| device.name == name)
+    }
+}
+
+/// Count, extremes and a histogram of durations.
+#[derive(Clone, Debug)]
+struct Durations {
+    count: u64,
+    errors: u64,
+    total_ns: u64,
+    min_ns: u64,
+    max_ns: u64,
+    histogram: Histogram<u64>,
+}
+
+impl Durations {
+    fn new() -> Self {
+        Durations {
+            count: 0,
+            errors: 0,
+            total_ns: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+            histogram: Histogram::new(2).expect("2 significant digits is a valid precision"),
+        }
+    }
+
+    fn record(&mut self, ns: u64, error: bool) {
+        self.count += 1;
+        self.errors += u64::from(error);
+        self.total_ns = self.total_ns.saturating_add(ns);
+        self.min_ns = self.min_ns.min(ns);
+        self.max_ns = self.max_ns.max(ns);
+        // Auto-resizing histogram: recording cannot fail for any u64.
+        let _ = self.histogram.record(ns);
+    }
+
+    fn snapshot(&self, name: &str) -> OpSnapshot {
+        OpSnapshot {
+            name: name.to_string(),
+            count: self.count,
+            errors: self.errors,
+            total_ns: self.total_ns,
+            min_ns: if self.count == 0 { 0 } else { self.min_ns },
+            max_ns: self.max_ns,
+            mean_ns: self.total_ns as f64 / self.count.max(1) as f64,
+            p50_ns: self.histogram.value_at_quantile(0.5),
+            p99_ns: self.histogram.value_at_quantile(0.99),
+        }
+    }
+}
+
+/// Per recording thread.
+#[derive(Clone, Debug)]
+struct ThreadStats {
+    timeline: StateTimeline<5>,
+    /// Nested task/op starts not yet ended.
+    running_depth: u32,
+    device: Option<DeviceId>,
+    worker: Option<u32>,
+    tasks: u64,
+    ops: u64,
+    steals: u64,
+    /// Open spans: (span id, entered at).
+    spans: Vec<(u64, u64)>,
+    /// Ops started here and not ended yet: (op id, started at), newest last.
+    open_ops: VecDeque<(u64, u64)>,
+}
+
+#[derive(Clone, Debug)]
+struct DeviceStats {
+    ops: RateCounter,
+    tasks: RateCounter,
+    op_total: u64,
+    op_errors: u64,
+    task_total: u64,
+    task_panics: u64,
+    queued: u64,
+    queues: BTreeMap<NameId, u64>,
+    workers: Option<u64>,
+    resizes: u64,
+}
+
+#[derive(Clone, Debug)]
+struct StreamStats {
+    /// Busy (0) or idle (1).
+    timeline: StateTimeline<2>,
+    ops: u64,
+    submitted: u64,
+}
+
+/// A hasher for op ids (already well spread; SipHash would cost more than the lookup).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(self.0.rotate_left(8) ^ u64::from(byte));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ (n >> 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+}
+
+/// Ops started and not yet ended past this many are forgotten (their ends were dropped).
+const MAX_IN_FLIGHT: usize = 1 << 20;
+
+/// Open ops kept on a thread's own stack before the oldest spill to the shared map.
+const MAX_OPEN_PER_THREAD: usize = 64;
+
+/// The collector's statistics: fed with [`ingest`](Stats::ingest), read with
+/// [`snapshot`](Stats::snapshot).
+///
+/// ```
+/// use enginetop::profiler::{DeviceId, Event, EventKind, NameId, OpInfo, Stats, StatsOptions};
+/// let mut stats = Stats::new(StatsOptions::default());
+/// let (cpu, add) = (DeviceId::register("doc-cpu"), NameId::intern("add"));
+/// stats.ingest(&Event::op(EventKind::OpStart, cpu, add, OpInfo::new(1)).at(1_000));
+/// stats.ingest(&Event::op(EventKind::OpEnd, cpu, add, OpInfo::new(1)).at(4_000));
+/// let snapshot = stats.snapshot(10_000);
+/// assert_eq!(snapshot.op("add").unwrap().total_ns, 3_000);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Stats {
+    options: StatsOptions,
+    geometry: Buckets,
+    /// Per thread, in order of first sight; found through `thread_slots` and a one-entry
+    /// cache (a batch holds runs of one thread's events).
+    threads: Vec<(ThreadId, ThreadStats)>,
+    thread_slots: HashMap<ThreadId, usize, BuildHasherDefault<IdHasher>>,
+    last_thread: Option<(ThreadId, usize)>,
+    /// Indexed by device id.
+    devices: Vec<Option<DeviceStats>>,
+    /// Indexed by name id.
+    ops: Vec<Option<Durations>>,
+    spans: Vec<Option<Durations>>,
+    in_flight: HashMap<u64, u64, BuildHasherDefault<IdHasher>>,
+    steals: BTreeMap<(DeviceId, u32, Option<u32>), u64>,
+    streams: BTreeMap<(DeviceId, u32), StreamStats>,
+    events: u64,
+    dropped: u64,
+}
+
+impl Stats {
+    /// Empty statistics with windows cut as `options` says.
+    pub fn new(options: StatsOptions) -> Self {
+        Stats {
+            options,
+            geometry: options.geometry(),
+            threads: Vec::new(),
+            thread_slots: HashMap::default(),
+            last_thread: None,
+            devices: Vec::new(),
+            ops: Vec::new(),
+            spans: Vec::new(),
+            in_flight: HashMap::default(),
+            steals: BTreeMap::new(),
+            streams: BTreeMap::new(),
+            events: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Sets the dropped-events figure (the collector sums it from the rings).
+    pub fn set_dropped(&mut self, dropped: u64) {
+        self.dropped = dropped;
+    }
+
+    /// Takes one event into account.
+    pub fn ingest(&mut self, event: &Event) {
+        self.events += 1;
+        match event.kind {
+            EventKind::OpQueued => self.device(event.device).queued += 1,
+            EventKind::OpStart => self.op_started(event),
+            EventKind::OpEnd => self.op_ended(event),
+            EventKind::TaskStart => self.start_running(event),
+            EventKind::TaskEnd => self.task_ended(event),
+            EventKind::Steal => self.stolen(event),
+            EventKind::SpinStart => self.enter(event, Activity::Spinning),
+            EventKind::SpinEnd | EventKind::Unpark => self.enter(event, Activity::Stealing),
+            EventKind::Park => self.enter(event, Activity::Parked),
+            EventKind::PoolResized => {
+                let device = self.device(event.device);
+                device.workers = Some(event.arg);
+                device.resizes += 1;
+            }
+            EventKind::QueueDepth => {
+                self.device(event.device)
+                    .queues
+                    .insert(event.name, event.arg);
+            }
+            EventKind::StreamSubmit => self.stream(event).submitted += 1,
+            EventKind::StreamStart => self.stream(event).timeline.enter(0, event.ts_ns),
+            EventKind::StreamEnd => {
+                let stream = self.stream(event);
+                stream.timeline.enter(1, event.ts_ns);
+                stream.ops += 1;
+            }
+            EventKind::SpanEnter => self
+                .thread(event.thread)
+                .spans
+                .push((event.arg, event.ts_ns)),
+            EventKind::SpanExit => self.span_exited(event),
+        }
+    }
+
+    /// Marks `thread` as exited at `ts` (its ring closed): idle from then on.
+    pub fn thread_exited(&mut self, thread: ThreadId, ts: u64) {
+        if let Some(&slot) = self.thread_slots.get(&thread) {
+            let stats = &mut self.threads[slot].1;
+            stats.running_depth = 0;
+            if stats.timeline.state().is_some() {
+                stats.timeline.enter(state_index(Activity::Idle), ts);
+            }
+        }
+    }
+
+    fn thread(&mut self, thread: ThreadId) -> &mut ThreadStats {
+        let slot = match self.last_thread {
+            Some((last, slot)) if last == thread => slot,
+            _ => self.thread_slot(thread),
+        };
+        self.last_thread = Some((thread, slot));
+        &mut self.threads[slot].1
+    }
+
+    #[cold]
+    fn thread_slot(&mut self, thread: ThreadId) -> usize {
+        let (threads, geometry) = (&mut self.threads, self.geometry);
+        *self.thread_slots.entry(thread).or_insert_with(|| {
+            threads.push((
+                thread,
+                ThreadStats {
+                    timeline: StateTimeline::new(geometry),
+                    running_depth: 0,
+                    device: None,
+                    worker: None,
+                    tasks: 0,
+                    ops: 0,
+                    steals: 0,
+                    spans: Vec::new(),
+                    open_ops: VecDeque::new(),
+                },
+            ));
+            threads.len() - 1
+        })
+    }
+
+    fn device(&mut self, device: DeviceId) -> &mut DeviceStats {
+        let geometry = self.geometry;
+        let index = usize::from(device.id());
+        if self.devices.len() <= index {
+            self.devices.resize_with(index + 1, || None);
+        }
+        self.devices[index].get_or_insert_with(|| DeviceStats {
+            ops: RateCounter::new(geometry),
+            tasks: RateCounter::new(geometry),
+            op_total: 0,
+            op_errors: 0,
+            task_total: 0,
+            task_panics: 0,
+            queued: 0,
+            queues: BTreeMap::new(),
+            workers: None,
+            resizes: 0,
+        })
+    }
+
+    fn stream(&mut self, event: &Event) -> &mut StreamStats {
+        let geometry = self.geometry;
+        self.streams
+            .entry((event.device, event.stream()))
+            .or_insert_with(|| StreamStats {
+                timeline: StateTimeline::new(geometry),
+                ops: 0,
+                submitted: 0,
+            })
+    }
+
+    /// The worker-ish thread behind `event`, bound to its device (and worker index).
+    fn worker_thread(&mut self, event: &Event) -> &mut ThreadStats {
+        let thread = self.thread(event.thread);
+        thread.device = Some(event.device);
+        if let (Some(worker), false) = (event.worker(), is_op(event.kind)) {
+            thread.worker = Some(worker);
+        }
+        thread
+    }
+
+    fn enter(&mut self, event: &Event, activity: Activity) {
+        let thread = self.worker_thread(event);
+        if thread.running_depth == 0 {
+            thread.timeline.enter(state_index(activity), event.ts_ns);
+        }
+    }
+
+    fn start_running(&mut self, event: &Event) {
+        let thread = self.worker_thread(event);
+        thread.running_depth += 1;
+        if thread.running_depth == 1 {
+            thread
+                .timeline
+                .enter(state_index(Activity::Running), event.ts_ns);
+        }
+    }
+
+    /// Ends one level of running; returns the thread for counting.
+    fn stop_running(&mut self, event: &Event) -> &mut ThreadStats {
+        let thread = self.worker_thread(event);
+        thread.running_depth = thread.running_depth.saturating_sub(1);
+        if thread.running_depth == 0 {
+            thread
+                .timeline
+                .enter(state_index(Activity::Stealing), event.ts_ns);
+        }
+        thread
+    }
+
+    /// Remembers the op's start on its thread's stack (no hashing: almost every op ends on
+    /// the thread that started it); the oldest of too many open ops moves to `in_flight`.
+    fn op_started(&mut self, event: &Event) {
+        self.start_running(event);
+        let thread = self.thread(event.thread);
+        let spilled = if thread.open_ops.len() >= MAX_OPEN_PER_THREAD {
+            thread.open_ops.pop_front()
+        } else {
+            None
+        };
+        thread.open_ops.push_back((event.op_id(), event.ts_ns));
+        if let Some((id, started)) = spilled {
+            if self.in_flight.len() >= MAX_IN_FLIGHT {
+                self.in_flight.clear(); // their ends were dropped; forget them
+            }
+            self.in_flight.insert(id, started);
+        }
+    }
+
+    /// When the op `event` ends was started: on this thread (the common case), spilled to
+    /// `in_flight`, or on another thread (an op completed asynchronously).
+    fn op_start_time(&mut self, event: &Event) -> Option<u64> {
+        let id = event.op_id();
+        let thread = self.thread(event.thread);
+        if let Some(position) = thread.open_ops.iter().rposition(|&(open, _)| open == id) {
+            return thread.open_ops.remove(position).map(|(_, started)| started);
+        }
+        if let Some(started) = self.in_flight.remove(&id) {
+            return Some(started);
+        }
+        self.threads.iter_mut().find_map(|(_, other)| {
+            let position = other.open_ops.iter().rposition(|&(open, _)| open == id)?;
+            other.open_ops.remove(position).map(|(_, started)| started)
+        })
+    }
+
+    fn op_ended(&mut self, event: &Event) {
+        self.stop_running(event).ops += 1;
+        let duration = self
+            .op_start_time(event)
+            .map_or(0, |start| event.ts_ns.saturating_sub(start));
+        durations(&mut self.ops, event.name).record(duration, event.is_error());
+        let device = self.device(event.device);
+        device.ops.add(event.ts_ns);
+        device.op_total += 1;
+        device.op_errors += u64::from(event.is_error());
+    }
+
+    fn task_ended(&mut self, event: &Event) {
+        self.stop_running(event).tasks += 1;
+        let device = self.device(event.device);
+        device.tasks.add(event.ts_ns);
+        device.task_total += 1;
+        device.task_panics += u64::from(event.is_error());
+    }
+
+    fn stolen(&mut self, event: &Event) {
+        self.worker_thread(event).steals += 1;
+        let key = (event.device, event.aux, event.victim());
+        *self.steals.entry(key).or_insert(0) += 1;
+    }
+
+    fn span_exited(&mut self, event: &Event) {
+        let thread = self.thread(event.thread);
+        let Some(position) = thread.spans.iter().rposition(|&(id, _)| id == event.arg) else {
+            return; // entered before the profiler saw it
+        };
+        let (_, entered) = thread.spans.remove(position);
+        let duration = event.ts_ns.saturating_sub(entered);
+        durations(&mut self.spans, event.name).record(duration, false);
+    }
+
+    /// Everything, as plain data, with windows ending at `now_ns`.
+    pub fn snapshot(&self, now_ns: u64) -> Snapshot {
+        Snapshot {
+            at_ns: now_ns,
+            window_ns: u64::try_from(self.options.window.as_nanos()).unwrap_or(u64::MAX),
+            workers: self.workers(now_ns),
+            steals: self.steal_list(),
+            devices: self.device_list(now_ns),
+            ops: durations_list(&self.ops),
+            spans: durations_list(&self.spans),
+            streams: self.stream_list(now_ns),
+            events: self.events,
+            dropped_events: self.dropped,
+        }
+    }
+
+    fn workers(&self, now: u64) -> Vec<WorkerSnapshot> {
+        let mut threads: Vec<&(ThreadId, ThreadStats)> = self.threads.iter().collect();
+        threads.sort_by_key(|(thread, _)| *thread);
+        threads
+            .into_iter()
+            .filter_map(|&(thread, ref stats)| {
+                let state = stats.timeline.state()?;
+                let shares = stats.timeline.shares(now);
+                Some(WorkerSnapshot {
+                    thread: thread.id(),
+                    name: thread.name(),
+                    device: stats.device.map(|device| device.name().to_string()),
+                    worker: stats.worker,
+                    activity: STATES[state],
+                    shares: Shares {
+                        running: shares[0],
+                        stealing: shares[1],
+                        spinning: shares[2],
+                        parked: shares[3],
+                        idle: shares[4],
+                    },
+                    tasks: stats.tasks,
+                    ops: stats.ops,
+                    steals: stats.steals,
+                })
+            })
+            .collect()
+    }
+
+    fn steal_list(&self) -> Vec<StealSnapshot> {
+        self.steals
+            .iter()
+            .map(|(&(device, thief, victim), &count)| StealSnapshot {
+                device: device.name().to_string(),
+                thief,
+                victim,
+                count,
+            })
+            .collect()
+    }
+
+    fn device_list(&self, now: u64) -> Vec<DeviceSnapshot> {
+        self.devices
+            .iter()
+            .enumerate()
+            .filter_map(|(index, stats)| Some((DeviceId::from_raw(index as u16), stats.as_ref()?)))
+            .map(|(id, stats)| {
+                let queues: Vec<QueueSnapshot> = stats
+                    .queues
+                    .iter()
+                    .map(|(label, &depth)| QueueSnapshot {
+                        label: label.as_str().to_string(),
+                        depth,
+                    })
+                    .collect();
+                DeviceSnapshot {
+                    id: id.id(),
+                    name: id.name().to_string(),
+                    ops_per_s: stats.ops.per_second(now),
+                    tasks_per_s: stats.tasks.per_second(now),
+                    ops: stats.op_total,
+                    op_errors: stats.op_errors,
+                    tasks: stats.task_total,
+                    task_panics: stats.task_panics,
+                    queued: stats.queued,
+                    queue_depth: queues.iter().map(|queue| queue.depth).sum(),
+                    queues,
+                    workers: stats.workers,
+                    resizes: stats.resizes,
+                }
+            })
+            .collect()
+    }
+
+    fn stream_list(&self, now: u64) -> Vec<StreamSnapshot> {
+        self.streams
+            .iter()
+            .map(|(&(device, stream), stats)| StreamSnapshot {
+                device: device.name().to_string(),
+                stream,
+                occupancy: stats.timeline.shares(now)[0],
+                ops: stats.ops,
+                submitted: stats.submitted,
+            })
+            .collect()
+    }
+}
+
+fn is_op(kind: EventKind) -> bool {
+    matches!(kind, EventKind::OpStart | EventKind::OpEnd)
+}
+
+/// The durations of `name` in a table indexed by name id, created on first use.
+fn durations(table: &mut Vec<Option<Durations>>, name: NameId) -> &mut Durations {
+    let index = name.id() as usize;
+    if table.len() <= index {
+        table.resize_with(index + 1, || None);
+    }
+    table[index].get_or_insert_with(Durations::new)
+}
+
+fn durations_list(table: &[Option<Durations>]) -> Vec<OpSnapshot> {
+    table
+        .iter()
+        .enumerate()
+        .filter_map(|(index, durations)| {
+            let name = NameId::from_id(index as u32)?;
+            Some(durations.as_ref()?.snapshot(name.as_str()))
+        })
+        .collect()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! The statistics against a synthetic event stream whose answers are known.
+    use super::*;
+    use crate::profiler::event::{OpInfo, FROM_INJECTOR};
+
+    const MS: u64 = 1_000_000;
+
+    struct Script {
+        events: Vec<Event>,
+    }
+
+    impl Script {
+        fn at(&mut self, ms: u64, thread: u32, event: Event) {
+            let mut event = event.at(ms * MS);
+            event.thread = ThreadId::from_raw(thread);
+            self.events.push(event);
+        }
+    }
+
+    fn stats_of(script: &Script) -> Stats {
+        let mut stats = Stats::new(StatsOptions::default());
+        for event in &script.events {
+            stats.ingest(event);
+        }
+        stats
+    }
+
+    fn worker(kind: EventKind, device: DeviceId, index: u32) -> Event {
+        Event::worker_event(kind, device, index)
+    }
+
+    fn close(actual: f64, expected: f64) -> bool {
+        (actual - expected).abs() < 1e-9
+    }
+
+    /// Worker 0 of a pool, in one second: runs 0-400 ms, looks for work 400-500, spins
+    /// 500-600, parks 600-1000. Worker 1 runs all second long.
+    #[test]
+    fn worker_shares_come_from_state_changes() {
+        let pool = DeviceId::register("stats-test-pool");
+        let mut script = Script { events: Vec::new() };
+        script.at(0, 901, worker(EventKind::TaskStart, pool, 0));
+        script.at(0, 902, worker(EventKind::TaskStart, pool, 1));
+        script.at(400, 901, worker(EventKind::TaskEnd, pool, 0));
+        script.at(500, 901, worker(EventKind::SpinStart, pool, 0));
+        script.at(600, 901, worker(EventKind::SpinEnd, pool, 0));
+        script.at(600, 901, worker(EventKind::Park, pool, 0));
+        let snapshot = stats_of(&script).snapshot(1000 * MS);
+        // The window at 1000 ms is [100 ms, 1000 ms]: 900 ms observed.
+        let zero = &snapshot.workers[0];
+        assert_eq!((zero.thread, zero.worker), (901, Some(0)));
+        assert_eq!(zero.device.as_deref(), Some("stats-test-pool"));
+        assert_eq!(zero.activity, Activity::Parked);
+        assert!(
+            close(zero.shares.running, 300.0 / 900.0),
+            "{:?}",
+            zero.shares
+        );
+        assert!(
+            close(zero.shares.stealing, 100.0 / 900.0),
+            "{:?}",
+            zero.shares
+        );
+        assert!(
+            close(zero.shares.spinning, 100.0 / 900.0),
+            "{:?}",
+            zero.shares
+        );
+        assert!(
+            close(zero.shares.parked, 400.0 / 900.0),
+            "{:?}",
+            zero.shares
+        );
+        assert_eq!(zero.tasks, 1);
+        let one = &snapshot.workers[1];
+        assert_eq!(one.activity, Activity::Running);
+        assert!(close(one.shares.running, 1.0));
+    }
+
+    #[test]
+    fn nested_op_inside_a_task_counts_running_once_and_exit_is_idle() {
+        let pool = DeviceId::register("stats-test-nested");
+        let op = OpInfo::new(5);
+        let name = NameId::intern("stats-test-op");
+        let mut script = Script { events: Vec::new() };
+        script.at(0, 903, worker(EventKind::TaskStart, pool, 0));
+        script.at(100, 903, Event::op(EventKind::OpStart, pool, name, op));
+        script.at(300, 903, Event::op(EventKind::OpEnd, pool, name, op));
+        script.at(500, 903, worker(EventKind::TaskEnd, pool, 0));
+        let mut stats = stats_of(&script);
+        stats.thread_exited(ThreadId::from_raw(903), 800 * MS);
+        let snapshot = stats.snapshot(1000 * MS);
+        let shares = snapshot.workers[0].shares;
+        assert!(close(shares.running, 400.0 / 900.0), "{shares:?}");
+        assert!(close(shares.stealing, 300.0 / 900.0), "{shares:?}");
+        assert!(close(shares.idle, 200.0 / 900.0), "{shares:?}");
+        assert_eq!(snapshot.workers[0].activity, Activity::Idle);
+        assert_eq!(snapshot.op("stats-test-op").unwrap().total_ns, 200 * MS);
+    }
+
+    /// Ten ops of 1..=10 ms, the third one failing, on two threads; one end without a start.
+    #[test]
+    fn op_table_counts_each_op_once_with_known_aggregates() {
+        let cpu = DeviceId::register("stats-test-cpu");
+        let name = NameId::intern("stats-test-gemm");
+        let mut script = Script { events: Vec::new() };
+        for k in 1..=10u64 {
+            let op = OpInfo::new(k);
+            let thread = 910 + (k % 2) as u32;
+            script.at(k * 20, 1, Event::op(EventKind::OpQueued, cpu, name, op));
+            script.at(
+                k * 20 + 1,
+                thread,
+                Event::op(EventKind::OpStart, cpu, name, op),
+            );
+            let end = Event::op(EventKind::OpEnd, cpu, name, op).with_error(k == 3);
+            script.at(k * 20 + 1 + k, thread, end);
+        }
+        let orphan = NameId::intern("stats-test-orphan");
+        script.at(
+            400,
+            912,
+            Event::op(EventKind::OpEnd, cpu, orphan, OpInfo::new(99)),
+        );
+        let snapshot = stats_of(&script).snapshot(500 * MS);
+        let gemm = snapshot.op("stats-test-gemm").unwrap();
+        assert_eq!((gemm.count, gemm.errors), (10, 1));
+        assert_eq!(gemm.total_ns, 55 * MS);
+        assert_eq!((gemm.min_ns, gemm.max_ns), (MS, 10 * MS));
+        assert!(close(gemm.mean_ns, 5.5 * MS as f64));
+        // hdrhistogram at 2 significant digits: within 1%.
+        assert!((gemm.p50_ns as f64 - 5.0 * MS as f64).abs() <= 0.01 * 5.0 * MS as f64);
+        assert!((gemm.p99_ns as f64 - 10.0 * MS as f64).abs() <= 0.01 * 10.0 * MS as f64);
+        let orphan = snapshot.op("stats-test-orphan").unwrap();
+        assert_eq!((orphan.count, orphan.total_ns), (1, 0));
+        let device = snapshot.device("stats-test-cpu").unwrap();
+        assert_eq!((device.ops, device.op_errors, device.queued), (11, 1, 10));
+        // 11 ops ended between 22 ms and 400 ms, seen at 500 ms: 11 / 0.478 s.
+        assert!(
+            close(device.ops_per_s, 11.0 / 0.478),
+            "{}",
+            device.ops_per_s
+        );
+    }
+
+    #[test]
+    fn steals_queues_resizes_and_streams() {
+        let pool = DeviceId::register("stats-test-steals");
+        let gpu = DeviceId::register("stats-test-gpu");
+        let depth =
+            |label: &str, n| Event::new(EventKind::QueueDepth, pool, NameId::intern(label), 0, n);
+        let kernel = NameId::intern("stats-test-kernel");
+        let stream = |kind| Event::new(kind, gpu, kernel, 1, 7);
+        let mut script = Script { events: Vec::new() };
+        for _ in 0..3 {
+            script.at(
+                1,
+                920,
+                Event::new(EventKind::Steal, pool, NameId::UNNAMED, 1, 0),
+            );
+        }
+        script.at(
+            2,
+            921,
+            Event::new(EventKind::Steal, pool, NameId::UNNAMED, 0, FROM_INJECTOR),
+        );
+        script.at(
+            3,
+            1,
+            Event::new(EventKind::PoolResized, pool, NameId::UNNAMED, 0, 2),
+        );
+        script.at(
+            4,
+            1,
+            Event::new(EventKind::PoolResized, pool, NameId::UNNAMED, 2, 4),
+        );
+        script.at(5, 1, depth("w0", 3));
+        script.at(6, 1, depth("w1", 4));
+        script.at(7, 1, depth("w0", 1));
+        script.at(100, 930, stream(EventKind::StreamSubmit));
+        script.at(200, 930, stream(EventKind::StreamStart));
+        script.at(500, 930, stream(EventKind::StreamEnd));
+        let snapshot = stats_of(&script).snapshot(1000 * MS);
+        let steals: Vec<(u32, Option<u32>, u64)> = snapshot
+            .steals
+            .iter()
+            .map(|steal| (steal.thief, steal.victim, steal.count))
+            .collect();
+        assert_eq!(steals, [(0, None, 1), (1, Some(0), 3)]);
+        let device = snapshot.device("stats-test-steals").unwrap();
+        assert_eq!((device.workers, device.resizes), (Some(4), 2));
+        assert_eq!(device.queue_depth, 5);
+        let streams = &snapshot.streams[0];
+        assert_eq!((streams.stream, streams.ops, streams.submitted), (1, 1, 1));
+        // Busy 200-500 ms of the observed 200-1000 ms.
+        assert!(
+            close(streams.occupancy, 300.0 / 800.0),
+            "{}",
+            streams.occupancy
+        );
+    }
+
+    #[test]
+    fn spans_are_timed_by_name_per_thread() {
+        let span = NameId::intern("stats-test-span");
+        let enter = |id| Event::new(EventKind::SpanEnter, DeviceId::HOST, span, 0, id);
+        let exit = |id| Event::new(EventKind::SpanExit, DeviceId::HOST, span, 0, id);
+        let mut script = Script { events: Vec::new() };
+        script.at(10, 940, enter(1));
+        script.at(12, 940, enter(2));
+        script.at(15, 940, exit(2));
+        script.at(20, 940, exit(1));
+        script.at(30, 940, exit(3)); // entered before we looked
+        let snapshot = stats_of(&script).snapshot(100 * MS);
+        let spans = &snapshot.spans[0];
+        assert_eq!((spans.count, spans.total_ns), (2, 13 * MS));
+        assert!(snapshot.workers.is_empty(), "spans are not worker states");
+    }
+}

@@ -1,0 +1,252 @@
+//! The aggregate summary, like MXNet's `profiler.dumps()`: one row per op name (and per
+//! `tracing` span name) with count, total, min, max, average, p50 and p99, as a table or JSON,
+//! sortable by total, avg, min, max or count.
+//!
+//! Rows come from the live statistics, where each op is counted exactly once, at its
+//! `OpEnd`: an op queued, started and ended is one op, never three.
+#![forbid(unsafe_code)]
+
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+use super::stats::{OpSnapshot, Snapshot};
+use super::ProfilerError;
+
+/// What the rows are sorted by (largest first).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SortKey {
+    /// Total time.
+    #[default]
+    Total,
+    /// Average time.
+    Avg,
+    /// Shortest time.
+    Min,
+    /// Longest time.
+    Max,
+    /// Number of ops.
+    Count,
+}
+
+impl FromStr for SortKey {
+    type Err = ProfilerError;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "total" => Ok(SortKey::Total),
+            "avg" | "mean" | "average" => Ok(SortKey::Avg),
+            "min" => Ok(SortKey::Min),
+            "max" => Ok(SortKey::Max),
+            "count" => Ok(SortKey::Count),
+            _ => Err(ProfilerError::UnknownSortKey(name.to_string())),
+        }
+    }
+}
+
+/// The aggregate table.
+///
+/// ```
+/// use enginetop::profiler::{DeviceId, Event, EventKind, NameId, OpInfo, SortKey, Stats,
+///     StatsOptions, Summary};
+/// let mut stats = Stats::new(StatsOptions::default());
+/// let (cpu, conv) = (DeviceId::HOST, NameId::intern("conv"));
+/// for id in 0..3 {
+///     stats.ingest(&Event::op(EventKind::OpStart, cpu, conv, OpInfo::new(id)).at(0));
+///     stats.ingest(&Event::op(EventKind::OpEnd, cpu, conv, OpInfo::new(id)).at(2_000_000));
+/// }
+/// let summary = Summary::from_snapshot(&stats.snapshot(10)).sorted_by(SortKey::Count);
+/// assert!(summary.table().contains("conv"));
+/// assert_eq!(summary.to_json()["operators"][0]["count"], 3);
+/// ```
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Summary {
+    /// One row per op name.
+    pub operators: Vec<OpSnapshot>,
+    /// One row per span name.
+    pub spans: Vec<OpSnapshot>,
+    /// The order of the rows.
+    pub sort_by: SortKey,
+    /// Events lost before the collector saw them (their ops may be missing).
+    pub dropped_events: u64,
+}
+
+impl Summary {
+    /// The summary of `snapshot`, sorted by total time.
+    pub fn from_snapshot(snapshot: &Snapshot) -> Summary {
+        Summary {
+            operators: snapshot.ops.clone(),
+            spans: snapshot.spans.clone(),
+            sort_by: SortKey::Total,
+            dropped_events: snapshot.dropped_events,
+        }
+        .sorted_by(SortKey::Total)
+    }
+
+    /// The same rows sorted by `key`, largest first (ties by name).
+    pub fn sorted_by(mut self, key: SortKey) -> Summary {
+        for rows in [&mut self.operators, &mut self.spans] {
+            rows.sort_by(|a, b| {
+                sort_value(b, key)
+                    .total_cmp(&sort_value(a, key))
+                    .then_with(|| a.name.cmp(&b.name))
+            });
+        }
+        self.sort_by = key;
+        self
+    }
+
+    /// The MXNet-style text table (times in milliseconds).
+    pub fn table(&self) -> String {
+        let mut out = String::from("Profile Statistics:\n\tNote: times are in milliseconds.\n");
+        section(&mut out, "operator", &self.operators);
+        if !self.spans.is_empty() {
+            section(&mut out, "span", &self.spans);
+        }
+        if self.dropped_events > 0 {
+            let _ = writeln!(
+                out,
+                "\nWARNING: {} events were dropped; some ops may be missing.",
+                self.dropped_events
+            );
+        }
+        out
+    }
+
+    /// The summary as JSON (times in nanoseconds, as in [`OpSnapshot`]).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("a summary always serializes")
+    }
+}
+
+fn sort_value(row: &OpSnapshot, key: SortKey) -> f64 {
+    match key {
+        SortKey::Total => row.total_ns as f64,
+        SortKey::Avg => row.mean_ns,
+        SortKey::Min => row.min_ns as f64,
+        SortKey::Max => row.max_ns as f64,
+        SortKey::Count => row.count as f64,
+    }
+}
+
+fn ms(ns: f64) -> f64 {
+    ns / 1e6
+}
+
+fn section(out: &mut String, title: &str, rows: &[OpSnapshot]) {
+    let _ = writeln!(out, "\n{title}\n=================");
+    let _ = writeln!(
+        out,
+        "{:<32} {:>11} {:>7} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13}",
+        "Name",
+        "Total Count",
+        "Errors",
+        "Time (ms)",
+        "Min Time (ms)",
+        "Max Time (ms)",
+        "Avg Time (ms)",
+        "P50 (ms)",
+        "P99 (ms)"
+    );
+    let _ = writeln!(
+        out,
+        "{:<32} {:>11} {:>7} {:>13} {:>13} {:>13} {:>13} {:>13} {:>13}",
+        "----",
+        "-----------",
+        "------",
+        "---------",
+        "-------------",
+        "-------------",
+        "-------------",
+        "--------",
+        "--------"
+    );
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "{:<32} {:>11} {:>7} {:>13.4} {:>13.4} {:>13.4} {:>13.4} {:>13.4} {:>13.4}",
+            row.name,
+            row.count,
+            row.errors,
+            ms(row.total_ns as f64),
+            ms(row.min_ns as f64),
+            ms(row.max_ns as f64),
+            ms(row.mean_ns),
+            ms(row.p50_ns as f64),
+            ms(row.p99_ns as f64),
+        );
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, count: u64, total_ms: u64, min_ms: u64, max_ms: u64) -> OpSnapshot {
+        OpSnapshot {
+            name: name.to_string(),
+            count,
+            errors: 0,
+            total_ns: total_ms * 1_000_000,
+            min_ns: min_ms * 1_000_000,
+            max_ns: max_ms * 1_000_000,
+            mean_ns: (total_ms * 1_000_000) as f64 / count as f64,
+            p50_ns: 0,
+            p99_ns: 0,
+        }
+    }
+
+    fn summary() -> Summary {
+        let snapshot = Snapshot {
+            ops: vec![
+                row("a", 10, 100, 1, 50),
+                row("b", 2, 300, 100, 200),
+                row("c", 50, 50, 1, 1),
+            ],
+            dropped_events: 3,
+            ..Snapshot::default()
+        };
+        Summary::from_snapshot(&snapshot)
+    }
+
+    fn order(summary: &Summary) -> Vec<&str> {
+        summary
+            .operators
+            .iter()
+            .map(|row| row.name.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn rows_sort_by_every_key() {
+        assert_eq!(order(&summary()), ["b", "a", "c"]);
+        assert_eq!(order(&summary().sorted_by(SortKey::Avg)), ["b", "a", "c"]);
+        assert_eq!(order(&summary().sorted_by(SortKey::Count)), ["c", "a", "b"]);
+        assert_eq!(order(&summary().sorted_by(SortKey::Max)), ["b", "a", "c"]);
+        assert_eq!(order(&summary().sorted_by(SortKey::Min)), ["b", "a", "c"]);
+    }
+
+    #[test]
+    fn sort_keys_parse_and_unknown_ones_name_the_choices() {
+        assert_eq!("AVG".parse::<SortKey>().unwrap(), SortKey::Avg);
+        let message = "median".parse::<SortKey>().unwrap_err().to_string();
+        assert!(message.contains("total, avg, min, max, count"), "{message}");
+    }
+
+    #[test]
+    fn table_and_json_carry_every_row_and_the_drop_warning() {
+        let summary = summary().sorted_by(SortKey::Count);
+        let table = summary.table();
+        assert!(table.starts_with("Profile Statistics:"));
+        let b_line = table.lines().find(|line| line.starts_with("b ")).unwrap();
+        assert!(
+            b_line.contains("300.0000") && b_line.contains("150.0000"),
+            "{b_line}"
+        );
+        assert!(table.contains("3 events were dropped"));
+        let json = summary.to_json();
+        assert_eq!(json["sort_by"], "count");
+        assert_eq!(json["operators"].as_array().unwrap().len(), 3);
+        assert_eq!(json["operators"][0]["name"], "c");
+    }
+}

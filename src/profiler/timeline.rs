@@ -1,0 +1,306 @@
+//! Sliding windows in fixed-width time buckets: time spent per state ([`StateTimeline`]) and
+//! events per second ([`RateCounter`]).
+//!
+//! Time is cut into buckets of `bucket_ns`; bucket `k` covers `[k * bucket_ns, (k + 1) *
+//! bucket_ns)`. The window at time `now` is the bucket holding `now` and the `buckets - 1`
+//! before it, so it spans `(buckets - 1) * bucket_ns` plus however far `now` is into its bucket.
+//! Adding a span or a count is O(buckets it touches); only the buckets a window can still
+//! reach are kept. Events may arrive a little out of order (the collector drains one thread at
+//! a time): a late event lands in its own, older bucket.
+#![forbid(unsafe_code)]
+
+use std::collections::VecDeque;
+
+/// Bucket geometry shared by every timeline of one [`Stats`](super::stats::Stats).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Buckets {
+    /// Width of one bucket.
+    pub(crate) bucket_ns: u64,
+    /// Buckets in a window (the current one included).
+    pub(crate) count: u64,
+}
+
+impl Buckets {
+    /// Index of the bucket holding `ts`.
+    fn index(self, ts: u64) -> u64 {
+        ts / self.bucket_ns
+    }
+
+    /// The first bucket of the window at `now`.
+    fn first_in_window(self, now: u64) -> u64 {
+        self.index(now).saturating_sub(self.count - 1)
+    }
+
+    /// Where the window at `now` starts.
+    pub(crate) fn window_start(self, now: u64) -> u64 {
+        self.first_in_window(now) * self.bucket_ns
+    }
+}
+
+/// Buckets of `T`, oldest first, indexed by bucket number (gaps allowed).
+#[derive(Clone, Debug)]
+struct BucketRing<T> {
+    geometry: Buckets,
+    buckets: VecDeque<(u64, T)>,
+    /// What a new bucket holds.
+    empty: T,
+    /// `[start, end)` of the newest bucket in ns (empty until there is one): checked on
+    /// every event without touching the deque.
+    newest_span: (u64, u64),
+}
+
+impl<T: Copy> BucketRing<T> {
+    fn new(geometry: Buckets, empty: T) -> Self {
+        BucketRing {
+            geometry,
+            buckets: VecDeque::new(),
+            empty,
+            newest_span: (0, 0),
+        }
+    }
+
+    /// The bucket with index `index`, created if needed; `None` if it is older than anything
+    /// a window can still reach.
+    fn at(&mut self, index: u64) -> Option<&mut T> {
+        if self.buckets.back().map(|&(k, _)| k) == Some(index) {
+            return self.buckets.back_mut().map(|(_, value)| value); // the common case
+        }
+        let newest = self.buckets.back().map_or(index, |&(k, _)| k.max(index));
+        if index + self.geometry.count <= newest {
+            return None;
+        }
+        let position = self.buckets.partition_point(|&(k, _)| k < index);
+        if self.buckets.get(position).map(|&(k, _)| k) != Some(index) {
+            self.buckets.insert(position, (index, self.empty));
+        }
+        while let Some(&(oldest, _)) = self.buckets.front() {
+            if oldest + self.geometry.count > newest {
+                break;
+            }
+            self.buckets.pop_front();
+        }
+        if let Some(&(newest, _)) = self.buckets.back() {
+            let start = newest * self.geometry.bucket_ns;
+            self.newest_span = (start, start + self.geometry.bucket_ns);
+        }
+        let position = self.buckets.partition_point(|&(k, _)| k < index);
+        self.buckets.get_mut(position).map(|(_, value)| value)
+    }
+
+    /// The newest bucket, if `from..to` lies inside it (no division on the common path).
+    #[inline]
+    fn newest_holding(&mut self, from: u64, to: u64) -> Option<&mut T> {
+        let (start, end) = self.newest_span;
+        if from >= start && to < end {
+            self.buckets.back_mut().map(|(_, value)| value)
+        } else {
+            None
+        }
+    }
+
+    /// Buckets inside the window at `now`.
+    fn in_window(&self, now: u64) -> impl Iterator<Item = &T> {
+        let first = self.geometry.first_in_window(now);
+        let last = self.geometry.index(now);
+        self.buckets
+            .iter()
+            .filter(move |&&(k, _)| k >= first && k <= last)
+            .map(|(_, value)| value)
+    }
+}
+
+/// Time spent in each of `K` states over a sliding window.
+#[derive(Clone, Debug)]
+pub(crate) struct StateTimeline<const K: usize> {
+    ring: BucketRing<[u64; K]>,
+    /// The state since `since`, if any state was ever entered.
+    current: Option<(usize, u64)>,
+}
+
+impl<const K: usize> StateTimeline<K> {
+    pub(crate) fn new(geometry: Buckets) -> Self {
+        StateTimeline {
+            ring: BucketRing::new(geometry, [0; K]),
+            current: None,
+        }
+    }
+
+    /// The state entered last, if any.
+    pub(crate) fn state(&self) -> Option<usize> {
+        self.current.map(|(state, _)| state)
+    }
+
+    /// Enters `state` at `ts`, closing the span of the previous state.
+    pub(crate) fn enter(&mut self, state: usize, ts: u64) {
+        if let Some((previous, since)) = self.current {
+            if ts < since {
+                return; // older than what we know: keep the newer state
+            }
+            self.add_span(previous, since, ts);
+        }
+        self.current = Some((state, ts));
+    }
+
+    fn add_span(&mut self, state: usize, from: u64, to: u64) {
+        if let Some(bucket) = self.ring.newest_holding(from, to) {
+            bucket[state] += to - from;
+            return;
+        }
+        let geometry = self.ring.geometry;
+        // Nothing before the oldest bucket a window at `to` can reach is kept.
+        let mut from = from.max(geometry.window_start(to));
+        while from < to {
+            let index = geometry.index(from);
+            let end = to.min((index + 1) * geometry.bucket_ns);
+            if let Some(bucket) = self.ring.at(index) {
+                bucket[state] += end - from;
+            }
+            from = end;
+        }
+    }
+
+    /// Nanoseconds per state in the window at `now`, the open span of the current state
+    /// included.
+    pub(crate) fn totals(&self, now: u64) -> [u64; K] {
+        let mut totals = [0; K];
+        for bucket in self.ring.in_window(now) {
+            for (total, ns) in totals.iter_mut().zip(bucket) {
+                *total += ns;
+            }
+        }
+        if let Some((state, since)) = self.current {
+            let from = since.max(self.ring.geometry.window_start(now));
+            totals[state] += now.saturating_sub(from);
+        }
+        totals
+    }
+
+    /// The share of observed time per state in the window at `now` (all zero if none).
+    pub(crate) fn shares(&self, now: u64) -> [f64; K] {
+        let totals = self.totals(now);
+        let observed: u64 = totals.iter().sum();
+        let mut shares = [0.0; K];
+        if observed > 0 {
+            for (share, ns) in shares.iter_mut().zip(totals) {
+                *share = ns as f64 / observed as f64;
+            }
+        }
+        shares
+    }
+}
+
+/// Events per second over a sliding window.
+#[derive(Clone, Debug)]
+pub(crate) struct RateCounter {
+    ring: BucketRing<u64>,
+    first_seen: Option<u64>,
+}
+
+impl RateCounter {
+    pub(crate) fn new(geometry: Buckets) -> Self {
+        RateCounter {
+            ring: BucketRing::new(geometry, 0),
+            first_seen: None,
+        }
+    }
+
+    /// Counts one event at `ts`.
+    pub(crate) fn add(&mut self, ts: u64) {
+        self.first_seen = Some(self.first_seen.map_or(ts, |first| first.min(ts)));
+        if let Some(count) = self.ring.newest_holding(ts, ts) {
+            *count += 1;
+            return;
+        }
+        let index = self.ring.geometry.index(ts);
+        if let Some(count) = self.ring.at(index) {
+            *count += 1;
+        }
+    }
+
+    /// Events in the window at `now`.
+    pub(crate) fn count(&self, now: u64) -> u64 {
+        self.ring.in_window(now).sum()
+    }
+
+    /// Events per second in the window at `now`, over the part of the window since the first
+    /// event (a young counter is not diluted by time before it existed).
+    pub(crate) fn per_second(&self, now: u64) -> f64 {
+        let Some(first) = self.first_seen else {
+            return 0.0;
+        };
+        let from = first.max(self.ring.geometry.window_start(now));
+        let span = now.saturating_sub(from);
+        if span == 0 {
+            return 0.0;
+        }
+        self.count(now) as f64 * 1e9 / span as f64
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    /// 10 buckets of 100 ms: a window of 0.9 s to 1 s.
+    const GEOMETRY: Buckets = Buckets {
+        bucket_ns: 100 * MS,
+        count: 10,
+    };
+
+    #[test]
+    fn shares_add_up_over_the_window() {
+        let mut timeline = StateTimeline::<3>::new(GEOMETRY);
+        timeline.enter(0, 0);
+        timeline.enter(1, 250 * MS);
+        timeline.enter(2, 500 * MS);
+        timeline.enter(0, 900 * MS);
+        // At 1000 ms the window is buckets 1..=10, i.e. [100 ms, 1000 ms].
+        let totals = timeline.totals(1000 * MS);
+        assert_eq!(totals, [150 * MS + 100 * MS, 250 * MS, 400 * MS]);
+        let shares = timeline.shares(1000 * MS);
+        assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        assert!((shares[2] - 400.0 / 900.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn old_time_slides_out_of_the_window() {
+        let mut timeline = StateTimeline::<2>::new(GEOMETRY);
+        timeline.enter(1, 0);
+        timeline.enter(0, 5_000 * MS);
+        // Five seconds of state 1 long ago, then half a second of state 0.
+        assert_eq!(timeline.totals(5_500 * MS), [500 * MS, 400 * MS]);
+        assert_eq!(timeline.totals(20_000 * MS), [900 * MS, 0]);
+        assert_eq!(timeline.state(), Some(0));
+    }
+
+    #[test]
+    fn a_stale_transition_is_ignored() {
+        let mut timeline = StateTimeline::<2>::new(GEOMETRY);
+        timeline.enter(0, 100 * MS);
+        timeline.enter(1, 50 * MS);
+        assert_eq!(timeline.state(), Some(0));
+    }
+
+    #[test]
+    fn rates_count_events_per_second_since_the_first() {
+        let mut rate = RateCounter::new(GEOMETRY);
+        assert_eq!(rate.per_second(MS), 0.0);
+        for k in 0..100 {
+            rate.add(500 * MS + k * MS); // 100 events between 500 and 600 ms
+        }
+        rate.add(520 * MS); // a late one, out of order
+        assert_eq!(rate.count(1000 * MS), 101);
+        assert!((rate.per_second(1000 * MS) - 202.0).abs() < 1e-9);
+        // Ten seconds later they have all slid out.
+        assert_eq!(rate.count(11_000 * MS), 0);
+    }
+
+    #[test]
+    fn buckets_too_old_for_any_window_are_not_kept() {
+        let mut rate = RateCounter::new(GEOMETRY);
+        rate.add(10_000 * MS);
+        rate.add(MS); // far older than the newest window reaches
+        assert_eq!(rate.ring.buckets.len(), 1);
+    }
+}

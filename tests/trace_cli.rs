@@ -1,0 +1,111 @@
+//! `enginetop trace demo`, `enginetop trace validate` and `enginetop bench profiler`, through
+//! the binary.
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Generous bound for one run of the binary: a hang fails the test instead of blocking CI.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Runs the binary; kills it and fails if it has not finished within [`DEADLINE`]. (Its
+/// output is read at the end: these commands print far less than a pipe holds.)
+fn enginetop(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_enginetop"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the enginetop binary starts");
+    let started = Instant::now();
+    while child.try_wait().expect("waiting for enginetop").is_none() {
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("reaping enginetop");
+            panic!(
+                "enginetop {args:?} did not finish within {DEADLINE:?}; stderr: {}",
+                text(&output.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+        .wait_with_output()
+        .expect("collecting enginetop's output")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn temp_file(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("enginetop-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn demo_writes_a_trace_that_validates() {
+    let out = temp_file("demo.trace.json");
+    let out_arg = out.to_str().unwrap();
+    let demo = enginetop(&["trace", "demo", "--out", out_arg, "--pool", "chase-lev"]);
+    assert!(demo.status.success(), "stderr: {}", text(&demo.stderr));
+    assert!(
+        text(&demo.stdout).contains("valid Chrome trace"),
+        "{}",
+        text(&demo.stdout)
+    );
+    assert!(
+        text(&demo.stderr).contains("Profile Statistics"),
+        "{}",
+        text(&demo.stderr)
+    );
+    let check = enginetop(&["trace", "validate", out_arg]);
+    assert!(check.status.success(), "stderr: {}", text(&check.stderr));
+    let _ = std::fs::remove_file(out);
+}
+
+#[test]
+fn validate_rejects_a_broken_trace_with_its_problems() {
+    let broken = temp_file("broken.trace.json");
+    std::fs::write(
+        &broken,
+        r#"{"traceEvents":[{"name":"x","ph":"X","ts":0,"pid":1,"tid":1}]}"#,
+    )
+    .unwrap();
+    let check = enginetop(&["trace", "validate", broken.to_str().unwrap()]);
+    assert!(!check.status.success());
+    let stderr = text(&check.stderr);
+    assert!(stderr.contains("needs a finite `dur`"), "{stderr}");
+    assert!(stderr.contains("no `thread_name`"), "{stderr}");
+    let _ = std::fs::remove_file(broken);
+    let missing = enginetop(&["trace", "validate", "/nonexistent/x.json"]);
+    assert!(!missing.status.success());
+    assert!(text(&missing.stderr).contains("could not read"));
+}
+
+#[test]
+fn bench_profiler_json_lines_carry_the_reference_keys() {
+    let output = enginetop(&[
+        "bench",
+        "profiler",
+        "--quick",
+        "--json",
+        "--reps",
+        "1",
+        "--bench",
+        "record_event,random_dag",
+    ]);
+    assert!(output.status.success(), "stderr: {}", text(&output.stderr));
+    let lines: Vec<Value> = text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}")))
+        .collect();
+    assert_eq!(lines.len(), 4, "3 record_event rows and random_dag");
+    for line in &lines {
+        for key in ["bench", "ns_per_event", "ratio"] {
+            assert!(line.get(key).is_some(), "{key} missing: {line}");
+        }
+    }
+    assert!(lines[0]["ns_per_event"].as_f64().unwrap() > 0.0);
+    assert_eq!(lines[3]["bench"], "random_dag");
+}
