@@ -157,3 +157,27 @@ fn counters_add_up_to_the_tasks_scheduled() {
         assert_eq!(stats.workers.len(), 2);
     }
 }
+
+/// A pool shrunk and then dropped at once: the retiring workers may be asleep with their
+/// wake-up taken by another sleeper; drop must still get every one of them out (it hung here
+/// before `wake_until_retired`).
+#[test]
+fn shrink_then_drop_never_hangs() {
+    for kind in [PoolKind::Eigen, PoolKind::ChaseLev] {
+        within_deadline("shrink then drop", move || {
+            for round in 0..300 {
+                let tp = pool(kind, 4, round % 2 == 0);
+                let ran = Arc::new(AtomicUsize::new(0));
+                for _ in 0..4 {
+                    let ran = ran.clone();
+                    tp.spawn(move || {
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    });
+                }
+                tp.set_num_threads(2).unwrap();
+                drop(tp);
+                assert_eq!(ran.load(Ordering::Relaxed), 4, "{kind} round {round}");
+            }
+        });
+    }
+}
