@@ -8,6 +8,8 @@
 //! - [`profiler`]: per-thread lock-free event rings, a collector thread, live statistics,
 //!   Chrome trace export and validation, an MXNet-style summary, a `tracing` layer.
 //! - [`bench`]: the benchmarks `enginetop bench` runs.
+//! - [`tui`]: the live dashboard over the profiler's statistics, and the seam
+//!   ([`tui::DashboardSource`]) the workload driver plugs into.
 //!
 //! Data flow (as the later parts land): workload file -> engine push -> device queue -> pool
 //! worker -> kernel (intra-op `parallel_for`) -> profiler rings -> collector -> dashboard.
@@ -19,3 +21,4 @@ pub mod config;
 pub mod pool;
 pub mod profiler;
 mod sync;
+pub mod tui;
