@@ -1,5 +1,7 @@
 //! Sparklines of throughput (ops/s, every device together) and queue depth (every queue
 //! together), one point per frame, newest on the right: the effect of a resize shows here.
+//! The vertical axis starts at three quarters of the smallest value shown, not at zero, so a
+//! 10% step stands out; the label gives the range.
 #![forbid(unsafe_code)]
 
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -73,18 +75,24 @@ fn draw_series(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, series: &Series
         .collect();
     let now = points.last().copied().unwrap_or(0);
     let max = points.iter().copied().max().unwrap_or(0);
+    let min = points.iter().copied().min().unwrap_or(0);
+    let range = format!(
+        " {}  ({}-{})",
+        series.unit,
+        format::count(min),
+        format::count(max)
+    );
     let label = Line::from(vec![
         Span::styled(format!(" {} ", series.name), ctx.theme.dim()),
         Span::styled(format::count(now), ctx.theme.strong()),
-        Span::styled(
-            format!(" {}  max {}", series.unit, format::count(max)),
-            ctx.theme.dim(),
-        ),
+        Span::styled(range, ctx.theme.dim()),
     ]);
     frame.render_widget(Paragraph::new(label), label_area);
+    let floor = min / 4 * 3;
+    let heights: Vec<u64> = points.iter().map(|&point| point - floor).collect();
     let sparkline = Sparkline::default()
-        .data(&points)
-        .max(max.max(1))
+        .data(&heights)
+        .max((max - floor).max(1))
         .style(ctx.theme.sparkline());
     let line_area = Rect {
         x: line_area.x + 1,
