@@ -17,6 +17,8 @@
 //! - [`bench`]: the benchmarks `enginetop bench` runs.
 //! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
 //!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
+//! - [`tui`]: the live dashboard over the profiler's statistics, and the seam
+//!   ([`tui::DashboardSource`]) the workload driver plugs into.
 //!
 //! Data flow (as the later parts land): workload file -> engine push -> device queue -> pool
 //! worker -> kernel (intra-op `parallel_for`) -> profiler rings -> collector -> dashboard.
@@ -31,4 +33,5 @@ pub mod kernels;
 pub mod pool;
 pub mod profiler;
 mod sync;
+pub mod tui;
 pub mod workload;

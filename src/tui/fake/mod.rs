@@ -1,0 +1,189 @@
+//! [`FakeSource`]: a synthetic, deterministic [`DashboardSource`] for snapshot tests, the
+//! dashboard demo (`cargo run --example dashboard_demo`) and anyone working on the dashboard
+//! without a workload.
+//!
+//! It models two CPU devices with four inter-op workers and a one-worker priority pool each,
+//! a simulated GPU with two compute and two copy streams, and the intra-op pool, running a
+//! dozen op names. Every call to [`snapshot`](DashboardSource::snapshot) advances the model
+//! by one step ([`FakeOptions::step`], 100 ms by default) and everything it returns is a pure
+//! function of the step count, the options and the controls applied so far: the same calls
+//! give the same screens. It honours every [`Control`]: resizes change the worker rows and
+//! the throughput (which saturates at the core count), pause parks the workers, export
+//! writes a small Chrome trace through the profiler's exporter, reset zeroes the counters.
+#![forbid(unsafe_code)]
+
+mod model;
+mod trace;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::source::{Control, ControlError, DashboardData, DashboardSource};
+use model::Model;
+
+/// The most workers a fake pool takes.
+pub const MAX_WORKERS: usize = 32;
+
+/// What the fake workload looks like.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scenario {
+    /// Within its cores, queues short, no worker spinning for long: no warnings.
+    Steady,
+    /// Every lint fires: more threads than cores, `cpu1-w3` spinning most of the time,
+    /// `cpu0`'s queues growing without bound, and some dropped events.
+    Overloaded,
+}
+
+/// How the fake is built.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FakeOptions {
+    /// The workload name in the header.
+    pub workload: String,
+    /// CPU devices (`cpu0`, `cpu1`, ...).
+    pub cpu_devices: usize,
+    /// Inter-op workers per CPU device at the start.
+    pub inter_op: usize,
+    /// Intra-op threads at the start.
+    pub intra_op: usize,
+    /// Workers in each CPU device's priority pool (0: none).
+    pub priority_workers: usize,
+    /// Whether there is a simulated GPU with two compute and two copy streams.
+    pub gpu: bool,
+    /// CPUs reported to the dashboard.
+    pub cores: usize,
+    /// What it behaves like.
+    pub scenario: Scenario,
+    /// Simulated time per snapshot.
+    pub step: Duration,
+    /// The workload ends after this many snapshots (never if `None`).
+    pub finish_after: Option<u64>,
+    /// Where exported traces go.
+    pub trace_dir: PathBuf,
+}
+
+impl Default for FakeOptions {
+    /// `resnet-like` on 2 CPU devices x 4 workers, intra 2, 24 cores, a GPU, steady.
+    fn default() -> Self {
+        FakeOptions {
+            workload: "resnet-like".into(),
+            cpu_devices: 2,
+            inter_op: 4,
+            intra_op: 2,
+            priority_workers: 1,
+            gpu: true,
+            cores: 24,
+            scenario: Scenario::Steady,
+            step: Duration::from_millis(100),
+            finish_after: None,
+            trace_dir: std::env::temp_dir(),
+        }
+    }
+}
+
+impl FakeOptions {
+    /// The [`Scenario::Overloaded`] workload on 4 cores.
+    pub fn overloaded() -> Self {
+        FakeOptions {
+            scenario: Scenario::Overloaded,
+            cores: 4,
+            ..FakeOptions::default()
+        }
+    }
+
+    /// A big machine: `devices` CPU devices of `workers` each (for cost measurements).
+    pub fn wide(devices: usize, workers: usize) -> Self {
+        FakeOptions {
+            cpu_devices: devices,
+            inter_op: workers,
+            cores: devices * workers,
+            intra_op: 1,
+            ..FakeOptions::default()
+        }
+    }
+}
+
+/// The synthetic source (see the module docs).
+///
+/// ```
+/// use enginetop::tui::{Control, DashboardSource, FakeOptions, FakeSource};
+/// let mut fake = FakeSource::new(FakeOptions::default());
+/// let first = fake.snapshot();
+/// assert_eq!(first.devices[0].inter_op, Some(4));
+/// fake.control(Control::SetInterOp { device: "cpu0".into(), threads: 5 }).unwrap();
+/// assert_eq!(fake.snapshot().devices[0].inter_op, Some(5));
+/// ```
+#[derive(Clone, Debug)]
+pub struct FakeSource {
+    options: FakeOptions,
+    model: Model,
+    /// The last frame once the workload finished (it no longer changes).
+    finished: Option<DashboardData>,
+    exports: u32,
+}
+
+impl FakeSource {
+    /// A fake at step 0.
+    pub fn new(options: FakeOptions) -> Self {
+        FakeSource {
+            model: Model::new(&options),
+            options,
+            finished: None,
+            exports: 0,
+        }
+    }
+
+    /// Snapshots taken so far.
+    pub fn steps(&self) -> u64 {
+        self.model.step
+    }
+
+    fn export(&mut self) -> Result<String, ControlError> {
+        self.exports += 1;
+        let path = self.options.trace_dir.join(format!(
+            "enginetop-fake-{}-{}.trace.json",
+            std::process::id(),
+            self.exports
+        ));
+        let events = trace::write(&self.model, &self.options, &path)
+            .map_err(|error| ControlError::Failed(format!("trace not written: {error}")))?;
+        Ok(format!(
+            "trace written to {} ({events} events)",
+            path.display()
+        ))
+    }
+}
+
+impl DashboardSource for FakeSource {
+    fn snapshot(&mut self) -> DashboardData {
+        if let Some(last) = &self.finished {
+            return last.clone();
+        }
+        self.model.advance(&self.options);
+        let mut data = self.model.data(&self.options);
+        if self
+            .options
+            .finish_after
+            .is_some_and(|end| self.model.step >= end)
+        {
+            data.facts.finished = true;
+            self.finished = Some(data.clone());
+        }
+        data
+    }
+
+    fn control(&mut self, control: Control) -> Result<String, ControlError> {
+        match control {
+            Control::SetInterOp { device, threads } => self.model.set_inter_op(&device, threads),
+            Control::SetIntraOp(threads) => self.model.set_intra_op(threads),
+            Control::Pause(paused) => {
+                self.model.paused = paused;
+                Ok(if paused { "paused" } else { "resumed" }.to_string())
+            }
+            Control::ExportTrace => self.export(),
+            Control::ResetStats => {
+                self.model.reset();
+                Ok("statistics reset".to_string())
+            }
+        }
+    }
+}

@@ -1,0 +1,624 @@
+//! The fake workload's model: who exists, what each thread does at a step, how fast ops
+//! finish. Randomness is a hash of (step, thread), so a step always looks the same.
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::{FakeOptions, Scenario, MAX_WORKERS};
+use crate::profiler::stats::{
+    Activity, DeviceSnapshot, OpSnapshot, QueueSnapshot, Shares, Snapshot, StreamSnapshot,
+    WorkerSnapshot,
+};
+use crate::tui::source::{
+    ControlError, DashboardData, DeviceKind, DeviceLayout, Facts, StreamLayout, StreamRole,
+};
+
+/// The ops the fake runs: name, share of all ops, mean duration at one intra-op thread.
+pub(super) const OPS: [(&str, f64, Duration); 12] = [
+    ("conv2d", 0.20, Duration::from_micros(4_200)),
+    ("batch_norm", 0.14, Duration::from_micros(900)),
+    ("relu", 0.14, Duration::from_micros(300)),
+    ("max_pool", 0.04, Duration::from_micros(800)),
+    ("add", 0.10, Duration::from_micros(200)),
+    ("matmul", 0.06, Duration::from_micros(2_500)),
+    ("softmax", 0.02, Duration::from_micros(400)),
+    ("cross_entropy", 0.02, Duration::from_micros(500)),
+    ("sgd_update", 0.12, Duration::from_micros(600)),
+    ("all_reduce", 0.02, Duration::from_micros(3_100)),
+    ("copy_h2d", 0.07, Duration::from_micros(1_200)),
+    ("copy_d2h", 0.07, Duration::from_micros(1_100)),
+];
+
+/// Ops per second one fully busy inter-op worker finishes at one intra-op thread.
+const OPS_PER_WORKER: f64 = 150.0;
+/// Ops at once the fake graph offers (steady; overloaded offers more than it drains).
+const PARALLELISM: f64 = 10.0;
+/// Ops in one iteration of the fake graph.
+const OPS_PER_ITERATION: u64 = 60;
+/// GFLOP per op on average.
+const GFLOP_PER_OP: f64 = 0.12;
+/// Peak GFLOP/s per core.
+const PEAK_PER_CORE: f64 = 40.0;
+/// The GPU's ops per second.
+const GPU_OPS_PER_S: f64 = 400.0;
+/// Streams of the simulated GPU: compute 0 and 1, copy 2 and 3.
+const STREAMS: [(u32, StreamRole); 4] = [
+    (0, StreamRole::Compute),
+    (1, StreamRole::Compute),
+    (2, StreamRole::Copy),
+    (3, StreamRole::Copy),
+];
+
+/// The 64-bit finalizer of SplitMix64: a well-spread hash of `(a, b, c)`.
+pub(super) fn mix(a: u64, b: u64, c: u64) -> u64 {
+    let mut z = a
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(b.wrapping_mul(0xbf58_476d_1ce4_e5b9))
+        .wrapping_add(c.wrapping_mul(0x94d0_49bb_1331_11eb))
+        .wrapping_add(0x2545_f491_4f6c_dd1d);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `mix` as a number in `[0, 1)`.
+fn unit(a: u64, b: u64, c: u64) -> f64 {
+    (mix(a, b, c) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// What a thread works for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    /// Inter-op worker of CPU device `d`.
+    Cpu(usize),
+    /// Priority worker of CPU device `d`.
+    Priority(usize),
+    /// Worker feeding GPU stream `s`.
+    Gpu(u32, StreamRole),
+    /// Intra-op thread.
+    Intra,
+}
+
+/// One fake thread.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct FakeThread {
+    pub tid: u32,
+    pub name: String,
+    pub device: String,
+    pub worker: u32,
+    pub role: Role,
+}
+
+/// Per-op counters (reset by `r`).
+#[derive(Clone, Debug, Default, PartialEq)]
+struct OpCounter {
+    /// Ops finished, fractional (shares of a step's ops).
+    done: f64,
+    total_ns: f64,
+}
+
+/// The fake's mutable state.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Model {
+    pub step: u64,
+    pub paused: bool,
+    pub inter_op: Vec<usize>,
+    pub intra_op: usize,
+    resizes: Vec<u64>,
+    ops: Vec<OpCounter>,
+    device_ops: BTreeMap<String, f64>,
+    steals: BTreeMap<u32, u64>,
+    stream_ops: BTreeMap<u32, f64>,
+    dropped: u64,
+    /// Ops finished since the start (not reset: it counts iterations).
+    all_ops: f64,
+    /// The last step's ops per second by profiler device.
+    rates: BTreeMap<String, f64>,
+}
+
+impl Model {
+    pub fn new(options: &FakeOptions) -> Self {
+        Model {
+            step: 0,
+            paused: false,
+            inter_op: vec![options.inter_op.clamp(1, MAX_WORKERS); options.cpu_devices],
+            intra_op: options.intra_op.clamp(1, MAX_WORKERS),
+            resizes: vec![1; options.cpu_devices],
+            ops: vec![OpCounter::default(); OPS.len()],
+            device_ops: BTreeMap::new(),
+            steals: BTreeMap::new(),
+            stream_ops: BTreeMap::new(),
+            dropped: 0,
+            all_ops: 0.0,
+            rates: BTreeMap::new(),
+        }
+    }
+
+    pub fn set_inter_op(&mut self, device: &str, threads: usize) -> Result<String, ControlError> {
+        let index = device
+            .strip_prefix("cpu")
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|&index| index < self.inter_op.len())
+            .ok_or_else(|| ControlError::Failed(format!("{device} has no inter-op pool")))?;
+        if !(1..=MAX_WORKERS).contains(&threads) {
+            let reason = format!("{device} takes 1 to {MAX_WORKERS} inter-op workers");
+            return Err(ControlError::Failed(reason));
+        }
+        self.inter_op[index] = threads;
+        self.resizes[index] += 1;
+        Ok(format!("inter {threads} on {device}"))
+    }
+
+    pub fn set_intra_op(&mut self, threads: usize) -> Result<String, ControlError> {
+        if !(1..=MAX_WORKERS).contains(&threads) {
+            let reason = format!("the intra-op pool takes 1 to {MAX_WORKERS} threads");
+            return Err(ControlError::Failed(reason));
+        }
+        self.intra_op = threads;
+        Ok(format!("intra {threads}"))
+    }
+
+    pub fn reset(&mut self) {
+        self.ops = vec![OpCounter::default(); OPS.len()];
+        self.device_ops.clear();
+        self.steals.clear();
+        self.stream_ops.clear();
+        self.dropped = 0;
+    }
+
+    /// Every thread that exists now.
+    pub fn threads(&self, options: &FakeOptions) -> Vec<FakeThread> {
+        let mut threads = Vec::new();
+        for (d, &workers) in self.inter_op.iter().enumerate() {
+            let base = 1000 * (d as u32 + 1);
+            threads.extend((0..workers as u32).map(|k| FakeThread {
+                tid: base + k,
+                name: format!("cpu{d}-w{k}"),
+                device: format!("cpu{d}"),
+                worker: k,
+                role: Role::Cpu(d),
+            }));
+            threads.extend((0..options.priority_workers as u32).map(|k| FakeThread {
+                tid: base + 500 + k,
+                name: format!("cpu{d}-prio-{k}"),
+                device: format!("cpu{d}-prio"),
+                worker: k,
+                role: Role::Priority(d),
+            }));
+        }
+        if options.gpu {
+            threads.extend(STREAMS.iter().map(|&(stream, role)| FakeThread {
+                tid: 9000 + stream,
+                name: gpu_thread_name(stream, role),
+                device: "gpu0".into(),
+                worker: stream,
+                role: Role::Gpu(stream, role),
+            }));
+        }
+        threads.extend((0..self.intra_op as u32).map(|k| FakeThread {
+            tid: 8000 + k,
+            name: format!("intra-{k}"),
+            device: "intra".into(),
+            worker: k,
+            role: Role::Intra,
+        }));
+        threads
+    }
+
+    fn total_inter(&self) -> usize {
+        self.inter_op.iter().sum()
+    }
+
+    /// Ops at once the graph offers.
+    fn parallelism(&self, options: &FakeOptions) -> f64 {
+        match options.scenario {
+            Scenario::Steady => PARALLELISM,
+            Scenario::Overloaded => PARALLELISM * 2.0,
+        }
+    }
+
+    /// How busy an inter-op worker is (before jitter).
+    fn cpu_load(&self, options: &FakeOptions) -> f64 {
+        (self.parallelism(options) / self.total_inter() as f64).min(1.0) * 0.85
+    }
+
+    /// How much faster an op runs with the intra-op threads, less what oversubscription
+    /// costs.
+    fn speedup(&self, options: &FakeOptions) -> f64 {
+        let threads = (self.total_inter() * self.intra_op) as f64;
+        let cores = options.cores.max(1) as f64;
+        let penalty = if threads > cores {
+            (cores / threads).sqrt()
+        } else {
+            1.0
+        };
+        (self.intra_op as f64).powf(0.6) * penalty
+    }
+
+    /// Ops per second of profiler device `device` at the current step.
+    fn device_rate(&self, options: &FakeOptions, device: &str) -> f64 {
+        if self.paused {
+            return 0.0;
+        }
+        let jitter = 0.95 + 0.1 * unit(self.step, 77, device.len() as u64);
+        let rate = match device.strip_prefix("cpu") {
+            Some(rest) if rest.ends_with("-prio") => 0.3 * OPS_PER_WORKER,
+            Some(index) => {
+                let index: usize = index.parse().unwrap_or(0);
+                let workers = self.inter_op.get(index).copied().unwrap_or(0) as f64;
+                workers * self.cpu_load(options) * OPS_PER_WORKER * self.speedup(options)
+            }
+            None if device == "gpu0" => GPU_OPS_PER_S,
+            None => 0.0,
+        };
+        rate * jitter
+    }
+
+    /// One step further: counters grow by what the step finished.
+    pub fn advance(&mut self, options: &FakeOptions) {
+        self.step += 1;
+        let seconds = options.step.as_secs_f64();
+        let mut devices: Vec<String> = (0..self.inter_op.len())
+            .flat_map(|d| [format!("cpu{d}"), format!("cpu{d}-prio")])
+            .collect();
+        if options.gpu {
+            devices.push("gpu0".into());
+        }
+        let speedup = self.speedup(options);
+        self.rates.clear();
+        for device in devices {
+            let rate = self.device_rate(options, &device);
+            let done = rate * seconds;
+            *self.device_ops.entry(device.clone()).or_default() += done;
+            self.all_ops += done;
+            self.add_ops(done, speedup);
+            self.rates.insert(device, rate);
+        }
+        self.advance_threads(options);
+        if options.scenario == Scenario::Overloaded {
+            self.dropped += 37;
+        }
+    }
+
+    fn add_ops(&mut self, done: f64, speedup: f64) {
+        for (counter, &(_, share, mean)) in self.ops.iter_mut().zip(OPS.iter()) {
+            counter.done += done * share;
+            counter.total_ns += done * share * mean.as_nanos() as f64 / speedup.max(0.1);
+        }
+    }
+
+    fn advance_threads(&mut self, options: &FakeOptions) {
+        if self.paused {
+            return;
+        }
+        for thread in self.threads(options) {
+            if matches!(thread.role, Role::Cpu(_)) && unit(self.step, thread.tid as u64, 3) < 0.3 {
+                *self.steals.entry(thread.tid).or_default() += 1 + mix(self.step, 4, 0) % 3;
+            }
+            if let Role::Gpu(stream, _) = thread.role {
+                let busy = self.stream_busy(stream);
+                *self.stream_ops.entry(stream).or_default() += busy * GPU_OPS_PER_S / 8.0;
+            }
+        }
+    }
+
+    /// Share of the window stream `stream` is busy.
+    fn stream_busy(&self, stream: u32) -> f64 {
+        if self.paused {
+            return 0.0;
+        }
+        let (low, span) = if stream < 2 {
+            (0.55, 0.35)
+        } else {
+            (0.15, 0.25)
+        };
+        low + span * unit(self.step / 3, stream as u64, 11)
+    }
+
+    /// What `thread` is doing at this step, and its shares of the window.
+    fn activity(&self, options: &FakeOptions, thread: &FakeThread) -> (Activity, Shares) {
+        let tid = thread.tid as u64;
+        let load = match thread.role {
+            _ if self.paused => 0.0,
+            Role::Cpu(_) => self.cpu_load(options),
+            Role::Priority(_) => 0.3,
+            Role::Gpu(stream, _) => self.stream_busy(stream),
+            Role::Intra => 0.5 * self.cpu_load(options),
+        };
+        let spinner = self.is_spinner(options, thread);
+        // A thread that spins most of the window runs in what is left of it.
+        let most = 1.0 - spinner.filter(|&share| share >= 0.5).unwrap_or(0.0);
+        let running = (load * (0.8 + 0.4 * unit(self.step, tid, 1))).clamp(0.0, most);
+        let spinning = match spinner {
+            Some(share) => share.min(1.0 - running),
+            None => 0.0,
+        };
+        let stealing = (1.0 - running - spinning) * 0.3;
+        let shares = Shares {
+            running,
+            stealing,
+            spinning,
+            parked: 1.0 - running - spinning - stealing,
+            idle: 0.0,
+        };
+        let draw = unit(self.step, tid, 2);
+        let activity = if draw < running {
+            Activity::Running
+        } else if spinner.is_some() && draw < running + spinning.max(0.2) {
+            Activity::Spinning
+        } else if draw < running + spinning + stealing {
+            Activity::Stealing
+        } else {
+            Activity::Parked
+        };
+        (activity, shares)
+    }
+
+    /// The share of the window `thread` spins, if it is its pool's spinner now.
+    fn is_spinner(&self, options: &FakeOptions, thread: &FakeThread) -> Option<f64> {
+        let Role::Cpu(d) = thread.role else {
+            return None;
+        };
+        if options.scenario == Scenario::Overloaded && d == 1 && thread.worker == 3 {
+            return Some(0.82);
+        }
+        let workers = self.inter_op[d] as u64;
+        (!self.paused && (self.step / 10 + d as u64) % workers == thread.worker as u64)
+            .then_some(0.08)
+    }
+
+    /// The frame at the current step.
+    pub fn data(&self, options: &FakeOptions) -> DashboardData {
+        let threads = self.threads(options);
+        let mut current_ops = BTreeMap::new();
+        let workers = threads
+            .iter()
+            .map(|thread| {
+                let (activity, shares) = self.activity(options, thread);
+                if activity == Activity::Running {
+                    current_ops.insert(thread.tid, self.op_of(thread).to_string());
+                }
+                self.worker_snapshot(thread, activity, shares)
+            })
+            .collect();
+        let snapshot = Snapshot {
+            at_ns: self.elapsed(options).as_nanos() as u64,
+            window_ns: 1_000_000_000,
+            workers,
+            steals: Vec::new(),
+            devices: self.devices(options, &threads),
+            ops: self.op_table(),
+            spans: Vec::new(),
+            streams: self.streams(options),
+            events: (self.all_ops * 4.0) as u64,
+            dropped_events: self.dropped,
+        };
+        DashboardData {
+            facts: self.facts(options, &snapshot),
+            devices: self.layout(options),
+            current_ops,
+            snapshot,
+        }
+    }
+
+    fn elapsed(&self, options: &FakeOptions) -> Duration {
+        options.step * u32::try_from(self.step).unwrap_or(u32::MAX)
+    }
+
+    /// The op `thread` runs now.
+    fn op_of(&self, thread: &FakeThread) -> &'static str {
+        let pick = mix(self.step / 2, thread.tid as u64, 5) as usize;
+        let names: &[usize] = match thread.role {
+            Role::Gpu(_, StreamRole::Copy) => &[10, 11],
+            Role::Gpu(_, StreamRole::Compute) => &[0, 5, 1, 2],
+            Role::Priority(_) => &[8, 9],
+            Role::Cpu(_) | Role::Intra => &[0, 1, 2, 3, 4, 5, 6, 7],
+        };
+        OPS[names[pick % names.len()]].0
+    }
+
+    fn worker_snapshot(
+        &self,
+        thread: &FakeThread,
+        activity: Activity,
+        shares: Shares,
+    ) -> WorkerSnapshot {
+        let ops = (self.step as f64 * shares.running * 9.0) as u64;
+        WorkerSnapshot {
+            thread: thread.tid,
+            name: thread.name.clone(),
+            device: Some(thread.device.clone()),
+            worker: Some(thread.worker),
+            activity,
+            shares,
+            tasks: ops,
+            ops,
+            steals: self.steals.get(&thread.tid).copied().unwrap_or(0),
+        }
+    }
+
+    fn devices(&self, options: &FakeOptions, threads: &[FakeThread]) -> Vec<DeviceSnapshot> {
+        let mut names: Vec<&str> = threads.iter().map(|t| t.device.as_str()).collect();
+        names.dedup();
+        names
+            .into_iter()
+            .enumerate()
+            .map(|(index, name)| {
+                let workers: Vec<&FakeThread> =
+                    threads.iter().filter(|t| t.device == name).collect();
+                self.device(options, index as u16 + 1, name, &workers)
+            })
+            .collect()
+    }
+
+    fn device(
+        &self,
+        options: &FakeOptions,
+        id: u16,
+        name: &str,
+        workers: &[&FakeThread],
+    ) -> DeviceSnapshot {
+        let queues = self.queues(options, name, workers);
+        let ops = self.device_ops.get(name).copied().unwrap_or(0.0) as u64;
+        let resizes = match workers.first().map(|t| t.role) {
+            Some(Role::Cpu(d)) => self.resizes[d],
+            _ => 1,
+        };
+        DeviceSnapshot {
+            id,
+            name: name.to_string(),
+            ops_per_s: self.rates.get(name).copied().unwrap_or(0.0),
+            tasks_per_s: self.rates.get(name).copied().unwrap_or(0.0),
+            ops,
+            op_errors: 0,
+            tasks: ops,
+            task_panics: 0,
+            queued: ops + queues.iter().map(|q| q.depth).sum::<u64>(),
+            queue_depth: queues.iter().map(|q| q.depth).sum(),
+            queues,
+            workers: Some(workers.len() as u64),
+            resizes,
+        }
+    }
+
+    fn queues(
+        &self,
+        options: &FakeOptions,
+        device: &str,
+        workers: &[&FakeThread],
+    ) -> Vec<QueueSnapshot> {
+        let busy = !self.paused && self.rates.get(device).is_some_and(|&rate| rate > 0.0);
+        let mut queues: Vec<QueueSnapshot> = workers
+            .iter()
+            .map(|thread| QueueSnapshot {
+                label: format!("w{}", thread.worker),
+                depth: if busy {
+                    mix(self.step / 2, thread.tid as u64, 9) % 4
+                } else {
+                    0
+                },
+            })
+            .collect();
+        let growing = options.scenario == Scenario::Overloaded && device == "cpu0";
+        let shared = match () {
+            _ if growing => 16 + 4 * self.step,
+            _ if busy => mix(self.step / 3, device.len() as u64, 10) % 6,
+            _ => 0,
+        };
+        queues.push(QueueSnapshot {
+            label: "shared".into(),
+            depth: shared,
+        });
+        queues
+    }
+
+    fn op_table(&self) -> Vec<OpSnapshot> {
+        OPS.iter()
+            .zip(&self.ops)
+            .filter(|(_, counter)| counter.done >= 1.0)
+            .map(|(&(name, _, _), counter)| {
+                let count = counter.done as u64;
+                let mean = counter.total_ns / counter.done;
+                OpSnapshot {
+                    name: name.to_string(),
+                    count,
+                    errors: 0,
+                    total_ns: counter.total_ns as u64,
+                    min_ns: (mean * 0.4) as u64,
+                    max_ns: (mean * 4.1) as u64,
+                    mean_ns: mean,
+                    p50_ns: (mean * 0.92) as u64,
+                    p99_ns: (mean * 2.6) as u64,
+                }
+            })
+            .collect()
+    }
+
+    fn streams(&self, options: &FakeOptions) -> Vec<StreamSnapshot> {
+        if !options.gpu {
+            return Vec::new();
+        }
+        STREAMS
+            .iter()
+            .map(|&(stream, _)| {
+                let ops = self.stream_ops.get(&stream).copied().unwrap_or(0.0) as u64;
+                StreamSnapshot {
+                    device: "gpu0".into(),
+                    stream,
+                    occupancy: self.stream_busy(stream),
+                    ops,
+                    submitted: ops + u64::from(!self.paused) * 2,
+                }
+            })
+            .collect()
+    }
+
+    fn facts(&self, options: &FakeOptions, snapshot: &Snapshot) -> Facts {
+        let ops_per_s: f64 = snapshot.devices.iter().map(|d| d.ops_per_s).sum();
+        let mut notices = vec!["synthetic data".to_string()];
+        if options.gpu {
+            notices.push("simulated GPU".into());
+        }
+        Facts {
+            workload: options.workload.clone(),
+            engine: "threaded".into(),
+            pool_kind: "eigen".into(),
+            elapsed: self.elapsed(options),
+            iterations: self.all_ops as u64 / OPS_PER_ITERATION,
+            gflops: Some(ops_per_s * GFLOP_PER_OP),
+            peak_gflops: Some(options.cores as f64 * PEAK_PER_CORE),
+            intra_op: self.intra_op,
+            cores: options.cores,
+            finished: false,
+            notices,
+        }
+    }
+
+    fn layout(&self, options: &FakeOptions) -> Vec<DeviceLayout> {
+        let mut layout: Vec<DeviceLayout> = self
+            .inter_op
+            .iter()
+            .enumerate()
+            .map(|(d, &workers)| DeviceLayout {
+                title: format!("cpu{d}"),
+                kind: DeviceKind::Cpu,
+                workers: format!("cpu{d}"),
+                priority: (options.priority_workers > 0).then(|| format!("cpu{d}-prio")),
+                streams: Vec::new(),
+                inter_op: Some(workers),
+            })
+            .collect();
+        if options.gpu {
+            layout.push(DeviceLayout {
+                title: "gpu0".into(),
+                kind: DeviceKind::Gpu,
+                workers: "gpu0".into(),
+                priority: None,
+                streams: STREAMS
+                    .iter()
+                    .map(|&(stream, role)| StreamLayout {
+                        device: "gpu0".into(),
+                        stream,
+                        role,
+                    })
+                    .collect(),
+                inter_op: None,
+            });
+        }
+        layout.push(DeviceLayout {
+            title: "intra-op".into(),
+            kind: DeviceKind::IntraOp,
+            workers: "intra".into(),
+            ..DeviceLayout::default()
+        });
+        layout
+    }
+}
+
+fn gpu_thread_name(stream: u32, role: StreamRole) -> String {
+    match role {
+        StreamRole::Compute => format!("gpu0-compute-{stream}"),
+        StreamRole::Copy => format!("gpu0-copy-{}", stream - 2),
+    }
+}

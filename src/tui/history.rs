@@ -1,0 +1,178 @@
+//! What the dashboard remembers between frames: one [`Sample`] per frame (worker states,
+//! throughput, queue depths), for the timeline, the sparklines and the queue-growth lint.
+//! The profiler's snapshot is a sliding window; the history is what lets the screen show the
+//! last minutes.
+#![forbid(unsafe_code)]
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::source::DashboardData;
+use crate::profiler::stats::Activity;
+
+/// Samples kept: the widest timeline (about 200 columns) at the widest zoom.
+pub const CAPACITY: usize = 200 * 16;
+
+/// One frame's figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// The workload's elapsed time when it was taken.
+    pub elapsed: Duration,
+    /// Ops finished per second, every device together.
+    pub ops_per_s: f64,
+    /// Tasks waiting, every queue of every device together.
+    pub queue_depth: u64,
+    /// Queue depth per profiler device, by device name (sorted).
+    pub device_queues: Vec<(String, u64)>,
+    /// What each thread was doing, by thread id (sorted).
+    pub activities: Vec<(u32, Activity)>,
+}
+
+impl Sample {
+    /// The sample of `data`.
+    pub fn of(data: &DashboardData) -> Sample {
+        let snapshot = &data.snapshot;
+        let mut device_queues: Vec<(String, u64)> = snapshot
+            .devices
+            .iter()
+            .map(|device| (device.name.clone(), device.queue_depth))
+            .collect();
+        device_queues.sort();
+        let mut activities: Vec<(u32, Activity)> = snapshot
+            .workers
+            .iter()
+            .map(|worker| (worker.thread, worker.activity))
+            .collect();
+        activities.sort_by_key(|&(thread, _)| thread);
+        Sample {
+            elapsed: data.facts.elapsed,
+            ops_per_s: snapshot.devices.iter().map(|device| device.ops_per_s).sum(),
+            queue_depth: device_queues.iter().map(|&(_, depth)| depth).sum(),
+            device_queues,
+            activities,
+        }
+    }
+
+    /// What `thread` was doing, if it was seen.
+    pub fn activity_of(&self, thread: u32) -> Option<Activity> {
+        self.activities
+            .binary_search_by_key(&thread, |&(id, _)| id)
+            .ok()
+            .map(|index| self.activities[index].1)
+    }
+
+    /// The queue depth of profiler device `device`, if it was seen.
+    pub fn queue_of(&self, device: &str) -> Option<u64> {
+        self.device_queues
+            .iter()
+            .find(|(name, _)| name == device)
+            .map(|&(_, depth)| depth)
+    }
+}
+
+/// The last [`CAPACITY`] samples, oldest first.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct History {
+    samples: VecDeque<Sample>,
+}
+
+impl History {
+    /// Adds the sample of `data`, forgetting the oldest past [`CAPACITY`].
+    pub fn record(&mut self, data: &DashboardData) {
+        if self.samples.len() == CAPACITY {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(Sample::of(data));
+    }
+
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        self.samples.clear();
+    }
+
+    /// Samples held.
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// Every sample, oldest first.
+    pub fn samples(&self) -> impl DoubleEndedIterator<Item = &Sample> + ExactSizeIterator {
+        self.samples.iter()
+    }
+
+    /// The newest `count` samples (fewer if fewer were taken), oldest first.
+    pub fn newest(&self, count: usize) -> impl Iterator<Item = &Sample> {
+        self.samples
+            .iter()
+            .skip(self.samples.len().saturating_sub(count))
+    }
+
+    /// The samples taken in the last `span` of elapsed time, oldest first.
+    pub fn within(&self, span: Duration) -> impl Iterator<Item = &Sample> {
+        let newest = self.samples.back().map_or(Duration::ZERO, |s| s.elapsed);
+        let since = newest.saturating_sub(span);
+        self.samples.iter().filter(move |s| s.elapsed >= since)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profiler::stats::{DeviceSnapshot, WorkerSnapshot};
+
+    fn data(elapsed_ms: u64, depth: u64) -> DashboardData {
+        let mut data = DashboardData::default();
+        data.facts.elapsed = Duration::from_millis(elapsed_ms);
+        data.snapshot.devices.push(DeviceSnapshot {
+            id: 1,
+            name: "cpu0".into(),
+            ops_per_s: 10.0,
+            tasks_per_s: 0.0,
+            ops: 0,
+            op_errors: 0,
+            tasks: 0,
+            task_panics: 0,
+            queued: 0,
+            queues: Vec::new(),
+            queue_depth: depth,
+            workers: None,
+            resizes: 0,
+        });
+        data.snapshot.workers.push(WorkerSnapshot {
+            thread: 7,
+            name: "cpu0-w0".into(),
+            device: Some("cpu0".into()),
+            worker: Some(0),
+            activity: Activity::Spinning,
+            shares: Default::default(),
+            tasks: 0,
+            ops: 0,
+            steals: 0,
+        });
+        data
+    }
+
+    #[test]
+    fn samples_hold_totals_and_states_and_the_oldest_go_first() {
+        let mut history = History::default();
+        for k in 0..CAPACITY as u64 + 5 {
+            history.record(&data(k * 100, k));
+        }
+        assert_eq!(history.len(), CAPACITY);
+        let oldest = history.samples().next().unwrap();
+        assert_eq!(oldest.queue_depth, 5);
+        assert_eq!(oldest.queue_of("cpu0"), Some(5));
+        assert_eq!(oldest.activity_of(7), Some(Activity::Spinning));
+        assert_eq!(oldest.activity_of(8), None);
+        assert_eq!(history.newest(3).count(), 3);
+        // 100 ms apart: the last second holds 11 samples (both ends included).
+        assert_eq!(history.within(Duration::from_secs(1)).count(), 11);
+        history.clear();
+        assert!(history.is_empty());
+    }
+}

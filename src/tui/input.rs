@@ -1,0 +1,267 @@
+//! Keys to [`Action`]s, following htop / btop / tokio-console: `q` and Ctrl-C quit, `?`
+//! help, space pause, Tab focus, arrows and `hjkl`. [`KEYS`] is the one list the help overlay,
+//! the footer and the state tests all read.
+#![forbid(unsafe_code)]
+
+use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::app::{Action, Mode};
+
+/// One line of the help: the keys as shown, what they do, the footer's short label (empty:
+/// not in the footer), and every key of the line with its action (the state tests press them
+/// all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyHelp {
+    /// The keys as the help shows them.
+    pub keys: &'static str,
+    /// What they do.
+    pub does: &'static str,
+    /// The footer's hint: its keys and a short label (empty: not in the footer).
+    pub hint: (&'static str, &'static str),
+    /// Each key and its action (Ctrl-C, the one modified key, is tested on its own).
+    pub bindings: &'static [(KeyCode, Action)],
+}
+
+const fn line(
+    keys: &'static str,
+    does: &'static str,
+    hint: (&'static str, &'static str),
+    bindings: &'static [(KeyCode, Action)],
+) -> KeyHelp {
+    KeyHelp {
+        keys,
+        does,
+        hint,
+        bindings,
+    }
+}
+
+/// Every key, in help order (the footer shows those with a hint, in this order).
+pub const KEYS: [KeyHelp; 14] = [
+    line(
+        "q  Ctrl-C",
+        "quit",
+        ("q", "quit"),
+        &[(KeyCode::Char('q'), Action::Quit)],
+    ),
+    line(
+        "?",
+        "show / hide this help",
+        ("?", "help"),
+        &[(KeyCode::Char('?'), Action::ToggleHelp)],
+    ),
+    line(
+        "space",
+        "pause / resume the workload",
+        ("space", "pause"),
+        &[(KeyCode::Char(' '), Action::TogglePause)],
+    ),
+    line(
+        "Tab  S-Tab",
+        "focus the next / previous panel",
+        ("Tab", "focus"),
+        &[
+            (KeyCode::Tab, Action::FocusNext),
+            (KeyCode::BackTab, Action::FocusPrev),
+        ],
+    ),
+    line(
+        "+  -",
+        "inter-op workers of the selected device +1 / -1",
+        ("+/-", "inter"),
+        &[
+            (KeyCode::Char('+'), Action::InterOpUp),
+            (KeyCode::Char('='), Action::InterOpUp),
+            (KeyCode::Char('-'), Action::InterOpDown),
+        ],
+    ),
+    line(
+        "]  [",
+        "intra-op threads +1 / -1",
+        ("]/[", "intra"),
+        &[
+            (KeyCode::Char(']'), Action::IntraOpUp),
+            (KeyCode::Char('['), Action::IntraOpDown),
+        ],
+    ),
+    line(
+        ">  <",
+        "zoom the timeline in / out (fewer / more seconds)",
+        (">/<", "zoom"),
+        &[
+            (KeyCode::Char('>'), Action::ZoomIn),
+            (KeyCode::Char('.'), Action::ZoomIn),
+            (KeyCode::Char('<'), Action::ZoomOut),
+            (KeyCode::Char(','), Action::ZoomOut),
+        ],
+    ),
+    line(
+        "e",
+        "export the trace window as a Chrome trace (path shown below)",
+        ("e", "export"),
+        &[(KeyCode::Char('e'), Action::ExportTrace)],
+    ),
+    line(
+        "r",
+        "reset statistics",
+        ("r", "reset"),
+        &[(KeyCode::Char('r'), Action::ResetStats)],
+    ),
+    line(
+        "/",
+        "filter the ops table (Enter keeps it, Esc clears it)",
+        ("/", "filter"),
+        &[(KeyCode::Char('/'), Action::StartFilter)],
+    ),
+    line(
+        "← →  h l",
+        "previous / next device; in the ops table, the sort column",
+        ("", ""),
+        &[
+            (KeyCode::Left, Action::Left),
+            (KeyCode::Char('h'), Action::Left),
+            (KeyCode::Right, Action::Right),
+            (KeyCode::Char('l'), Action::Right),
+        ],
+    ),
+    line(
+        "↑ ↓  k j",
+        "scroll the workers / the timeline; select an op",
+        ("", ""),
+        &[
+            (KeyCode::Up, Action::Up),
+            (KeyCode::Char('k'), Action::Up),
+            (KeyCode::Down, Action::Down),
+            (KeyCode::Char('j'), Action::Down),
+        ],
+    ),
+    line(
+        "g G  Home End",
+        "first / last row",
+        ("", ""),
+        &[
+            (KeyCode::Char('g'), Action::Top),
+            (KeyCode::Home, Action::Top),
+            (KeyCode::Char('G'), Action::Bottom),
+            (KeyCode::End, Action::Bottom),
+        ],
+    ),
+    line(
+        "i  Esc",
+        "invert the ops order; clear the ops filter",
+        ("", ""),
+        &[
+            (KeyCode::Char('i'), Action::InvertSort),
+            (KeyCode::Esc, Action::FilterCancel),
+        ],
+    ),
+];
+
+/// The action for terminal event `event` in `mode`, if any.
+pub fn action_for(event: &Event, mode: Mode) -> Option<Action> {
+    match event {
+        Event::Key(key) if key.kind != KeyEventKind::Release => action_for_key(key, mode),
+        _ => None,
+    }
+}
+
+/// The action for key `key` in `mode`, if any.
+pub fn action_for_key(key: &KeyEvent, mode: Mode) -> Option<Action> {
+    let control = key.modifiers.contains(KeyModifiers::CONTROL);
+    if control && key.code == KeyCode::Char('c') {
+        return Some(Action::Quit);
+    }
+    match mode {
+        Mode::Normal if !control => normal_key(key.code),
+        Mode::Normal => None,
+        Mode::Help => help_key(key.code),
+        Mode::Filter => filter_key(key.code),
+    }
+}
+
+fn normal_key(code: KeyCode) -> Option<Action> {
+    let action = match code {
+        KeyCode::Char('q') => Action::Quit,
+        KeyCode::Char('?') => Action::ToggleHelp,
+        KeyCode::Char(' ') => Action::TogglePause,
+        KeyCode::Tab => Action::FocusNext,
+        KeyCode::BackTab => Action::FocusPrev,
+        KeyCode::Up | KeyCode::Char('k') => Action::Up,
+        KeyCode::Down | KeyCode::Char('j') => Action::Down,
+        KeyCode::Left | KeyCode::Char('h') => Action::Left,
+        KeyCode::Right | KeyCode::Char('l') => Action::Right,
+        KeyCode::Home | KeyCode::Char('g') => Action::Top,
+        KeyCode::End | KeyCode::Char('G') => Action::Bottom,
+        KeyCode::Char('+' | '=') => Action::InterOpUp,
+        KeyCode::Char('-' | '_') => Action::InterOpDown,
+        KeyCode::Char(']') => Action::IntraOpUp,
+        KeyCode::Char('[') => Action::IntraOpDown,
+        KeyCode::Char('>' | '.') => Action::ZoomIn,
+        KeyCode::Char('<' | ',') => Action::ZoomOut,
+        KeyCode::Char('e') => Action::ExportTrace,
+        KeyCode::Char('r') => Action::ResetStats,
+        KeyCode::Char('/') => Action::StartFilter,
+        KeyCode::Char('i') => Action::InvertSort,
+        KeyCode::Esc => Action::FilterCancel,
+        _ => return None,
+    };
+    Some(action)
+}
+
+fn help_key(code: KeyCode) -> Option<Action> {
+    matches!(code, KeyCode::Esc | KeyCode::Char('?' | 'q')).then_some(Action::ToggleHelp)
+}
+
+fn filter_key(code: KeyCode) -> Option<Action> {
+    match code {
+        KeyCode::Esc => Some(Action::FilterCancel),
+        KeyCode::Enter => Some(Action::FilterAccept),
+        KeyCode::Backspace => Some(Action::FilterBackspace),
+        KeyCode::Char(c) => Some(Action::FilterChar(c)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn press(code: KeyCode) -> Event {
+        Event::Key(KeyEvent::new(code, KeyModifiers::NONE))
+    }
+
+    #[test]
+    fn every_key_of_every_help_line_gives_its_action() {
+        for help in KEYS {
+            for &(code, action) in help.bindings {
+                assert_eq!(
+                    action_for(&press(code), Mode::Normal),
+                    Some(action),
+                    "{help:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ctrl_c_quits_in_every_mode_and_releases_are_ignored() {
+        let ctrl_c = Event::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+        for mode in [Mode::Normal, Mode::Help, Mode::Filter] {
+            assert_eq!(action_for(&ctrl_c, mode), Some(Action::Quit));
+        }
+        let mut release = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE);
+        release.kind = KeyEventKind::Release;
+        assert_eq!(action_for(&Event::Key(release), Mode::Normal), None);
+    }
+
+    #[test]
+    fn typing_a_filter_takes_every_character_even_q() {
+        let q = press(KeyCode::Char('q'));
+        assert_eq!(action_for(&q, Mode::Filter), Some(Action::FilterChar('q')));
+        assert_eq!(action_for(&q, Mode::Help), Some(Action::ToggleHelp));
+        assert_eq!(
+            action_for(&press(KeyCode::Enter), Mode::Filter),
+            Some(Action::FilterAccept)
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! Groups a frame's data into device panels: for each [`DeviceLayout`], the profiler devices,
+//! workers, queues and streams it is drawn from. Pure; the views and the lints read it.
+#![forbid(unsafe_code)]
+
+use std::borrow::Cow;
+
+use super::source::{DashboardData, DeviceKind, DeviceLayout, StreamLayout};
+use crate::profiler::stats::{DeviceSnapshot, StreamSnapshot, WorkerSnapshot};
+
+/// One pool of workers (a device's inter-op pool, its priority pool, the intra-op pool).
+#[derive(Clone, Debug)]
+pub struct PoolPanel<'a> {
+    /// The profiler device's statistics, if it saw an event.
+    pub device: Option<&'a DeviceSnapshot>,
+    /// Its workers, by worker index (threads without an index last, by thread id).
+    pub workers: Vec<&'a WorkerSnapshot>,
+}
+
+impl PoolPanel<'_> {
+    /// The depth of worker `index`'s own queue (the pool's `w<index>` queue), if sampled.
+    pub fn queue_of(&self, index: Option<u32>) -> Option<u64> {
+        let label = format!("w{}", index?);
+        let device = self.device?;
+        device
+            .queues
+            .iter()
+            .find(|queue| queue.label == label)
+            .map(|queue| queue.depth)
+    }
+
+    /// The sum of every queue's latest depth.
+    pub fn queue_depth(&self) -> u64 {
+        self.device.map_or(0, |device| device.queue_depth)
+    }
+
+    /// Ops finished per second over the window.
+    pub fn ops_per_s(&self) -> f64 {
+        self.device.map_or(0.0, |device| device.ops_per_s)
+    }
+}
+
+/// One stream and its statistics.
+#[derive(Clone, Debug)]
+pub struct StreamPanel<'a> {
+    /// Where the stream's events come from, and its role.
+    pub layout: &'a StreamLayout,
+    /// Its statistics, if it ran anything yet.
+    pub stats: Option<&'a StreamSnapshot>,
+}
+
+/// One device panel.
+#[derive(Clone, Debug)]
+pub struct DevicePanel<'a> {
+    /// How it is laid out (synthesized when the source gave no layout).
+    pub layout: Cow<'a, DeviceLayout>,
+    /// Its inter-op workers (or the intra-op pool's threads).
+    pub pool: PoolPanel<'a>,
+    /// Its priority pool, if it has one.
+    pub priority: Option<PoolPanel<'a>>,
+    /// Its streams.
+    pub streams: Vec<StreamPanel<'a>>,
+}
+
+impl DevicePanel<'_> {
+    /// The panel's title.
+    pub fn title(&self) -> &str {
+        &self.layout.title
+    }
+
+    /// Whether `+`/`-` can resize it.
+    pub fn is_resizable(&self) -> bool {
+        self.layout.inter_op.is_some()
+    }
+
+    /// Every worker row: the pool's, then the priority pool's.
+    pub fn all_workers(&self) -> impl Iterator<Item = &WorkerSnapshot> + '_ {
+        let priority = self.priority.iter().flat_map(|pool| pool.workers.iter());
+        self.pool.workers.iter().chain(priority).copied()
+    }
+}
+
+/// The panels of `data`, in display order.
+pub fn device_panels(data: &DashboardData) -> Vec<DevicePanel<'_>> {
+    if data.devices.is_empty() {
+        return data
+            .snapshot
+            .devices
+            .iter()
+            .filter(|device| has_workers(data, &device.name))
+            .map(|device| panel(data, Cow::Owned(fallback_layout(device))))
+            .collect();
+    }
+    data.devices
+        .iter()
+        .map(|layout| panel(data, Cow::Borrowed(layout)))
+        .collect()
+}
+
+fn has_workers(data: &DashboardData, device: &str) -> bool {
+    data.snapshot
+        .workers
+        .iter()
+        .any(|worker| worker.device.as_deref() == Some(device))
+}
+
+fn fallback_layout(device: &DeviceSnapshot) -> DeviceLayout {
+    DeviceLayout {
+        title: device.name.clone(),
+        kind: DeviceKind::Cpu,
+        workers: device.name.clone(),
+        ..DeviceLayout::default()
+    }
+}
+
+fn panel<'a>(data: &'a DashboardData, layout: Cow<'a, DeviceLayout>) -> DevicePanel<'a> {
+    let pool = pool_panel(data, &layout.workers);
+    let priority = layout
+        .priority
+        .as_deref()
+        .map(|device| pool_panel(data, device));
+    let streams = stream_panels(data, &layout);
+    DevicePanel {
+        layout,
+        pool,
+        priority,
+        streams,
+    }
+}
+
+fn stream_panels<'a>(data: &'a DashboardData, layout: &DeviceLayout) -> Vec<StreamPanel<'a>> {
+    // The layout borrowed from `data` outlives this call; a synthesized one has no streams.
+    let Some(owned) = data
+        .devices
+        .iter()
+        .find(|known| known.title == layout.title)
+    else {
+        return Vec::new();
+    };
+    owned
+        .streams
+        .iter()
+        .map(|stream| StreamPanel {
+            layout: stream,
+            stats: data
+                .snapshot
+                .streams
+                .iter()
+                .find(|stats| stats.device == stream.device && stats.stream == stream.stream),
+        })
+        .collect()
+}
+
+fn pool_panel<'a>(data: &'a DashboardData, device: &str) -> PoolPanel<'a> {
+    let mut workers: Vec<&WorkerSnapshot> = data
+        .snapshot
+        .workers
+        .iter()
+        .filter(|worker| worker.device.as_deref() == Some(device))
+        .collect();
+    workers.sort_by_key(|worker| (worker.worker.unwrap_or(u32::MAX), worker.thread));
+    PoolPanel {
+        device: data.snapshot.device(device),
+        workers,
+    }
+}

@@ -1,0 +1,329 @@
+//! Device panels. A CPU device (or the intra-op pool) shows one row per worker: the state
+//! glyph, the thread, its current op, a utilization bar (share of the window running), steals
+//! (`st`) and the depth of its own queue (`q`); its priority pool's workers follow. A GPU
+//! shows one occupancy gauge per compute and copy stream. The title carries the inter-op
+//! count, the throughput and the total queue depth.
+//!
+//! The wide layout stacks every panel (panels that do not fit collapse to a summary row);
+//! the compact one shows the selected panel with every device's name as tabs in its title.
+#![forbid(unsafe_code)]
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
+use ratatui::Frame;
+
+use super::format;
+use super::Ctx;
+use crate::profiler::stats::WorkerSnapshot;
+use crate::tui::app::Focus;
+use crate::tui::panels::{DevicePanel, PoolPanel, StreamPanel};
+use crate::tui::source::{DeviceKind, StreamRole};
+use crate::tui::theme::state_glyph;
+
+/// Rows a panel collapsed to its summary takes (borders included).
+const COLLAPSED: u16 = 3;
+
+/// Rows of `panel` (borders excluded).
+fn row_count(panel: &DevicePanel<'_>) -> usize {
+    if panel.streams.is_empty() {
+        panel.all_workers().count().max(1)
+    } else {
+        panel.streams.len()
+    }
+}
+
+/// Rows the selected panel would like (borders included).
+pub fn wanted_height(ctx: &Ctx<'_>) -> u16 {
+    ctx.panels
+        .get(ctx.app.selected_device)
+        .map_or(COLLAPSED, |panel| row_count(panel) as u16 + 2)
+}
+
+/// Rows every panel would like, stacked (borders included).
+pub fn stack_height(ctx: &Ctx<'_>) -> u16 {
+    ctx.panels
+        .iter()
+        .map(|panel| row_count(panel) as u16 + 2)
+        .sum::<u16>()
+        .max(COLLAPSED)
+}
+
+/// Draws every panel, stacked, into `area`.
+pub fn draw_stack(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+    if ctx.panels.is_empty() {
+        let block = ctx.block(Line::from(" devices "), Focus::Devices);
+        let text = Paragraph::new("  waiting for the first worker events…").block(block);
+        frame.render_widget(text, area);
+        return;
+    }
+    let heights = stack_heights(ctx, area.height);
+    let constraints = heights.iter().map(|&h| Constraint::Length(h));
+    let areas = Layout::vertical(constraints).split(area);
+    for (index, (panel, &panel_area)) in ctx.panels.iter().zip(areas.iter()).enumerate() {
+        let selected = index == ctx.app.selected_device;
+        let title = title_line(ctx, panel, selected);
+        draw_panel(frame, panel_area, ctx, panel, title, selected);
+    }
+}
+
+/// Each panel's height: all rows if they fit, else every panel but the selected one
+/// collapsed, and the selected one gets what is left.
+fn stack_heights(ctx: &Ctx<'_>, available: u16) -> Vec<u16> {
+    let full: Vec<u16> = ctx
+        .panels
+        .iter()
+        .map(|panel| row_count(panel) as u16 + 2)
+        .collect();
+    if full.iter().sum::<u16>() <= available {
+        return full;
+    }
+    let selected = ctx.app.selected_device;
+    let others = COLLAPSED * (full.len() as u16 - 1);
+    let rest = available.saturating_sub(others).max(COLLAPSED);
+    (0..full.len())
+        .map(|index| {
+            if index == selected {
+                rest.min(full[index])
+            } else {
+                COLLAPSED
+            }
+        })
+        .collect()
+}
+
+/// Draws the selected panel into `area`, with every device's name as a tab in its title.
+pub fn draw_selected(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+    let Some(panel) = ctx.panels.get(ctx.app.selected_device) else {
+        return draw_stack(frame, area, ctx);
+    };
+    let mut title = tabs(ctx);
+    title.spans.extend(title_figures(ctx, panel));
+    draw_panel(frame, area, ctx, panel, title, true);
+}
+
+fn tabs<'a>(ctx: &Ctx<'a>) -> Line<'a> {
+    let mut spans = vec![Span::raw(" ")];
+    for (index, panel) in ctx.panels.iter().enumerate() {
+        if index > 0 {
+            spans.push(Span::styled("│", ctx.theme.dim()));
+        }
+        let name = format!(" {} ", panel.title());
+        spans.push(if index == ctx.app.selected_device {
+            Span::styled(name, ctx.theme.selected())
+        } else {
+            Span::styled(name, ctx.theme.dim())
+        });
+    }
+    Line::from(spans)
+}
+
+fn title_line<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, selected: bool) -> Line<'a> {
+    let marker = if selected { " ▸ " } else { " " };
+    let mut spans = vec![
+        Span::raw(marker),
+        Span::styled(panel.title().to_string(), ctx.theme.strong()),
+    ];
+    spans.extend(title_figures(ctx, panel));
+    Line::from(spans)
+}
+
+/// ` · inter 4 · 912 ops/s · queue 7 ` (or the streams of a GPU).
+fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Span<'a>> {
+    let dim = ctx.theme.dim();
+    let mut parts = Vec::new();
+    match panel.layout.kind {
+        DeviceKind::Gpu => {
+            let compute = count_role(&panel.streams, StreamRole::Compute);
+            let copy = panel.streams.len() - compute;
+            parts.push(format!("{compute} compute, {copy} copy"));
+        }
+        DeviceKind::IntraOp => parts.push(format!("{} threads", panel.pool.workers.len())),
+        DeviceKind::Cpu => match panel.layout.inter_op {
+            Some(inter) => parts.push(format!("inter {inter}")),
+            None => parts.push(format!("{} workers", panel.pool.workers.len())),
+        },
+    }
+    parts.push(format!(
+        "{} ops/s",
+        format::quantity(panel.pool.ops_per_s())
+    ));
+    let queued = panel.pool.queue_depth() + panel.priority.as_ref().map_or(0, |p| p.queue_depth());
+    parts.push(format!("queue {queued}"));
+    let mut spans = Vec::new();
+    for part in parts {
+        spans.push(Span::styled(" · ", dim));
+        spans.push(Span::raw(part));
+    }
+    spans.push(Span::raw(" "));
+    spans
+}
+
+fn count_role(streams: &[StreamPanel<'_>], role: StreamRole) -> usize {
+    streams.iter().filter(|s| s.layout.role == role).count()
+}
+
+fn draw_panel<'a>(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    ctx: &Ctx<'a>,
+    panel: &DevicePanel<'a>,
+    title: Line<'a>,
+    selected: bool,
+) {
+    let focused = selected && ctx.app.focus == Focus::Devices;
+    let border = if focused {
+        ctx.theme.focused_border()
+    } else {
+        ctx.theme.border()
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Rounded)
+        .border_style(border)
+        .title(title);
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let width = usize::from(inner.width);
+    let lines = if inner.height == 1 && row_count(panel) > 1 {
+        vec![summary_line(ctx, panel)]
+    } else {
+        let skip = if selected { ctx.app.device_scroll } else { 0 };
+        panel_lines(ctx, panel, width)
+            .into_iter()
+            .skip(skip)
+            .collect()
+    };
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+fn panel_lines<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, width: usize) -> Vec<Line<'a>> {
+    if !panel.streams.is_empty() {
+        return panel
+            .streams
+            .iter()
+            .map(|stream| stream_line(ctx, stream, width))
+            .collect();
+    }
+    let columns = Columns::for_width(width, panel);
+    let mut lines: Vec<Line<'a>> = panel
+        .pool
+        .workers
+        .iter()
+        .map(|worker| worker_line(ctx, worker, &panel.pool, &columns))
+        .collect();
+    if let Some(priority) = &panel.priority {
+        lines.extend(
+            priority
+                .workers
+                .iter()
+                .map(|worker| worker_line(ctx, worker, priority, &columns)),
+        );
+    }
+    if lines.is_empty() {
+        lines.push(Line::styled("  no workers seen yet", ctx.theme.dim()));
+    }
+    lines
+}
+
+/// One row for a collapsed panel: how many workers, how busy, how much is queued.
+fn summary_line<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Line<'a> {
+    let workers: Vec<&WorkerSnapshot> = panel.all_workers().collect();
+    let busy = workers.iter().map(|w| w.shares.running).sum::<f64>() / workers.len().max(1) as f64;
+    let glyphs: String = workers
+        .iter()
+        .take(32)
+        .map(|w| state_glyph(w.activity))
+        .collect();
+    Line::from(vec![
+        Span::raw(format!(" {glyphs} ")),
+        Span::styled(format!("{} busy", format::percent(busy)), ctx.theme.dim()),
+    ])
+}
+
+/// Column widths of the worker rows at one panel width.
+struct Columns {
+    name: usize,
+    op: usize,
+    bar: usize,
+}
+
+impl Columns {
+    /// Glyph, spaces, ` 100%`, ` st 12345`, `  q 123`.
+    const FIXED: usize = 2 + 1 + 5 + 9 + 7;
+
+    fn for_width(width: usize, panel: &DevicePanel<'_>) -> Columns {
+        let longest = panel.all_workers().map(|w| w.name.chars().count()).max();
+        let name = longest.unwrap_or(6).clamp(4, 14);
+        let op = if width >= Self::FIXED + name + 12 + 10 {
+            12
+        } else {
+            0
+        };
+        let bar = width.saturating_sub(Self::FIXED + name + op + usize::from(op > 0));
+        Columns { name, op, bar }
+    }
+}
+
+fn worker_line<'a>(
+    ctx: &Ctx<'a>,
+    worker: &WorkerSnapshot,
+    pool: &PoolPanel<'a>,
+    columns: &Columns,
+) -> Line<'a> {
+    let theme = ctx.theme;
+    let style = theme.activity(worker.activity);
+    let mut spans = vec![
+        Span::styled(format!("{} ", state_glyph(worker.activity)), style),
+        Span::raw(format!(
+            "{:<width$} ",
+            format::fit(&worker.name, columns.name),
+            width = columns.name
+        )),
+    ];
+    if columns.op > 0 {
+        let op = ctx.app.data().current_ops.get(&worker.thread);
+        let op = op.map_or("", String::as_str);
+        spans.push(Span::styled(
+            format!(
+                "{:<width$} ",
+                format::fit(op, columns.op),
+                width = columns.op
+            ),
+            style,
+        ));
+    }
+    let (filled, empty) = format::bar(worker.shares.running, columns.bar);
+    spans.push(Span::styled(filled, theme.bar()));
+    spans.push(Span::raw(empty));
+    spans.push(Span::raw(format!(
+        " {}",
+        format::percent(worker.shares.running)
+    )));
+    spans.push(Span::styled(" st ", theme.dim()));
+    spans.push(Span::raw(format!("{:>5}", format::count(worker.steals))));
+    spans.push(Span::styled("  q ", theme.dim()));
+    let queue = pool.queue_of(worker.worker);
+    spans.push(Span::raw(queue.map_or("-".into(), |q| format!("{q:<3}"))));
+    Line::from(spans)
+}
+
+fn stream_line<'a>(ctx: &Ctx<'a>, stream: &StreamPanel<'a>, width: usize) -> Line<'a> {
+    let theme = ctx.theme;
+    let role = match stream.layout.role {
+        StreamRole::Compute => "compute",
+        StreamRole::Copy => "copy",
+    };
+    let label = format!("  {role:<7} s{:<2} ", stream.layout.stream);
+    let (occupancy, ops) = stream.stats.map_or((0.0, 0), |s| (s.occupancy, s.ops));
+    let ops = format!("  {:>6} ops", format::count(ops));
+    let bar_width = width.saturating_sub(label.chars().count() + 5 + ops.chars().count());
+    let (filled, empty) = format::bar(occupancy, bar_width);
+    Line::from(vec![
+        Span::styled(label, theme.dim()),
+        Span::styled(filled, theme.bar()),
+        Span::raw(empty),
+        Span::raw(format!(" {}", format::percent(occupancy))),
+        Span::styled(ops, theme.dim()),
+    ])
+}

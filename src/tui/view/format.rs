@@ -1,0 +1,112 @@
+//! Numbers as short, fixed-width text: durations, counts, rates, elapsed time, bars.
+#![forbid(unsafe_code)]
+
+use std::time::Duration;
+
+/// A duration in nanoseconds with three significant digits, at most 6 characters
+/// (`812ns`, `4.20µs`, `420µs`, `1.23ms`, `123ms`, `2.50s`).
+pub fn nanos(ns: f64) -> String {
+    const UNITS: [(f64, &str); 3] = [(1e3, "µs"), (1e6, "ms"), (1e9, "s")];
+    if ns < 999.5 {
+        return format!("{:.0}ns", ns.max(0.0));
+    }
+    let (scale, unit) = UNITS
+        .iter()
+        .rev()
+        .find(|(scale, _)| ns >= *scale * 0.9995)
+        .copied()
+        .unwrap_or(UNITS[0]);
+    let value = ns / scale;
+    match value {
+        v if v < 9.995 => format!("{v:.2}{unit}"),
+        v if v < 99.95 || (unit == "s" && v < 999.5) => format!("{v:.1}{unit}"),
+        v => format!("{v:.0}{unit}"),
+    }
+}
+
+/// A count with a k / M / G suffix past four digits (`999`, `12.3k`, `4.56M`).
+pub fn count(n: u64) -> String {
+    quantity(n as f64)
+}
+
+/// A non-negative quantity with a k / M / G suffix past four digits.
+pub fn quantity(value: f64) -> String {
+    if value.is_nan() || value <= 0.0 {
+        return "0".into(); // an empty sum of floats is -0.0
+    }
+    match value {
+        v if v < 10_000.0 => format!("{v:.0}"),
+        v if v < 1e6 => format!("{:.1}k", v / 1e3),
+        v if v < 1e9 => format!("{:.2}M", v / 1e6),
+        v => format!("{:.2}G", v / 1e9),
+    }
+}
+
+/// Elapsed time as `mm:ss.d`, or `h:mm:ss` past an hour.
+pub fn elapsed(elapsed: Duration) -> String {
+    let secs = elapsed.as_secs();
+    if secs >= 3600 {
+        return format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+    }
+    let tenths = elapsed.subsec_millis() / 100;
+    format!("{:02}:{:02}.{tenths}", secs / 60, secs % 60)
+}
+
+/// A percentage of a share in `[0, 1]`, 4 wide (` 72%`).
+pub fn percent(share: f64) -> String {
+    format!("{:>3.0}%", (share * 100.0).clamp(0.0, 999.0))
+}
+
+/// A bar `width` cells wide, `share` of it filled in eighths (`███▌    `).
+pub fn bar(share: f64, width: usize) -> (String, String) {
+    const EIGHTHS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
+    let eighths = (share.clamp(0.0, 1.0) * (width * 8) as f64).round() as usize;
+    let (full, part) = (eighths / 8, eighths % 8);
+    let mut filled = "█".repeat(full);
+    filled.push_str(EIGHTHS[part]);
+    let used = full + usize::from(part > 0);
+    (filled, " ".repeat(width.saturating_sub(used)))
+}
+
+/// `text` cut to `width` characters, with `…` when cut.
+pub fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    if width > 0 {
+        cut.push('…');
+    }
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_counts_and_times_read_well() {
+        assert_eq!(nanos(812.0), "812ns");
+        assert_eq!(nanos(4_200.0), "4.20µs");
+        assert_eq!(nanos(1_234_000.0), "1.23ms");
+        assert_eq!(nanos(2.5e9), "2.50s");
+        assert_eq!(nanos(420_000.0), "420µs");
+        assert_eq!(nanos(999_999.0), "1.00ms");
+        assert_eq!(nanos(123_400_000.0), "123ms");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(12_345), "12.3k");
+        assert_eq!(count(4_560_000), "4.56M");
+        assert_eq!(elapsed(Duration::from_millis(72_300)), "01:12.3");
+        assert_eq!(elapsed(Duration::from_secs(3_723)), "1:02:03");
+        assert_eq!(percent(0.724), " 72%");
+    }
+
+    #[test]
+    fn bars_fill_in_eighths_and_keep_their_width() {
+        assert_eq!(bar(0.0, 4), (String::new(), "    ".into()));
+        assert_eq!(bar(1.0, 4), ("████".into(), String::new()));
+        assert_eq!(bar(0.5625, 4), ("██▎".into(), " ".into()));
+        assert_eq!(fit("conv2d_backward", 8), "conv2d_…");
+        assert_eq!(fit("relu", 8), "relu");
+    }
+}

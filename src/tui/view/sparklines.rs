@@ -1,0 +1,103 @@
+//! Sparklines of throughput (ops/s, every device together) and queue depth (every queue
+//! together), one point per frame, newest on the right: the effect of a resize shows here.
+//! The vertical axis starts at three quarters of the smallest value shown, not at zero, so a
+//! 10% step stands out; the label gives the range.
+#![forbid(unsafe_code)]
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Sparkline};
+use ratatui::Frame;
+
+use super::format;
+use super::Ctx;
+use crate::tui::app::Focus;
+use crate::tui::history::Sample;
+
+/// Rows the wide layout gives the sparklines (borders included).
+pub const WIDE_HEIGHT: u16 = 8;
+/// Rows the compact layout gives them.
+pub const COMPACT_HEIGHT: u16 = 2;
+
+/// One series: its name, unit and how to read it from a sample.
+struct Series {
+    name: &'static str,
+    unit: &'static str,
+    value: fn(&Sample) -> u64,
+}
+
+const THROUGHPUT: Series = Series {
+    name: "throughput",
+    unit: "ops/s",
+    value: |sample| sample.ops_per_s.round() as u64,
+};
+
+const QUEUED: Series = Series {
+    name: "queued",
+    unit: "tasks",
+    value: |sample| sample.queue_depth,
+};
+
+/// Draws both series in a bordered box, one above the other.
+pub fn draw_wide(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+    // Never focused: the block is only a frame; use a focus no key gives it.
+    let block = ctx
+        .block(
+            Line::styled(" history ", ctx.theme.strong()),
+            Focus::Devices,
+        )
+        .border_style(ctx.theme.border());
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let [top, bottom] =
+        Layout::vertical([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(inner);
+    draw_series(frame, top, ctx, &THROUGHPUT);
+    draw_series(frame, bottom, ctx, &QUEUED);
+}
+
+/// Draws both series side by side, a label row over a one-row sparkline each.
+pub fn draw_compact(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+    let [left, right] =
+        Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(area);
+    draw_series(frame, left, ctx, &THROUGHPUT);
+    draw_series(frame, right, ctx, &QUEUED);
+}
+
+/// A label row (`throughput 1.8k ops/s  max 2.0k`) over the sparkline.
+fn draw_series(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, series: &Series) {
+    let [label_area, line_area] =
+        Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
+    let points: Vec<u64> = ctx
+        .app
+        .history()
+        .newest(usize::from(area.width.saturating_sub(1)))
+        .map(series.value)
+        .collect();
+    let now = points.last().copied().unwrap_or(0);
+    let max = points.iter().copied().max().unwrap_or(0);
+    let min = points.iter().copied().min().unwrap_or(0);
+    let range = format!(
+        " {}  ({}-{})",
+        series.unit,
+        format::count(min),
+        format::count(max)
+    );
+    let label = Line::from(vec![
+        Span::styled(format!(" {} ", series.name), ctx.theme.dim()),
+        Span::styled(format::count(now), ctx.theme.strong()),
+        Span::styled(range, ctx.theme.dim()),
+    ]);
+    frame.render_widget(Paragraph::new(label), label_area);
+    let floor = min / 4 * 3;
+    let heights: Vec<u64> = points.iter().map(|&point| point - floor).collect();
+    let sparkline = Sparkline::default()
+        .data(&heights)
+        .max((max - floor).max(1))
+        .style(ctx.theme.sparkline());
+    let line_area = Rect {
+        x: line_area.x + 1,
+        width: line_area.width.saturating_sub(1),
+        ..line_area
+    };
+    frame.render_widget(sparkline, line_area);
+}

@@ -1,0 +1,206 @@
+//! Whole-screen and widget snapshots of the dashboard at 80x24 and 160x48, rendered into
+//! ratatui's `TestBackend` from the deterministic `FakeSource`. Review changes with
+//! `cargo insta review` (or `INSTA_UPDATE=always cargo test --test tui_snapshots`).
+
+mod tui_support;
+
+use enginetop::tui::view::{self, device, footer, header, ops, timeline, Ctx};
+use enginetop::tui::{App, FakeOptions, Theme};
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::KeyCode;
+use ratatui::layout::Rect;
+use ratatui::style::Color;
+use ratatui::{Frame, Terminal};
+use tui_support::{text_of, Harness, SIZES};
+
+/// Frames before a screen is taken: enough history for sparklines, timeline and lints.
+const WARM: usize = 60;
+
+fn assert_screens(name: &str, harness: &Harness) {
+    for (width, height) in SIZES {
+        insta::assert_snapshot!(
+            format!("{name}_{width}x{height}"),
+            harness.screen(width, height)
+        );
+    }
+}
+
+/// One widget drawn alone into a `width` x `height` buffer.
+fn widget(
+    app: &App,
+    width: u16,
+    height: u16,
+    draw: impl Fn(&mut Frame<'_>, Rect, &Ctx<'_>),
+) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal
+        .draw(|frame| {
+            let ctx = Ctx::new(app, Theme::colored());
+            draw(frame, frame.area(), &ctx);
+        })
+        .unwrap();
+    text_of(terminal.backend().buffer())
+}
+
+#[test]
+fn steady_workload() {
+    assert_screens("steady", &Harness::new(FakeOptions::default(), WARM));
+}
+
+#[test]
+fn overloaded_workload_shows_every_lint() {
+    let harness = Harness::new(FakeOptions::overloaded(), WARM);
+    assert_screens("overloaded", &harness);
+    let screen = harness.screen(160, 48);
+    assert!(screen.contains("oversubscribed: inter 8 x intra 2 = 16 threads > 4 cores"));
+    assert!(screen.contains("cpu0 queue growing"));
+    assert!(screen.contains("cpu1-w3 spinning"));
+}
+
+#[test]
+fn nothing_observed_yet() {
+    assert_screens("empty", &Harness::new(FakeOptions::default(), 0));
+}
+
+#[test]
+fn help_overlay_lists_every_key() {
+    let mut harness = Harness::new(FakeOptions::default(), WARM);
+    harness.press(KeyCode::Char('?'));
+    assert_screens("help", &harness);
+    let screen = harness.screen(80, 24);
+    for help in enginetop::tui::input::KEYS {
+        assert!(
+            screen.contains(help.keys),
+            "{} missing from the help",
+            help.keys
+        );
+    }
+}
+
+#[test]
+fn paused_resized_filtered_and_sorted() {
+    let mut harness = Harness::new(FakeOptions::default(), WARM);
+    harness.press(KeyCode::Char('+'));
+    harness.press(KeyCode::Char(']'));
+    harness.press(KeyCode::Char(' '));
+    harness.frames(20);
+    harness.press(KeyCode::Tab);
+    harness.press(KeyCode::Tab);
+    harness.press(KeyCode::Right); // sort by mean
+    harness.press(KeyCode::Char('/'));
+    harness.type_text("o");
+    harness.press(KeyCode::Enter);
+    assert_screens("paused_filtered", &harness);
+    let screen = harness.screen(80, 24);
+    assert!(screen.contains("PAUSED") && screen.contains("inter 5") && screen.contains("intra 3"));
+}
+
+#[test]
+fn finished_workload_keeps_its_final_numbers() {
+    let options = FakeOptions {
+        finish_after: Some(40),
+        ..FakeOptions::default()
+    };
+    let mut harness = Harness::new(options, 40);
+    let last = harness.screen(160, 48);
+    harness.frames(30);
+    assert_eq!(harness.screen(160, 48), last, "the final frame stays");
+    assert_screens("finished", &harness);
+}
+
+#[test]
+fn timeline_zoomed_out_and_third_device_selected() {
+    let mut harness = Harness::new(FakeOptions::default(), 120);
+    harness.press(KeyCode::Char('<'));
+    harness.press(KeyCode::Char('<'));
+    harness.press(KeyCode::Right);
+    harness.press(KeyCode::Right);
+    assert_screens("zoomed_gpu", &harness);
+}
+
+#[test]
+fn header_widget_keeps_settings_and_dropped_when_narrow() {
+    let harness = Harness::new(FakeOptions::overloaded(), WARM);
+    for width in [60, 80, 160] {
+        let text = widget(&harness.app, width, header::HEIGHT, header::draw);
+        assert!(
+            text.contains("inter 4") && text.contains("intra 2"),
+            "{text}"
+        );
+        assert!(text.contains("dropped"), "{text}");
+        insta::assert_snapshot!(format!("header_{width}"), text);
+    }
+}
+
+#[test]
+fn footer_widget_rewraps_hints_to_the_width() {
+    let harness = Harness::new(FakeOptions::default(), 1);
+    for width in [40, 80, 160] {
+        let ctx = Ctx::new(&harness.app, Theme::colored());
+        let height = footer::height(&ctx, width);
+        let text = widget(&harness.app, width, height, footer::draw);
+        for hint in [
+            "quit", "help", "pause", "inter", "intra", "zoom", "export", "reset", "filter",
+        ] {
+            assert!(text.contains(hint), "{hint} cut at width {width}:\n{text}");
+        }
+        insta::assert_snapshot!(format!("footer_{width}"), text);
+    }
+}
+
+#[test]
+fn device_panels_widget() {
+    let harness = Harness::new(FakeOptions::default(), WARM);
+    insta::assert_snapshot!(
+        "devices_90x30",
+        widget(&harness.app, 90, 30, device::draw_stack)
+    );
+}
+
+#[test]
+fn timeline_and_ops_widgets() {
+    let harness = Harness::new(FakeOptions::default(), WARM);
+    insta::assert_snapshot!(
+        "timeline_100x12",
+        widget(&harness.app, 100, 12, timeline::draw)
+    );
+    insta::assert_snapshot!("ops_60x16", widget(&harness.app, 60, 16, ops::draw));
+}
+
+#[test]
+fn no_color_draws_without_any_colour_and_colour_uses_some() {
+    let harness = Harness::new(FakeOptions::overloaded(), WARM);
+    let plain = harness.buffer(160, 48, Theme::plain());
+    let colored_cells = plain
+        .content()
+        .iter()
+        .filter(|cell| cell.fg != Color::Reset || cell.bg != Color::Reset)
+        .count();
+    assert_eq!(colored_cells, 0, "NO_COLOR: no cell may carry a colour");
+    let colored = harness.buffer(160, 48, Theme::colored());
+    assert!(colored.content().iter().any(|cell| cell.fg == Color::Green));
+    assert_eq!(
+        text_of(&plain),
+        text_of(&colored),
+        "the same text either way"
+    );
+}
+
+#[test]
+fn every_size_down_to_80x24_draws_without_panicking() {
+    let mut harness = Harness::new(FakeOptions::overloaded(), WARM);
+    for (width, height) in [
+        (80, 24),
+        (100, 30),
+        (119, 35),
+        (120, 36),
+        (200, 60),
+        (20, 5),
+        (1, 1),
+    ] {
+        harness.buffer(width, height, Theme::colored());
+    }
+    harness.press(KeyCode::Char('?'));
+    harness.buffer(80, 24, Theme::colored());
+    let _ = view::WIDE;
+}

@@ -1,0 +1,332 @@
+//! State tests: every key the help lists does what the help says, pressed through the real
+//! key map into the `App`, with the controls it asks for applied by the `FakeSource` (as
+//! `tui::run` does), and the outcome read back from the state, the source and the screen.
+
+mod tui_support;
+
+use std::path::PathBuf;
+
+use enginetop::profiler::validate::validate_file;
+use enginetop::tui::app::{Focus, Mode, SortColumn};
+use enginetop::tui::input::{KeyHelp, KEYS};
+use enginetop::tui::{Action, DashboardSource, FakeOptions};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use tui_support::Harness;
+
+fn trace_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("enginetop-tui-state-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn fresh() -> Harness {
+    let options = FakeOptions {
+        trace_dir: trace_dir(),
+        ..FakeOptions::default()
+    };
+    Harness::new(options, 30)
+}
+
+fn op_names(harness: &Harness) -> Vec<String> {
+    harness
+        .app
+        .visible_ops()
+        .iter()
+        .map(|op| op.name.clone())
+        .collect()
+}
+
+fn mean_throughput(harness: &Harness, frames: usize) -> f64 {
+    let samples: Vec<f64> = harness
+        .app
+        .history()
+        .newest(frames)
+        .map(|s| s.ops_per_s)
+        .collect();
+    samples.iter().sum::<f64>() / samples.len() as f64
+}
+
+/// Presses `code` on a fresh dashboard and checks that `action` happened.
+fn check(help: &KeyHelp, code: KeyCode, action: Action) {
+    let mut h = fresh();
+    let why = format!("{} ({:?}) should {}", help.keys, code, help.does);
+    match action {
+        Action::Quit => {
+            h.press(code);
+            assert!(h.app.should_quit, "{why}");
+        }
+        Action::ToggleHelp => {
+            h.press(code);
+            assert_eq!(h.app.mode, Mode::Help, "{why}");
+            assert!(h.screen(80, 24).contains("show / hide this help"), "{why}");
+            h.press(code);
+            assert_eq!(h.app.mode, Mode::Normal, "{why}");
+        }
+        Action::TogglePause => check_pause(&mut h, code, &why),
+        Action::FocusNext => {
+            for expected in [Focus::Timeline, Focus::Ops, Focus::Devices] {
+                h.press(code);
+                assert_eq!(h.app.focus, expected, "{why}");
+            }
+        }
+        Action::FocusPrev => {
+            h.press(code);
+            assert_eq!(h.app.focus, Focus::Ops, "{why}");
+        }
+        Action::Up | Action::Down | Action::Top | Action::Bottom => {
+            check_rows(&mut h, code, action, &why)
+        }
+        Action::Left | Action::Right => check_sideways(&mut h, code, action, &why),
+        Action::InterOpUp | Action::InterOpDown => {
+            let expected = if action == Action::InterOpUp { 5 } else { 3 };
+            h.press(code);
+            h.frames(1);
+            assert_eq!(h.app.data().devices[0].inter_op, Some(expected), "{why}");
+            let workers = h.app.data().snapshot.workers.iter();
+            let cpu0 = workers
+                .filter(|w| w.device.as_deref() == Some("cpu0"))
+                .count();
+            assert_eq!(cpu0, expected, "{why}: the pool resized");
+            assert!(
+                h.screen(80, 24)
+                    .contains(&format!("inter {expected} (cpu0)")),
+                "{why}"
+            );
+            assert_eq!(
+                h.app.status.as_ref().unwrap().text,
+                format!("inter {expected} on cpu0")
+            );
+        }
+        Action::IntraOpUp | Action::IntraOpDown => {
+            let expected = if action == Action::IntraOpUp { 3 } else { 1 };
+            h.press(code);
+            h.frames(1);
+            assert_eq!(h.app.data().facts.intra_op, expected, "{why}");
+            assert!(
+                h.screen(80, 24).contains(&format!("intra {expected}")),
+                "{why}"
+            );
+        }
+        Action::ZoomIn | Action::ZoomOut => {
+            h.app.zoom = 2;
+            h.press(code);
+            let expected = if action == Action::ZoomIn { 2 } else { 8 };
+            assert_eq!(h.app.frames_per_column(), expected, "{why}");
+            let title = format!("{}ms/column", expected * 100);
+            assert!(h.screen(160, 48).contains(&title), "{why}: {title}");
+        }
+        Action::ExportTrace => check_export(&mut h, code, &why),
+        Action::ResetStats => {
+            let before = h
+                .app
+                .data()
+                .snapshot
+                .ops
+                .iter()
+                .map(|op| op.count)
+                .sum::<u64>();
+            h.press(code);
+            assert!(h.app.history().is_empty(), "{why}: the history restarts");
+            h.frames(1);
+            let after = h
+                .app
+                .data()
+                .snapshot
+                .ops
+                .iter()
+                .map(|op| op.count)
+                .sum::<u64>();
+            assert!(after < before / 10, "{why}: {before} -> {after}");
+        }
+        Action::InvertSort => {
+            let before = op_names(&h);
+            h.press(code);
+            let mut after = op_names(&h);
+            after.reverse();
+            assert_eq!(before, after, "{why}");
+        }
+        Action::StartFilter => {
+            h.press(code);
+            assert_eq!(
+                (h.app.mode, h.app.focus),
+                (Mode::Filter, Focus::Ops),
+                "{why}"
+            );
+            h.type_text("conv");
+            assert_eq!(op_names(&h), ["conv2d"], "{why}");
+            h.press(KeyCode::Enter);
+            assert_eq!(h.app.mode, Mode::Normal, "Enter keeps the filter");
+            assert_eq!(op_names(&h), ["conv2d"]);
+        }
+        Action::FilterCancel => {
+            h.press(KeyCode::Char('/'));
+            h.type_text("relu");
+            h.press(KeyCode::Enter);
+            h.press(code);
+            assert!(h.app.filter.is_empty(), "{why}");
+            assert_eq!(op_names(&h).len(), 12, "{why}");
+        }
+        Action::FilterChar(_) | Action::FilterBackspace | Action::FilterAccept => {
+            unreachable!("typing keys are not in the help's key list: {why}")
+        }
+    }
+}
+
+fn check_pause(h: &mut Harness, code: KeyCode, why: &str) {
+    h.press(code);
+    assert!(h.app.paused, "{why}");
+    assert!(h.screen(80, 24).contains("PAUSED"), "{why}");
+    h.frames(5);
+    assert_eq!(mean_throughput(h, 5), 0.0, "{why}: the workload stops");
+    h.press(code);
+    assert!(!h.app.paused, "{why}");
+    h.frames(5);
+    assert!(mean_throughput(h, 5) > 0.0, "{why}: the workload resumes");
+    assert!(h.screen(80, 24).contains("RUNNING"), "{why}");
+}
+
+fn check_rows(h: &mut Harness, code: KeyCode, action: Action, why: &str) {
+    h.press(KeyCode::BackTab); // the ops table
+    h.app.selected_op = 3;
+    h.press(code);
+    let last = h.app.visible_ops().len() - 1;
+    let expected = match action {
+        Action::Up => 2,
+        Action::Down => 4,
+        Action::Top => 0,
+        _ => last,
+    };
+    assert_eq!(h.app.selected_op, expected, "{why}");
+}
+
+fn check_sideways(h: &mut Harness, code: KeyCode, action: Action, why: &str) {
+    let panels = h.app.data().devices.len();
+    h.press(code);
+    let expected = if action == Action::Right {
+        1
+    } else {
+        panels - 1
+    };
+    assert_eq!(h.app.selected_device, expected, "{why}: pick a device");
+    h.press(KeyCode::BackTab);
+    h.press(code);
+    let sort = if action == Action::Right {
+        SortColumn::Mean
+    } else {
+        SortColumn::Count
+    };
+    assert_eq!(h.app.sort, sort, "{why}: pick the sort column");
+}
+
+fn check_export(h: &mut Harness, code: KeyCode, why: &str) {
+    h.press(code);
+    let status = h.app.status.clone().expect("a status line");
+    assert!(!status.is_error, "{why}: {}", status.text);
+    let path = status
+        .text
+        .strip_prefix("trace written to ")
+        .and_then(|rest| rest.split(" (").next())
+        .unwrap_or_else(|| panic!("{why}: {}", status.text));
+    assert!(
+        h.screen(160, 48).contains(path),
+        "{why}: the path is on screen"
+    );
+    let summary = validate_file(path).unwrap_or_else(|problems| panic!("{why}: {problems}"));
+    assert!(summary.slices > 0, "{why}: {summary:?}");
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn every_key_in_the_help_does_what_the_help_says() {
+    for help in &KEYS {
+        for &(code, action) in help.bindings {
+            check(help, code, action);
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_quits_even_while_typing_a_filter_or_reading_the_help() {
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    for opener in [KeyCode::Char('/'), KeyCode::Char('?')] {
+        let mut h = fresh();
+        h.press(opener);
+        h.press_key(ctrl_c);
+        assert!(h.app.should_quit);
+    }
+    let mut h = fresh();
+    h.press(KeyCode::Char('/'));
+    h.press(KeyCode::Char('q'));
+    assert!(!h.app.should_quit, "q types into the filter");
+    assert_eq!(h.app.filter, "q");
+}
+
+#[test]
+fn adding_workers_raises_the_throughput_in_the_sparkline() {
+    let mut h = fresh();
+    h.frames(20);
+    let before = mean_throughput(&h, 20);
+    h.press(KeyCode::Char('+'));
+    h.press(KeyCode::Right);
+    h.press(KeyCode::Char('+'));
+    h.frames(20);
+    let after = mean_throughput(&h, 20);
+    assert!(after > before * 1.15, "{before:.0} -> {after:.0} ops/s");
+}
+
+#[test]
+fn a_pool_keeps_one_worker_and_refusals_show_in_the_footer() {
+    let mut h = fresh();
+    for _ in 0..3 {
+        h.press(KeyCode::Char('-'));
+        h.frames(1);
+    }
+    assert_eq!(h.app.data().devices[0].inter_op, Some(1));
+    h.press(KeyCode::Char('-'));
+    let status = h.app.status.clone().unwrap();
+    assert!(
+        status.is_error && status.text.contains("at least 1"),
+        "{status:?}"
+    );
+    for _ in 0..40 {
+        h.press(KeyCode::Char(']'));
+        h.frames(1);
+    }
+    let status = h.app.status.clone().unwrap();
+    assert!(
+        status.is_error && status.text.contains("1 to 32"),
+        "{status:?}"
+    );
+    assert!(h.screen(80, 24).contains("1 to 32"));
+}
+
+#[test]
+fn the_gpu_selected_still_resizes_a_cpu_device() {
+    let mut h = fresh();
+    h.press(KeyCode::Right);
+    h.press(KeyCode::Right);
+    assert_eq!(h.app.inter_op_target(), Some(("cpu0".into(), 4)));
+    h.press(KeyCode::Left);
+    h.press(KeyCode::Char('+'));
+    h.frames(1);
+    assert_eq!(h.app.data().devices[1].inter_op, Some(5));
+}
+
+#[test]
+fn a_finished_workload_freezes_and_cannot_be_paused() {
+    let options = FakeOptions {
+        finish_after: Some(35),
+        ..FakeOptions::default()
+    };
+    let mut h = Harness::new(options, 35);
+    assert!(h.app.is_finished());
+    let frozen = h.app.data().clone();
+    h.frames(10);
+    assert_eq!(h.app.data(), &frozen);
+    h.press(KeyCode::Char(' '));
+    assert!(!h.app.paused);
+    assert!(h.app.status.as_ref().unwrap().is_error);
+    assert!(h.screen(80, 24).contains("FINISHED"));
+    // The source itself keeps answering with the final frame.
+    assert!(h.source.snapshot().facts.finished);
+}
