@@ -6,6 +6,7 @@
 //! enginetop bench engine [--engine naive|pooled|per-device|all] [--pool simple|eigen|chase-lev]
 //!                        [--threads T] [--json] [--reps N]
 //!                        [--bench independent,chain,random_dag,wavefront,binary_tree] [--quick]
+//! enginetop bench gpu [--mode event|sync|both] [--json] [--ops N] [--reps N] [--gpus ...]
 //! enginetop workloads [WORKLOAD [--set NAME=VALUE]...]
 //! enginetop devices [--json] [--gpus none|auto|cuda|sim:N]
 //! ```
@@ -18,12 +19,14 @@ use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 
 use enginetop::bench::engine::{self as engine_bench, EngineBenchConfig, EngineBenchResult, Shape};
+use enginetop::bench::gpu as gpu_bench;
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
 use enginetop::bench::report;
 use enginetop::config::{ConfigOverrides, RuntimeConfig};
 use enginetop::device::cuda;
 use enginetop::device::discover::{self, GpuSelection};
-use enginetop::engine::EngineKind;
+use enginetop::device::sim::SimModel;
+use enginetop::engine::{EngineKind, GpuSyncMode};
 use enginetop::pool::PoolKind;
 use enginetop::workload;
 
@@ -80,6 +83,38 @@ enum BenchTarget {
     /// Dependency engine benchmarks: every engine, interleaved rep by rep, checked against a
     /// sequential run.
     Engine(EngineBenchArgs),
+    /// A chain of dependent GPU ops through the engine, alternating compute and copy streams:
+    /// event mode against a host sync per op (uses --gpus; auto falls back to a simulated GPU).
+    Gpu(GpuBenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct GpuBenchArgs {
+    /// Which sync modes to measure.
+    #[arg(long, default_value = "both", value_parser = PossibleValuesParser::new(["event", "sync", "both"]))]
+    mode: String,
+
+    /// Print one JSON object per mode instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    /// Ops in the chain.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    ops: u32,
+
+    /// Reps per mode (the median is reported).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    reps: u32,
+}
+
+impl GpuBenchArgs {
+    fn modes(&self) -> Vec<GpuSyncMode> {
+        match self.mode.as_str() {
+            "event" => vec![GpuSyncMode::Event],
+            "sync" => vec![GpuSyncMode::PerOp],
+            _ => vec![GpuSyncMode::Event, GpuSyncMode::PerOp],
+        }
+    }
 }
 
 fn engine_choices() -> Vec<&'static str> {
@@ -292,6 +327,9 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Bench(BenchArgs {
             target: BenchTarget::Engine(args),
         })) => bench_engine(&args),
+        Some(Command::Bench(BenchArgs {
+            target: BenchTarget::Gpu(args),
+        })) => bench_gpu(&args, &overrides),
         Some(Command::Workloads(args)) => workloads(&args),
         Some(Command::Devices(args)) => devices(&args, &overrides),
         None => Ok(()),
@@ -367,6 +405,43 @@ fn bench_engine(args: &EngineBenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `enginetop bench gpu`: the engine chain on GPU 0 of the configured GPUs, per mode.
+fn bench_gpu(args: &GpuBenchArgs, overrides: &ConfigOverrides) -> Result<()> {
+    let config = RuntimeConfig::load(overrides)?;
+    let probe = cuda::probe();
+    let choice = discover::choose(config.gpus, &probe)?;
+    if let Some(notice) = &choice.notice {
+        eprintln!("notice: {notice}");
+    }
+    let Some(backend) = discover::backend_for(&choice, probe, SimModel::default()) else {
+        anyhow::bail!("bench gpu needs a GPU and --gpus is none: pass --gpus auto, cuda or sim:1");
+    };
+    if !args.json {
+        eprintln!("running the gpu chain ...");
+    }
+    let results = gpu_bench::compare_engine_chain(
+        backend,
+        &args.modes(),
+        args.ops as usize,
+        args.reps as usize,
+    )
+    .context("GPU chain benchmark failed")?;
+    if !args.json {
+        print!("{}", gpu_bench::engine_chain_table(&results));
+        return Ok(());
+    }
+    let ratio = gpu_bench::sync_over_event(&results);
+    let mut stdout = std::io::stdout().lock();
+    for result in &results {
+        let mut line = serde_json::to_value(result)?;
+        if let Some(ratio) = ratio {
+            line["sync_over_event"] = ratio.into();
+        }
+        writeln!(stdout, "{line}").context("writing to stdout")?;
+    }
+    stdout.flush().context("writing to stdout")
 }
 
 /// `enginetop workloads`: the catalog, or one workload's summary (or its load error).
