@@ -719,8 +719,8 @@ pub enum ConfigError {
     /// Not one of our engines, nor one of MXNet's names for them.
     #[error(
         "{} is not an engine: expected one of naive, pooled, per-device (or MXNet's \
-         NaiveEngine, ThreadedEngine, ThreadedEnginePerDevice; the *Async variants need the GPU \
-         backend); {}",
+         NaiveEngine, ThreadedEngine, ThreadedEnginePerDevice; for the *Async variants use \
+         per-device, whose GPU ops wait on events unless ENGINETOP_GPU_SYNC=sync); {}",
         .setting.assignment(.value), .setting.fix("per-device")
     )]
     UnknownEngineKind {
@@ -1240,8 +1240,9 @@ mod tests {
             load_err(&[("MXNET_ENGINE_TYPE", "ThreadedEnginePerDeviceAsync")]),
             "MXNET_ENGINE_TYPE=\"ThreadedEnginePerDeviceAsync\" is not an engine: expected one of \
              naive, pooled, per-device (or MXNet's NaiveEngine, ThreadedEngine, \
-             ThreadedEnginePerDevice; the *Async variants need the GPU backend); unset it or set \
-             e.g. MXNET_ENGINE_TYPE=per-device"
+             ThreadedEnginePerDevice; for the *Async variants use per-device, whose GPU ops wait \
+             on events unless ENGINETOP_GPU_SYNC=sync); unset it or set e.g. \
+             MXNET_ENGINE_TYPE=per-device"
         );
     }
 

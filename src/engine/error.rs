@@ -179,7 +179,8 @@ pub enum EngineError {
     /// An engine name that is not one of ours or MXNet's.
     #[error(
         "unknown engine `{0}`: use one of naive, pooled, per-device (or MXNet's NaiveEngine, \
-         ThreadedEngine, ThreadedEnginePerDevice; the *Async variants need the GPU backend)"
+         ThreadedEngine, ThreadedEnginePerDevice; for the *Async variants use per-device, whose \
+         GPU ops wait on events unless ENGINETOP_GPU_SYNC=sync)"
     )]
     UnknownEngine(String),
     /// A context that is not `cpu(i)` or `gpu(i)`.
