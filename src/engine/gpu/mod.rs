@@ -66,7 +66,10 @@
 //!   `wait_for_all`) and taints the op's written vars before setting the fence, so host-side
 //!   dependents (which wait for the fence before their error check) and `wait_for_var` see
 //!   it. GPU ops already launched behind it are not skipped (the device is poisoned anyway:
-//!   their own fences report that). Per-op sync mode reports failures exactly, at the op.
+//!   their own fences report that), but an op that inherited a failure reports no device
+//!   failure of its own (a poisoned device is no news). Work launched through
+//!   [`OpStream::launch`] reports its own fault, so the failure names the op that faulted.
+//!   Per-op sync mode reports failures exactly, at the op.
 //!
 //! # Async bodies
 //! A body may call its completion later, from another thread: event mode then records and
