@@ -92,7 +92,7 @@ pub(crate) use exec::finish;
 pub(crate) use hub::{GpuHub, GpuSetup};
 pub use op_stream::OpStream;
 
-/// How dependencies between GPU ops are kept (see the [module docs](self)).
+/// How dependencies between GPU ops are kept (the protocol: `src/engine/gpu/mod.rs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GpuSyncMode {
