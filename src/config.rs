@@ -12,7 +12,7 @@
 //!    `MXNET_CPU_WORKER_NTHREADS`, `MXNET_CPU_PRIORITY_NTHREADS`, `MXNET_GPU_WORKER_NTHREADS`,
 //!    `MXNET_GPU_COPY_NTHREADS`), then ours (`ENGINETOP_ENGINE`, `ENGINETOP_CPU_WORKERS`, ...),
 //!    ours winning again;
-//!    `ENGINETOP_SPIN`, `ENGINETOP_MAX_THREADS`, `ENGINETOP_GPUS`; names in
+//!    `ENGINETOP_SPIN`, `ENGINETOP_MAX_THREADS`, `ENGINETOP_GPUS`, `ENGINETOP_GPU_SYNC`; names in
 //!    [`env`](mod@env)). Ours win when both are set;
 //! 3. **explicit overrides** ([`ConfigOverrides`], what the command line passes; flag names in
 //!    [`flag`]).
@@ -47,7 +47,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::device::discover::{self, GpuSelection};
-use crate::engine::EngineKind;
+use crate::engine::{EngineKind, GpuSyncMode};
 use crate::pool::{PoolKind, DEFAULT_MAX_THREADS};
 
 /// The environment variables we read.
@@ -89,6 +89,8 @@ pub mod env {
     pub const ENGINETOP_GPU_COPY_WORKERS: &str = "ENGINETOP_GPU_COPY_WORKERS";
     /// Which GPUs: `none`, `auto`, `cuda` or `sim:N`.
     pub const ENGINETOP_GPUS: &str = "ENGINETOP_GPUS";
+    /// How GPU dependencies are kept: `event` or `sync` (a host sync after every op).
+    pub const ENGINETOP_GPU_SYNC: &str = "ENGINETOP_GPU_SYNC";
 }
 
 /// The command-line flags that fill [`ConfigOverrides`]; errors and warnings name them.
@@ -115,6 +117,8 @@ pub mod flag {
     pub const GPU_COPY_WORKERS: &str = "--gpu-copy-workers";
     /// Sets [`ConfigOverrides::gpus`](super::ConfigOverrides::gpus).
     pub const GPUS: &str = "--gpus";
+    /// Sets [`ConfigOverrides::gpu_sync`](super::ConfigOverrides::gpu_sync).
+    pub const GPU_SYNC: &str = "--gpu-sync";
 }
 
 /// The largest `max_threads` we accept: pools allocate a slot per possible worker up front.
@@ -163,6 +167,8 @@ pub struct RuntimeConfig {
     pub gpu_copy_workers: usize,
     /// Which GPUs to use (`auto`: CUDA if usable, else one simulated GPU with a notice).
     pub gpus: GpuSelection,
+    /// How dependencies between GPU ops are kept (`event`, or `sync`: a sync after every op).
+    pub gpu_sync: GpuSyncMode,
 }
 
 /// MXNet's default CPU priority pool size.
@@ -187,6 +193,7 @@ impl Default for RuntimeConfig {
             gpu_workers: 0,
             gpu_copy_workers: 0,
             gpus: GpuSelection::Auto,
+            gpu_sync: GpuSyncMode::Event,
         }
     }
 }
@@ -217,6 +224,8 @@ pub struct ConfigOverrides {
     pub gpu_copy_workers: Option<usize>,
     /// `--gpus`.
     pub gpus: Option<GpuSelection>,
+    /// `--gpu-sync`.
+    pub gpu_sync: Option<GpuSyncMode>,
 }
 
 /// The engine's worker counts, `0` resolved.
@@ -313,6 +322,14 @@ impl RuntimeConfig {
             &[env::ENGINETOP_GPUS],
             parse_gpus,
             overrides.gpus,
+            Ok,
+        )?;
+        config.gpu_sync = layer(
+            config.gpu_sync,
+            &env_var,
+            &[env::ENGINETOP_GPU_SYNC],
+            parse_gpu_sync,
+            overrides.gpu_sync,
             Ok,
         )?;
         config.allow_spinning = layer(
@@ -600,6 +617,13 @@ fn parse_gpus(setting: Origin, text: &str) -> Result<GpuSelection, ConfigError> 
     })
 }
 
+fn parse_gpu_sync(setting: Origin, text: &str) -> Result<GpuSyncMode, ConfigError> {
+    GpuSyncMode::from_str(text).map_err(|_| ConfigError::UnknownGpuSync {
+        setting,
+        value: text.to_string(),
+    })
+}
+
 fn parse_switch(setting: Origin, text: &str) -> Result<bool, ConfigError> {
     match text.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "on" | "yes" => Ok(true),
@@ -695,8 +719,8 @@ pub enum ConfigError {
     /// Not one of our engines, nor one of MXNet's names for them.
     #[error(
         "{} is not an engine: expected one of naive, pooled, per-device (or MXNet's \
-         NaiveEngine, ThreadedEngine, ThreadedEnginePerDevice; the *Async variants need the GPU \
-         backend); {}",
+         NaiveEngine, ThreadedEngine, ThreadedEnginePerDevice; for the *Async variants use \
+         per-device, whose GPU ops wait on events unless ENGINETOP_GPU_SYNC=sync); {}",
         .setting.assignment(.value), .setting.fix("per-device")
     )]
     UnknownEngineKind {
@@ -728,6 +752,18 @@ pub enum ConfigError {
         value: String,
         /// What is wrong with it.
         problem: String,
+    },
+    /// Not `event` or `sync`.
+    #[error(
+        "{} is not a GPU sync mode: expected event (dependencies on events) or sync (a host sync \
+         after every op); {}",
+        .setting.assignment(.value), .setting.fix("event")
+    )]
+    UnknownGpuSync {
+        /// The variable, flag or field.
+        setting: Origin,
+        /// What it held.
+        value: String,
     },
     /// Not a boolean.
     #[error(
@@ -1091,6 +1127,30 @@ mod tests {
     }
 
     #[test]
+    fn gpu_sync_comes_from_env_then_flag_and_bad_values_name_the_fix() {
+        assert_eq!(
+            load(&[], &ConfigOverrides::default()).gpu_sync,
+            GpuSyncMode::Event
+        );
+        let env = [("ENGINETOP_GPU_SYNC", "sync")];
+        assert_eq!(
+            load(&env, &ConfigOverrides::default()).gpu_sync,
+            GpuSyncMode::PerOp
+        );
+        let flags = ConfigOverrides {
+            gpu_sync: Some(GpuSyncMode::Event),
+            ..Default::default()
+        };
+        assert_eq!(load(&env, &flags).gpu_sync, GpuSyncMode::Event);
+        assert_eq!(
+            load_err(&[("ENGINETOP_GPU_SYNC", "sometimes")]),
+            "ENGINETOP_GPU_SYNC=\"sometimes\" is not a GPU sync mode: expected event (dependencies \
+             on events) or sync (a host sync after every op); unset it or set e.g. \
+             ENGINETOP_GPU_SYNC=event"
+        );
+    }
+
+    #[test]
     fn bad_gpus_names_the_forms_and_the_fix() {
         assert_eq!(
             load_err(&[("ENGINETOP_GPUS", "sim:0")]),
@@ -1180,8 +1240,9 @@ mod tests {
             load_err(&[("MXNET_ENGINE_TYPE", "ThreadedEnginePerDeviceAsync")]),
             "MXNET_ENGINE_TYPE=\"ThreadedEnginePerDeviceAsync\" is not an engine: expected one of \
              naive, pooled, per-device (or MXNet's NaiveEngine, ThreadedEngine, \
-             ThreadedEnginePerDevice; the *Async variants need the GPU backend); unset it or set \
-             e.g. MXNET_ENGINE_TYPE=per-device"
+             ThreadedEnginePerDevice; for the *Async variants use per-device, whose GPU ops wait \
+             on events unless ENGINETOP_GPU_SYNC=sync); unset it or set e.g. \
+             MXNET_ENGINE_TYPE=per-device"
         );
     }
 

@@ -336,8 +336,9 @@ fn gpu_pushes_are_refused_with_the_fix() {
         assert!(matches!(err, EngineError::NoGpuBackend { .. }), "{err:?}");
         assert_eq!(
             err.to_string(),
-            "cannot run op `conv` on gpu(0): there is no GPU backend in this build; GPU support \
-             arrives with the GPU backend; run on cpu(i)"
+            "cannot run op `conv` on gpu(0): this engine has no GPU backend; GPU ops run on the \
+             per-device engine with --gpus auto, cuda or sim:N (ENGINETOP_GPUS, \
+             EngineOptions::gpus), or run the op on cpu(i)"
         );
         assert_eq!(var.version(), 0);
         engine.wait_for_all().unwrap();

@@ -13,12 +13,26 @@
 //! The two events are reused: op `i` waits on the generation recorded after op `i - 1`, then
 //! records the other event, which the next op waits on; a wait captures the generation current
 //! when it is issued, so re-recording an event never moves an earlier barrier.
+//!
+//! # Through the engine ([`run_engine_chain`], what `enginetop bench gpu` runs)
+//! The same comparison with the dependency engine in between: a chain of ops that each write
+//! one var, alternating a GEMM on the compute workers (`Normal`) and a host-to-device copy on
+//! the copy workers (`CopyToGpu`), so every step crosses from a compute stream to a copy
+//! stream or back. In the engine's event mode an op completes at launch and the next one is
+//! launched behind an event; in per-op sync mode the worker synchronizes its stream after
+//! every op before the next one is dispatched. Each rep uses a fresh engine, warmed up (every
+//! worker and stream started) before the clock starts; the clock stops when `wait_for_all`
+//! returns, which includes the device work.
 #![forbid(unsafe_code)]
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::device::stream::{GpuDevice, StreamError, StreamKind};
-use crate::device::work::GpuWork;
+use crate::device::stream::{GpuBackend, GpuDevice, StreamError, StreamKind};
+use crate::device::work::{CopyDir, GpuWork};
+use crate::engine::{
+    Context, Engine, EngineError, EngineKind, EngineOptions, FnProperty, GpuSyncMode, OpSpec, Var,
+};
 
 /// How dependencies between the chain's ops are enforced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -110,4 +124,180 @@ pub fn compare_chain(
         events,
         host_sync,
     })
+}
+
+/// The engine chain's op `i`: a GEMM on a compute stream (even `i`) or a host-to-device copy
+/// on a copy stream (odd `i`), with their property.
+pub fn engine_chain_op(i: usize) -> (FnProperty, GpuWork) {
+    if i % 2 == 0 {
+        (FnProperty::Normal, GpuWork::gemm(256, 256, 256))
+    } else {
+        (
+            FnProperty::CopyToGpu,
+            GpuWork::copy(CopyDir::HostToDevice, 64 << 10),
+        )
+    }
+}
+
+/// Pushes `ops` chain ops on `gpu(0)` writing `var` (see the module docs).
+fn push_engine_chain(engine: &Engine, var: &Var, ops: usize) -> Result<(), EngineError> {
+    for i in 0..ops {
+        let (prop, work) = engine_chain_op(i);
+        let spec = OpSpec::new("chain")
+            .ctx(Context::gpu(0))
+            .prop(prop)
+            .writes(std::slice::from_ref(var));
+        engine.push_sync(spec, move |run| {
+            let stream = run.stream().ok_or("a GPU op runs on a GPU worker")?;
+            stream.launch(work)?;
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// Runs the engine chain of `ops` ops once in `mode` on `backend`'s GPU 0 (a fresh per-device
+/// engine, warmed up first); returns the wall time from the first push until `wait_for_all`
+/// returned.
+///
+/// ```
+/// use std::sync::Arc;
+/// use enginetop::bench::gpu::run_engine_chain;
+/// use enginetop::device::sim::{SimBackend, SimModel};
+/// use enginetop::engine::GpuSyncMode;
+///
+/// let backend = Arc::new(SimBackend::new(1, SimModel::instant()));
+/// run_engine_chain(backend, GpuSyncMode::Event, 16).unwrap();
+/// ```
+pub fn run_engine_chain(
+    backend: Arc<dyn GpuBackend>,
+    mode: GpuSyncMode,
+    ops: usize,
+) -> Result<Duration, EngineError> {
+    let options = EngineOptions::new(EngineKind::PerDevice, 1)
+        .gpu_backend(backend)
+        .gpu_sync(mode);
+    let engine = Engine::new(options)?;
+    let var = engine.new_variable();
+    push_engine_chain(&engine, &var, 8)?; // starts every worker and stream
+    engine.wait_for_all()?;
+    let started = Instant::now();
+    push_engine_chain(&engine, &var, ops)?;
+    engine.wait_for_all()?;
+    Ok(started.elapsed())
+}
+
+/// One mode's figures on the engine chain.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct EngineChainResult {
+    /// `gpu_chain`.
+    pub bench: &'static str,
+    /// The sync mode.
+    pub mode: GpuSyncMode,
+    /// The GPU's name (a simulated one carries its model).
+    pub device: String,
+    /// Ops per chain.
+    pub ops: usize,
+    /// Reps measured.
+    pub reps: usize,
+    /// Median wall time per op, nanoseconds.
+    pub ns_per_op: f64,
+    /// Fastest rep, nanoseconds per op.
+    pub ns_per_op_min: f64,
+    /// Slowest rep, nanoseconds per op.
+    pub ns_per_op_max: f64,
+}
+
+/// Runs the engine chain `reps` times in each of `modes` (interleaved rep by rep).
+pub fn compare_engine_chain(
+    backend: Arc<dyn GpuBackend>,
+    modes: &[GpuSyncMode],
+    ops: usize,
+    reps: usize,
+) -> Result<Vec<EngineChainResult>, EngineError> {
+    let device = backend
+        .devices()
+        .first()
+        .map_or_else(|| "no GPU".to_string(), |gpu| gpu.name.clone());
+    let mut samples = vec![Vec::new(); modes.len()];
+    for _ in 0..reps.max(1) {
+        for (mode, samples) in modes.iter().zip(&mut samples) {
+            let wall = run_engine_chain(Arc::clone(&backend), *mode, ops)?;
+            samples.push(wall.as_nanos() as f64 / ops.max(1) as f64);
+        }
+    }
+    Ok(modes
+        .iter()
+        .zip(samples)
+        .map(|(&mode, samples)| EngineChainResult {
+            bench: "gpu_chain",
+            mode,
+            device: device.clone(),
+            ops,
+            reps: samples.len(),
+            ns_per_op: super::stats::median(&samples).unwrap_or(0.0),
+            ns_per_op_min: samples.iter().copied().fold(f64::INFINITY, f64::min),
+            ns_per_op_max: samples.iter().copied().fold(0.0, f64::max),
+        })
+        .collect())
+}
+
+/// Per-op sync's median ns/op over event mode's (above 1: per-op sync is slower), when both
+/// were measured.
+pub fn sync_over_event(results: &[EngineChainResult]) -> Option<f64> {
+    let of = |mode| results.iter().find(|result| result.mode == mode);
+    let (event, sync) = (of(GpuSyncMode::Event)?, of(GpuSyncMode::PerOp)?);
+    Some(sync.ns_per_op / event.ns_per_op.max(1e-9))
+}
+
+/// The human table of [`compare_engine_chain`]'s results.
+pub fn engine_chain_table(results: &[EngineChainResult]) -> String {
+    let Some(first) = results.first() else {
+        return String::new();
+    };
+    let mut out = format!(
+        "gpu chain: {} dependent ops alternating a compute and a copy stream of gpu0, through \
+         the engine\ndevice: {}\n\n{:<6} {:>12} {:>12} {:>12}\n",
+        first.ops, first.device, "mode", "ns/op", "min", "max"
+    );
+    for result in results {
+        out += &format!(
+            "{:<6} {:>12.0} {:>12.0} {:>12.0}\n",
+            result.mode.as_str(),
+            result.ns_per_op,
+            result.ns_per_op_min,
+            result.ns_per_op_max
+        );
+    }
+    if let Some(ratio) = sync_over_event(results) {
+        out += &format!(
+            "\nper-op sync / event: {ratio:.2}x (median of {} reps)\n",
+            first.reps
+        );
+    }
+    out
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::device::sim::{SimBackend, SimModel};
+
+    #[test]
+    fn both_modes_run_the_engine_chain_and_the_table_shows_the_ratio() {
+        let backend: Arc<dyn GpuBackend> = Arc::new(SimBackend::new(1, SimModel::instant()));
+        let modes = [GpuSyncMode::Event, GpuSyncMode::PerOp];
+        let results = compare_engine_chain(backend, &modes, 12, 2).unwrap();
+        assert_eq!(results.len(), 2);
+        assert!(results.iter().all(|r| r.ns_per_op > 0.0 && r.reps == 2));
+        assert!(sync_over_event(&results).is_some());
+        let table = engine_chain_table(&results);
+        assert!(table.contains("per-op sync / event: "), "{table}");
+        assert!(table.contains("\nsync "), "{table}");
+        let json = serde_json::to_value(&results[1]).unwrap();
+        assert_eq!(
+            (json["bench"].as_str(), json["mode"].as_str()),
+            (Some("gpu_chain"), Some("sync"))
+        );
+    }
 }

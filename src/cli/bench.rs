@@ -8,10 +8,15 @@ use clap::{Args, Subcommand};
 
 use enginetop::bench::engine::{self as engine_bench, EngineBenchConfig, EngineBenchResult, Shape};
 use enginetop::bench::gemm::{self as gemm_bench, GemmBenchConfig};
+use enginetop::bench::gpu as gpu_bench;
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
 use enginetop::bench::profiler::{self as profiler_bench, ProfilerBenchConfig};
 use enginetop::bench::report;
-use enginetop::engine::EngineKind;
+use enginetop::config::{ConfigOverrides, RuntimeConfig};
+use enginetop::device::cuda;
+use enginetop::device::discover;
+use enginetop::device::sim::SimModel;
+use enginetop::engine::{EngineKind, GpuSyncMode};
 use enginetop::pool::PoolKind;
 
 #[derive(Debug, Args)]
@@ -31,15 +36,48 @@ enum BenchTarget {
     Gemm(GemmBenchArgs),
     /// Profiler benchmarks: ns per recorded event, and profiled vs unprofiled ratios.
     Profiler(ProfilerBenchArgs),
+    /// A chain of dependent GPU ops through the engine, alternating compute and copy streams:
+    /// event mode against a host sync per op (uses --gpus; auto falls back to a simulated GPU).
+    Gpu(GpuBenchArgs),
 }
 
 /// Runs the chosen benchmark family.
-pub(super) fn run(args: &BenchArgs) -> Result<()> {
+pub(super) fn run(args: &BenchArgs, overrides: &ConfigOverrides) -> Result<()> {
     match &args.target {
         BenchTarget::Pool(args) => bench_pool(args),
         BenchTarget::Engine(args) => bench_engine(args),
         BenchTarget::Gemm(args) => bench_gemm(args),
         BenchTarget::Profiler(args) => bench_profiler(args),
+        BenchTarget::Gpu(args) => bench_gpu(args, overrides),
+    }
+}
+
+#[derive(Debug, Args)]
+struct GpuBenchArgs {
+    /// Which sync modes to measure.
+    #[arg(long, default_value = "both", value_parser = PossibleValuesParser::new(["event", "sync", "both"]))]
+    mode: String,
+
+    /// Print one JSON object per mode instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    /// Ops in the chain.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    ops: u32,
+
+    /// Reps per mode (the median is reported).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    reps: u32,
+}
+
+impl GpuBenchArgs {
+    fn modes(&self) -> Vec<GpuSyncMode> {
+        match self.mode.as_str() {
+            "event" => vec![GpuSyncMode::Event],
+            "sync" => vec![GpuSyncMode::PerOp],
+            _ => vec![GpuSyncMode::Event, GpuSyncMode::PerOp],
+        }
     }
 }
 
@@ -351,6 +389,43 @@ fn bench_engine(args: &EngineBenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `enginetop bench gpu`: the engine chain on GPU 0 of the configured GPUs, per mode.
+fn bench_gpu(args: &GpuBenchArgs, overrides: &ConfigOverrides) -> Result<()> {
+    let config = RuntimeConfig::load(overrides)?;
+    let probe = cuda::probe();
+    let choice = discover::choose(config.gpus, &probe)?;
+    if let Some(notice) = &choice.notice {
+        eprintln!("notice: {notice}");
+    }
+    let Some(backend) = discover::backend_for(&choice, probe, SimModel::default()) else {
+        anyhow::bail!("bench gpu needs a GPU and --gpus is none: pass --gpus auto, cuda or sim:1");
+    };
+    if !args.json {
+        eprintln!("running the gpu chain ...");
+    }
+    let results = gpu_bench::compare_engine_chain(
+        backend,
+        &args.modes(),
+        args.ops as usize,
+        args.reps as usize,
+    )
+    .context("GPU chain benchmark failed")?;
+    if !args.json {
+        print!("{}", gpu_bench::engine_chain_table(&results));
+        return Ok(());
+    }
+    let ratio = gpu_bench::sync_over_event(&results);
+    let mut stdout = std::io::stdout().lock();
+    for result in &results {
+        let mut line = serde_json::to_value(result)?;
+        if let Some(ratio) = ratio {
+            line["sync_over_event"] = ratio.into();
+        }
+        writeln!(stdout, "{line}").context("writing to stdout")?;
+    }
+    stdout.flush().context("writing to stdout")
 }
 
 /// `enginetop bench gemm`: one measurement, printed; at the default size it also refreshes the

@@ -8,6 +8,7 @@
 //!                        [--bench independent,chain,random_dag,wavefront,binary_tree] [--quick]
 //! enginetop bench gemm [--threads T] [--json] [--size N] [--reps N]
 //! enginetop bench profiler [--json] [--reps N] [--threads T] [--quick] [--bench ...]
+//! enginetop bench gpu [--mode event|sync|both] [--json] [--ops N] [--reps N] [--gpus ...]
 //! enginetop workloads [WORKLOAD [--set NAME=VALUE]...]
 //! enginetop devices [--json] [--gpus none|auto|cuda|sim:N]
 //! enginetop trace demo [--out FILE] [--pool simple|eigen|chase-lev] [--threads T]
@@ -70,7 +71,7 @@ fn run(cli: Cli) -> Result<()> {
         ..Default::default()
     };
     match cli.command {
-        Some(Command::Bench(args)) => bench::run(&args),
+        Some(Command::Bench(args)) => bench::run(&args, &overrides),
         Some(Command::Workloads(args)) => workloads::workloads(&args),
         Some(Command::Devices(args)) => devices::devices(&args, &overrides),
         Some(Command::Trace(args)) => trace::run(&args),

@@ -1,15 +1,48 @@
-//! GPU devices: the placeholder until the GPU backend lands.
+//! GPU workers: the threads behind the engine's GPU contexts, each owning its streams.
 //!
-//! MXNet gives each GPU compute workers (`MXNET_GPU_WORKER_NTHREADS`, default 2) and copy
-//! workers (`MXNET_GPU_COPY_NTHREADS`, default 2), each thread owning a stream. Those need
-//! streams, which come with the GPU backend. Until then this module does not pretend: a push
-//! to `gpu(i)` is refused with a clear error naming the fix, and the configured worker counts
-//! are only recorded.
+//! # What runs where (MXNet's per-device engine)
+//! Every opened GPU gets three small pools of [`GpuWorkers`], started the first time an op
+//! names the device:
+//! - **compute** (`MXNET_GPU_WORKER_NTHREADS`, default 2): threads `gpu0-compute-0`, ...,
+//!   one FIFO queue; each thread owns one compute stream (`gpu0-compute-<k>`);
+//! - **copy** (`MXNET_GPU_COPY_NTHREADS`, default 2): threads `gpu0-copy-0`, ..., one queue
+//!   ordered by priority; each thread owns a host-to-device stream (`gpu0-h2d-<k>`, used by
+//!   `CopyToGpu` ops) and a device-to-host one (`gpu0-d2h-<k>`, `CopyFromGpu`), so the two
+//!   directions have their own profiler tracks and overlap like a GPU's two copy engines;
+//! - **prioritized** ([`GPU_PRIORITY_WORKERS`] thread, `gpu0-prio-0`): `GpuPrioritized`
+//!   ops, highest priority first, on a compute stream of its own (numbered after the compute
+//!   workers' streams: with two compute workers it is `gpu0-compute-2`).
+//!
+//! A worker's streams are made on the starting thread, in thread order, before any worker
+//! runs, so thread `k` owns stream index `k`. While a worker runs a task, [`current_lane`]
+//! gives that task the worker's [`Lane`] (its device and streams): that is how an engine op
+//! body finds the stream to launch on. The streams live as long as the worker thread.
+//!
+//! # Queue protocol
+//! One queue per pool: a max-heap of `(priority, sequence, task)` under one lock (a FIFO pool
+//! queues everything at priority 0, so the sequence number alone orders it). Workers sleep
+//! on one condition variable; `schedule` pushes under the lock and notifies one, so a task
+//! queued while every worker sleeps always wakes one (the CPU priority pool's protocol).
+//! Dropping the pool sets `done` under the lock and wakes everyone: workers drain the queue
+//! first, then exit, so nothing queued is lost; the drop joins them (except the calling
+//! thread, when a pool is dropped from one of its own tasks).
 #![forbid(unsafe_code)]
 
-use crate::engine::{Context, EngineError, OpName};
+mod workers;
 
-/// Worker counts a GPU device will get (recorded from the configuration).
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use super::stream::{GpuDevice, Stream, StreamError, StreamId, StreamKind};
+use crate::engine::{Context, EngineError, OpName};
+use crate::sync::thread_local;
+
+pub use workers::{GpuPoolStats, GpuWorkers};
+
+/// Worker threads of a GPU's prioritized pool (not configurable yet).
+pub const GPU_PRIORITY_WORKERS: usize = 1;
+
+/// Worker counts a GPU device gets (from the configuration).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GpuWorkerCounts {
     /// Compute workers per GPU (`MXNET_GPU_WORKER_NTHREADS`).
@@ -28,7 +61,101 @@ impl Default for GpuWorkerCounts {
     }
 }
 
-/// The refusal for an op pushed to a GPU context.
+/// The refusal for an op pushed to a GPU context of an engine without GPUs.
 pub fn no_gpu_backend(op: OpName, context: Context) -> EngineError {
     EngineError::NoGpuBackend { op, context }
+}
+
+/// Which of a GPU's pools a worker belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerRole {
+    /// Ordinary ops, FIFO, one compute stream per worker.
+    Compute,
+    /// `CopyToGpu` / `CopyFromGpu` ops by priority; an h2d and a d2h stream per worker.
+    Copy,
+    /// `GpuPrioritized` ops by priority, one compute stream per worker.
+    Prioritized,
+}
+
+impl WorkerRole {
+    /// `compute`, `copy` or `prio` (thread names are `gpu<d>-<role>-<k>`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WorkerRole::Compute => "compute",
+            WorkerRole::Copy => "copy",
+            WorkerRole::Prioritized => "prio",
+        }
+    }
+
+    /// The streams each worker of this role owns.
+    pub const fn stream_kinds(self) -> &'static [StreamKind] {
+        match self {
+            WorkerRole::Compute | WorkerRole::Prioritized => &[StreamKind::Compute],
+            WorkerRole::Copy => &[StreamKind::CopyH2D, StreamKind::CopyD2H],
+        }
+    }
+
+    /// Whether the pool's queue is ordered by the ops' priorities (else FIFO).
+    pub const fn by_priority(self) -> bool {
+        !matches!(self, WorkerRole::Compute)
+    }
+}
+
+/// One GPU worker's device and streams.
+pub struct Lane {
+    role: WorkerRole,
+    device: Arc<dyn GpuDevice>,
+    streams: Vec<Arc<dyn Stream>>,
+}
+
+impl Lane {
+    /// Makes a new stream on `device` for every stream kind `role` needs.
+    fn open(device: &Arc<dyn GpuDevice>, role: WorkerRole) -> Result<Self, StreamError> {
+        let streams = role
+            .stream_kinds()
+            .iter()
+            .map(|&kind| device.new_stream(kind).map(Arc::from))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Lane {
+            role,
+            device: Arc::clone(device),
+            streams,
+        })
+    }
+
+    /// The worker's role.
+    pub fn role(&self) -> WorkerRole {
+        self.role
+    }
+
+    /// The device the worker's streams belong to.
+    pub fn device(&self) -> &Arc<dyn GpuDevice> {
+        &self.device
+    }
+
+    /// The worker's stream of `kind`, or its first stream if it has none of that kind (a
+    /// compute worker asked for a copy stream runs the copy on its compute stream).
+    pub fn stream(&self, kind: StreamKind) -> &Arc<dyn Stream> {
+        self.streams
+            .iter()
+            .find(|stream| stream.id().kind == kind)
+            .unwrap_or(&self.streams[0])
+    }
+
+    /// Every stream of the worker.
+    pub fn stream_ids(&self) -> Vec<StreamId> {
+        self.streams.iter().map(|stream| stream.id()).collect()
+    }
+}
+
+thread_local! {
+    /// The lane of the GPU worker running on this thread (for its whole life).
+    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
+    static CURRENT_LANE: RefCell<Option<Arc<Lane>>> = RefCell::new(None);
+}
+
+/// The lane of the GPU worker the calling thread is, if it is one.
+pub fn current_lane() -> Option<Arc<Lane>> {
+    CURRENT_LANE.with(|lane| lane.borrow().clone())
 }

@@ -8,6 +8,7 @@ use smallvec::SmallVec;
 use super::bulk::BulkRegistry;
 use super::current;
 use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
+use super::gpu::GpuHub;
 use super::opr::{Deps, OpBlock, OpRef, WaitCount};
 use super::recycle::{recycle, BlockPool};
 use super::var::{Access, Var};
@@ -43,6 +44,8 @@ pub struct DispatchStats {
     pub pools: Vec<PoolStats>,
     /// The CPU priority pool, if it was started.
     pub priority: Option<crate::device::cpu::PriorityPoolStats>,
+    /// The GPU pools (compute, copy, prioritized) of every opened GPU.
+    pub gpu: Vec<crate::device::gpu::GpuPoolStats>,
 }
 
 /// Where a ready op goes: what the dispatchers need to know about it.
@@ -95,6 +98,8 @@ pub(crate) struct Core {
     observer: Option<Arc<dyn EngineObserver>>,
     pub(crate) bulks: BulkRegistry,
     pub(crate) blocks: BlockPool,
+    /// The engine's GPUs (per-device engine with a GPU selection); see `engine::gpu`.
+    pub(crate) gpu: Option<Arc<GpuHub>>,
 }
 
 impl Core {
@@ -102,6 +107,7 @@ impl Core {
         kind: EngineKind,
         dispatcher: Box<dyn Dispatch>,
         observer: Option<Arc<dyn EngineObserver>>,
+        gpu: Option<Arc<GpuHub>>,
     ) -> Self {
         Core {
             pushed: CachePadded::new(AtomicU64::new(0)),
@@ -122,6 +128,7 @@ impl Core {
             observer,
             bulks: BulkRegistry::new(),
             blocks: BlockPool::new(),
+            gpu,
         }
     }
 
@@ -257,7 +264,7 @@ impl Core {
         self.skipped_ops.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn record_failure(&self, failure: OpFailure) -> ErrorRef {
+    pub(crate) fn record_failure(&self, failure: OpFailure) -> ErrorRef {
         self.failed_ops.fetch_add(1, Ordering::Relaxed);
         let slot = ErrorSlot::new(failure);
         self.errors.lock().push(slot.clone());
@@ -273,6 +280,18 @@ impl Core {
             let _idle = self.idle.lock();
             self.idle_cv.notify_all();
         }
+    }
+
+    /// Counts device work an op leaves running after it completed (event-mode GPU ops) as
+    /// pending, so waits for all, stop and shutdown wait for it too. Raised before the op
+    /// completes, so the counts never meet while the work is in flight.
+    pub(crate) fn hold_pending(&self) {
+        self.pushed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The device work counted by [`hold_pending`](Self::hold_pending) has finished.
+    pub(crate) fn release_pending(&self) {
+        self.retire_one();
     }
 
     /// Whether no op is pending. `completed` is read before `pushed`: completions never

@@ -10,6 +10,7 @@
 use std::fmt;
 
 use super::{Context, OpName};
+use crate::device::stream::{BackendKind, StreamError};
 use crate::pool::PoolError;
 use crate::sync::{Arc, Mutex};
 
@@ -109,10 +110,12 @@ pub enum EngineError {
         /// The op running on the calling thread.
         op: OpName,
     },
-    /// A push named a GPU context, but there is no GPU backend yet.
+    /// A push named a GPU context, but the engine has no GPUs (none selected, or an engine
+    /// kind without GPU workers).
     #[error(
-        "cannot run op `{op}` on {context}: there is no GPU backend in this build; GPU support \
-         arrives with the GPU backend; run on cpu(i)"
+        "cannot run op `{op}` on {context}: this engine has no GPU backend; GPU ops run on the \
+         per-device engine with --gpus auto, cuda or sim:N (ENGINETOP_GPUS, \
+         EngineOptions::gpus), or run the op on cpu(i)"
     )]
     NoGpuBackend {
         /// The op pushed.
@@ -120,6 +123,35 @@ pub enum EngineError {
         /// The GPU context it named.
         context: Context,
     },
+    /// The GPU backend could not be set up for an op, or a GPU's workers not started.
+    #[error("cannot run op `{op}` on {context}: {source}")]
+    Gpu {
+        /// The op pushed.
+        op: OpName,
+        /// The GPU context it named.
+        context: Context,
+        /// What the GPU layer said (it names the fix).
+        #[source]
+        source: StreamError,
+    },
+    /// A GPU index beyond the backend's devices.
+    #[error(
+        "cannot run op `{op}` on {context}: the {backend} backend has {count} GPU(s), gpu(0) to \
+         gpu({last}); use one of those (--gpus sim:N simulates N)", last = .count.saturating_sub(1)
+    )]
+    NoSuchGpu {
+        /// The op pushed.
+        op: OpName,
+        /// The context it named.
+        context: Context,
+        /// The backend.
+        backend: BackendKind,
+        /// How many GPUs it has.
+        count: u32,
+    },
+    /// The selected GPUs cannot be used (resolving the selection, reopening at start).
+    #[error("the GPUs asked for cannot be used: {0}")]
+    GpuSetup(#[source] StreamError),
     /// A CPU device index beyond the engine's device slots.
     #[error("cannot run op `{op}` on {context}: only cpu(0) to cpu({}) exist; use one of those", .max - 1)]
     NoSuchDevice {
@@ -147,7 +179,8 @@ pub enum EngineError {
     /// An engine name that is not one of ours or MXNet's.
     #[error(
         "unknown engine `{0}`: use one of naive, pooled, per-device (or MXNet's NaiveEngine, \
-         ThreadedEngine, ThreadedEnginePerDevice; the *Async variants need the GPU backend)"
+         ThreadedEngine, ThreadedEnginePerDevice; for the *Async variants use per-device, whose \
+         GPU ops wait on events unless ENGINETOP_GPU_SYNC=sync)"
     )]
     UnknownEngine(String),
     /// A context that is not `cpu(i)` or `gpu(i)`.

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use super::core::{Core, Dispatch, DispatchStats, Latch, PushRequest};
+use super::gpu::{GpuHub, GpuSetup, GpuSyncMode};
 use super::naive::Naive;
 use super::opr::{async_task, dedup_deps, Completion, Operator, OperatorInner, RunContext};
 use super::threaded::{PerDevice, Pooled, WorkerConfig};
@@ -11,7 +12,10 @@ use super::var::Var;
 use super::{Context, EngineError, EngineKind, EngineObserver, FnProperty, OpName, OpResult};
 use crate::config::RuntimeConfig;
 use crate::device::cpu::CpuWorkerOptions;
+use crate::device::discover::{GpuChoice, GpuSelection};
 use crate::device::gpu::GpuWorkerCounts;
+use crate::device::sim::SimModel;
+use crate::device::stream::{GpuBackend, StreamObserver};
 use crate::pool::{PoolKind, DEFAULT_MAX_THREADS};
 use crate::sync::Arc;
 
@@ -26,8 +30,19 @@ pub struct EngineOptions {
     pub cpu_workers: usize,
     /// Workers of the CPU priority pool (per-device).
     pub cpu_priority_workers: usize,
-    /// GPU compute and copy workers per device (recorded until the GPU backend lands).
+    /// GPU compute and copy workers per GPU.
     pub gpu_workers: GpuWorkerCounts,
+    /// Which GPUs (`--gpus`); `None` refuses GPU contexts. Resolved the first time an op
+    /// names a GPU (or [`Engine::gpus`] asks). Only the per-device engine runs GPU ops.
+    pub gpus: GpuSelection,
+    /// A GPU backend to use instead of resolving [`gpus`](Self::gpus) (tests, benchmarks).
+    pub gpu_backend: Option<std::sync::Arc<dyn GpuBackend>>,
+    /// The model of the simulated GPUs `gpus` may pick (`sim:N`, `auto` without CUDA).
+    pub sim_model: SimModel,
+    /// How dependencies between GPU ops are kept: events (default) or a sync per op.
+    pub gpu_sync: GpuSyncMode,
+    /// Where GPU stream events go (the profiler).
+    pub stream_observer: Option<std::sync::Arc<dyn StreamObserver>>,
     /// The most workers a live resize may ask for.
     pub max_threads: usize,
     /// Let one idle worker spin before parking.
@@ -38,7 +53,7 @@ pub struct EngineOptions {
 
 impl EngineOptions {
     /// `kind` with `cpu_workers` CPU workers, MXNet's other defaults (4 priority workers,
-    /// 2 GPU compute and 2 GPU copy workers), the `eigen` pool.
+    /// 2 GPU compute and 2 GPU copy workers), the `eigen` pool, no GPUs.
     ///
     /// ```
     /// use enginetop::engine::{Engine, EngineKind, EngineOptions};
@@ -52,13 +67,19 @@ impl EngineOptions {
             cpu_workers: cpu_workers.max(1),
             cpu_priority_workers: 4,
             gpu_workers: GpuWorkerCounts::default(),
+            gpus: GpuSelection::None,
+            gpu_backend: None,
+            sim_model: SimModel::default(),
+            gpu_sync: GpuSyncMode::default(),
+            stream_observer: None,
             max_threads: DEFAULT_MAX_THREADS,
             allow_spinning: true,
             observer: None,
         }
     }
 
-    /// The engine a [`RuntimeConfig`] describes (kind, pool kind, worker counts, spinning).
+    /// The engine a [`RuntimeConfig`] describes (kind, pool kind, worker counts, spinning,
+    /// GPUs and their sync mode).
     pub fn from_config(config: &RuntimeConfig) -> Self {
         let resolved = config.resolved_engine_workers();
         EngineOptions {
@@ -70,6 +91,11 @@ impl EngineOptions {
                 compute: resolved.gpu,
                 copy: resolved.gpu_copy,
             },
+            gpus: config.gpus,
+            gpu_backend: None,
+            sim_model: SimModel::default(),
+            gpu_sync: config.gpu_sync,
+            stream_observer: None,
             max_threads: config.max_threads,
             allow_spinning: config.allow_spinning,
             observer: None,
@@ -94,6 +120,54 @@ impl EngineOptions {
         self
     }
 
+    /// Sets which GPUs the engine uses.
+    pub fn gpus(mut self, selection: GpuSelection) -> Self {
+        self.gpus = selection;
+        self
+    }
+
+    /// Uses `backend`'s GPUs (instead of resolving [`gpus`](Self::gpus)).
+    pub fn gpu_backend(mut self, backend: std::sync::Arc<dyn GpuBackend>) -> Self {
+        self.gpu_backend = Some(backend);
+        self
+    }
+
+    /// Sets how dependencies between GPU ops are kept.
+    pub fn gpu_sync(mut self, mode: GpuSyncMode) -> Self {
+        self.gpu_sync = mode;
+        self
+    }
+
+    /// Sets the GPU compute and copy workers per GPU (at least 1 each).
+    pub fn gpu_workers(mut self, compute: usize, copy: usize) -> Self {
+        self.gpu_workers = GpuWorkerCounts {
+            compute: compute.max(1),
+            copy: copy.max(1),
+        };
+        self
+    }
+
+    /// Installs an observer of GPU stream events.
+    pub fn stream_observer(mut self, observer: std::sync::Arc<dyn StreamObserver>) -> Self {
+        self.stream_observer = Some(observer);
+        self
+    }
+
+    /// The engine's GPUs, if it has any: the per-device engine with a GPU selection.
+    fn gpu_hub(&self) -> Option<Arc<GpuHub>> {
+        let wants_gpus = self.gpu_backend.is_some() || self.gpus != GpuSelection::None;
+        (self.kind == EngineKind::PerDevice && wants_gpus).then(|| {
+            Arc::new(GpuHub::new(GpuSetup {
+                selection: self.gpus,
+                backend: self.gpu_backend.clone(),
+                model: self.sim_model,
+                counts: self.gpu_workers,
+                sync: self.gpu_sync,
+                observer: self.stream_observer.clone(),
+            }))
+        })
+    }
+
     fn worker_config(&self) -> WorkerConfig {
         WorkerConfig {
             cpu: CpuWorkerOptions {
@@ -116,6 +190,11 @@ impl fmt::Debug for EngineOptions {
             .field("cpu_workers", &self.cpu_workers)
             .field("cpu_priority_workers", &self.cpu_priority_workers)
             .field("gpu_workers", &self.gpu_workers)
+            .field("gpus", &self.gpus)
+            .field("gpu_backend", &self.gpu_backend.as_ref().map(|b| b.kind()))
+            .field("sim_model", &self.sim_model)
+            .field("gpu_sync", &self.gpu_sync)
+            .field("stream_observer", &self.stream_observer.is_some())
             .field("max_threads", &self.max_threads)
             .field("allow_spinning", &self.allow_spinning)
             .field("observer", &self.observer.is_some())
@@ -263,12 +342,13 @@ impl Engine {
     /// Starts an engine as `options` describe.
     pub fn new(options: EngineOptions) -> Result<Engine, EngineError> {
         let workers = options.worker_config();
+        let gpu = options.gpu_hub();
         let dispatcher: Box<dyn Dispatch> = match options.kind {
             EngineKind::Naive => Box::new(Naive),
             EngineKind::Pooled => Box::new(Pooled::new(workers)?),
-            EngineKind::PerDevice => Box::new(PerDevice::new(workers)?),
+            EngineKind::PerDevice => Box::new(PerDevice::new(workers, gpu.clone())?),
         };
-        let core = Core::new(options.kind, dispatcher, options.observer);
+        let core = Core::new(options.kind, dispatcher, options.observer, gpu);
         Ok(Engine {
             shared: Arc::new(Shared {
                 core: Arc::new(core),
@@ -288,6 +368,16 @@ impl Engine {
     /// Which engine this is.
     pub fn kind(&self) -> EngineKind {
         self.core().kind
+    }
+
+    /// What the engine's GPU selection comes to on this machine (resolving it now if no op
+    /// named a GPU yet); `None` when the engine has no GPUs. When `auto` fell back to a
+    /// simulated GPU, the choice's `notice` says why: print it.
+    pub fn gpus(&self) -> Result<Option<GpuChoice>, EngineError> {
+        let Some(gpu) = &self.core().gpu else {
+            return Ok(None);
+        };
+        gpu.choice().map(Some).map_err(EngineError::GpuSetup)
     }
 
     /// A new var (version 0).
@@ -420,6 +510,9 @@ impl Engine {
                 })
             })?;
             latch.wait();
+        }
+        if let Some(gpu) = &core.gpu {
+            gpu.host_wait_var(var); // the last GPU write's device work (event mode)
         }
         match var.0.cell.take_error() {
             Some(failure) => Err(failure.into()),

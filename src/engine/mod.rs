@@ -51,6 +51,12 @@
 //! not started complete without running their bodies (MXNet's shutdown phase), so their
 //! dependents drain at once; ops already running finish.
 //!
+//! # GPU contexts
+//! The per-device engine runs ops on `gpu(i)` on that GPU's workers, each owning a stream;
+//! by default a GPU op completes for the engine once its work is launched, and dependents
+//! wait on events (device) or fences (host). The protocol and why it is safe are in the
+//! `gpu` module (`src/engine/gpu/mod.rs`).
+//!
 //! # Performance
 //! Per op: one allocation, the task (the user's closure and a handle to the op block). Op
 //! blocks are recycled through per-thread caches and keep their engine reference
@@ -65,6 +71,7 @@ mod bulk;
 mod core;
 mod current;
 mod error;
+mod gpu;
 mod handle;
 mod naive;
 mod name;
@@ -76,6 +83,7 @@ pub(crate) mod var;
 
 pub use self::core::DispatchStats;
 pub use error::{EngineError, FailureCause, OpError, OpFailure, OpResult};
+pub use gpu::{BadGpuSyncMode, GpuSyncMode, OpStream};
 pub use handle::{Engine, EngineOptions, EngineStats, OpSpec};
 pub use name::OpName;
 pub use opr::{Completion, Operator, RunContext};

@@ -30,7 +30,7 @@ use super::core::Core;
 use super::current::{self, RunningOp};
 use super::error::{ErrorRef, FailureCause, OpFailure};
 use super::var::{Access, Var};
-use super::{Context, FnProperty, OpName};
+use super::{Context, DeviceType, FnProperty, OpName};
 use crate::pool::Task;
 use crate::sync::{Arc, AtomicUsize, Mutex, Ordering};
 
@@ -225,6 +225,9 @@ impl Completion {
 
     pub(crate) fn finish_as(&mut self, result: Result<(), OpFailure>) {
         if let Some(block) = self.block.take() {
+            if block.ctx.device == DeviceType::Gpu {
+                return super::gpu::finish(block, self.inherited.take(), result);
+            }
             Core::complete(block, self.inherited.take(), result);
         }
     }
@@ -258,6 +261,9 @@ where
 {
     let _running = RunningOp::enter(block.name, OpBlock::address(&block));
     block.core().op_started(&block);
+    if let Some(gpu) = &block.core().gpu {
+        gpu.before_run(&block); // orders the op after device work on its vars (engine::gpu)
+    }
     let inherited = block.inherited_error();
     let skip = inherited.is_some() && !block.runs_despite_errors();
     let run = RunContext {

@@ -4,7 +4,9 @@
 //!   IO worker for copies (`CopyFromGpu`, `CopyToGpu`).
 //! - **per-device** (MXNet's `ThreadedEnginePerDevice`, the default): per CPU device a worker
 //!   pool (created on the device's first op), one CPU priority pool for `CpuPrioritized` ops
-//!   ordered by priority; GPU contexts are refused until the GPU backend lands.
+//!   ordered by priority; per GPU compute, copy and prioritized workers when the engine has
+//!   GPUs (see `engine::gpu`), else GPU contexts are refused. The pooled and naive engines
+//!   refuse GPU contexts.
 //!
 //! In both, an `Async` or `DeleteVar` op that is ready at push runs inline on the pushing
 //! thread, as in MXNet. A ready op made ready on a worker is scheduled from that worker, so
@@ -28,11 +30,12 @@ use arc_swap::ArcSwapOption;
 
 use super::core::{Dispatch, DispatchStats, Target};
 use super::current;
+use super::gpu::GpuHub;
 use super::{Context, EngineError, FnProperty, OpName};
 use crate::device::cpu::{cpu_pool, CpuWorkerOptions, PriorityPool};
 use crate::device::gpu::{no_gpu_backend, GpuWorkerCounts};
 use crate::pool::{Pool, Task};
-use crate::sync::{AtomicU32, Mutex, Ordering};
+use crate::sync::{Arc, AtomicU32, Mutex, Ordering};
 
 /// CPU devices an engine can address: `cpu(0)` to `cpu(MAX_CPU_DEVICES - 1)`.
 pub const MAX_CPU_DEVICES: u32 = 16;
@@ -77,6 +80,8 @@ pub(crate) struct PerDevice {
     created: AtomicU32,
     /// Serializes device creation, resize, stop and start.
     manage: Mutex<()>,
+    /// The GPUs, if the engine has any.
+    gpu: Option<Arc<GpuHub>>,
 }
 
 /// The bit of [`PerDevice::created`] for the priority pool.
@@ -90,12 +95,13 @@ struct Devices {
 }
 
 impl PerDevice {
-    pub(crate) fn new(config: WorkerConfig) -> Result<Self, EngineError> {
+    pub(crate) fn new(config: WorkerConfig, gpu: Option<Arc<GpuHub>>) -> Result<Self, EngineError> {
         let per_device = PerDevice {
             config: Mutex::new(config),
             devices: ArcSwapOption::empty(),
             created: AtomicU32::new(1), // cpu(0)
             manage: Mutex::new(()),
+            gpu,
         };
         per_device.start()?;
         Ok(per_device)
@@ -144,7 +150,12 @@ impl PerDevice {
 
 impl Dispatch for PerDevice {
     fn check(&self, name: OpName, ctx: Context, prop: FnProperty) -> Result<(), EngineError> {
-        refuse_gpu(name, ctx)?;
+        if !ctx.is_cpu() {
+            return match &self.gpu {
+                Some(gpu) => gpu.check(name, ctx),
+                None => Err(no_gpu_backend(name, ctx)),
+            };
+        }
         if ctx.id >= MAX_CPU_DEVICES {
             return Err(EngineError::NoSuchDevice {
                 op: name,
@@ -156,6 +167,9 @@ impl Dispatch for PerDevice {
     }
 
     fn dispatch(&self, op: Target, task: Task, from_push: bool) {
+        if let (false, Some(gpu)) = (op.ctx.is_cpu(), &self.gpu) {
+            return gpu.dispatch(op, task); // never inline: the body needs a GPU worker's stream
+        }
         if from_push && op.prop.runs_inline_at_push() {
             return run_inline(task);
         }
@@ -176,6 +190,9 @@ impl Dispatch for PerDevice {
     fn stop(&self) {
         let _manage = self.manage.lock();
         drop(self.devices.swap(None)); // joins the workers (unless a dispatch still holds it)
+        if let Some(gpu) = &self.gpu {
+            gpu.stop();
+        }
     }
 
     fn start(&self) -> Result<(), EngineError> {
@@ -197,6 +214,9 @@ impl Dispatch for PerDevice {
             devices.priority = Some(StdArc::new(PriorityPool::new("cpu-prio", threads)?));
         }
         self.devices.store(Some(StdArc::new(devices)));
+        if let Some(gpu) = &self.gpu {
+            gpu.start()?;
+        }
         Ok(())
     }
 
@@ -233,6 +253,7 @@ impl Dispatch for PerDevice {
                 .map(|pool| pool.stats())
                 .collect(),
             priority: devices.priority.as_ref().map(|priority| priority.stats()),
+            gpu: self.gpu.as_ref().map(|gpu| gpu.stats()).unwrap_or_default(),
         }
     }
 }
@@ -328,6 +349,7 @@ impl Dispatch for Pooled {
             Some(pools) => DispatchStats {
                 pools: vec![pools.workers.stats(), pools.io.stats()],
                 priority: None,
+                gpu: Vec::new(),
             },
             None => DispatchStats::default(),
         }

@@ -176,6 +176,16 @@ impl<T: Clone> VarCell<T> {
         state.complete_write(granted);
     }
 
+    /// Stores a failure found after the var's writer completed (a GPU op's device work
+    /// failing in event mode): ops that check the var from now on inherit it.
+    pub(crate) fn taint(&self, slot: &ErrorRef) {
+        let mut state = self.lock();
+        if state.error().is_none() {
+            state.error = Some(slot.clone());
+        }
+        self.maybe_tainted.store(true, Ordering::Release);
+    }
+
     /// Completes a read; returns the write it unblocks.
     pub(crate) fn complete_read(&self) -> Option<T> {
         self.lock().complete_read()
