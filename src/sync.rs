@@ -6,9 +6,10 @@
 //! very code that ships, with every interleaving up to `LOOM_MAX_PREEMPTIONS`.
 //!
 //! Two small adapters smooth over the differences between the two worlds:
-//! - [`Mutex::lock`] never returns a poison error: our tasks run under `catch_unwind`, so a
-//!   poisoned lock only means some unrelated panic unwound through a guard, and the protected
-//!   data (queues and counters) stays consistent between statements.
+//! - [`Mutex::lock`] (and [`RwLock::read`] / [`RwLock::write`]) never return a poison error:
+//!   our tasks run under `catch_unwind`, so a poisoned lock only means some unrelated panic
+//!   unwound through a guard, and the protected data (queues, counters, a workload's tensors)
+//!   stays consistent between statements.
 //! - [`UnsafeCell`] offers loom's closure API (`with`, `with_mut`) in both worlds, so access to
 //!   raw cell contents is tracked by loom.
 
@@ -24,6 +25,7 @@ mod imp {
         fence, AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
     };
     pub(crate) use loom::sync::{Arc, Condvar as RawCondvar, Mutex as RawMutex, MutexGuard};
+    pub(crate) use loom::sync::{RwLock as RawRwLock, RwLockReadGuard, RwLockWriteGuard};
     pub(crate) use loom::thread;
     pub(crate) use loom::thread_local;
 }
@@ -35,6 +37,7 @@ mod imp {
         fence, AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
     };
     pub(crate) use std::sync::{Arc, Condvar as RawCondvar, Mutex as RawMutex, MutexGuard};
+    pub(crate) use std::sync::{RwLock as RawRwLock, RwLockReadGuard, RwLockWriteGuard};
     pub(crate) use std::thread;
     pub(crate) use std::thread_local;
 }
@@ -52,6 +55,24 @@ impl<T> Mutex<T> {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A reader-writer lock whose `read` and `write` ignore poisoning, like [`Mutex::lock`].
+#[derive(Debug, Default)]
+pub(crate) struct RwLock<T>(RawRwLock<T>);
+
+impl<T> RwLock<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(RawRwLock::new(value))
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+        self.0.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

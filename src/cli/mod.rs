@@ -1,6 +1,10 @@
 //! Command-line interface: clap parses, the library measures and runs, these modules print.
 //!
 //! ```text
+//! enginetop --workload NAME|PATH [--set NAME=VALUE]... [--iterations N | --duration S]
+//!           [--engine naive|pooled|per-device] [--pool simple|eigen|chase-lev]
+//!           [--inter N] [--intra M] [--gpus ...] [--trace FILE] [--summary table|json]
+//!           [--headless] [--gemm-peak GFLOPS]
 //! enginetop bench pool [--pool simple|eigen|chase-lev|rayon|all] [--threads T] [--json]
 //!                      [--reps N] [--bench spawn,tree,parallel_for,wake_hot,wake_cold] [--quick]
 //! enginetop bench engine [--engine naive|pooled|per-device|all] [--pool simple|eigen|chase-lev]
@@ -25,15 +29,27 @@ use enginetop::device::discover::GpuSelection;
 
 mod bench;
 mod devices;
+mod run;
 mod trace;
 mod workloads;
 
 /// enginetop: Eigen's thread pools and MXNet's dependency engine, re-created and made visible.
 #[derive(Debug, Parser)]
-#[command(name = "enginetop", version, about, arg_required_else_help = true)]
+///
+/// Run a workload with `enginetop --workload resnet-like` (see `enginetop workloads`).
+#[command(
+    name = "enginetop",
+    version,
+    about,
+    arg_required_else_help = true,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+
+    #[command(flatten)]
+    run: run::RunArgs,
 
     /// GPUs: none, auto (CUDA if usable, else one simulated GPU), cuda, or sim:N
     /// [env: ENGINETOP_GPUS; default: auto].
@@ -75,6 +91,6 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Workloads(args)) => workloads::workloads(&args),
         Some(Command::Devices(args)) => devices::devices(&args, &overrides),
         Some(Command::Trace(args)) => trace::run(&args),
-        None => Ok(()),
+        None => run::run_main(&cli.run, overrides),
     }
 }

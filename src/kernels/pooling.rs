@@ -1,8 +1,11 @@
-//! Pooling over NCHW: windowed [`max_pool`] and [`global_avg_pool`] (NCHW to `N x C`), with
-//! their gradients.
+//! Pooling over NCHW: windowed [`max_pool`] and [`avg_pool`], and [`global_avg_pool`] (NCHW to
+//! `N x C`), with the gradients of max and global average pooling.
 //!
 //! Max pooling uses square windows with a stride and padding (padding never wins the max:
-//! it counts as minus infinity). Its backward recomputes each window's maximum from the
+//! it counts as minus infinity). Windowed average pooling averages the pixels of each window
+//! that lie inside the input (padding is not counted: cuDNN's
+//! `CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING`); a window as large as the input is a global
+//! average. Its backward recomputes each window's maximum from the
 //! forward input (the first maximum in row-major window order, as cuDNN does) and routes the
 //! gradient there, so no index tensor has to be kept between the passes.
 //!
@@ -147,6 +150,18 @@ impl PoolGeometry {
         })
     }
 
+    /// The mean of output pixel `(oy, ox)`'s window of `plane`, over its in-bounds pixels,
+    /// summed in `f64` in row-major window order.
+    fn window_mean(&self, plane: &[f32], oy: usize, ox: usize) -> f32 {
+        let width = self.input[3];
+        let (sum, count) = self
+            .window(oy, ox)
+            .fold((0.0f64, 0usize), |(sum, count), (iy, ix)| {
+                (sum + f64::from(plane[iy * width + ix]), count + 1)
+            });
+        (sum / count.max(1) as f64) as f32
+    }
+
     /// The input index of the (first) maximum in output pixel `(oy, ox)`'s window of `plane`.
     fn argmax(&self, plane: &[f32], oy: usize, ox: usize) -> usize {
         let width = self.input[3];
@@ -234,6 +249,51 @@ pub fn max_pool_backward(
     Ok(work)
 }
 
+/// `output` = the mean of each window of `input` over the window's pixels inside the input
+/// (padding is not counted).
+///
+/// ```
+/// use enginetop::kernels::pooling::{avg_pool, PoolParams};
+/// use enginetop::kernels::Tensor;
+/// use enginetop::pool::{Pool, PoolKind, PoolOptions};
+/// let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "doc")).unwrap();
+/// let input = Tensor::from_vec(&[1, 1, 2, 4], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]).unwrap();
+/// let mut output = Tensor::zeros(&[1, 1, 1, 2]);
+/// let params = PoolParams { window: 2, stride: 2, padding: 0 };
+/// avg_pool(pool.as_dyn(), &input, params, &mut output).unwrap();
+/// assert_eq!(output.data, [3.5, 5.5]);
+/// ```
+pub fn avg_pool(
+    pool: &dyn ThreadPool,
+    input: &Tensor,
+    params: PoolParams,
+    output: &mut Tensor,
+) -> Result<Work, KernelError> {
+    let geometry = PoolGeometry::new("avg_pool", &input.shape, params)?;
+    expect_shape(
+        "avg_pool",
+        "the output",
+        &output.shape,
+        &geometry.output_shape(),
+    )?;
+    let g = &geometry;
+    let work = g.work();
+    let cost = plane_cost(g, work);
+    for_each_chunk(
+        pool,
+        &mut output.data,
+        g.out_pixels(),
+        cost,
+        |plane_index, out| {
+            let plane = &input.data[plane_index * g.in_pixels()..(plane_index + 1) * g.in_pixels()];
+            for (pixel, out) in out.iter_mut().enumerate() {
+                *out = g.window_mean(plane, pixel / g.out_width, pixel % g.out_width);
+            }
+        },
+    );
+    Ok(work)
+}
+
 /// One plane's share of `work`.
 fn plane_cost(geometry: &PoolGeometry, work: Work) -> Cost {
     let planes = geometry.planes().max(1) as f64;
@@ -304,4 +364,94 @@ pub fn global_avg_pool_backward(
     );
     let values = grad_input.len() as f64;
     Ok(Work::new(values, values + (batch * channels) as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::{Pool, PoolKind, PoolOptions};
+
+    /// Average pooling straight from the definition, one pixel at a time.
+    fn naive_avg_pool(input: &Tensor, params: PoolParams) -> Tensor {
+        let g = PoolGeometry::new("avg_pool", &input.shape, params).unwrap();
+        let [batch, channels, height, width] = g.input;
+        let mut output = Tensor::zeros(&g.output_shape());
+        let mut out = output.data.iter_mut();
+        for plane in 0..batch * channels {
+            for oy in 0..g.out_height {
+                for ox in 0..g.out_width {
+                    let (mut sum, mut count) = (0.0f64, 0);
+                    for ky in 0..params.window {
+                        for kx in 0..params.window {
+                            let iy = (oy * params.stride + ky) as isize - params.padding as isize;
+                            let ix = (ox * params.stride + kx) as isize - params.padding as isize;
+                            if (0..height as isize).contains(&iy)
+                                && (0..width as isize).contains(&ix)
+                            {
+                                let index =
+                                    plane * height * width + iy as usize * width + ix as usize;
+                                sum += f64::from(input.data[index]);
+                                count += 1;
+                            }
+                        }
+                    }
+                    *out.next().unwrap() = (sum / f64::from(count)) as f32;
+                }
+            }
+        }
+        output
+    }
+
+    #[test]
+    fn avg_pool_matches_the_definition_with_stride_and_padding() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "avg-pool-test")).unwrap();
+        let input = Tensor::random(&[2, 3, 7, 6], 11);
+        for (window, stride, padding) in [(2, 2, 0), (3, 2, 1), (3, 1, 1), (6, 1, 0), (1, 1, 0)] {
+            let params = PoolParams {
+                window,
+                stride,
+                padding,
+            };
+            let want = naive_avg_pool(&input, params);
+            let mut output = Tensor::zeros(&want.shape);
+            let work = avg_pool(pool.as_dyn(), &input, params, &mut output).unwrap();
+            assert_eq!(output, want, "{params:?}");
+            assert!(work.flops > 0.0);
+        }
+    }
+
+    #[test]
+    fn a_window_the_size_of_the_input_is_the_global_average() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Simple, 1, "avg-pool-test")).unwrap();
+        let input = Tensor::random(&[2, 4, 4, 4], 5);
+        let mut windowed = Tensor::zeros(&[2, 4, 1, 1]);
+        let params = PoolParams {
+            window: 4,
+            stride: 4,
+            padding: 0,
+        };
+        avg_pool(pool.as_dyn(), &input, params, &mut windowed).unwrap();
+        let mut global = Tensor::zeros(&[2, 4]);
+        global_avg_pool(pool.as_dyn(), &input, &mut global).unwrap();
+        assert_eq!(windowed.data, global.data);
+    }
+
+    #[test]
+    fn a_wrong_output_shape_is_an_error() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Simple, 1, "avg-pool-test")).unwrap();
+        let input = Tensor::zeros(&[1, 1, 4, 4]);
+        let mut output = Tensor::zeros(&[1, 1, 3, 3]);
+        let params = PoolParams {
+            window: 2,
+            stride: 2,
+            padding: 0,
+        };
+        let message = avg_pool(pool.as_dyn(), &input, params, &mut output)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with("avg_pool: the output has shape [1, 1, 3, 3]"),
+            "{message}"
+        );
+    }
 }

@@ -102,6 +102,7 @@ mod kernel;
 mod load;
 mod params;
 mod resolve;
+pub mod run;
 pub mod schema;
 mod shipped;
 

@@ -1,0 +1,224 @@
+//! The main command, `enginetop --workload NAME|PATH ...`: load the workload, run it on the
+//! engine with real kernels (headless: a progress bar on stderr), print the summary.
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use enginetop::bench::gemm as gemm_bench;
+use enginetop::config::{ConfigOverrides, RuntimeConfig};
+use enginetop::engine::EngineKind;
+use enginetop::pool::PoolKind;
+use enginetop::workload;
+use enginetop::workload::run::{run_workload, Progress, RunHooks, RunLength, RunOptions};
+
+/// How `--summary` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum SummaryFormat {
+    /// A table for people.
+    Table,
+    /// One JSON object.
+    Json,
+}
+
+/// The main command: run a workload and summarise it.
+#[derive(Debug, Args)]
+pub(super) struct RunArgs {
+    /// Run this workload: a shipped name (see `enginetop workloads`) or a .toml path.
+    #[arg(long, value_name = "NAME|PATH")]
+    workload: Option<String>,
+
+    /// Override one of the workload's [params] (repeatable), e.g. --set batch=4.
+    #[arg(long = "set", value_name = "NAME=VALUE", requires = "workload")]
+    set: Vec<String>,
+
+    /// Iterations to run [default: as many as fit in 3 seconds].
+    #[arg(long, value_name = "N", value_parser = parse_iterations, conflicts_with = "duration")]
+    iterations: Option<u64>,
+
+    /// Run iterations until this many seconds have passed (e.g. 10 or 2.5).
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    duration: Option<Duration>,
+
+    /// The dependency engine: naive, pooled, per-device (or MXNet's names)
+    /// [env: ENGINETOP_ENGINE, MXNET_ENGINE_TYPE; default: per-device].
+    #[arg(long, value_name = "ENGINE", value_parser = |name: &str| name.parse::<EngineKind>())]
+    engine: Option<EngineKind>,
+
+    /// The pool kind of the engine's workers and of the intra-op pool: simple, eigen,
+    /// chase-lev [env: ENGINETOP_POOL; default: eigen].
+    #[arg(long, value_name = "POOL", value_parser = |name: &str| name.parse::<PoolKind>())]
+    pool: Option<PoolKind>,
+
+    /// Inter-op threads: the engine's CPU workers, ops running at once (0 = one per CPU)
+    /// [env: ENGINETOP_INTER_OP_THREADS, TF_NUM_INTEROP_THREADS; default: 0].
+    #[arg(long = "inter", visible_alias = "inter-op-threads", value_name = "N")]
+    inter: Option<usize>,
+
+    /// Intra-op threads: the kernels' pool, threads inside one op (0 = one per CPU)
+    /// [env: ENGINETOP_INTRA_OP_THREADS, TF_NUM_INTRAOP_THREADS; default: 0].
+    #[arg(long = "intra", visible_alias = "intra-op-threads", value_name = "M")]
+    intra: Option<usize>,
+
+    /// Export a Chrome trace of the run to FILE (arrives with the profiler).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+
+    /// How to print the summary.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Table)]
+    summary: SummaryFormat,
+
+    /// No dashboard: a progress bar on stderr (when it is a terminal), then the summary.
+    /// Implied when stdout is not a terminal.
+    #[arg(long)]
+    headless: bool,
+
+    /// Compare with this GEMM peak (GFLOP/s) instead of the measured one (measured once per
+    /// machine and cached; `enginetop bench gemm` refreshes it).
+    #[arg(long, value_name = "GFLOPS", value_parser = parse_gflops)]
+    gemm_peak: Option<f64>,
+}
+
+/// How long a run goes when neither `--iterations` nor `--duration` is given.
+const DEFAULT_RUN_SECONDS: u64 = 3;
+
+fn parse_iterations(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(count) if count >= 1 => Ok(count),
+        _ => Err("expected a whole number of iterations, at least 1".to_string()),
+    }
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds = text.trim().trim_end_matches('s');
+    match seconds.parse::<f64>() {
+        Ok(value) if value > 0.0 && value <= 1e9 => Ok(Duration::from_secs_f64(value)),
+        _ => Err("expected a number of seconds above 0, e.g. 10 or 2.5".to_string()),
+    }
+}
+
+fn parse_gflops(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(value) if value > 0.0 && value.is_finite() => Ok(value),
+        _ => Err("expected GFLOP/s above 0, e.g. 150".to_string()),
+    }
+}
+
+/// `enginetop --workload ...`: load, run headless, print the summary.
+pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()> {
+    let Some(spec) = &args.workload else {
+        anyhow::bail!(
+            "--workload is required: name a shipped workload ({}) or a .toml file",
+            workload::SHIPPED
+                .iter()
+                .map(|shipped| shipped.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    };
+    if let Some(path) = &args.trace {
+        anyhow::bail!(
+            "--trace {}: trace export is not available yet; it arrives with the profiler",
+            path.display()
+        );
+    }
+    let config = RuntimeConfig::load(&ConfigOverrides {
+        engine_kind: args.engine,
+        pool_kind: args.pool,
+        inter_op_threads: args.inter,
+        intra_op_threads: args.intra,
+        ..overrides
+    })?;
+    for warning in config.warnings() {
+        eprintln!("warning: {warning}");
+    }
+    let graph = workload::load_spec(spec, &workload::Overrides::from_args(&args.set)?)?;
+    if !args.headless && std::io::stdout().is_terminal() {
+        eprintln!("note: the live dashboard arrives with the TUI; running headless for now");
+    }
+    let intra = config.effective_intra_op_threads();
+    let options = RunOptions {
+        length: run_length(args),
+        gemm_peak_gflops: args.gemm_peak.or_else(|| gemm_peak(intra)),
+        config,
+    };
+    let hooks = RunHooks {
+        progress: std::io::stderr().is_terminal().then(progress_bar),
+        ..RunHooks::default()
+    };
+    let show_progress = hooks.progress.is_some();
+    let summary = run_workload(graph, &options, hooks).inspect_err(|_| {
+        if show_progress {
+            eprint!("\r\x1b[2K"); // the error goes on a clean line
+        }
+    })?;
+    let text = match args.summary {
+        SummaryFormat::Table => summary.to_string(),
+        SummaryFormat::Json => format!("{}\n", summary.json()),
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .context("writing to stdout")?;
+    stdout.flush().context("writing to stdout")
+}
+
+fn run_length(args: &RunArgs) -> RunLength {
+    match (args.iterations, args.duration) {
+        (Some(iterations), _) => RunLength::Iterations(iterations),
+        (None, Some(duration)) => RunLength::Duration(duration),
+        (None, None) => RunLength::Duration(Duration::from_secs(DEFAULT_RUN_SECONDS)),
+    }
+}
+
+/// This machine's GEMM peak on `threads` intra-op threads: from the cache, or measured once
+/// (saying so on stderr); `None` with a warning if it cannot be measured.
+fn gemm_peak(threads: usize) -> Option<f64> {
+    if !gemm_peak_is_cached(threads) {
+        eprintln!("measuring this machine's GEMM peak once (cached)...");
+    }
+    match gemm_bench::cached_gemm_peak(threads) {
+        Ok(peak) => Some(peak),
+        Err(err) => {
+            eprintln!("warning: no GEMM peak to compare with: {err}");
+            None
+        }
+    }
+}
+
+/// Whether the GEMM peak cache holds a default-size figure for `threads` threads.
+fn gemm_peak_is_cached(threads: usize) -> bool {
+    let Some(dir) = gemm_bench::default_cache_dir() else {
+        return false;
+    };
+    std::fs::read_to_string(gemm_bench::cache_file(&dir))
+        .ok()
+        .and_then(|text| {
+            serde_json::from_str::<std::collections::BTreeMap<String, gemm_bench::GemmPeak>>(&text)
+                .ok()
+        })
+        .is_some_and(|entries| {
+            entries.values().any(|peak| {
+                peak.threads == threads
+                    && peak.size == gemm_bench::DEFAULT_SIZE
+                    && peak.pool == PoolKind::Eigen
+            })
+        })
+}
+
+/// A one-line progress bar on stderr, redrawn in place, cleared when the run ends.
+fn progress_bar() -> Box<dyn FnMut(Progress) + Send> {
+    Box::new(|progress: Progress| {
+        let mut stderr = std::io::stderr().lock();
+        let finished = progress.fraction() >= 1.0;
+        // Best-effort: a progress bar that cannot be drawn is no reason to stop the run.
+        let _ = if finished {
+            write!(stderr, "\r\x1b[2K")
+        } else {
+            write!(stderr, "\r{}\x1b[K", progress.bar(30))
+        };
+        let _ = stderr.flush();
+    })
+}

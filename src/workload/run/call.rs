@@ -1,0 +1,380 @@
+//! [`KernelCall`]: a workload op's kernel, decoded once from its [`OpDecl`], and how it runs on
+//! the tensors the driver locked for it.
+//!
+//! Operand conventions are the workload format's ([`KernelKind`]): `gemm` reads `[a, b]`
+//! (params `transpose_a`, `transpose_b`); `conv2d` reads `[input, weight]` (params `stride`,
+//! `pad`); `batch_norm` and `layer_norm` read `[input, scale_shift]`, row 0 the scale and row
+//! 1 the shift; pooling takes `size`, `stride`, `pad`; `sgd` reads `[grad]` and updates its
+//! one write in place with `lr`. Every other kernel writes its first write.
+#![forbid(unsafe_code)]
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+use crate::kernels::pooling::{avg_pool, PoolParams};
+use crate::kernels::{
+    add, batch_norm_train, conv2d, gemm, layer_norm, max_pool, relu, sgd_update, softmax,
+    BatchStats, Conv2dParams, GemmSpec, KernelError, NormParams, SgdParams, Tensor, Work,
+};
+use crate::pool::ThreadPool;
+use crate::workload::{Graph, KernelKind, OpDecl};
+
+/// Added to the variance by the normalisation kernels.
+pub(super) const NORM_EPSILON: f32 = 1e-5;
+
+/// One op's kernel with its parameters decoded.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum KernelCall {
+    /// `c = op(a) op(b)`.
+    Gemm(GemmSpec),
+    /// NCHW convolution.
+    Conv2d(Conv2dParams),
+    /// Training batch norm (batch statistics) over `[N, C, ...]`.
+    BatchNorm,
+    /// Layer norm over the last dimension.
+    LayerNorm,
+    /// `max(x, 0)`.
+    Relu,
+    /// `a + b`.
+    Add,
+    /// Softmax over the last dimension.
+    Softmax,
+    /// Windowed max pooling.
+    MaxPool(PoolParams),
+    /// Windowed average pooling.
+    AvgPool(PoolParams),
+    /// `weight -= lr grad`, in place.
+    Sgd(SgdParams),
+    /// A host/device copy: the destination gets the source's values.
+    Copy,
+    /// `out = sum(terms) / (terms + 1)`, then busy-waits.
+    SumExpr(Duration),
+    /// An order-dependent hash of the inputs folded into the output.
+    Fold,
+    /// Sleeps.
+    Sleep(Duration),
+}
+
+impl KernelCall {
+    /// The call `op` of `graph` makes (the loader has checked its shapes and parameters).
+    pub(super) fn decode(graph: &Graph, op: &OpDecl) -> Self {
+        let params = &op.params;
+        let count =
+            |name: &str, fallback: i64| usize::try_from(params.int(name, fallback)).unwrap_or(0);
+        let micros =
+            |name: &str| Duration::from_micros(u64::try_from(params.int(name, 0)).unwrap_or(0));
+        match op.kernel {
+            KernelKind::Gemm => KernelCall::Gemm(gemm_spec(graph, op)),
+            KernelKind::Conv2d => KernelCall::Conv2d(Conv2dParams {
+                stride: count("stride", 1),
+                padding: count("pad", 0),
+            }),
+            KernelKind::BatchNorm => KernelCall::BatchNorm,
+            KernelKind::LayerNorm => KernelCall::LayerNorm,
+            KernelKind::Relu => KernelCall::Relu,
+            KernelKind::Add => KernelCall::Add,
+            KernelKind::Softmax => KernelCall::Softmax,
+            KernelKind::MaxPool | KernelKind::AvgPool => {
+                let size = count("size", 2);
+                let pool = PoolParams {
+                    window: size,
+                    stride: count("stride", size as i64),
+                    padding: count("pad", 0),
+                };
+                if op.kernel == KernelKind::MaxPool {
+                    KernelCall::MaxPool(pool)
+                } else {
+                    KernelCall::AvgPool(pool)
+                }
+            }
+            KernelKind::Sgd => KernelCall::Sgd(SgdParams::plain(params.float("lr", 0.01) as f32)),
+            KernelKind::CopyH2d | KernelKind::CopyD2h => KernelCall::Copy,
+            KernelKind::SumExpr => KernelCall::SumExpr(micros("us")),
+            KernelKind::Fold => KernelCall::Fold,
+            KernelKind::SleepUs => KernelCall::Sleep(micros("us")),
+        }
+    }
+
+    /// Runs the call on `pool` with the operands in the workload's order. Returns the
+    /// [`Work`] a compute kernel reports, `None` for the engine-test kernels.
+    pub(super) fn execute(
+        &self,
+        pool: &dyn ThreadPool,
+        reads: &[&Tensor],
+        writes: &mut [&mut Tensor],
+    ) -> Result<Option<Work>, KernelError> {
+        if let KernelCall::Sleep(duration) = self {
+            std::thread::sleep(*duration); // the one kernel that may write nothing
+            return Ok(None);
+        }
+        let out = &mut *writes[0];
+        let work = match self {
+            KernelCall::Gemm(spec) => {
+                gemm(pool, spec, &reads[0].data, &reads[1].data, &mut out.data)?
+            }
+            KernelCall::Conv2d(params) => conv2d(pool, reads[0], reads[1], *params, out)?,
+            KernelCall::BatchNorm => batch_norm(pool, reads[0], reads[1], out)?,
+            KernelCall::LayerNorm => last_dim_norm(pool, reads[0], reads[1], out)?,
+            KernelCall::Relu => relu(pool, reads[0], out)?,
+            KernelCall::Add => add(pool, reads[0], reads[1], out)?,
+            KernelCall::Softmax => as_rows(reads[0], out, |input, out| softmax(pool, input, out))?,
+            KernelCall::MaxPool(params) => max_pool(pool, reads[0], *params, out)?,
+            KernelCall::AvgPool(params) => avg_pool(pool, reads[0], *params, out)?,
+            KernelCall::Sgd(params) => sgd_update(pool, out, reads[0], *params, None)?,
+            KernelCall::Copy => {
+                copy(reads[0], out)?;
+                return Ok(None);
+            }
+            KernelCall::SumExpr(busy) => {
+                sum_expr(reads, out);
+                busy_wait(*busy);
+                return Ok(None);
+            }
+            KernelCall::Fold => {
+                fold(reads, out);
+                return Ok(None);
+            }
+            KernelCall::Sleep(_) => return Ok(None),
+        };
+        Ok(Some(work))
+    }
+}
+
+/// The GEMM `op` makes: `m`, `n`, `k` from its operands' shapes and transposes.
+fn gemm_spec(graph: &Graph, op: &OpDecl) -> GemmSpec {
+    let shape = |index: usize| graph.tensor(op.reads[index]).shape.as_slice();
+    let (transpose_a, transpose_b) = (
+        op.params.int("transpose_a", 0) == 1,
+        op.params.int("transpose_b", 0) == 1,
+    );
+    let (a, b) = (shape(0), shape(1));
+    let (m, k) = if transpose_a {
+        (a[1], a[0])
+    } else {
+        (a[0], a[1])
+    };
+    let n = if transpose_b { b[0] } else { b[1] };
+    let mut spec = GemmSpec::new(m, n, k);
+    if transpose_a {
+        spec = spec.transpose_a();
+    }
+    if transpose_b {
+        spec = spec.transpose_b();
+    }
+    spec
+}
+
+/// `tensor` viewed with `shape` (borrowed when it already has it, else copied).
+fn reshaped<'a>(tensor: &'a Tensor, shape: &[usize]) -> Cow<'a, Tensor> {
+    if tensor.shape == shape {
+        Cow::Borrowed(tensor)
+    } else {
+        Cow::Owned(Tensor {
+            shape: shape.to_vec(),
+            data: tensor.data.clone(),
+        })
+    }
+}
+
+/// Runs `kernel(input, out)` with both viewed as `shape`, then gives `out` its shape back.
+fn with_shape<R>(
+    shape: &[usize],
+    input: &Tensor,
+    out: &mut Tensor,
+    kernel: impl FnOnce(&Tensor, &mut Tensor) -> R,
+) -> R {
+    let input = reshaped(input, shape);
+    let own_shape = std::mem::replace(&mut out.shape, shape.to_vec());
+    let result = kernel(&input, out);
+    out.shape = own_shape;
+    result
+}
+
+/// Runs a row-wise kernel on `[rows, last dim]` views of `input` and `out`.
+fn as_rows<R>(
+    input: &Tensor,
+    out: &mut Tensor,
+    kernel: impl FnOnce(&Tensor, &mut Tensor) -> R,
+) -> R {
+    let cols = input.shape.last().copied().unwrap_or(1);
+    let rows = input.len() / cols.max(1);
+    with_shape(&[rows, cols], input, out, kernel)
+}
+
+/// Scale (row 0) and shift (row 1) of a `[2, C]` tensor.
+fn scale_and_shift(scale_shift: &Tensor) -> (Tensor, Tensor) {
+    let features = scale_shift.len() / 2;
+    let row = |index: usize| Tensor {
+        shape: vec![features],
+        data: scale_shift.data[index * features..(index + 1) * features].to_vec(),
+    };
+    (row(0), row(1))
+}
+
+/// Training batch norm of `[N, C, ...]`, viewed as `[N, C, rest, 1]`.
+fn batch_norm(
+    pool: &dyn ThreadPool,
+    input: &Tensor,
+    scale_shift: &Tensor,
+    out: &mut Tensor,
+) -> Result<Work, KernelError> {
+    let (gamma, beta) = scale_and_shift(scale_shift);
+    let params = NormParams {
+        gamma: &gamma,
+        beta: &beta,
+        epsilon: NORM_EPSILON,
+    };
+    let mut stats = BatchStats::zeros(gamma.len());
+    let (batch, channels) = (input.shape[0], input.shape.get(1).copied().unwrap_or(1));
+    let rest = input.len() / (batch * channels).max(1);
+    with_shape(&[batch, channels, rest, 1], input, out, |input, out| {
+        batch_norm_train(pool, input, &params, out, &mut stats)
+    })
+}
+
+/// Layer norm over the last dimension of `[..., D]`.
+fn last_dim_norm(
+    pool: &dyn ThreadPool,
+    input: &Tensor,
+    scale_shift: &Tensor,
+    out: &mut Tensor,
+) -> Result<Work, KernelError> {
+    let (gamma, beta) = scale_and_shift(scale_shift);
+    let params = NormParams {
+        gamma: &gamma,
+        beta: &beta,
+        epsilon: NORM_EPSILON,
+    };
+    as_rows(input, out, |input, out| {
+        layer_norm(pool, input, &params, out)
+    })
+}
+
+fn copy(source: &Tensor, destination: &mut Tensor) -> Result<(), KernelError> {
+    if source.len() != destination.len() {
+        return Err(KernelError::Shape {
+            kernel: "copy",
+            detail: format!(
+                "the source holds {} values but the destination {}; give them one shape",
+                source.len(),
+                destination.len()
+            ),
+        });
+    }
+    destination.data.copy_from_slice(&source.data);
+    Ok(())
+}
+
+/// MXNet's RandSumExpr step: `out = sum(terms) / (terms + 1)`, element by element, summed in
+/// `f64` in term order.
+fn sum_expr(terms: &[&Tensor], out: &mut Tensor) {
+    let divisor = (terms.len() + 1) as f64;
+    for (index, value) in out.data.iter_mut().enumerate() {
+        let sum: f64 = terms
+            .iter()
+            .map(|term| f64::from(term.data.get(index).copied().unwrap_or(0.0)))
+            .sum();
+        *value = (sum / divisor) as f32;
+    }
+}
+
+/// Spins (without sleeping) for `duration`, like a short kernel would.
+fn busy_wait(duration: Duration) {
+    if duration.is_zero() {
+        return;
+    }
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        std::hint::spin_loop();
+    }
+}
+
+const FOLD_PRIME: u32 = 0x0100_0193;
+/// Mixed in last, so an op with no inputs still changes its output.
+const FOLD_STEP: u32 = 0x9e37_79b9;
+
+/// `out[i] = hash(out[i], input_1[i], input_2[i], ...)` (inputs indexed cyclically), mapped
+/// into `[0, 1)`: cheap, deterministic, and different for every order of the same ops.
+fn fold(inputs: &[&Tensor], out: &mut Tensor) {
+    let mix = |hash: u32, value: u32| (hash ^ value).wrapping_mul(FOLD_PRIME);
+    for (index, value) in out.data.iter_mut().enumerate() {
+        let mut hash = value.to_bits();
+        for input in inputs.iter().filter(|input| !input.is_empty()) {
+            hash = mix(hash, input.data[index % input.len()].to_bits());
+        }
+        hash = mix(hash, FOLD_STEP);
+        *value = (hash >> 8) as f32 / (1u32 << 24) as f32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::{Pool, PoolKind, PoolOptions};
+
+    fn tensor(values: &[f32]) -> Tensor {
+        Tensor::from_vec(&[values.len()], values.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn sum_expr_divides_by_one_more_than_the_terms() {
+        let (a, b) = (tensor(&[1.0, 2.0]), tensor(&[3.0, 4.0]));
+        let mut out = tensor(&[9.0, 9.0]);
+        sum_expr(&[&a, &b, &a], &mut out);
+        assert_eq!(out.data, [5.0 / 4.0, 8.0 / 4.0]);
+    }
+
+    #[test]
+    fn fold_depends_on_order_and_advances_without_inputs() {
+        let (a, b) = (tensor(&[0.25]), tensor(&[0.5]));
+        let (mut ab, mut ba) = (tensor(&[0.0]), tensor(&[0.0]));
+        fold(&[&a, &b], &mut ab);
+        fold(&[&b, &a], &mut ba);
+        assert_ne!(ab.data, ba.data);
+        let mut alone = tensor(&[0.0]);
+        fold(&[], &mut alone);
+        let first = alone.data[0];
+        fold(&[], &mut alone);
+        assert!(first != alone.data[0] && (0.0..1.0).contains(&alone.data[0]));
+    }
+
+    #[test]
+    fn norms_and_softmax_work_on_any_rank() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Simple, 1, "call-test")).unwrap();
+        let logits = Tensor::random(&[2, 3, 1, 4], 1);
+        let mut probs = Tensor::zeros(&[2, 3, 1, 4]);
+        KernelCall::Softmax
+            .execute(pool.as_dyn(), &[&logits], &mut [&mut probs])
+            .unwrap();
+        assert_eq!(probs.shape, [2, 3, 1, 4]);
+        let row_sum: f32 = probs.data[..4].iter().sum();
+        assert!((row_sum - 1.0).abs() < 1e-6);
+        let scale_shift = Tensor::from_vec(&[2, 3], vec![1.0, 1.0, 1.0, 0.0, 0.0, 0.0]).unwrap();
+        let mut normed = Tensor::zeros(&[2, 3, 1, 4]);
+        let work = KernelCall::BatchNorm
+            .execute(pool.as_dyn(), &[&logits, &scale_shift], &mut [&mut normed])
+            .unwrap();
+        assert!(work.unwrap().flops > 0.0);
+        assert_eq!(normed.shape, [2, 3, 1, 4]);
+        let flat = Tensor::random(&[4, 3], 2);
+        let mut out = Tensor::zeros(&[4, 3]);
+        KernelCall::BatchNorm
+            .execute(pool.as_dyn(), &[&flat, &scale_shift], &mut [&mut out])
+            .unwrap();
+        assert_eq!(out.shape, [4, 3]);
+    }
+
+    #[test]
+    fn a_kernel_error_names_the_kernel() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Simple, 1, "call-test")).unwrap();
+        let (a, b) = (tensor(&[1.0, 2.0]), tensor(&[1.0]));
+        let mut out = tensor(&[0.0, 0.0]);
+        let error = KernelCall::Add
+            .execute(pool.as_dyn(), &[&a, &b], &mut [&mut out])
+            .unwrap_err();
+        assert!(
+            error.to_string().starts_with("add: b has shape [1]"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,471 @@
+//! [`Driver`]: tensors, vars and prepared ops of one workload, pushed into an engine
+//! iteration after iteration (the data flow, locking rule and pipelining are in the
+//! [module docs](super)).
+#![forbid(unsafe_code)]
+
+use std::time::{Duration, Instant};
+
+use crate::config::RuntimeConfig;
+use crate::engine::{
+    Engine, EngineError, EngineOptions, FnProperty, OpName, OpResult, OpSpec, Var,
+};
+use crate::kernels::Tensor;
+use crate::pool::{Pool, PoolOptions, PoolStats};
+use crate::sync::{Arc, Condvar, Mutex};
+use crate::workload::Graph;
+
+use super::counters::{Lane, LaneTotals, RunCounters};
+use super::error::RunError;
+use super::hooks::{ProfilerReport, Progress, RunHooks};
+use super::plan::{check_dtypes, PreparedOp};
+use super::storage::TensorStore;
+use super::summary::{RunSettings, RunSummary};
+
+/// Iterations pushed and not yet finished, at most: iteration `i` is pushed once `i - 2` is
+/// done, so one iteration's ops can overlap the previous one's tail.
+pub const ITERATIONS_IN_FLIGHT: u64 = 2;
+
+/// The name of the op that marks an iteration done.
+const ITERATION_END: &str = "iteration_end";
+
+/// How long a run goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunLength {
+    /// Exactly this many iterations.
+    Iterations(u64),
+    /// Iterations until this much time has passed (at least one; the last one started
+    /// before the time was up finishes).
+    Duration(Duration),
+}
+
+impl RunLength {
+    fn check(self) -> Result<(), RunError> {
+        match self {
+            RunLength::Iterations(0) => Err(RunError::NothingToRun),
+            RunLength::Duration(duration) if duration.is_zero() => Err(RunError::NothingToRun),
+            _ => Ok(()),
+        }
+    }
+
+    fn wants_another(self, pushed: u64, elapsed: Duration) -> bool {
+        match self {
+            RunLength::Iterations(total) => pushed < total,
+            RunLength::Duration(total) => pushed == 0 || elapsed < total,
+        }
+    }
+}
+
+/// What one [`Driver::run`] did.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    /// Iterations run.
+    pub iterations: u64,
+    /// Ops run (setup ops not counted).
+    pub ops: u64,
+    /// From the first push to the end of the last op.
+    pub elapsed: Duration,
+    /// FLOPs: what the kernels reported, the graph's estimate for the others.
+    pub flops: u64,
+    /// The tensors' checksum after the run.
+    pub checksum: u64,
+    pub(super) lanes: Vec<LaneTotals>,
+    /// The intra-op pool's counters over the run.
+    pub(super) intra_pool: PoolStats,
+}
+
+/// Counts finished iterations; the driver waits on it.
+#[derive(Debug, Default)]
+struct IterationLatch {
+    done: Mutex<u64>,
+    changed: Condvar,
+}
+
+impl IterationLatch {
+    /// Iteration `index` (0-based) finished.
+    fn finish(&self, index: u64) {
+        let mut done = self.done.lock();
+        *done = (*done).max(index + 1);
+        self.changed.notify_all();
+    }
+
+    /// Waits until `count` iterations have finished; returns how many have.
+    fn wait_for(&self, count: u64) -> u64 {
+        let mut done = self.done.lock();
+        while *done < count {
+            done = self.changed.wait(done);
+        }
+        *done
+    }
+}
+
+/// What every op body shares.
+#[derive(Debug)]
+struct Shared {
+    store: TensorStore,
+    ops: Vec<PreparedOp>,
+    counters: RunCounters,
+    intra: Arc<Pool>,
+    iterations: IterationLatch,
+}
+
+impl Shared {
+    /// The body of op `index`: lock, compute, count.
+    fn run_op(&self, index: usize) -> OpResult {
+        let op = &self.ops[index];
+        let start = Instant::now();
+        let work = self.store.with_operands(&op.operands, |reads, writes| {
+            op.call.execute(self.intra.as_dyn(), reads, writes)
+        })?;
+        let flops = work.map_or(op.flops_estimate, |work| work.flops);
+        self.counters.record(op.lane_slot, start.elapsed(), flops);
+        Ok(())
+    }
+}
+
+/// Runs one workload on its own engine and intra-op pool.
+///
+/// ```
+/// use enginetop::config::RuntimeConfig;
+/// use enginetop::workload::run::{Driver, RunHooks, RunLength};
+/// use enginetop::workload::{load_spec, Overrides};
+///
+/// let graph = load_spec("tree", &Overrides::from_args(["nodes=63"]).unwrap()).unwrap();
+/// let mut naive = RuntimeConfig { intra_op_threads: 1, ..Default::default() };
+/// naive.engine_kind = enginetop::engine::EngineKind::Naive;
+/// let mut driver = Driver::new(graph.clone(), &naive, &RunHooks::default()).unwrap();
+/// let report = driver.run(RunLength::Iterations(2), &mut |_| {}).unwrap();
+/// assert_eq!(report.ops, 126);
+///
+/// let pooled = RuntimeConfig { inter_op_threads: 2, intra_op_threads: 1, ..Default::default() };
+/// let mut threaded = Driver::new(graph, &pooled, &RunHooks::default()).unwrap();
+/// threaded.run(RunLength::Iterations(2), &mut |_| {}).unwrap();
+/// assert_eq!(threaded.checksum(), report.checksum);
+/// ```
+pub struct Driver {
+    graph: Graph,
+    engine: Engine,
+    shared: Arc<Shared>,
+    /// One var per tensor, in tensor order (the iteration sentinel reads them all).
+    vars: Vec<Var>,
+    iteration_end: OpName,
+    settings: RunSettings,
+    warnings: Vec<String>,
+    setup_done: bool,
+    iterations_pushed: u64,
+}
+
+impl Driver {
+    /// Allocates `graph`'s tensors and starts an engine and an intra-op pool as `config`
+    /// says (engine CPU workers = the inter-op threads).
+    pub fn new(graph: Graph, config: &RuntimeConfig, hooks: &RunHooks) -> Result<Driver, RunError> {
+        check_dtypes(&graph)?;
+        let settings = RunSettings::from_config(config);
+        let engine = start_engine(config, settings.inter, hooks)?;
+        let intra = Arc::new(start_intra_pool(config, settings.intra, hooks)?);
+        let store = TensorStore::allocate(&graph.tensors)?;
+        let vars: Vec<Var> = (0..store.len()).map(|_| engine.new_variable()).collect();
+        let mut lanes: Vec<Lane> = Vec::new();
+        let ops = graph
+            .ops
+            .iter()
+            .map(|op| PreparedOp::new(&graph, op, &vars, config.engine_kind, &mut lanes))
+            .collect();
+        let shared = Arc::new(Shared {
+            store,
+            ops,
+            counters: RunCounters::new(&lanes),
+            intra,
+            iterations: IterationLatch::default(),
+        });
+        Ok(Driver {
+            graph,
+            engine,
+            shared,
+            vars,
+            iteration_end: OpName::new(ITERATION_END),
+            settings,
+            warnings: config.warnings().iter().map(ToString::to_string).collect(),
+            setup_done: false,
+            iterations_pushed: 0,
+        })
+    }
+
+    /// Runs the setup ops (the first time), then `length`'s iterations, calling `progress`
+    /// as iterations finish; returns what the iterations did (setup is not timed).
+    pub fn run(
+        &mut self,
+        length: RunLength,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<RunReport, RunError> {
+        length.check()?;
+        self.run_setup()?;
+        self.shared.counters.reset();
+        let pool_before = self.shared.intra.stats();
+        let failed_before = self.engine.stats().failed_ops;
+        let first = self.iterations_pushed;
+        let start = Instant::now();
+        let mut pushed = 0;
+        while length.wants_another(pushed, start.elapsed()) {
+            if pushed >= ITERATIONS_IN_FLIGHT {
+                let done = self.wait_for_iterations(first + pushed + 1 - ITERATIONS_IN_FLIGHT);
+                progress(Progress {
+                    iterations_done: done - first,
+                    length,
+                    elapsed: start.elapsed(),
+                });
+                if self.engine.stats().failed_ops > failed_before {
+                    break; // wait_for_all reports it; the queued iterations skip their ops
+                }
+            }
+            self.push_iteration()?;
+            pushed += 1;
+        }
+        let drained = self.engine.wait_for_all();
+        let elapsed = start.elapsed();
+        drained.map_err(|error| RunError::from_engine("wait for the run's ops", error))?;
+        progress(Progress {
+            iterations_done: pushed,
+            length,
+            elapsed,
+        });
+        Ok(RunReport {
+            iterations: pushed,
+            ops: pushed * self.graph.iteration.len() as u64,
+            elapsed,
+            flops: self.shared.counters.flops(),
+            checksum: self.checksum(),
+            lanes: self.shared.counters.lanes(),
+            intra_pool: pool_delta(&pool_before, self.shared.intra.stats()),
+        })
+    }
+
+    /// The summary of `report`, compared with `gemm_peak_gflops` when given, with the
+    /// profiler's table when one is connected.
+    pub fn summary(
+        &self,
+        report: &RunReport,
+        gemm_peak_gflops: Option<f64>,
+        profiler: Option<&dyn ProfilerReport>,
+    ) -> RunSummary {
+        RunSummary::new(
+            &self.graph,
+            &self.settings,
+            report,
+            gemm_peak_gflops,
+            profiler,
+            &self.warnings,
+        )
+    }
+
+    /// A hash of every tensor's bits, in tensor order: equal runs have equal checksums.
+    pub fn checksum(&self) -> u64 {
+        self.shared.store.checksum()
+    }
+
+    /// A copy of the tensor called `name` (waits for an op writing it to finish).
+    pub fn tensor(&self, name: &str) -> Option<Tensor> {
+        let id = self.graph.tensor_id(name)?;
+        Some(self.shared.store.snapshot(id.index()))
+    }
+
+    /// The workload.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The engine (its stats, or a live resize).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The intra-op pool every kernel uses.
+    pub fn intra_pool(&self) -> &Pool {
+        &self.shared.intra
+    }
+
+    /// The engine, pool kind and thread counts of this run.
+    pub fn settings(&self) -> &RunSettings {
+        &self.settings
+    }
+
+    /// Resizes the engine's CPU workers (the inter-op threads) while ops run.
+    pub fn set_inter_op_threads(&mut self, threads: usize) -> Result<(), RunError> {
+        self.engine
+            .set_cpu_workers(threads)
+            .map_err(|source| RunError::Engine {
+                what: "inter-op resize",
+                source,
+            })?;
+        self.settings.inter = threads;
+        Ok(())
+    }
+
+    /// Resizes the intra-op pool while ops run.
+    pub fn set_intra_op_threads(&mut self, threads: usize) -> Result<(), RunError> {
+        self.shared
+            .intra
+            .set_num_threads(threads)
+            .map_err(|source| RunError::IntraPool {
+                kind: self.settings.pool,
+                threads,
+                source,
+            })?;
+        self.settings.intra = threads;
+        Ok(())
+    }
+
+    fn run_setup(&mut self) -> Result<(), RunError> {
+        if self.setup_done {
+            return Ok(());
+        }
+        for index in self.graph.setup.clone() {
+            self.push_op(index)?;
+        }
+        self.engine
+            .wait_for_all()
+            .map_err(|error| RunError::from_engine("wait for the setup ops", error))?;
+        self.setup_done = true;
+        Ok(())
+    }
+
+    fn push_iteration(&mut self) -> Result<(), RunError> {
+        for index in self.graph.iteration.clone() {
+            self.push_op(index)?;
+        }
+        self.push_iteration_end(self.iterations_pushed)?;
+        self.iterations_pushed += 1;
+        Ok(())
+    }
+
+    fn push_op(&self, index: usize) -> Result<(), RunError> {
+        let op = &self.shared.ops[index];
+        let spec = OpSpec::new(op.name)
+            .ctx(op.ctx)
+            .reads(&op.const_vars)
+            .writes(&op.mutable_vars)
+            .prop(op.prop)
+            .priority(op.priority);
+        let shared = Arc::clone(&self.shared);
+        self.engine
+            .push_sync(spec, move |_| shared.run_op(index))
+            .map_err(|error| self.refused(index, error))
+    }
+
+    /// Pushes the op that counts iteration `index` done once every op of it that writes a
+    /// tensor has finished. `NoSkip`: it runs even if an input carries a failure.
+    fn push_iteration_end(&self, index: u64) -> Result<(), RunError> {
+        let spec = OpSpec::new(self.iteration_end)
+            .reads(&self.vars)
+            .prop(FnProperty::NoSkip);
+        let shared = Arc::clone(&self.shared);
+        self.engine
+            .push_sync(spec, move |_| {
+                shared.iterations.finish(index);
+                Ok(())
+            })
+            .map_err(|source| RunError::Engine {
+                what: "iteration marker push",
+                source,
+            })
+    }
+
+    fn wait_for_iterations(&self, count: u64) -> u64 {
+        self.shared.iterations.wait_for(count)
+    }
+
+    /// The error for a refused push of op `index`, once everything pushed before it ran.
+    fn refused(&self, index: usize, error: EngineError) -> RunError {
+        let _ = self.engine.wait_for_all(); // the refusal is the error to report
+        let op = &self.graph.ops[index];
+        match error {
+            EngineError::NoGpuBackend { .. } | EngineError::NoSuchDevice { .. } => {
+                RunError::DeviceRefused {
+                    op: op.name.clone(),
+                    device: op.device,
+                    reason: error.to_string(),
+                }
+            }
+            source => RunError::Engine {
+                what: "push",
+                source,
+            },
+        }
+    }
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("workload", &self.graph.name)
+            .field("settings", &self.settings)
+            .field("iterations_pushed", &self.iterations_pushed)
+            .finish()
+    }
+}
+
+/// The engine `config` describes, with `inter` CPU workers.
+fn start_engine(
+    config: &RuntimeConfig,
+    inter: usize,
+    hooks: &RunHooks,
+) -> Result<Engine, RunError> {
+    let mut options = EngineOptions::from_config(config);
+    options.cpu_workers = inter;
+    options.observer = hooks.engine_observer.clone();
+    Engine::new(options).map_err(|source| RunError::Engine {
+        what: "engine start",
+        source,
+    })
+}
+
+/// The intra-op pool: `intra` workers of `config`'s pool kind, named `intra-w<i>`.
+fn start_intra_pool(
+    config: &RuntimeConfig,
+    intra: usize,
+    hooks: &RunHooks,
+) -> Result<Pool, RunError> {
+    let mut options = PoolOptions::new(config.pool_kind, intra, "intra")
+        .max_threads(config.max_threads.max(intra))
+        .allow_spinning(config.allow_spinning);
+    if let Some(observer) = &hooks.intra_pool_observer {
+        options = options.observer(Arc::clone(observer));
+    }
+    Pool::new(options).map_err(|source| RunError::IntraPool {
+        kind: config.pool_kind,
+        threads: intra,
+        source,
+    })
+}
+
+/// `after`'s counters minus `before`'s (per worker, and the pool-wide ones).
+fn pool_delta(before: &PoolStats, mut after: PoolStats) -> PoolStats {
+    for worker in &mut after.workers {
+        if let Some(old) = before.workers.iter().find(|old| old.index == worker.index) {
+            worker.tasks_run -= old.tasks_run.min(worker.tasks_run);
+            worker.steals -= old.steals.min(worker.steals);
+            worker.steal_attempts -= old.steal_attempts.min(worker.steal_attempts);
+            worker.spins -= old.spins.min(worker.spins);
+            worker.parks -= old.parks.min(worker.parks);
+            worker.wakeups -= old.wakeups.min(worker.wakeups);
+            worker.panics -= old.panics.min(worker.panics);
+        }
+    }
+    after.inline_runs -= before.inline_runs.min(after.inline_runs);
+    after.panics -= before.panics.min(after.panics);
+    after
+}
+
+impl RunSettings {
+    fn from_config(config: &RuntimeConfig) -> Self {
+        let threads = config.resolved();
+        let workers = config.resolved_engine_workers();
+        RunSettings {
+            engine: config.engine_kind,
+            pool: config.pool_kind,
+            inter: threads.inter_op,
+            intra: threads.intra_op,
+            priority_workers: workers.cpu_priority,
+            gpu_workers: workers.gpu + workers.gpu_copy,
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! [`RunError`]: why a workload run could not start or did not finish.
+#![forbid(unsafe_code)]
+
+use crate::engine::{EngineError, FailureCause, OpFailure};
+use crate::pool::{PoolError, PoolKind};
+use crate::workload::{Context, Dtype};
+
+/// Why a run could not start or did not finish. Messages name the op, tensor or setting, and
+/// the fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// An op failed: its kernel returned an error or panicked.
+    #[error("op \"{op}\" failed: {cause}")]
+    OpFailed {
+        /// The op's name.
+        op: String,
+        /// Why (the kernel's message, or `panicked: ...`).
+        cause: String,
+    },
+    /// The engine refuses an op's device (a GPU context without a GPU backend, a CPU device
+    /// beyond the engine's).
+    #[error(
+        "op \"{op}\" runs on {device}, which this engine cannot run: {reason}; run the workload \
+         on the CPU (e.g. --set device=cpu if it has that parameter)"
+    )]
+    DeviceRefused {
+        /// The first op on that device.
+        op: String,
+        /// The device.
+        device: Context,
+        /// The engine's message.
+        reason: String,
+    },
+    /// A tensor a compute kernel touches is not `f32`.
+    #[error(
+        "tensor \"{tensor}\" is {dtype}, but op \"{op}\" ({kernel}) computes in f32 only; \
+         declare it with dtype = \"f32\""
+    )]
+    UnsupportedDtype {
+        /// The tensor.
+        tensor: String,
+        /// Its dtype.
+        dtype: Dtype,
+        /// An op whose kernel touches it.
+        op: String,
+        /// That op's kernel.
+        kernel: &'static str,
+    },
+    /// A tensor's buffer could not be allocated.
+    #[error(
+        "tensor \"{tensor}\" needs {bytes} bytes, which could not be allocated; make the \
+         workload smaller (e.g. with --set)"
+    )]
+    OutOfMemory {
+        /// The tensor.
+        tensor: String,
+        /// Its size in bytes.
+        bytes: u64,
+    },
+    /// The engine could not be started (or failed outside an op).
+    #[error("the {what} failed")]
+    Engine {
+        /// What was being done.
+        what: &'static str,
+        /// The engine's error.
+        #[source]
+        source: EngineError,
+    },
+    /// The intra-op pool could not be started or resized.
+    #[error("the intra-op pool ({threads} `{kind}` threads) could not be started or resized")]
+    IntraPool {
+        /// The pool kind.
+        kind: PoolKind,
+        /// Threads asked for.
+        threads: usize,
+        /// Why.
+        #[source]
+        source: PoolError,
+    },
+    /// A run of no iterations.
+    #[error("nothing to run: ask for at least 1 iteration, or a duration above 0")]
+    NothingToRun,
+}
+
+impl RunError {
+    /// An engine error, as an op failure when it is one.
+    pub(super) fn from_engine(what: &'static str, error: EngineError) -> Self {
+        match error {
+            EngineError::OpFailed(failure) => Self::from_failure(failure),
+            source => RunError::Engine { what, source },
+        }
+    }
+
+    fn from_failure(failure: OpFailure) -> Self {
+        let cause = match &failure.cause {
+            FailureCause::DroppedCompletion => "it dropped its completion".to_string(),
+            cause => cause.to_string(),
+        };
+        RunError::OpFailed {
+            op: failure.op.as_str().to_string(),
+            cause,
+        }
+    }
+
+    /// The failed op's name, if this reports an op failure.
+    pub fn failed_op(&self) -> Option<&str> {
+        match self {
+            RunError::OpFailed { op, .. } => Some(op),
+            _ => None,
+        }
+    }
+}

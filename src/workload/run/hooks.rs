@@ -1,0 +1,97 @@
+//! [`RunHooks`]: what the profiler and the binary plug into a run.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::engine::EngineObserver;
+use crate::pool::PoolObserver;
+use crate::sync::Arc;
+
+use super::driver::RunLength;
+
+/// Where a run stands; handed to [`RunHooks::progress`] on the driver thread.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Progress {
+    /// Iterations finished.
+    pub iterations_done: u64,
+    /// How long the run goes.
+    pub length: RunLength,
+    /// Time since the first iteration was pushed.
+    pub elapsed: Duration,
+}
+
+impl Progress {
+    /// The finished fraction, 0 to 1 (by iterations, or by time for a duration).
+    pub fn fraction(&self) -> f64 {
+        let fraction = match self.length {
+            RunLength::Iterations(total) => self.iterations_done as f64 / total.max(1) as f64,
+            RunLength::Duration(total) => {
+                self.elapsed.as_secs_f64() / total.as_secs_f64().max(f64::MIN_POSITIVE)
+            }
+        };
+        fraction.clamp(0.0, 1.0)
+    }
+
+    /// One line with a bar `width` cells wide, for a terminal.
+    ///
+    /// ```
+    /// use enginetop::workload::run::{Progress, RunLength};
+    /// use std::time::Duration;
+    ///
+    /// let progress = Progress {
+    ///     iterations_done: 5,
+    ///     length: RunLength::Iterations(10),
+    ///     elapsed: Duration::from_millis(1200),
+    /// };
+    /// assert_eq!(progress.bar(10), "[#####-----] 5/10 iterations, 1.2 s");
+    /// ```
+    pub fn bar(&self, width: usize) -> String {
+        let filled = ((self.fraction() * width as f64).round() as usize).min(width);
+        let cells = format!("{}{}", "#".repeat(filled), "-".repeat(width - filled));
+        let elapsed = self.elapsed.as_secs_f64();
+        match self.length {
+            RunLength::Iterations(total) => format!(
+                "[{cells}] {}/{total} iterations, {elapsed:.1} s",
+                self.iterations_done
+            ),
+            RunLength::Duration(total) => format!(
+                "[{cells}] {elapsed:.1}/{:.1} s, {} iterations",
+                total.as_secs_f64(),
+                self.iterations_done
+            ),
+        }
+    }
+}
+
+/// The profiler's part of a run's summary; asked once, after the run.
+pub trait ProfilerReport: Send + Sync {
+    /// The aggregate table (per op name: count, total and mean time, ...), ready to print.
+    fn aggregate_table(&self) -> String;
+    /// Events dropped because a ring was full.
+    fn dropped_events(&self) -> u64;
+}
+
+/// Hooks into a run. The default has none: no observers, no progress, no profiler.
+#[derive(Default)]
+pub struct RunHooks {
+    /// Receives the engine's op events (queued, started, finished).
+    pub engine_observer: Option<Arc<dyn EngineObserver>>,
+    /// Receives the intra-op pool's steals, spins, parks and resizes.
+    pub intra_pool_observer: Option<Arc<dyn PoolObserver>>,
+    /// Called on the driver thread after each finished iteration, and once at the end.
+    pub progress: Option<Box<dyn FnMut(Progress) + Send>>,
+    /// Asked for the aggregate table and dropped events of the summary.
+    pub profiler: Option<Arc<dyn ProfilerReport>>,
+}
+
+impl fmt::Debug for RunHooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunHooks")
+            .field("engine_observer", &self.engine_observer.is_some())
+            .field("intra_pool_observer", &self.intra_pool_observer.is_some())
+            .field("progress", &self.progress.is_some())
+            .field("profiler", &self.profiler.is_some())
+            .finish()
+    }
+}

@@ -1,0 +1,301 @@
+//! [`RunSummary`]: what a run achieved, as a table for people or one JSON object.
+//!
+//! ```text
+//! resnet-like: 20 iterations in 1.52 s (per-device engine, eigen pool, 2 inter x 2 intra)
+//!   iterations/s    13.2
+//!   ops/s           6797
+//!   GFLOP/s         13.6   (1.031 GFLOP per iteration)
+//!   GEMM peak      108.4   GFLOP/s on 2 intra threads: 12.5% of peak
+//!   checksum       6b1e0c6f2f5a9d13
+//! worker pools (busy = op time / (elapsed x workers)):
+//!   cpu:0 workers     2 workers   8180 ops   2.71 s busy   89.2%
+//!   cpu priority      4 workers   2140 ops   0.04 s busy    0.7%
+//! intra-op pool: 2 eigen threads ran 50211 tasks (w0 25102, w1 25109); callers ran 31034
+//!   of their own, 412 steals
+//! profiler: not connected (the aggregate table and dropped events come with the profiler)
+//! ```
+#![forbid(unsafe_code)]
+
+use std::fmt;
+
+use crate::engine::EngineKind;
+use crate::pool::{PoolKind, PoolStats};
+use crate::workload::Graph;
+
+use super::counters::Lane;
+use super::driver::RunReport;
+use super::hooks::ProfilerReport;
+
+/// The engine, pool kind and thread counts a run used.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct RunSettings {
+    /// Which engine.
+    pub engine: EngineKind,
+    /// The pool kind of the engine's workers and the intra-op pool.
+    pub pool: PoolKind,
+    /// Inter-op threads (the engine's CPU workers per device).
+    pub inter: usize,
+    /// Intra-op threads (the kernels' pool).
+    pub intra: usize,
+    /// The per-device engine's CPU priority workers.
+    pub priority_workers: usize,
+    /// GPU compute plus copy workers per GPU.
+    pub gpu_workers: usize,
+}
+
+impl RunSettings {
+    /// Threads of `lane`'s pool.
+    fn workers(&self, lane: Lane) -> usize {
+        match lane {
+            Lane::Driver | Lane::Io => 1,
+            Lane::SharedWorkers | Lane::CpuWorkers(_) => self.inter,
+            Lane::Priority => self.priority_workers,
+            Lane::Gpu(_) => self.gpu_workers,
+        }
+    }
+}
+
+/// How busy one worker pool of the engine was.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LaneUsage {
+    /// The pool: `cpu:0 workers`, `cpu priority`, `engine workers`, `io worker`, `driver
+    /// thread` (the naive engine runs ops on the pushing thread).
+    pub lane: String,
+    /// Its threads.
+    pub workers: usize,
+    /// Ops it ran.
+    pub ops: u64,
+    /// Seconds its ops ran, summed.
+    pub busy_s: f64,
+    /// `busy_s / (elapsed_s x workers)`: the share of its threads' time spent in ops.
+    pub utilization: f64,
+}
+
+/// What the intra-op pool did during the run (counts; the pools keep no busy time).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct IntraPoolSummary {
+    /// Pool kind.
+    pub kind: PoolKind,
+    /// Workers.
+    pub threads: usize,
+    /// `parallel_for` tasks its workers ran.
+    pub tasks_run: u64,
+    /// The same per worker.
+    pub tasks_per_worker: Vec<u64>,
+    /// Tasks run by threads outside the pool: an op's thread helping with its own blocks.
+    pub run_by_callers: u64,
+    /// Tasks a worker stole from another's queue.
+    pub steals: u64,
+}
+
+impl IntraPoolSummary {
+    fn new(stats: &PoolStats) -> Self {
+        IntraPoolSummary {
+            kind: stats.kind,
+            threads: stats.num_threads,
+            tasks_run: stats.tasks_run(),
+            tasks_per_worker: stats
+                .workers
+                .iter()
+                .map(|worker| worker.tasks_run)
+                .collect(),
+            run_by_callers: stats.inline_runs,
+            steals: stats.workers.iter().map(|worker| worker.steals).sum(),
+        }
+    }
+}
+
+/// A run's summary. `--summary json` prints it as one object: every field below, settings
+/// inline (`engine`, `pool`, `inter`, `intra`, ...).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RunSummary {
+    /// The workload's name.
+    pub workload: String,
+    /// Engine, pool and threads.
+    #[serde(flatten)]
+    pub settings: RunSettings,
+    /// Iterations run.
+    pub iterations: u64,
+    /// Seconds from the first push to the last op's end.
+    pub elapsed_s: f64,
+    /// Iterations per second.
+    pub iterations_per_s: f64,
+    /// Ops run.
+    pub ops: u64,
+    /// Ops per second.
+    pub ops_per_s: f64,
+    /// Billions of FLOPs per iteration (the kernels' counts).
+    pub gflop_per_iteration: f64,
+    /// Achieved GFLOP/s.
+    pub gflops: f64,
+    /// This machine's GEMM peak at the intra-op thread count, when measured.
+    pub gemm_peak_gflops: Option<f64>,
+    /// `gflops / gemm_peak_gflops`.
+    pub peak_fraction: Option<f64>,
+    /// Per worker pool of the engine: ops, busy time, utilization.
+    pub utilization: Vec<LaneUsage>,
+    /// The intra-op pool's counts.
+    pub intra_pool: IntraPoolSummary,
+    /// Hash of every tensor after the run (16 hex digits); equal on every engine.
+    pub checksum: String,
+    /// The configuration's warnings (oversubscription).
+    pub warnings: Vec<String>,
+    /// The profiler's aggregate table, when a profiler is connected.
+    pub profiler_table: Option<String>,
+    /// Profiler events dropped (full rings), when a profiler is connected.
+    pub dropped_events: Option<u64>,
+}
+
+impl RunSummary {
+    pub(super) fn new(
+        graph: &Graph,
+        settings: &RunSettings,
+        report: &RunReport,
+        gemm_peak_gflops: Option<f64>,
+        profiler: Option<&dyn ProfilerReport>,
+        warnings: &[String],
+    ) -> Self {
+        let seconds = report.elapsed.as_secs_f64();
+        let per_second = |count: f64| if seconds > 0.0 { count / seconds } else { 0.0 };
+        let gflops = per_second(report.flops as f64) / 1e9;
+        let peak = gemm_peak_gflops.filter(|peak| *peak > 0.0);
+        RunSummary {
+            workload: graph.name.clone(),
+            settings: settings.clone(),
+            iterations: report.iterations,
+            elapsed_s: seconds,
+            iterations_per_s: per_second(report.iterations as f64),
+            ops: report.ops,
+            ops_per_s: per_second(report.ops as f64),
+            gflop_per_iteration: report.flops as f64 / report.iterations.max(1) as f64 / 1e9,
+            gflops,
+            gemm_peak_gflops: peak,
+            peak_fraction: peak.map(|peak| gflops / peak),
+            utilization: lane_usage(settings, report),
+            intra_pool: IntraPoolSummary::new(&report.intra_pool),
+            checksum: format!("{:016x}", report.checksum),
+            warnings: warnings.to_vec(),
+            profiler_table: profiler.map(ProfilerReport::aggregate_table),
+            dropped_events: profiler.map(ProfilerReport::dropped_events),
+        }
+    }
+
+    /// The summary as one JSON object on one line.
+    pub fn json(&self) -> String {
+        serde_json::to_string(self).expect("a RunSummary always serializes")
+    }
+}
+
+fn lane_usage(settings: &RunSettings, report: &RunReport) -> Vec<LaneUsage> {
+    let seconds = report.elapsed.as_secs_f64();
+    let mut lanes = report.lanes.clone();
+    lanes.sort_by_key(|totals| totals.lane);
+    lanes
+        .iter()
+        .map(|totals| {
+            let workers = settings.workers(totals.lane);
+            let busy_s = totals.busy.as_secs_f64();
+            let capacity = seconds * workers as f64;
+            LaneUsage {
+                lane: totals.lane.to_string(),
+                workers,
+                ops: totals.ops,
+                busy_s,
+                utilization: if capacity > 0.0 {
+                    busy_s / capacity
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect()
+}
+
+impl fmt::Display for RunSummary {
+    /// The table `--summary table` prints (see the module docs).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_headline(f)?;
+        self.write_lanes(f)?;
+        self.write_intra_pool(f)?;
+        match (&self.profiler_table, self.dropped_events) {
+            (Some(table), Some(dropped)) => {
+                writeln!(f, "profiler ({dropped} events dropped):")?;
+                write!(f, "{table}")?;
+                if !table.ends_with('\n') {
+                    writeln!(f)?;
+                }
+                Ok(())
+            }
+            _ => writeln!(
+                f,
+                "profiler: not connected (the aggregate table and dropped events come with \
+                 the profiler)"
+            ),
+        }
+    }
+}
+
+impl RunSummary {
+    fn write_headline(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.settings;
+        writeln!(
+            f,
+            "{}: {} iterations in {:.2} s ({} engine, {} pool, {} inter x {} intra)",
+            self.workload, self.iterations, self.elapsed_s, s.engine, s.pool, s.inter, s.intra
+        )?;
+        writeln!(f, "  iterations/s  {:>10.2}", self.iterations_per_s)?;
+        writeln!(f, "  ops/s         {:>10.0}", self.ops_per_s)?;
+        writeln!(
+            f,
+            "  GFLOP/s       {:>10.2}   ({:.3} GFLOP per iteration)",
+            self.gflops, self.gflop_per_iteration
+        )?;
+        match (self.gemm_peak_gflops, self.peak_fraction) {
+            (Some(peak), Some(fraction)) => writeln!(
+                f,
+                "  GEMM peak     {peak:>10.2}   GFLOP/s on {} intra threads: {:.1}% of peak",
+                s.intra,
+                fraction * 100.0
+            )?,
+            _ => writeln!(f, "  GEMM peak     {:>10}   (not measured)", "-")?,
+        }
+        writeln!(f, "  checksum      {:>16}", self.checksum)
+    }
+
+    fn write_lanes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "worker pools (busy = op time / (elapsed x workers)):")?;
+        for lane in &self.utilization {
+            writeln!(
+                f,
+                "  {:<16} {:>3} workers {:>9} ops {:>8.2} s busy {:>6.1}%",
+                lane.lane,
+                lane.workers,
+                lane.ops,
+                lane.busy_s,
+                lane.utilization * 100.0
+            )?;
+        }
+        Ok(())
+    }
+
+    fn write_intra_pool(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pool = &self.intra_pool;
+        let per_worker: Vec<String> = pool
+            .tasks_per_worker
+            .iter()
+            .enumerate()
+            .map(|(index, tasks)| format!("w{index} {tasks}"))
+            .collect();
+        writeln!(
+            f,
+            "intra-op pool: {} {} threads ran {} tasks ({}); callers ran {} of their own, {} \
+             steals",
+            pool.threads,
+            pool.kind,
+            pool.tasks_run,
+            per_worker.join(", "),
+            pool.run_by_callers,
+            pool.steals
+        )
+    }
+}
