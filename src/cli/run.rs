@@ -2,6 +2,7 @@
 //! engine with real kernels (headless: a progress bar on stderr), print the summary.
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -11,8 +12,11 @@ use enginetop::bench::gemm as gemm_bench;
 use enginetop::config::{ConfigOverrides, RuntimeConfig};
 use enginetop::engine::EngineKind;
 use enginetop::pool::PoolKind;
+use enginetop::profiler::{DeviceId, EngineProbe, PoolProbe, Profiler, ProfilerOptions};
 use enginetop::workload;
-use enginetop::workload::run::{run_workload, Progress, RunHooks, RunLength, RunOptions};
+use enginetop::workload::run::{
+    run_workload, ProfilerReport, Progress, RunHooks, RunLength, RunOptions,
+};
 
 /// How `--summary` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -62,9 +66,13 @@ pub(super) struct RunArgs {
     #[arg(long = "intra", visible_alias = "intra-op-threads", value_name = "M")]
     intra: Option<usize>,
 
-    /// Export a Chrome trace of the run to FILE (arrives with the profiler).
-    #[arg(long, value_name = "FILE")]
+    /// Export a Chrome trace of the run (the profiler's last seconds) to FILE.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
     trace: Option<PathBuf>,
+
+    /// Run without the profiler (each event site then costs one branch).
+    #[arg(long)]
+    no_profile: bool,
 
     /// How to print the summary.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Table)]
@@ -118,12 +126,6 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
                 .join(", ")
         );
     };
-    if let Some(path) = &args.trace {
-        anyhow::bail!(
-            "--trace {}: trace export is not available yet; it arrives with the profiler",
-            path.display()
-        );
-    }
     let config = RuntimeConfig::load(&ConfigOverrides {
         engine_kind: args.engine,
         pool_kind: args.pool,
@@ -144,9 +146,14 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         gemm_peak_gflops: args.gemm_peak.or_else(|| gemm_peak(intra)),
         config,
     };
+    let profiler = if args.no_profile {
+        Profiler::disabled()
+    } else {
+        Profiler::new(ProfilerOptions::default())?
+    };
     let hooks = RunHooks {
         progress: std::io::stderr().is_terminal().then(progress_bar),
-        ..RunHooks::default()
+        ..profiler_hooks(&profiler)
     };
     let show_progress = hooks.progress.is_some();
     let summary = run_workload(graph, &options, hooks).inspect_err(|_| {
@@ -154,6 +161,15 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
             eprint!("\r\x1b[2K"); // the error goes on a clean line
         }
     })?;
+    if let Some(path) = &args.trace {
+        profiler.flush();
+        let export = profiler.export_chrome_file(path)?;
+        eprintln!(
+            "trace: {} ({} events; open it in ui.perfetto.dev or chrome://tracing)",
+            path.display(),
+            export.trace_events
+        );
+    }
     let text = match args.summary {
         SummaryFormat::Table => summary.to_string(),
         SummaryFormat::Json => format!("{}\n", summary.json()),
@@ -163,6 +179,35 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         .write_all(text.as_bytes())
         .context("writing to stdout")?;
     stdout.flush().context("writing to stdout")
+}
+
+/// The run's hooks into `profiler`: engine ops, the intra-op pool's workers, the summary's
+/// aggregate table. A disabled profiler gets none.
+fn profiler_hooks(profiler: &Profiler) -> RunHooks {
+    if !profiler.is_enabled() {
+        return RunHooks::default();
+    }
+    let intra = PoolProbe::new(profiler, DeviceId::register("intra-op"));
+    RunHooks {
+        engine_observer: Some(Arc::new(EngineProbe::new(profiler))),
+        intra_pool_observer: Some(intra.into_observer()),
+        profiler: Some(Arc::new(ProfilerTable(profiler.clone()))),
+        ..RunHooks::default()
+    }
+}
+
+/// The profiler's part of the summary.
+struct ProfilerTable(Profiler);
+
+impl ProfilerReport for ProfilerTable {
+    fn aggregate_table(&self) -> String {
+        self.0.flush();
+        self.0.summary().table()
+    }
+
+    fn dropped_events(&self) -> u64 {
+        self.0.snapshot().dropped_events
+    }
 }
 
 fn run_length(args: &RunArgs) -> RunLength {
