@@ -7,39 +7,8 @@ use enginetop::pool::PoolKind;
 use enginetop::workload::run::{run_workload, Driver, RunError, RunHooks, RunLength, RunOptions};
 use enginetop::workload::{load_spec, load_str, Graph, KernelKind, Overrides, SHIPPED};
 
-/// Every shipped workload's `--set` overrides for a run of a few milliseconds.
-fn small_overrides(name: &str) -> &'static [&'static str] {
-    match name {
-        "resnet-like" => &[
-            "image=32",
-            "width=4",
-            "classes=10",
-            "blocks1=2",
-            "blocks2=1",
-            "blocks3=1",
-            "blocks4=1",
-        ],
-        "transformer-like" => &["seq=16", "dim=32", "heads=2", "layers=2", "vocab=50"],
-        "pipeline" => &[
-            "batches=4",
-            "rows=16",
-            "features=32",
-            "hidden=32",
-            "read_us=100",
-        ],
-        "wavefront" => &["n=12"],
-        "chain" => &["length=200"],
-        "tree" => &["nodes=255"],
-        "random-dag" => &["ops=400"],
-        "embarrassing" => &["ops=400", "width=64"],
-        other => panic!("no small size for the shipped workload {other}: add one here"),
-    }
-}
-
-fn small(name: &str) -> Graph {
-    let overrides = Overrides::from_args(small_overrides(name)).unwrap();
-    load_spec(name, &overrides).unwrap()
-}
+mod workload_run_support;
+use workload_run_support::{small, small_overrides};
 
 fn config(engine: EngineKind, pool: PoolKind, inter: usize, intra: usize) -> RuntimeConfig {
     RuntimeConfig {

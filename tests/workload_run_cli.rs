@@ -3,6 +3,11 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use enginetop::workload::SHIPPED;
+
+mod workload_run_support;
+use workload_run_support::small_overrides;
+
 /// Runs the binary in the repository root with the GEMM peak cache in `cache` (so a test
 /// never reads or writes the user's).
 fn enginetop_with_cache(args: &[&str], cache: &std::path::Path) -> Output {
@@ -80,19 +85,36 @@ fn json_summary_holds_the_figures() {
     assert_eq!(json["checksum"].as_str().map(str::len), Some(16));
 }
 
+/// The JSON summary of a headless run of `args`.
+fn json_summary(args: &[&str]) -> serde_json::Value {
+    let output = enginetop(args);
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        text(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 #[test]
-fn every_engine_prints_the_same_checksum() {
-    let checksum = |engine: &str| {
-        let args = [SMALL_CHAIN, &["--iterations", "2", "--summary", "json"]].concat();
-        let args = [&args[..], &["--gemm-peak", "1", "--engine", engine]].concat();
-        let output = enginetop(&args);
-        assert!(output.status.success(), "{}", text(&output.stderr));
-        let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-        json["checksum"].as_str().unwrap().to_string()
-    };
-    let naive = checksum("naive");
-    assert_eq!(checksum("per-device"), naive);
-    assert_eq!(checksum("ThreadedEngine"), naive);
+fn every_shipped_workload_runs_headless_with_the_naive_checksum_on_every_engine() {
+    for shipped in SHIPPED {
+        let mut args = vec!["--workload", shipped.name, "--iterations", "2"];
+        args.extend(["--summary", "json", "--gemm-peak", "1", "--inter", "2"]);
+        args.extend(["--intra", "2"]);
+        for set in small_overrides(shipped.name) {
+            args.extend(["--set", set]);
+        }
+        let checksum = |engine: &str| {
+            let summary = json_summary(&[&args[..], &["--engine", engine]].concat());
+            assert_eq!(summary["engine"], engine, "{}", shipped.name);
+            summary["checksum"].as_str().unwrap().to_string()
+        };
+        let naive = checksum("naive");
+        for engine in ["pooled", "per-device"] {
+            assert_eq!(checksum(engine), naive, "{} on {engine}", shipped.name);
+        }
+    }
 }
 
 #[test]

@@ -428,7 +428,7 @@ fn start_intra_pool(
         .max_threads(config.max_threads.max(intra))
         .allow_spinning(config.allow_spinning);
     if let Some(observer) = &hooks.intra_pool_observer {
-        options = options.observer(Arc::clone(observer));
+        options = options.observer(std::sync::Arc::clone(observer));
     }
     Pool::new(options).map_err(|source| RunError::IntraPool {
         kind: config.pool_kind,
@@ -453,19 +453,4 @@ fn pool_delta(before: &PoolStats, mut after: PoolStats) -> PoolStats {
     after.inline_runs -= before.inline_runs.min(after.inline_runs);
     after.panics -= before.panics.min(after.panics);
     after
-}
-
-impl RunSettings {
-    fn from_config(config: &RuntimeConfig) -> Self {
-        let threads = config.resolved();
-        let workers = config.resolved_engine_workers();
-        RunSettings {
-            engine: config.engine_kind,
-            pool: config.pool_kind,
-            inter: threads.inter_op,
-            intra: threads.intra_op,
-            priority_workers: workers.cpu_priority,
-            gpu_workers: workers.gpu + workers.gpu_copy,
-        }
-    }
 }

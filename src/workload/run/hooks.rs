@@ -77,8 +77,9 @@ pub trait ProfilerReport: Send + Sync {
 pub struct RunHooks {
     /// Receives the engine's op events (queued, started, finished).
     pub engine_observer: Option<Arc<dyn EngineObserver>>,
-    /// Receives the intra-op pool's steals, spins, parks and resizes.
-    pub intra_pool_observer: Option<Arc<dyn PoolObserver>>,
+    /// Receives the intra-op pool's steals, spins, parks and resizes (std's `Arc`, as
+    /// [`PoolOptions::observer`](crate::pool::PoolOptions::observer) takes it).
+    pub intra_pool_observer: Option<std::sync::Arc<dyn PoolObserver>>,
     /// Called on the driver thread after each finished iteration, and once at the end.
     pub progress: Option<Box<dyn FnMut(Progress) + Send>>,
     /// Asked for the aggregate table and dropped events of the summary.

@@ -18,6 +18,7 @@
 
 use std::fmt;
 
+use crate::config::RuntimeConfig;
 use crate::engine::EngineKind;
 use crate::pool::{PoolKind, PoolStats};
 use crate::workload::Graph;
@@ -44,6 +45,20 @@ pub struct RunSettings {
 }
 
 impl RunSettings {
+    /// The settings `config` resolves to (`0` thread counts picked).
+    pub(super) fn from_config(config: &RuntimeConfig) -> Self {
+        let threads = config.resolved();
+        let workers = config.resolved_engine_workers();
+        RunSettings {
+            engine: config.engine_kind,
+            pool: config.pool_kind,
+            inter: threads.inter_op,
+            intra: threads.intra_op,
+            priority_workers: workers.cpu_priority,
+            gpu_workers: workers.gpu + workers.gpu_copy,
+        }
+    }
+
     /// Threads of `lane`'s pool.
     fn workers(&self, lane: Lane) -> usize {
         match lane {
