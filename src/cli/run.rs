@@ -12,7 +12,9 @@ use enginetop::bench::gemm as gemm_bench;
 use enginetop::config::{ConfigOverrides, RuntimeConfig};
 use enginetop::engine::EngineKind;
 use enginetop::pool::PoolKind;
-use enginetop::profiler::{DeviceId, EngineProbe, PoolProbe, Profiler, ProfilerOptions};
+use enginetop::profiler::{
+    DeviceId, EngineProbe, PoolProbe, Profiler, ProfilerOptions, StreamProbe,
+};
 use enginetop::workload;
 use enginetop::workload::run::{
     run_workload, ProfilerReport, Progress, RunHooks, RunLength, RunOptions,
@@ -190,6 +192,7 @@ fn profiler_hooks(profiler: &Profiler) -> RunHooks {
     let intra = PoolProbe::new(profiler, DeviceId::register("intra-op"));
     RunHooks {
         engine_observer: Some(Arc::new(EngineProbe::new(profiler))),
+        stream_observer: Some(Arc::new(StreamProbe::new(profiler))),
         intra_pool_observer: Some(intra.into_observer()),
         profiler: Some(Arc::new(ProfilerTable(profiler.clone()))),
         ..RunHooks::default()

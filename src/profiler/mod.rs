@@ -73,6 +73,7 @@ pub mod names;
 pub mod pool_probe;
 mod ring;
 pub mod stats;
+pub mod stream_probe;
 pub mod summary;
 mod timeline;
 pub mod validate;
@@ -90,6 +91,7 @@ pub use event::{Event, EventKind, OpInfo};
 pub use names::{name_current_thread, DeviceId, NameId, ThreadId};
 pub use pool_probe::PoolProbe;
 pub use stats::{Snapshot, Stats, StatsOptions};
+pub use stream_probe::StreamProbe;
 pub use summary::{SortKey, Summary};
 pub use window::WindowOptions;
 

@@ -412,6 +412,9 @@ fn start_engine(
     let mut options = EngineOptions::from_config(config);
     options.cpu_workers = inter;
     options.observer = hooks.engine_observer.clone();
+    if hooks.stream_observer.is_some() {
+        options.stream_observer = hooks.stream_observer.clone();
+    }
     Engine::new(options).map_err(|source| RunError::Engine {
         what: "engine start",
         source,
