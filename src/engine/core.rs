@@ -5,10 +5,11 @@
 use crossbeam_utils::CachePadded;
 use smallvec::SmallVec;
 
+use super::block::{self, OpHandle, Ready, Waiter};
 use super::bulk::BulkRegistry;
 use super::current;
 use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
-use super::opr::{Deps, OpBlock, OpRef, WaitCount};
+use super::opr::{execute, op_task, Completion, Deps, OpBlock, OpHeader, RunContext};
 use super::recycle::{recycle, BlockPool};
 use super::var::{Access, Var};
 use super::{Context, EngineEvent, EngineKind, EngineObserver, FnProperty, OpName};
@@ -22,7 +23,11 @@ pub(crate) trait Dispatch: Send + Sync {
     /// range) before anything is queued.
     /// May start the device's workers on first use.
     fn check(&self, name: OpName, ctx: Context, prop: FnProperty) -> Result<(), EngineError>;
-    /// Runs or enqueues the task of a ready op. `from_push`: the pushing thread made it ready.
+    /// Whether an op ready at push runs its body right there on the pushing thread (the
+    /// naive engine; `Async` and `DeleteVar` ops on the threaded ones).
+    fn runs_at_push(&self, prop: FnProperty) -> bool;
+    /// Enqueues (or runs) the task of a ready op. `from_push`: the pushing thread made it
+    /// ready (and [`runs_at_push`](Self::runs_at_push) said no).
     fn dispatch(&self, target: Target, task: Task, from_push: bool);
     /// Joins every worker thread (the engine is drained).
     fn stop(&self);
@@ -51,16 +56,6 @@ pub(crate) struct Target {
     pub(crate) ctx: Context,
     pub(crate) prop: FnProperty,
     pub(crate) priority: i32,
-}
-
-/// Everything one push asks for, dependencies already deduplicated.
-pub(crate) struct PushRequest {
-    pub(crate) ctx: Context,
-    pub(crate) prop: FnProperty,
-    pub(crate) priority: i32,
-    pub(crate) name: OpName,
-    pub(crate) is_wait: bool,
-    pub(crate) deps: Deps,
 }
 
 /// The state every op of an engine shares.
@@ -129,44 +124,39 @@ impl Core {
         Var::new(self.next_var.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Pushes one op whose task `make_task` builds around its block.
-    pub(crate) fn push(
+    /// Pushes one op: `fill` writes its deduplicated dependencies (in lock order), `body`
+    /// runs it.
+    pub(crate) fn push<F>(
         core: &Arc<Core>,
-        request: PushRequest,
-        make_task: impl FnOnce(OpRef) -> Task,
-    ) -> Result<(), EngineError> {
+        header: OpHeader,
+        fill: impl FnOnce(&mut Deps),
+        body: F,
+    ) -> Result<(), EngineError>
+    where
+        F: FnOnce(RunContext, Completion) + Send + 'static,
+    {
         core.dispatcher
-            .check(request.name, request.ctx, request.prop)?;
+            .check(header.name, header.ctx, header.prop)?;
         core.admit()?;
         let mut block = core
             .blocks
             .take()
-            .unwrap_or_else(|| Arc::new(OpBlock::empty()));
-        let fill = Arc::get_mut(&mut block).expect("a free block has no other owner");
-        fill.wait = WaitCount::new(request.deps.len());
-        if fill.core.is_none() {
+            .unwrap_or_else(|| Box::new(OpBlock::empty()));
+        if block.core.is_none() {
             // A new block; recycled ones keep their engine reference (see `recycle.rs`).
-            fill.core = Some(core.clone());
+            block.core = Some(core.clone());
         }
-        fill.deps = request.deps;
-        fill.ctx = request.ctx;
-        fill.prop = request.prop;
-        fill.priority = request.priority;
-        fill.name = request.name;
-        fill.is_wait = request.is_wait;
-        let granted_now = append_all(&block);
-        if granted_now == block.deps.len() {
-            // Ready at push and in no var's queue: this thread holds the only reference, so
-            // the task needs no cell and the wait count no update.
-            let (name, target) = (block.name, block.target());
-            core.dispatch_task(name, target, make_task(block), true);
-            return Ok(());
-        }
-        // Queued somewhere: publish the task before giving up the pusher's `+1`, which keeps
-        // any completer from seeing the count reach zero until then.
-        *block.task.lock() = Some(make_task(block.clone()));
-        if block.wait.grant(granted_now + 1) {
-            core.dispatch(&block, true);
+        block.header = header;
+        fill(&mut block.deps);
+        let Some((handle, body)) = block::enqueue(OpHandle::new(block), body, op_task) else {
+            return Ok(()); // queued: the last grant dispatches it
+        };
+        core.observe_queued(&handle);
+        if core.dispatcher.runs_at_push(header.prop) {
+            execute(handle, body);
+        } else {
+            core.dispatcher
+                .dispatch(handle.target(), op_task(handle, body), true);
         }
         Ok(())
     }
@@ -183,17 +173,22 @@ impl Core {
         Err(EngineError::Stopped { engine: self.kind })
     }
 
-    fn dispatch(&self, block: &OpRef, from_push: bool) {
-        self.dispatch_task(block.name, block.target(), block.take_task(), from_push);
+    fn observe_queued(&self, block: &OpBlock) {
+        self.observe(|| EngineEvent::Queued {
+            op: block.name,
+            ctx: block.ctx,
+            prop: block.prop,
+        });
     }
 
-    fn dispatch_task(&self, name: OpName, target: Target, task: Task, from_push: bool) {
+    /// Hands an op made ready by a grant to its queue.
+    fn dispatch_granted(&self, ready: Ready) {
         self.observe(|| EngineEvent::Queued {
-            op: name,
-            ctx: target.ctx,
-            prop: target.prop,
+            op: ready.name,
+            ctx: ready.target.ctx,
+            prop: ready.target.prop,
         });
-        self.dispatcher.dispatch(target, task, from_push);
+        self.dispatcher.dispatch(ready.target, ready.task, false);
     }
 
     #[inline]
@@ -214,7 +209,7 @@ impl Core {
     /// Completes `block`: releases its vars (storing `error` on its writes), dispatches what
     /// that made ready, and counts the op as no longer pending.
     pub(crate) fn complete(
-        block: OpRef,
+        block: OpHandle,
         inherited: Option<ErrorRef>,
         result: Result<(), OpFailure>,
     ) {
@@ -223,7 +218,7 @@ impl Core {
             Ok(()) => inherited,
             Err(failure) => Some(core.record_failure(failure)),
         };
-        let mut granted: SmallVec<[OpRef; 4]> = SmallVec::new();
+        let mut granted: SmallVec<[Waiter; 4]> = SmallVec::new();
         for dep in &block.deps {
             match dep.access {
                 Access::Read => granted.extend(dep.var.0.cell.complete_read()),
@@ -235,13 +230,13 @@ impl Core {
             ctx: block.ctx,
             failed: error.is_some(),
         });
-        for op in granted {
-            if op.wait.grant(1) {
-                core.dispatch(&op, false);
+        for waiter in granted {
+            if let Some(ready) = waiter.grant() {
+                core.dispatch_granted(ready);
             }
         }
         core.retire_one();
-        recycle(block);
+        recycle(block.into_box());
     }
 
     pub(crate) fn is_cancelling(&self) -> bool {
@@ -410,27 +405,6 @@ impl Core {
     pub(crate) fn is_stopped(&self) -> bool {
         !self.accepting.load(Ordering::SeqCst)
     }
-}
-
-/// Appends every dependency of `block` with all its vars locked at once (in lock order);
-/// returns how many were granted at once.
-fn append_all(block: &OpRef) -> usize {
-    match &block.deps[..] {
-        [only] => return usize::from(only.var.0.cell.lock().append(only.access, block)),
-        [first, second] => {
-            let mut locked_first = first.var.0.cell.lock();
-            let mut locked_second = second.var.0.cell.lock();
-            return usize::from(locked_first.append(first.access, block))
-                + usize::from(locked_second.append(second.access, block));
-        }
-        _ => {}
-    }
-    let mut locked: SmallVec<[_; 4]> = block.deps.iter().map(|dep| dep.var.0.cell.lock()).collect();
-    let mut granted_now = 0;
-    for (state, dep) in locked.iter_mut().zip(&block.deps) {
-        granted_now += usize::from(state.append(dep.access, block));
-    }
-    granted_now
 }
 
 /// A one-shot flag a thread can wait on (the wait op of `wait_for_var`).

@@ -26,6 +26,10 @@ impl Dispatch for Naive {
         }
     }
 
+    fn runs_at_push(&self, _prop: FnProperty) -> bool {
+        true
+    }
+
     fn dispatch(&self, _target: Target, task: Task, _from_push: bool) {
         let _ = task.run_caught(); // op tasks report their own panics
     }

@@ -155,10 +155,11 @@ impl Dispatch for PerDevice {
         self.ensure(ctx, prop)
     }
 
+    fn runs_at_push(&self, prop: FnProperty) -> bool {
+        prop.runs_inline_at_push()
+    }
+
     fn dispatch(&self, op: Target, task: Task, from_push: bool) {
-        if from_push && op.prop.runs_inline_at_push() {
-            return run_inline(task);
-        }
         let devices = self.devices.load();
         let Some(devices) = &*devices else {
             return run_inline(task); // workers gone (dropped from inside an op): run here
@@ -266,10 +267,11 @@ impl Dispatch for Pooled {
         refuse_gpu(name, ctx)
     }
 
+    fn runs_at_push(&self, prop: FnProperty) -> bool {
+        prop.runs_inline_at_push()
+    }
+
     fn dispatch(&self, op: Target, task: Task, from_push: bool) {
-        if from_push && op.prop.runs_inline_at_push() {
-            return run_inline(task);
-        }
         match &*self.pools.load() {
             Some(pools) if op.prop.is_copy() => pools.io.schedule(task),
             Some(pools) => schedule_on(&pools.workers, task, from_push),
