@@ -10,25 +10,30 @@
 //! the other references are plain pointers whose validity follows from the protocol below.
 //!
 //! # The protocol
-//! 1. **Push**: the pusher owns the block (a `Box` from the recycling cache), fills it and
-//!    makes an [`OpHandle`] of it. Then [`enqueue`] locks every var of the op (in lock order)
-//!    and appends the op to each. A var that cannot grant the op at once queues a [`Waiter`],
-//!    a non-owning pointer. If no var queued one, the pusher keeps the handle: the op is ready
-//!    and nobody else knows it. Otherwise, still holding every lock, the pusher stores the
-//!    number of waiters in the wait count, moves the handle into the op's task and parks the
-//!    task in the block; only then does it release the locks, and it never touches the block
-//!    again. No grant can happen before that: granting a waiter needs its var's lock.
+//! 1. **Push**: the pusher owns the block (a `Box` from the recycling cache), fills it
+//!    (dependencies, header and the op's body) and makes an [`OpHandle`] of it. Then
+//!    [`enqueue`] locks every var of the op (in lock order) and appends the op to each. A var
+//!    that cannot grant the op at once queues a [`Waiter`], a non-owning pointer. If no var
+//!    queued one, the pusher keeps the handle: the op is ready and nobody else knows it.
+//!    Otherwise, still holding every lock, the pusher stores the number of waiters in the wait
+//!    count and gives the handle up; only then does it release the locks, and it never
+//!    touches the block again. No grant can happen before that: granting a waiter needs its
+//!    var's lock.
 //! 2. **Grant**: a thread that takes a waiter out of a var queue (under the var's lock) calls
 //!    [`Waiter::grant`], one decrement of the wait count. The block is alive: the op cannot be
 //!    dispatched, let alone complete, before this grant. The thread whose decrement brings the
-//!    count to zero takes the parked task (and with it the handle) out of the block; for every
-//!    other thread the decrement is its last access to the block.
-//! 3. **Run and complete**: the task owns the handle and gives it to the op's `Completion`,
-//!    which releases the vars and turns the handle back into the `Box` for recycling. No
-//!    waiter of the op exists by then: every one was granted before the op was dispatched.
+//!    count to zero gets the handle back; for every other thread the decrement is its last
+//!    access to the block (and it touches only the count, never a reference to the block).
+//! 3. **Run and complete**: whoever holds the handle dispatches the op (a queue holds the
+//!    handle), runs its body and gives the handle to the op's `Completion`, which releases the
+//!    vars and turns the handle back into the `Box` for recycling.
 //!
-//! A handle that is dropped without completing (a task dropped unrun) leaks its block rather
-//! than freeing memory a waiter might point to; the engine never drops op tasks.
+//! Outside [`enqueue`], a handle is held only for a ready op, and nothing else can reach its
+//! block: every waiter was granted and the pusher has let go. That is why the holder may
+//! change the block (take its body) through the handle.
+//!
+//! A handle that is dropped without completing (an op task dropped unrun) leaks its block
+//! rather than freeing memory; the engine never drops ops.
 //!
 //! # Why the wait count needs no `+1` held by the pusher
 //! MXNet starts the count one above the dependencies so that no completion can dispatch the op
@@ -42,18 +47,41 @@
 use std::fmt;
 use std::ptr::NonNull;
 
+use smallbox::space::S8;
+use smallbox::{smallbox, SmallBox};
 use smallvec::SmallVec;
 
-use super::core::Target;
-use super::opr::OpBlock;
-use super::OpName;
-use crate::pool::Task;
+use super::opr::{Completion, OpBlock, RunContext, WaitCount};
+
+/// An op's body, stored in its block (here, not in `opr.rs`, because `smallbox!` expands to
+/// `unsafe` code): inline when it fits in 64 bytes (the common case, so a
+/// push allocates nothing), boxed otherwise. `FnMut` over a taken `Option`, because a
+/// `dyn FnOnce` cannot be called in place.
+pub(crate) struct Body(SmallBox<dyn FnMut(RunContext, Completion) + Send, S8>);
+
+impl Body {
+    pub(crate) fn new<F>(body: F) -> Self
+    where
+        F: FnOnce(RunContext, Completion) + Send + 'static,
+    {
+        let mut body = Some(body);
+        Body(smallbox!(move |run, completion| {
+            let body = body.take().expect("an op body runs once");
+            body(run, completion)
+        }))
+    }
+
+    pub(crate) fn call(mut self, run: RunContext, completion: Completion) {
+        (self.0)(run, completion);
+    }
+}
 
 /// The owning handle of a pushed op's block (see the module docs). Not `Clone`: there is one.
 pub(crate) struct OpHandle(NonNull<OpBlock>);
 
-// SAFETY: the handle owns its block (like a `Box`); every field other threads may touch
-// concurrently is atomic or behind the protocol above, and `OpBlock` holds only `Send` data.
+// SAFETY: the handle owns its block (like a `Box`), and `OpBlock` holds only `Send` data; the
+// only field other threads touch while a handle exists (inside `enqueue`) is the atomic wait
+// count.
 unsafe impl Send for OpHandle {}
 
 impl OpHandle {
@@ -69,8 +97,8 @@ impl OpHandle {
 
     /// Gives the block back as a `Box` (at completion, to recycle it).
     pub(crate) fn into_box(self) -> Box<OpBlock> {
-        // SAFETY: the handle owns the block, which `new` leaked from a `Box`; at completion
-        // every waiter of the op has been granted, so no other pointer to it is in use.
+        // SAFETY: the handle owns the block, which `new` leaked from a `Box`; the op is past
+        // its last grant, so no other pointer to it is in use.
         unsafe { Box::from_raw(self.0.as_ptr()) }
     }
 
@@ -84,16 +112,23 @@ impl std::ops::Deref for OpHandle {
     type Target = OpBlock;
 
     fn deref(&self) -> &OpBlock {
-        // SAFETY: the handle owns the block, so it is alive; other threads only reach it
-        // through waiters, which read the atomic wait count and the parked task, never fields
-        // a handle's owner writes.
+        // SAFETY: the handle owns the block, so it is alive; other threads reach it only
+        // through waiters, which touch nothing but the wait count (module docs).
         unsafe { self.0.as_ref() }
+    }
+}
+
+impl std::ops::DerefMut for OpHandle {
+    fn deref_mut(&mut self) -> &mut OpBlock {
+        // SAFETY: outside `enqueue` (which never calls this) a handle exists only for an op no
+        // waiter points to any more, so the holder's access is exclusive (module docs).
+        unsafe { self.0.as_mut() }
     }
 }
 
 impl fmt::Debug for OpHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "OpHandle({})", self.name)
+        write!(f, "OpHandle({})", self.header.name)
     }
 }
 
@@ -102,54 +137,38 @@ pub(crate) struct Waiter(NonNull<OpBlock>);
 
 // SAFETY: a waiter is granted from whichever thread completes the var's previous op; the
 // block it points to is alive until the grant (module docs) and is touched only through its
-// atomic wait count and, by the last granter alone, its parked task.
+// atomic wait count.
 unsafe impl Send for Waiter {}
 
-/// An op made ready by a grant: its task and where it goes.
-pub(crate) struct Ready {
-    pub(crate) task: Task,
-    pub(crate) name: OpName,
-    pub(crate) target: Target,
-}
-
 impl Waiter {
-    /// One grant; the op if that was its last one (the caller dispatches it).
-    pub(crate) fn grant(self) -> Option<Ready> {
+    /// One grant; the op's handle if that was its last one (the caller dispatches it).
+    pub(crate) fn grant(self) -> Option<OpHandle> {
+        let block = self.0.as_ptr();
         // SAFETY: a waiter exists only while its op waits for this grant, so the op cannot
-        // have completed and its block is alive (module docs, step 2).
-        let block = unsafe { self.0.as_ref() };
-        if !block.wait.grant() {
-            return None; // the decrement was our last access
-        }
-        let task = block.task.with_mut(|task| {
-            // SAFETY: the count reached zero here: every other waiter was granted and the
-            // pusher left before any grant, so this thread alone touches the block now.
-            unsafe { (*task).take() }
-        });
-        Some(Ready {
-            task: task.expect("a queued op parks its task before any grant"),
-            name: block.name,
-            target: block.target(),
-        })
+        // have completed and its block is alive (module docs, step 2). Only the count is
+        // borrowed: the last granter may change the rest of the block while an earlier
+        // granter is still returning from its decrement.
+        let wait: &WaitCount = unsafe { &(*block).wait };
+        wait.grant().then_some(OpHandle(self.0))
     }
 }
 
 /// Appends `handle`'s op to every var it depends on, holding all their locks at once (so two
 /// threads pushing ops on shared vars get the same order on every one of them). Returns the
-/// handle and `body` if every var granted the op at once (it is ready; the caller dispatches
-/// it); otherwise parks `into_task(handle, body)` in the block for the last grant.
-pub(crate) fn enqueue<B>(
-    handle: OpHandle,
-    body: B,
-    into_task: impl FnOnce(OpHandle, B) -> Task,
-) -> Option<(OpHandle, B)> {
-    // SAFETY: the handle owns the block, so it is alive now; after the handle moves into the
-    // task below, this reference is used only while this thread still holds every var lock of
-    // the op, and no grant (so no completion, so no recycling) can happen before they go.
-    let block: &OpBlock = unsafe { handle.0.as_ref() };
-    let mut locked: SmallVec<[_; 4]> = block.deps.iter().map(|dep| dep.var.0.cell.lock()).collect();
+/// handle and `body` if every var granted the op at once (it is ready: the caller runs or
+/// dispatches it); otherwise parks `body` in the block for whoever makes it ready.
+pub(crate) fn enqueue<F>(handle: OpHandle, body: F) -> Option<(OpHandle, F)>
+where
+    F: FnOnce(RunContext, Completion) + Send + 'static,
+{
+    let block = handle.0.as_ptr();
+    // SAFETY: the handle owns the block, so it is alive while this thread holds the handle or
+    // any var lock of the op (no grant, so no completion, can happen before the locks go).
+    // Only the dependencies and the wait count are borrowed, never the whole block.
+    let (deps, wait) = unsafe { (&(*block).deps, &(*block).wait) };
+    let mut locked: SmallVec<[_; 4]> = deps.iter().map(|dep| dep.var.0.cell.lock()).collect();
     let mut waiting = 0;
-    for (state, dep) in locked.iter_mut().zip(&block.deps) {
+    for (state, dep) in locked.iter_mut().zip(deps) {
         if !state.append(dep.access, || handle.waiter()) {
             waiting += 1;
         }
@@ -158,13 +177,12 @@ pub(crate) fn enqueue<B>(
         drop(locked);
         return Some((handle, body));
     }
-    block.wait.set(waiting);
-    let task = into_task(handle, body);
-    block.task.with_mut(|cell| {
-        // SAFETY: this thread holds every var lock of the op, so no waiter can be granted yet:
-        // nothing else touches the block, and the cell is empty (taken at the last dispatch).
-        unsafe { *cell = Some(task) }
-    });
-    drop(locked); // from here on the block belongs to the grants
+    wait.set(waiting);
+    let parked = Some(Body::new(body));
+    // SAFETY: this thread holds every var lock of the op, so no waiter can be granted yet and
+    // no other thread touches the block; only the body field is written, which nothing
+    // borrowed above overlaps.
+    unsafe { (*block).body = parked };
+    drop(locked); // the handle is given up: from here on the block belongs to the grants
     None
 }

@@ -5,15 +5,16 @@
 use crossbeam_utils::CachePadded;
 use smallvec::SmallVec;
 
-use super::block::{self, OpHandle, Ready, Waiter};
+use super::block::Body;
+use super::block::{self, OpHandle, Waiter};
 use super::bulk::BulkRegistry;
 use super::current;
 use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
-use super::opr::{execute, op_task, Completion, Deps, OpBlock, OpHeader, RunContext};
+use super::opr::{execute, Completion, Deps, OpBlock, OpHeader, RunContext};
 use super::recycle::{recycle, BlockPool};
 use super::var::{Access, Var};
 use super::{Context, EngineEvent, EngineKind, EngineObserver, FnProperty, OpName};
-use crate::pool::{PoolStats, Task};
+use crate::pool::PoolStats;
 use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// How one engine kind runs ready ops: the seam between dependency tracking (shared) and
@@ -26,9 +27,9 @@ pub(crate) trait Dispatch: Send + Sync {
     /// Whether an op ready at push runs its body right there on the pushing thread (the
     /// naive engine; `Async` and `DeleteVar` ops on the threaded ones).
     fn runs_at_push(&self, prop: FnProperty) -> bool;
-    /// Enqueues (or runs) the task of a ready op. `from_push`: the pushing thread made it
-    /// ready (and [`runs_at_push`](Self::runs_at_push) said no).
-    fn dispatch(&self, target: Target, task: Task, from_push: bool);
+    /// Enqueues (or runs) a ready op, its body in its block. `from_push`: the pushing thread
+    /// made it ready (and [`runs_at_push`](Self::runs_at_push) said no).
+    fn dispatch(&self, op: OpHandle, from_push: bool);
     /// Joins every worker thread (the engine is drained).
     fn stop(&self);
     /// Starts the worker threads again.
@@ -48,14 +49,9 @@ pub struct DispatchStats {
     pub pools: Vec<PoolStats>,
     /// The CPU priority pool, if it was started.
     pub priority: Option<crate::device::cpu::PriorityPoolStats>,
-}
-
-/// Where a ready op goes: what the dispatchers need to know about it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Target {
-    pub(crate) ctx: Context,
-    pub(crate) prop: FnProperty,
-    pub(crate) priority: i32,
+    /// Ready ops waiting in the engine's own queues for a CPU worker (a worker pool's queue
+    /// holds the tasks that drain them, not the ops).
+    pub ready_ops: usize,
 }
 
 /// The state every op of an engine shares.
@@ -148,15 +144,15 @@ impl Core {
         }
         block.header = header;
         fill(&mut block.deps);
-        let Some((handle, body)) = block::enqueue(OpHandle::new(block), body, op_task) else {
+        let Some((mut handle, body)) = block::enqueue(OpHandle::new(block), body) else {
             return Ok(()); // queued: the last grant dispatches it
         };
         core.observe_queued(&handle);
         if core.dispatcher.runs_at_push(header.prop) {
             execute(handle, body);
         } else {
-            core.dispatcher
-                .dispatch(handle.target(), op_task(handle, body), true);
+            handle.body = Some(Body::new(body));
+            core.dispatcher.dispatch(handle, true);
         }
         Ok(())
     }
@@ -182,13 +178,9 @@ impl Core {
     }
 
     /// Hands an op made ready by a grant to its queue.
-    fn dispatch_granted(&self, ready: Ready) {
-        self.observe(|| EngineEvent::Queued {
-            op: ready.name,
-            ctx: ready.target.ctx,
-            prop: ready.target.prop,
-        });
-        self.dispatcher.dispatch(ready.target, ready.task, false);
+    fn dispatch_granted(&self, op: OpHandle) {
+        self.observe_queued(&op);
+        self.dispatcher.dispatch(op, false);
     }
 
     #[inline]
@@ -231,8 +223,8 @@ impl Core {
             failed: error.is_some(),
         });
         for waiter in granted {
-            if let Some(ready) = waiter.grant() {
-                core.dispatch_granted(ready);
+            if let Some(op) = waiter.grant() {
+                core.dispatch_granted(op);
             }
         }
         core.retire_one();

@@ -15,16 +15,16 @@
 //! op. An op every var granted is ready: the pusher dispatches it to its queue (inline for the
 //! naive engine and for `Async` ops, the device's worker pool, the priority pool, or the IO
 //! worker). Otherwise, still under the locks, the pusher sets the op's wait count to the
-//! number of vars that queued it and parks its task in the block. Every later grant (when an
-//! earlier op completes) subtracts one; the thread that brings the count to zero dispatches
-//! the op. The op runs, then completes (through its [`Completion`], from any thread), which
+//! number of vars that queued it and gives the block up (its body waits in it). Every later
+//! grant (when an earlier op completes) subtracts one; the thread that brings the count to
+//! zero dispatches the op. The op runs, then completes (through its [`Completion`], from any thread), which
 //! releases its vars, grants the next ops and dispatches those that became ready, and counts
 //! the op as no longer pending.
 //!
 //! # Why an op is dispatched exactly once, and never too early
-//! The pusher holds every var lock of the op while it appends, sets the wait count and parks
-//! the task, and a grant needs one of those locks: no completion can see the op before it is
-//! complete, so the count needs no `+1` held by the pusher (MXNet's trick). A count reaches
+//! The pusher holds every var lock of the op while it appends and sets the wait count, and a
+//! grant needs one of those locks: no completion can see the op before it is complete, so
+//! the count needs no `+1` held by the pusher (MXNet's trick). A count reaches
 //! zero exactly once, and only the thread whose grant did so dispatches. Dispatch happens after
 //! every var lock is released, so an op run inline (naive engine, `Async` ops, a full pool
 //! queue) never re-enters a held lock. Because a push holds all its vars' locks while
@@ -56,17 +56,17 @@
 //! dependents drain at once; ops already running finish.
 //!
 //! # Performance
-//! Per op: at most one allocation, the task (the user's closure and the block's handle), and
-//! none for an op that runs inline at push (the naive engine runs the body directly). Op
-//! blocks are recycled through per-thread caches and keep their engine reference
-//! (`recycle.rs`); they are owned, not reference counted (`block.rs`), so queueing an op on a
-//! var costs no atomic beyond the var's lock; dependencies are deduplicated in place in the
-//! recycled block; a var's waiting queue reuses its buffer; the pending count is the only
-//! engine-wide counter, on a cache line of its own. An op ready at push never touches its wait
-//! count or task cell, and a granter that holds the last grant dispatches without a
-//! read-modify-write. A worker that makes an op of its own pool ready runs it next as a
-//! continuation (`current.rs`) instead of queueing it. The profiler hook ([`EngineObserver`])
-//! costs one branch when none is installed.
+//! Per op: no allocation when the op's body fits in 64 bytes (it is stored inline in the op
+//! block), else one. Op blocks are recycled through per-thread caches and keep their engine
+//! reference (`recycle.rs`); they are owned, not reference counted (`block.rs`), so queueing
+//! an op on a var costs no atomic beyond the var's lock; dependencies are deduplicated in
+//! place in the recycled block; a var's waiting queue reuses its buffer; the pending count is
+//! the only engine-wide counter, on a cache line of its own. An op ready at push never touches
+//! its wait count, and a granter that holds the last grant dispatches without a
+//! read-modify-write. Ready ops reach a CPU worker pool through the engine's lock-free queue
+//! and a few draining tasks (`ready.rs`), not one pool task per op; a worker that makes an op
+//! of its own pool ready runs it next as a continuation (`current.rs`). The profiler hook
+//! ([`EngineObserver`]) costs one branch when none is installed.
 
 mod block;
 mod bulk;
@@ -77,6 +77,7 @@ mod handle;
 mod naive;
 mod name;
 pub(crate) mod opr;
+mod ready;
 mod recycle;
 mod threaded;
 mod types;

@@ -9,10 +9,11 @@
 //! completing thread waits for a later push.)
 #![forbid(unsafe_code)]
 
-use super::core::{Dispatch, DispatchStats, Target};
+use super::block::OpHandle;
+use super::core::{Dispatch, DispatchStats};
+use super::opr::run_ready;
 use super::{Context, EngineError, FnProperty, OpName};
 use crate::device::gpu::no_gpu_backend;
-use crate::pool::Task;
 
 /// Runs every ready op inline.
 pub(crate) struct Naive;
@@ -30,8 +31,8 @@ impl Dispatch for Naive {
         true
     }
 
-    fn dispatch(&self, _target: Target, task: Task, _from_push: bool) {
-        let _ = task.run_caught(); // op tasks report their own panics
+    fn dispatch(&self, op: OpHandle, _from_push: bool) {
+        run_ready(op); // ops report their own panics
     }
 
     fn stop(&self) {}

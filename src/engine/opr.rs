@@ -2,19 +2,18 @@
 //!
 //! # An op's life
 //! 1. **Push** fills a recycled [`OpBlock`] with the deduplicated dependencies, sorted in lock
-//!    order ([`fill_deps`]), and the op's header. Ownership of the block follows the protocol
-//!    of `block.rs`.
+//!    order ([`fill_deps`]), the op's header and its body (inline in the block when it fits,
+//!    so a push allocates nothing). Ownership of the block follows the protocol of `block.rs`.
 //! 2. **Append**: the pusher locks every var of the op (always in address order, so two pushers
 //!    sharing vars cannot deadlock and get one consistent order on all of them) and appends a
-//!    read or write on each. If every var granted it at once, the op is ready: the pusher
-//!    dispatches it (an op that runs inline at push, as on the naive engine, runs its body
-//!    directly, with no task allocated). Otherwise, still under the locks, it sets the wait
-//!    count to the number of vars that queued it and parks the op's one boxed task (the body
-//!    and the block's handle, in a single allocation) in the block.
-//! 3. **Dispatch**: whoever brings the wait count to zero (a thread completing an earlier op)
-//!    takes the task out of the block and hands it to the op's queue. A count reaches zero
-//!    exactly once, so an op is dispatched exactly once, and never under a var lock (an inline
-//!    run would otherwise re-enter the lock it holds).
+//!    read or write on each. If every var granted it at once, the op is ready and the pusher
+//!    dispatches it. Otherwise, still under the locks, it sets the wait count to the number of
+//!    vars that queued it and gives the block up.
+//! 3. **Dispatch**: whoever holds a ready op's handle (the pusher, or the thread whose grant
+//!    brought the wait count to zero) hands it to the op's queue or runs it inline (naive
+//!    engine, `Async` ops ready at push). A count reaches zero exactly once, so an op is
+//!    dispatched exactly once, and never under a var lock (an inline run would otherwise
+//!    re-enter the lock it holds).
 //! 4. **Run**: the executor checks the op's vars for errors (reads first), skips the body if
 //!    one is tainted (unless the op is `NoSkip` or a wait), and otherwise runs it under
 //!    `catch_unwind` with a [`Completion`].
@@ -29,14 +28,14 @@ use std::panic::{self, AssertUnwindSafe};
 
 use smallvec::SmallVec;
 
-use super::block::OpHandle;
+use super::block::{Body, OpHandle};
 use super::core::Core;
 use super::current::{self, RunningOp};
 use super::error::{ErrorRef, FailureCause, OpFailure};
 use super::var::{Access, Var};
 use super::{Context, FnProperty, OpName};
 use crate::pool::Task;
-use crate::sync::{Arc, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{Arc, AtomicUsize, Ordering};
 
 /// How many grants a queued op still waits for (see `block.rs` for who sets and counts it).
 #[derive(Debug, Default)]
@@ -134,16 +133,16 @@ pub(crate) struct OpHeader {
     pub(crate) is_wait: bool,
 }
 
-/// A pushed op: its header, dependencies, wait count and (while queued) its task. Owned as
-/// `block.rs` describes; recycled, never freed, while its engine lives.
+/// A pushed op: its header, dependencies, wait count and body. Owned as `block.rs`
+/// describes; recycled, never freed, while its engine lives.
 pub(crate) struct OpBlock {
     pub(crate) wait: WaitCount,
     /// The engine; `None` only in a block never pushed.
     pub(crate) core: Option<Arc<Core>>,
     pub(crate) deps: Deps,
     pub(crate) header: OpHeader,
-    /// The op's task while it waits for its last grant.
-    pub(crate) task: UnsafeCell<Option<Task>>,
+    /// The op's body until it runs.
+    pub(crate) body: Option<Body>,
 }
 
 impl std::ops::Deref for OpBlock {
@@ -168,7 +167,7 @@ impl OpBlock {
                 name: OpName::UNNAMED,
                 is_wait: false,
             },
-            task: UnsafeCell::new(None),
+            body: None,
         }
     }
 
@@ -195,15 +194,6 @@ impl OpBlock {
 
     fn runs_despite_errors(&self) -> bool {
         self.is_wait || self.prop == FnProperty::NoSkip
-    }
-
-    /// Where the op goes when it is ready.
-    pub(crate) fn target(&self) -> super::core::Target {
-        super::core::Target {
-            ctx: self.ctx,
-            prop: self.prop,
-            priority: self.priority,
-        }
     }
 }
 
@@ -264,6 +254,17 @@ impl Completion {
     }
 }
 
+#[cfg(all(test, loom))]
+impl Completion {
+    /// A completion of no op (the loom models run stand-in bodies).
+    pub(crate) fn detached() -> Self {
+        Completion {
+            block: None,
+            inherited: None,
+        }
+    }
+}
+
 impl Drop for Completion {
     fn drop(&mut self) {
         let Some(block) = &self.block else { return };
@@ -285,7 +286,7 @@ impl fmt::Debug for Completion {
     }
 }
 
-/// Runs op `block` with `body` on the calling thread (the body of every op task).
+/// Runs op `block` with `body` on the calling thread.
 pub(crate) fn execute<F>(block: OpHandle, body: F)
 where
     F: FnOnce(RunContext, Completion),
@@ -320,12 +321,18 @@ where
     }
 }
 
-/// The task that runs op `block` with `body` on a worker (one allocation: body and handle).
-pub(crate) fn op_task<F>(block: OpHandle, body: F) -> Task
-where
-    F: FnOnce(RunContext, Completion) + Send + 'static,
-{
-    Task::new(move || current::run_with_continuations(|| execute(block, body)))
+/// Runs a ready op (its body is in its block) on the calling thread, then the ops it made
+/// ready for this worker (continuations).
+pub(crate) fn run_ready(mut block: OpHandle) {
+    let body = block.body.take().expect("a ready op has its body");
+    current::run_with_continuations(|| {
+        execute(block, |run, completion| body.call(run, completion))
+    });
+}
+
+/// A pool task that runs the ready op `block`.
+pub(crate) fn op_task(block: OpHandle) -> Task {
+    Task::new(move || run_ready(block))
 }
 
 /// A reusable op ([`Engine::new_operator`](super::Engine::new_operator)): its body and

@@ -341,29 +341,32 @@ mod tests {
     }
 }
 
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 mod loom_tests {
     //! Models of the var protocol with real op blocks (`block.rs`): pushes through `enqueue`
-    //! (all vars locked, wait count stored, task parked), grants acted on outside the var
-    //! lock, completions racing with pushes and with each other. Loom also checks the parked
-    //! task's cell: the pusher's write and the last granter's take never race.
+    //! (all vars locked, wait count stored, handle given up), grants acted on outside the var
+    //! lock, completions racing with pushes and with each other. A model op's body counts its
+    //! runs and checks what it must see; the last granter takes it out of the block, so a
+    //! handle that reached two threads would show up as two runs.
     use super::*;
-    use crate::engine::block::{enqueue, OpHandle, Waiter};
+    use crate::engine::block::{enqueue, Body, OpHandle, Waiter};
     use crate::engine::opr::{fill_deps, OpBlock};
-    use crate::pool::Task;
+    use crate::engine::{Completion, OpName, RunContext};
     use crate::sync::{thread, AtomicUsize};
 
     /// Counts the runs of one op.
     type Runs = Arc<AtomicUsize>;
 
-    /// The op's task: counts the run, runs `then` and frees the block (a model op completes
-    /// through its vars, not through its block).
-    fn model_task(handle: OpHandle, runs: Runs, then: impl FnOnce() + Send + 'static) -> Task {
-        Task::new(move || {
-            runs.fetch_add(1, Ordering::SeqCst);
-            then();
-            drop(handle.into_box());
-        })
+    /// Runs a model op made ready: takes its body out of the block (the body counts the run),
+    /// runs it and frees the block (a model op completes through its vars, not its block).
+    fn run(mut handle: OpHandle) {
+        let body = handle.body.take().expect("a ready op has its body");
+        drop(handle.into_box());
+        let run = RunContext {
+            ctx: Default::default(),
+            name: OpName::UNNAMED,
+        };
+        body.call(run, Completion::detached());
     }
 
     /// Pushes an op reading `reads` and writing `writes`; it runs `then` when dispatched.
@@ -372,11 +375,13 @@ mod loom_tests {
         let mut block = Box::new(OpBlock::empty());
         fill_deps(&mut block.deps, reads, writes);
         let counted = runs.clone();
-        let ready = enqueue(OpHandle::new(block), then, move |handle, then| {
-            model_task(handle, counted, then)
-        });
-        if let Some((handle, then)) = ready {
-            let _ = model_task(handle, runs.clone(), then).run_caught();
+        let body = move |_, _| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            then();
+        };
+        if let Some((mut handle, body)) = enqueue(OpHandle::new(block), body) {
+            handle.body = Some(Body::new(body));
+            run(handle);
         }
         runs
     }
@@ -387,8 +392,8 @@ mod loom_tests {
 
     fn run_granted(granted: Vec<Waiter>) {
         for waiter in granted {
-            if let Some(ready) = waiter.grant() {
-                let _ = ready.task.run_caught();
+            if let Some(handle) = waiter.grant() {
+                run(handle);
             }
         }
     }
