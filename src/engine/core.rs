@@ -2,6 +2,8 @@
 //! seam to the engine kinds ([`Dispatch`]).
 #![forbid(unsafe_code)]
 
+use std::cell::Cell;
+
 use crossbeam_utils::CachePadded;
 use smallvec::SmallVec;
 
@@ -15,7 +17,9 @@ use super::recycle::{recycle, BlockPool};
 use super::var::{Access, Var};
 use super::{Context, EngineEvent, EngineKind, EngineObserver, FnProperty, OpName};
 use crate::pool::PoolStats;
-use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{
+    thread, thread_local, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering,
+};
 
 /// How one engine kind runs ready ops: the seam between dependency tracking (shared) and
 /// execution (naive, pooled, per-device).
@@ -56,16 +60,18 @@ pub struct DispatchStats {
 
 /// The state every op of an engine shares.
 ///
-/// The pending count is kept as two counters, each on a cache line of its own: `pushed`,
-/// written only by pushing threads, and `completed`, written only by completing ones. A push
-/// then never pulls a line a worker just wrote (one pushing thread keeps `pushed` in its cache),
+/// The pending count is kept as two counters on cache lines of their own: `pushed`, written
+/// only by pushing threads, and `completed`, written only by completing ones and striped by
+/// thread ([`Completed`]). A push then never pulls a line a worker just wrote (one pushing
+/// thread keeps `pushed` in its cache), two workers completing ops do not pass a line back
+/// and forth,
 /// and the read-mostly fields every op reads (`accepting`, `dispatcher`, `observer`) stay
 /// apart from both.
 pub(crate) struct Core {
     /// Ops admitted (and refused pushes, which count as completed at once).
     pushed: CachePadded<AtomicU64>,
     /// Ops completed (and refused pushes).
-    completed: CachePadded<AtomicU64>,
+    completed: Completed,
     pub(crate) kind: EngineKind,
     /// False while stopped: pushes are refused.
     accepting: AtomicBool,
@@ -96,7 +102,7 @@ impl Core {
     ) -> Self {
         Core {
             pushed: CachePadded::new(AtomicU64::new(0)),
-            completed: CachePadded::new(AtomicU64::new(0)),
+            completed: Completed::default(),
             kind,
             accepting: AtomicBool::new(true),
             idle: Mutex::new(()),
@@ -253,26 +259,27 @@ impl Core {
 
     /// One op fewer pending; wakes the waiters when none is left.
     fn retire_one(&self) {
-        let completed = self.completed.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.idle_waiters.load(Ordering::SeqCst) > 0
-            && completed == self.pushed.load(Ordering::SeqCst)
-        {
+        self.completed.add_one();
+        if self.idle_waiters.load(Ordering::SeqCst) > 0 && self.is_idle() {
             let _idle = self.idle.lock();
             self.idle_cv.notify_all();
         }
     }
 
-    /// Whether no op is pending. `completed` is read before `pushed`: completions never
-    /// outrun pushes, so equal readings mean nothing was pending at the first read.
+    /// Whether no op is pending. Every stripe of `completed` is read before `pushed`: each
+    /// only grows, and completions never outrun pushes, so a sum equal to the later reading of
+    /// `pushed` means nothing was pending when `pushed` was read.
     fn is_idle(&self) -> bool {
-        let completed = self.completed.load(Ordering::SeqCst);
+        let completed = self.completed.sum();
         completed == self.pushed.load(Ordering::SeqCst)
     }
 
     /// Blocks until no op is pending. A waiter announces itself before it reads the counts; a
     /// completer counts its op before it looks for waiters (all sequentially consistent), and
     /// notifies under the lock the waiter checks under: no wake-up is lost. A completer that
-    /// finds the counts apart leaves the wake-up to the completion that closes the gap.
+    /// finds the counts apart leaves the wake-up to the completion that closes the gap: of
+    /// two completers racing to close it, the later increment (in the sequentially consistent
+    /// order) is followed by a sum that sees both.
     pub(crate) fn wait_idle(&self) {
         if self.is_idle() {
             return;
@@ -376,7 +383,7 @@ impl Core {
     }
 
     pub(crate) fn pending(&self) -> usize {
-        let completed = self.completed.load(Ordering::Relaxed);
+        let completed = self.completed.sum();
         self.pushed
             .load(Ordering::Relaxed)
             .saturating_sub(completed) as usize
@@ -396,6 +403,46 @@ impl Core {
 
     pub(crate) fn is_stopped(&self) -> bool {
         !self.accepting.load(Ordering::SeqCst)
+    }
+}
+
+/// Stripes of [`Completed`]: enough that a few workers rarely share one.
+const COMPLETED_STRIPES: usize = 8;
+
+thread_local! {
+    /// The calling thread's stripe of every engine's completed count (`usize::MAX`: none yet).
+    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
+    static STRIPE: Cell<usize> = Cell::new(usize::MAX);
+}
+
+/// A count of completed ops striped over cache lines: each thread adds to its own stripe
+/// (threads get stripes round-robin, so a few workers each have one), readers add them up.
+#[derive(Default)]
+struct Completed {
+    stripes: [CachePadded<AtomicU64>; COMPLETED_STRIPES],
+    next_stripe: AtomicUsize,
+}
+
+impl Completed {
+    fn add_one(&self) {
+        self.stripes[self.stripe()].fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn sum(&self) -> u64 {
+        self.stripes
+            .iter()
+            .map(|stripe| stripe.load(Ordering::SeqCst))
+            .sum()
+    }
+
+    fn stripe(&self) -> usize {
+        STRIPE.with(|stripe| {
+            if stripe.get() == usize::MAX {
+                let next = self.next_stripe.fetch_add(1, Ordering::Relaxed);
+                stripe.set(next % COMPLETED_STRIPES);
+            }
+            stripe.get()
+        })
     }
 }
 
