@@ -166,11 +166,22 @@ where
     // any var lock of the op (no grant, so no completion, can happen before the locks go).
     // Only the dependencies and the wait count are borrowed, never the whole block.
     let (deps, wait) = unsafe { (&(*block).deps, &(*block).wait) };
-    let mut locked: SmallVec<[_; 4]> = deps.iter().map(|dep| dep.var.0.cell.lock()).collect();
+    let mut locked: SmallVec<[_; 4]> = SmallVec::new();
     let mut waiting = 0;
-    for (state, dep) in locked.iter_mut().zip(deps) {
-        if !state.append(dep.access, || handle.waiter()) {
-            waiting += 1;
+    if let [only] = &deps[..] {
+        // One var: no guard to keep beside it.
+        let mut state = only.var.0.cell.lock();
+        if state.append(only.access, || handle.waiter()) {
+            return Some((handle, body));
+        }
+        waiting = 1;
+        locked.push(state);
+    } else {
+        locked.extend(deps.iter().map(|dep| dep.var.0.cell.lock()));
+        for (state, dep) in locked.iter_mut().zip(deps) {
+            if !state.append(dep.access, || handle.waiter()) {
+                waiting += 1;
+            }
         }
     }
     if waiting == 0 {

@@ -78,6 +78,13 @@ const INSERTION_MAX: usize = 8;
 /// written counts as a write; duplicates count once. The result is sorted in lock order.
 pub(crate) fn fill_deps(deps: &mut Deps, reads: &[Var], writes: &[Var]) {
     debug_assert!(deps.is_empty(), "a recycled block has no dependencies");
+    if let ([], [only]) = (reads, writes) {
+        // The most common op: one output, no input.
+        return deps.push(Dep {
+            var: only.clone(),
+            access: Access::Write,
+        });
+    }
     if reads.len() + writes.len() > INSERTION_MAX {
         return sort_deps(deps, reads, writes);
     }

@@ -160,6 +160,7 @@ pub(crate) fn recycle(mut block: Box<OpBlock>) {
 }
 
 /// A batch to move out of a cache that grew past [`LOCAL_MAX`].
+#[inline]
 fn overflow(free: &mut FreeBlocks) -> Option<FreeBlocks> {
     (free.len() > LOCAL_MAX).then(|| free.drain(..BATCH).collect())
 }
