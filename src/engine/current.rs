@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 use std::cell::{Cell, RefCell};
+use std::panic::{self, AssertUnwindSafe};
 
 use super::block::OpHandle;
 use super::opr::{run_ready, Completion};
@@ -99,7 +100,9 @@ pub(crate) fn run_with_continuations(op: impl FnOnce()) {
     CONTINUATIONS_LEFT.with(|cell| cell.set(CONTINUATION_BUDGET));
     op();
     while let Some(next) = CONTINUATION.with(|slot| slot.borrow_mut().take()) {
-        run_ready(next); // ops report their own panics
+        // Ops report their own panics; this only keeps a panicking observer from stranding
+        // the continuations after it.
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| run_ready(next)));
     }
     CONTINUATIONS_LEFT.with(|cell| cell.set(0));
 }

@@ -74,6 +74,7 @@ impl ReadyQueue {
     /// The body of a drainer task: runs ops until the queue is empty (and this drainer
     /// leaves) or the budget is spent (and a fresh task takes its place).
     fn drain(queue: Arc<ReadyQueue>) {
+        let _replaced_if_unwinding = Successor(&queue);
         loop {
             for _ in 0..DRAIN_BUDGET {
                 match queue.next_op() {
@@ -165,6 +166,19 @@ impl<T> ReadyQueue<T> {
                 .drainers
                 .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
                 .is_err()
+    }
+}
+
+/// Hands a drainer's place to a fresh task if the drainer unwinds (an op's body cannot
+/// panic out of it, a panicking observer could): a place never scheduled again would leave
+/// `drainers` counting a drainer that is gone, and ops unserved.
+struct Successor<'a>(&'a Arc<ReadyQueue>);
+
+impl Drop for Successor<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = spawn_here(drainer(self.0.clone()));
+        }
     }
 }
 
