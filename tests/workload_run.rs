@@ -2,7 +2,8 @@
 //! engine's checksum on every engine and pool kind; results match a sequential evaluation;
 //! op failures, refused devices and unsupported dtypes are clear errors.
 use enginetop::config::RuntimeConfig;
-use enginetop::engine::{Context as EngineContext, Engine, EngineKind, EngineOptions, OpSpec};
+use enginetop::device::discover::GpuSelection;
+use enginetop::engine::EngineKind;
 use enginetop::pool::PoolKind;
 use enginetop::workload::run::{run_workload, Driver, RunError, RunHooks, RunLength, RunOptions};
 use enginetop::workload::{load_spec, load_str, Graph, KernelKind, Overrides, SHIPPED};
@@ -163,17 +164,10 @@ writes = ["z"]
     }
 }
 
-/// Whether this build's engine runs ops on `gpu(0)`.
-fn engine_runs_gpu_ops() -> bool {
-    let engine = Engine::new(EngineOptions::new(EngineKind::PerDevice, 1)).unwrap();
-    let spec = OpSpec::new("probe").ctx(EngineContext::gpu(0));
-    let accepted = engine.push_sync(spec, |_| Ok(())).is_ok();
-    engine.wait_for_all().unwrap();
-    accepted
-}
-
+/// A GPU workload is refused with a clear error when no GPU is configured, and runs (with the
+/// same checksum every time) on a simulated one.
 #[test]
-fn a_gpu_op_the_engine_refuses_is_a_clear_error() {
+fn a_gpu_workload_is_refused_without_a_gpu_and_runs_on_a_simulated_one() {
     let mut overrides = small_overrides("transformer-like").to_vec();
     overrides.push("device=gpu:0");
     let graph = load_spec(
@@ -181,22 +175,32 @@ fn a_gpu_op_the_engine_refuses_is_a_clear_error() {
         &Overrides::from_args(overrides).unwrap(),
     )
     .unwrap();
-    let options = RunOptions::new(
-        config(EngineKind::PerDevice, PoolKind::Eigen, 2, 1),
-        RunLength::Iterations(1),
-    );
-    let result = run_workload(graph, &options, RunHooks::default());
-    if engine_runs_gpu_ops() {
-        result.unwrap();
-        return;
-    }
-    let err = result.unwrap_err();
+    let with_gpus = |gpus: GpuSelection| {
+        let mut config = config(EngineKind::PerDevice, PoolKind::Eigen, 2, 1);
+        config.gpus = gpus;
+        RunOptions::new(config, RunLength::Iterations(1))
+    };
+    let err = run_workload(
+        graph.clone(),
+        &with_gpus(GpuSelection::None),
+        RunHooks::default(),
+    )
+    .unwrap_err();
     assert!(matches!(err, RunError::DeviceRefused { .. }), "{err}");
     let message = err.to_string();
     assert!(
         message.starts_with("op \"copy_in\" runs on gpu:0, which this engine cannot run"),
         "{message}"
     );
+    let first = run_workload(
+        graph.clone(),
+        &with_gpus(GpuSelection::Sim(1)),
+        RunHooks::default(),
+    )
+    .expect("runs on a simulated GPU");
+    let second = run_workload(graph, &with_gpus(GpuSelection::Sim(1)), RunHooks::default())
+        .expect("runs on a simulated GPU");
+    assert_eq!(first.checksum, second.checksum);
 }
 
 #[test]
