@@ -186,10 +186,34 @@ fn bad_flags_are_clear_errors() {
          (resnet-like, transformer-like",
     );
     fails_with(
-        &[SMALL_CHAIN, &["--trace", "run.json"]].concat(),
-        1,
-        "error: --trace run.json: trace export is not available yet",
+        &[SMALL_CHAIN, &["--trace", "run.json", "--no-profile"]].concat(),
+        2,
+        "the argument '--trace <FILE>' cannot be used with '--no-profile'",
     );
+}
+
+#[test]
+fn trace_writes_a_chrome_trace_that_validates() {
+    let path = std::env::temp_dir().join(format!("enginetop-run-{}.json", std::process::id()));
+    let path_text = path.display().to_string();
+    let args = [
+        SMALL_CHAIN,
+        &[
+            "--iterations",
+            "2",
+            "--gemm-peak",
+            "50",
+            "--trace",
+            &path_text,
+        ],
+    ]
+    .concat();
+    let output = enginetop(&args);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let validated = enginetop(&["trace", "validate", &path_text]);
+    let _ = std::fs::remove_file(&path);
+    assert!(validated.status.success(), "{}", text(&validated.stderr));
+    assert!(text(&validated.stdout).contains("valid Chrome trace"));
 }
 
 #[test]
