@@ -29,6 +29,7 @@ impl Progress {
             RunLength::Duration(total) => {
                 self.elapsed.as_secs_f64() / total.as_secs_f64().max(f64::MIN_POSITIVE)
             }
+            RunLength::UntilStopped => 0.0,
         };
         fraction.clamp(0.0, 1.0)
     }
@@ -60,6 +61,9 @@ impl Progress {
                 total.as_secs_f64(),
                 self.iterations_done
             ),
+            RunLength::UntilStopped => {
+                format!("{} iterations, {elapsed:.1} s", self.iterations_done)
+            }
         }
     }
 }
