@@ -572,12 +572,17 @@ impl Stats {
             })
     }
 
-    /// The worker-ish thread behind `event`, bound to its device (and worker index).
+    /// The worker-ish thread behind `event`, bound to its device (and worker index). A pool
+    /// worker stays bound to its pool's device: the ops it runs (recorded on the op's device,
+    /// an engine pool's `cpu-prio` worker running a `cpu(0)` op) do not move it.
     fn worker_thread(&mut self, event: &Event) -> &mut ThreadStats {
         let thread = self.thread(event.thread);
-        thread.device = Some(event.device);
-        if let (Some(worker), false) = (event.worker(), is_op(event.kind)) {
-            thread.worker = Some(worker);
+        let pool_worker = event.worker().filter(|_| !is_op(event.kind));
+        if pool_worker.is_some() || thread.worker.is_none() {
+            thread.device = Some(event.device);
+        }
+        if pool_worker.is_some() {
+            thread.worker = pool_worker;
         }
         thread
     }
@@ -1081,6 +1086,40 @@ mod tests {
         let shares = snapshot.workers[0].shares;
         assert!(close(shares.running, 0.5), "{shares:?}");
         assert!(close(shares.stealing, 0.5), "{shares:?}");
+    }
+
+    /// A priority-pool worker running an op recorded on another device stays in its pool;
+    /// a thread that is no pool's worker (the naive engine's driver) goes with its ops.
+    #[test]
+    fn pool_workers_stay_bound_to_their_pool() {
+        let prio = DeviceId::register("stats-test-prio");
+        let cpu = DeviceId::register("stats-test-cpu0");
+        let name = NameId::intern("stats-test-prio-op");
+        let mut script = Script { events: Vec::new() };
+        script.at(0, 960, worker(EventKind::TaskStart, prio, 1));
+        script.at(
+            1,
+            960,
+            Event::op(EventKind::OpStart, cpu, name, OpInfo::new(1)),
+        );
+        script.at(
+            2,
+            961,
+            Event::op(EventKind::OpStart, cpu, name, OpInfo::new(2)),
+        );
+        let snapshot = stats_of(&script).snapshot(10 * MS);
+        let bound: Vec<(u32, Option<&str>, Option<u32>)> = snapshot
+            .workers
+            .iter()
+            .map(|w| (w.thread, w.device.as_deref(), w.worker))
+            .collect();
+        assert_eq!(
+            bound,
+            [
+                (960, Some("stats-test-prio"), Some(1)),
+                (961, Some("stats-test-cpu0"), None)
+            ]
+        );
     }
 
     #[test]

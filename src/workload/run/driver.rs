@@ -428,6 +428,7 @@ fn start_engine(
     let mut options = EngineOptions::from_config(config);
     options.cpu_workers = inter;
     options.observer = hooks.engine_observer.clone();
+    options.pool_observers = hooks.pool_observers.clone();
     if hooks.stream_observer.is_some() {
         options.stream_observer = hooks.stream_observer.clone();
     }

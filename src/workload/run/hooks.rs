@@ -81,6 +81,9 @@ pub trait ProfilerReport: Send + Sync {
 pub struct RunHooks {
     /// Receives the engine's op events (queued, started, finished).
     pub engine_observer: Option<Arc<dyn EngineObserver>>,
+    /// Makes the observer of each worker pool the engine starts (`cpu<i>`, `cpu-prio`,
+    /// `engine`, `io`): the profiler's pool probes, so the engine's workers get rows.
+    pub pool_observers: Option<crate::device::cpu::PoolObservers>,
     /// Receives GPU stream submit/start/end events (ops on GPU contexts).
     pub stream_observer: Option<std::sync::Arc<dyn crate::device::stream::StreamObserver>>,
     /// Receives the intra-op pool's steals, spins, parks and resizes (std's `Arc`, as
@@ -96,6 +99,7 @@ impl fmt::Debug for RunHooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunHooks")
             .field("engine_observer", &self.engine_observer.is_some())
+            .field("pool_observers", &self.pool_observers.is_some())
             .field("stream_observer", &self.stream_observer.is_some())
             .field("intra_pool_observer", &self.intra_pool_observer.is_some())
             .field("progress", &self.progress.is_some())
