@@ -204,3 +204,15 @@ fn every_size_down_to_80x24_draws_without_panicking() {
     harness.buffer(80, 24, Theme::colored());
     let _ = view::WIDE;
 }
+
+/// The timeline claims only the history it has: 60 frames 100 ms apart are 6 s, however
+/// many more columns the width could hold.
+#[test]
+fn timeline_span_is_the_history_it_has() {
+    let harness = Harness::new(FakeOptions::default(), 60);
+    let text = widget(&harness.app, 160, 12, timeline::draw);
+    assert!(text.contains("last 6.0s"), "{text}");
+    let young = Harness::new(FakeOptions::default(), 3);
+    let text = widget(&young.app, 160, 12, timeline::draw);
+    assert!(text.contains("last 0.3s"), "{text}");
+}

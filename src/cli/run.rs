@@ -5,6 +5,8 @@
 //! progress bar on stderr.
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+// `std`'s Arc, not `crate::sync`'s: the run hooks and engine options take `std::sync::Arc`
+// trait objects in every build (the binary never runs under loom).
 use std::sync::Arc;
 use std::time::Duration;
 

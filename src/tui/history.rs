@@ -16,8 +16,10 @@ pub const CAPACITY: usize = 200 * 16;
 /// One frame's figures.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
-    /// The workload's elapsed time when it was taken.
+    /// The workload's elapsed time when it was taken (paused time excluded).
     pub elapsed: Duration,
+    /// When it was taken, on the profiler's clock (ns; keeps running while paused).
+    pub taken_ns: u64,
     /// Ops finished per second, every device together.
     pub ops_per_s: f64,
     /// Tasks waiting, every queue of every device together.
@@ -46,6 +48,7 @@ impl Sample {
         activities.sort_by_key(|&(thread, _)| thread);
         Sample {
             elapsed: data.facts.elapsed,
+            taken_ns: snapshot.at_ns,
             ops_per_s: snapshot.devices.iter().map(|device| device.ops_per_s).sum(),
             queue_depth: device_queues.iter().map(|&(_, depth)| depth).sum(),
             device_queues,

@@ -8,10 +8,10 @@
 #![forbid(unsafe_code)]
 
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
+// The one `std::sync` import not routed through `crate::sync`: loom has no mpsc channel, and
+// this channel only carries terminal events from the input thread to the draw loop (no loom
+// model covers the dashboard's I/O threads).
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ratatui::crossterm::event::{self, Event};
@@ -22,6 +22,8 @@ use super::source::DashboardSource;
 use super::term::{DashboardTerminal, TerminalGuard};
 use super::theme::{ColorChoice, Theme};
 use super::view;
+use crate::sync::thread::{self, JoinHandle};
+use crate::sync::{Arc, AtomicBool, Ordering};
 
 /// How the dashboard runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,7 +155,7 @@ impl InputThread {
     fn spawn(sender: Sender<Message>) -> Result<InputThread, TuiError> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
-        let handle = std::thread::Builder::new()
+        let handle = thread::Builder::new()
             .name("tui-input".into())
             .spawn(move || read_events(&sender, &stopping))
             .map_err(TuiError::Spawn)?;

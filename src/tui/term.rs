@@ -6,6 +6,8 @@
 #![forbid(unsafe_code)]
 
 use std::io::{self, Stdout};
+// Not through `crate::sync`: these back process-wide statics read by a panic hook, which
+// need `const` constructors loom's types lack; no loom model covers the terminal.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 

@@ -3,6 +3,8 @@
 //! run is stopped, the summary printed, and `--trace` written.
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+// `std`'s Arc, not `crate::sync`'s: the run hooks and engine options take `std::sync::Arc`
+// trait objects in every build (the binary never runs under loom).
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result};

@@ -38,7 +38,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let columns = usize::from(area.width.saturating_sub(2)).saturating_sub(label_width + 1);
     let per_column = ctx.app.frames_per_column();
     let samples: Vec<&Sample> = ctx.app.history().newest(columns * per_column).collect();
-    let title = title(ctx, frame_interval(ctx), columns * per_column);
+    // The span the samples shown cover, not the span the width could hold.
+    let title = title(ctx, frame_interval(ctx), samples.len());
     let block = ctx.block(title, Focus::Timeline);
     let mut lines = vec![legend(ctx)];
     lines.extend(
@@ -66,14 +67,15 @@ fn title<'a>(ctx: &Ctx<'a>, per_frame: Duration, frames: usize) -> Line<'a> {
     ])
 }
 
-/// The time between two frames, from the history's own timestamps (100 ms until there are
-/// two).
+/// The time between two frames, from the history's own timestamps (the profiler's clock,
+/// which runs on while the workload is paused; 100 ms until there are two).
 fn frame_interval(ctx: &Ctx<'_>) -> Duration {
     let history = ctx.app.history();
     let mut samples = history.samples();
     match (samples.next(), samples.next_back()) {
-        (Some(first), Some(last)) if last.elapsed > first.elapsed => {
-            last.elapsed.saturating_sub(first.elapsed) / (history.len() as u32 - 1)
+        (Some(first), Some(last)) if last.taken_ns > first.taken_ns => {
+            let span = Duration::from_nanos(last.taken_ns - first.taken_ns);
+            span / (history.len() as u32 - 1)
         }
         _ => Duration::from_millis(100),
     }
