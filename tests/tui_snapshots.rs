@@ -216,3 +216,68 @@ fn timeline_span_is_the_history_it_has() {
     let text = widget(&young.app, 160, 12, timeline::draw);
     assert!(text.contains("last 0.3s"), "{text}");
 }
+
+/// A worker row shows the op the profiler says it runs, cut to the column with `…`; a
+/// worker between ops shows none.
+#[test]
+fn worker_rows_show_their_current_op_truncated_to_fit() {
+    use enginetop::profiler::stats::{Activity, WorkerSnapshot};
+    use enginetop::tui::DashboardData;
+    let worker = |thread: u32, op: Option<&str>| WorkerSnapshot {
+        thread,
+        name: format!("cpu0-w{thread}"),
+        device: Some("cpu0".into()),
+        worker: Some(thread),
+        activity: if op.is_some() {
+            Activity::Running
+        } else {
+            Activity::Parked
+        },
+        shares: Default::default(),
+        tasks: 0,
+        ops: 0,
+        steals: 0,
+        current_op: op.map(str::to_string),
+    };
+    let mut data = DashboardData::default();
+    data.snapshot
+        .devices
+        .push(enginetop::profiler::stats::DeviceSnapshot {
+            id: 1,
+            name: "cpu0".into(),
+            ops_per_s: 0.0,
+            tasks_per_s: 0.0,
+            ops: 0,
+            op_errors: 0,
+            tasks: 0,
+            task_panics: 0,
+            queued: 0,
+            queues: Vec::new(),
+            queue_depth: 0,
+            workers: None,
+            resizes: 0,
+        });
+    let long = "layer4_bottleneck2_conv3_backward_weights";
+    data.snapshot.workers = vec![
+        worker(0, Some("fc1_3")),
+        worker(1, Some(long)),
+        worker(2, None),
+    ];
+    let mut app = App::new();
+    app.observe(data);
+    let text = widget(&app, 90, 6, device::draw_stack);
+    let rows: Vec<&str> = text.lines().collect();
+    assert!(
+        rows[1].contains("cpu0-w0") && rows[1].contains("fc1_3"),
+        "{text}"
+    );
+    assert!(
+        rows[2].contains("layer4_bottlen") && rows[2].contains('…'),
+        "{text}"
+    );
+    assert!(!rows[2].contains(long), "the long name is cut: {text}");
+    assert!(
+        !rows[3].contains("fc1") && !rows[3].contains("layer"),
+        "{text}"
+    );
+}

@@ -124,6 +124,8 @@ pub struct WorkerSnapshot {
     pub ops: u64,
     /// Tasks it stole.
     pub steals: u64,
+    /// The op it is running now (the innermost one it started and has not ended), if any.
+    pub current_op: Option<String>,
 }
 
 /// Steals from one queue to one thief, since the start.
@@ -315,8 +317,19 @@ struct ThreadStats {
     steals: u64,
     /// Open spans: (span id, entered at).
     spans: Vec<(u64, u64)>,
-    /// Ops started here and not ended yet: (op id, started at), newest last.
-    open_ops: VecDeque<(u64, u64)>,
+    /// Ops started here and not ended yet: (op id, started at, name), newest last.
+    open_ops: VecDeque<(u64, u64, NameId)>,
+}
+
+impl ThreadStats {
+    /// The op it runs now: the newest op it started and has not ended, while it is running
+    /// (an op whose end was dropped is forgotten once the thread stops running).
+    fn current_op(&self) -> Option<NameId> {
+        if self.running_depth == 0 {
+            return None;
+        }
+        self.open_ops.back().map(|&(_, _, name)| name)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -626,8 +639,10 @@ impl Stats {
         } else {
             None
         };
-        thread.open_ops.push_back((event.op_id(), event.ts_ns));
-        if let Some((id, started)) = spilled {
+        thread
+            .open_ops
+            .push_back((event.op_id(), event.ts_ns, event.name));
+        if let Some((id, started, _)) = spilled {
             if self.in_flight.len() >= MAX_IN_FLIGHT {
                 self.in_flight.clear(); // their ends were dropped; forget them
             }
@@ -640,15 +655,21 @@ impl Stats {
     fn op_start_time(&mut self, event: &Event) -> Option<u64> {
         let id = event.op_id();
         let thread = self.thread(event.thread);
-        if let Some(position) = thread.open_ops.iter().rposition(|&(open, _)| open == id) {
-            return thread.open_ops.remove(position).map(|(_, started)| started);
+        if let Some(position) = thread.open_ops.iter().rposition(|&(open, ..)| open == id) {
+            return thread
+                .open_ops
+                .remove(position)
+                .map(|(_, started, _)| started);
         }
         if let Some(started) = self.in_flight.remove(&id) {
             return Some(started);
         }
         self.threads.iter_mut().find_map(|(_, other)| {
-            let position = other.open_ops.iter().rposition(|&(open, _)| open == id)?;
-            other.open_ops.remove(position).map(|(_, started)| started)
+            let position = other.open_ops.iter().rposition(|&(open, ..)| open == id)?;
+            other
+                .open_ops
+                .remove(position)
+                .map(|(_, started, _)| started)
         })
     }
 
@@ -728,6 +749,7 @@ impl Stats {
                     tasks: stats.tasks,
                     ops: stats.ops,
                     steals: stats.steals,
+                    current_op: stats.current_op().map(|name| name.as_str().to_string()),
                 })
             })
             .collect()
@@ -928,6 +950,40 @@ mod tests {
         assert!(close(shares.idle, 200.0 / 900.0), "{shares:?}");
         assert_eq!(snapshot.workers[0].activity, Activity::Idle);
         assert_eq!(snapshot.op("stats-test-op").unwrap().total_ns, 200 * MS);
+    }
+
+    /// A worker's current op is the innermost op it runs; none between ops or in a bare task.
+    #[test]
+    fn current_op_is_the_innermost_running_op() {
+        let pool = DeviceId::register("stats-test-current");
+        let (outer, inner) = (
+            NameId::intern("stats-test-outer"),
+            NameId::intern("stats-test-inner"),
+        );
+        let current_after = |events: &[(u64, Event)]| {
+            let mut script = Script { events: Vec::new() };
+            for (ms, event) in events {
+                script.at(*ms, 970, *event);
+            }
+            stats_of(&script).snapshot(100 * MS).workers[0]
+                .current_op
+                .clone()
+        };
+        let task = worker(EventKind::TaskStart, pool, 0);
+        let outer_start = Event::op(EventKind::OpStart, pool, outer, OpInfo::new(1));
+        let inner_start = Event::op(EventKind::OpStart, pool, inner, OpInfo::new(2));
+        let inner_end = Event::op(EventKind::OpEnd, pool, inner, OpInfo::new(2));
+        let outer_end = Event::op(EventKind::OpEnd, pool, outer, OpInfo::new(1));
+        let mut events = vec![(0, task)];
+        assert_eq!(current_after(&events), None, "a task without an op");
+        events.push((1, outer_start));
+        assert_eq!(current_after(&events).as_deref(), Some("stats-test-outer"));
+        events.push((2, inner_start));
+        assert_eq!(current_after(&events).as_deref(), Some("stats-test-inner"));
+        events.push((3, inner_end));
+        assert_eq!(current_after(&events).as_deref(), Some("stats-test-outer"));
+        events.push((4, outer_end));
+        assert_eq!(current_after(&events), None, "between ops");
     }
 
     /// Ten ops of 1..=10 ms, the third one failing, on two threads; one end without a start.

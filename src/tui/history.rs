@@ -156,6 +156,7 @@ mod tests {
             tasks: 0,
             ops: 0,
             steals: 0,
+            current_op: None,
         });
         data
     }

@@ -328,7 +328,6 @@ impl DashboardSource for LiveSource {
             snapshot,
             facts,
             devices,
-            current_ops: Default::default(),
         }
     }
 

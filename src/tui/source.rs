@@ -22,7 +22,6 @@
 //! ```
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::profiler::Snapshot;
@@ -96,9 +95,6 @@ pub struct DashboardData {
     /// One entry per device panel, in display order. Empty: one CPU panel per profiler
     /// device, without a priority pool or streams.
     pub devices: Vec<DeviceLayout>,
-    /// The op each thread is running now, by thread id (the profiler's `WorkerSnapshot`
-    /// does not carry it yet; a thread missing here shows no op).
-    pub current_ops: BTreeMap<u32, String>,
 }
 
 /// The header's facts, supplied by the driver.

@@ -371,14 +371,10 @@ impl Model {
     /// The frame at the current step.
     pub fn data(&self, options: &FakeOptions) -> DashboardData {
         let threads = self.threads(options);
-        let mut current_ops = BTreeMap::new();
         let workers = threads
             .iter()
             .map(|thread| {
                 let (activity, shares) = self.activity(options, thread);
-                if activity == Activity::Running {
-                    current_ops.insert(thread.tid, self.op_of(thread).to_string());
-                }
                 self.worker_snapshot(thread, activity, shares)
             })
             .collect();
@@ -397,7 +393,6 @@ impl Model {
         DashboardData {
             facts: self.facts(options, &snapshot),
             devices: self.layout(options),
-            current_ops,
             snapshot,
         }
     }
@@ -435,6 +430,7 @@ impl Model {
             tasks: ops,
             ops,
             steals: self.steals.get(&thread.tid).copied().unwrap_or(0),
+            current_op: (activity == Activity::Running).then(|| self.op_of(thread).to_string()),
         }
     }
 

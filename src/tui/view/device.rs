@@ -256,8 +256,11 @@ impl Columns {
     fn for_width(width: usize, panel: &DevicePanel<'_>) -> Columns {
         let longest = panel.all_workers().map(|w| w.name.chars().count()).max();
         let name = longest.unwrap_or(6).clamp(4, 14);
-        let op = if width >= Self::FIXED + name + 12 + 10 {
-            12
+        // The op column gets a third of what is left past a 10-cell bar (12 to 24 cells),
+        // or nothing when that is under 12; names longer than it end in `…`.
+        let room = width.saturating_sub(Self::FIXED + name + 1 + 10);
+        let op = if room >= 12 {
+            (room / 3).clamp(12, 24)
         } else {
             0
         };
@@ -283,8 +286,7 @@ fn worker_line<'a>(
         )),
     ];
     if columns.op > 0 {
-        let op = ctx.app.data().current_ops.get(&worker.thread);
-        let op = op.map_or("", String::as_str);
+        let op = worker.current_op.as_deref().unwrap_or("");
         spans.push(Span::styled(
             format!(
                 "{:<width$} ",
