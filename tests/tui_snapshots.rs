@@ -116,6 +116,10 @@ fn timeline_zoomed_out_and_third_device_selected() {
     harness.press(KeyCode::Right);
     harness.press(KeyCode::Right);
     assert_screens("zoomed_gpu", &harness);
+    let screen = harness.screen(160, 48);
+    for label in ["compute 0", "compute 1", "copy h2d 0", "copy d2h 0"] {
+        assert!(screen.contains(label), "stream {label} decoded:\n{screen}");
+    }
 }
 
 #[test]

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::source::{
     Control, ControlError, DashboardData, DashboardSource, DeviceKind, DeviceLayout, Facts,
-    StreamLayout, StreamRole,
+    StreamLayout,
 };
 use crate::engine::EngineKind;
 use crate::profiler::{Profiler, Snapshot};
@@ -287,15 +287,7 @@ fn gpu_layout(gpu: u32, snapshot: &Snapshot, model: Option<String>) -> DeviceLay
         .streams
         .iter()
         .filter(|stream| stream.device == device)
-        .map(|stream| StreamLayout {
-            device: device.clone(),
-            stream: stream.stream,
-            role: if stream.stream >> 16 == 0 {
-                StreamRole::Compute
-            } else {
-                StreamRole::Copy
-            },
-        })
+        .map(|stream| StreamLayout::of_code(&device, stream.stream))
         .collect();
     streams.sort_by_key(|stream| stream.stream);
     DeviceLayout {

@@ -24,6 +24,9 @@
 
 use std::time::Duration;
 
+#[cfg(doc)]
+use crate::device::stream::StreamId;
+use crate::device::stream::StreamKind;
 use crate::profiler::Snapshot;
 
 /// What the dashboard runs against: the workload driver (or [`FakeSource`](super::FakeSource)).
@@ -136,24 +139,71 @@ pub enum DeviceKind {
     IntraOp,
 }
 
-/// What a stream is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StreamRole {
-    /// Runs kernels.
-    Compute,
-    /// Copies between host and device.
-    Copy,
-}
-
-/// One GPU stream: the profiler device its events carry and its index there.
+/// One GPU stream: the profiler device its events carry, its number there (the packed
+/// [`StreamId::code`]: role in the high 16 bits, index in the low 16), and what that number
+/// means.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamLayout {
     /// The profiler device name the stream events are recorded under.
     pub device: String,
-    /// The stream index in those events.
+    /// The stream number in those events ([`StreamId::code`]).
     pub stream: u32,
-    /// Compute or copy.
-    pub role: StreamRole,
+    /// Compute, host-to-device or device-to-host.
+    pub kind: StreamKind,
+    /// Index among the device's streams of that kind.
+    pub index: u32,
+}
+
+impl StreamLayout {
+    /// The stream numbered `code` (a [`StreamId::code`]) on profiler device `device`; a role
+    /// this build does not know reads as compute.
+    ///
+    /// ```
+    /// use enginetop::device::stream::{StreamId, StreamKind};
+    /// use enginetop::tui::StreamLayout;
+    /// let h2d = StreamId { device: 0, kind: StreamKind::CopyH2D, index: 1 };
+    /// let layout = StreamLayout::of_code("gpu(0)", h2d.code());
+    /// assert_eq!((layout.kind, layout.index), (StreamKind::CopyH2D, 1));
+    /// assert_eq!(layout.label(), "copy h2d 1");
+    /// ```
+    pub fn of_code(device: &str, code: u32) -> StreamLayout {
+        let (kind, index) = decode_stream_code(code);
+        StreamLayout {
+            device: device.to_string(),
+            stream: code,
+            kind,
+            index,
+        }
+    }
+
+    /// Whether it runs kernels (else it copies).
+    pub fn is_compute(&self) -> bool {
+        self.kind == StreamKind::Compute
+    }
+
+    /// `compute 0`, `copy h2d 0`, `copy d2h 1`.
+    pub fn label(&self) -> String {
+        match self.kind {
+            StreamKind::Compute => format!("compute {}", self.index),
+            copy => format!("copy {} {}", copy.as_str(), self.index),
+        }
+    }
+}
+
+/// The role and index packed into a [`StreamId::code`]; the inverse of that packing (its
+/// round trip is tested for every role). An unknown role reads as compute.
+pub fn decode_stream_code(code: u32) -> (StreamKind, u32) {
+    const ROLES: [StreamKind; 3] = [
+        StreamKind::Compute,
+        StreamKind::CopyH2D,
+        StreamKind::CopyD2H,
+    ];
+    let role = code >> 16;
+    let kind = ROLES
+        .into_iter()
+        .find(|kind| *kind as u32 == role)
+        .unwrap_or(StreamKind::Compute);
+    (kind, code & 0xffff)
 }
 
 /// One device panel and the profiler devices it is drawn from.
@@ -173,4 +223,37 @@ pub struct DeviceLayout {
     pub inter_op: Option<usize>,
     /// What the device is, for its title: a GPU's name, or `simulated: <model's numbers>`.
     pub model: Option<String>,
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::device::stream::StreamId;
+
+    /// The decoding undoes `StreamId::code` for every role (the packing lives in
+    /// `device::stream`; this fails if it changes).
+    #[test]
+    fn stream_codes_decode_to_the_role_and_index_they_pack() {
+        for kind in [
+            StreamKind::Compute,
+            StreamKind::CopyH2D,
+            StreamKind::CopyD2H,
+        ] {
+            for index in [0, 1, 7, 0xffff] {
+                let code = StreamId {
+                    device: 3,
+                    kind,
+                    index,
+                }
+                .code();
+                assert_eq!(decode_stream_code(code), (kind, index), "{code:#x}");
+            }
+        }
+        let labels: Vec<String> = [0, 0x1_0000, 0x2_0001]
+            .into_iter()
+            .map(|code| StreamLayout::of_code("gpu(0)", code).label())
+            .collect();
+        assert_eq!(labels, ["compute 0", "copy h2d 0", "copy d2h 1"]);
+        assert_eq!(decode_stream_code(0x9_0002), (StreamKind::Compute, 2));
+    }
 }

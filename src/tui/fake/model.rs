@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{FakeOptions, Scenario, MAX_WORKERS};
+use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::stats::{
     Activity, DeviceSnapshot, OpSnapshot, QueueSnapshot, Shares, Snapshot, StreamSnapshot,
     WorkerSnapshot,
 };
 use crate::tui::source::{
-    ControlError, DashboardData, DeviceKind, DeviceLayout, Facts, StreamLayout, StreamRole,
+    ControlError, DashboardData, DeviceKind, DeviceLayout, Facts, StreamLayout,
 };
 
 /// The ops the fake runs: name, share of all ops, mean duration at one intra-op thread.
@@ -42,13 +43,21 @@ const GFLOP_PER_OP: f64 = 0.12;
 const PEAK_PER_CORE: f64 = 40.0;
 /// The GPU's ops per second.
 const GPU_OPS_PER_S: f64 = 400.0;
-/// Streams of the simulated GPU: compute 0 and 1, copy 2 and 3.
-const STREAMS: [(u32, StreamRole); 4] = [
-    (0, StreamRole::Compute),
-    (1, StreamRole::Compute),
-    (2, StreamRole::Copy),
-    (3, StreamRole::Copy),
+/// Streams of the simulated GPU by slot: compute 0 and 1, then a copy stream each way.
+const STREAMS: [(u32, StreamId); 4] = [
+    (0, gpu0_stream(StreamKind::Compute, 0)),
+    (1, gpu0_stream(StreamKind::Compute, 1)),
+    (2, gpu0_stream(StreamKind::CopyH2D, 0)),
+    (3, gpu0_stream(StreamKind::CopyD2H, 0)),
 ];
+
+const fn gpu0_stream(kind: StreamKind, index: u32) -> StreamId {
+    StreamId {
+        device: 0,
+        kind,
+        index,
+    }
+}
 
 /// The 64-bit finalizer of SplitMix64: a well-spread hash of `(a, b, c)`.
 pub(super) fn mix(a: u64, b: u64, c: u64) -> u64 {
@@ -74,8 +83,8 @@ pub(super) enum Role {
     Cpu(usize),
     /// Priority worker of CPU device `d`.
     Priority(usize),
-    /// Worker feeding GPU stream `s`.
-    Gpu(u32, StreamRole),
+    /// Worker feeding the GPU stream in slot `s` of [`STREAMS`].
+    Gpu(u32, StreamId),
     /// Intra-op thread.
     Intra,
 }
@@ -188,12 +197,12 @@ impl Model {
             }));
         }
         if options.gpu {
-            threads.extend(STREAMS.iter().map(|&(stream, role)| FakeThread {
-                tid: 9000 + stream,
-                name: gpu_thread_name(stream, role),
+            threads.extend(STREAMS.iter().map(|&(slot, stream)| FakeThread {
+                tid: 9000 + slot,
+                name: stream.to_string(),
                 device: "gpu0".into(),
-                worker: stream,
-                role: Role::Gpu(stream, role),
+                worker: slot,
+                role: Role::Gpu(slot, stream),
             }));
         }
         threads.extend((0..self.intra_op as u32).map(|k| FakeThread {
@@ -405,8 +414,8 @@ impl Model {
     fn op_of(&self, thread: &FakeThread) -> &'static str {
         let pick = mix(self.step / 2, thread.tid as u64, 5) as usize;
         let names: &[usize] = match thread.role {
-            Role::Gpu(_, StreamRole::Copy) => &[10, 11],
-            Role::Gpu(_, StreamRole::Compute) => &[0, 5, 1, 2],
+            Role::Gpu(_, stream) if stream.kind != StreamKind::Compute => &[10, 11],
+            Role::Gpu(..) => &[0, 5, 1, 2],
             Role::Priority(_) => &[8, 9],
             Role::Cpu(_) | Role::Intra => &[0, 1, 2, 3, 4, 5, 6, 7],
         };
@@ -537,12 +546,12 @@ impl Model {
         }
         STREAMS
             .iter()
-            .map(|&(stream, _)| {
-                let ops = self.stream_ops.get(&stream).copied().unwrap_or(0.0) as u64;
+            .map(|&(slot, stream)| {
+                let ops = self.stream_ops.get(&slot).copied().unwrap_or(0.0) as u64;
                 StreamSnapshot {
                     device: "gpu0".into(),
-                    stream,
-                    occupancy: self.stream_busy(stream),
+                    stream: stream.code(),
+                    occupancy: self.stream_busy(slot),
                     ops,
                     submitted: ops + u64::from(!self.paused) * 2,
                 }
@@ -594,11 +603,7 @@ impl Model {
                 priority: None,
                 streams: STREAMS
                     .iter()
-                    .map(|&(stream, role)| StreamLayout {
-                        device: "gpu0".into(),
-                        stream,
-                        role,
-                    })
+                    .map(|&(_, stream)| StreamLayout::of_code("gpu0", stream.code()))
                     .collect(),
                 inter_op: None,
                 model: None,
@@ -611,12 +616,5 @@ impl Model {
             ..DeviceLayout::default()
         });
         layout
-    }
-}
-
-fn gpu_thread_name(stream: u32, role: StreamRole) -> String {
-    match role {
-        StreamRole::Compute => format!("gpu0-compute-{stream}"),
-        StreamRole::Copy => format!("gpu0-copy-{}", stream - 2),
     }
 }

@@ -47,7 +47,8 @@ fn thread_events(thread: &FakeThread, start: u64, events: &mut Vec<Event>) {
         let op = OpInfo::new(id);
         push(Event::op(EventKind::OpStart, device, name, op), begin);
         push(Event::op(EventKind::OpEnd, device, name, op), end);
-        if let Role::Gpu(stream, _) = thread.role {
+        if let Role::Gpu(_, stream) = thread.role {
+            let stream = stream.code();
             push(
                 Event::new(EventKind::StreamSubmit, device, name, stream, id),
                 begin,

@@ -18,7 +18,7 @@ use super::Ctx;
 use crate::profiler::stats::WorkerSnapshot;
 use crate::tui::app::Focus;
 use crate::tui::panels::{DevicePanel, PoolPanel, StreamPanel};
-use crate::tui::source::{DeviceKind, StreamRole};
+use crate::tui::source::DeviceKind;
 use crate::tui::theme::state_glyph;
 
 /// Rows a panel collapsed to its summary takes (borders included).
@@ -135,7 +135,11 @@ fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Span<'a>> {
     match panel.layout.kind {
         DeviceKind::Gpu => {
             parts.extend(panel.layout.model.clone());
-            let compute = count_role(&panel.streams, StreamRole::Compute);
+            let compute = panel
+                .streams
+                .iter()
+                .filter(|s| s.layout.is_compute())
+                .count();
             let copy = panel.streams.len() - compute;
             parts.push(format!("{compute} compute, {copy} copy"));
         }
@@ -158,10 +162,6 @@ fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Span<'a>> {
     }
     spans.push(Span::raw(" "));
     spans
-}
-
-fn count_role(streams: &[StreamPanel<'_>], role: StreamRole) -> usize {
-    streams.iter().filter(|s| s.layout.role == role).count()
 }
 
 fn draw_panel<'a>(
@@ -313,11 +313,7 @@ fn worker_line<'a>(
 
 fn stream_line<'a>(ctx: &Ctx<'a>, stream: &StreamPanel<'a>, width: usize) -> Line<'a> {
     let theme = ctx.theme;
-    let role = match stream.layout.role {
-        StreamRole::Compute => "compute",
-        StreamRole::Copy => "copy",
-    };
-    let label = format!("  {role:<7} s{:<2} ", stream.layout.stream);
+    let label = format!("  {:<12} ", stream.layout.label());
     let (occupancy, ops) = stream.stats.map_or((0.0, 0), |s| (s.occupancy, s.ops));
     let ops = format!("  {:>6} ops", format::count(ops));
     let bar_width = width.saturating_sub(label.chars().count() + 5 + ops.chars().count());
