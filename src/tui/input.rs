@@ -52,7 +52,7 @@ pub const KEYS: [KeyHelp; 14] = [
     ),
     line(
         "space",
-        "pause / resume the workload",
+        "pause / resume the workload (its elapsed time stops too)",
         ("space", "pause"),
         &[(KeyCode::Char(' '), Action::TogglePause)],
     ),

@@ -219,15 +219,18 @@ impl Driver {
         let failed_before = self.engine.stats().failed_ops;
         let first = self.iterations_pushed;
         self.control.run_started(first);
-        let start = Instant::now();
+        // Active time: a pause (the dashboard's space) stops this clock, so rates and a
+        // `--duration` count running time only.
+        let control = Arc::clone(&self.control);
+        let elapsed = move || control.elapsed();
         let mut pushed = 0;
-        while length.wants_another(pushed, start.elapsed(), self.control.stop_requested()) {
+        while length.wants_another(pushed, elapsed(), self.control.stop_requested()) {
             if pushed >= ITERATIONS_IN_FLIGHT {
                 let done = self.wait_for_iterations(first + pushed + 1 - ITERATIONS_IN_FLIGHT);
                 progress(Progress {
                     iterations_done: done - first,
                     length,
-                    elapsed: start.elapsed(),
+                    elapsed: elapsed(),
                 });
                 if self.engine.stats().failed_ops > failed_before {
                     break; // wait_for_all reports it; the queued iterations skip their ops
@@ -237,7 +240,7 @@ impl Driver {
             pushed += 1;
         }
         let drained = self.engine.wait_for_all();
-        let elapsed = start.elapsed();
+        let elapsed = elapsed();
         drained.map_err(|error| RunError::from_engine("wait for the run's ops", error))?;
         progress(Progress {
             iterations_done: pushed,

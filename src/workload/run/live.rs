@@ -14,8 +14,10 @@
 //! - **Stop** sets a flag the driver checks before each iteration, and clears the pause so a
 //!   paused driver wakes up to see it. The run then drains what it pushed (at most
 //!   [`ITERATIONS_IN_FLIGHT`](super::ITERATIONS_IN_FLIGHT) iterations) and returns.
-//! - **Progress** is read without locks from the run's counters (FLOPs, iterations finished)
-//!   and the time the timed part of the run started.
+//! - **Progress** is read without locks from the run's counters (FLOPs, iterations finished);
+//!   its elapsed time is the timed part's *active* time: the time since it started, less the
+//!   time it spent paused (the pause clock sits with the pause flag, under the same mutex).
+//!   The driver's own report uses the same clock, so rates are per active second.
 //!
 //! No wake-up is lost: the pause flag is only changed under the mutex, and the driver
 //! re-checks it under the same mutex before waiting.
@@ -33,9 +35,9 @@ use super::error::RunError;
 pub(super) struct RunControl {
     inter: AtomicUsize,
     intra: AtomicUsize,
-    /// Mirrors `pause_lock` for the driver's lock-free check.
+    /// Mirrors `pause_lock`'s flag for the driver's lock-free check.
     paused: AtomicBool,
-    pause_lock: Mutex<bool>,
+    pause_lock: Mutex<PauseClock>,
     resumed: Condvar,
     stop: AtomicBool,
     /// Iterations finished before the current run started (the latch counts from the first).
@@ -50,7 +52,7 @@ impl RunControl {
             inter: AtomicUsize::new(inter),
             intra: AtomicUsize::new(intra),
             paused: AtomicBool::new(false),
-            pause_lock: Mutex::new(false),
+            pause_lock: Mutex::new(PauseClock::default()),
             resumed: Condvar::new(),
             stop: AtomicBool::new(false),
             first_iteration: AtomicU64::new(0),
@@ -86,15 +88,15 @@ impl RunControl {
         if !self.paused.load(Ordering::Acquire) {
             return;
         }
-        let mut paused = self.pause_lock.lock();
-        while *paused {
-            paused = self.resumed.wait(paused);
+        let mut clock = self.pause_lock.lock();
+        while clock.since.is_some() {
+            clock = self.resumed.wait(clock);
         }
     }
 
     fn set_paused(&self, pause: bool) {
-        let mut paused = self.pause_lock.lock();
-        *paused = pause;
+        let mut clock = self.pause_lock.lock();
+        clock.set(pause, Instant::now());
         self.paused.store(pause, Ordering::Release);
         if !pause {
             self.resumed.notify_all();
@@ -113,13 +115,57 @@ impl RunControl {
     /// The timed part of a run starts now, after `first` iterations of earlier runs.
     pub(super) fn run_started(&self, first: u64) {
         self.first_iteration.store(first, Ordering::Relaxed);
-        *self.started.lock() = Some(Instant::now());
+        let now = Instant::now();
+        *self.started.lock() = Some(now);
+        self.pause_lock.lock().restart(now);
     }
 
-    fn elapsed(&self) -> Duration {
-        self.started
-            .lock()
-            .map_or(Duration::ZERO, |started| started.elapsed())
+    /// The current run's active time: since it started, less the time it spent paused.
+    pub(super) fn elapsed(&self) -> Duration {
+        let Some(started) = *self.started.lock() else {
+            return Duration::ZERO;
+        };
+        let now = Instant::now();
+        let paused = self.pause_lock.lock().paused_for(now);
+        now.saturating_duration_since(started)
+            .saturating_sub(paused)
+    }
+}
+
+/// The pause flag and the time spent paused since the run started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PauseClock {
+    /// Paused since then (`None`: running).
+    since: Option<Instant>,
+    /// Paused time of pauses that ended.
+    total: Duration,
+}
+
+impl PauseClock {
+    /// Pauses or resumes at `now` (pausing twice keeps the first start).
+    fn set(&mut self, pause: bool, now: Instant) {
+        match (pause, self.since) {
+            (true, None) => self.since = Some(now),
+            (false, Some(since)) => {
+                self.total += now.saturating_duration_since(since);
+                self.since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// A run starts at `now`: earlier pauses no longer count (a pause in force does, from now).
+    fn restart(&mut self, now: Instant) {
+        self.total = Duration::ZERO;
+        self.since = self.since.map(|_| now);
+    }
+
+    /// Time paused up to `now`, the pause in force included.
+    fn paused_for(&self, now: Instant) -> Duration {
+        let current = self
+            .since
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since));
+        self.total + current
     }
 }
 
@@ -130,7 +176,8 @@ pub struct LiveProgress {
     pub iterations: u64,
     /// FLOPs of the ops finished in this run.
     pub flops: u64,
-    /// Time since the run's timed part started (zero during setup).
+    /// The run's timed part's active time: since it started, paused time excluded (zero
+    /// during setup).
     pub elapsed: Duration,
     /// Inter-op threads now.
     pub inter: usize,
@@ -225,6 +272,39 @@ impl DriverHandle {
 mod tests {
     use super::*;
     use crate::sync::Arc;
+
+    /// Paused time is left out of the elapsed time, the pause in force included; a new run
+    /// starts from zero paused time.
+    #[test]
+    fn the_pause_clock_counts_paused_time() {
+        let base = Instant::now();
+        let at = |ms: u64| base + Duration::from_millis(ms);
+        let mut clock = PauseClock::default();
+        clock.set(true, at(1_000));
+        clock.set(true, at(1_500)); // already paused: keeps the first start
+        clock.set(false, at(3_000));
+        clock.set(false, at(4_000)); // already running
+        assert_eq!(clock.paused_for(at(5_000)), Duration::from_secs(2));
+        clock.set(true, at(6_000));
+        assert_eq!(clock.paused_for(at(7_000)), Duration::from_secs(3));
+        clock.restart(at(8_000));
+        assert_eq!(clock.paused_for(at(9_000)), Duration::from_secs(1));
+    }
+
+    /// While paused the run's elapsed time stands still (exactly: it is the time up to the
+    /// pause), and it runs again after a resume.
+    #[test]
+    fn elapsed_stands_still_while_paused() {
+        let control = RunControl::new(1, 1);
+        control.run_started(0);
+        control.set_paused(true);
+        let frozen = control.elapsed();
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(control.elapsed(), frozen);
+        control.set_paused(false);
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(control.elapsed() > frozen);
+    }
 
     #[test]
     fn a_paused_waiter_resumes_on_resume_and_on_stop() {
