@@ -285,3 +285,20 @@ fn worker_rows_show_their_current_op_truncated_to_fit() {
         "{text}"
     );
 }
+
+/// `% of peak` compares the CPU ops' GFLOP/s with the CPU peak; the GPU's GFLOP/s stands
+/// apart (a GPU workload never reads 137% of a CPU peak).
+#[test]
+fn header_compares_only_cpu_flops_with_the_cpu_peak() {
+    let mut harness = Harness::new(FakeOptions::default(), 1);
+    let mut data = harness.app.data().clone();
+    data.facts.gflops = Some(20.0);
+    data.facts.gpu_gflops = Some(117.0);
+    data.facts.peak_gflops = Some(100.0);
+    harness.app = App::new();
+    harness.app.observe(data);
+    let text = widget(&harness.app, 160, header::HEIGHT, header::draw);
+    assert!(text.contains("20.0 GFLOP/s 20% of peak"), "{text}");
+    assert!(text.contains("GPU 117.0 GFLOP/s"), "{text}");
+    assert!(!text.contains("137%"), "{text}");
+}

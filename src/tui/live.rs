@@ -12,9 +12,10 @@
 //! dashboard:     LiveSource::snapshot  <- Profiler::snapshot + DriverHandle::progress
 //!                LiveSource::control   -> DriverHandle (resize, pause) / Profiler (export, reset)
 //! ```
-//! The header's GFLOP/s is [`gflops_rate`] over the last second of the driver's FLOP count
-//! while the run goes, and the summary's own figure once it ends, so the final screen and the
-//! headless summary print the same number.
+//! The header's GFLOP/s is a [`GflopsSplit`] (CPU-context ops, compared with the CPU peak;
+//! GPU-context ops apart) over the last second of the driver's FLOP counts while the run
+//! goes, and the summary's own figures once it ends, so the final screen and the headless
+//! summary print the same numbers.
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
@@ -29,7 +30,7 @@ use crate::engine::EngineKind;
 use crate::profiler::{Profiler, Snapshot};
 use crate::sync::{thread, Arc, Mutex};
 use crate::workload::run::{
-    gflops_rate, Driver, DriverHandle, ProfilerReport, RunError, RunLength, RunSummary,
+    Driver, DriverHandle, GflopsSplit, ProfilerReport, RunError, RunLength, RunSummary,
 };
 
 /// How long the header's GFLOP/s averages over.
@@ -63,7 +64,7 @@ pub struct LiveInfo {
 struct Outcome {
     iterations: u64,
     elapsed: Duration,
-    gflops: f64,
+    gflops: GflopsSplit,
     error: Option<String>,
 }
 
@@ -127,13 +128,16 @@ fn outcome_of(result: &Result<RunSummary, RunError>) -> Outcome {
         Ok(summary) => Outcome {
             iterations: summary.iterations,
             elapsed: Duration::from_secs_f64(summary.elapsed_s),
-            gflops: summary.gflops,
+            gflops: GflopsSplit {
+                cpu: summary.cpu_gflops,
+                gpu: summary.gpu_gflops,
+            },
             error: None,
         },
         Err(error) => Outcome {
             iterations: 0,
             elapsed: Duration::ZERO,
-            gflops: 0.0,
+            gflops: GflopsSplit::default(),
             error: Some(error.to_string()),
         },
     }
@@ -146,8 +150,8 @@ pub struct LiveSource {
     workload: String,
     info: LiveInfo,
     outcome: OutcomeSlot,
-    /// (when, FLOPs done) over the last [`RATE_WINDOW`], oldest first.
-    samples: VecDeque<(Instant, u64)>,
+    /// (when, FLOPs done, of which on GPUs) over the last [`RATE_WINDOW`], oldest first.
+    samples: VecDeque<(Instant, u64, u64)>,
     exports: u32,
 }
 
@@ -161,26 +165,33 @@ impl std::fmt::Debug for LiveSource {
 }
 
 impl LiveSource {
-    /// GFLOP/s over the last second of samples, `flops` done now.
-    fn windowed_gflops(&mut self, flops: u64) -> f64 {
+    /// GFLOP/s over the last second of samples, `flops` (`gpu_flops` on GPUs) done now.
+    fn windowed_gflops(&mut self, flops: u64, gpu_flops: u64) -> GflopsSplit {
         let now = Instant::now();
-        self.samples.push_back((now, flops));
+        self.samples.push_back((now, flops, gpu_flops));
         while self.samples.len() > 2 && self.samples[1].0 + RATE_WINDOW <= now {
             self.samples.pop_front();
         }
-        let (then, before) = self.samples[0];
-        gflops_rate(flops.saturating_sub(before), now - then)
+        let (then, before, gpu_before) = self.samples[0];
+        GflopsSplit::of(
+            flops.saturating_sub(before),
+            gpu_flops.saturating_sub(gpu_before),
+            now - then,
+            !self.info.gpus.is_empty(),
+        )
     }
 
     fn facts(&mut self) -> Facts {
         let progress = self.handle.progress();
+        let rates = self.windowed_gflops(progress.flops, progress.gpu_flops);
         let mut facts = Facts {
             workload: self.workload.clone(),
             engine: self.info.engine.to_string(),
             pool_kind: self.info.pool_kind.clone(),
             elapsed: progress.elapsed,
             iterations: progress.iterations,
-            gflops: Some(self.windowed_gflops(progress.flops)),
+            gflops: Some(rates.cpu),
+            gpu_gflops: rates.gpu,
             peak_gflops: self.info.peak_gflops,
             intra_op: progress.intra,
             cores: self.info.cores,
@@ -194,7 +205,8 @@ impl LiveSource {
                 None => {
                     facts.iterations = outcome.iterations;
                     facts.elapsed = outcome.elapsed;
-                    facts.gflops = Some(outcome.gflops);
+                    facts.gflops = Some(outcome.gflops.cpu);
+                    facts.gpu_gflops = outcome.gflops.gpu;
                 }
             }
         }
@@ -394,7 +406,8 @@ mod tests {
         }
         let summary = run.finish().unwrap();
         assert_eq!(data.facts.iterations, summary.iterations);
-        assert_eq!(data.facts.gflops, Some(summary.gflops));
+        assert_eq!(data.facts.gflops, Some(summary.cpu_gflops));
+        assert_eq!(data.facts.gpu_gflops, summary.gpu_gflops);
         let titles: Vec<&str> = data.devices.iter().map(|d| d.title.as_str()).collect();
         assert_eq!(titles, ["cpu0", "intra-op"]);
     }

@@ -113,8 +113,11 @@ pub struct Facts {
     pub elapsed: Duration,
     /// Iterations of the workload's graph completed.
     pub iterations: u64,
-    /// Arithmetic throughput now, if the workload knows its ops' FLOPs.
+    /// Arithmetic throughput now of the ops on CPU contexts (what `% of peak` compares), if
+    /// the workload knows its ops' FLOPs.
     pub gflops: Option<f64>,
+    /// Arithmetic throughput now of the ops on GPU contexts, if the workload has any.
+    pub gpu_gflops: Option<f64>,
     /// The machine's peak, for the `% of peak` figure.
     pub peak_gflops: Option<f64>,
     /// Intra-op threads (threads inside one op).

@@ -94,7 +94,7 @@ pub use error::RunError;
 pub use hooks::{ProfilerReport, Progress, RunHooks};
 pub use live::{DriverHandle, LiveProgress};
 pub use summary::{
-    gflops_rate, peak_fraction, IntraPoolSummary, LaneUsage, RunSettings, RunSummary,
+    gflops_rate, peak_fraction, GflopsSplit, IntraPoolSummary, LaneUsage, RunSettings, RunSummary,
 };
 
 use crate::config::RuntimeConfig;

@@ -41,6 +41,8 @@ const OPS_PER_ITERATION: u64 = 60;
 const GFLOP_PER_OP: f64 = 0.12;
 /// Peak GFLOP/s per core.
 const PEAK_PER_CORE: f64 = 40.0;
+/// GFLOP/s of one GPU stream busy all the time.
+const GPU_GFLOPS_PER_BUSY_STREAM: f64 = 150.0;
 /// The GPU's ops per second.
 const GPU_OPS_PER_S: f64 = 400.0;
 /// Streams of the simulated GPU by slot: compute 0 and 1, then a copy stream each way.
@@ -572,6 +574,10 @@ impl Model {
             elapsed: self.elapsed(options),
             iterations: self.all_ops as u64 / OPS_PER_ITERATION,
             gflops: Some(ops_per_s * GFLOP_PER_OP),
+            gpu_gflops: options.gpu.then(|| {
+                let busy: f64 = snapshot.streams.iter().map(|s| s.occupancy).sum();
+                busy * GPU_GFLOPS_PER_BUSY_STREAM
+            }),
             peak_gflops: Some(options.cores as f64 * PEAK_PER_CORE),
             intra_op: self.intra_op,
             cores: options.cores,

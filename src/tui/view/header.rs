@@ -12,7 +12,7 @@ use ratatui::Frame;
 
 use super::format;
 use super::Ctx;
-use crate::workload::run::peak_fraction;
+use crate::workload::run::GflopsSplit;
 
 /// Rows the header takes.
 pub const HEIGHT: u16 = 2;
@@ -134,17 +134,25 @@ fn figures_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
             ],
         ),
     ];
-    if let Some(gflops) = data.facts.gflops {
-        parts.push((2, vec![sep(), Span::raw(format!("{gflops:.1} GFLOP/s"))]));
-        if let Some(fraction) = peak_fraction(gflops, data.facts.peak_gflops) {
+    if let Some(cpu) = data.facts.gflops {
+        let split = GflopsSplit {
+            cpu,
+            gpu: data.facts.gpu_gflops,
+        };
+        // The first figure is the CPU ops' (the one `% of peak` compares); GPU ops' is apart.
+        parts.push((2, vec![sep(), Span::raw(format!("{cpu:.1} GFLOP/s"))]));
+        if let Some(fraction) = split.peak_fraction(data.facts.peak_gflops) {
             let share = format!(" {:.0}% of peak", 100.0 * fraction);
             parts.push((3, vec![Span::styled(share, theme.dim())]));
+        }
+        if let Some(gpu) = split.gpu {
+            parts.push((4, vec![sep(), Span::raw(format!("GPU {gpu:.1} GFLOP/s"))]));
         }
     }
     parts.push((0, dropped(ctx)));
     if data.facts.cores > 0 {
         let cores = format!("{} cores", data.facts.cores);
-        parts.push((4, vec![sep(), Span::styled(cores, theme.dim())]));
+        parts.push((5, vec![sep(), Span::styled(cores, theme.dim())]));
     }
     parts
 }

@@ -56,6 +56,10 @@ fn lines<'a>(ctx: &Ctx<'a>) -> Vec<Line<'a>> {
     legend.push(Span::styled("st steals  q queue", theme.dim()));
     lines.push(Line::from(legend));
     lines.push(Line::styled(
+        " GFLOP/s and % of peak: CPU ops vs the CPU GEMM peak; GPU ops apart",
+        theme.dim(),
+    ));
+    lines.push(Line::styled(
         " Esc ? q close · NO_COLOR=1 turns colour off",
         theme.dim(),
     ));

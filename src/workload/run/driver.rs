@@ -11,7 +11,7 @@ use crate::engine::{
 };
 use crate::kernels::Tensor;
 use crate::pool::{Pool, PoolOptions, PoolStats};
-use crate::sync::{Arc, Condvar, Mutex};
+use crate::sync::{Arc, AtomicU64, Condvar, Mutex, Ordering};
 use crate::workload::Graph;
 
 use super::counters::{Lane, LaneTotals, RunCounters};
@@ -73,6 +73,8 @@ pub struct RunReport {
     pub elapsed: Duration,
     /// FLOPs: what the kernels reported, the graph's estimate for the others.
     pub flops: u64,
+    /// Of which ops on GPU contexts.
+    pub gpu_flops: u64,
     /// The tensors' checksum after the run.
     pub checksum: u64,
     pub(super) lanes: Vec<LaneTotals>,
@@ -111,6 +113,8 @@ pub(super) struct Shared {
     store: TensorStore,
     ops: Vec<PreparedOp>,
     pub(super) counters: RunCounters,
+    /// FLOPs of the finished ops on GPU contexts (also in `counters`' total).
+    pub(super) gpu_flops: AtomicU64,
     pub(super) intra: Arc<Pool>,
     iterations: IterationLatch,
 }
@@ -130,6 +134,10 @@ impl Shared {
         })?;
         let flops = work.map_or(op.flops_estimate, |work| work.flops);
         self.counters.record(op.lane_slot, start.elapsed(), flops);
+        if !op.ctx.is_cpu() {
+            self.gpu_flops
+                .fetch_add(flops.round() as u64, Ordering::Relaxed);
+        }
         Ok(())
     }
 }
@@ -188,6 +196,7 @@ impl Driver {
             store,
             ops,
             counters: RunCounters::new(&lanes),
+            gpu_flops: AtomicU64::new(0),
             intra,
             iterations: IterationLatch::default(),
         });
@@ -215,6 +224,7 @@ impl Driver {
         length.check()?;
         self.run_setup()?;
         self.shared.counters.reset();
+        self.shared.gpu_flops.store(0, Ordering::Relaxed);
         let pool_before = self.shared.intra.stats();
         let failed_before = self.engine.stats().failed_ops;
         let first = self.iterations_pushed;
@@ -252,6 +262,7 @@ impl Driver {
             ops: pushed * self.graph.iteration.len() as u64,
             elapsed,
             flops: self.shared.counters.flops(),
+            gpu_flops: self.shared.gpu_flops.load(Ordering::Relaxed),
             checksum: self.checksum(),
             lanes: self.shared.counters.lanes(),
             intra_pool: pool_delta(&pool_before, self.shared.intra.stats()),

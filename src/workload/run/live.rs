@@ -176,6 +176,8 @@ pub struct LiveProgress {
     pub iterations: u64,
     /// FLOPs of the ops finished in this run.
     pub flops: u64,
+    /// Of which ops on GPU contexts.
+    pub gpu_flops: u64,
     /// The run's timed part's active time: since it started, paused time excluded (zero
     /// during setup).
     pub elapsed: Duration,
@@ -255,6 +257,7 @@ impl DriverHandle {
         LiveProgress {
             iterations: done.saturating_sub(self.control.first_iteration.load(Ordering::Relaxed)),
             flops: self.shared.counters.flops(),
+            gpu_flops: self.shared.gpu_flops.load(Ordering::Relaxed),
             elapsed: self.control.elapsed(),
             inter: self.control.inter(),
             intra: self.control.intra(),

@@ -96,6 +96,47 @@ pub fn peak_fraction(gflops: f64, peak: Option<f64>) -> Option<f64> {
     peak.filter(|peak| *peak > 0.0).map(|peak| gflops / peak)
 }
 
+/// GFLOP/s split by the context the ops ran on: the CPU's figure is the one compared with
+/// the CPU GEMM peak; the GPU's (`None` when the workload has no GPU ops) stands alone. The
+/// headless summary and the dashboard's header both compute it here, so they agree.
+///
+/// ```
+/// use enginetop::workload::run::GflopsSplit;
+/// use std::time::Duration;
+/// let split = GflopsSplit::of(5_000_000_000, 3_000_000_000, Duration::from_secs(1), true);
+/// assert_eq!((split.cpu, split.gpu), (2.0, Some(3.0)));
+/// assert_eq!(split.total(), 5.0);
+/// assert_eq!(split.peak_fraction(Some(4.0)), Some(0.5)); // the CPU's 2 of 4, not 5 of 4
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct GflopsSplit {
+    /// GFLOP/s of ops on CPU contexts.
+    pub cpu: f64,
+    /// GFLOP/s of ops on GPU contexts, if the workload has any.
+    pub gpu: Option<f64>,
+}
+
+impl GflopsSplit {
+    /// The rates of `flops` (every op) of which `gpu_flops` on GPU contexts, in `elapsed`.
+    pub fn of(flops: u64, gpu_flops: u64, elapsed: Duration, has_gpu_ops: bool) -> Self {
+        let gpu_flops = gpu_flops.min(flops);
+        GflopsSplit {
+            cpu: gflops_rate(flops - gpu_flops, elapsed),
+            gpu: has_gpu_ops.then(|| gflops_rate(gpu_flops, elapsed)),
+        }
+    }
+
+    /// Both together.
+    pub fn total(&self) -> f64 {
+        self.cpu + self.gpu.unwrap_or(0.0)
+    }
+
+    /// The CPU's GFLOP/s as a fraction of the CPU GEMM `peak` (GPU work never counts).
+    pub fn peak_fraction(&self, peak: Option<f64>) -> Option<f64> {
+        peak_fraction(self.cpu, peak)
+    }
+}
+
 /// How busy one worker pool of the engine was.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct LaneUsage {
@@ -167,11 +208,15 @@ pub struct RunSummary {
     pub ops_per_s: f64,
     /// Billions of FLOPs per iteration (the kernels' counts).
     pub gflop_per_iteration: f64,
-    /// Achieved GFLOP/s.
+    /// Achieved GFLOP/s, every op.
     pub gflops: f64,
+    /// Of which ops on CPU contexts (what `peak_fraction` compares).
+    pub cpu_gflops: f64,
+    /// Of which ops on GPU contexts, when the workload has any.
+    pub gpu_gflops: Option<f64>,
     /// This machine's GEMM peak at the intra-op thread count, when measured.
     pub gemm_peak_gflops: Option<f64>,
-    /// `gflops / gemm_peak_gflops`.
+    /// `cpu_gflops / gemm_peak_gflops` (GPU work is not compared with the CPU's peak).
     pub peak_fraction: Option<f64>,
     /// Per worker pool of the engine: ops, busy time, utilization.
     pub utilization: Vec<LaneUsage>,
@@ -198,7 +243,12 @@ impl RunSummary {
     ) -> Self {
         let seconds = report.elapsed.as_secs_f64();
         let per_second = |count: f64| if seconds > 0.0 { count / seconds } else { 0.0 };
-        let gflops = gflops_rate(report.flops, report.elapsed);
+        let split = GflopsSplit::of(
+            report.flops,
+            report.gpu_flops,
+            report.elapsed,
+            graph.uses_gpu(),
+        );
         let peak = gemm_peak_gflops.filter(|peak| *peak > 0.0);
         RunSummary {
             workload: graph.name.clone(),
@@ -209,9 +259,11 @@ impl RunSummary {
             ops: report.ops,
             ops_per_s: per_second(report.ops as f64),
             gflop_per_iteration: report.flops as f64 / report.iterations.max(1) as f64 / 1e9,
-            gflops,
+            gflops: split.total(),
+            cpu_gflops: split.cpu,
+            gpu_gflops: split.gpu,
             gemm_peak_gflops: peak,
-            peak_fraction: peak_fraction(gflops, peak),
+            peak_fraction: split.peak_fraction(peak),
             utilization: lane_usage(settings, report),
             intra_pool: IntraPoolSummary::new(&report.intra_pool),
             checksum: format!("{:016x}", report.checksum),
@@ -291,10 +343,18 @@ impl RunSummary {
             "  GFLOP/s       {:>10.2}   ({:.3} GFLOP per iteration)",
             self.gflops, self.gflop_per_iteration
         )?;
+        if let Some(gpu) = self.gpu_gflops {
+            writeln!(f, "    on CPU      {:>10.2}", self.cpu_gflops)?;
+            writeln!(
+                f,
+                "    on GPU      {gpu:>10.2}   (not compared with the CPU peak)"
+            )?;
+        }
         match (self.gemm_peak_gflops, self.peak_fraction) {
             (Some(peak), Some(fraction)) => writeln!(
                 f,
-                "  GEMM peak     {peak:>10.2}   GFLOP/s on {} intra threads: {:.1}% of peak",
+                "  GEMM peak     {peak:>10.2}   GFLOP/s on {} intra threads: CPU ops at {:.1}% \
+                 of peak",
                 s.intra,
                 fraction * 100.0
             )?,
@@ -338,5 +398,47 @@ impl RunSummary {
             pool.run_by_callers,
             pool.steals
         )
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::device::discover::GpuSelection;
+    use crate::workload::run::{run_workload, RunHooks, RunLength, RunOptions};
+    use crate::workload::{load_spec, Overrides};
+
+    /// A workload with CPU and GPU ops: the GFLOP/s split adds up, only the CPU's share is
+    /// compared with the peak, and the table names both.
+    #[test]
+    fn gpu_flops_are_apart_from_the_cpu_peak() {
+        let overrides = [
+            "device=gpu:0",
+            "batches=2",
+            "rows=16",
+            "features=32",
+            "hidden=32",
+        ];
+        let graph = load_spec("pipeline", &Overrides::from_args(overrides).unwrap()).unwrap();
+        let config = RuntimeConfig {
+            inter_op_threads: 1,
+            intra_op_threads: 1,
+            gpus: GpuSelection::Sim(1),
+            ..RuntimeConfig::default()
+        };
+        let mut options = RunOptions::new(config, RunLength::Iterations(2));
+        options.gemm_peak_gflops = Some(1e-3);
+        let summary = run_workload(graph, &options, RunHooks::default()).unwrap();
+        let gpu = summary.gpu_gflops.expect("the workload has GPU ops");
+        assert!(gpu > 0.0, "the GEMMs run on the GPU: {summary:?}");
+        let sum = summary.cpu_gflops + gpu;
+        assert!((sum - summary.gflops).abs() <= 1e-9 * summary.gflops.max(1.0));
+        let fraction = summary.peak_fraction.unwrap();
+        assert!((fraction - summary.cpu_gflops / 1e-3).abs() <= 1e-6 * fraction.max(1.0));
+        let table = summary.to_string();
+        assert!(
+            table.contains("on GPU") && table.contains("CPU ops at"),
+            "{table}"
+        );
     }
 }
