@@ -81,6 +81,7 @@
 
 mod call;
 mod counters;
+mod device_work;
 mod driver;
 mod error;
 mod hooks;

@@ -15,6 +15,7 @@ use crate::sync::{Arc, AtomicU64, Condvar, Mutex, Ordering};
 use crate::workload::Graph;
 
 use super::counters::{Lane, LaneTotals, RunCounters};
+use super::device_work::DeviceWork;
 use super::error::RunError;
 use super::hooks::{ProfilerReport, Progress, RunHooks};
 use super::live::{DriverHandle, RunControl};
@@ -112,6 +113,8 @@ impl IterationLatch {
 pub(super) struct Shared {
     store: TensorStore,
     ops: Vec<PreparedOp>,
+    /// Per op, what it launches on its GPU stream (`None` for CPU ops).
+    device_work: Vec<Option<DeviceWork>>,
     pub(super) counters: RunCounters,
     /// FLOPs of the finished ops on GPU contexts (also in `counters`' total).
     pub(super) gpu_flops: AtomicU64,
@@ -187,14 +190,16 @@ impl Driver {
         let store = TensorStore::allocate(&graph.tensors)?;
         let vars: Vec<Var> = (0..store.len()).map(|_| engine.new_variable()).collect();
         let mut lanes: Vec<Lane> = Vec::new();
-        let ops = graph
+        let ops: Vec<PreparedOp> = graph
             .ops
             .iter()
             .map(|op| PreparedOp::new(&graph, op, &vars, config.engine_kind, &mut lanes))
             .collect();
+        let device_work = device_work_of(&graph, &ops);
         let shared = Arc::new(Shared {
             store,
             ops,
+            device_work,
             counters: RunCounters::new(&lanes),
             gpu_flops: AtomicU64::new(0),
             intra,
@@ -377,7 +382,14 @@ impl Driver {
             .priority(op.priority);
         let shared = Arc::clone(&self.shared);
         self.engine
-            .push_sync(spec, move |_| shared.run_op(index))
+            .push_sync(spec, move |run| {
+                shared.run_op(index)?;
+                // A GPU op also puts its kernel's device work on its stream (device_work.rs).
+                if let (Some(work), Some(stream)) = (shared.device_work[index], run.stream()) {
+                    stream.launch(work.gpu_work())?;
+                }
+                Ok(())
+            })
             .map_err(|error| self.refused(index, error))
     }
 
@@ -431,6 +443,32 @@ impl std::fmt::Debug for Driver {
             .field("iterations_pushed", &self.iterations_pushed)
             .finish()
     }
+}
+
+/// Per op of `graph`, the device work it launches when it runs on a GPU context.
+fn device_work_of(graph: &Graph, ops: &[PreparedOp]) -> Vec<Option<DeviceWork>> {
+    graph
+        .ops
+        .iter()
+        .zip(ops)
+        .map(|(decl, op)| {
+            if op.ctx.is_cpu() {
+                return None;
+            }
+            let output = decl
+                .writes
+                .first()
+                .map_or(0, |&id| graph.tensor(id).elements());
+            let inputs = decl.reads.len();
+            Some(DeviceWork::of(
+                &op.call,
+                op.prop,
+                output,
+                inputs,
+                op.flops_estimate,
+            ))
+        })
+        .collect()
 }
 
 /// The engine `config` describes, with `inter` CPU workers.
