@@ -1,11 +1,13 @@
-//! [`conv2d`]: im2col, then one GEMM per (image, block of output channels).
+//! [`conv2d`]: im2col (skipped when pointwise), then one GEMM per (image, block of output
+//! channels).
 #![forbid(unsafe_code)]
 
-use super::im2col::im2col_batch;
+use super::im2col::im2col_batch_into;
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::error::{expect_shape, KernelError};
 use crate::kernels::gemm::{gemm_single_threaded, MatView};
 use crate::kernels::par::{for_each_nested_chunk, item_cost, GEMM_FLOPS_PER_CYCLE};
+use crate::kernels::scratch::with_scratch;
 use crate::kernels::tensor::Tensor;
 use crate::kernels::work::Work;
 use crate::pool::ThreadPool;
@@ -37,8 +39,14 @@ pub fn conv2d(
         &output.shape,
         &geometry.output_shape(),
     )?;
-    let cols = im2col_batch(pool, &geometry, &input.data);
-    multiply_by_weight(pool, &geometry, &weight.data, &cols, &mut output.data);
+    if geometry.is_pointwise() {
+        multiply_by_weight(pool, &geometry, &weight.data, &input.data, &mut output.data);
+    } else {
+        with_scratch(geometry.batch * geometry.cols_per_image(), |cols| {
+            im2col_batch_into(pool, &geometry, &input.data, cols);
+            multiply_by_weight(pool, &geometry, &weight.data, cols, &mut output.data);
+        });
+    }
     Ok(geometry.forward_work())
 }
 
