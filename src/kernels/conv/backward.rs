@@ -3,6 +3,7 @@
 //! col2im and im2col: its column matrices are the input (gradient) itself.
 #![forbid(unsafe_code)]
 
+use super::batched::{dense, gather, gemm_by_rows, is_batched, scatter, transposed};
 use super::im2col::{col2im_plane, im2col_batch_into};
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::error::{expect_shape, KernelError};
@@ -35,7 +36,9 @@ pub fn conv2d_backward_data(
         &expected,
     )?;
     let (w, dy) = (&weight.data, &grad_output.data);
-    if geometry.is_pointwise() {
+    if is_batched(&geometry) {
+        batched_backward_data(pool, &geometry, w, dy, &mut grad_input.data);
+    } else if geometry.is_pointwise() {
         weight_transpose_times(pool, &geometry, w, dy, &mut grad_input.data);
     } else {
         with_scratch(geometry.batch * geometry.cols_per_image(), |dcols| {
@@ -44,6 +47,79 @@ pub fn conv2d_backward_data(
         });
     }
     Ok(geometry.backward_data_work())
+}
+
+/// The input gradient as one GEMM over the batch (see `batched.rs`).
+fn batched_backward_data(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    weight: &[f32],
+    grad_output: &[f32],
+    grad_input: &mut [f32],
+) {
+    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let wide = n * pixels;
+    let per_image = if g.is_pointwise() {
+        0
+    } else {
+        n * g.cols_per_image()
+    };
+    with_scratch(per_image + (patch + channels) * wide, |buffer| {
+        let (unrolled, rest) = buffer.split_at_mut(per_image);
+        let (dcols, dy) = rest.split_at_mut(patch * wide);
+        gather(pool, (n, channels, pixels), grad_output, dy);
+        let shape = (patch, wide, channels);
+        gemm_by_rows(
+            pool,
+            shape,
+            transposed(weight, patch),
+            dense(dy, wide),
+            dcols,
+        );
+        if g.is_pointwise() {
+            scatter(pool, (n, patch, pixels), dcols, grad_input);
+        } else {
+            scatter(pool, (n, patch, pixels), dcols, unrolled);
+            col2im_batch(pool, g, unrolled, grad_input);
+        }
+    });
+}
+
+/// The weight gradient as one GEMM over the batch, its inner dimension every image's pixels
+/// (see `batched.rs`).
+fn batched_backward_weights(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    input: &[f32],
+    grad_output: &[f32],
+    grad_weight: &mut [f32],
+) {
+    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let wide = n * pixels;
+    let per_image = if g.is_pointwise() {
+        0
+    } else {
+        n * g.cols_per_image()
+    };
+    with_scratch(per_image + (patch + channels) * wide, |buffer| {
+        let (unrolled, rest) = buffer.split_at_mut(per_image);
+        let (cols, dy) = rest.split_at_mut(patch * wide);
+        if g.is_pointwise() {
+            gather(pool, (n, patch, pixels), input, cols);
+        } else {
+            im2col_batch_into(pool, g, input, unrolled);
+            gather(pool, (n, patch, pixels), unrolled, cols);
+        }
+        gather(pool, (n, channels, pixels), grad_output, dy);
+        let shape = (channels, patch, wide);
+        gemm_by_rows(
+            pool,
+            shape,
+            dense(dy, wide),
+            transposed(cols, wide),
+            grad_weight,
+        );
+    });
 }
 
 /// `dcols_n = W^T dY_n` for every image, into `dcols`: one item per (image, block of `dcols`
@@ -142,7 +218,10 @@ pub fn conv2d_backward_weights(
         &grad_output.shape,
         &expected,
     )?;
-    if geometry.is_pointwise() {
+    if is_batched(&geometry) {
+        let (x, dy) = (&input.data, &grad_output.data);
+        batched_backward_weights(pool, &geometry, x, dy, &mut grad_weight.data);
+    } else if geometry.is_pointwise() {
         grad_times_cols_transposed(pool, &geometry, &input.data, &grad_output.data, grad_weight);
     } else {
         with_scratch(geometry.batch * geometry.cols_per_image(), |cols| {

@@ -89,15 +89,23 @@ pub(super) fn col2im_plane(geometry: &Conv2dGeometry, cols: &[f32], plane: &mut 
     for ky in 0..g.kernel_h {
         for kx in 0..g.kernel_w {
             let row = rows.next().expect("cols holds kh * kw rows");
+            let (lo, hi) = valid_outputs(kx, stride, padding, g.width, g.out_width);
+            if lo >= hi {
+                continue;
+            }
+            let first = lo * stride + kx - padding;
             for (oy, out_row) in row.chunks_exact(g.out_width).enumerate() {
                 let Some(iy) = source_index(oy, ky, stride, padding, g.height) else {
                     continue;
                 };
                 let in_row = &mut plane[iy * g.width..(iy + 1) * g.width];
-                for (ox, value) in out_row.iter().enumerate() {
-                    if let Some(ix) = source_index(ox, kx, stride, padding, g.width) {
-                        in_row[ix] += value;
-                    }
+                let inside = &out_row[lo..hi];
+                if stride == 1 {
+                    let targets = &mut in_row[first..first + inside.len()];
+                    targets.iter_mut().zip(inside).for_each(|(v, &d)| *v += d);
+                } else {
+                    let targets = in_row[first..].iter_mut().step_by(stride);
+                    targets.zip(inside).for_each(|(v, &d)| *v += d);
                 }
             }
         }
@@ -173,6 +181,29 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn col2im_is_the_adjoint_of_im2col() {
+        // <im2col(x), c> == <x, col2im(c)> for any x and c.
+        for (size, kernel, stride, padding) in
+            [(7, 3, 2, 1), (6, 7, 2, 3), (8, 3, 1, 1), (9, 2, 3, 1)]
+        {
+            let g = geometry(size, kernel, stride, padding);
+            let len = kernel * kernel * g.out_pixels();
+            let x: Vec<f32> = (0..size * size).map(|v| (v % 7) as f32 - 3.0).collect();
+            let c: Vec<f32> = (0..len).map(|v| (v % 5) as f32 - 2.0).collect();
+            let mut cols = vec![0.0; len];
+            im2col_plane(&g, &x, &mut cols);
+            let mut plane = vec![f32::NAN; size * size];
+            col2im_plane(&g, &c, &mut plane);
+            let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(a, b)| a * b).sum::<f32>();
+            assert_eq!(
+                dot(&cols, &c),
+                dot(&x, &plane),
+                "{size} {kernel} {stride} {padding}"
+            );
         }
     }
 

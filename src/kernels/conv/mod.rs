@@ -21,6 +21,10 @@
 //! It is the calling thread's scratch buffer ([`super::scratch`]), allocated once per thread
 //! and reused by every later call, not a fresh allocation per call.
 //!
+//! Small output planes (at most [`BATCHED_MAX_PIXELS`] pixels, more than one image) take the
+//! batched path instead (`batched.rs`): the images' column matrices side by side, one GEMM for
+//! the whole batch in each direction.
+//!
 //! A pointwise convolution (1x1 kernel, stride 1, no padding: most of a bottleneck's) skips
 //! im2col and col2im entirely: an image's column matrix is the image itself, so forward and
 //! the weight gradient read the input directly and the input gradient is written directly.
@@ -32,10 +36,12 @@
 #![forbid(unsafe_code)]
 
 mod backward;
+mod batched;
 mod forward;
 mod im2col;
 
 pub use backward::{conv2d_backward_data, conv2d_backward_weights};
+pub use batched::BATCHED_MAX_PIXELS;
 pub use forward::conv2d;
 
 use super::error::{expect_rank, KernelError};
