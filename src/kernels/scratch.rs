@@ -18,12 +18,19 @@
 //! for the whole call, so nothing else can reuse it meanwhile.
 #![forbid(unsafe_code)]
 
-use std::cell::RefCell;
+use slot::SCRATCH;
 
-use crate::sync::thread_local;
+// Loom's `thread_local!` (which `crate::sync` hands out under `--cfg loom`) has no `const`
+// initializer form, so the lint's suggestion would not build there.
+#[allow(clippy::missing_const_for_thread_local)]
+mod slot {
+    use std::cell::RefCell;
 
-thread_local! {
-    static SCRATCH: RefCell<Vec<f32>> = RefCell::new(Vec::new());
+    use crate::sync::thread_local;
+
+    thread_local! {
+        pub(super) static SCRATCH: RefCell<Vec<f32>> = RefCell::new(Vec::new());
+    }
 }
 
 /// Runs `f` on `len` values of this thread's scratch buffer (contents unspecified: `f` must
