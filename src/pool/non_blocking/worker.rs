@@ -181,19 +181,31 @@ impl<Q: StealQueues> Shared<Q> {
             {
                 break;
             }
-            found = self.global_steal(Some(index), rng.u32(..));
+            found = self.spin_round(index, rng.u32(..));
             if found.is_some() {
                 break;
             }
         }
         let owed_a_task = self.spinning.stop();
         if found.is_none() && owed_a_task {
-            // A producer skipped its notify because of us: one more global steal (not just our
-            // own queue) before we may sleep.
-            found = self.global_steal(Some(index), rng.u32(..));
+            // A producer skipped its notify because of us: one more round over every queue
+            // (not just our own) before we may sleep.
+            found = self.spin_round(index, rng.u32(..));
         }
         self.observe(Some(index), PoolEvent::SpinEnd);
         found
+    }
+
+    /// One look for work while spinning: our own queue, then every other. The own queue
+    /// matters: an outside producer pushes to a random queue, often the spinner's own, and
+    /// skips its notify because we spin; a spinner that looked only at the others would leave
+    /// that task waiting out the whole spin budget. (Eigen's `Steal` visits every queue,
+    /// the thief's own included.)
+    #[inline]
+    fn spin_round(&self, index: usize, random: u32) -> Option<Task> {
+        self.queues
+            .pop_local(index)
+            .or_else(|| self.global_steal(Some(index), random))
     }
 
     /// Eigen's `WaitForWork`.
