@@ -15,14 +15,33 @@
 //! under the lock: a worker whose index is at or above it leaves when it next looks for work
 //! (the others keep draining the heap); a grow starts threads for the new slots. Dropping the
 //! pool sets `done`: workers drain the heap, then exit, so nothing queued is lost.
+//!
+//! # Observing the engine's pools ([`PoolObservers`])
+//! The engine builds these pools itself, so whoever wants their workers' events (the
+//! profiler, the dashboard) hands the engine a [`PoolObservers`] factory: it is asked once per
+//! pool the engine starts, with the pool's name (`cpu<i>`, `cpu-prio`, and for the pooled
+//! engine `engine` and `io`), and the observer it returns is installed on that pool.
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 
-use crate::pool::{Pool, PoolError, PoolKind, PoolOptions, Task};
+use crate::pool::{Pool, PoolError, PoolEvent, PoolKind, PoolObserver, PoolOptions, Task};
 use crate::sync::{thread, thread_local, Arc, Condvar, Mutex};
+
+/// Makes the observer of each pool the engine starts, given the pool's name (`cpu<i>`,
+/// `cpu-prio`, `engine`, `io`); `None` leaves that pool unobserved.
+pub type PoolObservers =
+    std::sync::Arc<dyn Fn(&str) -> Option<std::sync::Arc<dyn PoolObserver>> + Send + Sync>;
+
+/// The observer `observers` gives the pool `name`, if any.
+pub fn observer_for(
+    observers: Option<&PoolObservers>,
+    name: &str,
+) -> Option<std::sync::Arc<dyn PoolObserver>> {
+    observers.and_then(|make| make(name))
+}
 
 /// How to build the worker pool of one CPU device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,14 +57,21 @@ pub struct CpuWorkerOptions {
 }
 
 /// Starts the worker pool of CPU device `device`: named `cpu<device>`, threads
-/// `cpu<device>-w<k>`.
-pub fn cpu_pool(device: u32, options: &CpuWorkerOptions) -> Result<Pool, PoolError> {
+/// `cpu<device>-w<k>`, observed by what `observers` gives the name.
+pub fn cpu_pool(
+    device: u32,
+    options: &CpuWorkerOptions,
+    observers: Option<&PoolObservers>,
+) -> Result<Pool, PoolError> {
     let threads = options.threads.max(1);
-    Pool::new(
-        PoolOptions::new(options.pool_kind, threads, format!("cpu{device}"))
-            .max_threads(options.max_threads.max(threads))
-            .allow_spinning(options.allow_spinning),
-    )
+    let name = format!("cpu{device}");
+    let mut pool_options = PoolOptions::new(options.pool_kind, threads, name.as_str())
+        .max_threads(options.max_threads.max(threads))
+        .allow_spinning(options.allow_spinning);
+    if let Some(observer) = observer_for(observers, &name) {
+        pool_options = pool_options.observer(observer);
+    }
+    Pool::new(pool_options)
 }
 
 /// The most threads a priority pool may be resized to.
@@ -83,6 +109,8 @@ struct Shared {
     name: String,
     state: Mutex<State>,
     work: Condvar,
+    /// Where workers report task start/end, park/unpark and resizes.
+    observer: Option<std::sync::Arc<dyn PoolObserver>>,
 }
 
 struct State {
@@ -132,6 +160,15 @@ thread_local! {
 impl PriorityPool {
     /// Starts `threads` (at least 1) workers named `<name>-<k>`.
     pub fn new(name: impl Into<String>, threads: usize) -> Result<Self, PoolError> {
+        Self::with_observer(name, threads, None)
+    }
+
+    /// [`new`](Self::new), with workers reporting to `observer` as a pool's do.
+    pub fn with_observer(
+        name: impl Into<String>,
+        threads: usize,
+        observer: Option<std::sync::Arc<dyn PoolObserver>>,
+    ) -> Result<Self, PoolError> {
         let pool = PriorityPool {
             shared: Arc::new(Shared {
                 name: name.into(),
@@ -144,6 +181,7 @@ impl PriorityPool {
                     tasks_run: 0,
                 }),
                 work: Condvar::new(),
+                observer,
             }),
             handles: Mutex::new(Vec::new()),
         };
@@ -184,7 +222,12 @@ impl PriorityPool {
         }
         let mut handles = self.handles.lock();
         let mut state = self.shared.state.lock();
+        let from = state.active;
         state.active = threads;
+        if from != 0 && from != threads {
+            self.shared
+                .report(None, PoolEvent::Resized { from, to: threads });
+        }
         if state.alive.len() < threads {
             state.alive.resize(threads, false);
             handles.resize_with(threads, || None);
@@ -234,6 +277,12 @@ impl Shared {
         self as *const Self as usize
     }
 
+    fn report(&self, worker: Option<usize>, event: PoolEvent) {
+        if let Some(observer) = &self.observer {
+            observer.on_event(worker, event);
+        }
+    }
+
     fn work_loop(&self, index: usize) {
         WORKER_OF.with(|worker_of| worker_of.set(self.address()));
         let mut state = self.state.lock();
@@ -244,12 +293,18 @@ impl Shared {
             match state.heap.pop() {
                 Some(queued) => {
                     drop(state);
-                    let _ = queued.task.run_caught(); // op tasks report their own panics
+                    self.report(Some(index), PoolEvent::TaskStart);
+                    let panicked = queued.task.run_caught().is_err(); // ops report their own
+                    self.report(Some(index), PoolEvent::TaskEnd { panicked });
                     state = self.state.lock();
                     state.tasks_run += 1;
                 }
                 None if state.done => break,
-                None => state = self.work.wait(state),
+                None => {
+                    self.report(Some(index), PoolEvent::Park);
+                    state = self.work.wait(state);
+                    self.report(Some(index), PoolEvent::Unpark);
+                }
             }
         }
         if index < state.alive.len() {

@@ -11,7 +11,7 @@ use super::threaded::{PerDevice, Pooled, WorkerConfig};
 use super::var::Var;
 use super::{Context, EngineError, EngineKind, EngineObserver, FnProperty, OpName, OpResult};
 use crate::config::RuntimeConfig;
-use crate::device::cpu::CpuWorkerOptions;
+use crate::device::cpu::{CpuWorkerOptions, PoolObservers};
 use crate::device::discover::{GpuChoice, GpuSelection};
 use crate::device::gpu::GpuWorkerCounts;
 use crate::device::sim::SimModel;
@@ -49,6 +49,8 @@ pub struct EngineOptions {
     pub allow_spinning: bool,
     /// Where op events go (the profiler).
     pub observer: Option<Arc<dyn EngineObserver>>,
+    /// Makes the observer of each worker pool the engine starts (the profiler's pool probes).
+    pub pool_observers: Option<PoolObservers>,
 }
 
 impl EngineOptions {
@@ -75,6 +77,7 @@ impl EngineOptions {
             max_threads: DEFAULT_MAX_THREADS,
             allow_spinning: true,
             observer: None,
+            pool_observers: None,
         }
     }
 
@@ -99,6 +102,7 @@ impl EngineOptions {
             max_threads: config.max_threads,
             allow_spinning: config.allow_spinning,
             observer: None,
+            pool_observers: None,
         }
     }
 
@@ -117,6 +121,14 @@ impl EngineOptions {
     /// Installs an observer of op events.
     pub fn observer(mut self, observer: Arc<dyn EngineObserver>) -> Self {
         self.observer = Some(observer);
+        self
+    }
+
+    /// Installs the factory of the observers of the engine's worker pools: it is called with
+    /// each pool's name as the engine starts it (`cpu<i>`, `cpu-prio`; `engine` and `io` for
+    /// the pooled engine).
+    pub fn pool_observers(mut self, observers: PoolObservers) -> Self {
+        self.pool_observers = Some(observers);
         self
     }
 
@@ -198,6 +210,7 @@ impl fmt::Debug for EngineOptions {
             .field("max_threads", &self.max_threads)
             .field("allow_spinning", &self.allow_spinning)
             .field("observer", &self.observer.is_some())
+            .field("pool_observers", &self.pool_observers.is_some())
             .finish()
     }
 }
@@ -345,8 +358,12 @@ impl Engine {
         let gpu = options.gpu_hub();
         let dispatcher: Box<dyn Dispatch> = match options.kind {
             EngineKind::Naive => Box::new(Naive),
-            EngineKind::Pooled => Box::new(Pooled::new(workers)?),
-            EngineKind::PerDevice => Box::new(PerDevice::new(workers, gpu.clone())?),
+            EngineKind::Pooled => Box::new(Pooled::new(workers, options.pool_observers)?),
+            EngineKind::PerDevice => Box::new(PerDevice::new(
+                workers,
+                gpu.clone(),
+                options.pool_observers,
+            )?),
         };
         let core = Core::new(options.kind, dispatcher, options.observer, gpu);
         Ok(Engine {

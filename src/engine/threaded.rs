@@ -32,9 +32,9 @@ use super::core::{Dispatch, DispatchStats, Target};
 use super::current;
 use super::gpu::GpuHub;
 use super::{Context, EngineError, FnProperty, OpName};
-use crate::device::cpu::{cpu_pool, CpuWorkerOptions, PriorityPool};
+use crate::device::cpu::{cpu_pool, observer_for, CpuWorkerOptions, PoolObservers, PriorityPool};
 use crate::device::gpu::{no_gpu_backend, GpuWorkerCounts};
-use crate::pool::{Pool, Task};
+use crate::pool::{Pool, PoolOptions, Task};
 use crate::sync::{Arc, AtomicU32, Mutex, Ordering};
 
 /// CPU devices an engine can address: `cpu(0)` to `cpu(MAX_CPU_DEVICES - 1)`.
@@ -82,6 +82,8 @@ pub(crate) struct PerDevice {
     manage: Mutex<()>,
     /// The GPUs, if the engine has any.
     gpu: Option<Arc<GpuHub>>,
+    /// Makes the observer of each pool started.
+    observers: Option<PoolObservers>,
 }
 
 /// The bit of [`PerDevice::created`] for the priority pool.
@@ -95,16 +97,30 @@ struct Devices {
 }
 
 impl PerDevice {
-    pub(crate) fn new(config: WorkerConfig, gpu: Option<Arc<GpuHub>>) -> Result<Self, EngineError> {
+    pub(crate) fn new(
+        config: WorkerConfig,
+        gpu: Option<Arc<GpuHub>>,
+        observers: Option<PoolObservers>,
+    ) -> Result<Self, EngineError> {
         let per_device = PerDevice {
             config: Mutex::new(config),
             devices: ArcSwapOption::empty(),
             created: AtomicU32::new(1), // cpu(0)
             manage: Mutex::new(()),
             gpu,
+            observers,
         };
         per_device.start()?;
         Ok(per_device)
+    }
+
+    fn cpu_pool(&self, device: u32, config: &WorkerConfig) -> Result<Pool, EngineError> {
+        Ok(cpu_pool(device, &config.cpu, self.observers.as_ref())?)
+    }
+
+    fn priority_pool(&self, threads: usize) -> Result<PriorityPool, EngineError> {
+        let observer = observer_for(self.observers.as_ref(), "cpu-prio");
+        Ok(PriorityPool::with_observer("cpu-prio", threads, observer)?)
     }
 
     /// Makes sure the workers `ctx` and `prop` need exist (slow path, first use only).
@@ -135,12 +151,9 @@ impl PerDevice {
         let config = *self.config.lock();
         let mut next = Devices::clone(&current);
         if wants_priority {
-            next.priority = Some(StdArc::new(PriorityPool::new(
-                "cpu-prio",
-                config.priority_threads,
-            )?));
+            next.priority = Some(StdArc::new(self.priority_pool(config.priority_threads)?));
         } else {
-            next.cpu[ctx.id as usize] = Some(StdArc::new(cpu_pool(ctx.id, &config.cpu)?));
+            next.cpu[ctx.id as usize] = Some(StdArc::new(self.cpu_pool(ctx.id, &config)?));
         }
         self.devices.store(Some(StdArc::new(next)));
         self.created.fetch_or(bit, Ordering::Release);
@@ -207,11 +220,11 @@ impl Dispatch for PerDevice {
             priority: None,
         };
         for device in (0..MAX_CPU_DEVICES).filter(|device| created & (1 << device) != 0) {
-            devices.cpu[device as usize] = Some(StdArc::new(cpu_pool(device, &config.cpu)?));
+            devices.cpu[device as usize] = Some(StdArc::new(self.cpu_pool(device, &config)?));
         }
         if created & PRIORITY_BIT != 0 {
             let threads = config.priority_threads;
-            devices.priority = Some(StdArc::new(PriorityPool::new("cpu-prio", threads)?));
+            devices.priority = Some(StdArc::new(self.priority_pool(threads)?));
         }
         self.devices.store(Some(StdArc::new(devices)));
         if let Some(gpu) = &self.gpu {
@@ -263,6 +276,8 @@ pub(crate) struct Pooled {
     config: Mutex<WorkerConfig>,
     pools: ArcSwapOption<PooledPools>,
     manage: Mutex<()>,
+    /// Makes the observer of each pool started.
+    observers: Option<PoolObservers>,
 }
 
 struct PooledPools {
@@ -271,11 +286,15 @@ struct PooledPools {
 }
 
 impl Pooled {
-    pub(crate) fn new(config: WorkerConfig) -> Result<Self, EngineError> {
+    pub(crate) fn new(
+        config: WorkerConfig,
+        observers: Option<PoolObservers>,
+    ) -> Result<Self, EngineError> {
         let pooled = Pooled {
             config: Mutex::new(config),
             pools: ArcSwapOption::empty(),
             manage: Mutex::new(()),
+            observers,
         };
         pooled.start()?;
         Ok(pooled)
@@ -309,23 +328,23 @@ impl Dispatch for Pooled {
             return Ok(());
         }
         let config = *self.config.lock();
-        let workers = Pool::new(
-            crate::pool::PoolOptions::new(
-                config.cpu.pool_kind,
-                config.cpu.threads.max(1),
-                "engine",
-            )
-            .max_threads(config.cpu.max_threads.max(config.cpu.threads))
-            .allow_spinning(config.cpu.allow_spinning),
-        )?;
-        let io_options = CpuWorkerOptions {
-            threads: 1,
-            ..config.cpu
-        };
-        let io = Pool::new(
-            crate::pool::PoolOptions::new(io_options.pool_kind, 1, "io")
-                .allow_spinning(io_options.allow_spinning),
-        )?;
+        let observed =
+            |options: PoolOptions, name: &str| match observer_for(self.observers.as_ref(), name) {
+                Some(observer) => options.observer(observer),
+                None => options,
+            };
+        let threads = config.cpu.threads.max(1);
+        let workers = Pool::new(observed(
+            PoolOptions::new(config.cpu.pool_kind, threads, "engine")
+                .max_threads(config.cpu.max_threads.max(threads))
+                .allow_spinning(config.cpu.allow_spinning),
+            "engine",
+        ))?;
+        let io = Pool::new(observed(
+            PoolOptions::new(config.cpu.pool_kind, 1, "io")
+                .allow_spinning(config.cpu.allow_spinning),
+            "io",
+        ))?;
         self.pools
             .store(Some(StdArc::new(PooledPools { workers, io })));
         Ok(())

@@ -1,0 +1,96 @@
+//! The engine installs the observers a `pool_observers` factory makes on every worker pool it
+//! starts, so the profiler (and the dashboard) see the engine's workers.
+
+use std::sync::{Arc, Mutex};
+
+use enginetop::engine::{Context, Engine, EngineKind, EngineOptions, FnProperty, OpSpec};
+use enginetop::pool::{PoolEvent, PoolObserver};
+
+/// Records (pool name, worker, event) for every event of every pool it observes.
+#[derive(Default)]
+struct Recorder {
+    events: Mutex<Vec<(String, Option<usize>, PoolEvent)>>,
+}
+
+struct Named {
+    pool: String,
+    recorder: Arc<Recorder>,
+}
+
+impl PoolObserver for Named {
+    fn on_event(&self, worker: Option<usize>, event: PoolEvent) {
+        let mut events = self.recorder.events.lock().unwrap();
+        events.push((self.pool.clone(), worker, event));
+    }
+}
+
+fn engine_with_recorder(kind: EngineKind) -> (Engine, Arc<Recorder>, Arc<Mutex<Vec<String>>>) {
+    let recorder = Arc::new(Recorder::default());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let (for_factory, asked_log) = (recorder.clone(), asked.clone());
+    let options = EngineOptions::new(kind, 2).pool_observers(Arc::new(move |pool: &str| {
+        asked_log.lock().unwrap().push(pool.to_string());
+        Some(Arc::new(Named {
+            pool: pool.to_string(),
+            recorder: for_factory.clone(),
+        }) as Arc<dyn PoolObserver>)
+    }));
+    (Engine::new(options).unwrap(), recorder, asked)
+}
+
+fn task_starts(recorder: &Recorder, pool: &str) -> usize {
+    let events = recorder.events.lock().unwrap();
+    events
+        .iter()
+        .filter(|(name, worker, event)| {
+            name == pool && worker.is_some() && *event == PoolEvent::TaskStart
+        })
+        .count()
+}
+
+#[test]
+fn per_device_pools_and_the_priority_pool_report_to_their_observers() {
+    let (engine, recorder, asked) = engine_with_recorder(EngineKind::PerDevice);
+    let vars = [engine.new_variable()];
+    for i in 0..20 {
+        let prop = if i % 2 == 0 {
+            FnProperty::Normal
+        } else {
+            FnProperty::CpuPrioritized
+        };
+        engine
+            .push_sync(
+                OpSpec::new("observed")
+                    .writes(&vars)
+                    .ctx(Context::cpu(0))
+                    .prop(prop),
+                |_| Ok(()),
+            )
+            .unwrap();
+    }
+    engine.wait_for_all().unwrap();
+    drop(engine); // joins the workers, so every event is in
+    let asked = asked.lock().unwrap().clone();
+    assert!(asked.contains(&"cpu0".to_string()), "asked for {asked:?}");
+    assert!(
+        asked.contains(&"cpu-prio".to_string()),
+        "asked for {asked:?}"
+    );
+    assert_eq!(task_starts(&recorder, "cpu0"), 10);
+    assert_eq!(task_starts(&recorder, "cpu-prio"), 10);
+}
+
+#[test]
+fn pooled_engine_pools_report_to_their_observers() {
+    let (engine, recorder, asked) = engine_with_recorder(EngineKind::Pooled);
+    let vars = [engine.new_variable()];
+    for _ in 0..8 {
+        engine
+            .push_sync(OpSpec::new("observed").writes(&vars), |_| Ok(()))
+            .unwrap();
+    }
+    engine.wait_for_all().unwrap();
+    drop(engine);
+    assert_eq!(*asked.lock().unwrap(), vec!["engine", "io"]);
+    assert_eq!(task_starts(&recorder, "engine"), 8);
+}
