@@ -164,6 +164,8 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         }
     })?;
     if let Some(path) = &args.trace {
+        let engine = enginetop::engine::EngineOptions::from_config(&options.config);
+        enginetop::profiler::stream_probe::describe_gpus(&profiler, &engine); // GPU models
         profiler.flush();
         let export = profiler.export_chrome_file(path)?;
         eprintln!(
