@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use crate::bench::engine::{run_once, Shape};
 use crate::bench::stats::median;
-use crate::engine::{Engine, EngineKind, EngineOptions};
+use crate::engine::{Engine, EngineKind, EngineObserver, EngineOptions};
 use crate::pool::barrier::Barrier;
 use crate::pool::{Pool, PoolError, PoolKind, PoolOptions};
 use crate::profiler::clock::Epoch;
@@ -469,6 +469,18 @@ pub fn random_dag(config: &mut ProfilerBenchConfig) -> ProfilerBenchResult {
     result
 }
 
+/// `probe` as the engine's observer (loom's `Arc` cannot coerce to a `dyn`: it goes through
+/// `from_std` there).
+#[cfg(not(loom))]
+fn engine_observer(probe: EngineProbe) -> crate::sync::Arc<dyn EngineObserver> {
+    crate::sync::Arc::new(probe)
+}
+
+#[cfg(loom)]
+fn engine_observer(probe: EngineProbe) -> crate::sync::Arc<dyn EngineObserver> {
+    crate::sync::Arc::from_std(std::sync::Arc::new(probe))
+}
+
 /// The engine benchmark's random_dag, profiled (engine and pool probes) vs bare; the ratio,
 /// or why there is none (an engine error, a wrong digest).
 fn engine_random_dag(config: &ProfilerBenchConfig) -> Result<f64, String> {
@@ -481,7 +493,7 @@ fn engine_random_dag(config: &ProfilerBenchConfig) -> Result<f64, String> {
     let ratio = overhead_ratio(config.reps, |profiler| {
         let mut options = EngineOptions::new(kind, threads);
         if profiler.is_enabled() {
-            options = options.observer(std::sync::Arc::new(EngineProbe::new(profiler)));
+            options = options.observer(engine_observer(EngineProbe::new(profiler)));
             options.pool_observers = PoolProbe::engine_pools(profiler);
         }
         let outcome = Engine::new(options)
