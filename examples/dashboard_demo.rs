@@ -1,4 +1,5 @@
-//! The dashboard on synthetic data (`FakeSource`), until the workload driver lands.
+//! The dashboard on synthetic data (`FakeSource`): for working on the dashboard without a
+//! workload (`enginetop --workload NAME` shows a real run).
 //!
 //! ```text
 //! cargo run --example dashboard_demo [-- --overloaded] [--finish-after SECONDS]

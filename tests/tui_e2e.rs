@@ -1,14 +1,17 @@
-//! End to end in a real terminal: tmux runs the dashboard (today the `dashboard_demo`
-//! example over the `FakeSource`; `enginetop --workload resnet-like` once the driver lands,
-//! see [`dashboard_command`]), and the test reads the screen like a person would.
+//! End to end in a real terminal: tmux runs the real thing, `enginetop --workload
+//! resnet-like` (at a small size, see [`dashboard_command`]), and the test reads the screen
+//! like a person would.
 //!
-//! It waits (with a timeout, never a fixed sleep) for worker rows, adds an inter-op worker
-//! (`+`) and an intra-op thread (`]`) and sees the new counts in the header, exports a trace
-//! (`e`) and validates the file named on screen, pauses (space) and sees PAUSED, quits (`q`),
-//! and checks that the process exited 0 and the terminal was restored: the alternate screen
-//! is off, the cursor shows, the shell prompt is back and `stty` reports canonical mode with
-//! echo. The tmux server has its own socket and is killed when the test ends, pass or fail.
-//! Without tmux the test prints why and passes (CI installs tmux).
+//! It waits (with a timeout, never a fixed sleep) for the engine's worker rows, adds an
+//! inter-op worker (`+`) and an intra-op thread (`]`) and sees the new counts in the header
+//! and the new worker's row, exports a trace (`e`) and validates the file named on screen,
+//! pauses (space) and sees PAUSED, quits (`q`), and checks that the process exited 0, printed
+//! its summary, and restored the terminal: the alternate screen is off, the cursor shows, the
+//! shell prompt is back and `stty` reports canonical mode with echo. A second run with
+//! `--iterations` checks that the final numbers stay on screen until `q`. The panic test
+//! drives the `dashboard_demo` example (its source can be made to panic). The tmux server has
+//! its own socket and is killed when the test ends, pass or fail. Without tmux the tests print
+//! why and pass (CI installs tmux).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -158,12 +161,23 @@ fn demo_binary() -> PathBuf {
         .clone()
 }
 
-/// The command the test drives. When the workload driver lands, this becomes
-/// `enginetop --workload resnet-like` (with its trace directory flag).
-fn dashboard_command(traces: &Path) -> String {
+/// The dashboard over `dashboard_demo`'s fake source (for the panic test).
+fn demo_command(traces: &Path) -> String {
     format!(
         "'{}' --trace-dir '{}'",
         demo_binary().display(),
+        traces.display()
+    )
+}
+
+/// `enginetop --workload resnet-like`, small enough for 2 busy cores, 2 inter-op workers and
+/// 1 intra-op thread, a given GEMM peak (the scratch HOME has no cached one), traces to
+/// `traces`, then `extra` flags.
+fn dashboard_command(traces: &Path, extra: &str) -> String {
+    format!(
+        "'{}' --workload resnet-like --set image=32 --set batch=1 --inter 2 --intra 1 \
+         --gemm-peak 50 --trace-dir '{}' {extra}",
+        env!("CARGO_BIN_EXE_enginetop"),
         traces.display()
     )
 }
@@ -225,9 +239,16 @@ impl Run {
             "the alternate screen is left"
         );
         assert_eq!(self.tmux.pane("cursor_flag"), "1", "the cursor shows again");
+        // The command returned (its exit code is written): the last line is a fresh prompt.
         self.tmux.wait_for("the shell prompt again", |s| {
-            s.lines().filter(|line| line.starts_with(PROMPT)).count() >= 2
+            s.trim_end().lines().last().map(str::trim_end) == Some(PROMPT)
         })
+    }
+
+    /// Everything the pane showed, its scrollback included.
+    fn history(&self) -> String {
+        self.tmux
+            .ok(&["capture-pane", "-p", "-S", "-", "-t", "e2e"])
     }
 }
 
@@ -263,12 +284,15 @@ fn the_dashboard_resizes_exports_pauses_and_restores_the_terminal() {
         println!("skipped: tmux is not installed (apt-get install tmux); CI installs it");
         return;
     }
-    let run = Run::start("keys", dashboard_command);
+    let run = Run::start("keys", |work| dashboard_command(work, ""));
     let tmux = &run.tmux;
-    let screen = tmux.wait_for("worker rows", |s| {
-        s.contains("cpu0-w0") && s.contains(" inter ")
-    });
-    assert_eq!(settings(&screen), ("4".into(), "2".into()), "{screen}");
+    let started = Instant::now();
+    // The engine's workers, its priority pool's and the intra-op pool's each get a row.
+    let rows = ["cpu0-w0", "cpu0-w1", "cpu-prio-0", "intra-w0", " inter "];
+    let screen = tmux.wait_for("worker rows", |s| rows.iter().all(|row| s.contains(row)));
+    println!("worker rows after {:?}", started.elapsed()); // informative, never asserted
+    assert!(screen.contains("resnet-like"), "{screen}");
+    assert_eq!(settings(&screen), ("2".into(), "1".into()), "{screen}");
     assert_eq!(
         tmux.pane("alternate_on"),
         "1",
@@ -276,13 +300,11 @@ fn the_dashboard_resizes_exports_pauses_and_restores_the_terminal() {
     );
 
     tmux.type_text("+");
-    tmux.wait_for("inter 5", |s| settings(s).0 == "5");
+    tmux.wait_for("inter 3 and the new worker's row", |s| {
+        settings(s).0 == "3" && s.contains("cpu0-w2")
+    });
     tmux.type_text("]");
-    let screen = tmux.wait_for("intra 3", |s| settings(s).1 == "3");
-    assert!(
-        screen.contains("cpu0-w4"),
-        "the new worker has a row:\n{screen}"
-    );
+    tmux.wait_for("intra 2", |s| settings(s).1 == "2");
 
     tmux.type_text("e");
     let screen = tmux.wait_for("the trace path", |s| exported_path(s).is_some());
@@ -301,6 +323,32 @@ fn the_dashboard_resizes_exports_pauses_and_restores_the_terminal() {
         !screen.contains("cpu0-w0"),
         "the dashboard is gone:\n{screen}"
     );
+    let summary = run.history();
+    assert!(
+        summary.contains("3 inter x 2 intra"),
+        "the summary reports the settings as resized:\n{summary}"
+    );
+}
+
+#[test]
+fn a_finished_run_keeps_its_final_numbers_until_q() {
+    if !tmux_available() {
+        println!("skipped: tmux is not installed (apt-get install tmux); CI installs it");
+        return;
+    }
+    let run = Run::start("finish", |work| dashboard_command(work, "--iterations 3"));
+    let screen = run.tmux.wait_for("FINISHED", |s| s.contains("FINISHED"));
+    assert!(screen.contains("iter 3"), "the final numbers:\n{screen}");
+    assert_eq!(run.tmux.pane("alternate_on"), "1", "still on screen");
+    assert!(!run.file("exit-code").exists(), "it waits for q:\n{screen}");
+    run.tmux.type_text("q");
+    assert_eq!(run.exit_code(), "0");
+    run.assert_terminal_restored();
+    let history = run.history();
+    assert!(
+        history.contains("resnet-like: 3 iterations"),
+        "the summary follows:\n{history}"
+    );
 }
 
 #[test]
@@ -310,7 +358,7 @@ fn a_panic_restores_the_terminal_before_its_message() {
         return;
     }
     let run = Run::start("panic", |work| {
-        format!("{} --panic-after 1", dashboard_command(work))
+        format!("{} --panic-after 1", demo_command(work))
     });
     assert_eq!(run.exit_code(), "101", "a panic exits 101");
     let screen = run.assert_terminal_restored();

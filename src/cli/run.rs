@@ -1,5 +1,8 @@
 //! The main command, `enginetop --workload NAME|PATH ...`: load the workload, run it on the
-//! engine with real kernels (headless: a progress bar on stderr), print the summary.
+//! engine with real kernels, print the summary. On a terminal the run goes under the live
+//! dashboard (until `q`, or for `--iterations`/`--duration`, then the final numbers stay until
+//! `q`), with log lines in a file; with `--headless` or when stdout is not a terminal, a
+//! progress bar on stderr.
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,15 +13,19 @@ use clap::Args;
 
 use enginetop::bench::gemm as gemm_bench;
 use enginetop::config::{ConfigOverrides, RuntimeConfig};
+use enginetop::device::cpu::PoolObservers;
 use enginetop::engine::EngineKind;
 use enginetop::pool::PoolKind;
 use enginetop::profiler::{
     DeviceId, EngineProbe, PoolProbe, Profiler, ProfilerOptions, StreamProbe,
 };
+use enginetop::tui::live;
 use enginetop::workload;
 use enginetop::workload::run::{
-    run_workload, ProfilerReport, Progress, RunHooks, RunLength, RunOptions,
+    run_workload, ProfilerReport, Progress, RunHooks, RunLength, RunOptions, RunSummary,
 };
+
+mod dashboard;
 
 /// How `--summary` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -40,7 +47,8 @@ pub(super) struct RunArgs {
     #[arg(long = "set", value_name = "NAME=VALUE", requires = "workload")]
     set: Vec<String>,
 
-    /// Iterations to run [default: as many as fit in 3 seconds].
+    /// Iterations to run [default: as many as fit in 3 seconds; under the dashboard, until
+    /// you quit].
     #[arg(long, value_name = "N", value_parser = parse_iterations, conflicts_with = "duration")]
     iterations: Option<u64>,
 
@@ -84,6 +92,10 @@ pub(super) struct RunArgs {
     /// Implied when stdout is not a terminal.
     #[arg(long)]
     headless: bool,
+
+    /// Where the dashboard's `e` writes traces [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    trace_dir: Option<PathBuf>,
 
     /// Compare with this GEMM peak (GFLOP/s) instead of the measured one (measured once per
     /// machine and cached; `enginetop bench gemm` refreshes it).
@@ -140,7 +152,7 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
     }
     let graph = workload::load_spec(spec, &workload::Overrides::from_args(&args.set)?)?;
     if !args.headless && std::io::stdout().is_terminal() {
-        eprintln!("note: the live dashboard arrives with the TUI; running headless for now");
+        return dashboard::run(args, config, graph);
     }
     let intra = config.effective_intra_op_threads();
     let options = RunOptions {
@@ -163,37 +175,29 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
             eprint!("\r\x1b[2K"); // the error goes on a clean line
         }
     })?;
-    if let Some(path) = &args.trace {
+    if args.trace.is_some() {
         let engine = enginetop::engine::EngineOptions::from_config(&options.config);
         enginetop::profiler::stream_probe::describe_gpus(&profiler, &engine); // GPU models
-        profiler.flush();
-        let export = profiler.export_chrome_file(path)?;
-        eprintln!(
-            "trace: {} ({} events; open it in ui.perfetto.dev or chrome://tracing)",
-            path.display(),
-            export.trace_events
-        );
     }
-    let text = match args.summary {
-        SummaryFormat::Table => summary.to_string(),
-        SummaryFormat::Json => format!("{}\n", summary.json()),
-    };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .context("writing to stdout")?;
-    stdout.flush().context("writing to stdout")
+    export_trace(args, &profiler)?;
+    print_summary(args, &summary)
 }
 
 /// The run's hooks into `profiler`: engine ops, the intra-op pool's workers, the summary's
 /// aggregate table. A disabled profiler gets none.
-fn profiler_hooks(profiler: &Profiler) -> RunHooks {
+pub(super) fn profiler_hooks(profiler: &Profiler) -> RunHooks {
     if !profiler.is_enabled() {
         return RunHooks::default();
     }
-    let intra = PoolProbe::new(profiler, DeviceId::register("intra-op"));
+    let intra = PoolProbe::new(profiler, DeviceId::register(live::INTRA_DEVICE));
+    let for_pools = profiler.clone();
+    let pool_observers: PoolObservers = Arc::new(move |pool: &str| {
+        let device = DeviceId::register(&live::engine_pool_device(pool));
+        Some(PoolProbe::new(&for_pools, device).into_observer())
+    });
     RunHooks {
         engine_observer: Some(Arc::new(EngineProbe::new(profiler))),
+        pool_observers: Some(pool_observers),
         stream_observer: Some(Arc::new(StreamProbe::new(profiler))),
         intra_pool_observer: Some(intra.into_observer()),
         profiler: Some(Arc::new(ProfilerTable(profiler.clone()))),
@@ -202,7 +206,7 @@ fn profiler_hooks(profiler: &Profiler) -> RunHooks {
 }
 
 /// The profiler's part of the summary.
-struct ProfilerTable(Profiler);
+pub(super) struct ProfilerTable(pub(super) Profiler);
 
 impl ProfilerReport for ProfilerTable {
     fn aggregate_table(&self) -> String {
@@ -215,12 +219,47 @@ impl ProfilerReport for ProfilerTable {
     }
 }
 
-fn run_length(args: &RunArgs) -> RunLength {
+/// `--iterations` or `--duration`, else `default`.
+fn chosen_length(args: &RunArgs, default: RunLength) -> RunLength {
     match (args.iterations, args.duration) {
         (Some(iterations), _) => RunLength::Iterations(iterations),
         (None, Some(duration)) => RunLength::Duration(duration),
-        (None, None) => RunLength::Duration(Duration::from_secs(DEFAULT_RUN_SECONDS)),
+        (None, None) => default,
     }
+}
+
+fn run_length(args: &RunArgs) -> RunLength {
+    chosen_length(
+        args,
+        RunLength::Duration(Duration::from_secs(DEFAULT_RUN_SECONDS)),
+    )
+}
+
+/// Prints `summary` to stdout as `--summary` says.
+fn print_summary(args: &RunArgs, summary: &RunSummary) -> Result<()> {
+    let text = match args.summary {
+        SummaryFormat::Table => summary.to_string(),
+        SummaryFormat::Json => format!("{}\n", summary.json()),
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .context("writing to stdout")?;
+    stdout.flush().context("writing to stdout")
+}
+
+/// Writes the profiler's trace window to `--trace FILE`, if given.
+fn export_trace(args: &RunArgs, profiler: &Profiler) -> Result<()> {
+    if let Some(path) = &args.trace {
+        profiler.flush();
+        let export = profiler.export_chrome_file(path)?;
+        eprintln!(
+            "trace: {} ({} events; open it in ui.perfetto.dev or chrome://tracing)",
+            path.display(),
+            export.trace_events
+        );
+    }
+    Ok(())
 }
 
 /// This machine's GEMM peak on `threads` intra-op threads: from the cache, or measured once
@@ -239,7 +278,7 @@ fn gemm_peak(threads: usize) -> Option<f64> {
 }
 
 /// Whether the GEMM peak cache holds a default-size figure for `threads` threads.
-fn gemm_peak_is_cached(threads: usize) -> bool {
+pub(super) fn gemm_peak_is_cached(threads: usize) -> bool {
     let Some(dir) = gemm_bench::default_cache_dir() else {
         return false;
     };

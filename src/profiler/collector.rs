@@ -147,6 +147,12 @@ impl Core {
         self.stats.lock().snapshot(now)
     }
 
+    /// Zeroes the statistics' counters, histograms and windows (see [`Stats::reset`]).
+    pub(crate) fn reset_stats(&self) {
+        let now = self.epoch.now_ns();
+        self.stats.lock().reset(now);
+    }
+
     /// The trace window, sorted by timestamp, and how many events it let go.
     pub(crate) fn window_events(&self) -> (Vec<Event>, u64) {
         let window = self.window.lock();

@@ -432,6 +432,27 @@ impl Profiler {
             .map_or_else(Snapshot::default, |core| core.snapshot())
     }
 
+    /// Zeroes the live statistics (the dashboard's `r`): op and span tables, steal counts,
+    /// device and stream counters, worker counts and state shares, dropped events. The known
+    /// workers stay (with their current state), and the trace window is kept. Flushes first,
+    /// so everything recorded before the call is left out.
+    ///
+    /// ```
+    /// use enginetop::profiler::{DeviceId, NameId, OpInfo, Profiler, ProfilerOptions};
+    /// let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+    /// let (cpu, op) = (DeviceId::register("doc-reset"), NameId::intern("doc-reset-op"));
+    /// profiler.op_start(cpu, op, OpInfo::new(1));
+    /// profiler.op_end(cpu, op, OpInfo::new(1), false);
+    /// profiler.reset_stats();
+    /// assert!(profiler.snapshot().op("doc-reset-op").is_none());
+    /// ```
+    pub fn reset_stats(&self) {
+        if let Some(core) = &self.core {
+            core.flush();
+            core.reset_stats();
+        }
+    }
+
     /// The aggregate table of ops and spans, like MXNet's `profiler.dumps()`. Flushes first.
     pub fn summary(&self) -> Summary {
         self.flush();

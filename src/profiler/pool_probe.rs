@@ -15,8 +15,8 @@
 //! The engine builds its worker pools itself; [`PoolProbe::engine_pools`] is the factory it
 //! takes (`EngineOptions::pool_observers`): pool `cpu<i>` records as device `cpu(i)` (the
 //! device [`EngineProbe`](super::EngineProbe) records that CPU's ops on, so a trace shows a
-//! CPU's ops, steals and parks in one process), any other pool (`cpu-prio`, `engine`, `io`)
-//! as a device of its own name.
+//! CPU's ops, steals and parks in one process), the pooled engine's `engine` workers as
+//! `cpu(0)`, any other pool (`cpu-prio`, `io`) as a device of its own name.
 //!
 //! [`ThreadPool::stats`]: crate::pool::ThreadPool::stats
 #![forbid(unsafe_code)]
@@ -99,9 +99,13 @@ impl PoolProbe {
     }
 }
 
-/// The profiler device name of the engine pool `pool`: `cpu<i>` -> `cpu(i)`, others as they
-/// are.
+/// The profiler device name of the engine pool `pool`: `cpu<i>` -> `cpu(i)`, the pooled
+/// engine's shared `engine` workers -> `cpu(0)` (where its CPU ops record), others as they
+/// are. (The same mapping as `tui::live::engine_pool_device`, which the CLI's hooks use.)
 fn engine_pool_device(pool: &str) -> String {
+    if pool == "engine" {
+        return "cpu(0)".to_string();
+    }
     match pool.strip_prefix("cpu").map(str::parse::<u32>) {
         Some(Ok(index)) => format!("cpu({index})"),
         _ => pool.to_string(),
@@ -201,6 +205,7 @@ mod tests {
         assert_eq!(engine_pool_device("cpu0"), "cpu(0)");
         assert_eq!(engine_pool_device("cpu12"), "cpu(12)");
         assert_eq!(engine_pool_device("cpu-prio"), "cpu-prio");
+        assert_eq!(engine_pool_device("engine"), "cpu(0)");
         assert_eq!(engine_pool_device("io"), "io");
         assert!(PoolProbe::engine_pools(&Profiler::disabled()).is_none());
     }

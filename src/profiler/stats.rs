@@ -402,6 +402,9 @@ pub struct Stats {
     streams: BTreeMap<(DeviceId, u32), StreamStats>,
     events: u64,
     dropped: u64,
+    /// The dropped-events figure at the last [`reset`](Stats::reset) (the rings' counts
+    /// only grow; a reset shows the drops since).
+    dropped_before_reset: u64,
 }
 
 impl Stats {
@@ -421,6 +424,35 @@ impl Stats {
             streams: BTreeMap::new(),
             events: 0,
             dropped: 0,
+            dropped_before_reset: 0,
+        }
+    }
+
+    /// Zeroes every counter, histogram and window as of `now_ns` (the dashboard's `r`): the
+    /// op and span tables, steal counts, device and stream counters and rates, worker task,
+    /// op and steal counts and state shares, events and dropped events. What is live stays:
+    /// the known workers (thread, device, worker index, current state, open ops and spans),
+    /// queue depths and pool sizes. Ops that started before the reset and end after it count.
+    pub fn reset(&mut self, now_ns: u64) {
+        let geometry = self.geometry;
+        self.ops.clear();
+        self.spans.clear();
+        self.steals.clear();
+        self.events = 0;
+        self.dropped_before_reset = self.dropped.max(self.dropped_before_reset);
+        for (_, thread) in &mut self.threads {
+            thread.timeline = restarted(&thread.timeline, geometry, now_ns);
+            (thread.tasks, thread.ops, thread.steals) = (0, 0, 0);
+        }
+        for device in self.devices.iter_mut().flatten() {
+            device.ops = RateCounter::new(geometry);
+            device.tasks = RateCounter::new(geometry);
+            (device.op_total, device.op_errors, device.queued) = (0, 0, 0);
+            (device.task_total, device.task_panics, device.resizes) = (0, 0, 0);
+        }
+        for stream in self.streams.values_mut() {
+            stream.timeline = restarted(&stream.timeline, geometry, now_ns);
+            (stream.ops, stream.submitted) = (0, 0);
         }
     }
 
@@ -540,12 +572,17 @@ impl Stats {
             })
     }
 
-    /// The worker-ish thread behind `event`, bound to its device (and worker index).
+    /// The worker-ish thread behind `event`, bound to its device (and worker index). A pool
+    /// worker stays bound to its pool's device: the ops it runs (recorded on the op's device,
+    /// an engine pool's `cpu-prio` worker running a `cpu(0)` op) do not move it.
     fn worker_thread(&mut self, event: &Event) -> &mut ThreadStats {
         let thread = self.thread(event.thread);
-        thread.device = Some(event.device);
-        if let (Some(worker), false) = (event.worker(), is_op(event.kind)) {
-            thread.worker = Some(worker);
+        let pool_worker = event.worker().filter(|_| !is_op(event.kind));
+        if pool_worker.is_some() || thread.worker.is_none() {
+            thread.device = Some(event.device);
+        }
+        if pool_worker.is_some() {
+            thread.worker = pool_worker;
         }
         thread
     }
@@ -663,7 +700,7 @@ impl Stats {
             spans: durations_list(&self.spans),
             streams: self.stream_list(now_ns),
             events: self.events,
-            dropped_events: self.dropped,
+            dropped_events: self.dropped.saturating_sub(self.dropped_before_reset),
         }
     }
 
@@ -753,6 +790,19 @@ impl Stats {
             })
             .collect()
     }
+}
+
+/// A fresh timeline in `timeline`'s current state since `now` (none if it never had one).
+fn restarted<const K: usize>(
+    timeline: &StateTimeline<K>,
+    geometry: Buckets,
+    now: u64,
+) -> StateTimeline<K> {
+    let mut fresh = StateTimeline::new(geometry);
+    if let Some(state) = timeline.state() {
+        fresh.enter(state, now);
+    }
+    fresh
 }
 
 fn is_op(kind: EventKind) -> bool {
@@ -979,6 +1029,96 @@ mod tests {
             close(streams.occupancy, 300.0 / 800.0),
             "{}",
             streams.occupancy
+        );
+    }
+
+    /// After a reset every count is zero, shares restart from the reset, and the workers,
+    /// their states and open ops are still known (an op open across the reset counts once).
+    #[test]
+    fn reset_zeroes_counts_and_keeps_live_workers() {
+        let pool = DeviceId::register("stats-test-reset");
+        let name = NameId::intern("stats-test-reset-op");
+        let mut script = Script { events: Vec::new() };
+        script.at(0, 950, worker(EventKind::TaskStart, pool, 2));
+        script.at(
+            1,
+            950,
+            Event::new(EventKind::Steal, pool, NameId::UNNAMED, 2, 0),
+        );
+        script.at(10, 950, worker(EventKind::TaskEnd, pool, 2));
+        script.at(
+            20,
+            950,
+            Event::op(EventKind::OpStart, pool, name, OpInfo::new(1)),
+        );
+        script.at(
+            30,
+            950,
+            Event::op(EventKind::OpEnd, pool, name, OpInfo::new(1)),
+        );
+        script.at(
+            40,
+            950,
+            Event::op(EventKind::OpStart, pool, name, OpInfo::new(2)),
+        );
+        let mut stats = stats_of(&script);
+        stats.set_dropped(7);
+        stats.reset(100 * MS);
+        let snapshot = stats.snapshot(100 * MS);
+        assert_eq!((snapshot.events, snapshot.dropped_events), (0, 0));
+        assert!(snapshot.ops.is_empty() && snapshot.steals.is_empty());
+        let device = snapshot.device("stats-test-reset").unwrap();
+        assert_eq!((device.ops, device.tasks, device.queued), (0, 0, 0));
+        let kept = &snapshot.workers[0];
+        assert_eq!((kept.thread, kept.worker), (950, Some(2)));
+        assert_eq!(kept.activity, Activity::Running);
+        assert_eq!((kept.tasks, kept.ops, kept.steals), (0, 0, 0));
+        // The drops since the reset, and the op open across it.
+        stats.set_dropped(9);
+        let mut end = Event::op(EventKind::OpEnd, pool, name, OpInfo::new(2)).at(200 * MS);
+        end.thread = ThreadId::from_raw(950);
+        stats.ingest(&end);
+        let snapshot = stats.snapshot(300 * MS);
+        assert_eq!(snapshot.dropped_events, 2);
+        let op = snapshot.op("stats-test-reset-op").unwrap();
+        assert_eq!((op.count, op.total_ns), (1, 160 * MS));
+        // Running 100-200 ms, then looking for work 200-300 ms: shares since the reset.
+        let shares = snapshot.workers[0].shares;
+        assert!(close(shares.running, 0.5), "{shares:?}");
+        assert!(close(shares.stealing, 0.5), "{shares:?}");
+    }
+
+    /// A priority-pool worker running an op recorded on another device stays in its pool;
+    /// a thread that is no pool's worker (the naive engine's driver) goes with its ops.
+    #[test]
+    fn pool_workers_stay_bound_to_their_pool() {
+        let prio = DeviceId::register("stats-test-prio");
+        let cpu = DeviceId::register("stats-test-cpu0");
+        let name = NameId::intern("stats-test-prio-op");
+        let mut script = Script { events: Vec::new() };
+        script.at(0, 960, worker(EventKind::TaskStart, prio, 1));
+        script.at(
+            1,
+            960,
+            Event::op(EventKind::OpStart, cpu, name, OpInfo::new(1)),
+        );
+        script.at(
+            2,
+            961,
+            Event::op(EventKind::OpStart, cpu, name, OpInfo::new(2)),
+        );
+        let snapshot = stats_of(&script).snapshot(10 * MS);
+        let bound: Vec<(u32, Option<&str>, Option<u32>)> = snapshot
+            .workers
+            .iter()
+            .map(|w| (w.thread, w.device.as_deref(), w.worker))
+            .collect();
+        assert_eq!(
+            bound,
+            [
+                (960, Some("stats-test-prio"), Some(1)),
+                (961, Some("stats-test-cpu0"), None)
+            ]
         );
     }
 

@@ -24,6 +24,7 @@ pub mod fake;
 pub mod history;
 pub mod input;
 pub mod lints;
+pub mod live;
 pub mod panels;
 mod run;
 pub mod source;
@@ -33,6 +34,7 @@ pub mod view;
 
 pub use app::{Action, App};
 pub use fake::{FakeOptions, FakeSource, Scenario};
+pub use live::{LiveInfo, LiveRun, LiveSource};
 pub use run::{run, RunOptions, TuiError};
 pub use source::{
     Control, ControlError, DashboardData, DashboardSource, DeviceKind, DeviceLayout, Facts,

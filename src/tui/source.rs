@@ -175,4 +175,6 @@ pub struct DeviceLayout {
     pub streams: Vec<StreamLayout>,
     /// Its inter-op worker count as configured now, if `+`/`-` may resize it.
     pub inter_op: Option<usize>,
+    /// What the device is, for its title: a GPU's name, or `simulated: <model's numbers>`.
+    pub model: Option<String>,
 }

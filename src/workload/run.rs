@@ -84,6 +84,7 @@ mod counters;
 mod driver;
 mod error;
 mod hooks;
+mod live;
 mod plan;
 mod storage;
 mod summary;
@@ -91,7 +92,10 @@ mod summary;
 pub use driver::{Driver, RunLength, RunReport, ITERATIONS_IN_FLIGHT};
 pub use error::RunError;
 pub use hooks::{ProfilerReport, Progress, RunHooks};
-pub use summary::{IntraPoolSummary, LaneUsage, RunSettings, RunSummary};
+pub use live::{DriverHandle, LiveProgress};
+pub use summary::{
+    gflops_rate, peak_fraction, IntraPoolSummary, LaneUsage, RunSettings, RunSummary,
+};
 
 use crate::config::RuntimeConfig;
 

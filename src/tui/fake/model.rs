@@ -587,6 +587,7 @@ impl Model {
                 priority: (options.priority_workers > 0).then(|| format!("cpu{d}-prio")),
                 streams: Vec::new(),
                 inter_op: Some(workers),
+                model: None,
             })
             .collect();
         if options.gpu {
@@ -604,6 +605,7 @@ impl Model {
                     })
                     .collect(),
                 inter_op: None,
+                model: None,
             });
         }
         layout.push(DeviceLayout {

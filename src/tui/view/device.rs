@@ -134,6 +134,7 @@ fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Span<'a>> {
     let mut parts = Vec::new();
     match panel.layout.kind {
         DeviceKind::Gpu => {
+            parts.extend(panel.layout.model.clone());
             let compute = count_role(&panel.streams, StreamRole::Compute);
             let copy = panel.streams.len() - compute;
             parts.push(format!("{compute} compute, {copy} copy"));

@@ -12,6 +12,7 @@ use ratatui::Frame;
 
 use super::format;
 use super::Ctx;
+use crate::workload::run::peak_fraction;
 
 /// Rows the header takes.
 pub const HEIGHT: u16 = 2;
@@ -135,8 +136,8 @@ fn figures_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
     ];
     if let Some(gflops) = data.facts.gflops {
         parts.push((2, vec![sep(), Span::raw(format!("{gflops:.1} GFLOP/s"))]));
-        if let Some(peak) = data.facts.peak_gflops.filter(|&peak| peak > 0.0) {
-            let share = format!(" {:.0}% of peak", 100.0 * gflops / peak);
+        if let Some(fraction) = peak_fraction(gflops, data.facts.peak_gflops) {
+            let share = format!(" {:.0}% of peak", 100.0 * fraction);
             parts.push((3, vec![Span::styled(share, theme.dim())]));
         }
     }

@@ -17,6 +17,7 @@ use crate::workload::Graph;
 use super::counters::{Lane, LaneTotals, RunCounters};
 use super::error::RunError;
 use super::hooks::{ProfilerReport, Progress, RunHooks};
+use super::live::{DriverHandle, RunControl};
 use super::plan::{check_dtypes, PreparedOp};
 use super::storage::TensorStore;
 use super::summary::{RunSettings, RunSummary};
@@ -36,6 +37,8 @@ pub enum RunLength {
     /// Iterations until this much time has passed (at least one; the last one started
     /// before the time was up finishes).
     Duration(Duration),
+    /// Iterations until [`DriverHandle::stop`] (at least one): the dashboard's default.
+    UntilStopped,
 }
 
 impl RunLength {
@@ -47,10 +50,14 @@ impl RunLength {
         }
     }
 
-    fn wants_another(self, pushed: u64, elapsed: Duration) -> bool {
+    /// Whether to push another iteration (every length runs at least one).
+    fn wants_another(self, pushed: u64, elapsed: Duration, stopped: bool) -> bool {
         match self {
+            _ if pushed == 0 => true,
+            _ if stopped => false,
             RunLength::Iterations(total) => pushed < total,
-            RunLength::Duration(total) => pushed == 0 || elapsed < total,
+            RunLength::Duration(total) => elapsed < total,
+            RunLength::UntilStopped => true,
         }
     }
 }
@@ -100,15 +107,20 @@ impl IterationLatch {
 
 /// What every op body shares.
 #[derive(Debug)]
-struct Shared {
+pub(super) struct Shared {
     store: TensorStore,
     ops: Vec<PreparedOp>,
-    counters: RunCounters,
-    intra: Arc<Pool>,
+    pub(super) counters: RunCounters,
+    pub(super) intra: Arc<Pool>,
     iterations: IterationLatch,
 }
 
 impl Shared {
+    /// Iterations finished since the driver started (every run).
+    pub(super) fn iterations_done(&self) -> u64 {
+        *self.iterations.done.lock()
+    }
+
     /// The body of op `index`: lock, compute, count.
     fn run_op(&self, index: usize) -> OpResult {
         let op = &self.ops[index];
@@ -148,7 +160,9 @@ pub struct Driver {
     /// One var per tensor, in tensor order (the iteration sentinel reads them all).
     vars: Vec<Var>,
     iteration_end: OpName,
+    /// The settings at the start; the thread counts live in `control`.
     settings: RunSettings,
+    control: Arc<RunControl>,
     warnings: Vec<String>,
     setup_done: bool,
     iterations_pushed: u64,
@@ -183,6 +197,7 @@ impl Driver {
             shared,
             vars,
             iteration_end: OpName::new(ITERATION_END),
+            control: Arc::new(RunControl::new(settings.inter, settings.intra)),
             settings,
             warnings: config.warnings().iter().map(ToString::to_string).collect(),
             setup_done: false,
@@ -203,9 +218,10 @@ impl Driver {
         let pool_before = self.shared.intra.stats();
         let failed_before = self.engine.stats().failed_ops;
         let first = self.iterations_pushed;
+        self.control.run_started(first);
         let start = Instant::now();
         let mut pushed = 0;
-        while length.wants_another(pushed, start.elapsed()) {
+        while length.wants_another(pushed, start.elapsed(), self.control.stop_requested()) {
             if pushed >= ITERATIONS_IN_FLIGHT {
                 let done = self.wait_for_iterations(first + pushed + 1 - ITERATIONS_IN_FLIGHT);
                 progress(Progress {
@@ -249,7 +265,7 @@ impl Driver {
     ) -> RunSummary {
         RunSummary::new(
             &self.graph,
-            &self.settings,
+            &self.settings(),
             report,
             gemm_peak_gflops,
             profiler,
@@ -283,35 +299,33 @@ impl Driver {
         &self.shared.intra
     }
 
-    /// The engine, pool kind and thread counts of this run.
-    pub fn settings(&self) -> &RunSettings {
-        &self.settings
+    /// The engine, pool kind and thread counts of this run (the counts as resized last).
+    pub fn settings(&self) -> RunSettings {
+        RunSettings {
+            inter: self.control.inter(),
+            intra: self.control.intra(),
+            ..self.settings.clone()
+        }
+    }
+
+    /// A handle that resizes, pauses, stops and watches this driver from other threads,
+    /// while [`run`](Self::run) goes on this one.
+    pub fn handle(&self) -> DriverHandle {
+        DriverHandle {
+            engine: self.engine.clone(),
+            shared: Arc::clone(&self.shared),
+            control: Arc::clone(&self.control),
+        }
     }
 
     /// Resizes the engine's CPU workers (the inter-op threads) while ops run.
-    pub fn set_inter_op_threads(&mut self, threads: usize) -> Result<(), RunError> {
-        self.engine
-            .set_cpu_workers(threads)
-            .map_err(|source| RunError::Engine {
-                what: "inter-op resize",
-                source,
-            })?;
-        self.settings.inter = threads;
-        Ok(())
+    pub fn set_inter_op_threads(&self, threads: usize) -> Result<(), RunError> {
+        self.handle().set_inter_op_threads(threads)
     }
 
     /// Resizes the intra-op pool while ops run.
-    pub fn set_intra_op_threads(&mut self, threads: usize) -> Result<(), RunError> {
-        self.shared
-            .intra
-            .set_num_threads(threads)
-            .map_err(|source| RunError::IntraPool {
-                kind: self.settings.pool,
-                threads,
-                source,
-            })?;
-        self.settings.intra = threads;
-        Ok(())
+    pub fn set_intra_op_threads(&self, threads: usize) -> Result<(), RunError> {
+        self.handle().set_intra_op_threads(threads)
     }
 
     fn run_setup(&mut self) -> Result<(), RunError> {
@@ -337,7 +351,9 @@ impl Driver {
         Ok(())
     }
 
+    /// Pushes op `index` (waiting first while the run is paused).
     fn push_op(&self, index: usize) -> Result<(), RunError> {
+        self.control.wait_while_paused();
         let op = &self.shared.ops[index];
         let spec = OpSpec::new(op.name)
             .ctx(op.ctx)
@@ -397,7 +413,7 @@ impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Driver")
             .field("workload", &self.graph.name)
-            .field("settings", &self.settings)
+            .field("settings", &self.settings())
             .field("iterations_pushed", &self.iterations_pushed)
             .finish()
     }
@@ -412,6 +428,7 @@ fn start_engine(
     let mut options = EngineOptions::from_config(config);
     options.cpu_workers = inter;
     options.observer = hooks.engine_observer.clone();
+    options.pool_observers = hooks.pool_observers.clone();
     if hooks.stream_observer.is_some() {
         options.stream_observer = hooks.stream_observer.clone();
     }

@@ -29,6 +29,7 @@ impl Progress {
             RunLength::Duration(total) => {
                 self.elapsed.as_secs_f64() / total.as_secs_f64().max(f64::MIN_POSITIVE)
             }
+            RunLength::UntilStopped => 0.0,
         };
         fraction.clamp(0.0, 1.0)
     }
@@ -60,6 +61,9 @@ impl Progress {
                 total.as_secs_f64(),
                 self.iterations_done
             ),
+            RunLength::UntilStopped => {
+                format!("{} iterations, {elapsed:.1} s", self.iterations_done)
+            }
         }
     }
 }
@@ -77,6 +81,9 @@ pub trait ProfilerReport: Send + Sync {
 pub struct RunHooks {
     /// Receives the engine's op events (queued, started, finished).
     pub engine_observer: Option<Arc<dyn EngineObserver>>,
+    /// Makes the observer of each worker pool the engine starts (`cpu<i>`, `cpu-prio`,
+    /// `engine`, `io`): the profiler's pool probes, so the engine's workers get rows.
+    pub pool_observers: Option<crate::device::cpu::PoolObservers>,
     /// Receives GPU stream submit/start/end events (ops on GPU contexts).
     pub stream_observer: Option<std::sync::Arc<dyn crate::device::stream::StreamObserver>>,
     /// Receives the intra-op pool's steals, spins, parks and resizes (std's `Arc`, as
@@ -92,6 +99,7 @@ impl fmt::Debug for RunHooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunHooks")
             .field("engine_observer", &self.engine_observer.is_some())
+            .field("pool_observers", &self.pool_observers.is_some())
             .field("stream_observer", &self.stream_observer.is_some())
             .field("intra_pool_observer", &self.intra_pool_observer.is_some())
             .field("progress", &self.progress.is_some())

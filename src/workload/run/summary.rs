@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::config::RuntimeConfig;
 use crate::engine::EngineKind;
@@ -68,6 +69,31 @@ impl RunSettings {
             Lane::Gpu(_) => self.gpu_workers,
         }
     }
+}
+
+/// GFLOP/s of `flops` done in `elapsed` (0 when no time passed): the figure of the headless
+/// summary and of the dashboard's header alike.
+///
+/// ```
+/// use enginetop::workload::run::{gflops_rate, peak_fraction};
+/// use std::time::Duration;
+/// let gflops = gflops_rate(3_000_000_000, Duration::from_millis(500));
+/// assert_eq!(gflops, 6.0);
+/// assert_eq!(peak_fraction(gflops, Some(24.0)), Some(0.25));
+/// assert_eq!(peak_fraction(gflops, Some(0.0)), None);
+/// ```
+pub fn gflops_rate(flops: u64, elapsed: Duration) -> f64 {
+    let seconds = elapsed.as_secs_f64();
+    if seconds > 0.0 {
+        flops as f64 / seconds / 1e9
+    } else {
+        0.0
+    }
+}
+
+/// `gflops` as a fraction of the GEMM `peak` (`None` without a positive peak).
+pub fn peak_fraction(gflops: f64, peak: Option<f64>) -> Option<f64> {
+    peak.filter(|peak| *peak > 0.0).map(|peak| gflops / peak)
 }
 
 /// How busy one worker pool of the engine was.
@@ -172,7 +198,7 @@ impl RunSummary {
     ) -> Self {
         let seconds = report.elapsed.as_secs_f64();
         let per_second = |count: f64| if seconds > 0.0 { count / seconds } else { 0.0 };
-        let gflops = per_second(report.flops as f64) / 1e9;
+        let gflops = gflops_rate(report.flops, report.elapsed);
         let peak = gemm_peak_gflops.filter(|peak| *peak > 0.0);
         RunSummary {
             workload: graph.name.clone(),
@@ -185,7 +211,7 @@ impl RunSummary {
             gflop_per_iteration: report.flops as f64 / report.iterations.max(1) as f64 / 1e9,
             gflops,
             gemm_peak_gflops: peak,
-            peak_fraction: peak.map(|peak| gflops / peak),
+            peak_fraction: peak_fraction(gflops, peak),
             utilization: lane_usage(settings, report),
             intra_pool: IntraPoolSummary::new(&report.intra_pool),
             checksum: format!("{:016x}", report.checksum),

@@ -1,0 +1,137 @@
+//! The main command under the live dashboard: the workload runs on its `driver` thread, the
+//! dashboard owns the terminal (log lines go to a file meanwhile), and when the user quits the
+//! run is stopped, the summary printed, and `--trace` written.
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+
+use enginetop::config::RuntimeConfig;
+use enginetop::device::stream::BackendKind;
+use enginetop::engine::EngineOptions;
+use enginetop::profiler::layer::{init_logging, LevelFilter, LogTarget};
+use enginetop::profiler::{Profiler, ProfilerOptions};
+use enginetop::tui::{self, LiveInfo, LiveRun};
+use enginetop::workload::run::{Driver, RunLength};
+use enginetop::workload::{Context, Graph};
+
+use super::{chosen_length, export_trace, print_summary, profiler_hooks, ProfilerTable, RunArgs};
+
+/// Runs `graph` under the dashboard until the user quits; then prints the summary.
+pub(super) fn run(args: &RunArgs, config: RuntimeConfig, graph: Graph) -> Result<()> {
+    if args.no_profile {
+        anyhow::bail!(
+            "the dashboard draws the profiler's statistics, so it cannot run with --no-profile: \
+             drop --no-profile, or add --headless"
+        );
+    }
+    let profiler = Profiler::new(ProfilerOptions::default())?;
+    let log = log_path();
+    let _logging = init_logging(&profiler, LogTarget::File(log.clone()), LevelFilter::INFO)?;
+    let hooks = profiler_hooks(&profiler);
+    let mut info = live_info(args, &config, &graph)?;
+    let driver = Driver::new(graph, &config, &hooks)?;
+    describe_gpus(&driver, &config, &mut info);
+    info.notices.push(format!("log: {}", log.display()));
+    tracing::info!(workload = %driver.graph().name, log = %log.display(), "dashboard run");
+    let length = chosen_length(args, RunLength::UntilStopped);
+    let report = Arc::new(ProfilerTable(profiler.clone()));
+    let (live, source) = LiveRun::start(driver, length, &profiler, Some(report), info)
+        .context("could not start the `driver` thread")?;
+    let shown = tui::run(source, tui::RunOptions::default());
+    let summary = live.finish();
+    shown?;
+    let summary = summary?;
+    export_trace(args, &profiler)?;
+    print_summary(args, &summary)?;
+    eprintln!("log: {}", log.display());
+    Ok(())
+}
+
+/// `enginetop-<pid>.log` in the temporary directory.
+fn log_path() -> PathBuf {
+    std::env::temp_dir().join(format!("enginetop-{}.log", std::process::id()))
+}
+
+/// What the dashboard shows besides the profiler's figures.
+fn live_info(args: &RunArgs, config: &RuntimeConfig, graph: &Graph) -> Result<LiveInfo> {
+    let intra = config.effective_intra_op_threads();
+    let mut notices = Vec::new();
+    let peak_gflops = match args.gemm_peak {
+        Some(peak) => Some(peak),
+        // Measuring would hold the dashboard back for seconds: use the cache or go without.
+        None if super::gemm_peak_is_cached(intra) => {
+            enginetop::bench::gemm::cached_gemm_peak(intra).ok()
+        }
+        None => {
+            notices.push("no GEMM peak yet: `enginetop bench gemm` measures it".into());
+            None
+        }
+    };
+    let trace_dir = match &args.trace_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    if !trace_dir.is_dir() {
+        anyhow::bail!(
+            "--trace-dir {} is not a directory: create it, or name another",
+            trace_dir.display()
+        );
+    }
+    let devices = |gpu: bool| -> Vec<u32> {
+        let ids: BTreeSet<u32> = graph
+            .ops
+            .iter()
+            .filter_map(|op| match op.device {
+                Context::Cpu(id) if !gpu => Some(id),
+                Context::Gpu(id) if gpu => Some(id),
+                _ => None,
+            })
+            .collect();
+        ids.into_iter().collect()
+    };
+    let mut cpu_devices = devices(false);
+    if cpu_devices.is_empty() {
+        cpu_devices.push(0);
+    }
+    Ok(LiveInfo {
+        engine: config.engine_kind,
+        pool_kind: config.pool_kind.to_string(),
+        cores: config.schedulable_cpus,
+        peak_gflops,
+        notices,
+        cpu_devices,
+        gpus: devices(true),
+        gpu_model: None,
+        trace_dir,
+    })
+}
+
+/// Names the GPU in `info` (a real one's name, or the simulated model's numbers).
+fn describe_gpus(driver: &Driver, config: &RuntimeConfig, info: &mut LiveInfo) {
+    if info.gpus.is_empty() {
+        return;
+    }
+    let Ok(Some(choice)) = driver.engine().gpus() else {
+        return; // the run reports it when the first GPU op is refused
+    };
+    if let Some(notice) = &choice.notice {
+        tracing::info!("{notice}");
+    }
+    info.gpu_model = match choice.backend {
+        Some(BackendKind::Sim) => {
+            info.notices.push("simulated GPU".into());
+            let model = EngineOptions::from_config(config).sim_model;
+            Some(format!(
+                "simulated: {:.0} GFLOP/s, {:.1} GB/s, copies {:.2} GB/s, launch {:.0} µs",
+                model.compute_gflops, model.memory_gbs, model.copy_gbs, model.launch_overhead_us
+            ))
+        }
+        Some(BackendKind::Cuda) => enginetop::device::cuda::probe()
+            .devices
+            .first()
+            .map(|gpu| gpu.name.clone()),
+        None => None,
+    };
+}

@@ -1,0 +1,249 @@
+//! [`DriverHandle`]: a cloneable handle that retunes, pauses, stops and watches a
+//! [`Driver`](super::Driver) while it runs on another thread (the dashboard's controls).
+//!
+//! # Protocol
+//! The driver and every handle share one [`RunControl`]:
+//! - **Thread counts** are applied by the handle directly to the engine
+//!   (`Engine::set_cpu_workers`) and the intra-op pool (`Pool::set_num_threads`), both of
+//!   which resize live without losing queued work; the new count is then stored in an atomic
+//!   the summary reads, so the last successful resize is what the summary reports.
+//! - **Pause** is a flag under a mutex with a condition variable. The driver checks it
+//!   before every op push ([`RunControl::wait_while_paused`]): a relaxed atomic load when not
+//!   paused, a wait on the condvar when paused. Ops already pushed run to the end; nothing
+//!   new is pushed until the flag is cleared, which notifies every waiter.
+//! - **Stop** sets a flag the driver checks before each iteration, and clears the pause so a
+//!   paused driver wakes up to see it. The run then drains what it pushed (at most
+//!   [`ITERATIONS_IN_FLIGHT`](super::ITERATIONS_IN_FLIGHT) iterations) and returns.
+//! - **Progress** is read without locks from the run's counters (FLOPs, iterations finished)
+//!   and the time the timed part of the run started.
+//!
+//! No wake-up is lost: the pause flag is only changed under the mutex, and the driver
+//! re-checks it under the same mutex before waiting.
+#![forbid(unsafe_code)]
+
+use std::time::{Duration, Instant};
+
+use crate::engine::Engine;
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+
+use super::error::RunError;
+
+/// What the driver and its handles share.
+#[derive(Debug)]
+pub(super) struct RunControl {
+    inter: AtomicUsize,
+    intra: AtomicUsize,
+    /// Mirrors `pause_lock` for the driver's lock-free check.
+    paused: AtomicBool,
+    pause_lock: Mutex<bool>,
+    resumed: Condvar,
+    stop: AtomicBool,
+    /// Iterations finished before the current run started (the latch counts from the first).
+    first_iteration: AtomicU64,
+    /// When the current run's timed part started.
+    started: Mutex<Option<Instant>>,
+}
+
+impl RunControl {
+    pub(super) fn new(inter: usize, intra: usize) -> Self {
+        RunControl {
+            inter: AtomicUsize::new(inter),
+            intra: AtomicUsize::new(intra),
+            paused: AtomicBool::new(false),
+            pause_lock: Mutex::new(false),
+            resumed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            first_iteration: AtomicU64::new(0),
+            started: Mutex::new(None),
+        }
+    }
+
+    /// The inter-op threads now.
+    pub(super) fn inter(&self) -> usize {
+        self.inter.load(Ordering::Relaxed)
+    }
+
+    /// The intra-op threads now.
+    pub(super) fn intra(&self) -> usize {
+        self.intra.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set_inter(&self, threads: usize) {
+        self.inter.store(threads, Ordering::Relaxed);
+    }
+
+    pub(super) fn set_intra(&self, threads: usize) {
+        self.intra.store(threads, Ordering::Relaxed);
+    }
+
+    /// Whether the run should end after what it pushed.
+    pub(super) fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Blocks while paused (returns at once when not, or when a stop is requested).
+    pub(super) fn wait_while_paused(&self) {
+        if !self.paused.load(Ordering::Acquire) {
+            return;
+        }
+        let mut paused = self.pause_lock.lock();
+        while *paused {
+            paused = self.resumed.wait(paused);
+        }
+    }
+
+    fn set_paused(&self, pause: bool) {
+        let mut paused = self.pause_lock.lock();
+        *paused = pause;
+        self.paused.store(pause, Ordering::Release);
+        if !pause {
+            self.resumed.notify_all();
+        }
+    }
+
+    fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Acquire)
+    }
+
+    fn request_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.set_paused(false);
+    }
+
+    /// The timed part of a run starts now, after `first` iterations of earlier runs.
+    pub(super) fn run_started(&self, first: u64) {
+        self.first_iteration.store(first, Ordering::Relaxed);
+        *self.started.lock() = Some(Instant::now());
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.started
+            .lock()
+            .map_or(Duration::ZERO, |started| started.elapsed())
+    }
+}
+
+/// Where a running workload stands, read through a [`DriverHandle`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LiveProgress {
+    /// Iterations finished in this run.
+    pub iterations: u64,
+    /// FLOPs of the ops finished in this run.
+    pub flops: u64,
+    /// Time since the run's timed part started (zero during setup).
+    pub elapsed: Duration,
+    /// Inter-op threads now.
+    pub inter: usize,
+    /// Intra-op threads now.
+    pub intra: usize,
+    /// Whether pushing is paused.
+    pub paused: bool,
+}
+
+/// A cloneable handle on a [`Driver`](super::Driver) that may be running on another thread:
+/// resize its pools, pause it, stop it, read its progress.
+///
+/// ```
+/// use enginetop::config::RuntimeConfig;
+/// use enginetop::workload::run::{Driver, RunHooks, RunLength};
+/// use enginetop::workload::{load_spec, Overrides};
+///
+/// let graph = load_spec("chain", &Overrides::from_args(["length=20"]).unwrap()).unwrap();
+/// let config = RuntimeConfig { inter_op_threads: 1, intra_op_threads: 1, ..Default::default() };
+/// let mut driver = Driver::new(graph, &config, &RunHooks::default()).unwrap();
+/// let handle = driver.handle();
+/// let runner = std::thread::spawn(move || driver.run(RunLength::UntilStopped, &mut |_| {}));
+/// handle.set_inter_op_threads(2).unwrap();
+/// handle.stop();
+/// let report = runner.join().unwrap().unwrap();
+/// assert!(report.iterations >= 1);
+/// assert_eq!(handle.progress().inter, 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct DriverHandle {
+    pub(super) engine: Engine,
+    pub(super) shared: crate::sync::Arc<super::driver::Shared>,
+    pub(super) control: crate::sync::Arc<RunControl>,
+}
+
+impl DriverHandle {
+    /// Resizes the engine's CPU worker pools (the inter-op threads) while ops run.
+    pub fn set_inter_op_threads(&self, threads: usize) -> Result<(), RunError> {
+        self.engine
+            .set_cpu_workers(threads)
+            .map_err(|source| RunError::Engine {
+                what: "inter-op resize",
+                source,
+            })?;
+        self.control.set_inter(threads);
+        Ok(())
+    }
+
+    /// Resizes the intra-op pool while ops run.
+    pub fn set_intra_op_threads(&self, threads: usize) -> Result<(), RunError> {
+        let pool = &self.shared.intra;
+        pool.set_num_threads(threads)
+            .map_err(|source| RunError::IntraPool {
+                kind: pool.kind(),
+                threads,
+                source,
+            })?;
+        self.control.set_intra(threads);
+        Ok(())
+    }
+
+    /// Stops (`true`) or resumes (`false`) pushing ops; ops already pushed finish.
+    pub fn pause(&self, pause: bool) {
+        self.control.set_paused(pause);
+    }
+
+    /// Ends the run after the iterations already pushed (resuming it if paused).
+    pub fn stop(&self) {
+        self.control.request_stop();
+    }
+
+    /// Where the run stands now.
+    pub fn progress(&self) -> LiveProgress {
+        let done = self.shared.iterations_done();
+        LiveProgress {
+            iterations: done.saturating_sub(self.control.first_iteration.load(Ordering::Relaxed)),
+            flops: self.shared.counters.flops(),
+            elapsed: self.control.elapsed(),
+            inter: self.control.inter(),
+            intra: self.control.intra(),
+            paused: self.control.is_paused(),
+        }
+    }
+
+    /// The engine (its stats).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::Arc;
+
+    #[test]
+    fn a_paused_waiter_resumes_on_resume_and_on_stop() {
+        let control = Arc::new(RunControl::new(1, 1));
+        control.wait_while_paused(); // not paused: returns at once
+        for stop in [false, true] {
+            control.set_paused(true);
+            let waiter = {
+                let control = control.clone();
+                std::thread::spawn(move || control.wait_while_paused())
+            };
+            if stop {
+                control.request_stop();
+            } else {
+                control.set_paused(false);
+            }
+            waiter.join().unwrap();
+            assert!(!control.is_paused());
+        }
+        assert!(control.stop_requested());
+    }
+}
