@@ -37,13 +37,16 @@ use super::names::{DeviceId, ThreadId};
 /// Where GPU stream tracks start in a device's `tid` space.
 pub const STREAM_TID_BASE: u32 = 1_000_000;
 
-/// Figures carried into `otherData`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Figures carried into `otherData`, and what the trace says about its devices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TraceContext {
     /// Events lost before the collector saw them.
     pub dropped_events: u64,
     /// Events the trace window let go.
     pub evicted_events: u64,
+    /// Device descriptions: written as `process_labels` of the device's process and into
+    /// `otherData.device_labels`, for devices with events in the trace.
+    pub device_labels: Vec<(DeviceId, String)>,
 }
 
 /// What an export wrote.
@@ -116,6 +119,9 @@ enum Args {
     },
     Name {
         name: String,
+    },
+    Labels {
+        labels: String,
     },
     SortIndex {
         sort_index: u32,
@@ -568,16 +574,18 @@ impl Builder {
             + self.ops.len()
             + self.kernels.len();
         self.report.clamped = nest_slices(&mut self.records);
-        self.add_metadata();
+        let labelled = self.add_metadata(&context.device_labels);
         self.records
             .sort_by_key(|record| (record.ts_ns, record.order(), Reverse(record.dur_ns)));
         self.report.trace_events = self.records.len();
-        write_json(&self.records, self.base_ns, context, out)?;
+        write_json(&self.records, self.base_ns, context, &labelled, out)?;
         Ok(self.report)
     }
 
-    /// `process_name` for every pid and `thread_name` for every track used.
-    fn add_metadata(&mut self) {
+    /// `process_name` (and `process_labels`, for a device in `labels`) for every pid and
+    /// `thread_name` for every track used; returns the (device name, label) pairs written.
+    fn add_metadata(&mut self, labels: &[(DeviceId, String)]) -> Vec<(String, String)> {
+        let mut labelled = Vec::new();
         let tracks: BTreeSet<Track> = self
             .records
             .iter()
@@ -596,6 +604,14 @@ impl Builder {
             };
             self.records
                 .push(Record::new("M", "process_name", track, base).args(name));
+            if let Some((_, label)) = labels.iter().find(|(known, _)| *known == device) {
+                let args = Args::Labels {
+                    labels: label.clone(),
+                };
+                self.records
+                    .push(Record::new("M", "process_labels", track, base).args(args));
+                labelled.push((device.name().to_string(), label.clone()));
+            }
             let index = Args::SortIndex { sort_index: pid };
             self.records
                 .push(Record::new("M", "process_sort_index", track, base).args(index));
@@ -615,6 +631,7 @@ impl Builder {
             self.records
                 .push(Record::new("M", "thread_sort_index", track, base).args(index));
         }
+        labelled
     }
 }
 
@@ -670,6 +687,7 @@ fn write_json(
     records: &[Record],
     base_ns: u64,
     context: &TraceContext,
+    labelled: &[(String, String)],
     mut out: impl Write,
 ) -> io::Result<()> {
     out.write_all(b"{\"traceEvents\":[\n")?;
@@ -693,14 +711,23 @@ fn write_json(
         serde_json::to_writer(&mut out, &wire)?;
     }
     out.write_all(b"\n],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
-    serde_json::to_writer(&mut out, &other_data(base_ns, context))?;
+    serde_json::to_writer(&mut out, &other_data(base_ns, context, labelled))?;
     out.write_all(b"}\n")?;
     Ok(())
 }
 
-fn other_data(base_ns: u64, context: &TraceContext) -> serde_json::Value {
+fn other_data(
+    base_ns: u64,
+    context: &TraceContext,
+    labelled: &[(String, String)],
+) -> serde_json::Value {
     let start = Epoch::get().wall_at(base_ns);
+    let labels: serde_json::Map<String, serde_json::Value> = labelled
+        .iter()
+        .map(|(device, label)| (device.clone(), label.clone().into()))
+        .collect();
     serde_json::json!({
+        "device_labels": labels,
         "producer": "enginetop",
         "version": env!("CARGO_PKG_VERSION"),
         "start_time": start.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
@@ -738,6 +765,44 @@ mod tests {
 
     fn trace_events(trace: &Value) -> &Vec<Value> {
         trace["traceEvents"].as_array().unwrap()
+    }
+
+    #[test]
+    fn described_devices_in_the_trace_get_process_labels_and_other_data() {
+        let gpu = DeviceId::register("chrome-test-gpu(0)");
+        let idle = DeviceId::register("chrome-test-gpu(1)");
+        let name = NameId::intern("chrome-test-kernel");
+        let mut events = [
+            on(
+                1,
+                1_000,
+                Event::op(EventKind::OpStart, gpu, name, OpInfo::new(1)),
+            ),
+            on(
+                1,
+                2_000,
+                Event::op(EventKind::OpEnd, gpu, name, OpInfo::new(1)),
+            ),
+        ];
+        events.sort_by_key(|event| event.ts_ns);
+        let label = "simulated GPU, model: 670 GFLOP/s, 33.5 GB/s memory";
+        let context = TraceContext {
+            device_labels: vec![(gpu, label.to_string()), (idle, "unused".to_string())],
+            ..TraceContext::default()
+        };
+        let mut json = Vec::new();
+        write_trace(&events, &context, &mut json).unwrap();
+        validate_json(&json).unwrap_or_else(|errors| panic!("{errors}"));
+        let trace: Value = serde_json::from_slice(&json).unwrap();
+        let labels: Vec<&Value> = trace_events(&trace)
+            .iter()
+            .filter(|event| event["name"] == "process_labels")
+            .collect();
+        assert_eq!(labels.len(), 1, "only the device in the trace: {labels:?}");
+        assert_eq!(labels[0]["pid"], u32::from(gpu.id()) + 1);
+        assert_eq!(labels[0]["args"]["labels"], label);
+        let other = &trace["otherData"]["device_labels"];
+        assert_eq!(other, &serde_json::json!({ "chrome-test-gpu(0)": label }));
     }
 
     #[test]
