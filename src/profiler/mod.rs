@@ -40,7 +40,7 @@
 //! // ready, on its queue:  profiler.op_queued(device, name, info);
 //! // worker, around body:  profiler.op_start(device, name, info); ... ;
 //! //                       profiler.op_end(device, name, info, failed);
-//! // GPU streams:          stream_submit(device, stream, name, id) at launch;
+//! // GPU streams:          stream_submit(device, stream, name, id, ts) at launch;
 //! //                       stream_start / stream_end(device, stream, name, id, ts_ns) when timed
 //! ```
 //! Names: the engine's `OpName` can intern through [`NameId::intern`] (the engine's five
@@ -300,16 +300,19 @@ impl Profiler {
         self.record(Event::op(EventKind::OpEnd, device, name, op).with_error(error));
     }
 
-    /// GPU op `op_id` was submitted to `stream` of `device` (the host side of a launch).
+    /// GPU op `op_id` was submitted to `stream` of `device` (the host side of a launch) at
+    /// `ts_ns` (ns since the process epoch). The stream's start and end come on the same
+    /// clock, so a kernel never appears to start before its launch.
     #[inline]
-    pub fn stream_submit(&self, device: DeviceId, stream: u32, name: NameId, op_id: u64) {
-        self.record(Event::new(
-            EventKind::StreamSubmit,
-            device,
-            name,
-            stream,
-            op_id,
-        ));
+    pub fn stream_submit(
+        &self,
+        device: DeviceId,
+        stream: u32,
+        name: NameId,
+        op_id: u64,
+        ts_ns: u64,
+    ) {
+        self.record_at(Event::new(EventKind::StreamSubmit, device, name, stream, op_id).at(ts_ns));
     }
 
     /// GPU op `op_id` started on `stream` at `ts_ns` (ns since the process epoch).

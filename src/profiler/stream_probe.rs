@@ -88,6 +88,7 @@ pub struct StreamProbe {
 impl StreamProbe {
     /// A probe recording into `profiler`.
     pub fn new(profiler: &Profiler) -> Self {
+        let _ = now_ns(); // the first read calibrates the clock: keep that out of the pair
         StreamProbe {
             profiler: profiler.clone(),
             clock_pair: (Instant::now(), now_ns()),
@@ -127,16 +128,15 @@ impl StreamObserver for StreamProbe {
         let stream = event.stream.code();
         let name = op_name(event.op.name);
         let op_id = event.op.id;
+        // All three phases go through one mapping of `Instant` to the profiler's clock: a
+        // submit stamped by the profiler's own clock could land after a start mapped from
+        // `Instant` (the two clocks are read at slightly different moments), and the trace
+        // would show a kernel starting before its launch.
+        let ts = self.epoch_ns(event.at);
         match event.phase {
-            StreamPhase::Submit => self.profiler.stream_submit(device, stream, name, op_id),
-            StreamPhase::Start => {
-                let ts = self.epoch_ns(event.at);
-                self.profiler.stream_start(device, stream, name, op_id, ts);
-            }
-            StreamPhase::End { .. } => {
-                let ts = self.epoch_ns(event.at);
-                self.profiler.stream_end(device, stream, name, op_id, ts);
-            }
+            StreamPhase::Submit => self.profiler.stream_submit(device, stream, name, op_id, ts),
+            StreamPhase::Start => self.profiler.stream_start(device, stream, name, op_id, ts),
+            StreamPhase::End { .. } => self.profiler.stream_end(device, stream, name, op_id, ts),
         }
     }
 }
