@@ -3,11 +3,16 @@
 //! col2im and im2col: its column matrices are the input (gradient) itself.
 #![forbid(unsafe_code)]
 
-use super::batched::{dense, gather, gemm_by_rows, is_batched, scatter, transposed};
+use super::batched::{
+    dense, gather, gemm_by_rows, is_batched, scatter, transpose_images, transposed,
+};
 use super::im2col::{col2im_plane, im2col_batch_into};
+use super::weight_grad::small_backward_weights;
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::error::{expect_shape, KernelError};
-use crate::kernels::gemm::{gemm_single_threaded, rows_per_block, GemmShape, MatView};
+use crate::kernels::gemm::{
+    gemm_single_threaded, rows_per_block, GemmShape, MatView, GEMM_MIN_ROWS,
+};
 use crate::kernels::par::{
     for_each_chunk, for_each_nested_chunk, item_cost, GEMM_FLOPS_PER_CYCLE, VECTOR_FLOPS_PER_CYCLE,
 };
@@ -104,11 +109,13 @@ fn batched_backward_weights(
     with_scratch(per_image + (patch + channels) * wide, |buffer| {
         let (unrolled, rest) = buffer.split_at_mut(per_image);
         let (cols, dy) = rest.split_at_mut(patch * wide);
+        // cols^T (N P x patch), so the GEMM reads both operands row-major: the `gemm` crate
+        // runs `A B^T` with both inner dimensions contiguous markedly slower.
         if g.is_pointwise() {
-            gather(pool, (n, patch, pixels), input, cols);
+            transpose_images(pool, (patch, pixels), input, cols);
         } else {
             im2col_batch_into(pool, g, input, unrolled);
-            gather(pool, (n, patch, pixels), unrolled, cols);
+            transpose_images(pool, (patch, pixels), unrolled, cols);
         }
         gather(pool, (n, channels, pixels), grad_output, dy);
         let shape = (channels, patch, wide);
@@ -116,7 +123,7 @@ fn batched_backward_weights(
             pool,
             shape,
             dense(dy, wide),
-            transposed(cols, wide),
+            dense(cols, patch),
             grad_weight,
         );
     });
@@ -221,6 +228,9 @@ pub fn conv2d_backward_weights(
     if is_batched(&geometry) {
         let (x, dy) = (&input.data, &grad_output.data);
         batched_backward_weights(pool, &geometry, x, dy, &mut grad_weight.data);
+    } else if geometry.out_channels < 2 * GEMM_MIN_ROWS {
+        let (x, dy) = (&input.data, &grad_output.data);
+        small_backward_weights(pool, &geometry, x, dy, &mut grad_weight.data);
     } else if geometry.is_pointwise() {
         grad_times_cols_transposed(pool, &geometry, &input.data, &grad_output.data, grad_weight);
     } else {
@@ -293,7 +303,7 @@ fn grad_times_cols_transposed(
 }
 
 /// The cost of one GEMM item of `rows x n`, inner dimension `k`.
-fn gemm_item_cost(rows: usize, n: usize, k: usize) -> Cost {
+pub(super) fn gemm_item_cost(rows: usize, n: usize, k: usize) -> Cost {
     let (rows, n, k) = (rows as f64, n as f64, k as f64);
     item_cost(
         rows * k + k * n,

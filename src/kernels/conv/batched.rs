@@ -12,7 +12,8 @@
 //! - input gradient: `dY_b` gathered from `grad_output`, `dcols_b = W^T dY_b`, scattered back
 //!   to per-image columns (col2im when not pointwise);
 //! - weight gradient: `dW = dY_b cols_b^T`, one GEMM whose inner dimension runs over all the
-//!   images' pixels.
+//!   images' pixels; `cols_b^T` is built directly (each image's columns transposed), since
+//!   the `gemm` crate runs `A B^T` with both inner dimensions contiguous markedly slower.
 //!
 //! The copies move `O(N C P)` values; the GEMMs do `O(N C_out C_in kh kw P)` work, so the copies
 //! are cheap where this path is taken.
@@ -28,9 +29,12 @@
 use super::Conv2dGeometry;
 use crate::kernels::gemm::{gemm_single_threaded, rows_per_block, GemmShape, MatView};
 use crate::kernels::par::{
-    for_each_chunk, item_cost, GEMM_FLOPS_PER_CYCLE, VECTOR_FLOPS_PER_CYCLE,
+    for_each_chunk, for_each_nested_chunk, item_cost, GEMM_FLOPS_PER_CYCLE, VECTOR_FLOPS_PER_CYCLE,
 };
 use crate::pool::ThreadPool;
+
+/// Pixel rows per item of [`transpose_images`].
+const TRANSPOSE_PIXELS: usize = 64;
 
 /// Output planes of at most this many pixels take the batched path.
 pub const BATCHED_MAX_PIXELS: usize = 128;
@@ -70,6 +74,37 @@ pub(super) fn scatter(
             part.copy_from_slice(&src[start..start + p]);
         }
     });
+}
+
+/// `dst (N P x C) = src (N x C x P)`, each image's `C x P` matrix transposed: row `n P + p` holds pixel `p`
+/// of image `n` in every channel.
+pub(super) fn transpose_images(
+    pool: &dyn ThreadPool,
+    (c, p): (usize, usize),
+    src: &[f32],
+    dst: &mut [f32],
+) {
+    let rows = TRANSPOSE_PIXELS as f64 * c as f64;
+    let cost = item_cost(rows, rows, 0.0, VECTOR_FLOPS_PER_CYCLE);
+    let image_len = (c * p).max(1);
+    for_each_nested_chunk(
+        pool,
+        dst,
+        image_len,
+        TRANSPOSE_PIXELS * c,
+        cost,
+        |image, block, out| {
+            let first = block * TRANSPOSE_PIXELS;
+            let len = out.len() / c.max(1);
+            let plane = &src[image * c * p..(image + 1) * c * p];
+            for channel in 0..c {
+                let from = &plane[channel * p + first..channel * p + first + len];
+                for (row, value) in from.iter().enumerate() {
+                    out[row * c + channel] = *value;
+                }
+            }
+        },
+    );
 }
 
 /// `c (m x n) = a b` for strided views, one item per block of `c`'s rows.
@@ -116,5 +151,24 @@ pub(super) fn transposed(data: &[f32], cols: usize) -> MatView<'_> {
         data,
         row_stride: 1,
         col_stride: cols,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::{Pool, PoolKind, PoolOptions};
+
+    #[test]
+    fn planes_transpose_image_by_image() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "batched")).unwrap();
+        let (n, c, p) = (2, 3, 70);
+        let src: Vec<f32> = (0..n * c * p).map(|i| i as f32).collect();
+        let mut dst = vec![0.0; n * c * p];
+        transpose_images(pool.as_dyn(), (c, p), &src, &mut dst);
+        for (image, channel, pixel) in [(0, 0, 0), (1, 2, 69), (1, 1, 64), (0, 2, 3)] {
+            let expected = src[(image * c + channel) * p + pixel];
+            assert_eq!(dst[(image * p + pixel) * c + channel], expected);
+        }
     }
 }

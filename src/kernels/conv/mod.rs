@@ -13,7 +13,9 @@
 //! - [`conv2d_backward_data`]: `dcols_n = W^T dY_n`, one item per (image, block of `dcols`
 //!   rows); then col2im adds every column back onto the pixel it came from, one item per
 //!   (image, input channel).
-//! - [`conv2d_backward_weights`]: im2col as forward, then `dW = sum_n dY_n cols_n^T`, one
+//! - [`conv2d_backward_weights`]: im2col as forward, then `dW = sum_n dY_n cols_n^T`. With
+//!   fewer than 128 output channels (one block of `dW` rows) it is computed transposed and
+//!   split along the pixels (`weight_grad.rs`: parts summed in a fixed order); otherwise one
 //!   item per block of `dW` rows (output channels), each summing the images in order.
 //!
 //! The `cols` buffer holds every image at once (`N C_in kh kw H_out W_out` floats), so the
@@ -32,13 +34,14 @@
 //! # Determinism
 //! Every item is computed by one thread with the same code; col2im adds in a fixed order
 //! (kernel row, kernel column, output row, output column), and the weight gradient sums
-//! images in index order inside one item. No sum depends on the thread count.
+//! images (or parts of images) in index order. No sum depends on the thread count.
 #![forbid(unsafe_code)]
 
 mod backward;
 mod batched;
 mod forward;
 mod im2col;
+mod weight_grad;
 
 pub use backward::{conv2d_backward_data, conv2d_backward_weights};
 pub use batched::BATCHED_MAX_PIXELS;
