@@ -27,7 +27,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{self, Write};
 
 use super::clock::Epoch;
@@ -275,8 +275,12 @@ struct Builder {
     queued: HashMap<u64, Open>,
     /// Op starts paired with their queued marker, waiting for the op's end.
     queued_for_running: HashMap<u64, Open>,
-    submits: HashMap<(DeviceId, u32, u64), Open>,
-    kernels: HashMap<(DeviceId, u32, u64), Open>,
+    /// Launches not yet started, per (device, stream, op): a stream runs its work in launch
+    /// order, so the n-th start of a key belongs to its n-th submit (one op may launch
+    /// several units on one stream).
+    submits: HashMap<(DeviceId, u32, u64), VecDeque<Open>>,
+    /// Kernels started and not yet ended, in the same per-key order.
+    kernels: HashMap<(DeviceId, u32, u64), VecDeque<Open>>,
     next_id: u64,
 }
 
@@ -361,7 +365,7 @@ impl Builder {
                     event: *event,
                     track: Self::stream_track(event),
                 };
-                self.kernels.insert(key, open);
+                self.kernels.entry(key).or_default().push_back(open);
             }
             EventKind::StreamEnd => self.stream_ended(event),
         }
@@ -544,12 +548,14 @@ impl Builder {
         });
         self.records.push(marker);
         self.submits
-            .insert((event.device, event.stream(), event.op_id()), open);
+            .entry((event.device, event.stream(), event.op_id()))
+            .or_default()
+            .push_back(open);
     }
 
     fn stream_ended(&mut self, event: &Event) {
         let key = (event.device, event.stream(), event.op_id());
-        let Some(start) = self.kernels.remove(&key) else {
+        let Some(start) = pop_first(&mut self.kernels, &key) else {
             self.report.unmatched += 1;
             return;
         };
@@ -560,7 +566,7 @@ impl Builder {
             op_id: event.op_id(),
         }));
         self.report.ops += 1;
-        if let Some(submit) = self.submits.remove(&key) {
+        if let Some(submit) = pop_first(&mut self.submits, &key) {
             self.flow("launch", "ac2g", submit, start);
         }
     }
@@ -572,7 +578,7 @@ impl Builder {
             + self.spins.len()
             + self.parks.len()
             + self.ops.len()
-            + self.kernels.len();
+            + self.kernels.values().map(VecDeque::len).sum::<usize>();
         self.report.clamped = nest_slices(&mut self.records);
         let labelled = self.add_metadata(&context.device_labels);
         self.records
@@ -736,6 +742,19 @@ fn other_data(
         "dropped_events": context.dropped_events,
         "evicted_events": context.evicted_events,
     })
+}
+
+/// The oldest entry queued under `key`, dropping the key when it empties.
+fn pop_first(
+    queues: &mut HashMap<(DeviceId, u32, u64), VecDeque<Open>>,
+    key: &(DeviceId, u32, u64),
+) -> Option<Open> {
+    let queue = queues.get_mut(key)?;
+    let first = queue.pop_front();
+    if queue.is_empty() {
+        queues.remove(key);
+    }
+    first
 }
 
 #[cfg(all(test, not(loom)))]
