@@ -4,10 +4,11 @@
 #![forbid(unsafe_code)]
 
 use std::cell::{Cell, RefCell};
+use std::panic::{self, AssertUnwindSafe};
 
-use super::opr::Completion;
+use super::block::OpHandle;
+use super::opr::{run_ready, Completion};
 use super::OpName;
-use crate::pool::Task;
 use crate::sync::thread_local;
 
 thread_local! {
@@ -65,32 +66,32 @@ const CONTINUATION_BUDGET: u32 = 64;
 thread_local! {
     /// A ready op this worker will run right after the current one, instead of queueing it.
     #[allow(clippy::missing_const_for_thread_local)]
-    static CONTINUATION: RefCell<Option<Task>> = RefCell::new(None);
-    /// Continuations this thread may still take; 0 outside an op task.
+    static CONTINUATION: RefCell<Option<OpHandle>> = RefCell::new(None);
+    /// Continuations this thread may still take; 0 while it runs no op.
     #[allow(clippy::missing_const_for_thread_local)]
     static CONTINUATIONS_LEFT: Cell<u32> = Cell::new(0);
 }
 
-/// Offers a ready op to run right after the op this worker is running. Refused (the task is
-/// given back, to be queued) outside an op task, when the slot is taken, or when the budget is
+/// Offers a ready op to run right after the op this worker is running. Refused (the op is
+/// given back, to be queued) while no op runs here, when the slot is taken, or when the budget is
 /// spent.
-pub(crate) fn offer_continuation(task: Task) -> Result<(), Task> {
+pub(crate) fn offer_continuation(op: OpHandle) -> Result<(), OpHandle> {
     let left = CONTINUATIONS_LEFT.with(Cell::get);
     if left == 0 {
-        return Err(task);
+        return Err(op);
     }
     CONTINUATION.with(|slot| {
         let mut slot = slot.borrow_mut();
         if slot.is_some() {
-            return Err(task);
+            return Err(op);
         }
-        *slot = Some(task);
+        *slot = Some(op);
         CONTINUATIONS_LEFT.with(|cell| cell.set(left - 1));
         Ok(())
     })
 }
 
-/// Runs `op` (an op task's body), then every continuation it and its successors offered.
+/// Runs `op` (running a ready op), then every continuation it and its successors offered.
 /// Nested calls (an op run inline inside another) leave the draining to the outermost.
 pub(crate) fn run_with_continuations(op: impl FnOnce()) {
     if CONTINUATIONS_LEFT.with(Cell::get) != 0 {
@@ -99,7 +100,9 @@ pub(crate) fn run_with_continuations(op: impl FnOnce()) {
     CONTINUATIONS_LEFT.with(|cell| cell.set(CONTINUATION_BUDGET));
     op();
     while let Some(next) = CONTINUATION.with(|slot| slot.borrow_mut().take()) {
-        let _ = next.run_caught(); // op tasks report their own panics
+        // Ops report their own panics; this only keeps a panicking observer from stranding
+        // the continuations after it.
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| run_ready(next)));
     }
     CONTINUATIONS_LEFT.with(|cell| cell.set(0));
 }
