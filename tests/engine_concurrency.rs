@@ -384,6 +384,59 @@ fn the_observer_sees_every_op_queued_started_and_finished() {
     });
 }
 
+/// Records every event's op id, kind (0 queued, 1 started, 2 finished) and priority.
+#[derive(Default)]
+struct IdObserver {
+    events: Mutex<Vec<(u64, u8, i32)>>,
+}
+
+impl EngineObserver for IdObserver {
+    fn on_event(&self, event: EngineEvent) {
+        let entry = match event {
+            EngineEvent::Queued { id, priority, .. } => (id, 0, priority),
+            EngineEvent::Started { id, priority, .. } => (id, 1, priority),
+            EngineEvent::Finished { id, priority, .. } => (id, 2, priority),
+        };
+        self.events.lock().unwrap().push(entry);
+    }
+}
+
+#[test]
+fn op_ids_are_unique_across_engines_and_shared_by_an_ops_three_events() {
+    within_deadline("op ids", || {
+        let observer = Arc::new(IdObserver::default());
+        let pushes_per_engine = 200;
+        for kind in EngineKind::ALL {
+            let engine =
+                Engine::new(EngineOptions::new(kind, 2).observer(observer.clone())).unwrap();
+            let vars: Vec<Var> = (0..4).map(|_| engine.new_variable()).collect();
+            for k in 0..pushes_per_engine {
+                let spec = OpSpec::new("identified")
+                    .reads(std::slice::from_ref(&vars[(k + 1) % 4]))
+                    .writes(std::slice::from_ref(&vars[k % 4]))
+                    .priority(k as i32 % 7);
+                engine.push_sync(spec, |_| Ok(())).unwrap();
+            }
+            engine.wait_for_all().unwrap();
+        }
+        let events = observer.events.lock().unwrap();
+        let mut by_id: std::collections::HashMap<u64, Vec<(u8, i32)>> = Default::default();
+        for &(id, kind, priority) in events.iter() {
+            by_id.entry(id).or_default().push((kind, priority));
+        }
+        assert_eq!(by_id.len(), 3 * pushes_per_engine, "one id per op pushed");
+        for (id, mut seen) in by_id {
+            seen.sort_unstable();
+            let priority = seen[0].1;
+            assert_eq!(
+                seen,
+                [(0, priority), (1, priority), (2, priority)],
+                "op {id}: queued, started and finished once each"
+            );
+        }
+    });
+}
+
 #[test]
 fn resizing_the_cpu_workers_under_load_loses_nothing() {
     within_deadline("resize under load", || {

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
+use std::sync::LazyLock;
 
 use crossbeam_utils::CachePadded;
 use smallvec::SmallVec;
@@ -97,6 +98,22 @@ pub(crate) struct Core {
     pub(crate) blocks: BlockPool,
     /// The engine's GPUs (per-device engine with a GPU selection); see `engine::gpu`.
     pub(crate) gpu: Option<Arc<GpuHub>>,
+    /// The high bits of this engine's op ids: its serial number in the process.
+    id_base: u64,
+}
+
+/// Op ids: the engine's serial number above this many bits of push sequence number.
+const OP_SEQUENCE_BITS: u32 = 40;
+const OP_SEQUENCE_MASK: u64 = (1 << OP_SEQUENCE_BITS) - 1;
+
+/// Engines started in this process so far (engine serial numbers start at 1).
+static ENGINES: LazyLock<Mutex<u64>> = LazyLock::new(|| Mutex::new(0));
+
+/// The next engine's serial number (wrapping within the bits an op id leaves it).
+fn next_engine_serial() -> u64 {
+    let mut engines = ENGINES.lock();
+    *engines = (*engines % ((1 << (64 - OP_SEQUENCE_BITS)) - 1)) + 1;
+    *engines
 }
 
 impl Core {
@@ -126,6 +143,7 @@ impl Core {
             bulks: BulkRegistry::new(),
             blocks: BlockPool::new(),
             gpu,
+            id_base: next_engine_serial() << OP_SEQUENCE_BITS,
         }
     }
 
@@ -146,7 +164,7 @@ impl Core {
     {
         core.dispatcher
             .check(header.name, header.ctx, header.prop)?;
-        core.admit()?;
+        let sequence = core.admit()?;
         let mut block = core
             .blocks
             .take()
@@ -156,6 +174,7 @@ impl Core {
             block.core = Some(core.clone());
         }
         block.header = header;
+        block.id = core.id_base | sequence;
         fill(&mut block.deps);
         let Some((mut handle, body)) = block::enqueue(OpHandle::new(block), body) else {
             return Ok(()); // queued: the last grant dispatches it
@@ -173,10 +192,11 @@ impl Core {
     /// Counts a push as pending unless the engine is stopped. The push count goes up before
     /// `accepting` is read, and `stop` clears `accepting` before it waits for the counts to
     /// meet: one of the two always sees the other (both sequentially consistent).
-    fn admit(&self) -> Result<(), EngineError> {
-        self.pushed.fetch_add(1, Ordering::SeqCst);
+    /// Returns the push's sequence number (the low bits of its op id).
+    fn admit(&self) -> Result<u64, EngineError> {
+        let sequence = self.pushed.fetch_add(1, Ordering::SeqCst);
         if self.accepting.load(Ordering::SeqCst) {
-            return Ok(());
+            return Ok(sequence & OP_SEQUENCE_MASK);
         }
         self.retire_one();
         Err(EngineError::Stopped { engine: self.kind })
@@ -184,9 +204,11 @@ impl Core {
 
     fn observe_queued(&self, block: &OpBlock) {
         self.observe(|| EngineEvent::Queued {
+            id: block.id,
             op: block.name,
             ctx: block.ctx,
             prop: block.prop,
+            priority: block.priority,
         });
     }
 
@@ -206,8 +228,11 @@ impl Core {
     /// Called by the executor as an op starts.
     pub(crate) fn op_started(&self, block: &OpBlock) {
         self.observe(|| EngineEvent::Started {
+            id: block.id,
             op: block.name,
             ctx: block.ctx,
+            prop: block.prop,
+            priority: block.priority,
         });
     }
 
@@ -231,8 +256,11 @@ impl Core {
             }
         }
         core.observe(|| EngineEvent::Finished {
+            id: block.id,
             op: block.name,
             ctx: block.ctx,
+            prop: block.prop,
+            priority: block.priority,
             failed: error.is_some(),
         });
         for waiter in granted {

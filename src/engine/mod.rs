@@ -101,30 +101,51 @@ pub use types::{Context, DeviceType, EngineKind, FnProperty};
 pub use var::Var;
 
 /// What the engine reports to an [`EngineObserver`] (the profiler records these).
+///
+/// Every op pushed gets an id unique in the process (`id`: the engine's serial number in the
+/// high bits, the op's push sequence number in the low 40), the same in its three events, so
+/// an observer can pair them across threads: `Queued` on the thread that made the op ready,
+/// `Started` on the thread that runs it, `Finished` on the thread that called its completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EngineEvent {
     /// A ready op was handed to its queue (or run inline).
     Queued {
+        /// The op's id.
+        id: u64,
         /// The op.
         op: OpName,
         /// Its context.
         ctx: Context,
         /// Its property (which queue).
         prop: FnProperty,
+        /// The push's priority.
+        priority: i32,
     },
     /// An op started on the calling thread.
     Started {
+        /// The op's id.
+        id: u64,
         /// The op.
         op: OpName,
         /// Its context.
         ctx: Context,
+        /// Its property.
+        prop: FnProperty,
+        /// The push's priority.
+        priority: i32,
     },
     /// An op completed (on the thread that called its completion).
     Finished {
+        /// The op's id.
+        id: u64,
         /// The op.
         op: OpName,
         /// Its context.
         ctx: Context,
+        /// Its property.
+        prop: FnProperty,
+        /// The push's priority.
+        priority: i32,
         /// Whether it failed or inherited a failure.
         failed: bool,
     },

@@ -148,6 +148,8 @@ pub(crate) struct OpBlock {
     pub(crate) core: Option<Arc<Core>>,
     pub(crate) deps: Deps,
     pub(crate) header: OpHeader,
+    /// The op's id in the engine's events (see [`EngineEvent`](super::EngineEvent)).
+    pub(crate) id: u64,
     /// The op's body until it runs.
     pub(crate) body: Option<Body>,
 }
@@ -174,6 +176,7 @@ impl OpBlock {
                 name: OpName::UNNAMED,
                 is_wait: false,
             },
+            id: 0,
             body: None,
         }
     }
