@@ -67,23 +67,35 @@ thread_local! {
     /// A ready op this worker will run right after the current one, instead of queueing it.
     #[allow(clippy::missing_const_for_thread_local)]
     static CONTINUATION: RefCell<Option<OpHandle>> = RefCell::new(None);
-    /// Continuations this thread may still take; 0 while it runs no op.
+    /// Continuations this thread may still take, plus one; 0 while it runs no op.
     #[allow(clippy::missing_const_for_thread_local)]
     static CONTINUATIONS_LEFT: Cell<u32> = Cell::new(0);
 }
 
+/// Why [`offer_continuation`] gave an op back.
+pub(crate) enum Refused {
+    /// The thread runs no op, or the slot holds another continuation: queue the op where
+    /// another worker may take it.
+    Busy(OpHandle),
+    /// The thread ran its budget of continuations: queue the op behind the others (the
+    /// thread's drainer comes back to the queue right after the op it runs).
+    BudgetSpent(OpHandle),
+}
+
 /// Offers a ready op to run right after the op this worker is running. Refused (the op is
-/// given back, to be queued) while no op runs here, when the slot is taken, or when the budget is
-/// spent.
-pub(crate) fn offer_continuation(op: OpHandle) -> Result<(), OpHandle> {
+/// given back, to be queued) while no op runs here, when the slot is taken, or when the budget
+/// is spent.
+pub(crate) fn offer_continuation(op: OpHandle) -> Result<(), Refused> {
     let left = CONTINUATIONS_LEFT.with(Cell::get);
-    if left == 0 {
-        return Err(op);
+    match left {
+        0 => return Err(Refused::Busy(op)),
+        1 => return Err(Refused::BudgetSpent(op)),
+        _ => {}
     }
     CONTINUATION.with(|slot| {
         let mut slot = slot.borrow_mut();
         if slot.is_some() {
-            return Err(op);
+            return Err(Refused::Busy(op));
         }
         *slot = Some(op);
         CONTINUATIONS_LEFT.with(|cell| cell.set(left - 1));
@@ -92,12 +104,15 @@ pub(crate) fn offer_continuation(op: OpHandle) -> Result<(), OpHandle> {
 }
 
 /// Runs `op` (running a ready op), then every continuation it and its successors offered.
-/// Nested calls (an op run inline inside another) leave the draining to the outermost.
+/// Nested calls (an op run inline inside another, a continuation) leave the draining to the
+/// outermost. The count of continuations left stays at 1 or above while the outermost call
+/// runs (a spent budget refuses offers at 1), so a continuation never becomes an outermost
+/// call of its own: a chain runs at one stack depth however long it is.
 pub(crate) fn run_with_continuations(op: impl FnOnce()) {
     if CONTINUATIONS_LEFT.with(Cell::get) != 0 {
         return op();
     }
-    CONTINUATIONS_LEFT.with(|cell| cell.set(CONTINUATION_BUDGET));
+    CONTINUATIONS_LEFT.with(|cell| cell.set(CONTINUATION_BUDGET + 1));
     op();
     while let Some(next) = CONTINUATION.with(|slot| slot.borrow_mut().take()) {
         // Ops report their own panics; this only keeps a panicking observer from stranding

@@ -38,7 +38,14 @@ use crossbeam_deque::{Injector, Steal};
 use super::block::OpHandle;
 use super::opr::run_ready;
 use crate::pool::{spawn_here, Pool, Task};
-use crate::sync::{fence, spin_loop, Arc, AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{fence, spin_loop, thread_local, Arc, AtomicBool, AtomicUsize, Ordering};
+use std::cell::Cell;
+
+thread_local! {
+    /// The queue whose drainer the calling thread is (its address; 0: none).
+    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
+    static DRAINING: Cell<usize> = Cell::new(0);
+}
 
 /// Ops a drainer runs before it hands its place to a fresh task.
 const DRAIN_BUDGET: usize = 1024;
@@ -71,10 +78,25 @@ impl ReadyQueue {
         }
     }
 
+    /// Whether the calling thread is a drainer of `queue` (so it looks at `queue` again
+    /// after the op it runs: see [`requeue`](Self::requeue)).
+    pub(crate) fn is_draining(queue: &Arc<ReadyQueue>) -> bool {
+        DRAINING.with(Cell::get) == Arc::as_ptr(queue) as usize
+    }
+
+    /// Appends `op` without starting a drainer: only for a caller that
+    /// [`is_draining`](Self::is_draining) this queue, whose own drainer will take it (or hand
+    /// its place on) before it leaves.
+    pub(crate) fn requeue(&self, op: OpHandle) {
+        debug_assert!(DRAINING.with(Cell::get) == self as *const Self as usize);
+        self.ops.push(op);
+    }
+
     /// The body of a drainer task: runs ops until the queue is empty (and this drainer
     /// leaves) or the budget is spent (and a fresh task takes its place).
     fn drain(queue: Arc<ReadyQueue>) {
         let _replaced_if_unwinding = Successor(&queue);
+        let _draining = Draining::enter(&queue);
         loop {
             for _ in 0..DRAIN_BUDGET {
                 match queue.next_op() {
@@ -179,6 +201,21 @@ impl Drop for Successor<'_> {
         if std::thread::panicking() {
             let _ = spawn_here(drainer(self.0.clone()));
         }
+    }
+}
+
+/// Marks the calling thread as a drainer of a queue until dropped.
+struct Draining(usize);
+
+impl Draining {
+    fn enter(queue: &Arc<ReadyQueue>) -> Self {
+        Draining(DRAINING.with(|draining| draining.replace(Arc::as_ptr(queue) as usize)))
+    }
+}
+
+impl Drop for Draining {
+    fn drop(&mut self) {
+        DRAINING.with(|draining| draining.set(self.0));
     }
 }
 

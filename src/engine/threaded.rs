@@ -33,7 +33,7 @@ use arc_swap::ArcSwapOption;
 
 use super::block::OpHandle;
 use super::core::{Dispatch, DispatchStats};
-use super::current;
+use super::current::{self, Refused};
 use super::gpu::GpuHub;
 use super::opr::OpHeader;
 use super::opr::{op_task, run_ready};
@@ -69,18 +69,18 @@ impl Workers {
         }
     }
 
-    /// Queues a ready op; a worker of this pool that made it ready keeps it as its
-    /// continuation instead (see `current.rs`).
+    /// Queues a ready op; a drainer of this pool's queue that made it ready keeps it as its
+    /// continuation instead (see `current.rs`), or requeues it without waking anyone once
+    /// it ran its budget of continuations (it drains the queue itself right after).
     fn dispatch(&self, op: OpHandle, from_push: bool) {
-        let op = if from_push || self.pool.current_thread_id().is_none() {
-            op
-        } else {
-            match current::offer_continuation(op) {
-                Ok(()) => return,
-                Err(op) => op,
-            }
-        };
-        ReadyQueue::push(&self.ready, &self.pool, op);
+        if from_push || !ReadyQueue::is_draining(&self.ready) {
+            return ReadyQueue::push(&self.ready, &self.pool, op);
+        }
+        match current::offer_continuation(op) {
+            Ok(()) => {}
+            Err(Refused::BudgetSpent(op)) => self.ready.requeue(op),
+            Err(Refused::Busy(op)) => ReadyQueue::push(&self.ready, &self.pool, op),
+        }
     }
 }
 
