@@ -5,7 +5,10 @@
 #   bench/compare-pools.sh [ROUNDS]        (default 3 rounds)
 #
 # Environment: THREADS (default 2), QUICK=1 for the ~10x smaller sizes, REPS to override each
-# benchmark's reps. Each round runs both programs, alternating which goes first; the table
+# benchmark's reps, BENCH to run only some benchmarks (e.g. BENCH=wake_hot), RUN_PREFIX to
+# run both programs under a command (e.g. RUN_PREFIX="chrt -f 1": as root, both get the CPUs
+# ahead of other load, which reproduces a quiet machine on a shared one; without it, on a
+# loaded 2-core machine wake_hot measures mostly context switches, every thread on one core). Each round runs both programs, alternating which goes first; the table
 # shows, per (bench, pool), the median over rounds of each round's median, and
 # eigen-cpp / ours: above 1 means ours took less time than Eigen's C++ pool.
 # Raw JSON lines are kept in target/peers/compare-<time>.jsonl.
@@ -23,12 +26,14 @@ cd "${repo_root}"
 args=(--threads "${THREADS:-2}")
 [[ "${QUICK:-0}" == 1 ]] && args+=(--quick)
 [[ -n "${REPS:-}" ]] && args+=(--reps "${REPS}")
+[[ -n "${BENCH:-}" ]] && args+=(--bench "${BENCH}")
+read -r -a prefix <<< "${RUN_PREFIX:-}"
 
 cargo build --release --bin enginetop
 bench/peers/build-eigen.sh
 
-ours=(target/release/enginetop bench pool --json "${args[@]}")
-eigen=(target/peers/eigen_pool "${args[@]}")
+ours=("${prefix[@]}" target/release/enginetop bench pool --json "${args[@]}")
+eigen=("${prefix[@]}" target/peers/eigen_pool "${args[@]}")
 raw="target/peers/compare-$(date +%Y%m%d-%H%M%S).jsonl"
 : > "${raw}"
 

@@ -12,7 +12,7 @@ use enginetop::engine::{
     Context, Engine, EngineEvent, EngineKind, EngineObserver, EngineOptions, FnProperty, OpSpec,
     Var,
 };
-use enginetop::pool::PoolKind;
+use enginetop::pool::{PoolEvent, PoolKind, PoolObserver};
 
 fn engine(kind: EngineKind, pool: PoolKind, workers: usize) -> Engine {
     Engine::new(
@@ -381,6 +381,138 @@ fn the_observer_sees_every_op_queued_started_and_finished() {
             assert_eq!(observer.finished.load(Ordering::SeqCst), 99, "{kind}");
             assert_eq!(observer.failed.load(Ordering::SeqCst), 1, "{kind}");
         }
+    });
+}
+
+/// Records every event's op id, kind (0 queued, 1 started, 2 finished) and priority.
+#[derive(Default)]
+struct IdObserver {
+    events: Mutex<Vec<(u64, u8, i32)>>,
+}
+
+impl EngineObserver for IdObserver {
+    fn on_event(&self, event: EngineEvent) {
+        let entry = match event {
+            EngineEvent::Queued { id, priority, .. } => (id, 0, priority),
+            EngineEvent::Started { id, priority, .. } => (id, 1, priority),
+            EngineEvent::Finished { id, priority, .. } => (id, 2, priority),
+        };
+        self.events.lock().unwrap().push(entry);
+    }
+}
+
+#[test]
+fn op_ids_are_unique_across_engines_and_shared_by_an_ops_three_events() {
+    within_deadline("op ids", || {
+        let observer = Arc::new(IdObserver::default());
+        let pushes_per_engine = 200;
+        for kind in EngineKind::ALL {
+            let engine =
+                Engine::new(EngineOptions::new(kind, 2).observer(observer.clone())).unwrap();
+            let vars: Vec<Var> = (0..4).map(|_| engine.new_variable()).collect();
+            for k in 0..pushes_per_engine {
+                let spec = OpSpec::new("identified")
+                    .reads(std::slice::from_ref(&vars[(k + 1) % 4]))
+                    .writes(std::slice::from_ref(&vars[k % 4]))
+                    .priority(k as i32 % 7);
+                engine.push_sync(spec, |_| Ok(())).unwrap();
+            }
+            engine.wait_for_all().unwrap();
+        }
+        let events = observer.events.lock().unwrap();
+        let mut by_id: std::collections::HashMap<u64, Vec<(u8, i32)>> = Default::default();
+        for &(id, kind, priority) in events.iter() {
+            by_id.entry(id).or_default().push((kind, priority));
+        }
+        assert_eq!(by_id.len(), 3 * pushes_per_engine, "one id per op pushed");
+        for (id, mut seen) in by_id {
+            seen.sort_unstable();
+            let priority = seen[0].1;
+            assert_eq!(
+                seen,
+                [(0, priority), (1, priority), (2, priority)],
+                "op {id}: queued, started and finished once each"
+            );
+        }
+    });
+}
+
+/// Counts the tasks the `cpu0` pool's workers start.
+struct TaskCounter(Arc<AtomicUsize>);
+
+impl PoolObserver for TaskCounter {
+    fn on_event(&self, worker: Option<usize>, event: PoolEvent) {
+        if worker.is_some() && event == PoolEvent::TaskStart {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+const LINKS: usize = 64 * 200;
+
+/// A chain made ready on a worker runs there as continuations, one after another on one
+/// stack frame, and once the worker has run its budget of continuations it takes the chain
+/// back from its own queue instead of scheduling a drainer task (and waking the other worker)
+/// for it: a long chain is one pool task, on one thread, at one stack depth.
+#[test]
+fn a_chain_made_ready_on_a_worker_stays_on_that_worker() {
+    within_deadline("chain stays", || {
+        let tasks = Arc::new(AtomicUsize::new(0));
+        let counted = tasks.clone();
+        let options = EngineOptions::new(EngineKind::PerDevice, 2).pool_observers(Arc::new(
+            move |pool: &str| {
+                (pool == "cpu0")
+                    .then(|| Arc::new(TaskCounter(counted.clone())) as Arc<dyn PoolObserver>)
+            },
+        ));
+        let engine = Engine::new(options).unwrap();
+        let var = engine.new_variable();
+        let writes = std::slice::from_ref(&var);
+        let (release, released) = mpsc::channel::<()>();
+        engine
+            .push_sync(OpSpec::new("hold").writes(writes), move |_| {
+                released.recv().unwrap();
+                Ok(())
+            })
+            .unwrap();
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let stack = Arc::new(Mutex::new((usize::MAX, 0usize)));
+        for _ in 0..LINKS {
+            let (threads, stack) = (threads.clone(), stack.clone());
+            engine
+                .push_sync(OpSpec::new("link").writes(writes), move |_| {
+                    let name = std::thread::current().name().map(str::to_string);
+                    threads.lock().unwrap().push(name);
+                    let here = 0u8;
+                    let address = std::ptr::addr_of!(here) as usize;
+                    let mut stack = stack.lock().unwrap();
+                    *stack = (stack.0.min(address), stack.1.max(address));
+                    Ok(())
+                })
+                .unwrap();
+        }
+        release.send(()).unwrap();
+        engine.wait_for_all().unwrap();
+        let threads = threads.lock().unwrap();
+        assert_eq!(threads.len(), LINKS);
+        let (lowest, highest) = *stack.lock().unwrap();
+        // Continuations run one after another at one depth; nesting one level per budget (the
+        // old behaviour) went 200 levels deep here and overflowed a worker's stack on chains
+        // of about a million ops.
+        assert!(
+            highest - lowest < 4096,
+            "the chain nested {} bytes deep",
+            highest - lowest
+        );
+        assert!(threads[0]
+            .as_deref()
+            .is_some_and(|name| name.starts_with("cpu0-w")));
+        assert!(
+            threads.iter().all(|name| *name == threads[0]),
+            "the chain moved between workers"
+        );
+        drop(engine); // joins the workers: every task start is counted
+        assert_eq!(tasks.load(Ordering::SeqCst), 1, "pool tasks for the chain");
     });
 }
 

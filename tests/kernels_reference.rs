@@ -100,7 +100,14 @@ fn conv_cases() -> Vec<naive::Conv> {
         conv([1, 2, 9, 9], 5, (3, 3), 2, 0),
         conv([3, 4, 5, 5], 6, (1, 1), 1, 0),
         conv([2, 3, 8, 7], 3, (5, 3), 2, 2),
+        // Output planes over BATCHED_MAX_PIXELS with more than one image: the per-image path
+        // (the cases above with more than one image take the batched one).
+        conv([2, 3, 12, 12], 4, (3, 3), 1, 1),
+        conv([2, 5, 12, 12], 3, (1, 1), 1, 0),
         conv([1, 2, 6, 6], 140, (3, 3), 1, 1),
+        // Over PART_PIXELS (512) output pixels: the weight gradient adds two runs per image.
+        conv([2, 2, 24, 24], 3, (3, 3), 1, 1),
+        conv([2, 3, 25, 25], 2, (1, 1), 1, 0),
     ]
 }
 
@@ -139,7 +146,7 @@ fn conv2d_matches_direct_convolution() {
 #[test]
 fn conv2d_gradients_match_finite_differences() {
     let pool = pool();
-    for (seed, case) in conv_cases().iter().take(4).enumerate() {
+    for (seed, case) in conv_cases().iter().take(6).enumerate() {
         let input = Tensor::random(&case.input, seed as u64);
         let weight = Tensor::random(&case.weight_shape(), seed as u64 + 50);
         let grad_output = Tensor::random(&case.output_shape(), seed as u64 + 99);

@@ -1,14 +1,19 @@
 //! A synthetic op stream recorded from several threads (errors, priorities, properties, ops
 //! that end on another thread than they started on) comes out in the Chrome export and the
 //! summary with every op exactly once, and the live statistics match the known answers.
+//! Ops pushed to real engines through the engine probe appear exactly once too, each with one
+//! queued -> start flow.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use enginetop::engine::{Engine, EngineKind, EngineObserver, EngineOptions, FnProperty, OpSpec};
 use enginetop::profiler::validate::validate_json;
-use enginetop::profiler::{DeviceId, NameId, OpInfo, Profiler, ProfilerOptions, SortKey, Summary};
+use enginetop::profiler::{
+    DeviceId, EngineProbe, NameId, OpInfo, Profiler, ProfilerOptions, SortKey, Summary,
+};
 
 const THREADS: u64 = 4;
 const OPS_PER_THREAD: u64 = 2_500;
@@ -132,4 +137,89 @@ fn every_op_appears_exactly_once_in_export_and_summary() {
     let device = profiler.snapshot();
     let device = device.device("once-cpu").unwrap();
     assert_eq!((device.ops, device.queued), (total, total));
+}
+
+const ENGINE_OPS: usize = 600;
+
+/// Pushes `ENGINE_OPS` synchronous ops on a small random-ish DAG (two names, priorities and
+/// properties varying, every 50th op failing) to an engine of `kind` observed by `probe`.
+fn push_engine_ops(kind: EngineKind, probe: Arc<dyn EngineObserver>) {
+    let engine = Engine::new(EngineOptions::new(kind, 2).observer(probe)).unwrap();
+    let vars: Vec<_> = (0..16).map(|_| engine.new_variable()).collect();
+    for k in 0..ENGINE_OPS {
+        let name = if k % 2 == 0 {
+            "probe-even"
+        } else {
+            "probe-odd"
+        };
+        let prop = match k % 5 {
+            0 => FnProperty::CpuPrioritized,
+            1 => FnProperty::NoSkip,
+            _ => FnProperty::Normal,
+        };
+        let spec = OpSpec::new(name)
+            .reads(std::slice::from_ref(&vars[(k * 7 + 3) % 16]))
+            .writes(std::slice::from_ref(&vars[k % 16]))
+            .prop(prop)
+            .priority((k % 3) as i32);
+        engine
+            .push_sync(spec, move |_| match k % 50 {
+                49 => Err("planned failure".into()),
+                _ => Ok(()),
+            })
+            .unwrap();
+    }
+    let _ = engine.wait_for_all(); // reports the planned failures
+}
+
+/// Every op pushed to a profiled engine, on every engine kind, comes out of the export
+/// exactly once, with its queueing marker and one queued -> start flow (all ops here start
+/// and end on one thread); ids, priorities and properties are the engine's.
+#[test]
+fn every_engine_op_appears_once_with_one_queued_to_start_flow() {
+    for kind in EngineKind::ALL {
+        let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+        push_engine_ops(kind, Arc::new(EngineProbe::new(&profiler)));
+        let mut json = Vec::new();
+        let report = profiler.export_chrome(&mut json).unwrap();
+        validate_json(&json).unwrap_or_else(|problems| panic!("{kind}: {problems}"));
+        assert_eq!(
+            (report.ops, report.flows, report.unmatched),
+            (ENGINE_OPS, ENGINE_OPS, 0),
+            "{kind}"
+        );
+        let trace: Value = serde_json::from_slice(&json).unwrap();
+        let mut slices: HashMap<u64, usize> = HashMap::new();
+        let mut markers: HashMap<u64, usize> = HashMap::new();
+        let mut failed = 0;
+        for event in trace["traceEvents"].as_array().unwrap() {
+            let id = event["args"]["op_id"].as_u64();
+            match (event["cat"].as_str(), event["ph"].as_str(), id) {
+                (Some("op"), Some("X"), Some(id)) => {
+                    *slices.entry(id).or_default() += 1;
+                    failed += usize::from(event["args"]["error"] == true);
+                    let priority = event["args"]["priority"].as_i64().unwrap();
+                    assert!((0..3).contains(&priority), "{kind}: {event}");
+                }
+                (Some("queue"), Some("X"), Some(id)) => *markers.entry(id).or_default() += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(slices.len(), ENGINE_OPS, "{kind}: distinct op ids");
+        assert!(slices.values().all(|&n| n == 1), "{kind}: an op twice");
+        assert_eq!(markers.len(), ENGINE_OPS, "{kind}: queued markers");
+        assert!(markers.keys().all(|id| slices.contains_key(id)), "{kind}");
+        assert!(failed >= ENGINE_OPS / 50, "{kind}: {failed} failed ops");
+        let summary = profiler.summary();
+        let count = |name: &str| {
+            let row = summary.operators.iter().find(|row| row.name == name);
+            row.map_or(0, |row| row.count)
+        };
+        let half = (ENGINE_OPS / 2) as u64;
+        assert_eq!(
+            (count("probe-even"), count("probe-odd")),
+            (half, half),
+            "{kind}"
+        );
+    }
 }

@@ -92,7 +92,19 @@ fn iterations_stay_within_the_two_core_budget() {
     for workload in SHIPPED {
         let graph = load(workload.name);
         let gflop = graph.iteration_flops() as f64 / 1e9;
-        assert!(gflop <= 3.0, "{}: {gflop} GFLOP per iteration", graph.name);
+        // Well under a second on 2 cores: resnet-like's ~8.6 GFLOP run in about 0.2 s at the
+        // 40-50 GFLOP/s its convolutions reach there (other workloads run far below peak, so
+        // their budget stays 3 GFLOP).
+        let budget = if graph.name == "resnet-like" {
+            10.0
+        } else {
+            3.0
+        };
+        assert!(
+            gflop <= budget,
+            "{}: {gflop} GFLOP per iteration",
+            graph.name
+        );
         assert!(graph.iteration_ops().len() <= 20_000, "{}", graph.name);
         assert!(
             graph.tensor_bytes() <= 256 << 20,
@@ -108,12 +120,23 @@ fn resnet_like_is_resnet_50_shaped_with_backward_and_updates() {
     let graph = load("resnet-like");
     let count = |kernel| graph.ops.iter().filter(|op| op.kernel == kernel).count();
     // 16 bottlenecks x 3 convs + 4 projections + stem + classifier = 54 forward convs;
-    // backward: two per conv except the stem's (no input gradient) = 107.
-    assert_eq!(count(KernelKind::Conv2d), 54 + 107);
+    // backward: a weight gradient per conv, an input gradient per conv but the stem's.
+    assert_eq!(count(KernelKind::Conv2d), 54);
+    assert_eq!(count(KernelKind::Conv2dGradWeight), 54);
+    assert_eq!(count(KernelKind::Conv2dGradInput), 53);
+    // A gradient per batch norm, relu and pool; one loss gradient.
+    assert_eq!(
+        count(KernelKind::BatchNormGrad),
+        count(KernelKind::BatchNorm)
+    );
+    assert_eq!(count(KernelKind::ReluGrad), count(KernelKind::Relu));
+    assert_eq!(count(KernelKind::AvgPoolGrad), count(KernelKind::AvgPool));
+    assert_eq!(count(KernelKind::MaxPoolGrad), 1);
+    assert_eq!(count(KernelKind::SoftmaxXentGrad), 1);
     // One update per conv weight (54) and per batch norm (53).
     assert_eq!(count(KernelKind::Sgd), 107);
     let gflop = graph.iteration_flops() as f64 / 1e9;
-    assert!((0.8..=1.5).contains(&gflop), "{gflop} GFLOP");
+    assert!((8.0..=9.5).contains(&gflop), "{gflop} GFLOP");
     for op in graph
         .iteration_ops()
         .iter()

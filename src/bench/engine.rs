@@ -216,8 +216,10 @@ pub fn run_shape(
         .collect())
 }
 
-/// One rep: pushes every op of `workload`, waits for all; returns the time and the digest.
-fn run_once(
+/// One rep: pushes every op of `workload`, waits for all; returns the time and the digest
+/// (`values`: one per var of the workload; `enginetop bench profiler` times random_dag with
+/// this on engines carrying the profiler's probes).
+pub fn run_once(
     engine: &Engine,
     workload: &Workload,
     values: &'static [AtomicU64],

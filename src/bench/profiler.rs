@@ -14,10 +14,13 @@
 //!   pool with and without the profiler's observer (task events included), reps interleaved;
 //!   `ratio` = profiled median / unprofiled median. Tree tasks do nothing, so its ratio is
 //!   the worst case for per-task events.
-//! - **random_dag**: the engine's random_dag with profiling on vs off, through
-//!   [`overhead_ratio`]. The engine lives on another branch: pass its runner as
-//!   [`ProfilerBenchConfig::random_dag`] (a closure "run random_dag with this profiler, return
-//!   the elapsed time"); until then the row says it is not wired.
+//! - **random_dag**: the engine benchmark's random_dag ([`crate::bench::engine::run_once`])
+//!   with profiling on vs off, through [`overhead_ratio`]. Profiled reps run on an engine
+//!   wired the way a profiled run is: an [`EngineProbe`] as its op observer and
+//!   [`PoolProbe::engine_pools`] on its worker pools; unprofiled reps on a bare engine. A new
+//!   engine per rep (not timed), reps interleaved, every rep's digest checked against the
+//!   sequential evaluation (a wrong one is reported in `note`). [`ProfilerBenchConfig::random_dag`]
+//!   replaces the runner (tests).
 //!
 //! JSON lines carry `bench`, `threads`, `ns_per_event` and `ratio` (null where they do not
 //! apply), `reps`, `dropped`, and a `variant` or `note` where useful.
@@ -27,13 +30,17 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use crate::bench::engine::{run_once, Shape};
 use crate::bench::stats::median;
+use crate::engine::{Engine, EngineKind, EngineObserver, EngineOptions};
 use crate::pool::barrier::Barrier;
 use crate::pool::{Pool, PoolError, PoolKind, PoolOptions};
 use crate::profiler::clock::Epoch;
 use crate::profiler::{
-    DeviceId, Event, EventKind, NameId, OpInfo, Profiler, ProfilerError, ProfilerOptions,
+    DeviceId, EngineProbe, Event, EventKind, NameId, OpInfo, PoolProbe, Profiler, ProfilerError,
+    ProfilerOptions,
 };
+use crate::sync::AtomicU64;
 
 /// Runs one workload with the given profiler (enabled or disabled) and returns how long it
 /// took: the shape of the random_dag hook.
@@ -49,7 +56,13 @@ pub struct ProfilerBenchConfig {
     pub threads: usize,
     /// Tasks per rep of pool_spawn.
     pub spawn_tasks: usize,
-    /// The engine's random_dag, when the engine is present.
+    /// Size of random_dag (1.0 = the engine benchmark's 100,000 ops).
+    pub dag_scale: f64,
+    /// The engine random_dag runs on.
+    pub dag_engine: EngineKind,
+    /// Its CPU workers.
+    pub dag_threads: usize,
+    /// Replaces the random_dag runner (tests); `None` runs the engine's.
     pub random_dag: Option<WorkloadRunner>,
 }
 
@@ -61,6 +74,9 @@ impl ProfilerBenchConfig {
             events_per_rep: 2_000_000,
             threads: std::thread::available_parallelism().map_or(2, usize::from),
             spawn_tasks: 200_000,
+            dag_scale: 1.0,
+            dag_engine: EngineKind::PerDevice,
+            dag_threads: 2,
             random_dag: None,
         }
     }
@@ -70,6 +86,7 @@ impl ProfilerBenchConfig {
         ProfilerBenchConfig {
             events_per_rep: 200_000,
             spawn_tasks: 20_000,
+            dag_scale: 0.1,
             reps: 3,
             ..ProfilerBenchConfig::full()
         }
@@ -437,22 +454,68 @@ fn spawn_once(pool: &Pool, tasks: usize) -> Duration {
     start.elapsed()
 }
 
-/// random_dag with profiling on vs off, if the engine's runner was given.
+/// random_dag with profiling on vs off: the configured runner, or the engine's.
 pub fn random_dag(config: &mut ProfilerBenchConfig) -> ProfilerBenchResult {
-    let mut result = ProfilerBenchResult::new("random_dag", 2, config.reps);
-    match config.random_dag.as_mut() {
-        Some(run) => match overhead_ratio(config.reps, run) {
-            Ok(ratio) => result.ratio = Some(ratio),
-            Err(err) => result.note = Some(err.to_string()),
-        },
-        None => {
-            result.reps = 0;
-            result.note = Some(
-                "needs the engine: set ProfilerBenchConfig::random_dag to its runner".to_string(),
-            );
-        }
+    let mut result = ProfilerBenchResult::new("random_dag", config.dag_threads, config.reps);
+    let outcome = match config.random_dag.as_mut() {
+        Some(run) => overhead_ratio(config.reps, run).map_err(|err| err.to_string()),
+        None => engine_random_dag(config),
+    };
+    match outcome {
+        Ok(ratio) => result.ratio = Some(ratio),
+        Err(why) => result.note = Some(why),
     }
+    result.variant = Some(config.dag_engine.as_str());
     result
+}
+
+/// `probe` as the engine's observer (loom's `Arc` cannot coerce to a `dyn`: it goes through
+/// `from_std` there).
+#[cfg(not(loom))]
+fn engine_observer(probe: EngineProbe) -> crate::sync::Arc<dyn EngineObserver> {
+    crate::sync::Arc::new(probe)
+}
+
+#[cfg(loom)]
+fn engine_observer(probe: EngineProbe) -> crate::sync::Arc<dyn EngineObserver> {
+    crate::sync::Arc::from_std(std::sync::Arc::new(probe))
+}
+
+/// The engine benchmark's random_dag, profiled (engine and pool probes) vs bare; the ratio,
+/// or why there is none (an engine error, a wrong digest).
+fn engine_random_dag(config: &ProfilerBenchConfig) -> Result<f64, String> {
+    let workload = Shape::RandomDag.workload(config.dag_scale);
+    let expected = workload.sequential_digest();
+    let values: &'static [AtomicU64] =
+        Box::leak((0..workload.vars).map(|_| AtomicU64::new(0)).collect());
+    let (kind, threads) = (config.dag_engine, config.dag_threads);
+    let mut failure = None;
+    let ratio = overhead_ratio(config.reps, |profiler| {
+        let mut options = EngineOptions::new(kind, threads);
+        if profiler.is_enabled() {
+            options = options.observer(engine_observer(EngineProbe::new(profiler)));
+            options.pool_observers = PoolProbe::engine_pools(profiler);
+        }
+        let outcome = Engine::new(options)
+            .map_err(|err| err.to_string())
+            .and_then(|engine| run_once(&engine, &workload, values).map_err(|e| e.to_string()));
+        match outcome {
+            Ok((elapsed, digest)) if digest == expected => elapsed,
+            Ok(_) => {
+                failure = Some("random_dag's digest differs from the sequential run's".into());
+                Duration::ZERO
+            }
+            Err(why) => {
+                failure = Some(why);
+                Duration::ZERO
+            }
+        }
+    })
+    .map_err(|err| err.to_string())?;
+    match failure {
+        Some(why) => Err(why),
+        None => Ok(ratio),
+    }
 }
 
 /// A human table of `results`.
@@ -496,6 +559,9 @@ mod tests {
             events_per_rep: 2_000,
             threads: 2,
             spawn_tasks: 500,
+            dag_scale: 0.01,
+            dag_engine: EngineKind::PerDevice,
+            dag_threads: 2,
             random_dag: None,
         }
     }
@@ -522,7 +588,9 @@ mod tests {
         assert!(results[..7].iter().all(|r| r.ns_per_event.unwrap() > 0.0));
         assert_eq!(results[0].dropped, 0, "bursts fit the ring");
         assert!(results[7].ratio.unwrap() > 0.0 && results[8].ratio.unwrap() > 0.0);
-        assert!(results[9].ratio.is_none() && results[9].note.is_some());
+        let dag = &results[9];
+        assert!(dag.ratio.unwrap() > 0.0 && dag.note.is_none(), "{dag:?}");
+        assert_eq!(dag.variant, Some("per-device"));
         assert!(table(&results).contains("record_event"));
     }
 

@@ -460,8 +460,6 @@ fn bench_profiler(args: &ProfilerBenchArgs) -> Result<()> {
     if !args.json {
         eprintln!("running profiler benchmarks ...");
     }
-    // The engine's random_dag runner is wired here once the engine is merged:
-    // config.random_dag = Some(Box::new(|profiler| /* run random_dag with `profiler` */));
     let selected: Vec<&str> = if args.bench.is_empty() {
         profiler_bench::BENCHES.to_vec()
     } else {

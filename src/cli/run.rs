@@ -177,6 +177,10 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
             eprint!("\r\x1b[2K"); // the error goes on a clean line
         }
     })?;
+    if args.trace.is_some() {
+        let engine = enginetop::engine::EngineOptions::from_config(&options.config);
+        enginetop::profiler::stream_probe::describe_gpus(&profiler, &engine); // GPU models
+    }
     export_trace(args, &profiler)?;
     print_summary(args, &summary)
 }

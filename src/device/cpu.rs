@@ -3,8 +3,8 @@
 //! # Per-device worker pools
 //! Each CPU device `cpu(i)` the engine sees gets one of our pools ([`cpu_pool`]), named
 //! `cpu<i>` (threads `cpu<i>-w<k>`), of the configured kind and size, resizable while ops
-//! run. A ready op made ready by a worker goes to that worker's own queue (the pool does that
-//! for any task scheduled from one of its workers).
+//! run. The engine puts ready ops in its own queue in front of the pool and schedules a few
+//! tasks that drain it (see the engine's `ready.rs`); the pool itself sees only those tasks.
 //!
 //! # The priority pool ([`PriorityPool`])
 //! MXNet runs `CPUPrioritized` ops on one small pool whose queue is a max-heap by priority.

@@ -21,10 +21,10 @@
 use std::cell::RefCell;
 use std::panic::{self, AssertUnwindSafe};
 
-use super::core::{Core, PushRequest};
+use super::core::Core;
 use super::current;
 use super::error::{EngineError, FailureCause, OpFailure, OpResult};
-use super::opr::{async_task, dedup_deps};
+use super::opr::{fill_deps, Deps, OpHeader};
 use super::var::Var;
 use super::{Context, FnProperty, OpName, OpSpec, RunContext};
 use crate::sync::{thread_local, Arc, AtomicUsize, Mutex, Ordering};
@@ -179,22 +179,21 @@ fn flush(core: &Arc<Core>, bulk: &mut Bulk) -> Result<(), EngineError> {
         return Ok(());
     }
     let ops = std::mem::take(&mut bulk.ops);
-    let request = PushRequest {
+    let header = OpHeader {
         ctx: bulk.ctx,
         prop: FnProperty::Normal,
         priority: 0,
         name: OpName::IMPERATIVE_BULK,
         is_wait: false,
-        deps: dedup_deps(&bulk.reads, &bulk.writes),
     };
+    let fill = |deps: &mut Deps| fill_deps(deps, &bulk.reads, &bulk.writes);
+    let pushed = Core::push(core, header, fill, move |run, mut completion| {
+        let result = run_in_order(run, ops);
+        completion.finish_as(result);
+    });
     bulk.reads.clear();
     bulk.writes.clear();
-    Core::push(core, request, |block| {
-        async_task(block, move |run, mut completion| {
-            let result = run_in_order(run, ops);
-            completion.finish_as(result);
-        })
-    })
+    pushed
 }
 
 /// Runs a bulk's ops in order until one fails or panics; the failure names that op.

@@ -2,19 +2,26 @@
 //! seam to the engine kinds ([`Dispatch`]).
 #![forbid(unsafe_code)]
 
+use std::cell::Cell;
+use std::sync::LazyLock;
+
 use crossbeam_utils::CachePadded;
 use smallvec::SmallVec;
 
+use super::block::Body;
+use super::block::{self, OpHandle, Waiter};
 use super::bulk::BulkRegistry;
 use super::current;
 use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
 use super::gpu::GpuHub;
-use super::opr::{Deps, OpBlock, OpRef, WaitCount};
+use super::opr::{execute, Completion, Deps, OpBlock, OpHeader, RunContext};
 use super::recycle::{recycle, BlockPool};
 use super::var::{Access, Var};
 use super::{Context, EngineEvent, EngineKind, EngineObserver, FnProperty, OpName};
-use crate::pool::{PoolStats, Task};
-use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::pool::PoolStats;
+use crate::sync::{
+    thread, thread_local, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering,
+};
 
 /// How one engine kind runs ready ops: the seam between dependency tracking (shared) and
 /// execution (naive, pooled, per-device).
@@ -23,8 +30,12 @@ pub(crate) trait Dispatch: Send + Sync {
     /// range) before anything is queued.
     /// May start the device's workers on first use.
     fn check(&self, name: OpName, ctx: Context, prop: FnProperty) -> Result<(), EngineError>;
-    /// Runs or enqueues the task of a ready op. `from_push`: the pushing thread made it ready.
-    fn dispatch(&self, target: Target, task: Task, from_push: bool);
+    /// Whether an op ready at push runs its body right there on the pushing thread (the
+    /// naive engine; `Async` and `DeleteVar` ops on the threaded ones).
+    fn runs_at_push(&self, op: &OpHeader) -> bool;
+    /// Enqueues (or runs) a ready op, its body in its block. `from_push`: the pushing thread
+    /// made it ready (and [`runs_at_push`](Self::runs_at_push) said no).
+    fn dispatch(&self, op: OpHandle, from_push: bool);
     /// Joins every worker thread (the engine is drained).
     fn stop(&self);
     /// Starts the worker threads again.
@@ -46,38 +57,25 @@ pub struct DispatchStats {
     pub priority: Option<crate::device::cpu::PriorityPoolStats>,
     /// The GPU pools (compute, copy, prioritized) of every opened GPU.
     pub gpu: Vec<crate::device::gpu::GpuPoolStats>,
-}
-
-/// Where a ready op goes: what the dispatchers need to know about it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Target {
-    pub(crate) ctx: Context,
-    pub(crate) prop: FnProperty,
-    pub(crate) priority: i32,
-}
-
-/// Everything one push asks for, dependencies already deduplicated.
-pub(crate) struct PushRequest {
-    pub(crate) ctx: Context,
-    pub(crate) prop: FnProperty,
-    pub(crate) priority: i32,
-    pub(crate) name: OpName,
-    pub(crate) is_wait: bool,
-    pub(crate) deps: Deps,
+    /// Ready ops waiting in the engine's own queues for a CPU worker (a worker pool's queue
+    /// holds the tasks that drain them, not the ops).
+    pub ready_ops: usize,
 }
 
 /// The state every op of an engine shares.
 ///
-/// The pending count is kept as two counters, each on a cache line of its own: `pushed`,
-/// written only by pushing threads, and `completed`, written only by completing ones. A push
-/// then never pulls a line a worker just wrote (one pushing thread keeps `pushed` in its cache),
+/// The pending count is kept as two counters on cache lines of their own: `pushed`, written
+/// only by pushing threads, and `completed`, written only by completing ones and striped by
+/// thread ([`Completed`]). A push then never pulls a line a worker just wrote (one pushing
+/// thread keeps `pushed` in its cache), two workers completing ops do not pass a line back
+/// and forth,
 /// and the read-mostly fields every op reads (`accepting`, `dispatcher`, `observer`) stay
 /// apart from both.
 pub(crate) struct Core {
     /// Ops admitted (and refused pushes, which count as completed at once).
     pushed: CachePadded<AtomicU64>,
     /// Ops completed (and refused pushes).
-    completed: CachePadded<AtomicU64>,
+    completed: Completed,
     pub(crate) kind: EngineKind,
     /// False while stopped: pushes are refused.
     accepting: AtomicBool,
@@ -100,6 +98,22 @@ pub(crate) struct Core {
     pub(crate) blocks: BlockPool,
     /// The engine's GPUs (per-device engine with a GPU selection); see `engine::gpu`.
     pub(crate) gpu: Option<Arc<GpuHub>>,
+    /// The high bits of this engine's op ids: its serial number in the process.
+    id_base: u64,
+}
+
+/// Op ids: the engine's serial number above this many bits of push sequence number.
+const OP_SEQUENCE_BITS: u32 = 40;
+const OP_SEQUENCE_MASK: u64 = (1 << OP_SEQUENCE_BITS) - 1;
+
+/// Engines started in this process so far (engine serial numbers start at 1).
+static ENGINES: LazyLock<Mutex<u64>> = LazyLock::new(|| Mutex::new(0));
+
+/// The next engine's serial number (wrapping within the bits an op id leaves it).
+fn next_engine_serial() -> u64 {
+    let mut engines = ENGINES.lock();
+    *engines = (*engines % ((1 << (64 - OP_SEQUENCE_BITS)) - 1)) + 1;
+    *engines
 }
 
 impl Core {
@@ -111,7 +125,7 @@ impl Core {
     ) -> Self {
         Core {
             pushed: CachePadded::new(AtomicU64::new(0)),
-            completed: CachePadded::new(AtomicU64::new(0)),
+            completed: Completed::default(),
             kind,
             accepting: AtomicBool::new(true),
             idle: Mutex::new(()),
@@ -129,6 +143,7 @@ impl Core {
             bulks: BulkRegistry::new(),
             blocks: BlockPool::new(),
             gpu,
+            id_base: next_engine_serial() << OP_SEQUENCE_BITS,
         }
     }
 
@@ -136,44 +151,40 @@ impl Core {
         Var::new(self.next_var.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Pushes one op whose task `make_task` builds around its block.
-    pub(crate) fn push(
+    /// Pushes one op: `fill` writes its deduplicated dependencies (in lock order), `body`
+    /// runs it.
+    pub(crate) fn push<F>(
         core: &Arc<Core>,
-        request: PushRequest,
-        make_task: impl FnOnce(OpRef) -> Task,
-    ) -> Result<(), EngineError> {
+        header: OpHeader,
+        fill: impl FnOnce(&mut Deps),
+        body: F,
+    ) -> Result<(), EngineError>
+    where
+        F: FnOnce(RunContext, Completion) + Send + 'static,
+    {
         core.dispatcher
-            .check(request.name, request.ctx, request.prop)?;
-        core.admit()?;
+            .check(header.name, header.ctx, header.prop)?;
+        let sequence = core.admit()?;
         let mut block = core
             .blocks
             .take()
-            .unwrap_or_else(|| Arc::new(OpBlock::empty()));
-        let fill = Arc::get_mut(&mut block).expect("a free block has no other owner");
-        fill.wait = WaitCount::new(request.deps.len());
-        if fill.core.is_none() {
+            .unwrap_or_else(|| Box::new(OpBlock::empty()));
+        if block.core.is_none() {
             // A new block; recycled ones keep their engine reference (see `recycle.rs`).
-            fill.core = Some(core.clone());
+            block.core = Some(core.clone());
         }
-        fill.deps = request.deps;
-        fill.ctx = request.ctx;
-        fill.prop = request.prop;
-        fill.priority = request.priority;
-        fill.name = request.name;
-        fill.is_wait = request.is_wait;
-        let granted_now = append_all(&block);
-        if granted_now == block.deps.len() {
-            // Ready at push and in no var's queue: this thread holds the only reference, so
-            // the task needs no cell and the wait count no update.
-            let (name, target) = (block.name, block.target());
-            core.dispatch_task(name, target, make_task(block), true);
-            return Ok(());
-        }
-        // Queued somewhere: publish the task before giving up the pusher's `+1`, which keeps
-        // any completer from seeing the count reach zero until then.
-        *block.task.lock() = Some(make_task(block.clone()));
-        if block.wait.grant(granted_now + 1) {
-            core.dispatch(&block, true);
+        block.header = header;
+        block.id = core.id_base | sequence;
+        fill(&mut block.deps);
+        let Some((mut handle, body)) = block::enqueue(OpHandle::new(block), body) else {
+            return Ok(()); // queued: the last grant dispatches it
+        };
+        core.observe_queued(&handle);
+        if core.dispatcher.runs_at_push(&header) {
+            execute(handle, body);
+        } else {
+            handle.body = Some(Body::new(body));
+            core.dispatcher.dispatch(handle, true);
         }
         Ok(())
     }
@@ -181,26 +192,30 @@ impl Core {
     /// Counts a push as pending unless the engine is stopped. The push count goes up before
     /// `accepting` is read, and `stop` clears `accepting` before it waits for the counts to
     /// meet: one of the two always sees the other (both sequentially consistent).
-    fn admit(&self) -> Result<(), EngineError> {
-        self.pushed.fetch_add(1, Ordering::SeqCst);
+    /// Returns the push's sequence number (the low bits of its op id).
+    fn admit(&self) -> Result<u64, EngineError> {
+        let sequence = self.pushed.fetch_add(1, Ordering::SeqCst);
         if self.accepting.load(Ordering::SeqCst) {
-            return Ok(());
+            return Ok(sequence & OP_SEQUENCE_MASK);
         }
         self.retire_one();
         Err(EngineError::Stopped { engine: self.kind })
     }
 
-    fn dispatch(&self, block: &OpRef, from_push: bool) {
-        self.dispatch_task(block.name, block.target(), block.take_task(), from_push);
+    fn observe_queued(&self, block: &OpBlock) {
+        self.observe(|| EngineEvent::Queued {
+            id: block.id,
+            op: block.name,
+            ctx: block.ctx,
+            prop: block.prop,
+            priority: block.priority,
+        });
     }
 
-    fn dispatch_task(&self, name: OpName, target: Target, task: Task, from_push: bool) {
-        self.observe(|| EngineEvent::Queued {
-            op: name,
-            ctx: target.ctx,
-            prop: target.prop,
-        });
-        self.dispatcher.dispatch(target, task, from_push);
+    /// Hands an op made ready by a grant to its queue.
+    fn dispatch_granted(&self, op: OpHandle) {
+        self.observe_queued(&op);
+        self.dispatcher.dispatch(op, false);
     }
 
     #[inline]
@@ -213,15 +228,18 @@ impl Core {
     /// Called by the executor as an op starts.
     pub(crate) fn op_started(&self, block: &OpBlock) {
         self.observe(|| EngineEvent::Started {
+            id: block.id,
             op: block.name,
             ctx: block.ctx,
+            prop: block.prop,
+            priority: block.priority,
         });
     }
 
     /// Completes `block`: releases its vars (storing `error` on its writes), dispatches what
     /// that made ready, and counts the op as no longer pending.
     pub(crate) fn complete(
-        block: OpRef,
+        block: OpHandle,
         inherited: Option<ErrorRef>,
         result: Result<(), OpFailure>,
     ) {
@@ -230,7 +248,7 @@ impl Core {
             Ok(()) => inherited,
             Err(failure) => Some(core.record_failure(failure)),
         };
-        let mut granted: SmallVec<[OpRef; 4]> = SmallVec::new();
+        let mut granted: SmallVec<[Waiter; 4]> = SmallVec::new();
         for dep in &block.deps {
             match dep.access {
                 Access::Read => granted.extend(dep.var.0.cell.complete_read()),
@@ -238,17 +256,20 @@ impl Core {
             }
         }
         core.observe(|| EngineEvent::Finished {
+            id: block.id,
             op: block.name,
             ctx: block.ctx,
+            prop: block.prop,
+            priority: block.priority,
             failed: error.is_some(),
         });
-        for op in granted {
-            if op.wait.grant(1) {
-                core.dispatch(&op, false);
+        for waiter in granted {
+            if let Some(op) = waiter.grant() {
+                core.dispatch_granted(op);
             }
         }
         core.retire_one();
-        recycle(block);
+        recycle(block.into_box());
     }
 
     pub(crate) fn is_cancelling(&self) -> bool {
@@ -273,10 +294,8 @@ impl Core {
 
     /// One op fewer pending; wakes the waiters when none is left.
     fn retire_one(&self) {
-        let completed = self.completed.fetch_add(1, Ordering::SeqCst) + 1;
-        if self.idle_waiters.load(Ordering::SeqCst) > 0
-            && completed == self.pushed.load(Ordering::SeqCst)
-        {
+        self.completed.add_one();
+        if self.idle_waiters.load(Ordering::SeqCst) > 0 && self.is_idle() {
             let _idle = self.idle.lock();
             self.idle_cv.notify_all();
         }
@@ -294,17 +313,20 @@ impl Core {
         self.retire_one();
     }
 
-    /// Whether no op is pending. `completed` is read before `pushed`: completions never
-    /// outrun pushes, so equal readings mean nothing was pending at the first read.
+    /// Whether no op is pending. Every stripe of `completed` is read before `pushed`: each
+    /// only grows, and completions never outrun pushes, so a sum equal to the later reading of
+    /// `pushed` means nothing was pending when `pushed` was read.
     fn is_idle(&self) -> bool {
-        let completed = self.completed.load(Ordering::SeqCst);
+        let completed = self.completed.sum();
         completed == self.pushed.load(Ordering::SeqCst)
     }
 
     /// Blocks until no op is pending. A waiter announces itself before it reads the counts; a
     /// completer counts its op before it looks for waiters (all sequentially consistent), and
     /// notifies under the lock the waiter checks under: no wake-up is lost. A completer that
-    /// finds the counts apart leaves the wake-up to the completion that closes the gap.
+    /// finds the counts apart leaves the wake-up to the completion that closes the gap: of
+    /// two completers racing to close it, the later increment (in the sequentially consistent
+    /// order) is followed by a sum that sees both.
     pub(crate) fn wait_idle(&self) {
         if self.is_idle() {
             return;
@@ -408,7 +430,7 @@ impl Core {
     }
 
     pub(crate) fn pending(&self) -> usize {
-        let completed = self.completed.load(Ordering::Relaxed);
+        let completed = self.completed.sum();
         self.pushed
             .load(Ordering::Relaxed)
             .saturating_sub(completed) as usize
@@ -431,25 +453,44 @@ impl Core {
     }
 }
 
-/// Appends every dependency of `block` with all its vars locked at once (in lock order);
-/// returns how many were granted at once.
-fn append_all(block: &OpRef) -> usize {
-    match &block.deps[..] {
-        [only] => return usize::from(only.var.0.cell.lock().append(only.access, block)),
-        [first, second] => {
-            let mut locked_first = first.var.0.cell.lock();
-            let mut locked_second = second.var.0.cell.lock();
-            return usize::from(locked_first.append(first.access, block))
-                + usize::from(locked_second.append(second.access, block));
-        }
-        _ => {}
+/// Stripes of [`Completed`]: enough that a few workers rarely share one.
+const COMPLETED_STRIPES: usize = 8;
+
+thread_local! {
+    /// The calling thread's stripe of every engine's completed count (`usize::MAX`: none yet).
+    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
+    static STRIPE: Cell<usize> = Cell::new(usize::MAX);
+}
+
+/// A count of completed ops striped over cache lines: each thread adds to its own stripe
+/// (threads get stripes round-robin, so a few workers each have one), readers add them up.
+#[derive(Default)]
+struct Completed {
+    stripes: [CachePadded<AtomicU64>; COMPLETED_STRIPES],
+    next_stripe: AtomicUsize,
+}
+
+impl Completed {
+    fn add_one(&self) {
+        self.stripes[self.stripe()].fetch_add(1, Ordering::SeqCst);
     }
-    let mut locked: SmallVec<[_; 4]> = block.deps.iter().map(|dep| dep.var.0.cell.lock()).collect();
-    let mut granted_now = 0;
-    for (state, dep) in locked.iter_mut().zip(&block.deps) {
-        granted_now += usize::from(state.append(dep.access, block));
+
+    fn sum(&self) -> u64 {
+        self.stripes
+            .iter()
+            .map(|stripe| stripe.load(Ordering::SeqCst))
+            .sum()
     }
-    granted_now
+
+    fn stripe(&self) -> usize {
+        STRIPE.with(|stripe| {
+            if stripe.get() == usize::MAX {
+                let next = self.next_stripe.fetch_add(1, Ordering::Relaxed);
+                stripe.set(next % COMPLETED_STRIPES);
+            }
+            stripe.get()
+        })
+    }
 }
 
 /// A one-shot flag a thread can wait on (the wait op of `wait_for_var`).

@@ -4,10 +4,11 @@
 #![forbid(unsafe_code)]
 
 use std::cell::{Cell, RefCell};
+use std::panic::{self, AssertUnwindSafe};
 
-use super::opr::Completion;
+use super::block::OpHandle;
+use super::opr::{run_ready, Completion};
 use super::OpName;
-use crate::pool::Task;
 use crate::sync::thread_local;
 
 thread_local! {
@@ -65,41 +66,58 @@ const CONTINUATION_BUDGET: u32 = 64;
 thread_local! {
     /// A ready op this worker will run right after the current one, instead of queueing it.
     #[allow(clippy::missing_const_for_thread_local)]
-    static CONTINUATION: RefCell<Option<Task>> = RefCell::new(None);
-    /// Continuations this thread may still take; 0 outside an op task.
+    static CONTINUATION: RefCell<Option<OpHandle>> = RefCell::new(None);
+    /// Continuations this thread may still take, plus one; 0 while it runs no op.
     #[allow(clippy::missing_const_for_thread_local)]
     static CONTINUATIONS_LEFT: Cell<u32> = Cell::new(0);
 }
 
-/// Offers a ready op to run right after the op this worker is running. Refused (the task is
-/// given back, to be queued) outside an op task, when the slot is taken, or when the budget is
-/// spent.
-pub(crate) fn offer_continuation(task: Task) -> Result<(), Task> {
+/// Why [`offer_continuation`] gave an op back.
+pub(crate) enum Refused {
+    /// The thread runs no op, or the slot holds another continuation: queue the op where
+    /// another worker may take it.
+    Busy(OpHandle),
+    /// The thread ran its budget of continuations: queue the op behind the others (the
+    /// thread's drainer comes back to the queue right after the op it runs).
+    BudgetSpent(OpHandle),
+}
+
+/// Offers a ready op to run right after the op this worker is running. Refused (the op is
+/// given back, to be queued) while no op runs here, when the slot is taken, or when the budget
+/// is spent.
+pub(crate) fn offer_continuation(op: OpHandle) -> Result<(), Refused> {
     let left = CONTINUATIONS_LEFT.with(Cell::get);
-    if left == 0 {
-        return Err(task);
+    match left {
+        0 => return Err(Refused::Busy(op)),
+        1 => return Err(Refused::BudgetSpent(op)),
+        _ => {}
     }
     CONTINUATION.with(|slot| {
         let mut slot = slot.borrow_mut();
         if slot.is_some() {
-            return Err(task);
+            return Err(Refused::Busy(op));
         }
-        *slot = Some(task);
+        *slot = Some(op);
         CONTINUATIONS_LEFT.with(|cell| cell.set(left - 1));
         Ok(())
     })
 }
 
-/// Runs `op` (an op task's body), then every continuation it and its successors offered.
-/// Nested calls (an op run inline inside another) leave the draining to the outermost.
+/// Runs `op` (running a ready op), then every continuation it and its successors offered.
+/// Nested calls (an op run inline inside another, a continuation) leave the draining to the
+/// outermost. The count of continuations left stays at 1 or above while the outermost call
+/// runs (a spent budget refuses offers at 1), so a continuation never becomes an outermost
+/// call of its own: a chain runs at one stack depth however long it is.
 pub(crate) fn run_with_continuations(op: impl FnOnce()) {
     if CONTINUATIONS_LEFT.with(Cell::get) != 0 {
         return op();
     }
-    CONTINUATIONS_LEFT.with(|cell| cell.set(CONTINUATION_BUDGET));
+    CONTINUATIONS_LEFT.with(|cell| cell.set(CONTINUATION_BUDGET + 1));
     op();
     while let Some(next) = CONTINUATION.with(|slot| slot.borrow_mut().take()) {
-        let _ = next.run_caught(); // op tasks report their own panics
+        // Ops report their own panics; this only keeps a panicking observer from stranding
+        // the continuations after it.
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| run_ready(next)));
     }
     CONTINUATIONS_LEFT.with(|cell| cell.set(0));
 }

@@ -3,10 +3,10 @@
 
 use std::fmt;
 
-use super::core::{Core, Dispatch, DispatchStats, Latch, PushRequest};
+use super::core::{Core, Dispatch, DispatchStats, Latch};
 use super::gpu::{GpuHub, GpuSetup, GpuSyncMode};
 use super::naive::Naive;
-use super::opr::{async_task, dedup_deps, Completion, Operator, OperatorInner, RunContext};
+use super::opr::{fill_deps, Completion, Deps, OpHeader, Operator, OperatorInner, RunContext};
 use super::threaded::{PerDevice, Pooled, WorkerConfig};
 use super::var::Var;
 use super::{Context, EngineError, EngineKind, EngineObserver, FnProperty, OpName, OpResult};
@@ -281,14 +281,13 @@ impl<'a> OpSpec<'a> {
         self
     }
 
-    fn request(&self) -> PushRequest {
-        PushRequest {
+    fn header(&self) -> OpHeader {
+        OpHeader {
             ctx: self.ctx,
             prop: self.prop,
             priority: self.priority,
             name: self.name,
             is_wait: false,
-            deps: dedup_deps(self.reads, self.writes),
         }
     }
 }
@@ -409,7 +408,8 @@ impl Engine {
         F: FnOnce(RunContext, Completion) + Send + 'static,
     {
         self.before_push(&spec)?;
-        Core::push(self.core(), spec.request(), |block| async_task(block, body))
+        let fill = |deps: &mut Deps| fill_deps(deps, spec.reads, spec.writes);
+        Core::push(self.core(), spec.header(), fill, body)
     }
 
     /// Pushes an op that is finished when `body` returns (`Err` fails it). With a bulk size
@@ -440,9 +440,11 @@ impl Engine {
         F: Fn(RunContext, Completion) + Send + Sync + 'static,
     {
         check_not_deleted(&spec)?;
+        let mut deps = Deps::new();
+        fill_deps(&mut deps, spec.reads, spec.writes);
         Ok(Operator(Arc::new(OperatorInner {
             body: Box::new(body),
-            deps: dedup_deps(spec.reads, spec.writes),
+            deps,
             prop: spec.prop,
             name: spec.name,
         })))
@@ -456,16 +458,16 @@ impl Engine {
         priority: i32,
     ) -> Result<(), EngineError> {
         let inner = &operator.0;
-        let request = PushRequest {
+        let header = OpHeader {
             ctx,
             prop: inner.prop,
             priority,
             name: inner.name,
             is_wait: false,
-            deps: inner.deps.clone(),
         };
-        self.before_push_request(&request)?;
-        Core::push(self.core(), request, |block| operator.task(block))
+        self.before_push_operator(operator)?;
+        let fill = |deps: &mut Deps| deps.extend(inner.deps.iter().cloned());
+        Core::push(self.core(), header, fill, operator.body())
     }
 
     /// Deletes `operator` once every push of it so far has run (it writes all its vars).
@@ -512,19 +514,17 @@ impl Engine {
         if !var.0.cell.ready_to_read() {
             let latch = Arc::new(Latch::default());
             let signal = latch.clone();
-            let request = PushRequest {
+            let header = OpHeader {
                 ctx: Context::cpu(0),
                 prop: FnProperty::Normal,
                 priority: 0,
                 name: OpName::WAIT_FOR_VAR,
                 is_wait: true,
-                deps: dedup_deps(std::slice::from_ref(var), &[]),
             };
-            Core::push(core, request, |block| {
-                async_task(block, move |_, completion| {
-                    completion.done();
-                    signal.set();
-                })
+            let fill = |deps: &mut Deps| fill_deps(deps, std::slice::from_ref(var), &[]);
+            Core::push(core, header, fill, move |_, completion| {
+                completion.done();
+                signal.set();
             })?;
             latch.wait();
         }
@@ -607,10 +607,11 @@ impl Engine {
         Ok(())
     }
 
-    fn before_push_request(&self, request: &PushRequest) -> Result<(), EngineError> {
-        if let Some(dep) = request.deps.iter().find(|dep| dep.var.is_deleted()) {
+    fn before_push_operator(&self, operator: &Operator) -> Result<(), EngineError> {
+        let inner = &operator.0;
+        if let Some(dep) = inner.deps.iter().find(|dep| dep.var.is_deleted()) {
             return Err(EngineError::VarDeleted {
-                op: request.name,
+                op: inner.name,
                 var: dep.var.id(),
             });
         }

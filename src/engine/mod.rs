@@ -9,25 +9,29 @@
 //! counts once. A var's `version` counts its completed writes.
 //!
 //! # An op's life
-//! Push builds an op block (see `opr.rs`): the deduplicated dependencies, a wait count of
-//! `dependencies + 1` and the op's task. The pusher locks all the op's vars at once, in
-//! address order, and appends a read or write to each (the var state machine of `var.rs`);
-//! each var grants at once or queues the op. The pusher then gives up its own `+1`. Every grant
-//! (at push, or when an earlier op completes) subtracts one from the wait count; the thread
-//! that brings it to zero dispatches the op to its queue: inline for the naive engine, the
-//! device's worker pool, the priority pool, or the IO worker. The op runs, then completes
-//! (through its [`Completion`], from any thread), which releases its vars, grants the next
-//! ops and dispatches those that became ready, and counts the op as no longer pending.
+//! Push fills an op block (see `opr.rs`) with the deduplicated dependencies and the op's
+//! header. The pusher locks all the op's vars at once, in address order, and appends a read or
+//! write to each (the var state machine of `var.rs`); each var grants at once or queues the
+//! op. An op every var granted is ready: the pusher dispatches it to its queue (inline for the
+//! naive engine and for `Async` ops, the device's worker pool, the priority pool, or the IO
+//! worker). Otherwise, still under the locks, the pusher sets the op's wait count to the
+//! number of vars that queued it and gives the block up (its body waits in it). Every later
+//! grant (when an earlier op completes) subtracts one; the thread that brings the count to
+//! zero dispatches the op. The op runs, then completes (through its [`Completion`], from any thread), which
+//! releases its vars, grants the next ops and dispatches those that became ready, and counts
+//! the op as no longer pending.
 //!
 //! # Why an op is dispatched exactly once, and never too early
-//! The wait count starts one above the number of dependencies and only the pusher removes that
-//! extra one, after appending everything: no completion can bring the count to zero while the
-//! op is still being appended. A count reaches zero exactly once, and only the thread whose
-//! atomic decrement did so dispatches. Dispatch happens after every var lock is released, so an
-//! op run inline (naive engine, `Async` ops, a full pool queue) never re-enters a held lock.
-//! Because a push holds all its vars' locks while appending, two threads pushing ops that share
-//! vars get the same relative order on every shared var, so several client threads may push at
-//! once without the cross-order deadlock MXNet's engine has (mxnet#16434).
+//! The pusher holds every var lock of the op while it appends and sets the wait count, and a
+//! grant needs one of those locks: no completion can see the op before it is complete, so
+//! the count needs no `+1` held by the pusher (MXNet's trick). A count reaches
+//! zero exactly once, and only the thread whose grant did so dispatches. Dispatch happens after
+//! every var lock is released, so an op run inline (naive engine, `Async` ops, a full pool
+//! queue) never re-enters a held lock. Because a push holds all its vars' locks while
+//! appending, two threads pushing ops that share vars get the same relative order on every
+//! shared var, so several client threads may push at once without the cross-order deadlock
+//! MXNet's engine has (mxnet#16434). Who owns an op's block at each step, and why the plain
+//! pointers to it in var queues stay valid, is `block.rs`'s essay.
 //!
 //! # Errors
 //! An op fails by returning an error (`push_sync`), calling [`Completion::fail`], panicking, or
@@ -58,15 +62,19 @@
 //! `gpu` module (`src/engine/gpu/mod.rs`).
 //!
 //! # Performance
-//! Per op: one allocation, the task (the user's closure and a handle to the op block). Op
-//! blocks are recycled through per-thread caches and keep their engine reference
-//! (`recycle.rs`); a var's waiting queue reuses its buffer; the pending count is the only
-//! engine-wide counter, on a cache line of its own. An op
-//! ready at push is handed straight to its queue without touching its wait count or task cell.
-//! A worker that makes an op of its own pool ready runs it next as a continuation
-//! (`current.rs`) instead of queueing it. The profiler hook ([`EngineObserver`]) costs one
-//! branch when none is installed.
+//! Per op: no allocation when the op's body fits in 64 bytes (it is stored inline in the op
+//! block), else one. Op blocks are recycled through per-thread caches and keep their engine
+//! reference (`recycle.rs`); they are owned, not reference counted (`block.rs`), so queueing
+//! an op on a var costs no atomic beyond the var's lock; dependencies are deduplicated in
+//! place in the recycled block; a var's waiting queue reuses its buffer; the pending count is
+//! the only engine-wide counter, on a cache line of its own. An op ready at push never touches
+//! its wait count, and a granter that holds the last grant dispatches without a
+//! read-modify-write. Ready ops reach a CPU worker pool through the engine's lock-free queue
+//! and a few draining tasks (`ready.rs`), not one pool task per op; a worker that makes an op
+//! of its own pool ready runs it next as a continuation (`current.rs`). The profiler hook
+//! ([`EngineObserver`]) costs one branch when none is installed.
 
+mod block;
 mod bulk;
 mod core;
 mod current;
@@ -76,6 +84,7 @@ mod handle;
 mod naive;
 mod name;
 pub(crate) mod opr;
+mod ready;
 mod recycle;
 mod threaded;
 mod types;
@@ -92,30 +101,51 @@ pub use types::{Context, DeviceType, EngineKind, FnProperty};
 pub use var::Var;
 
 /// What the engine reports to an [`EngineObserver`] (the profiler records these).
+///
+/// Every op pushed gets an id unique in the process (`id`: the engine's serial number in the
+/// high bits, the op's push sequence number in the low 40), the same in its three events, so
+/// an observer can pair them across threads: `Queued` on the thread that made the op ready,
+/// `Started` on the thread that runs it, `Finished` on the thread that called its completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EngineEvent {
     /// A ready op was handed to its queue (or run inline).
     Queued {
+        /// The op's id.
+        id: u64,
         /// The op.
         op: OpName,
         /// Its context.
         ctx: Context,
         /// Its property (which queue).
         prop: FnProperty,
+        /// The push's priority.
+        priority: i32,
     },
     /// An op started on the calling thread.
     Started {
+        /// The op's id.
+        id: u64,
         /// The op.
         op: OpName,
         /// Its context.
         ctx: Context,
+        /// Its property.
+        prop: FnProperty,
+        /// The push's priority.
+        priority: i32,
     },
     /// An op completed (on the thread that called its completion).
     Finished {
+        /// The op's id.
+        id: u64,
         /// The op.
         op: OpName,
         /// Its context.
         ctx: Context,
+        /// Its property.
+        prop: FnProperty,
+        /// The push's priority.
+        priority: i32,
         /// Whether it failed or inherited a failure.
         failed: bool,
     },

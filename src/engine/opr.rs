@@ -1,17 +1,19 @@
 //! Op blocks: one pushed op's dependencies, wait count and body, and its completion.
 //!
 //! # An op's life
-//! 1. **Push** builds an [`OpBlock`]: the deduplicated dependencies sorted in lock order, a
-//!    wait count of `dependencies + 1`, and the op's one boxed task (the user's closure and a
-//!    handle to the block, in a single allocation).
+//! 1. **Push** fills a recycled [`OpBlock`] with the deduplicated dependencies, sorted in lock
+//!    order ([`fill_deps`]), the op's header and its body (inline in the block when it fits,
+//!    so a push allocates nothing). Ownership of the block follows the protocol of `block.rs`.
 //! 2. **Append**: the pusher locks every var of the op (always in address order, so two pushers
-//!    sharing vars cannot deadlock and get one consistent order on all of them), appends a read
-//!    or write on each, counts the grants it got at once, unlocks, and subtracts
-//!    `grants + 1` from the wait count.
-//! 3. **Dispatch**: whoever brings the wait count to zero (the pusher, or a thread completing
-//!    an earlier op) takes the task out of the block and hands it to the op's queue. A count
-//!    reaches zero exactly once, so an op is dispatched exactly once, and never under a var
-//!    lock (an inline run would otherwise re-enter the lock it holds).
+//!    sharing vars cannot deadlock and get one consistent order on all of them) and appends a
+//!    read or write on each. If every var granted it at once, the op is ready and the pusher
+//!    dispatches it. Otherwise, still under the locks, it sets the wait count to the number of
+//!    vars that queued it and gives the block up.
+//! 3. **Dispatch**: whoever holds a ready op's handle (the pusher, or the thread whose grant
+//!    brought the wait count to zero) hands it to the op's queue or runs it inline (naive
+//!    engine, `Async` ops ready at push). A count reaches zero exactly once, so an op is
+//!    dispatched exactly once, and never under a var lock (an inline run would otherwise
+//!    re-enter the lock it holds).
 //! 4. **Run**: the executor checks the op's vars for errors (reads first), skips the body if
 //!    one is tainted (unless the op is `NoSkip` or a wait), and otherwise runs it under
 //!    `catch_unwind` with a [`Completion`].
@@ -26,34 +28,36 @@ use std::panic::{self, AssertUnwindSafe};
 
 use smallvec::SmallVec;
 
+use super::block::{Body, OpHandle};
 use super::core::Core;
 use super::current::{self, RunningOp};
 use super::error::{ErrorRef, FailureCause, OpFailure};
 use super::var::{Access, Var};
 use super::{Context, DeviceType, FnProperty, OpName};
 use crate::pool::Task;
-use crate::sync::{Arc, AtomicUsize, Mutex, Ordering};
+use crate::sync::{Arc, AtomicUsize, Ordering};
 
-/// An op's count of grants still missing, plus one held by the pusher until it has appended
-/// every dependency.
-#[derive(Debug)]
+/// How many grants a queued op still waits for (see `block.rs` for who sets and counts it).
+#[derive(Debug, Default)]
 pub(crate) struct WaitCount(AtomicUsize);
 
 impl WaitCount {
-    /// For an op with `deps` dependencies.
-    pub(crate) fn new(deps: usize) -> Self {
-        WaitCount(AtomicUsize::new(deps + 1))
+    /// Sets the count to the number of vars that queued the op. Called by the pusher while it
+    /// holds every var lock of the op, so the locks publish it to the granters.
+    pub(crate) fn set(&self, waiters: usize) {
+        self.0.store(waiters, Ordering::Relaxed);
     }
 
-    /// Counts `grants` grants; true if they brought the count to zero: the caller, and only
-    /// the caller, dispatches the op.
-    pub(crate) fn grant(&self, grants: usize) -> bool {
-        let before = self.0.fetch_sub(grants, Ordering::AcqRel);
-        debug_assert!(
-            before >= grants,
-            "an op was granted more often than it waits"
-        );
-        before == grants
+    /// Counts one grant; true if it was the last: the caller, and only the caller, dispatches
+    /// the op. The count only falls, and each grant still to come keeps it above zero, so a
+    /// granter that reads 1 holds the only grant left and needs no read-modify-write.
+    pub(crate) fn grant(&self) -> bool {
+        if self.0.load(Ordering::Acquire) == 1 {
+            return true;
+        }
+        let before = self.0.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "an op was granted more often than it waits");
+        before == 1
     }
 }
 
@@ -67,81 +71,128 @@ pub(crate) struct Dep {
 /// An op's dependencies, sorted in lock order; inline up to four.
 pub(crate) type Deps = SmallVec<[Dep; 4]>;
 
-/// MXNet's dedup: a var both read and written counts as a write; duplicates count once.
-/// The result is sorted in lock order.
-pub(crate) fn dedup_deps<'a>(
-    reads: impl IntoIterator<Item = &'a Var>,
-    writes: impl IntoIterator<Item = &'a Var>,
-) -> Deps {
-    let mut deps = Deps::new();
-    for var in writes {
-        deps.push(Dep {
-            var: var.clone(),
+/// Above this many vars, [`fill_deps`] sorts instead of inserting one by one.
+const INSERTION_MAX: usize = 8;
+
+/// Fills `deps` (empty) with MXNet's dedup of `reads` and `writes`: a var both read and
+/// written counts as a write; duplicates count once. The result is sorted in lock order.
+pub(crate) fn fill_deps(deps: &mut Deps, reads: &[Var], writes: &[Var]) {
+    debug_assert!(deps.is_empty(), "a recycled block has no dependencies");
+    if let ([], [only]) = (reads, writes) {
+        // The most common op: one output, no input.
+        return deps.push(Dep {
+            var: only.clone(),
             access: Access::Write,
         });
     }
+    if reads.len() + writes.len() > INSERTION_MAX {
+        return sort_deps(deps, reads, writes);
+    }
+    // Writes first, so a read of a var also written finds the write and is dropped.
+    for var in writes {
+        insert_dep(deps, var, Access::Write);
+    }
     for var in reads {
-        deps.push(Dep {
-            var: var.clone(),
-            access: Access::Read,
-        });
+        insert_dep(deps, var, Access::Read);
     }
-    if deps.len() > 1 {
-        // Writes sort before reads of the same var, and dedup keeps the first.
-        deps.sort_unstable_by_key(|dep| (dep.var.lock_order(), dep.access == Access::Read));
-        deps.dedup_by(|later, earlier| later.var.same(&earlier.var));
-    }
-    deps
 }
 
-/// A pushed op: shared by the vars it waits on and the task that runs it.
-pub(crate) struct OpBlock {
-    pub(crate) wait: WaitCount,
-    /// The engine; `None` only while the block sits recycled in a cache.
-    pub(crate) core: Option<Arc<Core>>,
-    pub(crate) deps: Deps,
+/// Inserts `var` at its place in lock order unless it is there already.
+fn insert_dep(deps: &mut Deps, var: &Var, access: Access) {
+    let key = var.lock_order();
+    let at = deps
+        .iter()
+        .position(|dep| dep.var.lock_order() >= key)
+        .unwrap_or(deps.len());
+    if deps.get(at).is_some_and(|dep| dep.var.same(var)) {
+        return; // a duplicate, or a read of a var written (writes come first)
+    }
+    let dep = Dep {
+        var: var.clone(),
+        access,
+    };
+    deps.insert(at, dep);
+}
+
+/// [`fill_deps`] for many vars: collect, sort, dedup.
+fn sort_deps(deps: &mut Deps, reads: &[Var], writes: &[Var]) {
+    let tagged = |access| {
+        move |var: &Var| Dep {
+            var: var.clone(),
+            access,
+        }
+    };
+    deps.extend(writes.iter().map(tagged(Access::Write)));
+    deps.extend(reads.iter().map(tagged(Access::Read)));
+    // Writes sort before reads of the same var, and dedup keeps the first.
+    deps.sort_unstable_by_key(|dep| (dep.var.lock_order(), dep.access == Access::Read));
+    deps.dedup_by(|later, earlier| later.var.same(&earlier.var));
+}
+
+/// What a push says about its op besides the vars.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpHeader {
     pub(crate) ctx: Context,
     pub(crate) prop: FnProperty,
     pub(crate) priority: i32,
     pub(crate) name: OpName,
     /// A wait op: runs even when its var carries an error.
     pub(crate) is_wait: bool,
-    /// The op's task until it is dispatched.
-    pub(crate) task: Mutex<Option<Task>>,
 }
 
-/// A shared handle to an op block.
-pub(crate) type OpRef = Arc<OpBlock>;
+/// A pushed op: its header, dependencies, wait count and body. Owned as `block.rs`
+/// describes; recycled, never freed, while its engine lives.
+pub(crate) struct OpBlock {
+    pub(crate) wait: WaitCount,
+    /// The engine; `None` only in a block never pushed.
+    pub(crate) core: Option<Arc<Core>>,
+    pub(crate) deps: Deps,
+    pub(crate) header: OpHeader,
+    /// The op's id in the engine's events (see [`EngineEvent`](super::EngineEvent)).
+    pub(crate) id: u64,
+    /// The op's body until it runs.
+    pub(crate) body: Option<Body>,
+}
+
+impl std::ops::Deref for OpBlock {
+    type Target = OpHeader;
+
+    fn deref(&self) -> &OpHeader {
+        &self.header
+    }
+}
 
 impl OpBlock {
     /// A block to fill in (new, or for the recycling caches).
     pub(crate) fn empty() -> Self {
         OpBlock {
-            wait: WaitCount::new(0),
+            wait: WaitCount::default(),
             core: None,
             deps: Deps::new(),
-            ctx: Context::default(),
-            prop: FnProperty::Normal,
-            priority: 0,
-            name: OpName::UNNAMED,
-            is_wait: false,
-            task: Mutex::new(None),
+            header: OpHeader {
+                ctx: Context::default(),
+                prop: FnProperty::Normal,
+                priority: 0,
+                name: OpName::UNNAMED,
+                is_wait: false,
+            },
+            id: 0,
+            body: None,
         }
     }
 
     /// The engine the op was pushed to.
-    pub(crate) fn core(&self) -> &Core {
+    pub(crate) fn core(&self) -> &Arc<Core> {
         self.core
             .as_ref()
             .expect("a pushed op belongs to an engine")
     }
 
-    fn address(block: &OpRef) -> usize {
-        Arc::as_ptr(block) as usize
-    }
-
     /// The first unreported error on the op's reads, then on its writes.
     fn inherited_error(&self) -> Option<ErrorRef> {
+        if !self.deps.iter().any(|dep| dep.var.0.cell.may_carry_error()) {
+            return None; // the common, clean path: one load per var, no lock
+        }
         let on = |access| {
             self.deps
                 .iter()
@@ -153,23 +204,6 @@ impl OpBlock {
 
     fn runs_despite_errors(&self) -> bool {
         self.is_wait || self.prop == FnProperty::NoSkip
-    }
-
-    /// Where the op goes when it is ready.
-    pub(crate) fn target(&self) -> super::core::Target {
-        super::core::Target {
-            ctx: self.ctx,
-            prop: self.prop,
-            priority: self.priority,
-        }
-    }
-
-    /// Takes the task out for dispatch (exactly once).
-    pub(crate) fn take_task(&self) -> Task {
-        self.task
-            .lock()
-            .take()
-            .expect("an op is dispatched exactly once")
     }
 }
 
@@ -188,7 +222,7 @@ pub struct RunContext {
 /// Dropping it without calling either fails the op ("op `x` dropped its completion without
 /// calling it"): the engine never hangs on a forgotten completion.
 pub struct Completion {
-    block: Option<OpRef>,
+    block: Option<OpHandle>,
     /// The error the op inherited from a var (a `NoSkip` or wait op that ran anyway).
     inherited: Option<ErrorRef>,
 }
@@ -233,10 +267,21 @@ impl Completion {
     }
 }
 
+#[cfg(all(test, loom))]
+impl Completion {
+    /// A completion of no op (the loom models run stand-in bodies).
+    pub(crate) fn detached() -> Self {
+        Completion {
+            block: None,
+            inherited: None,
+        }
+    }
+}
+
 impl Drop for Completion {
     fn drop(&mut self) {
         let Some(block) = &self.block else { return };
-        if std::thread::panicking() && current::is_running(OpBlock::address(block)) {
+        if std::thread::panicking() && current::is_running(block.address()) {
             let stashed = Completion {
                 block: self.block.take(),
                 inherited: self.inherited.take(),
@@ -254,12 +299,12 @@ impl fmt::Debug for Completion {
     }
 }
 
-/// Runs op `block` with `body` on the calling thread (the body of every op task).
-pub(crate) fn execute<F>(block: OpRef, body: F)
+/// Runs op `block` with `body` on the calling thread.
+pub(crate) fn execute<F>(block: OpHandle, body: F)
 where
     F: FnOnce(RunContext, Completion),
 {
-    let _running = RunningOp::enter(block.name, OpBlock::address(&block));
+    let _running = RunningOp::enter(block.name, block.address());
     block.core().op_started(&block);
     if let Some(gpu) = &block.core().gpu {
         gpu.before_run(&block); // orders the op after device work on its vars (engine::gpu)
@@ -292,12 +337,18 @@ where
     }
 }
 
-/// The task that runs a one-shot async body.
-pub(crate) fn async_task<F>(block: OpRef, body: F) -> Task
-where
-    F: FnOnce(RunContext, Completion) + Send + 'static,
-{
-    Task::new(move || current::run_with_continuations(|| execute(block, body)))
+/// Runs a ready op (its body is in its block) on the calling thread, then the ops it made
+/// ready for this worker (continuations).
+pub(crate) fn run_ready(mut block: OpHandle) {
+    let body = block.body.take().expect("a ready op has its body");
+    current::run_with_continuations(|| {
+        execute(block, |run, completion| body.call(run, completion))
+    });
+}
+
+/// A pool task that runs the ready op `block`.
+pub(crate) fn op_task(block: OpHandle) -> Task {
+    Task::new(move || run_ready(block))
 }
 
 /// A reusable op ([`Engine::new_operator`](super::Engine::new_operator)): its body and
@@ -318,14 +369,10 @@ impl Operator {
         self.0.name
     }
 
-    /// The task that runs this operator once for `block`.
-    pub(crate) fn task(&self, block: OpRef) -> Task {
+    /// The body of one push of this operator.
+    pub(crate) fn body(&self) -> impl FnOnce(RunContext, Completion) + Send + 'static {
         let operator = self.0.clone();
-        Task::new(move || {
-            current::run_with_continuations(|| {
-                execute(block, |run, completion| (operator.body)(run, completion))
-            })
-        })
+        move |run, completion| (operator.body)(run, completion)
     }
 }
 
@@ -352,21 +399,45 @@ mod tests {
 
     #[test]
     fn wait_count_reaches_zero_once() {
-        let wait = WaitCount::new(2);
-        assert!(!wait.grant(1));
-        assert!(!wait.grant(1));
-        assert!(wait.grant(1));
+        let wait = WaitCount::default();
+        wait.set(3);
+        assert!(!wait.grant());
+        assert!(!wait.grant());
+        assert!(wait.grant());
     }
 
     #[test]
     fn dedup_turns_read_and_write_of_one_var_into_a_write() {
         let (a, b) = (Var::new(1), Var::new(2));
-        let deps = dedup_deps([&a, &a, &b], [&b, &b]);
+        let mut deps = Deps::new();
+        fill_deps(
+            &mut deps,
+            &[a.clone(), a.clone(), b.clone()],
+            &[b.clone(), b.clone()],
+        );
         assert_eq!(deps.len(), 2);
         let access_of = |var: &Var| deps.iter().find(|d| d.var.same(var)).unwrap().access;
         assert_eq!(access_of(&a), Access::Read);
         assert_eq!(access_of(&b), Access::Write);
         assert!(deps
+            .windows(2)
+            .all(|w| w[0].var.lock_order() < w[1].var.lock_order()));
+    }
+
+    #[test]
+    fn dedup_of_many_vars_sorts_and_keeps_the_write() {
+        let vars: Vec<Var> = (0..6).map(Var::new).collect();
+        let reads: Vec<Var> = [0, 1, 2, 3, 1, 0, 5].map(|i| vars[i].clone()).to_vec();
+        let writes: Vec<Var> = [3, 4, 3].map(|i| vars[i].clone()).to_vec();
+        let mut many = Deps::new();
+        fill_deps(&mut many, &reads, &writes); // 10 vars: the sorting path
+        assert_eq!(many.len(), 6);
+        for (index, var) in vars.iter().enumerate() {
+            let dep = many.iter().find(|d| d.var.same(var)).unwrap();
+            let written = index == 3 || index == 4;
+            assert_eq!(dep.access == Access::Write, written, "var {index}");
+        }
+        assert!(many
             .windows(2)
             .all(|w| w[0].var.lock_order() < w[1].var.lock_order()));
     }

@@ -10,8 +10,9 @@
 //! # How
 //! Each thread keeps, per engine, a small stack of free blocks (no lock). A thread that runs
 //! dry takes a batch from the engine's shared stack; a thread whose stack grows past
-//! [`LOCAL_MAX`] moves a batch there: one lock per [`BATCH`] ops on each side. A block is
-//! recycled only when the completion holds its last reference (`Arc::get_mut`).
+//! [`LOCAL_MAX`] moves a batch there: one lock per [`BATCH`] ops on each side. A completion
+//! owns its block (`block.rs`), so recycling needs no check that nobody else holds it. The
+//! fast paths (a thread that has a cache for the engine) take no lock and allocate nothing.
 //!
 //! # Engine references
 //! A recycled block keeps its reference to the engine, so reusing it costs no reference-count
@@ -25,7 +26,7 @@
 
 use std::cell::RefCell;
 
-use super::opr::OpRef;
+use super::opr::OpBlock;
 use crate::sync::{thread_local, Arc, AtomicBool, Mutex, Ordering};
 
 /// The most free blocks a thread keeps per engine.
@@ -33,11 +34,13 @@ const LOCAL_MAX: usize = 256;
 /// Blocks moved between a thread's cache and the engine's stack at once.
 const BATCH: usize = 64;
 
+type FreeBlocks = Vec<Box<OpBlock>>;
+
 /// One thread's free blocks for one engine.
 struct LocalCache {
     key: u64,
     closed: Arc<AtomicBool>,
-    free: Vec<OpRef>,
+    free: FreeBlocks,
 }
 
 thread_local! {
@@ -49,7 +52,7 @@ thread_local! {
 pub(crate) struct BlockPool {
     key: u64,
     closed: Arc<AtomicBool>,
-    shared: Mutex<Vec<OpRef>>,
+    shared: Mutex<FreeBlocks>,
 }
 
 impl BlockPool {
@@ -61,28 +64,54 @@ impl BlockPool {
         }
     }
 
-    /// Runs `f` on the calling thread's cache for this pool.
-    fn with_local<R>(&self, f: impl FnOnce(&mut Vec<OpRef>) -> R) -> R {
-        with_local_cache(self.key, || self.closed.clone(), f)
+    /// A free block, if one is cached (the caller allocates otherwise).
+    pub(crate) fn take(&self) -> Option<Box<OpBlock>> {
+        let taken = LOCAL.with(|local| {
+            let mut local = local.borrow_mut();
+            let cache = local.iter_mut().find(|cache| cache.key == self.key)?;
+            Some(self.pop(&mut cache.free))
+        });
+        taken.unwrap_or_else(|| self.with_new_local(|free| self.pop(free)))
     }
 
-    /// A free block, if one is cached (the caller allocates otherwise).
-    pub(crate) fn take(&self) -> Option<OpRef> {
-        self.with_local(|free| {
-            if free.is_empty() {
-                let mut shared = self.shared.lock();
-                let from = shared.len().saturating_sub(BATCH);
-                free.extend(shared.drain(from..));
-            }
-            free.pop()
-        })
+    /// Pops a thread's cache, refilling it from the shared stack when empty.
+    fn pop(&self, free: &mut FreeBlocks) -> Option<Box<OpBlock>> {
+        if free.is_empty() {
+            let mut shared = self.shared.lock();
+            let from = shared.len().saturating_sub(BATCH);
+            free.extend(shared.drain(from..));
+        }
+        free.pop()
     }
 
     /// Moves a batch of free blocks to the shared stack (dropping them once closed).
-    fn share(&self, batch: Vec<OpRef>) {
+    fn share(&self, batch: FreeBlocks) {
         if !self.closed.load(Ordering::Relaxed) {
             self.shared.lock().extend(batch);
         }
+    }
+
+    /// Runs `f` on a new cache for this pool on a thread that had none, dropping the caches
+    /// of closed pools on the way.
+    #[cold]
+    fn with_new_local<R>(&self, f: impl FnOnce(&mut FreeBlocks) -> R) -> R {
+        let (result, stale) = LOCAL.with(|local| {
+            let mut local = local.borrow_mut();
+            let (live, stale): (Vec<_>, Vec<_>) = std::mem::take(&mut *local)
+                .into_iter()
+                .partition(|cache| !cache.closed.load(Ordering::Relaxed));
+            *local = live;
+            let mut cache = LocalCache {
+                key: self.key,
+                closed: self.closed.clone(),
+                free: Vec::with_capacity(LOCAL_MAX + 1),
+            };
+            let result = f(&mut cache.free);
+            local.push(cache);
+            (result, stale)
+        });
+        drop(stale); // outside the borrow: dropping blocks may drop an engine
+        result
     }
 
     /// The engine is gone: frees the shared stack; threads drop their caches lazily.
@@ -99,60 +128,39 @@ impl BlockPool {
     }
 }
 
-/// Runs `f` on the calling thread's cache for the pool `key` (created with `closed` if new).
-fn with_local_cache<R>(
-    key: u64,
-    closed: impl FnOnce() -> Arc<AtomicBool>,
-    f: impl FnOnce(&mut Vec<OpRef>) -> R,
-) -> R {
-    let (result, stale) = LOCAL.with(|local| {
+/// Puts a completed block back in the calling thread's cache (its dependencies dropped; it
+/// keeps its engine reference); a full cache moves a batch to the engine's shared stack.
+pub(crate) fn recycle(mut block: Box<OpBlock>) {
+    block.deps.clear();
+    let key = block.core().blocks.key;
+    let pushed = LOCAL.with(|local| {
         let mut local = local.borrow_mut();
-        let mut stale = Vec::new();
-        let index = match local.iter().position(|cache| cache.key == key) {
-            Some(index) => index,
-            None => {
-                let (live, dead): (Vec<_>, Vec<_>) = std::mem::take(&mut *local)
-                    .into_iter()
-                    .partition(|cache| !cache.closed.load(Ordering::Relaxed));
-                *local = live;
-                stale = dead;
-                local.push(LocalCache {
-                    key,
-                    closed: closed(),
-                    free: Vec::with_capacity(LOCAL_MAX + 1),
-                });
-                local.len() - 1
+        match local.iter_mut().find(|cache| cache.key == key) {
+            Some(cache) => {
+                cache.free.push(block);
+                Ok(overflow(&mut cache.free))
             }
-        };
-        (f(&mut local[index].free), stale)
+            None => Err(block),
+        }
     });
-    drop(stale); // outside the borrow: dropping blocks may drop an engine
-    result
-}
-
-/// Puts a completed block back in the calling thread's cache, if the caller held its last
-/// reference; otherwise just drops the reference.
-pub(crate) fn recycle(mut block: OpRef) {
-    let Some(done) = Arc::get_mut(&mut block) else {
-        return;
+    let batch = match pushed {
+        Ok(batch) => batch,
+        Err(block) => {
+            let engine = block.core().clone(); // a new cache: rare
+            engine.blocks.with_new_local(|free| {
+                free.push(block);
+                overflow(free)
+            })
+        }
     };
-    done.deps.clear();
-    let pool = &block.core().blocks;
-    let key = pool.key;
-    with_local_cache(key, || pool.closed.clone(), |_| ());
-    let overflow = with_local_cache(
-        key,
-        || unreachable!("created above"),
-        move |free| {
-            free.push(block);
-            (free.len() > LOCAL_MAX).then(|| free.drain(..BATCH).collect::<Vec<_>>())
-        },
-    );
-    if let Some(batch) = overflow {
-        let engine = batch[0]
-            .core
-            .clone()
-            .expect("a recycled block keeps its engine");
+    if let Some(batch) = batch {
+        let engine = batch[0].core().clone();
         engine.blocks.share(batch);
     }
+}
+
+/// A batch to move out of a cache that grew past [`LOCAL_MAX`].
+#[inline]
+fn overflow(free: &mut FreeBlocks) -> Option<FreeBlocks> {
+    (free.len() > LOCAL_MAX).then(|| free.drain(..BATCH).collect())
 }

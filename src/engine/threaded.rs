@@ -9,8 +9,11 @@
 //!   refuse GPU contexts.
 //!
 //! In both, an `Async` or `DeleteVar` op that is ready at push runs inline on the pushing
-//! thread, as in MXNet. A ready op made ready on a worker is scheduled from that worker, so
-//! our pools put it on the worker's own queue.
+//! thread, as in MXNet. Other ready ops for a CPU worker pool go into the engine's own queue
+//! in front of that pool (`ready.rs`), which the pool's workers drain; a worker that makes an
+//! op of its own pool ready keeps it as its next op instead (a continuation, `current.rs`).
+//! Prioritized ops (the priority pool) and the pooled engine's copies (the IO worker) are
+//! handed to their pools one task per op.
 //!
 //! # Stop, start, resize
 //! The worker pools live in an [`ArcSwapOption`] snapshot: dispatch reads it without a lock
@@ -28,13 +31,17 @@ use std::sync::Arc as StdArc;
 
 use arc_swap::ArcSwapOption;
 
-use super::core::{Dispatch, DispatchStats, Target};
-use super::current;
+use super::block::OpHandle;
+use super::core::{Dispatch, DispatchStats};
+use super::current::{self, Refused};
 use super::gpu::GpuHub;
+use super::opr::OpHeader;
+use super::opr::{op_task, run_ready};
+use super::ready::ReadyQueue;
 use super::{Context, EngineError, FnProperty, OpName};
 use crate::device::cpu::{cpu_pool, observer_for, CpuWorkerOptions, PoolObservers, PriorityPool};
 use crate::device::gpu::{no_gpu_backend, GpuWorkerCounts};
-use crate::pool::{Pool, PoolOptions, Task};
+use crate::pool::{Pool, PoolOptions};
 use crate::sync::{Arc, AtomicU32, Mutex, Ordering};
 
 /// CPU devices an engine can address: `cpu(0)` to `cpu(MAX_CPU_DEVICES - 1)`.
@@ -48,18 +55,32 @@ pub(crate) struct WorkerConfig {
     pub(crate) gpu: GpuWorkerCounts,
 }
 
-fn run_inline(task: Task) {
-    let _ = task.run_caught(); // op tasks report their own panics
+/// A worker pool and the engine's queue of ready ops in front of it (`ready.rs`).
+struct Workers {
+    pool: Pool,
+    ready: Arc<ReadyQueue>,
 }
 
-/// Schedules `task` on `pool`; a worker of `pool` that made it ready keeps it as its
-/// continuation instead (see `current.rs`).
-fn schedule_on(pool: &Pool, task: Task, from_push: bool) {
-    if from_push || pool.current_thread_id().is_none() {
-        return pool.schedule(task);
+impl Workers {
+    fn new(pool: Pool) -> Self {
+        Workers {
+            pool,
+            ready: Arc::default(),
+        }
     }
-    if let Err(task) = current::offer_continuation(task) {
-        pool.schedule(task);
+
+    /// Queues a ready op; a drainer of this pool's queue that made it ready keeps it as its
+    /// continuation instead (see `current.rs`), or requeues it without waking anyone once
+    /// it ran its budget of continuations (it drains the queue itself right after).
+    fn dispatch(&self, op: OpHandle, from_push: bool) {
+        if from_push || !ReadyQueue::is_draining(&self.ready) {
+            return ReadyQueue::push(&self.ready, &self.pool, op);
+        }
+        match current::offer_continuation(op) {
+            Ok(()) => {}
+            Err(Refused::BudgetSpent(op)) => self.ready.requeue(op),
+            Err(Refused::Busy(op)) => ReadyQueue::push(&self.ready, &self.pool, op),
+        }
     }
 }
 
@@ -92,7 +113,7 @@ const PRIORITY_BIT: u32 = 1 << 31;
 /// One snapshot of the per-device workers.
 #[derive(Clone, Default)]
 struct Devices {
-    cpu: Vec<Option<StdArc<Pool>>>,
+    cpu: Vec<Option<StdArc<Workers>>>,
     priority: Option<StdArc<PriorityPool>>,
 }
 
@@ -153,7 +174,8 @@ impl PerDevice {
         if wants_priority {
             next.priority = Some(StdArc::new(self.priority_pool(config.priority_threads)?));
         } else {
-            next.cpu[ctx.id as usize] = Some(StdArc::new(self.cpu_pool(ctx.id, &config)?));
+            let workers = Workers::new(self.cpu_pool(ctx.id, &config)?);
+            next.cpu[ctx.id as usize] = Some(StdArc::new(workers));
         }
         self.devices.store(Some(StdArc::new(next)));
         self.created.fetch_or(bit, Ordering::Release);
@@ -179,25 +201,28 @@ impl Dispatch for PerDevice {
         self.ensure(ctx, prop)
     }
 
-    fn dispatch(&self, op: Target, task: Task, from_push: bool) {
+    fn runs_at_push(&self, op: &OpHeader) -> bool {
+        // A GPU op never runs at push: its body needs a GPU worker's stream.
+        op.ctx.is_cpu() && op.prop.runs_inline_at_push()
+    }
+
+    fn dispatch(&self, op: OpHandle, from_push: bool) {
         if let (false, Some(gpu)) = (op.ctx.is_cpu(), &self.gpu) {
-            return gpu.dispatch(op, task); // never inline: the body needs a GPU worker's stream
-        }
-        if from_push && op.prop.runs_inline_at_push() {
-            return run_inline(task);
+            return gpu.dispatch(op);
         }
         let devices = self.devices.load();
         let Some(devices) = &*devices else {
-            return run_inline(task); // workers gone (dropped from inside an op): run here
+            return run_ready(op); // workers gone (dropped from inside an op): run here
         };
         if op.prop == FnProperty::CpuPrioritized {
             if let Some(priority) = &devices.priority {
-                return priority.schedule(op.priority, task);
+                let priority_of_op = op.priority;
+                return priority.schedule(priority_of_op, op_task(op));
             }
-        } else if let Some(pool) = &devices.cpu[op.ctx.id as usize] {
-            return schedule_on(pool, task, from_push);
+        } else if let Some(workers) = &devices.cpu[op.ctx.id as usize] {
+            return workers.dispatch(op, from_push);
         }
-        run_inline(task); // unreachable for a checked push; never lose the op
+        run_ready(op); // unreachable for a checked push; never lose the op
     }
 
     fn stop(&self) {
@@ -220,7 +245,8 @@ impl Dispatch for PerDevice {
             priority: None,
         };
         for device in (0..MAX_CPU_DEVICES).filter(|device| created & (1 << device) != 0) {
-            devices.cpu[device as usize] = Some(StdArc::new(self.cpu_pool(device, &config)?));
+            let workers = Workers::new(self.cpu_pool(device, &config)?);
+            devices.cpu[device as usize] = Some(StdArc::new(workers));
         }
         if created & PRIORITY_BIT != 0 {
             let threads = config.priority_threads;
@@ -236,8 +262,8 @@ impl Dispatch for PerDevice {
     fn set_cpu_workers(&self, threads: usize) -> Result<(), EngineError> {
         let _manage = self.manage.lock();
         if let Some(devices) = &*self.devices.load() {
-            for pool in devices.cpu.iter().flatten() {
-                pool.set_num_threads(threads)?;
+            for workers in devices.cpu.iter().flatten() {
+                workers.pool.set_num_threads(threads)?;
             }
         }
         self.config.lock().cpu.threads = threads;
@@ -258,15 +284,12 @@ impl Dispatch for PerDevice {
         let Some(devices) = devices else {
             return DispatchStats::default();
         };
+        let cpu = || devices.cpu.iter().flatten();
         DispatchStats {
-            pools: devices
-                .cpu
-                .iter()
-                .flatten()
-                .map(|pool| pool.stats())
-                .collect(),
+            pools: cpu().map(|workers| workers.pool.stats()).collect(),
             priority: devices.priority.as_ref().map(|priority| priority.stats()),
             gpu: self.gpu.as_ref().map(|gpu| gpu.stats()).unwrap_or_default(),
+            ready_ops: cpu().map(|workers| workers.ready.len()).sum(),
         }
     }
 }
@@ -281,7 +304,7 @@ pub(crate) struct Pooled {
 }
 
 struct PooledPools {
-    workers: Pool,
+    workers: Workers,
     io: Pool,
 }
 
@@ -306,14 +329,15 @@ impl Dispatch for Pooled {
         refuse_gpu(name, ctx)
     }
 
-    fn dispatch(&self, op: Target, task: Task, from_push: bool) {
-        if from_push && op.prop.runs_inline_at_push() {
-            return run_inline(task);
-        }
+    fn runs_at_push(&self, op: &OpHeader) -> bool {
+        op.prop.runs_inline_at_push()
+    }
+
+    fn dispatch(&self, op: OpHandle, from_push: bool) {
         match &*self.pools.load() {
-            Some(pools) if op.prop.is_copy() => pools.io.schedule(task),
-            Some(pools) => schedule_on(&pools.workers, task, from_push),
-            None => run_inline(task), // workers gone (dropped from inside an op): run here
+            Some(pools) if op.prop.is_copy() => pools.io.schedule(op_task(op)),
+            Some(pools) => pools.workers.dispatch(op, from_push),
+            None => run_ready(op), // workers gone (dropped from inside an op): run here
         }
     }
 
@@ -334,12 +358,12 @@ impl Dispatch for Pooled {
                 None => options,
             };
         let threads = config.cpu.threads.max(1);
-        let workers = Pool::new(observed(
+        let workers = Workers::new(Pool::new(observed(
             PoolOptions::new(config.cpu.pool_kind, threads, "engine")
                 .max_threads(config.cpu.max_threads.max(threads))
                 .allow_spinning(config.cpu.allow_spinning),
             "engine",
-        ))?;
+        ))?);
         let io = Pool::new(observed(
             PoolOptions::new(config.cpu.pool_kind, 1, "io")
                 .allow_spinning(config.cpu.allow_spinning),
@@ -353,7 +377,7 @@ impl Dispatch for Pooled {
     fn set_cpu_workers(&self, threads: usize) -> Result<(), EngineError> {
         let _manage = self.manage.lock();
         if let Some(pools) = &*self.pools.load() {
-            pools.workers.set_num_threads(threads)?;
+            pools.workers.pool.set_num_threads(threads)?;
         }
         self.config.lock().cpu.threads = threads;
         Ok(())
@@ -366,9 +390,10 @@ impl Dispatch for Pooled {
     fn stats(&self) -> DispatchStats {
         match self.pools.load_full() {
             Some(pools) => DispatchStats {
-                pools: vec![pools.workers.stats(), pools.io.stats()],
+                pools: vec![pools.workers.pool.stats(), pools.io.stats()],
                 priority: None,
                 gpu: Vec::new(),
+                ready_ops: pools.workers.ready.len(),
             },
             None => DispatchStats::default(),
         }

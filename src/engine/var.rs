@@ -51,7 +51,7 @@ pub(crate) struct VarState<T> {
     error: Option<ErrorRef>,
 }
 
-impl<T: Clone> VarState<T> {
+impl<T> VarState<T> {
     fn new() -> Self {
         VarState {
             queue: VecDeque::new(),
@@ -61,9 +61,9 @@ impl<T: Clone> VarState<T> {
         }
     }
 
-    /// Asks for the var on behalf of `op`: returns true if granted now (the caller counts the
-    /// grant), otherwise queues a clone of `op` to be granted later.
-    pub(crate) fn append(&mut self, access: Access, op: &T) -> bool {
+    /// Asks for the var on behalf of an op: returns true if granted now, otherwise queues
+    /// `waiter()` (the op's waiter) to be granted later.
+    pub(crate) fn append(&mut self, access: Access, waiter: impl FnOnce() -> T) -> bool {
         let free = !self.writing && self.queue.is_empty();
         let granted = match access {
             Access::Read => free,
@@ -71,7 +71,7 @@ impl<T: Clone> VarState<T> {
         };
         if !granted {
             self.queue.push_back(Waiting {
-                op: op.clone(),
+                op: waiter(),
                 access,
             });
         } else if access == Access::Read {
@@ -149,7 +149,7 @@ pub(crate) struct VarCell<T> {
     maybe_tainted: AtomicBool,
 }
 
-impl<T: Clone> VarCell<T> {
+impl<T> VarCell<T> {
     pub(crate) fn new() -> Self {
         VarCell {
             state: Mutex::new(VarState::new()),
@@ -196,6 +196,12 @@ impl<T: Clone> VarCell<T> {
         self.version.load(Ordering::Acquire)
     }
 
+    /// Whether the var may carry an error (one load; `false` is certain for a var whose
+    /// writers' completions happened before the caller's last synchronization with them).
+    pub(crate) fn may_carry_error(&self) -> bool {
+        self.maybe_tainted.load(Ordering::Acquire)
+    }
+
     /// The var's unreported error slot (lock taken only when the hint says it may have one).
     pub(crate) fn error(&self) -> Option<ErrorRef> {
         if !self.maybe_tainted.load(Ordering::Acquire) {
@@ -231,7 +237,7 @@ pub struct Var(pub(crate) Arc<VarInner>);
 
 pub(crate) struct VarInner {
     pub(crate) id: u64,
-    pub(crate) cell: VarCell<super::opr::OpRef>,
+    pub(crate) cell: VarCell<super::block::Waiter>,
     pub(crate) deleted: AtomicBool,
 }
 
@@ -290,11 +296,11 @@ mod tests {
     #[test]
     fn consecutive_reads_are_granted_together() {
         let mut state = State::new();
-        assert!(state.append(Access::Read, &1));
-        assert!(state.append(Access::Read, &2));
-        assert!(!state.append(Access::Write, &3));
+        assert!(state.append(Access::Read, || 1));
+        assert!(state.append(Access::Read, || 2));
+        assert!(!state.append(Access::Write, || 3));
         assert!(
-            !state.append(Access::Read, &4),
+            !state.append(Access::Read, || 4),
             "a read behind a write waits"
         );
         assert_eq!(state.complete_read(), None);
@@ -307,9 +313,9 @@ mod tests {
     #[test]
     fn writes_run_one_at_a_time_in_push_order() {
         let mut state = State::new();
-        assert!(state.append(Access::Write, &1));
-        assert!(!state.append(Access::Write, &2));
-        assert!(!state.append(Access::Write, &3));
+        assert!(state.append(Access::Write, || 1));
+        assert!(!state.append(Access::Write, || 2));
+        assert!(!state.append(Access::Write, || 3));
         assert!(!state.ready_to_read());
         assert_eq!(granted_by_write(&mut state), [2]);
         assert_eq!(granted_by_write(&mut state), [3]);
@@ -320,12 +326,12 @@ mod tests {
     #[test]
     fn a_write_releases_the_read_run_up_to_the_next_write() {
         let mut state = State::new();
-        assert!(state.append(Access::Write, &1));
+        assert!(state.append(Access::Write, || 1));
         for op in [2, 3, 4] {
-            assert!(!state.append(Access::Read, &op));
+            assert!(!state.append(Access::Read, || op));
         }
-        assert!(!state.append(Access::Write, &5));
-        assert!(!state.append(Access::Read, &6));
+        assert!(!state.append(Access::Write, || 5));
+        assert!(!state.append(Access::Read, || 6));
         assert_eq!(granted_by_write(&mut state), [2, 3, 4]);
         assert_eq!(state.complete_read(), None);
         assert_eq!(state.complete_read(), None);
@@ -336,70 +342,84 @@ mod tests {
     #[test]
     fn version_counts_completed_writes_only() {
         let cell: VarCell<u32> = VarCell::new();
-        assert!(cell.lock().append(Access::Read, &1));
+        assert!(cell.lock().append(Access::Read, || 1));
         assert_eq!(cell.complete_read(), None);
         assert_eq!(cell.version(), 0);
-        assert!(cell.lock().append(Access::Write, &2));
+        assert!(cell.lock().append(Access::Write, || 2));
         cell.complete_write(None, &mut Vec::new());
         assert_eq!(cell.version(), 1);
     }
 }
 
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 mod loom_tests {
-    //! Models of the var protocol with real ops: a wait count per op, grants acted on outside
-    //! the var lock, completions racing on several threads.
+    //! Models of the var protocol with real op blocks (`block.rs`): pushes through `enqueue`
+    //! (all vars locked, wait count stored, handle given up), grants acted on outside the var
+    //! lock, completions racing with pushes and with each other. A model op's body counts its
+    //! runs and checks what it must see; the last granter takes it out of the block, so a
+    //! handle that reached two threads would show up as two runs.
     use super::*;
-    use crate::engine::opr::WaitCount;
+    use crate::engine::block::{enqueue, Body, OpHandle, Waiter};
+    use crate::engine::opr::{fill_deps, OpBlock};
+    use crate::engine::{Completion, OpName, RunContext};
     use crate::sync::{thread, AtomicUsize};
 
-    /// A stand-in op: its wait count and how often it was dispatched.
-    struct ModelOp {
-        wait: WaitCount,
-        dispatched: AtomicUsize,
+    /// Counts the runs of one op.
+    type Runs = Arc<AtomicUsize>;
+
+    /// Runs a model op made ready: takes its body out of the block (the body counts the run),
+    /// runs it and frees the block (a model op completes through its vars, not its block).
+    fn run(mut handle: OpHandle) {
+        let body = handle.body.take().expect("a ready op has its body");
+        drop(handle.into_box());
+        let run = RunContext {
+            ctx: Default::default(),
+            name: OpName::UNNAMED,
+        };
+        body.call(run, Completion::detached());
     }
 
-    type Op = Arc<ModelOp>;
-
-    fn op(deps: usize) -> Op {
-        Arc::new(ModelOp {
-            wait: WaitCount::new(deps),
-            dispatched: AtomicUsize::new(0),
-        })
+    /// Pushes an op reading `reads` and writing `writes`; it runs `then` when dispatched.
+    fn push_then(reads: &[Var], writes: &[Var], then: impl FnOnce() + Send + 'static) -> Runs {
+        let runs = Runs::default();
+        let mut block = Box::new(OpBlock::empty());
+        fill_deps(&mut block.deps, reads, writes);
+        let counted = runs.clone();
+        let body = move |_, _| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            then();
+        };
+        if let Some((mut handle, body)) = enqueue(OpHandle::new(block), body) {
+            handle.body = Some(Body::new(body));
+            run(handle);
+        }
+        runs
     }
 
-    /// Counts one grant of `op`; dispatches it (counts) if that was the last one.
-    fn grant(op: &Op) {
-        if op.wait.grant(1) {
-            op.dispatched.fetch_add(1, Ordering::SeqCst);
+    fn push(reads: &[Var], writes: &[Var]) -> Runs {
+        push_then(reads, writes, || ())
+    }
+
+    fn run_granted(granted: Vec<Waiter>) {
+        for waiter in granted {
+            if let Some(handle) = waiter.grant() {
+                run(handle);
+            }
         }
     }
 
-    /// Appends `op` to `var` the way a push does, returning whether it was granted at once.
-    fn append(var: &VarCell<Op>, access: Access, op: &Op) {
-        if var.lock().append(access, op) {
-            grant(op);
-        }
-    }
-
-    /// Pushes a single-dependency op and does the pusher's final decrement.
-    fn push(var: &VarCell<Op>, access: Access) -> Op {
-        let op = op(1);
-        append(var, access, &op);
-        grant(&op);
-        op
-    }
-
-    fn complete_write(var: &VarCell<Op>) {
+    fn complete_write(var: &Var) {
         let mut granted = Vec::new();
-        var.complete_write(None, &mut granted);
-        granted.iter().for_each(grant);
+        var.0.cell.complete_write(None, &mut granted);
+        run_granted(granted);
     }
 
-    fn complete_read(var: &VarCell<Op>) {
-        if let Some(write) = var.complete_read() {
-            grant(&write);
-        }
+    fn complete_read(var: &Var) {
+        run_granted(var.0.cell.complete_read().into_iter().collect());
+    }
+
+    fn runs(op: &Runs) -> usize {
+        op.load(Ordering::SeqCst)
     }
 
     /// Two readers complete concurrently; the waiting writer is dispatched exactly once, and
@@ -408,31 +428,29 @@ mod loom_tests {
     #[test]
     fn loom_var_two_readers_then_writer() {
         loom::model(|| {
-            let var = Arc::new(VarCell::new());
+            let var = Var::new(0);
             let value = Arc::new(AtomicUsize::new(0));
-            let readers = [push(&var, Access::Read), push(&var, Access::Read)];
-            let writer = push(&var, Access::Write);
-            assert!(readers
-                .iter()
-                .all(|r| r.dispatched.load(Ordering::SeqCst) == 1));
-            assert_eq!(writer.dispatched.load(Ordering::SeqCst), 0);
+            let readers = [push(&[var.clone()], &[]), push(&[var.clone()], &[])];
+            let written = value.clone();
+            let writer = push_then(&[], &[var.clone()], move || {
+                written.store(1, Ordering::Relaxed); // the writer's body
+            });
+            assert!(readers.iter().all(|r| runs(r) == 1));
+            assert_eq!(runs(&writer), 0);
             let threads: Vec<_> = (0..2)
                 .map(|_| {
-                    let (var, value, writer) = (var.clone(), value.clone(), writer.clone());
+                    let (var, value) = (var.clone(), value.clone());
                     thread::spawn(move || {
                         assert_eq!(value.load(Ordering::Relaxed), 0, "a read saw a later write");
                         complete_read(&var);
-                        if writer.dispatched.load(Ordering::SeqCst) == 1 {
-                            value.store(1, Ordering::Relaxed); // the writer runs here
-                        }
                     })
                 })
                 .collect();
             threads.into_iter().for_each(|t| t.join().unwrap());
-            assert_eq!(writer.dispatched.load(Ordering::SeqCst), 1);
+            assert_eq!(runs(&writer), 1);
             complete_write(&var);
             assert_eq!(var.version(), 1);
-            assert!(var.ready_to_read());
+            assert!(var.0.cell.ready_to_read());
         });
     }
 
@@ -441,47 +459,47 @@ mod loom_tests {
     #[test]
     fn loom_var_write_then_read() {
         loom::model(|| {
-            let var = Arc::new(VarCell::new());
-            let writer = push(&var, Access::Write);
-            assert_eq!(writer.dispatched.load(Ordering::SeqCst), 1);
+            let var = Var::new(0);
+            let writer = push(&[], &[var.clone()]);
+            assert_eq!(runs(&writer), 1);
             let completer = {
                 let var = var.clone();
                 thread::spawn(move || complete_write(&var))
             };
-            let reader = push(&var, Access::Read);
+            let seen = var.clone();
+            let reader = push_then(&[var.clone()], &[], move || {
+                assert_eq!(seen.version(), 1, "a read ran before the write completed");
+            });
             completer.join().unwrap();
-            assert_eq!(reader.dispatched.load(Ordering::SeqCst), 1);
-            assert_eq!(var.version(), 1);
+            assert_eq!(runs(&reader), 1);
             complete_read(&var);
-            assert!(var.ready_to_read());
+            assert!(var.0.cell.ready_to_read());
         });
     }
 
-    /// An op reading `a` and writing `b`, both held by earlier writers: the pusher and the two
-    /// completing writers race to grant it; exactly one of the three dispatches it.
+    /// An op reading `a` and writing `b`, both held by earlier writers whose completions race
+    /// with its push: whatever the interleaving, it is dispatched exactly once, after both
+    /// writes, and its parked task is published to whichever completer dispatches it.
     #[test]
     fn loom_var_op_dispatched_exactly_once() {
         loom::model(|| {
-            let a = Arc::new(VarCell::new());
-            let b = Arc::new(VarCell::new());
-            push(&a, Access::Write);
-            push(&b, Access::Write);
-            let both = op(2);
-            {
-                // A push locks all its vars (in a fixed order) before appending.
-                let mut locked_a = a.lock();
-                let mut locked_b = b.lock();
-                let granted_now = usize::from(locked_a.append(Access::Read, &both))
-                    + usize::from(locked_b.append(Access::Write, &both));
-                assert_eq!(granted_now, 0);
-            }
+            let (a, b) = (Var::new(0), Var::new(1));
+            push(&[], &[a.clone()]);
+            push(&[], &[b.clone()]);
             let completers: Vec<_> = [a.clone(), b.clone()]
                 .into_iter()
                 .map(|var| thread::spawn(move || complete_write(&var)))
                 .collect();
-            grant(&both); // the pusher's final decrement
+            let (seen_a, seen_b) = (a.clone(), b.clone());
+            let both = push_then(&[a.clone()], &[b.clone()], move || {
+                assert_eq!(
+                    (seen_a.version(), seen_b.version()),
+                    (1, 1),
+                    "ran too early"
+                );
+            });
             completers.into_iter().for_each(|t| t.join().unwrap());
-            assert_eq!(both.dispatched.load(Ordering::SeqCst), 1);
+            assert_eq!(runs(&both), 1);
         });
     }
 }

@@ -10,8 +10,10 @@
 //!
 //! # Parallelism and determinism
 //! Per-channel sums are one `parallel_for` item per channel, summed by one thread in a fixed
-//! order (image, then pixel) in `f64`; the element-wise passes are one item per (image,
-//! channel) plane. Nothing depends on the thread count.
+//! order: each plane (image) in turn is summed in [`LANES`] `f32` lanes (value `i` into lane
+//! `i % LANES`, a loop the compiler vectorizes), the lanes are added in order in `f64`, and
+//! the planes' sums are added in image order in `f64`. The element-wise passes are one item
+//! per (image, channel) plane, contiguous inner loops. Nothing depends on the thread count.
 #![forbid(unsafe_code)]
 
 use super::error::{expect_rank, expect_shape, KernelError};
@@ -142,6 +144,28 @@ pub fn batch_norm_train(
     Ok(geometry.train_work())
 }
 
+/// The batch statistics [`batch_norm_train`] saves, computed from `input` alone (bitwise the
+/// same values): for a backward pass that recomputes them instead of keeping them.
+pub fn batch_norm_stats(
+    pool: &dyn ThreadPool,
+    input: &Tensor,
+    epsilon: f32,
+    stats: &mut BatchStats,
+) -> Result<Work, KernelError> {
+    const KERNEL: &str = "batch_norm_stats";
+    let [batch, channels, height, width] =
+        expect_rank(KERNEL, "input", &input.shape, "N, C, H, W")?;
+    expect_shape(KERNEL, "stats.mean", &stats.mean.shape, &[channels])?;
+    expect_shape(KERNEL, "stats.inv_std", &stats.inv_std.shape, &[channels])?;
+    let geometry = BatchNormGeometry {
+        batch,
+        channels,
+        pixels: height * width,
+    };
+    batch_statistics(pool, &geometry, &input.data, epsilon, stats);
+    Ok(Work::new(3.0 * geometry.values(), geometry.values()))
+}
+
 /// Gradients of [`batch_norm_train`] from its `input`, the `stats` it saved and `grad_output`.
 pub fn batch_norm_backward(
     pool: &dyn ThreadPool,
@@ -197,13 +221,14 @@ fn gamma_beta_grads(
         cost,
         |channel, dgamma, dbeta| {
             let (mean, inv_std) = (stats.mean.data[channel], stats.inv_std.data[channel]);
-            let (mut sum_dy, mut sum_dy_xhat) = (0.0f64, 0.0f64);
+            let (mut sum_dy, mut sum_dy_centred) = (0.0f64, 0.0f64);
             for plane in channel_planes(geometry, channel) {
-                for (&x, &dy) in x[plane.clone()].iter().zip(&dy[plane]) {
-                    sum_dy += f64::from(dy);
-                    sum_dy_xhat += f64::from(dy) * f64::from((x - mean) * inv_std);
-                }
+                let (x, dy) = (&x[plane.clone()], &dy[plane]);
+                sum_dy += lane_sum(dy, |dy| dy);
+                sum_dy_centred += lane_sum2(x, dy, |x, dy| dy * (x - mean));
             }
+            // sum dy xhat = inv_std sum dy (x - mean): inv_std is the same for every term.
+            let sum_dy_xhat = sum_dy_centred * f64::from(inv_std);
             (dgamma[0], dbeta[0]) = (sum_dy_xhat as f32, sum_dy as f32);
         },
     );
@@ -260,7 +285,8 @@ fn channel_cost(geometry: &BatchNormGeometry, loads: f64, flops: f64) -> Cost {
     item_cost(loads * values, 1.0, flops * values, VECTOR_FLOPS_PER_CYCLE)
 }
 
-/// Fills `stats` with each channel's mean and `1 / sqrt(var + eps)`, two passes in `f64`.
+/// Fills `stats` with each channel's mean and `1 / sqrt(var + eps)`: two passes (the mean,
+/// then the squared deviations from it), each a lane sum per plane.
 fn batch_statistics(
     pool: &dyn ThreadPool,
     geometry: &BatchNormGeometry,
@@ -273,17 +299,51 @@ fn batch_statistics(
     let (mean, inv_std) = (&mut stats.mean.data, &mut stats.inv_std.data);
     for_each_chunk_pair(pool, mean, 1, inv_std, 1, cost, |channel, mean, inv_std| {
         let sum: f64 = channel_planes(geometry, channel)
-            .flat_map(|plane| &x[plane])
-            .map(|&value| f64::from(value))
+            .map(|plane| lane_sum(&x[plane], |value| value))
             .sum();
-        let channel_mean = sum / count;
+        let channel_mean = (sum / count) as f32;
         let squares: f64 = channel_planes(geometry, channel)
-            .flat_map(|plane| &x[plane])
-            .map(|&value| (f64::from(value) - channel_mean).powi(2))
+            .map(|plane| lane_sum(&x[plane], |value| (value - channel_mean).powi(2)))
             .sum();
-        mean[0] = channel_mean as f32;
+        mean[0] = channel_mean;
         inv_std[0] = (1.0 / (squares / count + f64::from(epsilon)).sqrt()) as f32;
     });
+}
+
+/// Lanes of a vectorizable sum: 16 `f32` (one AVX-512 register, two AVX ones).
+pub const LANES: usize = 16;
+
+/// `sum term(v)` over `values`: value `i` added into lane `i % LANES` in `f32`, then the lanes
+/// and the tail in order in `f64`. Same values, same bits, on every thread.
+fn lane_sum(values: &[f32], term: impl Fn(f32) -> f32) -> f64 {
+    let mut lanes = [0.0f32; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (lane, &value) in lanes.iter_mut().zip(chunk) {
+            *lane += term(value);
+        }
+    }
+    let lanes: f64 = lanes.iter().map(|&lane| f64::from(lane)).sum();
+    tail.iter()
+        .fold(lanes, |total, &value| total + f64::from(term(value)))
+}
+
+/// [`lane_sum`] of `term(a[i], b[i])` over two slices of one length.
+fn lane_sum2(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32) -> f64 {
+    let mut lanes = [0.0f32; LANES];
+    let (chunks_a, chunks_b) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (tail_a, tail_b) = (chunks_a.remainder(), chunks_b.remainder());
+    for (chunk_a, chunk_b) in chunks_a.zip(chunks_b) {
+        for ((lane, &a), &b) in lanes.iter_mut().zip(chunk_a).zip(chunk_b) {
+            *lane += term(a, b);
+        }
+    }
+    let lanes: f64 = lanes.iter().map(|&lane| f64::from(lane)).sum();
+    tail_a
+        .iter()
+        .zip(tail_b)
+        .fold(lanes, |total, (&a, &b)| total + f64::from(term(a, b)))
 }
 
 /// `y = x scale_c + shift_c` with `(scale_c, shift_c) = scale_shift(c)`, one item per plane.

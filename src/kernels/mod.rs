@@ -68,13 +68,15 @@ mod norm;
 pub mod par;
 pub mod pooling;
 mod rows;
+mod scratch;
 pub mod sgd;
 pub mod softmax;
 mod tensor;
 mod work;
 
 pub use batch_norm::{
-    batch_norm_backward, batch_norm_inference, batch_norm_train, BatchNormGeometry, BatchStats,
+    batch_norm_backward, batch_norm_inference, batch_norm_stats, batch_norm_train,
+    BatchNormGeometry, BatchStats,
 };
 pub use conv::{
     conv2d, conv2d_backward_data, conv2d_backward_weights, Conv2dGeometry, Conv2dParams,
@@ -86,8 +88,8 @@ pub use kind::KernelKind;
 pub use layer_norm::{layer_norm, layer_norm_backward};
 pub use norm::{NormGrads, NormParams};
 pub use pooling::{
-    global_avg_pool, global_avg_pool_backward, max_pool, max_pool_backward, PoolGeometry,
-    PoolParams,
+    avg_pool, avg_pool_backward, global_avg_pool, global_avg_pool_backward, max_pool,
+    max_pool_backward, PoolGeometry, PoolParams,
 };
 pub use sgd::{sgd_update, SgdParams};
 pub use softmax::{softmax, softmax_cross_entropy_backward};

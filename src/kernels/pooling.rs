@@ -67,6 +67,15 @@ impl PoolGeometry {
                 "window and stride must be at least 1",
             ));
         }
+        if dims[2] == 0 || dims[3] == 0 {
+            return Err(KernelError::shape(
+                kernel,
+                format!(
+                    "the input is {}x{} pixels; give it at least one row and column",
+                    dims[2], dims[3]
+                ),
+            ));
+        }
         if params.padding >= params.window {
             return Err(KernelError::shape(
                 kernel,
@@ -127,53 +136,49 @@ impl PoolGeometry {
         Work::new(outputs * window, inputs + outputs)
     }
 
-    /// The window offsets `(iy, ix)` in bounds for output pixel `(oy, ox)`, row-major.
-    fn window(&self, oy: usize, ox: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+    /// The in-bounds input rows (`axis` 0) or columns (`axis` 1) of output row or column `o`'s
+    /// window, as a range `lo..hi` (never empty: padding is smaller than the window).
+    fn span(&self, o: usize, axis: usize) -> (usize, usize) {
         let PoolParams {
             window,
             stride,
             padding,
         } = self.params;
-        let rows = (0..window).filter_map(move |ky| {
-            (oy * stride + ky)
-                .checked_sub(padding)
-                .filter(|&iy| iy < self.input[2])
-        });
-        rows.flat_map(move |iy| {
-            (0..window)
-                .filter_map(move |kx| {
-                    (ox * stride + kx)
-                        .checked_sub(padding)
-                        .filter(|&ix| ix < self.input[3])
-                })
-                .map(move |ix| (iy, ix))
-        })
+        let size = self.input[2 + axis];
+        let start = o * stride; // in padded coordinates
+        let lo = start.saturating_sub(padding).min(size);
+        let hi = (start + window).saturating_sub(padding).min(size);
+        (lo, hi.max(lo))
     }
 
     /// The mean of output pixel `(oy, ox)`'s window of `plane`, over its in-bounds pixels,
     /// summed in `f64` in row-major window order.
     fn window_mean(&self, plane: &[f32], oy: usize, ox: usize) -> f32 {
         let width = self.input[3];
-        let (sum, count) = self
-            .window(oy, ox)
-            .fold((0.0f64, 0usize), |(sum, count), (iy, ix)| {
-                (sum + f64::from(plane[iy * width + ix]), count + 1)
-            });
+        let ((y0, y1), (x0, x1)) = (self.span(oy, 0), self.span(ox, 1));
+        let mut sum = 0.0f64;
+        for row in plane[y0 * width..y1 * width].chunks_exact(width) {
+            sum += row[x0..x1].iter().map(|&v| f64::from(v)).sum::<f64>();
+        }
+        let count = (y1 - y0) * (x1 - x0);
         (sum / count.max(1) as f64) as f32
     }
 
-    /// The input index of the (first) maximum in output pixel `(oy, ox)`'s window of `plane`.
+    /// The input index of the (first) maximum in output pixel `(oy, ox)`'s window of `plane`,
+    /// in row-major window order.
     fn argmax(&self, plane: &[f32], oy: usize, ox: usize) -> usize {
         let width = self.input[3];
-        let mut best = None::<(usize, f32)>;
-        for (iy, ix) in self.window(oy, ox) {
-            let value = plane[iy * width + ix];
-            if best.is_none_or(|(_, max)| value > max) {
-                best = Some((iy * width + ix, value));
+        let ((y0, y1), (x0, x1)) = (self.span(oy, 0), self.span(ox, 1));
+        let mut best = (y0 * width + x0, plane[y0 * width + x0]);
+        for iy in y0..y1 {
+            let row = &plane[iy * width..(iy + 1) * width];
+            for (ix, &value) in row.iter().enumerate().take(x1).skip(x0) {
+                if value > best.1 {
+                    best = (iy * width + ix, value);
+                }
             }
         }
-        best.expect("padding < window leaves every window a pixel")
-            .0
+        best.0
     }
 }
 
@@ -288,6 +293,49 @@ pub fn avg_pool(
             let plane = &input.data[plane_index * g.in_pixels()..(plane_index + 1) * g.in_pixels()];
             for (pixel, out) in out.iter_mut().enumerate() {
                 *out = g.window_mean(plane, pixel / g.out_width, pixel % g.out_width);
+            }
+        },
+    );
+    Ok(work)
+}
+
+/// `grad_input`: each output pixel's gradient shared equally among the in-bounds input
+/// pixels of its window (the gradient of [`avg_pool`]); `grad_input` (NCHW) gives the shape.
+pub fn avg_pool_backward(
+    pool: &dyn ThreadPool,
+    grad_output: &Tensor,
+    params: PoolParams,
+    grad_input: &mut Tensor,
+) -> Result<Work, KernelError> {
+    const KERNEL: &str = "avg_pool_backward";
+    let geometry = PoolGeometry::new(KERNEL, &grad_input.shape, params)?;
+    expect_shape(
+        KERNEL,
+        "grad_output",
+        &grad_output.shape,
+        &geometry.output_shape(),
+    )?;
+    let g = &geometry;
+    let work = g.work();
+    let cost = plane_cost(g, work);
+    let (width, out_pixels) = (g.input[3], g.out_pixels());
+    for_each_chunk(
+        pool,
+        &mut grad_input.data,
+        g.in_pixels(),
+        cost,
+        |plane_index, dx| {
+            let dy = &grad_output.data[plane_index * out_pixels..(plane_index + 1) * out_pixels];
+            dx.fill(0.0);
+            for (pixel, &dy) in dy.iter().enumerate() {
+                let (y0, y1) = g.span(pixel / g.out_width, 0);
+                let (x0, x1) = g.span(pixel % g.out_width, 1);
+                let share = dy / ((y1 - y0) * (x1 - x0)).max(1) as f32;
+                for iy in y0..y1 {
+                    dx[iy * width + x0..iy * width + x1]
+                        .iter_mut()
+                        .for_each(|value| *value += share);
+                }
             }
         },
     );
@@ -418,6 +466,37 @@ mod tests {
             assert_eq!(output, want, "{params:?}");
             assert!(work.flops > 0.0);
         }
+    }
+
+    #[test]
+    fn avg_pool_backward_is_the_adjoint_of_avg_pool() {
+        // <avg_pool(x), dy> == <x, avg_pool_backward(dy)> for any x and dy.
+        let pool = Pool::new(PoolOptions::new(PoolKind::Simple, 2, "pool-test")).unwrap();
+        let params = PoolParams {
+            window: 3,
+            stride: 2,
+            padding: 1,
+        };
+        let x = Tensor::random(&[2, 3, 7, 6], 1);
+        let g = PoolGeometry::new("avg_pool", &x.shape, params).unwrap();
+        let dy = Tensor::random(&g.output_shape(), 2);
+        let mut y = Tensor::zeros(&g.output_shape());
+        avg_pool(pool.as_dyn(), &x, params, &mut y).unwrap();
+        let mut dx = Tensor::filled(&x.shape, f32::NAN);
+        avg_pool_backward(pool.as_dyn(), &dy, params, &mut dx).unwrap();
+        let dot = |a: &Tensor, b: &Tensor| -> f64 {
+            a.data
+                .iter()
+                .zip(&b.data)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum()
+        };
+        assert!(
+            (dot(&y, &dy) - dot(&x, &dx)).abs() < 1e-4,
+            "{} vs {}",
+            dot(&y, &dy),
+            dot(&x, &dx)
+        );
     }
 
     #[test]

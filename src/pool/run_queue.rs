@@ -163,13 +163,23 @@ impl<T> Slot<T> {
 /// assert!(queue.is_empty());
 /// ```
 pub struct RunQueue<T> {
-    /// One past the newest front element; written only by the owner.
+    /// One past the newest front element; written only by the owner, on its own line.
     front: CachePadded<AtomicUsize>,
+    /// The back operators' line: `back` and the lock that serializes its writers.
+    back_end: CachePadded<BackEnd>,
+    /// Never written after construction; the padding of the fields above keeps it off both
+    /// written lines, so reading it never misses because of the other end's traffic.
+    slots: Box<[Slot<T>]>,
+}
+
+/// What the back operators write, on one cache line: a push or steal at the back takes the
+/// lock and moves `back`, so keeping both together makes it one line transfer instead of two
+/// (Eigen's layout has the same property: its mutex and indices share a line).
+struct BackEnd {
     /// The back element (first slot of the occupied run); written only under `back_ops`.
-    back: CachePadded<AtomicUsize>,
+    back: AtomicUsize,
     /// Serializes the back operations.
     back_ops: Mutex<()>,
-    slots: Box<[Slot<T>]>,
 }
 
 // SAFETY: values only move between threads (never shared by reference), and every access to
@@ -189,8 +199,10 @@ impl<T> RunQueue<T> {
         );
         Self {
             front: CachePadded::new(AtomicUsize::new(0)),
-            back: CachePadded::new(AtomicUsize::new(0)),
-            back_ops: Mutex::new(()),
+            back_end: CachePadded::new(BackEnd {
+                back: AtomicUsize::new(0),
+                back_ops: Mutex::new(()),
+            }),
             slots: (0..capacity).map(|_| Slot::new()).collect(),
         }
     }
@@ -233,13 +245,14 @@ impl<T> RunQueue<T> {
 
     /// Pushes `value` at the back, from any thread; hands it back when the queue is full.
     pub fn push_back(&self, value: T) -> Result<(), T> {
-        let _back_ops = self.back_ops.lock();
-        let back = self.back.load(Ordering::Relaxed); // writers of `back` hold the lock
+        let _back_ops = self.back_end.back_ops.lock();
+        let back = self.back_end.back.load(Ordering::Relaxed); // writers of `back` hold the lock
         let slot = self.slot_at(back.wrapping_sub(1));
         if !slot.try_claim(EMPTY) {
             return Err(value);
         }
-        self.back
+        self.back_end
+            .back
             .store(self.index_after_push_back(back), Ordering::Release);
         // SAFETY: `try_claim(EMPTY)` just succeeded on this slot.
         unsafe { slot.fill(value) };
@@ -252,7 +265,7 @@ impl<T> RunQueue<T> {
         if self.is_empty() {
             return None;
         }
-        let back_ops = self.back_ops.lock();
+        let back_ops = self.back_end.back_ops.lock();
         self.pop_back_locked(&back_ops)
     }
 
@@ -262,7 +275,7 @@ impl<T> RunQueue<T> {
         if self.is_empty() {
             return 0;
         }
-        let back_ops = self.back_ops.lock();
+        let back_ops = self.back_end.back_ops.lock();
         let wanted = self.size().div_ceil(2);
         let first_new = out.len();
         out.reserve(wanted);
@@ -298,14 +311,15 @@ impl<T> RunQueue<T> {
 
     /// Pops the back element; `_back_ops` proves the caller holds the back lock.
     fn pop_back_locked(&self, _back_ops: &MutexGuard<'_, ()>) -> Option<T> {
-        let back = self.back.load(Ordering::Relaxed); // writers of `back` hold the lock
+        let back = self.back_end.back.load(Ordering::Relaxed); // writers of `back` hold the lock
         let slot = self.slot_at(back);
         if !slot.try_claim(READY) {
             return None;
         }
         // SAFETY: `try_claim(READY)` just succeeded on this slot.
         let value = unsafe { slot.take() };
-        self.back
+        self.back_end
+            .back
             .store(self.index_after_pop_back(back), Ordering::Release);
         Some(value)
     }
@@ -314,7 +328,7 @@ impl<T> RunQueue<T> {
     fn index_snapshot(&self) -> (usize, usize) {
         let mut front = self.front.load(Ordering::Acquire);
         loop {
-            let back = self.back.load(Ordering::Acquire);
+            let back = self.back_end.back.load(Ordering::Acquire);
             let front_again = self.front.load(Ordering::Acquire);
             if front_again == front {
                 return (front, back);

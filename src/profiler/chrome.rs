@@ -27,7 +27,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{self, Write};
 
 use super::clock::Epoch;
@@ -37,13 +37,16 @@ use super::names::{DeviceId, ThreadId};
 /// Where GPU stream tracks start in a device's `tid` space.
 pub const STREAM_TID_BASE: u32 = 1_000_000;
 
-/// Figures carried into `otherData`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Figures carried into `otherData`, and what the trace says about its devices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TraceContext {
     /// Events lost before the collector saw them.
     pub dropped_events: u64,
     /// Events the trace window let go.
     pub evicted_events: u64,
+    /// Device descriptions: written as `process_labels` of the device's process and into
+    /// `otherData.device_labels`, for devices with events in the trace.
+    pub device_labels: Vec<(DeviceId, String)>,
 }
 
 /// What an export wrote.
@@ -116,6 +119,9 @@ enum Args {
     },
     Name {
         name: String,
+    },
+    Labels {
+        labels: String,
     },
     SortIndex {
         sort_index: u32,
@@ -269,8 +275,12 @@ struct Builder {
     queued: HashMap<u64, Open>,
     /// Op starts paired with their queued marker, waiting for the op's end.
     queued_for_running: HashMap<u64, Open>,
-    submits: HashMap<(DeviceId, u32, u64), Open>,
-    kernels: HashMap<(DeviceId, u32, u64), Open>,
+    /// Launches not yet started, per (device, stream, op): a stream runs its work in launch
+    /// order, so the n-th start of a key belongs to its n-th submit (one op may launch
+    /// several units on one stream).
+    submits: HashMap<(DeviceId, u32, u64), VecDeque<Open>>,
+    /// Kernels started and not yet ended, in the same per-key order.
+    kernels: HashMap<(DeviceId, u32, u64), VecDeque<Open>>,
     next_id: u64,
 }
 
@@ -355,7 +365,7 @@ impl Builder {
                     event: *event,
                     track: Self::stream_track(event),
                 };
-                self.kernels.insert(key, open);
+                self.kernels.entry(key).or_default().push_back(open);
             }
             EventKind::StreamEnd => self.stream_ended(event),
         }
@@ -538,12 +548,14 @@ impl Builder {
         });
         self.records.push(marker);
         self.submits
-            .insert((event.device, event.stream(), event.op_id()), open);
+            .entry((event.device, event.stream(), event.op_id()))
+            .or_default()
+            .push_back(open);
     }
 
     fn stream_ended(&mut self, event: &Event) {
         let key = (event.device, event.stream(), event.op_id());
-        let Some(start) = self.kernels.remove(&key) else {
+        let Some(start) = pop_first(&mut self.kernels, &key) else {
             self.report.unmatched += 1;
             return;
         };
@@ -554,7 +566,7 @@ impl Builder {
             op_id: event.op_id(),
         }));
         self.report.ops += 1;
-        if let Some(submit) = self.submits.remove(&key) {
+        if let Some(submit) = pop_first(&mut self.submits, &key) {
             self.flow("launch", "ac2g", submit, start);
         }
     }
@@ -566,18 +578,20 @@ impl Builder {
             + self.spins.len()
             + self.parks.len()
             + self.ops.len()
-            + self.kernels.len();
+            + self.kernels.values().map(VecDeque::len).sum::<usize>();
         self.report.clamped = nest_slices(&mut self.records);
-        self.add_metadata();
+        let labelled = self.add_metadata(&context.device_labels);
         self.records
             .sort_by_key(|record| (record.ts_ns, record.order(), Reverse(record.dur_ns)));
         self.report.trace_events = self.records.len();
-        write_json(&self.records, self.base_ns, context, out)?;
+        write_json(&self.records, self.base_ns, context, &labelled, out)?;
         Ok(self.report)
     }
 
-    /// `process_name` for every pid and `thread_name` for every track used.
-    fn add_metadata(&mut self) {
+    /// `process_name` (and `process_labels`, for a device in `labels`) for every pid and
+    /// `thread_name` for every track used; returns the (device name, label) pairs written.
+    fn add_metadata(&mut self, labels: &[(DeviceId, String)]) -> Vec<(String, String)> {
+        let mut labelled = Vec::new();
         let tracks: BTreeSet<Track> = self
             .records
             .iter()
@@ -596,6 +610,14 @@ impl Builder {
             };
             self.records
                 .push(Record::new("M", "process_name", track, base).args(name));
+            if let Some((_, label)) = labels.iter().find(|(known, _)| *known == device) {
+                let args = Args::Labels {
+                    labels: label.clone(),
+                };
+                self.records
+                    .push(Record::new("M", "process_labels", track, base).args(args));
+                labelled.push((device.name().to_string(), label.clone()));
+            }
             let index = Args::SortIndex { sort_index: pid };
             self.records
                 .push(Record::new("M", "process_sort_index", track, base).args(index));
@@ -615,6 +637,7 @@ impl Builder {
             self.records
                 .push(Record::new("M", "thread_sort_index", track, base).args(index));
         }
+        labelled
     }
 }
 
@@ -670,6 +693,7 @@ fn write_json(
     records: &[Record],
     base_ns: u64,
     context: &TraceContext,
+    labelled: &[(String, String)],
     mut out: impl Write,
 ) -> io::Result<()> {
     out.write_all(b"{\"traceEvents\":[\n")?;
@@ -693,14 +717,23 @@ fn write_json(
         serde_json::to_writer(&mut out, &wire)?;
     }
     out.write_all(b"\n],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
-    serde_json::to_writer(&mut out, &other_data(base_ns, context))?;
+    serde_json::to_writer(&mut out, &other_data(base_ns, context, labelled))?;
     out.write_all(b"}\n")?;
     Ok(())
 }
 
-fn other_data(base_ns: u64, context: &TraceContext) -> serde_json::Value {
+fn other_data(
+    base_ns: u64,
+    context: &TraceContext,
+    labelled: &[(String, String)],
+) -> serde_json::Value {
     let start = Epoch::get().wall_at(base_ns);
+    let labels: serde_json::Map<String, serde_json::Value> = labelled
+        .iter()
+        .map(|(device, label)| (device.clone(), label.clone().into()))
+        .collect();
     serde_json::json!({
+        "device_labels": labels,
         "producer": "enginetop",
         "version": env!("CARGO_PKG_VERSION"),
         "start_time": start.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
@@ -709,6 +742,19 @@ fn other_data(base_ns: u64, context: &TraceContext) -> serde_json::Value {
         "dropped_events": context.dropped_events,
         "evicted_events": context.evicted_events,
     })
+}
+
+/// The oldest entry queued under `key`, dropping the key when it empties.
+fn pop_first(
+    queues: &mut HashMap<(DeviceId, u32, u64), VecDeque<Open>>,
+    key: &(DeviceId, u32, u64),
+) -> Option<Open> {
+    let queue = queues.get_mut(key)?;
+    let first = queue.pop_front();
+    if queue.is_empty() {
+        queues.remove(key);
+    }
+    first
 }
 
 #[cfg(all(test, not(loom)))]
@@ -738,6 +784,44 @@ mod tests {
 
     fn trace_events(trace: &Value) -> &Vec<Value> {
         trace["traceEvents"].as_array().unwrap()
+    }
+
+    #[test]
+    fn described_devices_in_the_trace_get_process_labels_and_other_data() {
+        let gpu = DeviceId::register("chrome-test-gpu(0)");
+        let idle = DeviceId::register("chrome-test-gpu(1)");
+        let name = NameId::intern("chrome-test-kernel");
+        let mut events = [
+            on(
+                1,
+                1_000,
+                Event::op(EventKind::OpStart, gpu, name, OpInfo::new(1)),
+            ),
+            on(
+                1,
+                2_000,
+                Event::op(EventKind::OpEnd, gpu, name, OpInfo::new(1)),
+            ),
+        ];
+        events.sort_by_key(|event| event.ts_ns);
+        let label = "simulated GPU, model: 670 GFLOP/s, 33.5 GB/s memory";
+        let context = TraceContext {
+            device_labels: vec![(gpu, label.to_string()), (idle, "unused".to_string())],
+            ..TraceContext::default()
+        };
+        let mut json = Vec::new();
+        write_trace(&events, &context, &mut json).unwrap();
+        validate_json(&json).unwrap_or_else(|errors| panic!("{errors}"));
+        let trace: Value = serde_json::from_slice(&json).unwrap();
+        let labels: Vec<&Value> = trace_events(&trace)
+            .iter()
+            .filter(|event| event["name"] == "process_labels")
+            .collect();
+        assert_eq!(labels.len(), 1, "only the device in the trace: {labels:?}");
+        assert_eq!(labels[0]["pid"], u32::from(gpu.id()) + 1);
+        assert_eq!(labels[0]["args"]["labels"], label);
+        let other = &trace["otherData"]["device_labels"];
+        assert_eq!(other, &serde_json::json!({ "chrome-test-gpu(0)": label }));
     }
 
     #[test]

@@ -108,11 +108,11 @@ impl Core {
         self.id
     }
 
-    /// Stamps `event` with the time and pushes it into the calling thread's ring. (The
+    /// Stamps `event` with the time (a raw counter stamp, resolved when drained) and pushes it into the calling thread's ring. (The
     /// epoch is read from its static, not through `self.epoch`: one pointer fewer to follow.)
     #[inline(always)]
     pub(crate) fn record_now(&self, event: Event) {
-        super::local::push(self, event.at(Epoch::get().now_ns()));
+        super::local::push(self, event.at(Epoch::get().raw_stamp()));
     }
 
     /// Pushes `event` as it is (its timestamp already set).
@@ -254,11 +254,13 @@ impl Collector {
         self.batch.clear();
         let mut exited = Vec::new();
         let batch = &mut self.batch;
+        let epoch = self.core.epoch;
         self.rings.retain_mut(|ring| {
             let closed = ring.consumer.is_closed();
             let thread = ring.thread;
             ring.consumer.drain(|mut event| {
                 event.thread = thread;
+                event.ts_ns = epoch.resolve(event.ts_ns); // raw stamps to ns (clock.rs)
                 batch.push(event);
             });
             if closed {

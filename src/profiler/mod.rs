@@ -40,7 +40,7 @@
 //! // ready, on its queue:  profiler.op_queued(device, name, info);
 //! // worker, around body:  profiler.op_start(device, name, info); ... ;
 //! //                       profiler.op_end(device, name, info, failed);
-//! // GPU streams:          stream_submit(device, stream, name, id) at launch;
+//! // GPU streams:          stream_submit(device, stream, name, id, ts) at launch;
 //! //                       stream_start / stream_end(device, stream, name, id, ts_ns) when timed
 //! ```
 //! Names: the engine's `OpName` can intern through [`NameId::intern`] (the engine's five
@@ -189,10 +189,13 @@ pub enum ProfilerError {
     UnknownSortKey(String),
 }
 
-/// Stops and joins the collector when the last handle goes.
+/// Stops and joins the collector when the last handle goes; keeps what the profiler was told
+/// about its devices.
 struct Owner {
     core: Arc<Core>,
     collector: Mutex<Option<thread::JoinHandle<()>>>,
+    /// Device descriptions for the trace ([`Profiler::describe_device`]), in order given.
+    labels: Mutex<Vec<(DeviceId, String)>>,
 }
 
 impl Owner {
@@ -241,6 +244,7 @@ impl Profiler {
             owner: Some(Arc::new(Owner {
                 core,
                 collector: Mutex::new(Some(collector)),
+                labels: Mutex::new(Vec::new()),
             })),
         })
     }
@@ -296,16 +300,19 @@ impl Profiler {
         self.record(Event::op(EventKind::OpEnd, device, name, op).with_error(error));
     }
 
-    /// GPU op `op_id` was submitted to `stream` of `device` (the host side of a launch).
+    /// GPU op `op_id` was submitted to `stream` of `device` (the host side of a launch) at
+    /// `ts_ns` (ns since the process epoch). The stream's start and end come on the same
+    /// clock, so a kernel never appears to start before its launch.
     #[inline]
-    pub fn stream_submit(&self, device: DeviceId, stream: u32, name: NameId, op_id: u64) {
-        self.record(Event::new(
-            EventKind::StreamSubmit,
-            device,
-            name,
-            stream,
-            op_id,
-        ));
+    pub fn stream_submit(
+        &self,
+        device: DeviceId,
+        stream: u32,
+        name: NameId,
+        op_id: u64,
+        ts_ns: u64,
+    ) {
+        self.record_at(Event::new(EventKind::StreamSubmit, device, name, stream, op_id).at(ts_ns));
     }
 
     /// GPU op `op_id` started on `stream` at `ts_ns` (ns since the process epoch).
@@ -331,6 +338,43 @@ impl Profiler {
     #[inline]
     pub fn queue_depth(&self, device: DeviceId, queue: NameId, depth: u64) {
         self.record(Event::new(EventKind::QueueDepth, device, queue, 0, depth));
+    }
+
+    /// Describes `device` to whoever opens the trace: exported traces label its process
+    /// with `label` (`process_labels` metadata, shown beside the process name) and list it in
+    /// `otherData.device_labels`, if the device has events in the trace. A second call for
+    /// the same device replaces the label. Nothing happens when profiling is off.
+    ///
+    /// ```
+    /// use enginetop::profiler::{DeviceId, NameId, OpInfo, Profiler, ProfilerOptions};
+    /// let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+    /// let gpu = DeviceId::register("doc-gpu(0)");
+    /// profiler.describe_device(gpu, "simulated GPU, model: 670 GFLOP/s");
+    /// profiler.op_start(gpu, NameId::intern("k"), OpInfo::new(1));
+    /// profiler.op_end(gpu, NameId::intern("k"), OpInfo::new(1), false);
+    /// let mut json = Vec::new();
+    /// profiler.export_chrome(&mut json).unwrap();
+    /// let trace: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    /// let label = &trace["otherData"]["device_labels"]["doc-gpu(0)"];
+    /// assert_eq!(label, "simulated GPU, model: 670 GFLOP/s");
+    /// ```
+    pub fn describe_device(&self, device: DeviceId, label: impl Into<String>) {
+        let Some(owner) = &self.owner else {
+            return;
+        };
+        let label = label.into();
+        let mut labels = owner.labels.lock();
+        match labels.iter_mut().find(|(known, _)| *known == device) {
+            Some((_, existing)) => *existing = label,
+            None => labels.push((device, label)),
+        }
+    }
+
+    /// The device descriptions given so far ([`describe_device`](Self::describe_device)).
+    pub fn device_labels(&self) -> Vec<(DeviceId, String)> {
+        self.owner
+            .as_ref()
+            .map_or_else(Vec::new, |owner| owner.labels.lock().clone())
     }
 
     /// Nanoseconds since the process epoch (the timestamps' clock).
@@ -428,6 +472,7 @@ impl Profiler {
         let context = chrome::TraceContext {
             dropped_events: self.snapshot().dropped_events,
             evicted_events: evicted,
+            device_labels: self.device_labels(),
         };
         Ok(chrome::write_trace(&events, &context, out)?)
     }

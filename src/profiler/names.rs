@@ -30,12 +30,29 @@ impl NameId {
     pub const UNNAMED: NameId = NameId(0);
 
     /// Interns `name`: the same text always gets the same id.
+    ///
+    /// Each thread keeps its last few names in a small cache in front of the process-wide
+    /// table, so a recording site that interns per event (a probe naming the op it sees)
+    /// compares a few bytes instead of taking the table's lock, which every recording thread
+    /// would otherwise contend for.
     pub fn intern(name: &str) -> NameId {
-        let mut table = NAMES.lock();
-        if let Some(&id) = table.ids.get(name) {
-            return NameId(id);
+        let slot = recent_slot(name);
+        let cached = RECENT.try_with(|recent| recent[slot].get()).ok().flatten();
+        if let Some((text, id)) = cached {
+            if text == name {
+                return id;
+            }
         }
-        NameId(table.add(name))
+        let (text, id) = {
+            let mut table = NAMES.lock();
+            let id = match table.ids.get(name) {
+                Some(&id) => id,
+                None => table.add(name),
+            };
+            (table.names[id as usize], NameId(id))
+        };
+        let _ = RECENT.try_with(|recent| recent[slot].set(Some((text, id))));
+        id
     }
 
     /// The id as a number (stable for the life of the process).
@@ -234,6 +251,21 @@ static THREADS: LazyLock<Mutex<HashMap<u32, String>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 static NEXT_THREAD: LazyLock<AtomicU32> = LazyLock::new(|| AtomicU32::new(1));
 
+/// Slots of each thread's cache of recently interned names.
+const RECENT_SLOTS: usize = 8;
+
+/// The cache slot of `name`: its length and last byte, mixed (cheap, and op names that
+/// differ usually differ in one of them).
+fn recent_slot(name: &str) -> usize {
+    let last = name.as_bytes().last().map_or(0, |&byte| usize::from(byte));
+    (name.len().wrapping_mul(31) ^ last) % RECENT_SLOTS
+}
+
+thread_local! {
+    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
+    static RECENT: [Cell<Option<(&'static str, NameId)>>; RECENT_SLOTS] = Default::default();
+}
+
 thread_local! {
     /// The calling thread's [`ThreadId`] number, 0 until it registers.
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
@@ -254,6 +286,21 @@ mod tests {
         assert_eq!(NameId::from_id(a.id()), Some(a));
         assert_eq!(NameId::from_id(u32::MAX), None);
         assert_eq!(NameId::UNNAMED.as_str(), "unnamed");
+    }
+
+    #[test]
+    fn names_sharing_a_cache_slot_keep_their_own_ids() {
+        // Same length, same last byte: the same slot of the per-thread cache.
+        let (first, second) = ("names-slot-ab", "names-slot-cb");
+        assert_eq!(recent_slot(first), recent_slot(second));
+        let a = NameId::intern(first);
+        let b = NameId::intern(second);
+        assert_ne!(a, b);
+        assert_eq!((NameId::intern(first), NameId::intern(second)), (a, b));
+        assert_eq!((a.as_str(), b.as_str()), (first, second));
+        // Another thread (empty cache) resolves the same ids from the table.
+        let other = std::thread::spawn(move || (NameId::intern(first), NameId::intern(second)));
+        assert_eq!(other.join().unwrap(), (a, b));
     }
 
     #[test]

@@ -12,6 +12,12 @@
 //! [`Profiler::watch_queues`], one `QueueDepth` event per worker queue (`w0`, `w1`, ...) plus
 //! the shared queue (`shared`).
 //!
+//! The engine builds its worker pools itself; [`PoolProbe::engine_pools`] is the factory it
+//! takes (`EngineOptions::pool_observers`): pool `cpu<i>` records as device `cpu(i)` (the
+//! device [`EngineProbe`](super::EngineProbe) records that CPU's ops on, so a trace shows a
+//! CPU's ops, steals and parks in one process), the pooled engine's `engine` workers as
+//! `cpu(0)`, any other pool (`cpu-prio`, `io`) as a device of its own name.
+//!
 //! [`ThreadPool::stats`]: crate::pool::ThreadPool::stats
 #![forbid(unsafe_code)]
 
@@ -19,6 +25,7 @@ use super::collector::QueueDepthSource;
 use super::event::{Event, EventKind, FROM_INJECTOR, NO_WORKER};
 use super::names::{DeviceId, NameId};
 use super::Profiler;
+use crate::device::cpu::PoolObservers;
 use crate::pool::{Pool, PoolEvent, PoolObserver};
 
 /// Records one pool's events as `device`'s.
@@ -63,6 +70,49 @@ impl PoolProbe {
         std::sync::Arc::new(self)
     }
 
+    /// The engine's pool-observer factory for `profiler` (`None` when it is disabled, so the
+    /// engine's pools get no observer at all). Task events are left out: the engine's ops
+    /// record their own start and end.
+    ///
+    /// ```
+    /// use enginetop::engine::{Engine, EngineKind, EngineOptions};
+    /// use enginetop::profiler::{PoolProbe, Profiler, ProfilerOptions};
+    /// let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+    /// let mut options = EngineOptions::new(EngineKind::PerDevice, 1);
+    /// options.pool_observers = PoolProbe::engine_pools(&profiler);
+    /// let engine = Engine::new(options).unwrap();
+    /// engine.set_cpu_workers(2).unwrap();
+    /// engine.wait_for_all().unwrap();
+    /// profiler.flush();
+    /// assert!(profiler.snapshot().device("cpu(0)").is_some());
+    /// ```
+    pub fn engine_pools(profiler: &Profiler) -> Option<PoolObservers> {
+        if !profiler.is_enabled() {
+            return None;
+        }
+        let profiler = profiler.clone();
+        Some(std::sync::Arc::new(move |pool: &str| {
+            let device = DeviceId::register(&engine_pool_device(pool));
+            let probe = PoolProbe::new(&profiler, device).task_events(false);
+            Some(probe.into_observer())
+        }))
+    }
+}
+
+/// The profiler device name of the engine pool `pool`: `cpu<i>` -> `cpu(i)`, the pooled
+/// engine's shared `engine` workers -> `cpu(0)` (where its CPU ops record), others as they
+/// are. (The same mapping as `tui::live::engine_pool_device`, which the CLI's hooks use.)
+fn engine_pool_device(pool: &str) -> String {
+    if pool == "engine" {
+        return "cpu(0)".to_string();
+    }
+    match pool.strip_prefix("cpu").map(str::parse::<u32>) {
+        Some(Ok(index)) => format!("cpu({index})"),
+        _ => pool.to_string(),
+    }
+}
+
+impl PoolProbe {
     fn event(&self, worker: u32, event: PoolEvent) -> Option<Event> {
         let on_worker = |kind| Some(Event::worker_event(kind, self.device, worker));
         match event {
@@ -148,6 +198,16 @@ mod tests {
         let quiet = probe.clone().task_events(false);
         assert_eq!(quiet.event(0, PoolEvent::TaskStart), None);
         assert!(quiet.event(0, PoolEvent::Park).is_some());
+    }
+
+    #[test]
+    fn engine_pools_map_to_the_engine_probes_devices() {
+        assert_eq!(engine_pool_device("cpu0"), "cpu(0)");
+        assert_eq!(engine_pool_device("cpu12"), "cpu(12)");
+        assert_eq!(engine_pool_device("cpu-prio"), "cpu-prio");
+        assert_eq!(engine_pool_device("engine"), "cpu(0)");
+        assert_eq!(engine_pool_device("io"), "io");
+        assert!(PoolProbe::engine_pools(&Profiler::disabled()).is_none());
     }
 
     #[test]

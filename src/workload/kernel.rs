@@ -30,6 +30,20 @@ vocabulary! {
         LayerNorm = "layer_norm",
         /// `weight -= lr * grad`, in place.
         Sgd = "sgd",
+        /// Gradient of conv2d with respect to its input.
+        Conv2dGradInput = "conv2d_grad_input",
+        /// Gradient of conv2d with respect to its weight.
+        Conv2dGradWeight = "conv2d_grad_weight",
+        /// Gradient of training batch norm: input gradient and scale/shift gradients.
+        BatchNormGrad = "batch_norm_grad",
+        /// Gradient of relu.
+        ReluGrad = "relu_grad",
+        /// Gradient of max pooling.
+        MaxPoolGrad = "max_pool_grad",
+        /// Gradient of average pooling.
+        AvgPoolGrad = "avg_pool_grad",
+        /// Gradient of softmax cross-entropy with respect to the logits.
+        SoftmaxXentGrad = "softmax_xent_grad",
         /// Host-to-device copy (runs on the GPU's copy queue).
         CopyH2d = "copy_h2d",
         /// Device-to-host copy (runs on the GPU's copy queue).
@@ -215,6 +229,22 @@ impl KernelKind {
             Relu | Softmax | MaxPool | AvgPool => Operands::Exactly(&["input"]),
             Add => Operands::Exactly(&["a", "b"]),
             Sgd => Operands::Exactly(&["grad"]),
+            Conv2dGradInput => {
+                Operands::Exactly(&["grad_output [N,O,Ho,Wo]", "weight [O,C,kh,kw]"])
+            }
+            Conv2dGradWeight => Operands::Exactly(&["input [N,C,H,W]", "grad_output [N,O,Ho,Wo]"]),
+            BatchNormGrad => Operands::Exactly(&[
+                "grad_output [N,C,...]",
+                "forward input [N,C,...]",
+                "scale_shift [2,C]",
+            ]),
+            ReluGrad => Operands::Exactly(&["grad_output", "forward input or output"]),
+            MaxPoolGrad => Operands::Exactly(&["grad_output", "forward input [N,C,H,W]"]),
+            AvgPoolGrad => Operands::Exactly(&["grad_output"]),
+            SoftmaxXentGrad => Operands::Exactly(&[
+                "logits [N,...]",
+                "labels [N,...] (each row's class is its largest value)",
+            ]),
             CopyH2d => Operands::Exactly(&["host source"]),
             CopyD2h => Operands::Exactly(&["device source"]),
             SumExpr => Operands::AtLeast(1, "terms, repeats and the result itself allowed"),
@@ -227,6 +257,7 @@ impl KernelKind {
         use KernelKind::*;
         match self {
             Sgd => Operands::Exactly(&["weight, updated in place"]),
+            BatchNormGrad => Operands::Exactly(&["grad_input", "grad_scale_shift [2,C]"]),
             CopyH2d => Operands::Exactly(&["device destination"]),
             CopyD2h => Operands::Exactly(&["host destination"]),
             SleepUs => Operands::AtLeast(0, "any tensors"),
@@ -239,8 +270,8 @@ impl KernelKind {
         use KernelKind::*;
         match self {
             Gemm => GEMM_PARAMS,
-            Conv2d => CONV_PARAMS,
-            MaxPool | AvgPool => POOL_PARAMS,
+            Conv2d | Conv2dGradInput | Conv2dGradWeight => CONV_PARAMS,
+            MaxPool | AvgPool | MaxPoolGrad | AvgPoolGrad => POOL_PARAMS,
             Sgd => SGD_PARAMS,
             SumExpr => SUM_EXPR_PARAMS,
             SleepUs => SLEEP_PARAMS,
@@ -278,6 +309,27 @@ impl KernelKind {
                 "input [N,C,H,W] -> output [N,C,(H+2*pad-size)/stride+1,(W+2*pad-size)/stride+1]"
             }
             Sgd => "grad shaped like the weight it updates",
+            Conv2dGradInput => {
+                "grad_output [N,O,Ho,Wo] x weight [O,C,kh,kw] -> grad_input [N,C,H,W], where \
+                 conv2d of grad_input by weight (same stride and pad) is [N,O,Ho,Wo]"
+            }
+            Conv2dGradWeight => {
+                "input [N,C,H,W] and grad_output [N,O,Ho,Wo] -> grad_weight [O,C,kh,kw], where \
+                 conv2d of input by grad_weight (same stride and pad) is [N,O,Ho,Wo]"
+            }
+            BatchNormGrad => {
+                "grad_output, forward input and grad_input of one shape [N,C,...]; \
+                 scale_shift and grad_scale_shift [2,C]"
+            }
+            ReluGrad => "grad_output, forward input or output, and grad_input of one shape",
+            MaxPoolGrad => {
+                "forward input [N,C,H,W] and grad_input of its shape; grad_output shaped like \
+                 the pool's output"
+            }
+            AvgPoolGrad => "grad_input [N,C,H,W]; grad_output shaped like the pool's output",
+            SoftmaxXentGrad => {
+                "logits, labels and grad_logits of one shape [N,...], rank 2 or more"
+            }
             CopyH2d | CopyD2h => "source and destination of one shape",
             SumExpr => "every term shaped like the output",
             Fold | SleepUs => "any shapes",
@@ -301,6 +353,24 @@ impl KernelKind {
             Relu | Softmax | Sgd | CopyH2d | CopyD2h => same_shape(reads[0], writes[0]),
             Add => same_shape(reads[0], reads[1]).and_then(|()| same_shape(reads[0], writes[0])),
             MaxPool | AvgPool => check_pool(reads[0], writes[0], params),
+            Conv2dGradInput => check_conv(writes[0], reads[1], reads[0], params).map_err(|err| {
+                format!("{err} (grad_input is the forward input, grad_output the forward output)")
+            }),
+            Conv2dGradWeight => check_conv(reads[0], writes[0], reads[1], params).map_err(|err| {
+                format!("{err} (the weight is grad_weight, the output grad_output)")
+            }),
+            BatchNormGrad => check_norm(reads[1], reads[2], writes[0], 1)
+                .and_then(|()| same_shape(reads[0], reads[1]))
+                .and_then(|()| same_shape(reads[2], writes[1])),
+            ReluGrad => {
+                same_shape(reads[0], reads[1]).and_then(|()| same_shape(reads[0], writes[0]))
+            }
+            MaxPoolGrad => check_pool(reads[1], reads[0], params)
+                .and_then(|()| same_shape(reads[1], writes[0])),
+            AvgPoolGrad => check_pool(writes[0], reads[0], params),
+            SoftmaxXentGrad => check_rows(reads[0])
+                .and_then(|()| same_shape(reads[0], reads[1]))
+                .and_then(|()| same_shape(reads[0], writes[0])),
             SumExpr => reads
                 .iter()
                 .try_for_each(|term| same_shape(*term, writes[0])),
@@ -332,13 +402,37 @@ impl KernelKind {
                 dim(reads[1], 2),
                 dim(reads[1], 3),
             ]),
-            BatchNorm | LayerNorm => product(&[8, input]),
-            Relu | Add => output,
+            BatchNorm => product(&[5, input]),
+            LayerNorm => product(&[8, input]),
+            Relu | Add | ReluGrad => output,
             Softmax => product(&[5, input]),
             MaxPool | AvgPool => {
                 let size = params.int("size", 1).max(0) as u64;
                 product(&[output, size, size])
             }
+            // The forward convolution's GEMM: grad_output has the forward output's shape.
+            Conv2dGradInput => product(&[
+                2,
+                input,
+                dim(reads[1], 1),
+                dim(reads[1], 2),
+                dim(reads[1], 3),
+            ]),
+            Conv2dGradWeight => product(&[
+                2,
+                elements(reads[1]),
+                dim(writes[0], 1),
+                dim(writes[0], 2),
+                dim(writes[0], 3),
+            ]),
+            // Batch statistics again (3 a value), then the two sums and the input gradient (8).
+            BatchNormGrad => product(&[11, input]),
+            MaxPoolGrad | AvgPoolGrad => {
+                let size = params.int("size", 1).max(0) as u64;
+                product(&[input, size, size])
+            }
+            // Softmax (4 a value) and the gradient (2).
+            SoftmaxXentGrad => product(&[6, input]),
             Sgd => product(&[2, output]),
             SumExpr => product(&[output, reads.len() as u64]),
             Fold => reads
@@ -470,6 +564,17 @@ fn check_pool(x: Operand, y: Operand, params: &KernelParams) -> Result<(), Strin
         params.int("pad", 0)
     );
     expect_output(y, &[x.shape[0], x.shape[1], ho, wo], &because)
+}
+
+/// A tensor read as rows: its first dimension, everything else one row.
+fn check_rows(x: Operand) -> Result<(), String> {
+    if x.shape.len() >= 2 {
+        return Ok(());
+    }
+    Err(format!(
+        "logits {x} has rank {}, not at least 2 ([N, classes, ...], one row per example)",
+        x.shape.len()
+    ))
 }
 
 /// `channel_dim` 1 for batch norm, `usize::MAX` for the last dim (layer norm).

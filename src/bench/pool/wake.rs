@@ -26,12 +26,17 @@ pub(super) fn wake_once(
     idle: Option<Duration>,
 ) -> Result<Metric, BenchError> {
     let epoch = Instant::now();
-    let latencies_us: Vec<f64> = (0..samples)
-        .map(|_| {
+    // Every sample's probe exists before the first is scheduled and outlives the rep, as the
+    // C++ peer's probes on its stack do: a task dropping the last reference would otherwise
+    // free the probe in the worker, work the peer's worker never does.
+    let probes: Vec<Arc<WakeProbe>> = (0..samples).map(|_| WakeProbe::new()).collect();
+    let latencies_us: Vec<f64> = probes
+        .iter()
+        .map(|probe| {
             if let Some(idle) = idle {
                 std::thread::sleep(idle);
             }
-            one_latency(runner, epoch).as_secs_f64() * 1e6
+            one_latency(runner, probe, epoch).as_secs_f64() * 1e6
         })
         .collect();
     Ok(Metric::Latency {
@@ -40,12 +45,18 @@ pub(super) fn wake_once(
     })
 }
 
-/// Schedules one probe task and returns how long after scheduling it started.
-fn one_latency(runner: &Runner, epoch: Instant) -> Duration {
-    let probe = Arc::new(WakeProbe {
-        started_ns: AtomicU64::new(0),
-        recorded: Barrier::new(1),
-    });
+impl WakeProbe {
+    fn new() -> Arc<WakeProbe> {
+        Arc::new(WakeProbe {
+            started_ns: AtomicU64::new(0),
+            recorded: Barrier::new(1),
+        })
+    }
+}
+
+/// Schedules one task that records into the unused `probe` and returns how long after
+/// scheduling it started.
+fn one_latency(runner: &Runner, probe: &Arc<WakeProbe>, epoch: Instant) -> Duration {
     let task_probe = probe.clone();
     let scheduled_ns = nanos_since(epoch);
     runner.spawn(move || {

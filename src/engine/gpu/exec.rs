@@ -15,10 +15,11 @@ use super::GpuSyncMode;
 use crate::device::gpu::current_lane;
 use crate::device::stream::{StreamError, StreamKind};
 use crate::device::work::OpTag;
+use crate::engine::block::OpHandle;
 use crate::engine::core::Core;
 use crate::engine::current;
 use crate::engine::error::{ErrorRef, FailureCause, OpFailure};
-use crate::engine::opr::{OpBlock, OpRef};
+use crate::engine::opr::OpBlock;
 use crate::engine::var::{Access, Var};
 use crate::engine::{FnProperty, OpName};
 use crate::sync::{thread_local, Arc as SyncArc, Mutex};
@@ -111,7 +112,7 @@ impl GpuHub {
 }
 
 /// Completes GPU op `block` (its completion was called): the epilogue of its sync mode.
-pub(crate) fn finish(block: OpRef, inherited: Option<ErrorRef>, result: Result<(), OpFailure>) {
+pub(crate) fn finish(block: OpHandle, inherited: Option<ErrorRef>, result: Result<(), OpFailure>) {
     let hub = block.core().gpu.clone();
     let state = hub
         .as_ref()
@@ -138,7 +139,7 @@ pub(crate) fn finish(block: OpRef, inherited: Option<ErrorRef>, result: Result<(
 
 /// An op whose completion was called, waiting for its epilogue.
 struct Done {
-    block: OpRef,
+    block: OpHandle,
     inherited: Option<ErrorRef>,
     result: Result<(), OpFailure>,
 }

@@ -26,10 +26,10 @@ use crate::device::gpu::{
 };
 use crate::device::sim::SimModel;
 use crate::device::stream::{GpuBackend, GpuDevice, StreamError, StreamObserver};
-use crate::engine::core::Target;
+use crate::engine::block::OpHandle;
+use crate::engine::opr::{op_task, run_ready};
 use crate::engine::var::Var;
 use crate::engine::{Context, EngineError, FnProperty, OpName};
-use crate::pool::Task;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 
 /// What an engine's GPUs are built from ([`EngineOptions`](crate::engine::EngineOptions)).
@@ -176,18 +176,19 @@ impl GpuHub {
         Ok(())
     }
 
-    /// Queues a ready GPU op's task on its device's workers.
-    pub(crate) fn dispatch(&self, target: Target, task: Task) {
+    /// Queues a ready GPU op (its body in its block) on its device's workers.
+    pub(crate) fn dispatch(&self, op: OpHandle) {
         let devices = self.devices.load();
         let workers = devices
             .as_ref()
-            .and_then(|devices| devices.get(target.ctx.id as usize)?.as_ref());
+            .and_then(|devices| devices.get(op.ctx.id as usize)?.as_ref());
         match workers {
-            Some(workers) => workers.pool(target.prop).schedule(target.priority, task),
-            // Workers gone (the engine was dropped from inside an op): run here, streamless.
-            None => {
-                let _ = task.run_caught(); // op tasks report their own panics
+            Some(workers) => {
+                let (prop, priority) = (op.prop, op.priority);
+                workers.pool(prop).schedule(priority, op_task(op));
             }
+            // Workers gone (the engine was dropped from inside an op): run here, streamless.
+            None => run_ready(op),
         }
     }
 

@@ -1,14 +1,22 @@
 //! The gradients of [`conv2d`](super::conv2d): with respect to its input (GEMM + col2im)
-//! and to its weight (im2col + GEMM summed over images, then a transpose).
+//! and to its weight (im2col + GEMM summed over images). A pointwise convolution skips
+//! col2im and im2col: its column matrices are the input (gradient) itself.
 #![forbid(unsafe_code)]
 
-use super::im2col::{col2im_plane, im2col_batch};
+use super::batched::{
+    dense, gather, gemm_by_rows, is_batched, scatter, transpose_images, transposed,
+};
+use super::im2col::{col2im_plane, im2col_batch_into};
+use super::weight_grad::small_backward_weights;
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::error::{expect_shape, KernelError};
-use crate::kernels::gemm::{gemm_single_threaded, rows_per_block, GemmShape, MatView};
+use crate::kernels::gemm::{
+    gemm_single_threaded, rows_per_block, GemmShape, MatView, GEMM_MIN_ROWS,
+};
 use crate::kernels::par::{
     for_each_chunk, for_each_nested_chunk, item_cost, GEMM_FLOPS_PER_CYCLE, VECTOR_FLOPS_PER_CYCLE,
 };
+use crate::kernels::scratch::with_scratch;
 use crate::kernels::tensor::Tensor;
 use crate::kernels::work::Work;
 use crate::pool::parallel_for::Cost;
@@ -32,18 +40,104 @@ pub fn conv2d_backward_data(
         &grad_output.shape,
         &expected,
     )?;
-    let dcols = weight_transpose_times(pool, &geometry, &weight.data, &grad_output.data);
-    col2im_batch(pool, &geometry, &dcols, &mut grad_input.data);
+    let (w, dy) = (&weight.data, &grad_output.data);
+    if is_batched(&geometry) {
+        batched_backward_data(pool, &geometry, w, dy, &mut grad_input.data);
+    } else if geometry.is_pointwise() {
+        weight_transpose_times(pool, &geometry, w, dy, &mut grad_input.data);
+    } else {
+        with_scratch(geometry.batch * geometry.cols_per_image(), |dcols| {
+            weight_transpose_times(pool, &geometry, w, dy, dcols);
+            col2im_batch(pool, &geometry, dcols, &mut grad_input.data);
+        });
+    }
     Ok(geometry.backward_data_work())
 }
 
-/// `dcols_n = W^T dY_n` for every image: one item per (image, block of `dcols` rows).
+/// The input gradient as one GEMM over the batch (see `batched.rs`).
+fn batched_backward_data(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    weight: &[f32],
+    grad_output: &[f32],
+    grad_input: &mut [f32],
+) {
+    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let wide = n * pixels;
+    let per_image = if g.is_pointwise() {
+        0
+    } else {
+        n * g.cols_per_image()
+    };
+    with_scratch(per_image + (patch + channels) * wide, |buffer| {
+        let (unrolled, rest) = buffer.split_at_mut(per_image);
+        let (dcols, dy) = rest.split_at_mut(patch * wide);
+        gather(pool, (n, channels, pixels), grad_output, dy);
+        let shape = (patch, wide, channels);
+        gemm_by_rows(
+            pool,
+            shape,
+            transposed(weight, patch),
+            dense(dy, wide),
+            dcols,
+        );
+        if g.is_pointwise() {
+            scatter(pool, (n, patch, pixels), dcols, grad_input);
+        } else {
+            scatter(pool, (n, patch, pixels), dcols, unrolled);
+            col2im_batch(pool, g, unrolled, grad_input);
+        }
+    });
+}
+
+/// The weight gradient as one GEMM over the batch, its inner dimension every image's pixels
+/// (see `batched.rs`).
+fn batched_backward_weights(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    input: &[f32],
+    grad_output: &[f32],
+    grad_weight: &mut [f32],
+) {
+    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let wide = n * pixels;
+    let per_image = if g.is_pointwise() {
+        0
+    } else {
+        n * g.cols_per_image()
+    };
+    with_scratch(per_image + (patch + channels) * wide, |buffer| {
+        let (unrolled, rest) = buffer.split_at_mut(per_image);
+        let (cols, dy) = rest.split_at_mut(patch * wide);
+        // cols^T (N P x patch), so the GEMM reads both operands row-major: the `gemm` crate
+        // runs `A B^T` with both inner dimensions contiguous markedly slower.
+        if g.is_pointwise() {
+            transpose_images(pool, (patch, pixels), input, cols);
+        } else {
+            im2col_batch_into(pool, g, input, unrolled);
+            transpose_images(pool, (patch, pixels), unrolled, cols);
+        }
+        gather(pool, (n, channels, pixels), grad_output, dy);
+        let shape = (channels, patch, wide);
+        gemm_by_rows(
+            pool,
+            shape,
+            dense(dy, wide),
+            dense(cols, patch),
+            grad_weight,
+        );
+    });
+}
+
+/// `dcols_n = W^T dY_n` for every image, into `dcols`: one item per (image, block of `dcols`
+/// rows).
 fn weight_transpose_times(
     pool: &dyn ThreadPool,
     geometry: &Conv2dGeometry,
     weight: &[f32],
     grad_output: &[f32],
-) -> Vec<f32> {
+    dcols: &mut [f32],
+) {
     let g = geometry;
     let (patch, pixels, channels) = (g.patch_len(), g.out_pixels(), g.out_channels);
     let shape = GemmShape {
@@ -52,12 +146,11 @@ fn weight_transpose_times(
         k: channels,
     };
     let block = rows_per_block(shape);
-    let mut dcols = vec![0.0; g.batch * g.cols_per_image()];
     let cost = gemm_item_cost(block, pixels, channels);
     let image_len = g.cols_per_image();
     for_each_nested_chunk(
         pool,
-        &mut dcols,
+        dcols,
         image_len,
         block * pixels,
         cost,
@@ -85,7 +178,6 @@ fn weight_transpose_times(
             );
         },
     );
-    dcols
 }
 
 /// Adds every image's `dcols` back onto its pixels: one item per (image, channel) plane.
@@ -133,91 +225,85 @@ pub fn conv2d_backward_weights(
         &grad_output.shape,
         &expected,
     )?;
-    let cols = im2col_batch(pool, &geometry, &input.data);
-    let grad_weight_t = cols_times_grad_transposed(pool, &geometry, &cols, &grad_output.data);
-    transpose_into(
-        pool,
-        &grad_weight_t,
-        geometry.patch_len(),
-        &mut grad_weight.data,
-    );
+    if is_batched(&geometry) {
+        let (x, dy) = (&input.data, &grad_output.data);
+        batched_backward_weights(pool, &geometry, x, dy, &mut grad_weight.data);
+    } else if geometry.out_channels < 2 * GEMM_MIN_ROWS {
+        let (x, dy) = (&input.data, &grad_output.data);
+        small_backward_weights(pool, &geometry, x, dy, &mut grad_weight.data);
+    } else if geometry.is_pointwise() {
+        grad_times_cols_transposed(pool, &geometry, &input.data, &grad_output.data, grad_weight);
+    } else {
+        with_scratch(geometry.batch * geometry.cols_per_image(), |cols| {
+            im2col_batch_into(pool, &geometry, &input.data, cols);
+            grad_times_cols_transposed(pool, &geometry, cols, &grad_output.data, grad_weight);
+        });
+    }
     Ok(geometry.backward_weights_work())
 }
 
-/// `dW^T = sum_n cols_n dY_n^T` (`patch x C_out`): one item per block of rows, each adding the
-/// images in order, so the sum does not depend on threads.
-fn cols_times_grad_transposed(
+/// `dW = sum_n dY_n cols_n^T` (`C_out x patch`), straight into `grad_weight`: one item per
+/// block of output channels, each adding the images in order, so the sum does not depend on
+/// threads.
+fn grad_times_cols_transposed(
     pool: &dyn ThreadPool,
     geometry: &Conv2dGeometry,
     cols: &[f32],
     grad_output: &[f32],
-) -> Vec<f32> {
+    grad_weight: &mut Tensor,
+) {
     let g = geometry;
     let (patch, pixels, channels) = (g.patch_len(), g.out_pixels(), g.out_channels);
     let shape = GemmShape {
-        m: patch,
-        n: channels,
+        m: channels,
+        n: patch,
         k: pixels,
     };
+    if g.batch == 0 {
+        grad_weight.data.fill(0.0); // no images, no gradient
+        return;
+    }
     let block = rows_per_block(shape);
-    let mut grad_weight_t = vec![0.0; patch * channels];
     let images = g.batch as f64;
-    let one_image = gemm_item_cost(block, channels, pixels);
+    let one_image = gemm_item_cost(block, patch, pixels);
     let cost = Cost {
         bytes_loaded: one_image.bytes_loaded * images,
         bytes_stored: one_image.bytes_stored * images,
         compute_cycles: one_image.compute_cycles * images,
     };
+    let image_cols =
+        |image: usize| &cols[image * g.cols_per_image()..(image + 1) * g.cols_per_image()];
     for_each_chunk(
         pool,
-        &mut grad_weight_t,
-        block * channels,
+        &mut grad_weight.data,
+        block * patch,
         cost,
         |index, out| {
-            let first_row = index * block;
-            let rows = out.len() / channels.max(1);
+            let first_channel = index * block;
+            let rows = out.len() / patch.max(1);
             for image in 0..g.batch {
-                let image_cols =
-                    &cols[image * g.cols_per_image()..(image + 1) * g.cols_per_image()];
-                let col_rows = MatView {
-                    data: &image_cols[first_row * pixels..],
+                let image_grad =
+                    &grad_output[image * channels * pixels..(image + 1) * channels * pixels];
+                let grad_rows = MatView {
+                    data: &image_grad[first_channel * pixels..],
                     row_stride: pixels,
                     col_stride: 1,
                 };
-                // dY_n is C_out x pixels; its transpose's (row p, column c) is dY_n[c * pixels + p].
-                let image_grad_t = MatView {
-                    data: &grad_output[image * channels * pixels..(image + 1) * channels * pixels],
+                // cols_n is patch x pixels; its transpose's (row p, column q) is cols_n[q * pixels + p].
+                let cols_t = MatView {
+                    data: image_cols(image),
                     row_stride: 1,
                     col_stride: pixels,
                 };
                 let beta = if image == 0 { 0.0 } else { 1.0 };
-                gemm_single_threaded(
-                    (rows, channels, pixels),
-                    col_rows,
-                    image_grad_t,
-                    out,
-                    1.0,
-                    beta,
-                );
+                gemm_single_threaded((rows, patch, pixels), grad_rows, cols_t, out, 1.0, beta);
             }
         },
     );
-    grad_weight_t
-}
-
-/// `out (cols x rows) = source (rows x cols)^T`, one item per row of `out`.
-fn transpose_into(pool: &dyn ThreadPool, source: &[f32], rows: usize, out: &mut [f32]) {
-    let cols = out.len() / rows.max(1);
-    let cost = item_cost(rows as f64, rows as f64, 0.0, VECTOR_FLOPS_PER_CYCLE);
-    for_each_chunk(pool, out, rows, cost, |col, out_row| {
-        for (row, value) in out_row.iter_mut().enumerate() {
-            *value = source[row * cols + col];
-        }
-    });
 }
 
 /// The cost of one GEMM item of `rows x n`, inner dimension `k`.
-fn gemm_item_cost(rows: usize, n: usize, k: usize) -> Cost {
+pub(super) fn gemm_item_cost(rows: usize, n: usize, k: usize) -> Cost {
     let (rows, n, k) = (rows as f64, n as f64, k as f64);
     item_cost(
         rows * k + k * n,

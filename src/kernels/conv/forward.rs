@@ -1,11 +1,14 @@
-//! [`conv2d`]: im2col, then one GEMM per (image, block of output channels).
+//! [`conv2d`]: im2col (skipped when pointwise), then one GEMM per (image, block of output
+//! channels).
 #![forbid(unsafe_code)]
 
-use super::im2col::im2col_batch;
+use super::batched::{dense, gather, gemm_by_rows, is_batched, scatter};
+use super::im2col::im2col_batch_into;
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::error::{expect_shape, KernelError};
 use crate::kernels::gemm::{gemm_single_threaded, MatView};
 use crate::kernels::par::{for_each_nested_chunk, item_cost, GEMM_FLOPS_PER_CYCLE};
+use crate::kernels::scratch::with_scratch;
 use crate::kernels::tensor::Tensor;
 use crate::kernels::work::Work;
 use crate::pool::ThreadPool;
@@ -37,9 +40,48 @@ pub fn conv2d(
         &output.shape,
         &geometry.output_shape(),
     )?;
-    let cols = im2col_batch(pool, &geometry, &input.data);
-    multiply_by_weight(pool, &geometry, &weight.data, &cols, &mut output.data);
+    if is_batched(&geometry) {
+        batched_forward(pool, &geometry, &input.data, &weight.data, &mut output.data);
+    } else if geometry.is_pointwise() {
+        multiply_by_weight(pool, &geometry, &weight.data, &input.data, &mut output.data);
+    } else {
+        with_scratch(geometry.batch * geometry.cols_per_image(), |cols| {
+            im2col_batch_into(pool, &geometry, &input.data, cols);
+            multiply_by_weight(pool, &geometry, &weight.data, cols, &mut output.data);
+        });
+    }
     Ok(geometry.forward_work())
+}
+
+/// The forward pass as one GEMM over the batch (see `batched.rs`).
+fn batched_forward(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    input: &[f32],
+    weight: &[f32],
+    output: &mut [f32],
+) {
+    let (n, pixels, patch) = (g.batch, g.out_pixels(), g.patch_len());
+    let wide = n * pixels;
+    let per_image = if g.is_pointwise() {
+        0
+    } else {
+        n * g.cols_per_image()
+    };
+    let scratch = per_image + patch * wide + g.out_channels * wide;
+    with_scratch(scratch, |buffer| {
+        let (unrolled, rest) = buffer.split_at_mut(per_image);
+        let (cols, y) = rest.split_at_mut(patch * wide);
+        if g.is_pointwise() {
+            gather(pool, (n, patch, pixels), input, cols);
+        } else {
+            im2col_batch_into(pool, g, input, unrolled);
+            gather(pool, (n, patch, pixels), unrolled, cols);
+        }
+        let shape = (g.out_channels, wide, patch);
+        gemm_by_rows(pool, shape, dense(weight, patch), dense(cols, wide), y);
+        scatter(pool, (n, g.out_channels, pixels), y, output);
+    });
 }
 
 /// `Y_n = W cols_n` for every image `n`, one item per (image, block of output channels).

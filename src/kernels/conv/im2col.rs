@@ -24,6 +24,25 @@ fn source_index(
         .filter(|&index| index < size)
 }
 
+/// The output positions `lo..hi` along one axis whose input coordinate at kernel offset
+/// `offset` lies inside `0..size` (all others read the padding).
+fn valid_outputs(
+    offset: usize,
+    stride: usize,
+    padding: usize,
+    size: usize,
+    outs: usize,
+) -> (usize, usize) {
+    // in = out * stride + offset - padding must lie in 0..size.
+    let lo = padding.saturating_sub(offset).div_ceil(stride).min(outs);
+    let hi = if size + padding > offset {
+        ((size + padding - offset - 1) / stride + 1).min(outs)
+    } else {
+        0
+    };
+    (lo, hi.max(lo))
+}
+
 /// Fills `cols` (`kh kw` rows of `H_out W_out`) from one input `plane` (`H x W`).
 pub(super) fn im2col_plane(geometry: &Conv2dGeometry, plane: &[f32], cols: &mut [f32]) {
     let g = geometry;
@@ -32,15 +51,28 @@ pub(super) fn im2col_plane(geometry: &Conv2dGeometry, plane: &[f32], cols: &mut 
     for ky in 0..g.kernel_h {
         for kx in 0..g.kernel_w {
             let row = rows.next().expect("cols holds kh * kw rows");
+            let (lo, hi) = valid_outputs(kx, stride, padding, g.width, g.out_width);
             for (oy, out_row) in row.chunks_exact_mut(g.out_width).enumerate() {
                 let Some(iy) = source_index(oy, ky, stride, padding, g.height) else {
                     out_row.fill(0.0);
                     continue;
                 };
                 let in_row = &plane[iy * g.width..(iy + 1) * g.width];
-                for (ox, value) in out_row.iter_mut().enumerate() {
-                    *value =
-                        source_index(ox, kx, stride, padding, g.width).map_or(0.0, |ix| in_row[ix]);
+                out_row[..lo].fill(0.0);
+                out_row[hi..].fill(0.0);
+                if lo < hi {
+                    // ix = ox * stride + kx - padding, increasing by `stride` from lo's.
+                    let first = lo * stride + kx - padding;
+                    let inside = &mut out_row[lo..hi];
+                    if stride == 1 {
+                        inside.copy_from_slice(&in_row[first..first + inside.len()]);
+                    } else {
+                        let sources = in_row[first..].iter().step_by(stride);
+                        inside
+                            .iter_mut()
+                            .zip(sources)
+                            .for_each(|(out, &v)| *out = v);
+                    }
                 }
             }
         }
@@ -57,31 +89,40 @@ pub(super) fn col2im_plane(geometry: &Conv2dGeometry, cols: &[f32], plane: &mut 
     for ky in 0..g.kernel_h {
         for kx in 0..g.kernel_w {
             let row = rows.next().expect("cols holds kh * kw rows");
+            let (lo, hi) = valid_outputs(kx, stride, padding, g.width, g.out_width);
+            if lo >= hi {
+                continue;
+            }
+            let first = lo * stride + kx - padding;
             for (oy, out_row) in row.chunks_exact(g.out_width).enumerate() {
                 let Some(iy) = source_index(oy, ky, stride, padding, g.height) else {
                     continue;
                 };
                 let in_row = &mut plane[iy * g.width..(iy + 1) * g.width];
-                for (ox, value) in out_row.iter().enumerate() {
-                    if let Some(ix) = source_index(ox, kx, stride, padding, g.width) {
-                        in_row[ix] += value;
-                    }
+                let inside = &out_row[lo..hi];
+                if stride == 1 {
+                    let targets = &mut in_row[first..first + inside.len()];
+                    targets.iter_mut().zip(inside).for_each(|(v, &d)| *v += d);
+                } else {
+                    let targets = in_row[first..].iter_mut().step_by(stride);
+                    targets.zip(inside).for_each(|(v, &d)| *v += d);
                 }
             }
         }
     }
 }
 
-/// The column matrices of every image of `input`, image after image: one `parallel_for`
-/// item per (image, channel) plane.
-pub(super) fn im2col_batch(
+/// Fills `cols` with the column matrices of every image of `input`, image after image: one
+/// `parallel_for` item per (image, channel) plane. Every value of `cols` is written.
+pub(super) fn im2col_batch_into(
     pool: &dyn ThreadPool,
     geometry: &Conv2dGeometry,
     input: &[f32],
-) -> Vec<f32> {
+    cols: &mut [f32],
+) {
     let g = geometry;
     let plane_cols = g.kernel_area() * g.out_pixels();
-    let mut cols = vec![0.0; g.batch * g.cols_per_image()];
+    debug_assert_eq!(cols.len(), g.batch * g.cols_per_image());
     let cost = item_cost(
         plane_cols as f64,
         plane_cols as f64,
@@ -89,17 +130,10 @@ pub(super) fn im2col_batch(
         VECTOR_FLOPS_PER_CYCLE,
     );
     let in_plane = g.in_pixels();
-    for_each_chunk(
-        pool,
-        &mut cols,
-        plane_cols,
-        cost,
-        |plane_index, plane_cols| {
-            let plane = &input[plane_index * in_plane..(plane_index + 1) * in_plane];
-            im2col_plane(g, plane, plane_cols);
-        },
-    );
-    cols
+    for_each_chunk(pool, cols, plane_cols, cost, |plane_index, plane_cols| {
+        let plane = &input[plane_index * in_plane..(plane_index + 1) * in_plane];
+        im2col_plane(g, plane, plane_cols);
+    });
 }
 
 #[cfg(test)]
@@ -123,6 +157,54 @@ mod tests {
         // Row (0, 0) shifts down-right: output (0, 0) reads the padding, (1, 1) reads pixel 1.
         assert_eq!(cols[0], 0.0);
         assert_eq!(cols[4], 1.0);
+    }
+
+    #[test]
+    fn im2col_matches_the_definition_for_strides_and_paddings() {
+        for (size, kernel, stride, padding) in
+            [(7, 3, 2, 1), (6, 7, 2, 3), (5, 1, 1, 0), (9, 2, 3, 1)]
+        {
+            let g = geometry(size, kernel, stride, padding);
+            let plane: Vec<f32> = (0..size * size).map(|v| v as f32 + 1.0).collect();
+            let mut cols = vec![f32::NAN; kernel * kernel * g.out_pixels()];
+            im2col_plane(&g, &plane, &mut cols);
+            let mut expected = cols.iter();
+            for ky in 0..kernel {
+                for kx in 0..kernel {
+                    for oy in 0..g.out_height {
+                        for ox in 0..g.out_width {
+                            let iy = source_index(oy, ky, stride, padding, size);
+                            let ix = source_index(ox, kx, stride, padding, size);
+                            let want = iy.zip(ix).map_or(0.0, |(iy, ix)| plane[iy * size + ix]);
+                            assert_eq!(*expected.next().unwrap(), want, "{ky} {kx} {oy} {ox}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn col2im_is_the_adjoint_of_im2col() {
+        // <im2col(x), c> == <x, col2im(c)> for any x and c.
+        for (size, kernel, stride, padding) in
+            [(7, 3, 2, 1), (6, 7, 2, 3), (8, 3, 1, 1), (9, 2, 3, 1)]
+        {
+            let g = geometry(size, kernel, stride, padding);
+            let len = kernel * kernel * g.out_pixels();
+            let x: Vec<f32> = (0..size * size).map(|v| (v % 7) as f32 - 3.0).collect();
+            let c: Vec<f32> = (0..len).map(|v| (v % 5) as f32 - 2.0).collect();
+            let mut cols = vec![0.0; len];
+            im2col_plane(&g, &x, &mut cols);
+            let mut plane = vec![f32::NAN; size * size];
+            col2im_plane(&g, &c, &mut plane);
+            let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(a, b)| a * b).sum::<f32>();
+            assert_eq!(
+                dot(&cols, &c),
+                dot(&x, &plane),
+                "{size} {kernel} {stride} {padding}"
+            );
+        }
     }
 
     #[test]

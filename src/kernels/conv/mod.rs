@@ -13,23 +13,38 @@
 //! - [`conv2d_backward_data`]: `dcols_n = W^T dY_n`, one item per (image, block of `dcols`
 //!   rows); then col2im adds every column back onto the pixel it came from, one item per
 //!   (image, input channel).
-//! - [`conv2d_backward_weights`]: im2col as forward, then `dW^T = sum_n cols_n dY_n^T`, one
-//!   item per block of `dW^T` rows, each summing the images in order; then a transpose.
+//! - [`conv2d_backward_weights`]: im2col as forward, then `dW = sum_n dY_n cols_n^T`. With
+//!   fewer than 128 output channels (one block of `dW` rows) it is computed transposed and
+//!   split along the pixels (`weight_grad.rs`: parts summed in a fixed order); otherwise one
+//!   item per block of `dW` rows (output channels), each summing the images in order.
 //!
 //! The `cols` buffer holds every image at once (`N C_in kh kw H_out W_out` floats), so the
 //! GEMMs have enough items to keep the pool busy even for one image, at the price of memory.
+//! It is the calling thread's scratch buffer ([`super::scratch`]), allocated once per thread
+//! and reused by every later call, not a fresh allocation per call.
+//!
+//! Small output planes (at most [`BATCHED_MAX_PIXELS`] pixels, more than one image) take the
+//! batched path instead (`batched.rs`): the images' column matrices side by side, one GEMM for
+//! the whole batch in each direction.
+//!
+//! A pointwise convolution (1x1 kernel, stride 1, no padding: most of a bottleneck's) skips
+//! im2col and col2im entirely: an image's column matrix is the image itself, so forward and
+//! the weight gradient read the input directly and the input gradient is written directly.
 //!
 //! # Determinism
 //! Every item is computed by one thread with the same code; col2im adds in a fixed order
 //! (kernel row, kernel column, output row, output column), and the weight gradient sums
-//! images in index order inside one item. No sum depends on the thread count.
+//! images (or parts of images) in index order. No sum depends on the thread count.
 #![forbid(unsafe_code)]
 
 mod backward;
+mod batched;
 mod forward;
 mod im2col;
+mod weight_grad;
 
 pub use backward::{conv2d_backward_data, conv2d_backward_weights};
+pub use batched::BATCHED_MAX_PIXELS;
 pub use forward::conv2d;
 
 use super::error::{expect_rank, KernelError};
@@ -163,7 +178,8 @@ impl Conv2dGeometry {
         )
     }
 
-    /// Gradient of the input: the same flops as forward (plus col2im's adds).
+    /// Gradient of the input: the same flops as forward (plus col2im's adds, when there is a
+    /// col2im).
     pub fn backward_data_work(&self) -> Work {
         let col2im_adds = self.cols_values();
         Work::new(
@@ -175,6 +191,12 @@ impl Conv2dGeometry {
     /// Gradient of the weight: the same flops as forward.
     pub fn backward_weights_work(&self) -> Work {
         self.forward_work()
+    }
+
+    /// Whether the convolution is a plain GEMM on the input: a 1x1 kernel, stride 1, no
+    /// padding, so an image's column matrix is the image itself and im2col/col2im are skipped.
+    pub fn is_pointwise(&self) -> bool {
+        self.kernel_area() == 1 && self.params.stride == 1 && self.params.padding == 0
     }
 
     /// Values in one image's column matrix: `C_in kh kw` rows of `H_out W_out`.
@@ -217,8 +239,13 @@ impl Conv2dGeometry {
         self.batch as f64 * self.per_image_gemm().work().flops
     }
 
+    /// Values of the im2col buffer a call writes and reads back: none for a pointwise one.
     fn cols_values(&self) -> f64 {
-        (self.batch * self.cols_per_image()) as f64
+        if self.is_pointwise() {
+            0.0
+        } else {
+            (self.batch * self.cols_per_image()) as f64
+        }
     }
 
     fn tensor_values(&self) -> f64 {

@@ -65,15 +65,21 @@ pub(crate) struct Shared<Q> {
     options: PoolOptions,
     queues: Q,
     slots: Box<[Slot]>,
-    event_count: EventCount,
-    spinning: SpinningState,
+    /// Written by every sleeper and by notifiers that find one: on its own cache line (as are
+    /// `spinning` and `blocked`), so that the read-mostly fields beside them (`active`,
+    /// `cancelled`, `started`, the queue pointers) stay cached in every worker. A spinner
+    /// reads those on each round; sharing a line with the word a producer has just written
+    /// would cost it a miss right when a task arrives.
+    event_count: CachePadded<EventCount>,
+    /// Written by spinners and by producers that skip a notify.
+    spinning: CachePadded<SpinningState>,
     victims: VictimOrder,
     /// Workers that should be running.
     active: AtomicUsize,
     /// Slots ever started: thieves and the emptiness check scan all of them.
     started: AtomicUsize,
     /// Active workers inside `wait_for_work` (the exit condition counts them).
-    blocked: AtomicUsize,
+    blocked: CachePadded<AtomicUsize>,
     done: AtomicBool,
     cancelled: AtomicBool,
     panics: PanicLog,
@@ -102,12 +108,12 @@ impl<Q: StealQueues> StealingPool<Q> {
                     partition: AtomicU64::new(0),
                 })
                 .collect(),
-            event_count: EventCount::new(slots.max(1)),
-            spinning: SpinningState::default(),
+            event_count: CachePadded::new(EventCount::new(slots.max(1))),
+            spinning: CachePadded::new(SpinningState::default()),
             victims: VictimOrder::new(slots),
             active: AtomicUsize::new(0),
             started: AtomicUsize::new(0),
-            blocked: AtomicUsize::new(0),
+            blocked: CachePadded::new(AtomicUsize::new(0)),
             done: AtomicBool::new(false),
             cancelled: AtomicBool::new(false),
             panics: PanicLog::default(),

@@ -5,7 +5,7 @@
 //!   cancelled?                      -> exit
 //!   index >= active and retired?    -> exit            (resize)
 //!   pop own queue | steal in partition | steal everywhere -> run it
-//!   else spin (one spinner at most, bounded rounds of global steals) -> run what it found
+//!   else spin (one spinner at most, bounded rounds: own queue, then global steals) -> run it
 //!   else wait_for_work: prewait; precise emptiness check;
 //!        found work  -> cancel_wait, take it
 //!        retiring    -> cancel_wait, back to the top
@@ -181,19 +181,31 @@ impl<Q: StealQueues> Shared<Q> {
             {
                 break;
             }
-            found = self.global_steal(Some(index), rng.u32(..));
+            found = self.spin_round(index, rng.u32(..));
             if found.is_some() {
                 break;
             }
         }
         let owed_a_task = self.spinning.stop();
         if found.is_none() && owed_a_task {
-            // A producer skipped its notify because of us: one more global steal (not just our
-            // own queue) before we may sleep.
-            found = self.global_steal(Some(index), rng.u32(..));
+            // A producer skipped its notify because of us: one more round over every queue
+            // (not just our own) before we may sleep.
+            found = self.spin_round(index, rng.u32(..));
         }
         self.observe(Some(index), PoolEvent::SpinEnd);
         found
+    }
+
+    /// One look for work while spinning: our own queue, then every other. The own queue
+    /// matters: an outside producer pushes to a random queue, often the spinner's own, and
+    /// skips its notify because we spin; a spinner that looked only at the others would leave
+    /// that task waiting out the whole spin budget. (Eigen's `Steal` visits every queue,
+    /// the thief's own included.)
+    #[inline]
+    fn spin_round(&self, index: usize, random: u32) -> Option<Task> {
+        self.queues
+            .pop_local(index)
+            .or_else(|| self.global_steal(Some(index), random))
     }
 
     /// Eigen's `WaitForWork`.
@@ -279,5 +291,38 @@ fn spin_rounds(threads: usize) -> usize {
         1 // keep loom's state space small; the protocol does not depend on the count
     } else {
         SPIN_BUDGET / threads.max(1)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::{EigenPool, StealQueues};
+    use crate::pool::{PoolKind, PoolOptions, Task};
+    use crate::sync::{Arc, AtomicBool, Ordering};
+
+    /// A spinner must see a task an outside producer pushed to its own queue: the producer
+    /// skipped its notify because of the spinner, so nobody else would take the task before the
+    /// spin ends. (The test thread plays the owner of slot 0 of a pool without workers.)
+    #[test]
+    fn a_spin_round_takes_a_task_pushed_to_the_spinners_own_queue() {
+        let pool = EigenPool::new(PoolOptions::new(PoolKind::Eigen, 0, "spin-own").max_threads(2))
+            .expect("a pool without workers starts");
+        let shared = &pool.shared;
+        shared.started.store(2, Ordering::SeqCst);
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = ran.clone();
+        let task = Task::new(move || flag.store(true, Ordering::SeqCst));
+        assert!(shared.queues.push_outside(0, task).is_ok());
+        for random in [0, u32::MAX / 2, u32::MAX] {
+            assert!(
+                shared.global_steal(Some(0), random).is_none(),
+                "a global steal skips the thief's own queue"
+            );
+        }
+        let found = shared
+            .spin_round(0, 7)
+            .expect("the spin round looks at its own queue");
+        shared.panics.run(found);
+        assert!(ran.load(Ordering::SeqCst));
     }
 }

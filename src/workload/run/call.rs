@@ -5,16 +5,27 @@
 //! (params `transpose_a`, `transpose_b`); `conv2d` reads `[input, weight]` (params `stride`,
 //! `pad`); `batch_norm` and `layer_norm` read `[input, scale_shift]`, row 0 the scale and row
 //! 1 the shift; pooling takes `size`, `stride`, `pad`; `sgd` reads `[grad]` and updates its
-//! one write in place with `lr`. Every other kernel writes its first write.
+//! one write in place with `lr`. The gradients: `conv2d_grad_input` reads `[grad_output,
+//! weight]`, `conv2d_grad_weight` `[input, grad_output]` (both with the forward's `stride` and
+//! `pad`); `batch_norm_grad` reads `[grad_output, input, scale_shift]` and writes
+//! `[grad_input, grad_scale_shift]` (it recomputes the batch statistics from the input rather
+//! than keeping them); `relu_grad` reads `[grad_output, forward input or output]`;
+//! `max_pool_grad` `[grad_output, forward input]`; `avg_pool_grad` `[grad_output]`;
+//! `softmax_xent_grad` reads `[logits, labels]`, each `[N, ...]` read as N rows, a row's class
+//! being the position of its label row's largest value. Every kernel but `batch_norm_grad`
+//! writes its first write.
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use crate::kernels::pooling::{avg_pool, PoolParams};
+use crate::kernels::pooling::PoolParams;
 use crate::kernels::{
-    add, batch_norm_train, conv2d, gemm, layer_norm, max_pool, relu, sgd_update, softmax,
-    BatchStats, Conv2dParams, GemmSpec, KernelError, NormParams, SgdParams, Tensor, Work,
+    add, avg_pool, avg_pool_backward, batch_norm_backward, batch_norm_stats, batch_norm_train,
+    conv2d, conv2d_backward_data, conv2d_backward_weights, gemm, layer_norm, max_pool,
+    max_pool_backward, relu, relu_backward, sgd_update, softmax, softmax_cross_entropy_backward,
+    BatchStats, Conv2dParams, GemmSpec, KernelError, NormGrads, NormParams, SgdParams, Tensor,
+    Work,
 };
 use crate::pool::ThreadPool;
 use crate::workload::{Graph, KernelKind, OpDecl};
@@ -45,6 +56,20 @@ pub(super) enum KernelCall {
     AvgPool(PoolParams),
     /// `weight -= lr grad`, in place.
     Sgd(SgdParams),
+    /// Gradient of a convolution with respect to its input.
+    Conv2dGradInput(Conv2dParams),
+    /// Gradient of a convolution with respect to its weight.
+    Conv2dGradWeight(Conv2dParams),
+    /// Gradient of training batch norm (input and scale/shift).
+    BatchNormGrad,
+    /// Gradient of relu.
+    ReluGrad,
+    /// Gradient of windowed max pooling.
+    MaxPoolGrad(PoolParams),
+    /// Gradient of windowed average pooling.
+    AvgPoolGrad(PoolParams),
+    /// Gradient of softmax cross-entropy with respect to the logits.
+    SoftmaxXentGrad,
     /// A host/device copy: the destination gets the source's values.
     Copy,
     /// `out = sum(terms) / (terms + 1)`, then busy-waits.
@@ -63,30 +88,33 @@ impl KernelCall {
             |name: &str, fallback: i64| usize::try_from(params.int(name, fallback)).unwrap_or(0);
         let micros =
             |name: &str| Duration::from_micros(u64::try_from(params.int(name, 0)).unwrap_or(0));
+        let conv = Conv2dParams {
+            stride: count("stride", 1),
+            padding: count("pad", 0),
+        };
+        let size = count("size", 2);
+        let pool = PoolParams {
+            window: size,
+            stride: count("stride", size as i64),
+            padding: count("pad", 0),
+        };
         match op.kernel {
             KernelKind::Gemm => KernelCall::Gemm(gemm_spec(graph, op)),
-            KernelKind::Conv2d => KernelCall::Conv2d(Conv2dParams {
-                stride: count("stride", 1),
-                padding: count("pad", 0),
-            }),
+            KernelKind::Conv2d => KernelCall::Conv2d(conv),
+            KernelKind::Conv2dGradInput => KernelCall::Conv2dGradInput(conv),
+            KernelKind::Conv2dGradWeight => KernelCall::Conv2dGradWeight(conv),
+            KernelKind::BatchNormGrad => KernelCall::BatchNormGrad,
+            KernelKind::ReluGrad => KernelCall::ReluGrad,
+            KernelKind::MaxPoolGrad => KernelCall::MaxPoolGrad(pool),
+            KernelKind::AvgPoolGrad => KernelCall::AvgPoolGrad(pool),
+            KernelKind::SoftmaxXentGrad => KernelCall::SoftmaxXentGrad,
             KernelKind::BatchNorm => KernelCall::BatchNorm,
             KernelKind::LayerNorm => KernelCall::LayerNorm,
             KernelKind::Relu => KernelCall::Relu,
             KernelKind::Add => KernelCall::Add,
             KernelKind::Softmax => KernelCall::Softmax,
-            KernelKind::MaxPool | KernelKind::AvgPool => {
-                let size = count("size", 2);
-                let pool = PoolParams {
-                    window: size,
-                    stride: count("stride", size as i64),
-                    padding: count("pad", 0),
-                };
-                if op.kernel == KernelKind::MaxPool {
-                    KernelCall::MaxPool(pool)
-                } else {
-                    KernelCall::AvgPool(pool)
-                }
-            }
+            KernelKind::MaxPool => KernelCall::MaxPool(pool),
+            KernelKind::AvgPool => KernelCall::AvgPool(pool),
             KernelKind::Sgd => KernelCall::Sgd(SgdParams::plain(params.float("lr", 0.01) as f32)),
             KernelKind::CopyH2d | KernelKind::CopyD2h => KernelCall::Copy,
             KernelKind::SumExpr => KernelCall::SumExpr(micros("us")),
@@ -107,6 +135,14 @@ impl KernelCall {
             std::thread::sleep(*duration); // the one kernel that may write nothing
             return Ok(None);
         }
+        if let KernelCall::BatchNormGrad = self {
+            let [grad_input, grad_scale_shift] = writes else {
+                unreachable!("the loader checked batch_norm_grad's two writes")
+            };
+            let (dy, x, scale_shift) = (reads[0], reads[1], reads[2]);
+            return batch_norm_grad(pool, [dy, x, scale_shift], grad_input, grad_scale_shift)
+                .map(Some);
+        }
         let out = &mut *writes[0];
         let work = match self {
             KernelCall::Gemm(spec) => {
@@ -121,6 +157,19 @@ impl KernelCall {
             KernelCall::MaxPool(params) => max_pool(pool, reads[0], *params, out)?,
             KernelCall::AvgPool(params) => avg_pool(pool, reads[0], *params, out)?,
             KernelCall::Sgd(params) => sgd_update(pool, out, reads[0], *params, None)?,
+            KernelCall::Conv2dGradInput(params) => {
+                conv2d_backward_data(pool, reads[0], reads[1], *params, out)?
+            }
+            KernelCall::Conv2dGradWeight(params) => {
+                conv2d_backward_weights(pool, reads[0], reads[1], *params, out)?
+            }
+            KernelCall::ReluGrad => relu_backward(pool, reads[1], reads[0], out)?,
+            KernelCall::MaxPoolGrad(params) => {
+                max_pool_backward(pool, reads[1], reads[0], *params, out)?
+            }
+            KernelCall::AvgPoolGrad(params) => avg_pool_backward(pool, reads[0], *params, out)?,
+            KernelCall::SoftmaxXentGrad => softmax_xent_grad(pool, reads[0], reads[1], out)?,
+            KernelCall::BatchNormGrad => unreachable!("handled above"),
             KernelCall::Copy => {
                 copy(reads[0], out)?;
                 return Ok(None);
@@ -211,7 +260,18 @@ fn scale_and_shift(scale_shift: &Tensor) -> (Tensor, Tensor) {
     (row(0), row(1))
 }
 
-/// Training batch norm of `[N, C, ...]`, viewed as `[N, C, rest, 1]`.
+/// `[N, C, rest, 1]` for an `[N, C, ...]` tensor that is not already NCHW (NCHW unchanged).
+fn nchw_shape(tensor: &Tensor) -> Vec<usize> {
+    if tensor.shape.len() == 4 {
+        return tensor.shape.clone();
+    }
+    let batch = tensor.shape.first().copied().unwrap_or(1);
+    let channels = tensor.shape.get(1).copied().unwrap_or(1);
+    let rest = tensor.len() / (batch * channels).max(1);
+    vec![batch, channels, rest, 1]
+}
+
+/// Training batch norm of `[N, C, ...]` (viewed as `[N, C, rest, 1]` when not NCHW).
 fn batch_norm(
     pool: &dyn ThreadPool,
     input: &Tensor,
@@ -225,11 +285,87 @@ fn batch_norm(
         epsilon: NORM_EPSILON,
     };
     let mut stats = BatchStats::zeros(gamma.len());
-    let (batch, channels) = (input.shape[0], input.shape.get(1).copied().unwrap_or(1));
-    let rest = input.len() / (batch * channels).max(1);
-    with_shape(&[batch, channels, rest, 1], input, out, |input, out| {
+    with_shape(&nchw_shape(input), input, out, |input, out| {
         batch_norm_train(pool, input, &params, out, &mut stats)
     })
+}
+
+/// The gradients of [`batch_norm`]: the batch statistics recomputed from the forward input
+/// (bitwise what the forward used), then [`batch_norm_backward`]; `grad_scale_shift` gets
+/// `dgamma` in row 0 and `dbeta` in row 1.
+fn batch_norm_grad(
+    pool: &dyn ThreadPool,
+    [grad_output, input, scale_shift]: [&Tensor; 3],
+    grad_input: &mut Tensor,
+    grad_scale_shift: &mut Tensor,
+) -> Result<Work, KernelError> {
+    let (gamma, beta) = scale_and_shift(scale_shift);
+    let params = NormParams {
+        gamma: &gamma,
+        beta: &beta,
+        epsilon: NORM_EPSILON,
+    };
+    let channels = gamma.len();
+    if grad_scale_shift.len() != 2 * channels {
+        return Err(KernelError::Shape {
+            kernel: "batch_norm_grad",
+            detail: format!(
+                "grad_scale_shift holds {} values; give it the shape [2, {channels}]",
+                grad_scale_shift.len()
+            ),
+        });
+    }
+    let shape = nchw_shape(input);
+    let (x, dy) = (reshaped(input, &shape), reshaped(grad_output, &shape));
+    let mut stats = BatchStats::zeros(channels);
+    let stats_work = batch_norm_stats(pool, &x, NORM_EPSILON, &mut stats)?;
+    let own_shape = std::mem::replace(&mut grad_input.shape, shape);
+    let mut grads = NormGrads {
+        grad_input: std::mem::replace(grad_input, Tensor::zeros(&[0])),
+        grad_gamma: Tensor::zeros(&[channels]),
+        grad_beta: Tensor::zeros(&[channels]),
+    };
+    let result = batch_norm_backward(pool, &x, &dy, &params, &stats, &mut grads);
+    *grad_input = grads.grad_input;
+    grad_input.shape = own_shape;
+    let work = result?;
+    let (dgamma, dbeta) = grad_scale_shift.data.split_at_mut(channels);
+    dgamma.copy_from_slice(&grads.grad_gamma.data);
+    dbeta.copy_from_slice(&grads.grad_beta.data);
+    Ok(stats_work + work)
+}
+
+/// The gradient of the mean softmax cross-entropy of `[N, ...]` logits (N rows) with respect
+/// to them; row `n`'s class is the position of the largest value (the first, on ties) of
+/// row `n` of `labels`, so a one-hot or a score tensor both serve.
+fn softmax_xent_grad(
+    pool: &dyn ThreadPool,
+    logits: &Tensor,
+    labels: &Tensor,
+    grad: &mut Tensor,
+) -> Result<Work, KernelError> {
+    let rows = logits.shape.first().copied().unwrap_or(1);
+    let cols = logits.len() / rows.max(1);
+    let classes: Vec<usize> = labels.data.chunks(cols.max(1)).map(first_argmax).collect();
+    let shape = [rows, cols];
+    let logits = reshaped(logits, &shape);
+    let mut probabilities = Tensor::zeros(&shape);
+    let softmax_work = softmax(pool, &logits, &mut probabilities)?;
+    let own_shape = std::mem::replace(&mut grad.shape, shape.to_vec());
+    let backward = softmax_cross_entropy_backward(pool, &probabilities, &classes, grad);
+    grad.shape = own_shape;
+    Ok(softmax_work + backward?)
+}
+
+/// The position of the first largest value of `row` (0 for an empty or all-NaN row).
+fn first_argmax(row: &[f32]) -> usize {
+    let mut best = (0, f32::NEG_INFINITY);
+    for (index, &value) in row.iter().enumerate() {
+        if value > best.1 {
+            best = (index, value);
+        }
+    }
+    best.0
 }
 
 /// Layer norm over the last dimension of `[..., D]`.
