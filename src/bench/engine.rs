@@ -10,7 +10,8 @@
 //! the sequential evaluation's is reported with `"correct": false`.
 //!
 //! Op bodies reach the values through a `&'static` slice leaked once per benchmark (8 bytes
-//! per var), so a push clones no reference count for them.
+//! per var), and each op's read and write slices are built before the clock starts, so a push
+//! clones no reference count (as MXNet's harness, which passes raw var pointers).
 #![forbid(unsafe_code)]
 
 mod shapes;
@@ -18,8 +19,6 @@ mod shapes;
 use std::fmt::{self, Write as _};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
-
-use smallvec::SmallVec;
 
 use crate::bench::stats::median;
 use crate::engine::{Engine, EngineError, EngineKind, EngineOptions, OpName, OpSpec, Var};
@@ -230,22 +229,24 @@ pub fn run_once(
     };
     workload.reset(values);
     let vars: Vec<Var> = (0..workload.vars).map(|_| engine.new_variable()).collect();
+    // Every op's reads laid out back to back before the clock starts, so a push borrows its
+    // slices and clones no var handle (a handle is a reference count; MXNet's harness passes
+    // raw pointers).
+    let reads: Vec<Var> = workload
+        .ops
+        .iter()
+        .flat_map(|op| op.reads())
+        .map(|&read| vars[read as usize].clone())
+        .collect();
     let name = OpName::new("bench-op");
     let start = Instant::now();
+    let mut next_read = 0;
     for (index, &op) in workload.ops.iter().enumerate() {
-        // One read borrows its var; more are gathered (a var handle is a reference count).
-        let gathered: SmallVec<[Var; 3]>;
-        let reads: &[Var] = match op.reads() {
-            [] => &[],
-            &[only] => std::slice::from_ref(&vars[only as usize]),
-            several => {
-                gathered = several.iter().map(|&r| vars[r as usize].clone()).collect();
-                &gathered
-            }
-        };
+        let read_count = op.reads().len();
         let spec = OpSpec::new(name)
-            .reads(reads)
+            .reads(&reads[next_read..next_read + read_count])
             .writes(std::slice::from_ref(&vars[op.write as usize]));
+        next_read += read_count;
         let index = index as u32;
         engine
             .push_sync(spec, move |_| {

@@ -11,10 +11,11 @@ use smallvec::SmallVec;
 use super::block::Body;
 use super::block::{self, OpHandle, Waiter};
 use super::bulk::BulkRegistry;
-use super::current;
+use super::current::{self, Refused};
 use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
 use super::gpu::GpuHub;
 use super::opr::{execute, Completion, Deps, OpBlock, OpHeader, RunContext};
+use super::ready;
 use super::recycle::{recycle, BlockPool};
 use super::var::{Access, Var};
 use super::{Context, EngineEvent, EngineKind, EngineObserver, FnProperty, OpName};
@@ -212,9 +213,20 @@ impl Core {
         });
     }
 
-    /// Hands an op made ready by a grant to its queue.
+    /// Hands an op made ready by a grant to its queue. When the calling worker drains the
+    /// queue the dispatch would send it to (`ready::routes_here`), it is offered straight as
+    /// this worker's continuation, without the dispatch's lookups; a refused offer goes the
+    /// dispatch's way (which refuses it the same way and queues it).
     fn dispatch_granted(&self, op: OpHandle) {
         self.observe_queued(&op);
+        let op = if ready::routes_here(&op) {
+            match current::offer_continuation(op) {
+                Ok(()) => return,
+                Err(Refused::Busy(op) | Refused::BudgetSpent(op)) => op,
+            }
+        } else {
+            op
+        };
         self.dispatcher.dispatch(op, false);
     }
 

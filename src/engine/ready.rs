@@ -36,7 +36,8 @@
 use crossbeam_deque::{Injector, Steal};
 
 use super::block::OpHandle;
-use super::opr::run_ready;
+use super::opr::{run_ready, OpBlock};
+use super::{Context, FnProperty};
 use crate::pool::{spawn_here, Pool, Task};
 use crate::sync::{fence, spin_loop, thread_local, Arc, AtomicBool, AtomicUsize, Ordering};
 use std::cell::Cell;
@@ -45,6 +46,52 @@ thread_local! {
     /// The queue whose drainer the calling thread is (its address; 0: none).
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
     static DRAINING: Cell<usize> = Cell::new(0);
+    /// Which ops the engine's dispatch sent back to the queue this thread drains: see
+    /// [`learn_route`]. Cleared whenever the thread starts or stops draining a queue.
+    #[allow(clippy::missing_const_for_thread_local)]
+    static ROUTE: Cell<Option<Route>> = Cell::new(None);
+}
+
+/// An engine (its core's address), context and property whose ready ops the engine's
+/// dispatch routes to the queue at `queue`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Route {
+    queue: usize,
+    core: usize,
+    ctx: Context,
+    prop: FnProperty,
+}
+
+impl Route {
+    fn of(queue: usize, op: &OpBlock) -> Self {
+        Route {
+            queue,
+            core: &**op.core() as *const _ as usize,
+            ctx: op.ctx,
+            prop: op.prop,
+        }
+    }
+}
+
+/// Remembers that the engine's dispatch sent `op` to `queue`, which the calling thread
+/// drains: until this thread stops draining `queue`, an op of the same engine, context and
+/// property goes there too (the route is a function of those three while the queue's worker
+/// pool exists, and the pool outlives its drainers), so [`routes_here`] lets the completing
+/// worker offer it as its continuation without asking the dispatch again.
+pub(crate) fn learn_route(queue: &Arc<ReadyQueue>, op: &OpBlock) {
+    let address = Arc::as_ptr(queue) as usize;
+    if DRAINING.with(Cell::get) == address {
+        ROUTE.with(|route| route.set(Some(Route::of(address, op))));
+    }
+}
+
+/// Whether the engine's dispatch would send `op` to the queue the calling thread drains (as
+/// learnt by [`learn_route`]).
+#[inline]
+pub(crate) fn routes_here(op: &OpBlock) -> bool {
+    ROUTE.with(Cell::get).is_some_and(|route| {
+        route.queue == DRAINING.with(Cell::get) && route == Route::of(route.queue, op)
+    })
 }
 
 /// Ops a drainer runs before it hands its place to a fresh task.
@@ -209,12 +256,14 @@ struct Draining(usize);
 
 impl Draining {
     fn enter(queue: &Arc<ReadyQueue>) -> Self {
+        ROUTE.with(|route| route.set(None));
         Draining(DRAINING.with(|draining| draining.replace(Arc::as_ptr(queue) as usize)))
     }
 }
 
 impl Drop for Draining {
     fn drop(&mut self) {
+        ROUTE.with(|route| route.set(None));
         DRAINING.with(|draining| draining.set(self.0));
     }
 }

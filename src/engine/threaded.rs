@@ -37,7 +37,7 @@ use super::current::{self, Refused};
 use super::gpu::GpuHub;
 use super::opr::OpHeader;
 use super::opr::{op_task, run_ready};
-use super::ready::ReadyQueue;
+use super::ready::{learn_route, ReadyQueue};
 use super::{Context, EngineError, FnProperty, OpName};
 use crate::device::cpu::{cpu_pool, observer_for, CpuWorkerOptions, PoolObservers, PriorityPool};
 use crate::device::gpu::{no_gpu_backend, GpuWorkerCounts};
@@ -76,6 +76,7 @@ impl Workers {
         if from_push || !ReadyQueue::is_draining(&self.ready) {
             return ReadyQueue::push(&self.ready, &self.pool, op);
         }
+        learn_route(&self.ready, &op);
         match current::offer_continuation(op) {
             Ok(()) => {}
             Err(Refused::BudgetSpent(op)) => self.ready.requeue(op),
