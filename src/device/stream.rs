@@ -113,6 +113,31 @@ impl StreamId {
     pub const fn code(&self) -> u32 {
         (self.kind as u32) << 16 | (self.index & 0xffff)
     }
+
+    /// The stream [`code`](Self::code) packed, on `device`; an unknown role reads as compute.
+    ///
+    /// ```
+    /// use enginetop::device::stream::{StreamId, StreamKind};
+    /// let id = StreamId { device: 3, kind: StreamKind::CopyH2D, index: 2 };
+    /// assert_eq!(StreamId::from_code(3, id.code()), id);
+    /// ```
+    pub fn from_code(device: u32, code: u32) -> StreamId {
+        const KINDS: [StreamKind; 3] = [
+            StreamKind::Compute,
+            StreamKind::CopyH2D,
+            StreamKind::CopyD2H,
+        ];
+        let role = code >> 16;
+        let kind = KINDS
+            .into_iter()
+            .find(|kind| *kind as u32 == role)
+            .unwrap_or(StreamKind::Compute);
+        StreamId {
+            device,
+            kind,
+            index: code & 0xffff,
+        }
+    }
 }
 
 impl fmt::Display for StreamId {

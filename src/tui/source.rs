@@ -24,9 +24,7 @@
 
 use std::time::Duration;
 
-#[cfg(doc)]
-use crate::device::stream::StreamId;
-use crate::device::stream::StreamKind;
+use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::Snapshot;
 
 /// What the dashboard runs against: the workload driver (or [`FakeSource`](super::FakeSource)).
@@ -196,17 +194,8 @@ impl StreamLayout {
 /// The role and index packed into a [`StreamId::code`]; the inverse of that packing (its
 /// round trip is tested for every role). An unknown role reads as compute.
 pub fn decode_stream_code(code: u32) -> (StreamKind, u32) {
-    const ROLES: [StreamKind; 3] = [
-        StreamKind::Compute,
-        StreamKind::CopyH2D,
-        StreamKind::CopyD2H,
-    ];
-    let role = code >> 16;
-    let kind = ROLES
-        .into_iter()
-        .find(|kind| *kind as u32 == role)
-        .unwrap_or(StreamKind::Compute);
-    (kind, code & 0xffff)
+    let id = StreamId::from_code(0, code);
+    (id.kind, id.index)
 }
 
 /// One device panel and the profiler devices it is drawn from.
