@@ -4,7 +4,8 @@
 //! - **Workers** (one per recording thread): what share of the sliding window it spent
 //!   running, stealing, spinning, parked or idle, from its state changes:
 //!   `TaskStart`/`OpStart` -> running (nested starts count once), the matching end ->
-//!   stealing, `SpinStart` -> spinning, `SpinEnd` -> stealing, `Park` -> parked, `Unpark` ->
+//!   stealing for a pool worker and idle for any other thread (a GPU worker, the driver: they
+//!   wait without reporting it, so "looking for work" would be a guess), `SpinStart` -> spinning, `SpinEnd` -> stealing, `Park` -> parked, `Unpark` ->
 //!   stealing, thread exit -> idle. "Stealing" is "looking for work between tasks": popping
 //!   its own queue is too short to tell apart from trying other queues. Shares are of the time
 //!   observed in the window (a thread first seen half-way through has half a window).
@@ -622,9 +623,14 @@ impl Stats {
         let thread = self.worker_thread(event);
         thread.running_depth = thread.running_depth.saturating_sub(1);
         if thread.running_depth == 0 {
+            let between_tasks = if thread.worker.is_some() {
+                Activity::Stealing
+            } else {
+                Activity::Idle
+            };
             thread
                 .timeline
-                .enter(state_index(Activity::Stealing), event.ts_ns);
+                .enter(state_index(between_tasks), event.ts_ns);
         }
         thread
     }
@@ -950,6 +956,39 @@ mod tests {
         assert!(close(shares.idle, 200.0 / 900.0), "{shares:?}");
         assert_eq!(snapshot.workers[0].activity, Activity::Idle);
         assert_eq!(snapshot.op("stats-test-op").unwrap().total_ns, 200 * MS);
+    }
+
+    /// A thread outside any pool (a GPU worker) is idle between its ops, not "stealing".
+    #[test]
+    fn a_thread_outside_pools_is_idle_between_ops() {
+        let gpu = DeviceId::register("stats-test-gpu");
+        let name = NameId::intern("stats-test-gpu-op");
+        let mut script = Script { events: Vec::new() };
+        script.at(
+            100,
+            904,
+            Event::op(EventKind::OpStart, gpu, name, OpInfo::new(7)),
+        );
+        script.at(
+            400,
+            904,
+            Event::op(EventKind::OpEnd, gpu, name, OpInfo::new(7)),
+        );
+        let snapshot = stats_of(&script).snapshot(1000 * MS);
+        let thread = &snapshot.workers[0];
+        assert_eq!(thread.worker, None);
+        assert_eq!(thread.activity, Activity::Idle);
+        assert!(
+            close(thread.shares.running, 300.0 / 900.0),
+            "{:?}",
+            thread.shares
+        );
+        assert!(close(thread.shares.stealing, 0.0), "{:?}", thread.shares);
+        assert!(
+            close(thread.shares.idle, 600.0 / 900.0),
+            "{:?}",
+            thread.shares
+        );
     }
 
     /// A worker's current op is the innermost op it runs; none between ops or in a bare task.
