@@ -35,6 +35,9 @@ pub(super) fn run(args: &RunArgs, config: RuntimeConfig, graph: Graph) -> Result
     let mut info = live_info(args, &config, &graph)?;
     let driver = Driver::new(graph, &config, &hooks)?;
     describe_gpus(&driver, &config, &mut info);
+    // Traces exported with `e` (or --trace at the end) label the GPUs with their models.
+    let engine = enginetop::engine::EngineOptions::from_config(&config);
+    enginetop::profiler::stream_probe::describe_gpus(&profiler, &engine);
     info.notices.push(format!("log: {}", log.display()));
     tracing::info!(workload = %driver.graph().name, log = %log.display(), "dashboard run");
     let length = chosen_length(args, RunLength::UntilStopped);
