@@ -195,6 +195,8 @@ impl Overlap {
             self.most
                 .fetch_max(self.in_flight.load(Ordering::SeqCst), Ordering::SeqCst);
         } else {
+            // Not a wait: the write's body lasts a while, so that a second op let in beside
+            // it (a broken exclusivity) would be seen in flight at the same time.
             std::thread::sleep(Duration::from_millis(2));
         }
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -263,6 +265,7 @@ fn basics_waits() {
                 .prop(FnProperty::CopyFromGpu);
             engine
                 .push_sync(spec, move |_| {
+                    // The op's own duration (not a wait): wait_for_var must outlast it.
                     std::thread::sleep(Duration::from_millis(5));
                     flag.store(true, Ordering::SeqCst);
                     Ok(())
@@ -523,6 +526,7 @@ fn delete_variable_runs_after_every_op_on_the_var_and_refuses_later_pushes() {
                     .push_sync(
                         OpSpec::new("before-delete").reads(std::slice::from_ref(&var)),
                         move |_| {
+                            // The read's duration (not a wait): the delete must come after.
                             std::thread::sleep(Duration::from_millis(1));
                             log.lock().unwrap().push(index);
                             Ok(())

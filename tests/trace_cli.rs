@@ -2,37 +2,33 @@
 //! the binary.
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use serde_json::Value;
 
 /// Generous bound for one run of the binary: a hang fails the test instead of blocking CI.
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// Runs the binary; kills it and fails if it has not finished within [`DEADLINE`]. (Its
-/// output is read at the end: these commands print far less than a pipe holds.)
+/// Runs the binary; kills it and fails if it has not finished within [`DEADLINE`]. A helper
+/// thread collects its output, so this waits on that thread's answer, not by polling.
 fn enginetop(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_enginetop"))
+    let child = Command::new(env!("CARGO_BIN_EXE_enginetop"))
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("the enginetop binary starts");
-    let started = Instant::now();
-    while child.try_wait().expect("waiting for enginetop").is_none() {
-        if started.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let output = child.wait_with_output().expect("reaping enginetop");
-            panic!(
-                "enginetop {args:?} did not finish within {DEADLINE:?}; stderr: {}",
-                text(&output.stderr)
-            );
+    let pid = child.id();
+    let (done, output) = mpsc::channel();
+    std::thread::spawn(move || done.send(child.wait_with_output()));
+    match output.recv_timeout(DEADLINE) {
+        Ok(output) => output.expect("collecting enginetop's output"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("enginetop {args:?} did not finish within {DEADLINE:?}");
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
-    child
-        .wait_with_output()
-        .expect("collecting enginetop's output")
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -21,7 +21,8 @@ use enginetop::profiler::validate::validate_file;
 
 /// The longest any screen condition is waited for.
 const PATIENCE: Duration = Duration::from_secs(60);
-/// How often the screen is read while waiting.
+/// How often the screen is read while waiting (tmux tells no one when a pane changes, so
+/// the condition is polled).
 const POLL: Duration = Duration::from_millis(100);
 /// The shell's prompt (capture-pane drops the trailing space).
 const PROMPT: &str = "e2e-prompt$";

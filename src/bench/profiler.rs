@@ -340,40 +340,32 @@ pub fn overhead_ratio(
 
 /// The pool spawn benchmark with the profiler on vs off.
 pub fn pool_spawn(config: &ProfilerBenchConfig) -> Result<ProfilerBenchResult, ProfilerBenchError> {
-    let threads = 2;
     let tasks = config.spawn_tasks;
-    let device = DeviceId::register("bench-spawn");
-    let mut failure = None;
-    let ratio = overhead_ratio(config.reps, |profiler| {
-        let options = PoolOptions::new(PoolKind::Eigen, threads, "bench-spawn");
-        match Pool::new(profiler.instrument_pool(options, device)) {
-            Ok(pool) => spawn_once(&pool, tasks),
-            Err(err) => {
-                failure = Some(err);
-                Duration::ZERO
-            }
-        }
-    })?;
-    if let Some(err) = failure {
-        return Err(err.into());
-    }
-    let mut result = ProfilerBenchResult::new("pool_spawn", threads, config.reps);
-    result.variant = Some("eigen");
-    result.ratio = Some(ratio);
-    Ok(result)
+    pool_overhead(config, "pool_spawn", |pool| spawn_once(pool, tasks))
 }
 
 /// The pool tree benchmark (every task schedules its children from inside the pool) with the
 /// profiler on vs off: the worst case for per-task events, since each task does nothing.
 pub fn pool_tree(config: &ProfilerBenchConfig) -> Result<ProfilerBenchResult, ProfilerBenchError> {
-    let threads = 2;
     let depth = (config.spawn_tasks.max(4).ilog2()).saturating_sub(1);
-    let device = DeviceId::register("bench-tree");
+    pool_overhead(config, "pool_tree", |pool| tree_once(pool, depth))
+}
+
+/// `bench` (one rep: `run_once` on a fresh 2-thread `eigen` pool) with the pool's events
+/// recorded vs not, as a ratio of medians.
+fn pool_overhead(
+    config: &ProfilerBenchConfig,
+    bench: &'static str,
+    run_once: impl Fn(&Pool) -> Duration,
+) -> Result<ProfilerBenchResult, ProfilerBenchError> {
+    let threads = 2;
+    let name = format!("bench-{bench}");
+    let device = DeviceId::register(&name);
     let mut failure = None;
     let ratio = overhead_ratio(config.reps, |profiler| {
-        let options = PoolOptions::new(PoolKind::Eigen, threads, "bench-tree");
+        let options = PoolOptions::new(PoolKind::Eigen, threads, name.as_str());
         match Pool::new(profiler.instrument_pool(options, device)) {
-            Ok(pool) => tree_once(&pool, depth),
+            Ok(pool) => run_once(&pool),
             Err(err) => {
                 failure = Some(err);
                 Duration::ZERO
@@ -383,7 +375,7 @@ pub fn pool_tree(config: &ProfilerBenchConfig) -> Result<ProfilerBenchResult, Pr
     if let Some(err) = failure {
         return Err(err.into());
     }
-    let mut result = ProfilerBenchResult::new("pool_tree", threads, config.reps);
+    let mut result = ProfilerBenchResult::new(bench, threads, config.reps);
     result.variant = Some("eigen");
     result.ratio = Some(ratio);
     Ok(result)
