@@ -212,6 +212,29 @@ fn record_bursts(profiler: &Profiler, events: usize, burst: usize) -> Duration {
     elapsed
 }
 
+/// What the single-thread recording benchmarks record into, and how much.
+struct Fixture {
+    profiler: Profiler,
+    device: DeviceId,
+    name: NameId,
+    /// Events per burst ([`burst_len`]).
+    burst: u64,
+    /// Events per rep.
+    events: u64,
+}
+
+impl Fixture {
+    fn new(config: &ProfilerBenchConfig, options: ProfilerOptions) -> Result<Self, ProfilerError> {
+        Ok(Fixture {
+            profiler: Profiler::new(options)?,
+            device: DeviceId::register("bench-profiler"),
+            name: NameId::intern("bench_op"),
+            burst: burst_len(&options) as u64,
+            events: config.events_per_rep as u64,
+        })
+    }
+}
+
 /// ns per event with `threads` threads recording at once.
 pub fn record_event(
     config: &ProfilerBenchConfig,
@@ -248,33 +271,26 @@ pub fn record_event(
 pub fn record_without_clock(
     config: &ProfilerBenchConfig,
 ) -> Result<ProfilerBenchResult, ProfilerBenchError> {
-    let options = ProfilerOptions::default();
-    let profiler = Profiler::new(options)?;
-    let (device, name) = (
-        DeviceId::register("bench-profiler"),
-        NameId::intern("bench_op"),
-    );
-    let burst = burst_len(&options) as u64;
-    let events = config.events_per_rep as u64;
+    let fixture = Fixture::new(config, ProfilerOptions::default())?;
     let mut samples = Vec::new();
     for _ in 0..config.reps {
         let mut elapsed = Duration::ZERO;
-        for first in (0..events).step_by(burst as usize) {
+        for first in (0..fixture.events).step_by(fixture.burst as usize) {
             let start = Instant::now();
-            for k in first..(first + burst).min(events) {
+            for k in first..(first + fixture.burst).min(fixture.events) {
                 let kind = [EventKind::OpStart, EventKind::OpEnd][k as usize % 2];
-                let event = Event::op(kind, device, name, OpInfo::new(k / 2)).at(k);
-                black_box(&profiler).record_at(event);
+                let event = Event::op(kind, fixture.device, fixture.name, OpInfo::new(k / 2)).at(k);
+                black_box(&fixture.profiler).record_at(event);
             }
             elapsed += start.elapsed();
-            profiler.flush();
+            fixture.profiler.flush();
         }
-        samples.push(elapsed.as_nanos() as f64 / events as f64);
+        samples.push(elapsed.as_nanos() as f64 / fixture.events as f64);
     }
     let mut result = ProfilerBenchResult::new("record_event", 1, config.reps);
     result.variant = Some("no_clock");
     result.ns_per_event = median(&samples);
-    result.dropped = profiler.snapshot().dropped_events;
+    result.dropped = fixture.profiler.snapshot().dropped_events;
     Ok(result)
 }
 
@@ -408,30 +424,28 @@ pub fn collect_event(
         drain_interval: Duration::from_secs(3600), // only the timed flushes drain
         ..ProfilerOptions::default()
     };
-    let profiler = Profiler::new(options)?;
-    let (device, name) = (
-        DeviceId::register("bench-profiler"),
-        NameId::intern("bench_op"),
-    );
-    let burst = burst_len(&options) as u64;
-    let events = config.events_per_rep as u64;
+    let fixture = Fixture::new(config, options)?;
     let mut samples = Vec::new();
     for _ in 0..config.reps {
         let mut elapsed = Duration::ZERO;
-        for first in (0..events / 2).step_by(burst as usize / 2) {
-            for k in first..(first + burst / 2).min(events / 2) {
-                profiler.op_start(device, name, OpInfo::new(k));
-                profiler.op_end(device, name, OpInfo::new(k), false);
+        for first in (0..fixture.events / 2).step_by(fixture.burst as usize / 2) {
+            for k in first..(first + fixture.burst / 2).min(fixture.events / 2) {
+                fixture
+                    .profiler
+                    .op_start(fixture.device, fixture.name, OpInfo::new(k));
+                fixture
+                    .profiler
+                    .op_end(fixture.device, fixture.name, OpInfo::new(k), false);
             }
             let start = Instant::now();
-            profiler.flush();
+            fixture.profiler.flush();
             elapsed += start.elapsed();
         }
-        samples.push(elapsed.as_nanos() as f64 / events as f64);
+        samples.push(elapsed.as_nanos() as f64 / fixture.events as f64);
     }
     let mut result = ProfilerBenchResult::new("collect_event", 1, config.reps);
     result.ns_per_event = median(&samples);
-    result.dropped = profiler.snapshot().dropped_events;
+    result.dropped = fixture.profiler.snapshot().dropped_events;
     Ok(result)
 }
 

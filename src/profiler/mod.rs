@@ -300,38 +300,37 @@ impl Profiler {
         self.record(Event::op(EventKind::OpEnd, device, name, op).with_error(error));
     }
 
-    /// GPU op `op_id` was submitted to `stream` of `device` (the host side of a launch) at
-    /// `ts_ns` (ns since the process epoch). The stream's start and end come on the same
+    /// GPU op `op` was submitted to `stream` of `device` (the host side of a launch) at
+    /// `ts` (ns since the process epoch). The stream's start and end come on the same
     /// clock, so a kernel never appears to start before its launch.
     #[inline]
-    pub fn stream_submit(
+    pub fn stream_submit(&self, device: DeviceId, stream: u32, name: NameId, op: u64, ts: u64) {
+        self.stream_event(EventKind::StreamSubmit, device, stream, name, op, ts);
+    }
+
+    /// GPU op `op` started on `stream` at `ts` (ns since the process epoch).
+    #[inline]
+    pub fn stream_start(&self, device: DeviceId, stream: u32, name: NameId, op: u64, ts: u64) {
+        self.stream_event(EventKind::StreamStart, device, stream, name, op, ts);
+    }
+
+    /// GPU op `op` finished on `stream` at `ts` (ns since the process epoch).
+    #[inline]
+    pub fn stream_end(&self, device: DeviceId, stream: u32, name: NameId, op: u64, ts: u64) {
+        self.stream_event(EventKind::StreamEnd, device, stream, name, op, ts);
+    }
+
+    #[inline]
+    fn stream_event(
         &self,
+        kind: EventKind,
         device: DeviceId,
         stream: u32,
         name: NameId,
-        op_id: u64,
-        ts_ns: u64,
+        op: u64,
+        ts: u64,
     ) {
-        self.record_at(Event::new(EventKind::StreamSubmit, device, name, stream, op_id).at(ts_ns));
-    }
-
-    /// GPU op `op_id` started on `stream` at `ts_ns` (ns since the process epoch).
-    #[inline]
-    pub fn stream_start(
-        &self,
-        device: DeviceId,
-        stream: u32,
-        name: NameId,
-        op_id: u64,
-        ts_ns: u64,
-    ) {
-        self.record_at(Event::new(EventKind::StreamStart, device, name, stream, op_id).at(ts_ns));
-    }
-
-    /// GPU op `op_id` finished on `stream` at `ts_ns` (ns since the process epoch).
-    #[inline]
-    pub fn stream_end(&self, device: DeviceId, stream: u32, name: NameId, op_id: u64, ts_ns: u64) {
-        self.record_at(Event::new(EventKind::StreamEnd, device, name, stream, op_id).at(ts_ns));
+        self.record_at(Event::new(kind, device, name, stream, op).at(ts));
     }
 
     /// `queue` of `device` holds `depth` entries now.
