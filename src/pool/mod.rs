@@ -30,10 +30,10 @@
 //! `notify`s second. Whichever way the two race, either the worker's final check sees the task
 //! or the producer's notify sees the worker's prewait: no task is stranded while a worker
 //! sleeps. At most one worker spins (polls for a bounded number of rounds) before parking, so a
-//! burst of tasks finds a thread awake; a producer skips `notify` when it knows a spinner will
-//! take its task, and a spinner that stops while still owing such a task makes one last global
-//! steal before it parks (Eigen's 2025 deadlock fix). Spinning can be switched off
-//! ([`PoolOptions::allow_spinning`], TensorFlow's `low_latency_hint = false`).
+//! burst of tasks finds a thread awake. A producer notifies even while a worker spins, as
+//! Eigen 3.4 does (newer Eigen skips that notify and makes the spinner owe the task; measured
+//! here, that bookkeeping costs wake-up latency, see `non_blocking::spinning`). Spinning can be
+//! switched off ([`PoolOptions::allow_spinning`], TensorFlow's `low_latency_hint = false`).
 //!
 //! # Shutdown and cancel
 //! Dropping a pool sets `done` and wakes everyone. A worker exits only when `done` is set and

@@ -71,7 +71,7 @@ pub(crate) struct Shared<Q> {
     /// reads those on each round; sharing a line with the word a producer has just written
     /// would cost it a miss right when a task arrives.
     event_count: CachePadded<EventCount>,
-    /// Written by spinners and by producers that skip a notify.
+    /// Written by spinners only.
     spinning: CachePadded<SpinningState>,
     victims: VictimOrder,
     /// Workers that should be running.
@@ -279,11 +279,8 @@ impl<Q: StealQueues> Shared<Q> {
             }
         };
         match pushed {
-            Ok(()) => {
-                if self.spinning.must_notify() {
-                    self.event_count.notify(false);
-                }
-            }
+            // Always notify, even when a worker spins (see `spinning`'s docs for why).
+            Ok(()) => self.event_count.notify(false),
             Err(task) => self.run_inline(task), // queue full: back-pressure
         }
     }

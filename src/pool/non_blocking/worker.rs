@@ -186,21 +186,16 @@ impl<Q: StealQueues> Shared<Q> {
                 break;
             }
         }
-        let owed_a_task = self.spinning.stop();
-        if found.is_none() && owed_a_task {
-            // A producer skipped its notify because of us: one more round over every queue
-            // (not just our own) before we may sleep.
-            found = self.spin_round(index, rng.u32(..));
-        }
+        self.spinning.stop();
         self.observe(Some(index), PoolEvent::SpinEnd);
         found
     }
 
     /// One look for work while spinning: our own queue, then every other. The own queue
-    /// matters: an outside producer pushes to a random queue, often the spinner's own, and
-    /// skips its notify because we spin; a spinner that looked only at the others would leave
-    /// that task waiting out the whole spin budget. (Eigen's `Steal` visits every queue,
-    /// the thief's own included.)
+    /// matters: an outside producer pushes to a random queue, often the spinner's own, and its
+    /// notify wakes nobody when no worker sleeps; a spinner that looked only at the others
+    /// would leave that task waiting out the whole spin budget. (Eigen's `Steal` visits every
+    /// queue, the thief's own included.)
     #[inline]
     fn spin_round(&self, index: usize, random: u32) -> Option<Task> {
         self.queues
@@ -300,8 +295,8 @@ mod tests {
     use crate::pool::{PoolKind, PoolOptions, Task};
     use crate::sync::{Arc, AtomicBool, Ordering};
 
-    /// A spinner must see a task an outside producer pushed to its own queue: the producer
-    /// skipped its notify because of the spinner, so nobody else would take the task before the
+    /// A spinner must see a task an outside producer pushed to its own queue: when no worker
+    /// sleeps the producer's notify wakes nobody, so nobody else would take the task before the
     /// spin ends. (The test thread plays the owner of slot 0 of a pool without workers.)
     #[test]
     fn a_spin_round_takes_a_task_pushed_to_the_spinners_own_queue() {
