@@ -34,8 +34,8 @@ impl Phases {
 }
 
 /// "We never-ever fail to match available tasks with idle threads."
-fn parallelism(kind: PoolKind, spinning: bool) {
-    let tp = Arc::new(pool(kind, THREADS, spinning));
+fn parallelism(tp: Pool) {
+    let tp = Arc::new(tp);
     assert_eq!(tp.num_threads(), THREADS);
     assert_eq!(tp.current_thread_id(), None);
     for _ in 0..ITERATIONS {
@@ -103,15 +103,30 @@ fn parallelism(kind: PoolKind, spinning: bool) {
 #[test]
 fn parallelism_with_spinning() {
     for kind in PoolKind::ALL {
-        within_deadline("parallelism", move || parallelism(kind, true));
+        within_deadline("parallelism", move || {
+            parallelism(pool(kind, THREADS, true))
+        });
     }
 }
 
 #[test]
 fn parallelism_without_spinning() {
     for kind in PoolKind::ALL {
-        within_deadline("parallelism", move || parallelism(kind, false));
+        within_deadline("parallelism", move || {
+            parallelism(pool(kind, THREADS, false))
+        });
     }
+}
+
+/// The `eigen` pool with newer Eigen's accounting: producers skip the notify while a worker
+/// spins, and the spinner owes them the task.
+#[test]
+fn parallelism_with_notifies_skipped_for_spinners() {
+    within_deadline("parallelism", || {
+        let options = PoolOptions::new(PoolKind::Eigen, THREADS, "skip-notify")
+            .skip_notify_when_spinning(true);
+        parallelism(Pool::new(options).expect("pool starts"))
+    });
 }
 
 #[test]

@@ -30,10 +30,11 @@
 //! `notify`s second. Whichever way the two race, either the worker's final check sees the task
 //! or the producer's notify sees the worker's prewait: no task is stranded while a worker
 //! sleeps. At most one worker spins (polls for a bounded number of rounds) before parking, so a
-//! burst of tasks finds a thread awake. A producer notifies even while a worker spins, as
-//! Eigen 3.4 does (newer Eigen skips that notify and makes the spinner owe the task; measured
-//! here, that bookkeeping costs wake-up latency, see `non_blocking::spinning`). Spinning can be
-//! switched off ([`PoolOptions::allow_spinning`], TensorFlow's `low_latency_hint = false`).
+//! burst of tasks finds a thread awake. By default a producer notifies even while a worker
+//! spins, as Eigen 3.4 does; newer Eigen's accounting, where a producer skips that notify and
+//! the spinner owes it the task (one last global steal before it parks: Eigen's 2025 deadlock
+//! fix), is an option ([`PoolOptions::skip_notify_when_spinning`]; measured here it costs
+//! wake-up latency, see `non_blocking::spinning`). Spinning can be switched off ([`PoolOptions::allow_spinning`], TensorFlow's `low_latency_hint = false`).
 //!
 //! # Shutdown and cancel
 //! Dropping a pool sets `done` and wakes everyone. A worker exits only when `done` is set and
@@ -246,6 +247,9 @@ pub struct PoolOptions {
     pub name: String,
     /// Let one idle worker spin before parking (TensorFlow's `low_latency_hint`).
     pub allow_spinning: bool,
+    /// `eigen` pool: a producer skips waking a parked worker when a spinner will take its
+    /// task (newer Eigen's no-notify accounting); off, it always notifies (Eigen 3.4).
+    pub skip_notify_when_spinning: bool,
     /// Where workers report steals, spins and parks.
     pub observer: Option<Arc<dyn PoolObserver>>,
 }
@@ -260,6 +264,7 @@ impl PoolOptions {
             max_threads: threads.max(DEFAULT_MAX_THREADS),
             name: name.into(),
             allow_spinning: true,
+            skip_notify_when_spinning: false,
             observer: None,
         }
     }
@@ -267,6 +272,13 @@ impl PoolOptions {
     /// Sets whether an idle worker may spin before parking.
     pub fn allow_spinning(mut self, allow: bool) -> Self {
         self.allow_spinning = allow;
+        self
+    }
+
+    /// Sets whether producers of an `eigen` pool skip the notify while a worker spins (newer
+    /// Eigen's accounting; off by default, see `non_blocking::spinning` for why).
+    pub fn skip_notify_when_spinning(mut self, skip: bool) -> Self {
+        self.skip_notify_when_spinning = skip;
         self
     }
 
@@ -291,6 +303,7 @@ impl fmt::Debug for PoolOptions {
             .field("max_threads", &self.max_threads)
             .field("name", &self.name)
             .field("allow_spinning", &self.allow_spinning)
+            .field("skip_notify_when_spinning", &self.skip_notify_when_spinning)
             .field("observer", &self.observer.is_some())
             .finish()
     }

@@ -71,7 +71,7 @@ pub(crate) struct Shared<Q> {
     /// reads those on each round; sharing a line with the word a producer has just written
     /// would cost it a miss right when a task arrives.
     event_count: CachePadded<EventCount>,
-    /// Written by spinners only.
+    /// Written by spinners, and by producers only with `skip_notify_when_spinning`.
     spinning: CachePadded<SpinningState>,
     victims: VictimOrder,
     /// Workers that should be running.
@@ -279,8 +279,12 @@ impl<Q: StealQueues> Shared<Q> {
             }
         };
         match pushed {
-            // Always notify, even when a worker spins (see `spinning`'s docs for why).
-            Ok(()) => self.event_count.notify(false),
+            // Notify even when a worker spins, unless asked to skip (see `spinning`'s docs).
+            Ok(()) => {
+                if !self.options.skip_notify_when_spinning || self.spinning.must_notify() {
+                    self.event_count.notify(false);
+                }
+            }
             Err(task) => self.run_inline(task), // queue full: back-pressure
         }
     }
@@ -470,6 +474,32 @@ mod loom_tests {
             }));
             drop(pool);
             assert_each_ran_once(&runs);
+        });
+    }
+
+    /// Newer Eigen's accounting: the producer skips its notify because the worker spins, so
+    /// the spinner owes the task; its last global steal or its precise check before sleeping
+    /// must find it. The main thread waits for the task without dropping the pool (a drop
+    /// would run it anyway): a stranded task is a loom deadlock.
+    #[test]
+    fn loom_pool_skipped_notify_strands_no_task() {
+        loom::model(|| {
+            let options = PoolOptions::new(PoolKind::Eigen, 1, "loom")
+                .max_threads(1)
+                .skip_notify_when_spinning(true);
+            let pool = EigenPool::new(options).expect("pool starts");
+            let ran = Arc::new((crate::sync::Mutex::new(false), crate::sync::Condvar::new()));
+            let signal = ran.clone();
+            pool.schedule(Task::new(move || {
+                *signal.0.lock() = true;
+                signal.1.notify_all();
+            }));
+            let mut done = ran.0.lock();
+            while !*done {
+                done = ran.1.wait(done);
+            }
+            drop(done);
+            drop(pool);
         });
     }
 

@@ -186,15 +186,20 @@ impl<Q: StealQueues> Shared<Q> {
                 break;
             }
         }
-        self.spinning.stop();
+        let owed_a_task = self.spinning.stop();
+        if found.is_none() && owed_a_task {
+            // A producer skipped its notify because of us: one more round over every queue
+            // (not just our own) before we may sleep.
+            found = self.spin_round(index, rng.u32(..));
+        }
         self.observe(Some(index), PoolEvent::SpinEnd);
         found
     }
 
     /// One look for work while spinning: our own queue, then every other. The own queue
     /// matters: an outside producer pushes to a random queue, often the spinner's own, and its
-    /// notify wakes nobody when no worker sleeps; a spinner that looked only at the others
-    /// would leave that task waiting out the whole spin budget. (Eigen's `Steal` visits every
+    /// notify wakes nobody when no worker sleeps (or is skipped because we spin); a spinner
+    /// that looked only at the others would leave that task waiting out the whole spin budget. (Eigen's `Steal` visits every
     /// queue, the thief's own included.)
     #[inline]
     fn spin_round(&self, index: usize, random: u32) -> Option<Task> {
