@@ -141,6 +141,12 @@ pub(crate) struct Waiter(NonNull<OpBlock>);
 unsafe impl Send for Waiter {}
 
 impl Waiter {
+    /// Prefetches the waiting op's block (see [`prefetch`]).
+    #[inline]
+    pub(crate) fn prefetch(&self) {
+        prefetch(self.0.as_ptr());
+    }
+
     /// One grant; the op's handle if that was its last one (the caller dispatches it).
     pub(crate) fn grant(self) -> Option<OpHandle> {
         let block = self.0.as_ptr();
@@ -153,47 +159,66 @@ impl Waiter {
     }
 }
 
+/// Asks the CPU to fetch `block`'s cache lines ahead of their use (a hint: no effect on
+/// what the program computes). A block cycles between threads (a worker completes and
+/// recycles it, the pusher refills it; the pusher fills it, a worker runs it), so its lines
+/// usually sit in another core's cache; a thread that knows which block it touches next
+/// (the next free block of its cache, the op queued behind the one a completion grants)
+/// fetches it while it still has other work, instead of stalling on it later.
+#[inline]
+pub(crate) fn prefetch(block: *const OpBlock) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        const LINE: usize = 64;
+        let start = block.cast::<i8>();
+        for offset in (0..std::mem::size_of::<OpBlock>()).step_by(LINE) {
+            // SAFETY: a prefetch is a hint that never faults and reads nothing into the
+            // program; the address only has to be computable (`wrapping_add` keeps it so).
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset)) };
+        }
+        let last = start.wrapping_add(std::mem::size_of::<OpBlock>() - 1);
+        // SAFETY: as above (the line of the block's last byte, which a misaligned block
+        // spreads onto one line more).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(last) };
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = block;
+}
+
 /// Appends `handle`'s op to every var it depends on, holding all their locks at once (so two
-/// threads pushing ops on shared vars get the same order on every one of them). Returns the
-/// handle and `body` if every var granted the op at once (it is ready: the caller runs or
-/// dispatches it); otherwise parks `body` in the block for whoever makes it ready.
-pub(crate) fn enqueue<F>(handle: OpHandle, body: F) -> Option<(OpHandle, F)>
-where
-    F: FnOnce(RunContext, Completion) + Send + 'static,
-{
+/// threads pushing ops on shared vars get the same order on every one of them). The op's body
+/// is already in its block (written before the locks are taken, so they are held only for
+/// the appends). Returns the handle if every var granted the op at once (it is ready: the
+/// caller runs or dispatches it); otherwise the block is left to whoever makes it ready.
+pub(crate) fn enqueue(handle: OpHandle) -> Option<OpHandle> {
     let block = handle.0.as_ptr();
     // SAFETY: the handle owns the block, so it is alive while this thread holds the handle or
     // any var lock of the op (no grant, so no completion, can happen before the locks go).
     // Only the dependencies and the wait count are borrowed, never the whole block.
     let (deps, wait) = unsafe { (&(*block).deps, &(*block).wait) };
-    let mut locked: SmallVec<[_; 4]> = SmallVec::new();
-    let mut waiting = 0;
     if let [only] = &deps[..] {
-        // One var: no guard to keep beside it.
+        // One var: no guard vector.
         let mut state = only.var.0.cell.lock();
         if state.append(only.access, || handle.waiter()) {
-            return Some((handle, body));
+            return Some(handle);
         }
-        waiting = 1;
-        locked.push(state);
-    } else {
-        locked.extend(deps.iter().map(|dep| dep.var.0.cell.lock()));
-        for (state, dep) in locked.iter_mut().zip(deps) {
-            if !state.append(dep.access, || handle.waiter()) {
-                waiting += 1;
-            }
+        wait.set(1);
+        drop(state); // the handle is given up (see below)
+        return None;
+    }
+    let mut locked: SmallVec<[_; 4]> = deps.iter().map(|dep| dep.var.0.cell.lock()).collect();
+    let mut waiting = 0;
+    for (state, dep) in locked.iter_mut().zip(deps) {
+        if !state.append(dep.access, || handle.waiter()) {
+            waiting += 1;
         }
     }
     if waiting == 0 {
         drop(locked);
-        return Some((handle, body));
+        return Some(handle);
     }
     wait.set(waiting);
-    let parked = Some(Body::new(body));
-    // SAFETY: this thread holds every var lock of the op, so no waiter can be granted yet and
-    // no other thread touches the block; only the body field is written, which nothing
-    // borrowed above overlaps.
-    unsafe { (*block).body = parked };
     drop(locked); // the handle is given up: from here on the block belongs to the grants
     None
 }

@@ -177,14 +177,17 @@ impl Core {
         block.header = header;
         block.id = core.id_base | sequence;
         fill(&mut block.deps);
-        let Some((mut handle, body)) = block::enqueue(OpHandle::new(block), body) else {
+        // The body goes in first: whoever makes the op ready finds it there, and the var
+        // locks are held only while appending.
+        block.body = Some(Body::new(body));
+        let Some(mut handle) = block::enqueue(OpHandle::new(block)) else {
             return Ok(()); // queued: the last grant dispatches it
         };
         core.observe_queued(&handle);
         if core.dispatcher.runs_at_push(&header) {
-            execute(handle, body);
+            let body = handle.body.take().expect("the body was stored above");
+            execute(handle, |run, completion| body.call(run, completion));
         } else {
-            handle.body = Some(Body::new(body));
             core.dispatcher.dispatch(handle, true);
         }
         Ok(())

@@ -13,6 +13,9 @@
 //! [`LOCAL_MAX`] moves a batch there: one lock per [`BATCH`] ops on each side. A completion
 //! owns its block (`block.rs`), so recycling needs no check that nobody else holds it. The
 //! fast paths (a thread that has a cache for the engine) take no lock and allocate nothing.
+//! A block's lines were last written by the worker that recycled it, so taking one also
+//! prefetches the block the next push will take (`block::prefetch`): its lines travel to the
+//! pusher's core while the pusher fills this one.
 //!
 //! # Engine references
 //! A recycled block keeps its reference to the engine, so reusing it costs no reference-count
@@ -26,6 +29,7 @@
 
 use std::cell::RefCell;
 
+use super::block::prefetch;
 use super::opr::OpBlock;
 use crate::sync::{thread_local, Arc, AtomicBool, Mutex, Ordering};
 
@@ -81,7 +85,12 @@ impl BlockPool {
             let from = shared.len().saturating_sub(BATCH);
             free.extend(shared.drain(from..));
         }
-        free.pop()
+        let block = free.pop();
+        if let Some(next) = free.last() {
+            // The block the next push takes: last written by the worker that recycled it.
+            prefetch(&**next);
+        }
+        block
     }
 
     /// Moves a batch of free blocks to the shared stack (dropping them once closed).

@@ -37,6 +37,21 @@ pub(crate) enum Access {
     Write,
 }
 
+/// A queued op that can be fetched into the cache ahead of its run: when a completion grants
+/// a var, the op queued behind the granted one is likely next (a chain of writes), so its
+/// block is prefetched while the granted op runs.
+pub(crate) trait Prefetch {
+    /// Hints the CPU to fetch the op's block; no effect on what the program computes.
+    fn prefetch(&self) {}
+}
+
+impl Prefetch for super::block::Waiter {
+    #[inline]
+    fn prefetch(&self) {
+        super::block::Waiter::prefetch(self);
+    }
+}
+
 /// One queued request.
 struct Waiting<T> {
     op: T,
@@ -51,7 +66,7 @@ pub(crate) struct VarState<T> {
     error: Option<ErrorRef>,
 }
 
-impl<T> VarState<T> {
+impl<T: Prefetch> VarState<T> {
     fn new() -> Self {
         VarState {
             queue: VecDeque::new(),
@@ -90,7 +105,11 @@ impl<T> VarState<T> {
         );
         self.active_reads -= 1;
         if self.active_reads == 0 {
-            self.grant_front_write()
+            let granted = self.grant_front_write();
+            if granted.is_some() {
+                self.prefetch_next();
+            }
+            granted
         } else {
             None
         }
@@ -115,6 +134,15 @@ impl<T> VarState<T> {
         }
         if self.active_reads == 0 {
             granted.extend(self.grant_front_write());
+        }
+        self.prefetch_next();
+    }
+
+    /// Prefetches the op now at the front of the queue (the next one this var will grant).
+    #[inline]
+    fn prefetch_next(&self) {
+        if let Some(next) = self.queue.front() {
+            next.op.prefetch();
         }
     }
 
@@ -149,7 +177,7 @@ pub(crate) struct VarCell<T> {
     maybe_tainted: AtomicBool,
 }
 
-impl<T> VarCell<T> {
+impl<T: Prefetch> VarCell<T> {
     pub(crate) fn new() -> Self {
         VarCell {
             state: Mutex::new(VarState::new()),
@@ -287,6 +315,8 @@ mod tests {
 
     type State = VarState<u32>;
 
+    impl Prefetch for u32 {}
+
     fn granted_by_write(state: &mut State) -> Vec<u32> {
         let mut granted = Vec::new();
         state.complete_write(&mut granted);
@@ -385,12 +415,11 @@ mod loom_tests {
         let mut block = Box::new(OpBlock::empty());
         fill_deps(&mut block.deps, reads, writes);
         let counted = runs.clone();
-        let body = move |_, _| {
+        block.body = Some(Body::new(move |_, _| {
             counted.fetch_add(1, Ordering::SeqCst);
             then();
-        };
-        if let Some((mut handle, body)) = enqueue(OpHandle::new(block), body) {
-            handle.body = Some(Body::new(body));
+        }));
+        if let Some(handle) = enqueue(OpHandle::new(block)) {
             run(handle);
         }
         runs
