@@ -25,6 +25,7 @@ fn gemm_matches_naive_for_every_transpose_and_scale() {
         (7, 5, 3),
         (130, 33, 17),
         (200, 9, 64),
+        (192, 20, 30),
         (3, 150, 2),
     ];
     for (seed, &(m, n, k)) in shapes.iter().enumerate() {

@@ -92,13 +92,15 @@ fn iterations_stay_within_the_two_core_budget() {
     for workload in SHIPPED {
         let graph = load(workload.name);
         let gflop = graph.iteration_flops() as f64 / 1e9;
-        // Well under a second on 2 cores: resnet-like's ~8.6 GFLOP run in about 0.2 s at the
-        // 40-50 GFLOP/s its convolutions reach there (other workloads run far below peak, so
-        // their budget stays 3 GFLOP).
-        let budget = if graph.name == "resnet-like" {
-            10.0
+        // Well under a second on 2 cores: resnet-like's ~30 GFLOP (batch 4, ResNet-50's
+        // widths) run in about 0.4 s at the ~80 GFLOP/s it reaches there, in ~530 MiB of
+        // tensors (other workloads run far below peak, so their budgets stay 3 GFLOP and
+        // 256 MiB).
+        let resnet = graph.name == "resnet-like";
+        let (budget, bytes) = if resnet {
+            (32.0, 576 << 20)
         } else {
-            3.0
+            (3.0, 256 << 20)
         };
         assert!(
             gflop <= budget,
@@ -107,7 +109,7 @@ fn iterations_stay_within_the_two_core_budget() {
         );
         assert!(graph.iteration_ops().len() <= 20_000, "{}", graph.name);
         assert!(
-            graph.tensor_bytes() <= 256 << 20,
+            graph.tensor_bytes() <= bytes,
             "{}: {} bytes",
             graph.name,
             graph.tensor_bytes()
@@ -136,7 +138,7 @@ fn resnet_like_is_resnet_50_shaped_with_backward_and_updates() {
     // One update per conv weight (54) and per batch norm (53).
     assert_eq!(count(KernelKind::Sgd), 107);
     let gflop = graph.iteration_flops() as f64 / 1e9;
-    assert!((8.0..=9.5).contains(&gflop), "{gflop} GFLOP");
+    assert!((29.0..=31.5).contains(&gflop), "{gflop} GFLOP");
     for op in graph
         .iteration_ops()
         .iter()

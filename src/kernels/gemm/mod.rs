@@ -6,8 +6,9 @@
 //! Transposes cost no copy: they only swap the strides the `gemm` crate reads with.
 //!
 //! # Parallelism and determinism
-//! `C`'s rows are cut into blocks of [`rows_per_block`] rows (64 to 256, about an eighth of
-//! `m`), a figure that depends on the shape alone. Each block is one `parallel_for` item: a single-threaded `gemm` crate call
+//! `C`'s rows are cut into an even number of equal blocks of [`rows_per_block`] rows (40 to
+//! 256, about an eighth of `m`), a figure that depends on the shape alone. Each block is one
+//! `parallel_for` item: a single-threaded `gemm` crate call
 //! (`Parallelism::None`) on the block's rows of `A` and all of `B`, its whole `k` loop inside.
 //! The same block is always computed by the same call on the same data, so `C` is bitwise the
 //! same on every pool and thread count. An item costs `2 * rows * n * k` flops at
@@ -27,7 +28,7 @@ use super::tensor::Tensor;
 use super::work::Work;
 use crate::pool::ThreadPool;
 
-/// Fewest rows of `C` per parallel item: below this, re-packing `B` for every item costs more
+/// Fewest rows of `C` per parallel item before the blocks are evened out: below this, re-packing `B` for every item costs more
 /// than a quarter of the item's time (each item packs all of `B`; see [`rows_per_block`]).
 pub const GEMM_MIN_ROWS: usize = 64;
 /// Most rows of `C` per parallel item: past this, packing overhead is under 10%.
@@ -181,18 +182,25 @@ fn operand_view(data: &[f32], trans: Transpose, cols: usize, rows: usize) -> Mat
 /// measured at 1024^3 on one AVX-512 core, 64-row items run at 74% of one whole-matrix call,
 /// 128 at 84%, 256 at 93%. So: `m / 8` rows rounded up to a multiple of 16, kept within
 /// [`GEMM_MIN_ROWS`, `GEMM_MAX_ROWS`]; a GEMM of fewer than `2 * GEMM_MIN_ROWS` rows is one item.
+/// Then the blocks are evened out: an odd block count is raised by one (3 blocks on 2 threads
+/// take as long as 4, and 2, 4 and 8 threads all divide an even count better) and the rows
+/// are shared out equally, rounded up to a multiple of 8 (so blocks of 40 rows occur, just past 128).
+/// A 192-row GEMM is 4 blocks of 48 rows, not 64, 64, 64 (two of which run one after the other).
 ///
 /// ```
 /// use enginetop::kernels::gemm::{rows_per_block, GemmShape};
 /// let rows = |m| rows_per_block(GemmShape { m, n: 1024, k: 1024 });
 /// assert_eq!((rows(100), rows(512), rows(1024), rows(4096)), (100, 64, 128, 256));
+/// assert_eq!((rows(192), rows(200), rows(1728)), (48, 56, 216));
 /// ```
 pub fn rows_per_block(shape: GemmShape) -> usize {
     if shape.m < 2 * GEMM_MIN_ROWS {
         return shape.m.max(1);
     }
     let eighth = shape.m.div_ceil(GEMM_TARGET_BLOCKS).next_multiple_of(16);
-    eighth.clamp(GEMM_MIN_ROWS, GEMM_MAX_ROWS)
+    let rows = eighth.clamp(GEMM_MIN_ROWS, GEMM_MAX_ROWS);
+    let blocks = shape.m.div_ceil(rows).next_multiple_of(2);
+    shape.m.div_ceil(blocks).next_multiple_of(8)
 }
 
 /// `C = alpha op(A) op(B) + beta C` on `pool` (see the module docs for layout and blocking).
@@ -274,4 +282,26 @@ pub fn matmul(
         &b.data,
         &mut out.data,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_even_in_number_and_nearly_equal() {
+        for m in (2 * GEMM_MIN_ROWS..5000).step_by(7) {
+            let rows = rows_per_block(GemmShape { m, n: 64, k: 64 });
+            let blocks = m.div_ceil(rows);
+            assert!(rows <= GEMM_MAX_ROWS && rows % 8 == 0, "m={m}: {rows} rows");
+            assert!(rows * blocks >= m, "m={m}: {blocks} x {rows} rows");
+            // The last block falls short of the others by less than one block (so the count
+            // is minimal), and by little: the count was rounded up to even, then the rows to 8.
+            assert!(m - (blocks - 1) * rows <= rows, "m={m}");
+            let ideal = m.div_ceil(blocks.next_multiple_of(2));
+            assert!(rows - ideal < 8, "m={m}: {rows} rows, ideal {ideal}");
+        }
+        let blocks = |m: usize| m.div_ceil(rows_per_block(GemmShape { m, n: 64, k: 64 }));
+        assert_eq!((blocks(192), blocks(384), blocks(1728)), (4, 6, 8));
+    }
 }
