@@ -7,10 +7,10 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
 
+use common::rand_sum::{evaluate, fresh_data, RandSum};
 use common::within_deadline;
 use enginetop::device::cuda;
 use enginetop::device::discover::GpuSelection;
@@ -31,19 +31,9 @@ fn gpu_engine(mode: GpuSyncMode, gpus: u32, model: SimModel) -> Engine {
     Engine::new(options).expect("engine starts")
 }
 
-/// Busy-waits `micros` microseconds (the workloads' "time").
-fn spin_for(micros: u64) {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_micros(micros) {
-        std::hint::spin_loop();
-    }
-}
-
-/// One RandSumExpr workload and where it runs.
+/// One RandSumExpr op and where it runs.
 struct Workload {
-    reads: Vec<usize>,
-    write: usize,
-    time: u64,
+    sum: RandSum,
     ctx: Context,
     prop: FnProperty,
     priority: i32,
@@ -67,9 +57,7 @@ fn generate(count: usize, vars: usize, seed: u64) -> Vec<Workload> {
                 gpu => Context::gpu(gpu - 1),
             };
             Workload {
-                write: rng.usize(..vars),
-                reads: (0..rng.usize(2..20)).map(|_| rng.usize(..vars)).collect(),
-                time: rng.u64(1..10),
+                sum: RandSum::draw(&mut rng, vars),
                 ctx,
                 prop: if ctx.is_cpu() {
                     FnProperty::Normal
@@ -80,26 +68,6 @@ fn generate(count: usize, vars: usize, seed: u64) -> Vec<Workload> {
             }
         })
         .collect()
-}
-
-/// `data[write] = sum(data[reads]) / (nread + 1)`, then `time` us of work.
-fn evaluate(wl: &Workload, data: &[AtomicU64]) {
-    let sum: f64 = wl
-        .reads
-        .iter()
-        .map(|&r| f64::from_bits(data[r].load(Ordering::Relaxed)))
-        .sum();
-    let value = sum / (wl.reads.len() + 1) as f64;
-    data[wl.write].store(value.to_bits(), Ordering::Relaxed);
-    spin_for(wl.time);
-}
-
-fn fresh_data(vars: usize) -> Arc<Vec<AtomicU64>> {
-    Arc::new(
-        (0..vars)
-            .map(|_| AtomicU64::new(1.0f64.to_bits()))
-            .collect(),
-    )
 }
 
 /// The device work a GPU op of `prop` launches before its update.
@@ -117,9 +85,10 @@ fn run_on_engine(engine: &Engine, workloads: &Arc<Vec<Workload>>, vars: usize) -
     for index in 0..workloads.len() {
         let wl = &workloads[index];
         let reads: Vec<Var> = wl
+            .sum
             .reads
             .iter()
-            .filter(|&&r| r != wl.write)
+            .filter(|&&r| r != wl.sum.write)
             .map(|&r| handles[r].clone())
             .collect();
         let (workloads, data) = (Arc::clone(workloads), Arc::clone(&data));
@@ -128,17 +97,17 @@ fn run_on_engine(engine: &Engine, workloads: &Arc<Vec<Workload>>, vars: usize) -
             .prop(wl.prop)
             .priority(wl.priority)
             .reads(&reads)
-            .writes(std::slice::from_ref(&handles[wl.write]));
+            .writes(std::slice::from_ref(&handles[wl.sum.write]));
         engine
             .push_async(spec, move |run, completion| {
                 let Some(stream) = run.stream() else {
-                    evaluate(&workloads[index], &data);
+                    evaluate(&workloads[index].sum, &data);
                     return completion.done();
                 };
                 let prop = workloads[index].prop;
                 stream.launch(device_work(prop)).expect("launch");
                 stream
-                    .launch_host(move || evaluate(&workloads[index], &data))
+                    .launch_host(move || evaluate(&workloads[index].sum, &data))
                     .expect("launch_host");
                 completion.done();
             })
@@ -159,7 +128,7 @@ fn rand_sum_expr_over_cpu_and_gpus_is_bit_exact_in_both_modes() {
         for repeat in 0..2u64 {
             let workloads = Arc::new(generate(10_000, vars, 0x6e_0000 + repeat));
             let expected = fresh_data(vars);
-            workloads.iter().for_each(|wl| evaluate(wl, &expected));
+            workloads.iter().for_each(|wl| evaluate(&wl.sum, &expected));
             let expected: Vec<u64> = expected.iter().map(|v| v.load(Ordering::Relaxed)).collect();
             for (mode, engine) in &engines {
                 let got = run_on_engine(engine, &workloads, vars);
@@ -193,7 +162,7 @@ fn rand_sum_expr_with_completions_called_from_the_stream() {
         let vars = 40;
         let workloads = Arc::new(generate(2_000, vars, 0xa5));
         let expected = fresh_data(vars);
-        workloads.iter().for_each(|wl| evaluate(wl, &expected));
+        workloads.iter().for_each(|wl| evaluate(&wl.sum, &expected));
         let expected: Vec<u64> = expected.iter().map(|v| v.load(Ordering::Relaxed)).collect();
         for mode in MODES {
             let engine = gpu_engine(mode, 2, SimModel::instant());
@@ -201,23 +170,23 @@ fn rand_sum_expr_with_completions_called_from_the_stream() {
             let handles: Vec<Var> = (0..vars).map(|_| engine.new_variable()).collect();
             for index in 0..workloads.len() {
                 let wl = &workloads[index];
-                let reads: Vec<Var> = wl.reads.iter().map(|&r| handles[r].clone()).collect();
+                let reads: Vec<Var> = wl.sum.reads.iter().map(|&r| handles[r].clone()).collect();
                 let (workloads, data) = (Arc::clone(&workloads), Arc::clone(&data));
                 let spec = OpSpec::new("async-sum")
                     .ctx(wl.ctx)
                     .prop(wl.prop)
                     .reads(&reads)
-                    .writes(std::slice::from_ref(&handles[wl.write]));
+                    .writes(std::slice::from_ref(&handles[wl.sum.write]));
                 engine
                     .push_async(spec, move |run, completion| {
                         let Some(stream) = run.stream() else {
-                            evaluate(&workloads[index], &data);
+                            evaluate(&workloads[index].sum, &data);
                             return completion.done();
                         };
                         // The completion is called by the stream, after the update ran.
                         let prop = workloads[index].prop;
                         stream
-                            .launch_host(move || evaluate(&workloads[index], &data))
+                            .launch_host(move || evaluate(&workloads[index].sum, &data))
                             .unwrap();
                         let last = device_work(prop).on_complete(move |_| completion.done());
                         stream.launch(last).unwrap();

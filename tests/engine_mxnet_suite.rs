@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::rand_sum::{evaluate, fresh_data, RandSum as Workload};
 use common::within_deadline;
 use enginetop::engine::{
     Context, Engine, EngineKind, EngineOptions, FnProperty, OpName, OpSpec, Var,
@@ -31,51 +32,10 @@ fn engine(kind: EngineKind, pool: PoolKind, workers: usize) -> Engine {
     Engine::new(EngineOptions::new(kind, workers).pool_kind(pool)).expect("engine starts")
 }
 
-/// Busy-waits `micros` microseconds (the workloads' "time"; a sleep would take ~60 us at least).
-fn spin_for(micros: u64) {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_micros(micros) {
-        std::hint::spin_loop();
-    }
-}
-
-struct Workload {
-    reads: Vec<usize>,
-    write: usize,
-    time: u64,
-}
-
-/// MXNet's GenerateWorkload: write ~ U[0, vars), 2..19 reads ~ U[0, vars) (duplicates and the
-/// write var allowed), time ~ U[1, 9] us.
+/// MXNet's GenerateWorkload (see [`Workload::draw`]).
 fn generate(count: usize, vars: usize, seed: u64) -> Vec<Workload> {
     let mut rng = fastrand::Rng::with_seed(seed);
-    (0..count)
-        .map(|_| Workload {
-            write: rng.usize(..vars),
-            reads: (0..rng.usize(2..20)).map(|_| rng.usize(..vars)).collect(),
-            time: rng.u64(1..10),
-        })
-        .collect()
-}
-
-/// `data[write] = sum(data[reads]) / (nread + 1)`, then `time` us of work.
-fn evaluate(wl: &Workload, data: &[AtomicU64]) {
-    let sum: f64 = wl
-        .reads
-        .iter()
-        .map(|&r| f64::from_bits(data[r].load(Ordering::Relaxed)))
-        .sum();
-    let value = sum / (wl.reads.len() + 1) as f64;
-    data[wl.write].store(value.to_bits(), Ordering::Relaxed);
-    spin_for(wl.time);
-}
-
-fn fresh_data(vars: usize) -> Arc<Vec<AtomicU64>> {
-    Arc::new(
-        (0..vars)
-            .map(|_| AtomicU64::new(1.0f64.to_bits()))
-            .collect(),
-    )
+    (0..count).map(|_| Workload::draw(&mut rng, vars)).collect()
 }
 
 fn run_on_engine(engine: &Engine, workloads: Arc<Vec<Workload>>, vars: usize) -> Vec<u64> {

@@ -7,6 +7,8 @@
 //! gate until the test opens it) and checked with callbacks and the observer's timestamps.
 //! Waits that could hang if the semantics were wrong have watchdogs that open the gate after
 //! a long timeout and make the test fail instead.
+mod common;
+
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -14,12 +16,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
+use common::streams::{StreamLog, Watchdog};
 use enginetop::bench::gpu::{compare_chain, run_chain, ChainMode};
 use enginetop::device::cuda::{probe as probe_cuda, CudaBackend};
 use enginetop::device::sim::{SimBackend, SimModel};
-use enginetop::device::stream::{
-    GpuBackend, GpuDevice, StreamError, StreamEvent, StreamKind, StreamObserver, StreamPhase,
-};
+use enginetop::device::stream::{GpuBackend, GpuDevice, StreamError, StreamKind, StreamObserver};
 use enginetop::device::work::{CopyDir, ElementwiseOp, GpuWork, HostGate, OpTag};
 
 /// Long enough that only a broken semantics (a deadlock) reaches it.
@@ -28,44 +29,14 @@ const PATIENCE: Duration = Duration::from_secs(60);
 // ---------------------------------------------------------------------------------------------
 // Harness
 
-/// Every stream event, in the order the observer heard them.
-#[derive(Default)]
-struct Recorder(Mutex<Vec<StreamEvent>>);
-
-impl StreamObserver for Recorder {
-    fn on_stream_event(&self, event: StreamEvent) {
-        self.0.lock().unwrap().push(event);
-    }
-}
-
-impl Recorder {
-    /// When op `id` reached `phase` (the first time).
-    fn at(&self, id: u64, phase: fn(StreamPhase) -> bool) -> std::time::Instant {
-        let events = self.0.lock().unwrap();
-        events
-            .iter()
-            .find(|event| event.op.id == id && phase(event.phase))
-            .unwrap_or_else(|| panic!("no such event for op {id}"))
-            .at
-    }
-
-    fn start(&self, id: u64) -> std::time::Instant {
-        self.at(id, |phase| phase == StreamPhase::Start)
-    }
-
-    fn end(&self, id: u64) -> std::time::Instant {
-        self.at(id, |phase| matches!(phase, StreamPhase::End { .. }))
-    }
-}
-
 /// A device under test, with its observer.
 struct Subject {
     device: Arc<dyn GpuDevice>,
-    recorder: Arc<Recorder>,
+    recorder: Arc<StreamLog>,
 }
 
 fn open(backend: &dyn GpuBackend, ordinal: u32) -> Subject {
-    let recorder = Arc::new(Recorder::default());
+    let recorder = Arc::new(StreamLog::default());
     let observer: Arc<dyn StreamObserver> = recorder.clone();
     let device = backend
         .open(ordinal, Some(observer))
@@ -142,46 +113,6 @@ semantics_suite!(
     event_mode_chain_launches_everything_without_blocking,
     both_chain_modes_run_every_op_in_order,
 );
-
-/// Opens `gate` after [`PATIENCE`] unless cancelled; `cancel` says whether it had to.
-struct Watchdog {
-    cancel: mpsc::Sender<()>,
-    fired: Arc<AtomicBool>,
-    thread: thread::JoinHandle<()>,
-}
-
-impl Watchdog {
-    fn guard(gate: &HostGate) -> Self {
-        let (cancel, cancelled) = mpsc::channel::<()>();
-        let fired = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (gate, fired) = (gate.clone(), Arc::clone(&fired));
-            thread::spawn(move || {
-                if let Err(mpsc::RecvTimeoutError::Timeout) = cancelled.recv_timeout(PATIENCE) {
-                    fired.store(true, Ordering::SeqCst);
-                }
-                // Cancelled, timed out, or the test panicked (sender dropped): never leave a
-                // stream held.
-                gate.open();
-            })
-        };
-        Watchdog {
-            cancel,
-            fired,
-            thread,
-        }
-    }
-
-    /// Stops the watchdog; panics if it had to open the gate.
-    fn disarm(self, what: &str) {
-        let _ = self.cancel.send(());
-        self.thread.join().unwrap();
-        assert!(
-            !self.fired.load(Ordering::SeqCst),
-            "{what}: had to be released by the watchdog"
-        );
-    }
-}
 
 /// A callback that appends `label` to `log`.
 fn log_to(log: &Arc<Mutex<Vec<u64>>>, label: u64) -> impl FnOnce(Result<(), StreamError>) {

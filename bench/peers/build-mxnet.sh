@@ -11,15 +11,16 @@
 #    set) and an rpath to the wheel's directory, so the binary runs without LD_LIBRARY_PATH.
 #
 # Idempotent: an installed mxnet 1.9.1 is kept, and the binary is rebuilt only when it is
-# older than its source or this script. Nothing is written outside target/peers (and apt's
-# system directories). Environment: PYTHON (default python3) picks the interpreter for the
-# venv; FORCE=1 rebuilds the binary.
+# older than its source, the shared argument parser (bench_args.h) or this script. Nothing
+# is written outside target/peers (and apt's system directories). Environment: PYTHON
+# (default python3) picks the interpreter for the venv; FORCE=1 rebuilds the binary.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out_dir="${repo_root}/target/peers"
 venv="${out_dir}/mxnet-venv"
 source_file="${repo_root}/bench/peers/mxnet_engine.cc"
+args_header="${repo_root}/bench/peers/bench_args.h"
 binary="${out_dir}/mxnet_engine"
 mxnet_version="1.9.1"
 
@@ -66,7 +67,7 @@ if [[ -n "${missing}" ]]; then
 fi
 
 if [[ "${FORCE:-0}" == 1 || ! -x "${binary}" || "${binary}" -ot "${source_file}" ||
-      "${binary}" -ot "${BASH_SOURCE[0]}" ]]; then
+      "${binary}" -ot "${args_header}" || "${binary}" -ot "${BASH_SOURCE[0]}" ]]; then
     # Not linked with -lmxnet: libmxnet.so reads MXNET_CPU_WORKER_NTHREADS in a static
     # initializer as it loads, so the binary sets MXNET_* first and then dlopens this path.
     g++ -O2 -std=c++17 -pthread -I"${mxnet_dir}/include" \

@@ -33,6 +33,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench_args.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -49,12 +51,7 @@ constexpr Sizes kFull{1000000, 19, 1L << 24, 2000, 500};
 constexpr Sizes kQuick{100000, 16, 1L << 21, 200, 50};
 const char* const kBenches[] = {"spawn", "tree", "parallel_for", "wake_hot", "wake_cold"};
 
-struct Options {
-  int threads = 2;
-  int reps = 0;  // 0: each benchmark's default
-  bool quick = false;
-  std::vector<std::string> benches;
-};
+using bench_args::Options;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -216,59 +213,12 @@ void run_bench(const std::string& bench, const Options& options, const Sizes& si
   }
 }
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "eigen_pool: %s\nusage: eigen_pool [--threads T] [--reps N] [--quick] "
-               "[--bench spawn,tree,parallel_for,wake_hot,wake_cold]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-int positive_int(const char* flag, const char* text) {
-  char* end = nullptr;
-  long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1 || value > 100000)
-    usage(std::string("invalid value '") + text + "' for " + flag);
-  return static_cast<int>(value);
-}
-
-std::vector<std::string> bench_list(const char* text) {
-  std::vector<std::string> benches;
-  std::stringstream stream(text);
-  std::string name;
-  while (std::getline(stream, name, ',')) {
-    if (std::find(std::begin(kBenches), std::end(kBenches), name) == std::end(kBenches))
-      usage("unknown benchmark '" + name + "'");
-    benches.push_back(name);
-  }
-  return benches;
-}
-
-Options parse(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    bool has_value = i + 1 < argc;
-    if (flag == "--quick") {
-      options.quick = true;
-    } else if (flag == "--threads" && has_value) {
-      options.threads = positive_int("--threads", argv[++i]);
-    } else if (flag == "--reps" && has_value) {
-      options.reps = positive_int("--reps", argv[++i]);
-    } else if (flag == "--bench" && has_value) {
-      options.benches = bench_list(argv[++i]);
-    } else {
-      usage("unexpected argument '" + flag + "'");
-    }
-  }
-  if (options.benches.empty()) options.benches.assign(std::begin(kBenches), std::end(kBenches));
-  return options;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options options = parse(argc, argv);
+  Options defaults;
+  defaults.reps = 0;  // 0: each benchmark's default
+  Options options = bench_args::Parser("eigen_pool", kBenches).parse(argc, argv, defaults);
   const Sizes& sizes = options.quick ? kQuick : kFull;
   for (const std::string& bench : options.benches) run_bench(bench, options, sizes);
   return 0;

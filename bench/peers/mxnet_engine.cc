@@ -65,6 +65,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -102,12 +104,7 @@ struct Workload {
 const char* const kBenches[] = {"independent", "chain", "random_dag", "wavefront",
                                 "binary_tree"};
 
-struct Options {
-  int threads = 2;
-  int reps = 5;
-  bool quick = false;
-  std::vector<std::string> benches;
-};
+using bench_args::Options;
 
 // The C API functions used, resolved with dlsym after the environment is set.
 struct MxApi {
@@ -291,59 +288,12 @@ double median(std::vector<double> samples) {
 
 // ---- command line ----
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "mxnet_engine: %s\nusage: mxnet_engine [--threads T] [--reps N] [--quick] "
-               "[--bench independent,chain,random_dag,wavefront,binary_tree]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-int positive_int(const char* flag, const char* text) {
-  char* end = nullptr;
-  long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1 || value > 100000)
-    usage(std::string("invalid value '") + text + "' for " + flag);
-  return static_cast<int>(value);
-}
-
-std::vector<std::string> bench_list(const char* text) {
-  std::vector<std::string> benches;
-  std::stringstream stream(text);
-  std::string name;
-  while (std::getline(stream, name, ',')) {
-    if (std::find(std::begin(kBenches), std::end(kBenches), name) == std::end(kBenches))
-      usage("unknown benchmark '" + name + "'");
-    benches.push_back(name);
-  }
-  return benches;
-}
-
-Options parse(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    bool has_value = i + 1 < argc;
-    if (flag == "--quick") {
-      options.quick = true;
-    } else if (flag == "--threads" && has_value) {
-      options.threads = positive_int("--threads", argv[++i]);
-    } else if (flag == "--reps" && has_value) {
-      options.reps = positive_int("--reps", argv[++i]);
-    } else if (flag == "--bench" && has_value) {
-      options.benches = bench_list(argv[++i]);
-    } else {
-      usage("unexpected argument '" + flag + "'");
-    }
-  }
-  if (options.benches.empty()) options.benches.assign(std::begin(kBenches), std::end(kBenches));
-  return options;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options options = parse(argc, argv);
+  Options defaults;
+  defaults.reps = 5;
+  Options options = bench_args::Parser("mxnet_engine", kBenches).parse(argc, argv, defaults);
 
   // Before libmxnet.so is loaded: it creates the engine from these while it loads.
   setenv("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice", 1);

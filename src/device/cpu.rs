@@ -8,13 +8,11 @@
 //!
 //! # The priority pool ([`PriorityPool`])
 //! MXNet runs `CPUPrioritized` ops on one small pool whose queue is a max-heap by priority.
-//! Ours: a `BinaryHeap` of `(priority, sequence, task)` under one lock, highest priority first
-//! and, among equal priorities, first pushed first (the sequence number breaks ties). Workers
-//! sleep on one condition variable; `schedule` pushes under the lock and notifies one, so a
-//! task queued while every worker sleeps always wakes one. A resize moves the active count
-//! under the lock: a worker whose index is at or above it leaves when it next looks for work
-//! (the others keep draining the heap); a grow starts threads for the new slots. Dropping the
-//! pool sets `done`: workers drain the heap, then exit, so nothing queued is lost.
+//! Ours is the [priority worker pool](super::priority) the GPU workers also use, with workers
+//! that own nothing: one heap of `(priority, sequence, task)` under one lock, highest priority
+//! first and FIFO among equals, workers sleeping on one condition variable, resizable while it
+//! runs, drained on drop; its workers report task start/end, park/unpark and resizes to the
+//! pool's observer, outside the lock (the protocol is in that module's docs).
 //!
 //! # Observing the engine's pools ([`PoolObservers`])
 //! The engine builds these pools itself, so whoever wants their workers' events (the
@@ -23,12 +21,8 @@
 //! engine `engine` and `io`), and the observer it returns is installed on that pool.
 #![forbid(unsafe_code)]
 
-use std::cell::Cell;
-use std::cmp::Ordering as CmpOrdering;
-use std::collections::BinaryHeap;
-
-use crate::pool::{Pool, PoolError, PoolEvent, PoolKind, PoolObserver, PoolOptions, Task};
-use crate::sync::{thread, thread_local, Arc, Condvar, Mutex};
+use super::priority::{PriorityWorkers, MAX_WORKERS};
+use crate::pool::{Pool, PoolError, PoolKind, PoolObserver, PoolOptions, Task};
 
 /// Makes the observer of each pool the engine starts, given the pool's name (`cpu<i>`,
 /// `cpu-prio`, `engine`, `io`); `None` leaves that pool unobserved.
@@ -75,7 +69,7 @@ pub fn cpu_pool(
 }
 
 /// The most threads a priority pool may be resized to.
-pub const MAX_PRIORITY_THREADS: usize = 1024;
+pub const MAX_PRIORITY_THREADS: usize = MAX_WORKERS;
 
 /// A live view of a [`PriorityPool`].
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -101,60 +95,7 @@ pub struct PriorityPoolStats {
 /// assert_eq!(rx.recv().unwrap(), "ran");
 /// ```
 pub struct PriorityPool {
-    shared: Arc<Shared>,
-    handles: Mutex<Vec<Option<thread::JoinHandle<()>>>>,
-}
-
-struct Shared {
-    name: String,
-    state: Mutex<State>,
-    work: Condvar,
-    /// Where workers report task start/end, park/unpark and resizes.
-    observer: Option<std::sync::Arc<dyn PoolObserver>>,
-}
-
-struct State {
-    heap: BinaryHeap<Queued>,
-    next_seq: u64,
-    active: usize,
-    alive: Vec<bool>,
-    done: bool,
-    tasks_run: u64,
-}
-
-struct Queued {
-    priority: i32,
-    seq: u64,
-    task: Task,
-}
-
-impl Ord for Queued {
-    fn cmp(&self, other: &Self) -> CmpOrdering {
-        // Max-heap: higher priority first, then the lower (earlier) sequence number.
-        self.priority
-            .cmp(&other.priority)
-            .then_with(|| other.seq.cmp(&self.seq))
-    }
-}
-
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == CmpOrdering::Equal
-    }
-}
-
-impl Eq for Queued {}
-
-thread_local! {
-    /// The priority pool the calling thread works for (its shared state's address), or 0.
-    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
-    static WORKER_OF: Cell<usize> = Cell::new(0);
+    workers: PriorityWorkers<()>,
 }
 
 impl PriorityPool {
@@ -170,20 +111,7 @@ impl PriorityPool {
         observer: Option<std::sync::Arc<dyn PoolObserver>>,
     ) -> Result<Self, PoolError> {
         let pool = PriorityPool {
-            shared: Arc::new(Shared {
-                name: name.into(),
-                state: Mutex::new(State {
-                    heap: BinaryHeap::new(),
-                    next_seq: 0,
-                    active: 0,
-                    alive: Vec::new(),
-                    done: false,
-                    tasks_run: 0,
-                }),
-                work: Condvar::new(),
-                observer,
-            }),
-            handles: Mutex::new(Vec::new()),
+            workers: PriorityWorkers::new(name.into(), observer),
         };
         pool.set_num_threads(threads.max(1))?;
         Ok(pool)
@@ -191,137 +119,27 @@ impl PriorityPool {
 
     /// Queues `task` at `priority` (higher runs first).
     pub fn schedule(&self, priority: i32, task: Task) {
-        let mut state = self.shared.state.lock();
-        let seq = state.next_seq;
-        state.next_seq += 1;
-        state.heap.push(Queued {
-            priority,
-            seq,
-            task,
-        });
-        drop(state);
-        self.shared.work.notify_one();
+        self.workers.schedule(priority, task);
     }
 
     /// Active workers.
     pub fn num_threads(&self) -> usize {
-        self.shared.state.lock().active
+        self.workers.counts().active
     }
 
     /// Grows or shrinks the pool while it runs; nothing queued is lost.
     pub fn set_num_threads(&self, threads: usize) -> Result<(), PoolError> {
-        if threads == 0 {
-            return Err(PoolError::ZeroThreads(self.shared.name.clone()));
-        }
-        if threads > MAX_PRIORITY_THREADS {
-            return Err(PoolError::TooManyThreads {
-                pool: self.shared.name.clone(),
-                requested: threads,
-                max: MAX_PRIORITY_THREADS,
-            });
-        }
-        let mut handles = self.handles.lock();
-        let mut state = self.shared.state.lock();
-        let from = state.active;
-        state.active = threads;
-        if from != 0 && from != threads {
-            self.shared
-                .report(None, PoolEvent::Resized { from, to: threads });
-        }
-        if state.alive.len() < threads {
-            state.alive.resize(threads, false);
-            handles.resize_with(threads, || None);
-        }
-        let to_start: Vec<usize> = (0..threads).filter(|&i| !state.alive[i]).collect();
-        to_start.iter().for_each(|&i| state.alive[i] = true);
-        drop(state);
-        self.shared.work.notify_all(); // retiring workers leave
-        for index in to_start {
-            if let Some(old) = handles[index].take() {
-                let _ = old.join(); // it left its loop already
-            }
-            handles[index] = Some(self.spawn_worker(index)?);
-        }
-        Ok(())
-    }
-
-    fn spawn_worker(&self, index: usize) -> Result<thread::JoinHandle<()>, PoolError> {
-        let shared = self.shared.clone();
-        thread::Builder::new()
-            .name(format!("{}-{index}", self.shared.name))
-            .spawn(move || shared.work_loop(index))
-            .map_err(|err| {
-                self.shared.state.lock().alive[index] = false;
-                PoolError::Spawn {
-                    pool: self.shared.name.clone(),
-                    index,
-                    reason: err.to_string(),
-                }
-            })
+        self.workers.set_num_threads(threads, |_| ())
     }
 
     /// A live view of the pool.
     pub fn stats(&self) -> PriorityPoolStats {
-        let state = self.shared.state.lock();
+        let counts = self.workers.counts();
         PriorityPoolStats {
-            name: self.shared.name.clone(),
-            num_threads: state.active,
-            queued: state.heap.len(),
-            tasks_run: state.tasks_run,
-        }
-    }
-}
-
-impl Shared {
-    fn address(&self) -> usize {
-        self as *const Self as usize
-    }
-
-    fn report(&self, worker: Option<usize>, event: PoolEvent) {
-        if let Some(observer) = &self.observer {
-            observer.on_event(worker, event);
-        }
-    }
-
-    fn work_loop(&self, index: usize) {
-        WORKER_OF.with(|worker_of| worker_of.set(self.address()));
-        let mut state = self.state.lock();
-        loop {
-            if index >= state.active && !state.done {
-                break;
-            }
-            match state.heap.pop() {
-                Some(queued) => {
-                    drop(state);
-                    self.report(Some(index), PoolEvent::TaskStart);
-                    let panicked = queued.task.run_caught().is_err(); // ops report their own
-                    self.report(Some(index), PoolEvent::TaskEnd { panicked });
-                    state = self.state.lock();
-                    state.tasks_run += 1;
-                }
-                None if state.done => break,
-                None => {
-                    self.report(Some(index), PoolEvent::Park);
-                    state = self.work.wait(state);
-                    self.report(Some(index), PoolEvent::Unpark);
-                }
-            }
-        }
-        if index < state.alive.len() {
-            state.alive[index] = false;
-        }
-    }
-}
-
-impl Drop for PriorityPool {
-    fn drop(&mut self) {
-        self.shared.state.lock().done = true;
-        self.shared.work.notify_all();
-        let me = WORKER_OF.with(Cell::get) == self.shared.address();
-        for handle in self.handles.lock().iter_mut().filter_map(Option::take) {
-            if !me || handle.thread().id() != thread::current().id() {
-                let _ = handle.join();
-            }
+            name: self.workers.name().to_string(),
+            num_threads: counts.active,
+            queued: counts.queued,
+            tasks_run: counts.tasks_run,
         }
     }
 }
@@ -329,35 +147,16 @@ impl Drop for PriorityPool {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::sync::mpsc;
-
-    /// Blocks the pool's only worker until the returned sender is used.
-    fn block_worker(pool: &PriorityPool) -> mpsc::Sender<()> {
-        let (release, wait) = mpsc::channel::<()>();
-        let (started, is_started) = mpsc::channel();
-        pool.schedule(
-            i32::MAX,
-            Task::new(move || {
-                started.send(()).unwrap();
-                let _ = wait.recv();
-            }),
-        );
-        is_started.recv().unwrap();
-        release
-    }
+    use crate::device::priority::testing::run_order_of_four;
+    use crate::sync::Arc;
 
     #[test]
     fn runs_highest_priority_first_and_fifo_among_equals() {
         let pool = PriorityPool::new("t-prio", 1).unwrap();
-        let release = block_worker(&pool);
-        let order = Arc::new(Mutex::new(Vec::new()));
-        for (label, priority) in [("low", 0), ("high-1", 9), ("mid", 5), ("high-2", 9)] {
-            let order = order.clone();
-            pool.schedule(priority, Task::new(move || order.lock().push(label)));
-        }
-        release.send(()).unwrap();
-        drop(pool); // drains
-        assert_eq!(*order.lock(), ["high-1", "high-2", "mid", "low"]);
+        assert_eq!(
+            run_order_of_four(pool, PriorityPool::schedule),
+            ["high-1", "high-2", "mid", "low"]
+        );
     }
 
     #[test]

@@ -19,13 +19,13 @@
 //! body finds the stream to launch on. The streams live as long as the worker thread.
 //!
 //! # Queue protocol
-//! One queue per pool: a max-heap of `(priority, sequence, task)` under one lock (a FIFO pool
-//! queues everything at priority 0, so the sequence number alone orders it). Workers sleep
-//! on one condition variable; `schedule` pushes under the lock and notifies one, so a task
-//! queued while every worker sleeps always wakes one (the CPU priority pool's protocol).
-//! Dropping the pool sets `done` under the lock and wakes everyone: workers drain the queue
-//! first, then exit, so nothing queued is lost; the drop joins them (except the calling
-//! thread, when a pool is dropped from one of its own tasks).
+//! Each pool is the [priority worker pool](super::priority) the CPU priority pool also uses,
+//! with a [`Lane`] per worker: one max-heap of `(priority, sequence, task)` under one lock (a
+//! FIFO pool queues everything at priority 0, so the sequence number alone orders it), workers
+//! sleeping on one condition variable, nothing queued lost on drop. Started with
+//! [`GpuWorkers::start_observed`], the workers report task start/end and park/unpark to a
+//! [`PoolObserver`](crate::pool::PoolObserver) (worker `k` is thread `gpu<d>-<role>-<k>`),
+//! outside the queue lock, as the CPU pools' workers do.
 #![forbid(unsafe_code)]
 
 mod workers;

@@ -16,6 +16,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod discover;
 pub mod gpu;
+mod priority;
 mod queue;
 pub mod sim;
 pub mod stream;

@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use enginetop::pool::{Pool, PoolKind, PoolOptions};
 
+pub mod rand_sum;
+pub mod streams;
+
 /// Generous bound for conditions that must become true; a hang fails instead of blocking CI.
 pub const DEADLINE: Duration = Duration::from_secs(60);
 

@@ -1,16 +1,13 @@
-//! A pool of GPU worker threads, each owning a [`Lane`] (see the [module docs](super) for the
-//! queue protocol).
+//! A pool of GPU worker threads, each owning a [`Lane`]: the [priority worker
+//! pool](crate::device::priority) with a lane per worker (see the [module docs](super)).
 #![forbid(unsafe_code)]
 
-use std::cell::Cell;
-use std::cmp::Ordering as CmpOrdering;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use super::{Lane, WorkerRole, CURRENT_LANE};
+use crate::device::priority::{PriorityWorkers, WorkerOwns};
 use crate::device::stream::{GpuDevice, StreamError};
-use crate::pool::Task;
-use crate::sync::{thread, thread_local, Condvar, Mutex};
+use crate::pool::{PoolError, PoolObserver, Task};
 
 /// A live view of one GPU pool.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -49,58 +46,21 @@ pub struct GpuPoolStats {
 /// assert_eq!(streams.iter().map(|s| s.to_string()).collect::<Vec<_>>(), ["gpu0-h2d-0", "gpu0-d2h-0"]);
 /// ```
 pub struct GpuWorkers {
-    shared: Arc<Shared>,
-    handles: Mutex<Vec<thread::JoinHandle<()>>>,
+    workers: PriorityWorkers<Arc<Lane>>,
+    role: WorkerRole,
     streams: Vec<String>,
 }
 
-struct Shared {
-    name: String,
-    role: WorkerRole,
-    state: Mutex<State>,
-    work: Condvar,
-}
-
-struct State {
-    heap: BinaryHeap<Queued>,
-    next_seq: u64,
-    done: bool,
-    tasks_run: u64,
-}
-
-struct Queued {
-    priority: i32,
-    seq: u64,
-    task: Task,
-}
-
-impl Ord for Queued {
-    fn cmp(&self, other: &Self) -> CmpOrdering {
-        // Max-heap: higher priority first, then the earlier sequence number.
-        self.priority
-            .cmp(&other.priority)
-            .then_with(|| other.seq.cmp(&self.seq))
+/// A GPU worker owns its lane: the task it runs finds it with [`current_lane`](super::current_lane).
+impl WorkerOwns for Arc<Lane> {
+    fn enter(self) {
+        CURRENT_LANE.with(|current| *current.borrow_mut() = Some(self));
     }
-}
 
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
-        Some(self.cmp(other))
+    fn leave() {
+        // The streams go with the thread: dropping them lets their queued work finish first.
+        CURRENT_LANE.with(|current| current.borrow_mut().take());
     }
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == CmpOrdering::Equal
-    }
-}
-
-impl Eq for Queued {}
-
-thread_local! {
-    /// The GPU pool the calling thread works for (its shared state's address), or 0.
-    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
-    static WORKER_OF: Cell<usize> = Cell::new(0);
 }
 
 impl GpuWorkers {
@@ -110,6 +70,17 @@ impl GpuWorkers {
         device: &Arc<dyn GpuDevice>,
         role: WorkerRole,
         threads: usize,
+    ) -> Result<Self, StreamError> {
+        Self::start_observed(device, role, threads, None)
+    }
+
+    /// [`start`](Self::start), with the workers reporting task start/end, park/unpark to
+    /// `observer` as a pool's do (worker `k` is thread `gpu<ordinal>-<role>-<k>`).
+    pub fn start_observed(
+        device: &Arc<dyn GpuDevice>,
+        role: WorkerRole,
+        threads: usize,
+        observer: Option<Arc<dyn PoolObserver>>,
     ) -> Result<Self, StreamError> {
         let name = format!("gpu{}-{}", device.info().ordinal, role.as_str());
         let lanes = (0..threads.max(1))
@@ -121,114 +92,49 @@ impl GpuWorkers {
             .map(|id| id.to_string())
             .collect();
         let pool = GpuWorkers {
-            shared: Arc::new(Shared {
-                name,
-                role,
-                state: Mutex::new(State {
-                    heap: BinaryHeap::new(),
-                    next_seq: 0,
-                    done: false,
-                    tasks_run: 0,
-                }),
-                work: Condvar::new(),
-            }),
-            handles: Mutex::new(Vec::new()),
+            workers: PriorityWorkers::new(name, observer),
+            role,
             streams,
         };
-        for (index, lane) in lanes.into_iter().enumerate() {
-            let handle = pool.spawn_worker(index, lane)?; // a failure drops (joins) the others
-            pool.handles.lock().push(handle);
-        }
+        // Thread k owns lane k; a failure drops (joins) the workers started so far.
+        pool.workers
+            .set_num_threads(lanes.len(), |k| Arc::clone(&lanes[k]))
+            .map_err(|err| thread_error(pool.workers.name(), err))?;
         Ok(pool)
-    }
-
-    fn spawn_worker(
-        &self,
-        index: usize,
-        lane: Arc<Lane>,
-    ) -> Result<thread::JoinHandle<()>, StreamError> {
-        let shared = Arc::clone(&self.shared);
-        let thread_name = format!("{}-{index}", self.shared.name);
-        thread::Builder::new()
-            .name(thread_name.clone())
-            .spawn(move || shared.work_loop(lane))
-            .map_err(|err| StreamError::Thread {
-                thread: thread_name,
-                reason: err.to_string(),
-            })
     }
 
     /// Queues `task`; a priority-ordered pool runs higher `priority` first, a FIFO pool
     /// ignores it.
     pub fn schedule(&self, priority: i32, task: Task) {
-        let priority = if self.shared.role.by_priority() {
-            priority
-        } else {
-            0
-        };
-        let mut state = self.shared.state.lock();
-        let seq = state.next_seq;
-        state.next_seq += 1;
-        state.heap.push(Queued {
-            priority,
-            seq,
-            task,
-        });
-        drop(state);
-        self.shared.work.notify_one();
+        let priority = if self.role.by_priority() { priority } else { 0 };
+        self.workers.schedule(priority, task);
     }
 
     /// A live view of the pool.
     pub fn stats(&self) -> GpuPoolStats {
-        let state = self.shared.state.lock();
+        let counts = self.workers.counts();
         GpuPoolStats {
-            name: self.shared.name.clone(),
-            role: self.shared.role,
-            num_threads: self.handles.lock().len(),
-            queued: state.heap.len(),
-            tasks_run: state.tasks_run,
+            name: self.workers.name().to_string(),
+            role: self.role,
+            num_threads: counts.active,
+            queued: counts.queued,
+            tasks_run: counts.tasks_run,
             streams: self.streams.clone(),
         }
     }
 }
 
-impl Shared {
-    fn address(&self) -> usize {
-        self as *const Self as usize
-    }
-
-    fn work_loop(&self, lane: Arc<Lane>) {
-        WORKER_OF.with(|worker_of| worker_of.set(self.address()));
-        CURRENT_LANE.with(|current| *current.borrow_mut() = Some(lane));
-        let mut state = self.state.lock();
-        loop {
-            match state.heap.pop() {
-                Some(queued) => {
-                    drop(state);
-                    let _ = queued.task.run_caught(); // op tasks report their own panics
-                    state = self.state.lock();
-                    state.tasks_run += 1;
-                }
-                None if state.done => break,
-                None => state = self.work.wait(state),
-            }
-        }
-        drop(state);
-        // The streams go with the thread: dropping them lets their queued work finish first.
-        CURRENT_LANE.with(|current| current.borrow_mut().take());
-    }
-}
-
-impl Drop for GpuWorkers {
-    fn drop(&mut self) {
-        self.shared.state.lock().done = true;
-        self.shared.work.notify_all();
-        let me = WORKER_OF.with(Cell::get) == self.shared.address();
-        for handle in self.handles.lock().drain(..) {
-            if !me || handle.thread().id() != thread::current().id() {
-                let _ = handle.join();
-            }
-        }
+/// The stream error for a worker the pool could not start.
+fn thread_error(pool: &str, err: PoolError) -> StreamError {
+    match err {
+        PoolError::Spawn { index, reason, .. } => StreamError::Thread {
+            thread: format!("{pool}-{index}"),
+            reason,
+        },
+        other => StreamError::Thread {
+            thread: pool.to_string(),
+            reason: other.to_string(),
+        },
     }
 }
 
@@ -236,6 +142,7 @@ impl Drop for GpuWorkers {
 mod tests {
     use super::*;
     use crate::device::gpu::current_lane;
+    use crate::device::priority::testing::run_order_of_four;
     use crate::device::sim::{SimBackend, SimModel};
     use crate::device::stream::GpuBackend;
     use std::sync::mpsc;
@@ -246,33 +153,9 @@ mod tests {
             .unwrap()
     }
 
-    /// Blocks the pool's only worker until the returned sender is used.
-    fn block_worker(pool: &GpuWorkers) -> mpsc::Sender<()> {
-        let (release, wait) = mpsc::channel::<()>();
-        let (started, is_started) = mpsc::channel();
-        pool.schedule(
-            i32::MAX,
-            Task::new(move || {
-                started.send(()).unwrap();
-                let _ = wait.recv();
-            }),
-        );
-        is_started.recv().unwrap();
-        release
-    }
-
     fn run_order(role: WorkerRole) -> Vec<&'static str> {
         let pool = GpuWorkers::start(&device(), role, 1).unwrap();
-        let release = block_worker(&pool);
-        let order = Arc::new(Mutex::new(Vec::new()));
-        for (label, priority) in [("low", 0), ("high-1", 9), ("mid", 5), ("high-2", 9)] {
-            let order = Arc::clone(&order);
-            pool.schedule(priority, Task::new(move || order.lock().push(label)));
-        }
-        release.send(()).unwrap();
-        drop(pool); // drains, then joins
-        let order = order.lock().clone();
-        order
+        run_order_of_four(pool, GpuWorkers::schedule)
     }
 
     #[test]
