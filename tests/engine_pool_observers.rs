@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use enginetop::device::discover::GpuSelection;
 use enginetop::engine::{Context, Engine, EngineKind, EngineOptions, FnProperty, OpSpec};
 use enginetop::pool::{PoolEvent, PoolObserver};
 
@@ -25,10 +26,14 @@ impl PoolObserver for Named {
 }
 
 fn engine_with_recorder(kind: EngineKind) -> (Engine, Arc<Recorder>, Arc<Mutex<Vec<String>>>) {
+    with_recorder(EngineOptions::new(kind, 2))
+}
+
+fn with_recorder(options: EngineOptions) -> (Engine, Arc<Recorder>, Arc<Mutex<Vec<String>>>) {
     let recorder = Arc::new(Recorder::default());
     let asked = Arc::new(Mutex::new(Vec::new()));
     let (for_factory, asked_log) = (recorder.clone(), asked.clone());
-    let options = EngineOptions::new(kind, 2).pool_observers(Arc::new(move |pool: &str| {
+    let options = options.pool_observers(Arc::new(move |pool: &str| {
         asked_log.lock().unwrap().push(pool.to_string());
         Some(Arc::new(Named {
             pool: pool.to_string(),
@@ -111,4 +116,28 @@ fn pooled_engine_pools_report_to_their_observers() {
     drop(engine);
     assert_eq!(*asked.lock().unwrap(), vec!["engine", "io"]);
     drainer_tasks(&recorder, "engine", 8);
+}
+
+#[test]
+fn gpu_worker_pools_report_to_their_observers() {
+    let options = EngineOptions::new(EngineKind::PerDevice, 2).gpus(GpuSelection::Sim(1));
+    let (engine, recorder, asked) = with_recorder(options);
+    let vars = [engine.new_variable()];
+    for _ in 0..6 {
+        let spec = OpSpec::new("observed").writes(&vars).ctx(Context::gpu(0));
+        engine.push_sync(spec, |_| Ok(())).unwrap();
+    }
+    engine.wait_for_all().unwrap();
+    drop(engine);
+    let asked = asked.lock().unwrap().clone();
+    for pool in ["gpu0-compute", "gpu0-copy", "gpu0-prio"] {
+        assert!(asked.contains(&pool.to_string()), "asked for {asked:?}");
+    }
+    assert_eq!(task_starts(&recorder, "gpu0-compute"), 6); // one task per GPU op
+    let parks = count(&recorder, "gpu0-compute", |event| *event == PoolEvent::Park);
+    let unparks = count(&recorder, "gpu0-compute", |event| {
+        *event == PoolEvent::Unpark
+    });
+    assert!(parks >= 1, "an idle GPU worker parks");
+    assert!(unparks <= parks, "{unparks} unparks for {parks} parks");
 }

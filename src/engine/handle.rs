@@ -176,6 +176,7 @@ impl EngineOptions {
                 counts: self.gpu_workers,
                 sync: self.gpu_sync,
                 observer: self.stream_observer.clone(),
+                pool_observers: self.pool_observers.clone(),
             }))
         })
     }

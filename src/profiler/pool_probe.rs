@@ -16,7 +16,8 @@
 //! takes (`EngineOptions::pool_observers`): pool `cpu<i>` records as device `cpu(i)` (the
 //! device [`EngineProbe`](super::EngineProbe) records that CPU's ops on, so a trace shows a
 //! CPU's ops, steals and parks in one process), the pooled engine's `engine` workers as
-//! `cpu(0)`, any other pool (`cpu-prio`, `io`) as a device of its own name.
+//! `cpu(0)`, GPU `d`'s compute, copy and priority workers as `gpu(d)` (with its ops), any
+//! other pool (`cpu-prio`, `io`) as a device of its own name ([`engine_pool_device`]).
 //!
 //! [`ThreadPool::stats`]: crate::pool::ThreadPool::stats
 #![forbid(unsafe_code)]
@@ -99,15 +100,30 @@ impl PoolProbe {
     }
 }
 
-/// The profiler device name of the engine pool `pool`: `cpu<i>` -> `cpu(i)`, the pooled
-/// engine's shared `engine` workers -> `cpu(0)` (where its CPU ops record), others as they
-/// are. (The same mapping as `tui::live::engine_pool_device`, which the CLI's hooks use.)
-fn engine_pool_device(pool: &str) -> String {
+/// The profiler device of the engine pool `pool`: `cpu<i>` -> `cpu(i)`, the pooled engine's
+/// shared `engine` workers -> `cpu(0)` (where its CPU ops record), a GPU's worker pools
+/// `gpu<d>-compute` / `gpu<d>-copy` / `gpu<d>-prio` -> `gpu(d)` (where its ops
+/// record), others (`cpu-prio`, `io`) as they are. The dashboard finds pools by these names.
+///
+/// ```
+/// use enginetop::profiler::pool_probe::engine_pool_device;
+/// assert_eq!(engine_pool_device("cpu1"), "cpu(1)");
+/// assert_eq!(engine_pool_device("engine"), "cpu(0)");
+/// assert_eq!(engine_pool_device("gpu0-copy"), "gpu(0)");
+/// assert_eq!(engine_pool_device("cpu-prio"), "cpu-prio");
+/// ```
+pub fn engine_pool_device(pool: &str) -> String {
     if pool == "engine" {
         return "cpu(0)".to_string();
     }
-    match pool.strip_prefix("cpu").map(str::parse::<u32>) {
-        Some(Ok(index)) => format!("cpu({index})"),
+    if let Some(Ok(index)) = pool.strip_prefix("cpu").map(str::parse::<u32>) {
+        return format!("cpu({index})");
+    }
+    let gpu = pool
+        .strip_prefix("gpu")
+        .and_then(|rest| rest.split_once('-'));
+    match gpu.map(|(ordinal, _role)| ordinal.parse::<u32>()) {
+        Some(Ok(ordinal)) => format!("gpu({ordinal})"),
         _ => pool.to_string(),
     }
 }
@@ -207,6 +223,9 @@ mod tests {
         assert_eq!(engine_pool_device("cpu-prio"), "cpu-prio");
         assert_eq!(engine_pool_device("engine"), "cpu(0)");
         assert_eq!(engine_pool_device("io"), "io");
+        assert_eq!(engine_pool_device("gpu2-compute"), "gpu(2)");
+        assert_eq!(engine_pool_device("gpu1-prio"), "gpu(1)");
+        assert_eq!(engine_pool_device("gpux-compute"), "gpux-compute");
         assert!(PoolProbe::engine_pools(&Profiler::disabled()).is_none());
     }
 

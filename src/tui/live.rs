@@ -272,25 +272,9 @@ pub const PRIORITY_DEVICE: &str = "cpu-prio";
 /// The profiler device of the intra-op pool.
 pub const INTRA_DEVICE: &str = "intra-op";
 
-/// The profiler device name a pool the engine starts is recorded under: `cpu<i>` ->
-/// `cpu(<i>)` (where its ops are recorded), the pooled engine's shared `engine` pool ->
-/// `cpu(0)`, the rest as named (`cpu-prio`, `io`).
-///
-/// ```
-/// use enginetop::tui::live::engine_pool_device;
-/// assert_eq!(engine_pool_device("cpu1"), "cpu(1)");
-/// assert_eq!(engine_pool_device("engine"), "cpu(0)");
-/// assert_eq!(engine_pool_device("cpu-prio"), "cpu-prio");
-/// ```
-pub fn engine_pool_device(pool: &str) -> String {
-    if pool == "engine" {
-        return cpu_profiler_device(0);
-    }
-    match pool.strip_prefix("cpu").map(str::parse::<u32>) {
-        Some(Ok(id)) => cpu_profiler_device(id),
-        _ => pool.to_string(),
-    }
-}
+/// The profiler device name a pool the engine starts is recorded under (the profiler's
+/// mapping, so the dashboard and the profiler's own pool probes agree).
+pub use crate::profiler::pool_probe::engine_pool_device;
 
 /// GPU `gpu`'s panel: its streams as the profiler has seen them (compute first).
 fn gpu_layout(gpu: u32, snapshot: &Snapshot, model: Option<String>) -> DeviceLayout {

@@ -19,6 +19,7 @@ use arc_swap::ArcSwapOption;
 use super::op_stream::OpState;
 use super::table::VarTable;
 use super::GpuSyncMode;
+use crate::device::cpu::{observer_for, PoolObservers};
 use crate::device::cuda;
 use crate::device::discover::{backend_for, choose, GpuChoice, GpuSelection};
 use crate::device::gpu::{
@@ -41,6 +42,8 @@ pub(crate) struct GpuSetup {
     pub(crate) counts: GpuWorkerCounts,
     pub(crate) sync: GpuSyncMode,
     pub(crate) observer: Option<Arc<dyn StreamObserver>>,
+    /// Makes the observer of each worker pool (`gpu<d>-compute`, `-copy`, `-prio`).
+    pub(crate) pool_observers: Option<PoolObservers>,
 }
 
 /// The backend the selection came to.
@@ -61,10 +64,15 @@ struct DeviceWorkers {
 impl DeviceWorkers {
     fn open(resolved: &Resolved, setup: &GpuSetup, ordinal: u32) -> Result<Self, StreamError> {
         let device = resolved.backend.open(ordinal, setup.observer.clone())?;
+        let start = |role: WorkerRole, threads: usize| {
+            let name = format!("gpu{ordinal}-{}", role.as_str());
+            let observer = observer_for(setup.pool_observers.as_ref(), &name);
+            GpuWorkers::start_observed(&device, role, threads, observer)
+        };
         Ok(DeviceWorkers {
-            compute: GpuWorkers::start(&device, WorkerRole::Compute, setup.counts.compute)?,
-            copy: GpuWorkers::start(&device, WorkerRole::Copy, setup.counts.copy)?,
-            prioritized: GpuWorkers::start(&device, WorkerRole::Prioritized, GPU_PRIORITY_WORKERS)?,
+            compute: start(WorkerRole::Compute, setup.counts.compute)?,
+            copy: start(WorkerRole::Copy, setup.counts.copy)?,
+            prioritized: start(WorkerRole::Prioritized, GPU_PRIORITY_WORKERS)?,
             _device: device,
         })
     }
