@@ -1,20 +1,19 @@
 //! End-to-end checks of `enginetop devices` and `--gpus` / `ENGINETOP_GPUS`, through the
 //! binary.
-use std::process::{Command, Output};
+mod common;
 
+use std::process::Output;
+
+use common::cli::text;
 use serde_json::Value;
 
 fn enginetop(args: &[&str], gpus_env: Option<&str>) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_enginetop"));
+    let mut command = common::cli::command();
     command.args(args).env_remove("ENGINETOP_GPUS");
     if let Some(value) = gpus_env {
         command.env("ENGINETOP_GPUS", value);
     }
     command.output().expect("the enginetop binary starts")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn json_report(args: &[&str], gpus_env: Option<&str>) -> Value {

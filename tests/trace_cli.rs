@@ -1,10 +1,13 @@
 //! `enginetop trace demo`, `enginetop trace validate` and `enginetop bench profiler`, through
 //! the binary.
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::cli::text;
 use serde_json::Value;
 
 /// Generous bound for one run of the binary: a hang fails the test instead of blocking CI.
@@ -13,7 +16,7 @@ const DEADLINE: Duration = Duration::from_secs(120);
 /// Runs the binary; kills it and fails if it has not finished within [`DEADLINE`]. A helper
 /// thread collects its output, so this waits on that thread's answer, not by polling.
 fn enginetop(args: &[&str]) -> Output {
-    let child = Command::new(env!("CARGO_BIN_EXE_enginetop"))
+    let child = common::cli::command()
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -29,10 +32,6 @@ fn enginetop(args: &[&str]) -> Output {
             panic!("enginetop {args:?} did not finish within {DEADLINE:?}");
         }
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn temp_file(name: &str) -> PathBuf {

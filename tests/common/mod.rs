@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use enginetop::pool::{Pool, PoolKind, PoolOptions};
 
+pub mod cli;
 pub mod rand_sum;
 pub mod streams;
 
