@@ -36,6 +36,12 @@ fn op_names(harness: &Harness) -> Vec<String> {
         .collect()
 }
 
+/// Ops the dashboard's statistics have counted, over every op name.
+fn ops_counted(harness: &Harness) -> u64 {
+    let ops = &harness.app.data().snapshot.ops;
+    ops.iter().map(|op| op.count).sum()
+}
+
 fn mean_throughput(harness: &Harness, frames: usize) -> f64 {
     let samples: Vec<f64> = harness
         .app
@@ -117,25 +123,11 @@ fn check(help: &KeyHelp, code: KeyCode, action: Action) {
         }
         Action::ExportTrace => check_export(&mut h, code, &why),
         Action::ResetStats => {
-            let before = h
-                .app
-                .data()
-                .snapshot
-                .ops
-                .iter()
-                .map(|op| op.count)
-                .sum::<u64>();
+            let before = ops_counted(&h);
             h.press(code);
             assert!(h.app.history().is_empty(), "{why}: the history restarts");
             h.frames(1);
-            let after = h
-                .app
-                .data()
-                .snapshot
-                .ops
-                .iter()
-                .map(|op| op.count)
-                .sum::<u64>();
+            let after = ops_counted(&h);
             assert!(after < before / 10, "{why}: {before} -> {after}");
         }
         Action::InvertSort => {

@@ -176,6 +176,18 @@ impl Record {
         record
     }
 
+    /// A 1 ns slice at `event`'s time on `track`, named after the event: where something
+    /// happened to an op (queued, launched), the start of its flow arrow.
+    fn marker(event: &Event, cat: &'static str, track: Track) -> Self {
+        Record::slice(
+            event.name.as_str(),
+            cat,
+            track,
+            event.ts_ns,
+            event.ts_ns + 1,
+        )
+    }
+
     fn args(mut self, args: Args) -> Self {
         self.args = args;
         self
@@ -375,14 +387,7 @@ impl Builder {
 
     fn op_queued(&mut self, event: &Event) {
         let open = self.open(event);
-        let marker = Record::slice(
-            event.name.as_str(),
-            "queue",
-            open.track,
-            event.ts_ns,
-            event.ts_ns + 1,
-        )
-        .args(Args::Queued {
+        let marker = Record::marker(event, "queue", open.track).args(Args::Queued {
             op_id: event.op_id(),
             device: event.device.name(),
         });
@@ -537,14 +542,7 @@ impl Builder {
 
     fn stream_submitted(&mut self, event: &Event) {
         let open = self.open(event);
-        let marker = Record::slice(
-            event.name.as_str(),
-            "launch",
-            open.track,
-            event.ts_ns,
-            event.ts_ns + 1,
-        )
-        .args(Args::Kernel {
+        let marker = Record::marker(event, "launch", open.track).args(Args::Kernel {
             stream: event.stream(),
             op_id: event.op_id(),
         });
