@@ -14,11 +14,23 @@
 //! `i % LANES`, a loop the compiler vectorizes), the lanes are added in order in `f64`, and
 //! the planes' sums are added in image order in `f64`. The element-wise passes are one item
 //! per (image, channel) plane, contiguous inner loops. Nothing depends on the thread count.
+//!
+//! # One item per channel
+//! [`batch_norm_train`] and [`batch_norm_backward_recomputed`] make each channel in one item:
+//! its statistics, sums and output planes, one channel after another. A channel's planes (`N H
+//! W` values, 16 KiB at batch 4 and 32x32) stay in the core's cache between the passes, so
+//! the input is read from memory once instead of once per pass (the forward made two passes
+//! over memory, the statistics then the normalization; the backward with recomputed
+//! statistics four over `x` and two over `dy`). Every value is computed by the same per-plane
+//! code in the same order as the separate passes ([`batch_norm_stats`], then
+//! [`batch_norm_backward`]), so the results are bitwise the same.
 #![forbid(unsafe_code)]
 
 use super::error::{expect_rank, expect_shape, KernelError};
 use super::norm::{NormGrads, NormParams};
-use super::par::{for_each_chunk, for_each_chunk_pair, item_cost, VECTOR_FLOPS_PER_CYCLE};
+use super::par::{
+    for_each_chunk, for_each_chunk_pair, for_each_strided_group, item_cost, VECTOR_FLOPS_PER_CYCLE,
+};
 use super::tensor::Tensor;
 use super::work::Work;
 use crate::pool::parallel_for::Cost;
@@ -132,15 +144,28 @@ pub fn batch_norm_train(
     expect_shape(KERNEL, "stats.mean", &stats.mean.shape, &channels)?;
     expect_shape(KERNEL, "stats.inv_std", &stats.inv_std.shape, &channels)?;
     expect_shape(KERNEL, "the output", &output.shape, &input.shape)?;
-    batch_statistics(pool, &geometry, &input.data, params.epsilon, stats);
-    let scale_shift = |channel: usize| {
-        let scale = params.gamma.data[channel] * stats.inv_std.data[channel];
-        (
-            scale,
-            params.beta.data[channel] - stats.mean.data[channel] * scale,
-        )
-    };
-    scale_and_shift(pool, &geometry, &input.data, scale_shift, &mut output.data);
+    let (x, epsilon) = (&input.data, params.epsilon);
+    let mut per_channel = vec![(0.0f32, 0.0f32); geometry.channels];
+    let cost = channel_cost(&geometry, 3.0, 5.0);
+    for_each_strided_group(
+        pool,
+        &mut output.data,
+        geometry.pixels,
+        &mut per_channel,
+        cost,
+        |channel, slot, y_planes| {
+            let (mean, inv_std) = channel_statistics(&geometry, x, channel, epsilon);
+            let scale = params.gamma.data[channel] * inv_std;
+            let shift = params.beta.data[channel] - mean * scale;
+            for (y, plane) in y_planes.iter_mut().zip(channel_planes(&geometry, channel)) {
+                plane_scale_shift(&x[plane], (scale, shift), y);
+            }
+            *slot = (mean, inv_std);
+        },
+    );
+    for (channel, (mean, inv_std)) in per_channel.into_iter().enumerate() {
+        (stats.mean.data[channel], stats.inv_std.data[channel]) = (mean, inv_std);
+    }
     Ok(geometry.train_work())
 }
 
@@ -176,14 +201,10 @@ pub fn batch_norm_backward(
     grads: &mut NormGrads,
 ) -> Result<Work, KernelError> {
     const KERNEL: &str = "batch_norm_backward";
-    let geometry = BatchNormGeometry::new(KERNEL, &input.shape, params)?;
+    let geometry = backward_geometry(input, grad_output, params, grads)?;
     let channels = [geometry.channels];
-    expect_shape(KERNEL, "grad_output", &grad_output.shape, &input.shape)?;
     expect_shape(KERNEL, "stats.mean", &stats.mean.shape, &channels)?;
     expect_shape(KERNEL, "stats.inv_std", &stats.inv_std.shape, &channels)?;
-    expect_shape(KERNEL, "grad_input", &grads.grad_input.shape, &input.shape)?;
-    expect_shape(KERNEL, "grad_gamma", &grads.grad_gamma.shape, &channels)?;
-    expect_shape(KERNEL, "grad_beta", &grads.grad_beta.shape, &channels)?;
     let (x, dy) = (&input.data, &grad_output.data);
     let (grad_gamma, grad_beta) = (&mut grads.grad_gamma.data, &mut grads.grad_beta.data);
     gamma_beta_grads(pool, &geometry, (x, dy), stats, (grad_gamma, grad_beta));
@@ -203,6 +224,88 @@ pub fn batch_norm_backward(
     Ok(geometry.backward_work())
 }
 
+/// Gradients of [`batch_norm_train`] from its `input` and `grad_output` alone: the batch
+/// statistics are recomputed from `input`, and each channel (statistics, `dgamma`, `dbeta`,
+/// then its input-gradient planes) is one item (see the module docs). Bitwise what
+/// [`batch_norm_stats`] then [`batch_norm_backward`] give, and the same [`Work`] as the two.
+///
+/// ```
+/// use enginetop::kernels::{batch_norm_backward_recomputed, NormGrads, NormParams, Tensor};
+/// use enginetop::pool::{Pool, PoolKind, PoolOptions};
+/// let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "doc")).unwrap();
+/// let (gamma, beta) = (Tensor::filled(&[2], 1.0), Tensor::zeros(&[2]));
+/// let params = NormParams { gamma: &gamma, beta: &beta, epsilon: 1e-5 };
+/// let x = Tensor::random(&[2, 2, 3, 3], 1);
+/// let dy = Tensor::filled(&[2, 2, 3, 3], 1.0);
+/// let mut grads = NormGrads::zeros(&x.shape, 2);
+/// batch_norm_backward_recomputed(pool.as_dyn(), &x, &dy, &params, &mut grads).unwrap();
+/// // A constant output gradient moves nothing through the normalization.
+/// assert!(grads.grad_input.data.iter().all(|v| v.abs() < 1e-3));
+/// assert_eq!(grads.grad_beta.data, [18.0, 18.0]);
+/// ```
+pub fn batch_norm_backward_recomputed(
+    pool: &dyn ThreadPool,
+    input: &Tensor,
+    grad_output: &Tensor,
+    params: &NormParams<'_>,
+    grads: &mut NormGrads,
+) -> Result<Work, KernelError> {
+    let geometry = backward_geometry(input, grad_output, params, grads)?;
+    let (x, dy, epsilon) = (&input.data, &grad_output.data, params.epsilon);
+    let count = (geometry.batch * geometry.pixels) as f32;
+    let mut per_channel = vec![(0.0f32, 0.0f32); geometry.channels];
+    let cost = channel_cost(&geometry, 4.0, 11.0);
+    for_each_strided_group(
+        pool,
+        &mut grads.grad_input.data,
+        geometry.pixels,
+        &mut per_channel,
+        cost,
+        |channel, slot, dx_planes| {
+            let (mean, inv_std) = channel_statistics(&geometry, x, channel, epsilon);
+            let (dgamma, dbeta) = channel_grad_sums(&geometry, (x, dy), channel, (mean, inv_std));
+            let factor = params.gamma.data[channel] * inv_std / count;
+            let slope = PlaneSlope {
+                mean,
+                inv_std,
+                dgamma,
+                dbeta,
+                factor,
+                count,
+            };
+            for (dx, plane) in dx_planes.iter_mut().zip(channel_planes(&geometry, channel)) {
+                plane_input_grad(&x[plane.clone()], &dy[plane], &slope, dx);
+            }
+            *slot = (dgamma, dbeta);
+        },
+    );
+    for (channel, (dgamma, dbeta)) in per_channel.into_iter().enumerate() {
+        (
+            grads.grad_gamma.data[channel],
+            grads.grad_beta.data[channel],
+        ) = (dgamma, dbeta);
+    }
+    let stats_work = Work::new(3.0 * geometry.values(), geometry.values());
+    Ok(stats_work + geometry.backward_work())
+}
+
+/// The geometry of a backward call, with `grad_output` and `grads` checked against it.
+fn backward_geometry(
+    input: &Tensor,
+    grad_output: &Tensor,
+    params: &NormParams<'_>,
+    grads: &NormGrads,
+) -> Result<BatchNormGeometry, KernelError> {
+    const KERNEL: &str = "batch_norm_backward";
+    let geometry = BatchNormGeometry::new(KERNEL, &input.shape, params)?;
+    let channels = [geometry.channels];
+    expect_shape(KERNEL, "grad_output", &grad_output.shape, &input.shape)?;
+    expect_shape(KERNEL, "grad_input", &grads.grad_input.shape, &input.shape)?;
+    expect_shape(KERNEL, "grad_gamma", &grads.grad_gamma.shape, &channels)?;
+    expect_shape(KERNEL, "grad_beta", &grads.grad_beta.shape, &channels)?;
+    Ok(geometry)
+}
+
 /// `dgamma_c = sum dy xhat` and `dbeta_c = sum dy`: one item per channel, in `f64`.
 fn gamma_beta_grads(
     pool: &dyn ThreadPool,
@@ -220,18 +323,28 @@ fn gamma_beta_grads(
         1,
         cost,
         |channel, dgamma, dbeta| {
-            let (mean, inv_std) = (stats.mean.data[channel], stats.inv_std.data[channel]);
-            let (mut sum_dy, mut sum_dy_centred) = (0.0f64, 0.0f64);
-            for plane in channel_planes(geometry, channel) {
-                let (x, dy) = (&x[plane.clone()], &dy[plane]);
-                sum_dy += lane_sum(dy, |dy| dy);
-                sum_dy_centred += lane_sum2(x, dy, |x, dy| dy * (x - mean));
-            }
-            // sum dy xhat = inv_std sum dy (x - mean): inv_std is the same for every term.
-            let sum_dy_xhat = sum_dy_centred * f64::from(inv_std);
-            (dgamma[0], dbeta[0]) = (sum_dy_xhat as f32, sum_dy as f32);
+            let moments = (stats.mean.data[channel], stats.inv_std.data[channel]);
+            (dgamma[0], dbeta[0]) = channel_grad_sums(geometry, (x, dy), channel, moments);
         },
     );
+}
+
+/// Channel `channel`'s `(dgamma, dbeta) = (sum dy xhat, sum dy)`, planes in image order.
+fn channel_grad_sums(
+    geometry: &BatchNormGeometry,
+    (x, dy): (&[f32], &[f32]),
+    channel: usize,
+    (mean, inv_std): (f32, f32),
+) -> (f32, f32) {
+    let (mut sum_dy, mut sum_dy_centred) = (0.0f64, 0.0f64);
+    for plane in channel_planes(geometry, channel) {
+        let (x, dy) = (&x[plane.clone()], &dy[plane]);
+        sum_dy += lane_sum(dy, |dy| dy);
+        sum_dy_centred += lane_sum2(x, dy, |x, dy| dy * (x - mean));
+    }
+    // sum dy xhat = inv_std sum dy (x - mean): inv_std is the same for every term.
+    let sum_dy_xhat = sum_dy_centred * f64::from(inv_std);
+    (sum_dy_xhat as f32, sum_dy as f32)
 }
 
 /// What the input gradient of a channel needs: `gamma`, the saved statistics, and the sums
@@ -258,14 +371,43 @@ fn input_grads(
         let channel = plane_index % geometry.channels;
         let stats = slopes.stats;
         let (mean, inv_std) = (stats.mean.data[channel], stats.inv_std.data[channel]);
-        let (dgamma, dbeta) = (slopes.sums.0[channel], slopes.sums.1[channel]);
-        let factor = slopes.gamma[channel] * inv_std / count;
+        let slope = PlaneSlope {
+            mean,
+            inv_std,
+            dgamma: slopes.sums.0[channel],
+            dbeta: slopes.sums.1[channel],
+            factor: slopes.gamma[channel] * inv_std / count,
+            count,
+        };
         let plane = plane_index * pixels..(plane_index + 1) * pixels;
-        for ((dx, &x), &dy) in dx.iter_mut().zip(&x[plane.clone()]).zip(&dy[plane]) {
-            let xhat = (x - mean) * inv_std;
-            *dx = factor * (count * dy - dbeta - xhat * dgamma);
-        }
+        plane_input_grad(&x[plane.clone()], &dy[plane], &slope, dx);
     });
+}
+
+/// A channel's constants in `dx = factor (count dy - dbeta - xhat dgamma)`.
+struct PlaneSlope {
+    mean: f32,
+    inv_std: f32,
+    dgamma: f32,
+    dbeta: f32,
+    factor: f32,
+    count: f32,
+}
+
+/// One plane of the input gradient.
+fn plane_input_grad(x: &[f32], dy: &[f32], slope: &PlaneSlope, dx: &mut [f32]) {
+    let PlaneSlope {
+        mean,
+        inv_std,
+        dgamma,
+        dbeta,
+        factor,
+        count,
+    } = *slope;
+    for ((dx, &x), &dy) in dx.iter_mut().zip(x).zip(dy) {
+        let xhat = (x - mean) * inv_std;
+        *dx = factor * (count * dy - dbeta - xhat * dgamma);
+    }
 }
 
 /// The index ranges of channel `channel`'s planes, image by image.
@@ -294,20 +436,31 @@ fn batch_statistics(
     epsilon: f32,
     stats: &mut BatchStats,
 ) {
-    let count = (geometry.batch * geometry.pixels).max(1) as f64;
     let cost = channel_cost(geometry, 2.0, 3.0);
     let (mean, inv_std) = (&mut stats.mean.data, &mut stats.inv_std.data);
     for_each_chunk_pair(pool, mean, 1, inv_std, 1, cost, |channel, mean, inv_std| {
-        let sum: f64 = channel_planes(geometry, channel)
-            .map(|plane| lane_sum(&x[plane], |value| value))
-            .sum();
-        let channel_mean = (sum / count) as f32;
-        let squares: f64 = channel_planes(geometry, channel)
-            .map(|plane| lane_sum(&x[plane], |value| (value - channel_mean).powi(2)))
-            .sum();
-        mean[0] = channel_mean;
-        inv_std[0] = (1.0 / (squares / count + f64::from(epsilon)).sqrt()) as f32;
+        (mean[0], inv_std[0]) = channel_statistics(geometry, x, channel, epsilon);
     });
+}
+
+/// Channel `channel`'s `(mean, 1 / sqrt(var + eps))`: the mean, then the squared deviations
+/// from it, each a lane sum per plane, planes in image order.
+fn channel_statistics(
+    geometry: &BatchNormGeometry,
+    x: &[f32],
+    channel: usize,
+    epsilon: f32,
+) -> (f32, f32) {
+    let count = (geometry.batch * geometry.pixels).max(1) as f64;
+    let sum: f64 = channel_planes(geometry, channel)
+        .map(|plane| lane_sum(&x[plane], |value| value))
+        .sum();
+    let channel_mean = (sum / count) as f32;
+    let squares: f64 = channel_planes(geometry, channel)
+        .map(|plane| lane_sum(&x[plane], |value| (value - channel_mean).powi(2)))
+        .sum();
+    let inv_std = (1.0 / (squares / count + f64::from(epsilon)).sqrt()) as f32;
+    (channel_mean, inv_std)
 }
 
 /// Lanes of a vectorizable sum: 16 `f32` (one AVX-512 register, two AVX ones).
@@ -362,10 +515,76 @@ fn scale_and_shift(
         VECTOR_FLOPS_PER_CYCLE,
     );
     for_each_chunk(pool, y, pixels, cost, |plane_index, y| {
-        let (scale, shift) = scale_shift(plane_index % geometry.channels);
+        let scale_shift = scale_shift(plane_index % geometry.channels);
         let plane = &x[plane_index * pixels..(plane_index + 1) * pixels];
-        for (y, &x) in y.iter_mut().zip(plane) {
-            *y = x * scale + shift;
-        }
+        plane_scale_shift(plane, scale_shift, y);
     });
+}
+
+/// `y = x scale + shift` over one plane.
+fn plane_scale_shift(x: &[f32], (scale, shift): (f32, f32), y: &mut [f32]) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = x * scale + shift;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::{Pool, PoolKind, PoolOptions};
+
+    /// The fused per-channel paths give bitwise what the separate passes give.
+    #[test]
+    fn fused_channels_match_the_separate_passes_bitwise() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "bn")).unwrap();
+        let shape = [3, 5, 7, 9];
+        let x = Tensor::random(&shape, 11);
+        let dy = Tensor::random(&shape, 12);
+        let (gamma, beta) = (Tensor::random(&[5], 13), Tensor::random(&[5], 14));
+        let params = NormParams {
+            gamma: &gamma,
+            beta: &beta,
+            epsilon: 1e-5,
+        };
+        let geometry = BatchNormGeometry::new("test", &shape, &params).unwrap();
+
+        let mut stats = BatchStats::zeros(5);
+        let mut y = Tensor::zeros(&shape);
+        batch_norm_train(pool.as_dyn(), &x, &params, &mut y, &mut stats).unwrap();
+        let mut separate_stats = BatchStats::zeros(5);
+        batch_statistics(pool.as_dyn(), &geometry, &x.data, 1e-5, &mut separate_stats);
+        assert_eq!(stats, separate_stats);
+        let mut separate_y = Tensor::zeros(&shape);
+        let scale_shift = |c: usize| {
+            let scale = gamma.data[c] * stats.inv_std.data[c];
+            (scale, beta.data[c] - stats.mean.data[c] * scale)
+        };
+        scale_and_shift(
+            pool.as_dyn(),
+            &geometry,
+            &x.data,
+            scale_shift,
+            &mut separate_y.data,
+        );
+        assert_eq!(y, separate_y);
+
+        let mut fused = NormGrads::zeros(&shape, 5);
+        let work =
+            batch_norm_backward_recomputed(pool.as_dyn(), &x, &dy, &params, &mut fused).unwrap();
+        let mut separate = NormGrads::zeros(&shape, 5);
+        let stats_work = batch_norm_stats(pool.as_dyn(), &x, 1e-5, &mut separate_stats).unwrap();
+        let backward_work = batch_norm_backward(
+            pool.as_dyn(),
+            &x,
+            &dy,
+            &params,
+            &separate_stats,
+            &mut separate,
+        )
+        .unwrap();
+        assert_eq!(fused.grad_input, separate.grad_input);
+        assert_eq!(fused.grad_gamma, separate.grad_gamma);
+        assert_eq!(fused.grad_beta, separate.grad_beta);
+        assert_eq!(work, stats_work + backward_work);
+    }
 }

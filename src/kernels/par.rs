@@ -117,6 +117,50 @@ pub fn for_each_chunk_pair<T: Send, U: Send>(
     });
 }
 
+/// One item of [`for_each_strided_group`]: a group's slot and its pieces.
+type GroupItem<'s, 'p, S, T> = (&'s mut S, &'s mut [&'p mut [T]]);
+
+/// Runs `f(group, slot, pieces)` once per group, in parallel: `out` is cut into
+/// `piece_len`-long pieces, piece `i` belonging to group `i % groups` (an NCHW tensor's planes
+/// cut into channels: piece `n C + c` is image `n`'s plane of channel `c`), `pieces` holds the
+/// group's pieces in order, and `slot` is the group's own element of `side` (one per group:
+/// `groups = side.len()`), for a per-group result. `out` must hold a whole number of rounds
+/// of `groups` pieces; `cost` is one group's cost.
+pub fn for_each_strided_group<T: Send, S: Send>(
+    pool: &dyn ThreadPool,
+    out: &mut [T],
+    piece_len: usize,
+    side: &mut [S],
+    cost: Cost,
+    f: impl Fn(usize, &mut S, &mut [&mut [T]]) + Sync,
+) {
+    let (piece_len, groups) = (piece_len.max(1), side.len().max(1));
+    let count = out.len().div_ceil(piece_len);
+    let per_group = count / groups;
+    debug_assert_eq!(
+        per_group * groups,
+        count,
+        "for_each_strided_group: the pieces do not fill whole rounds of groups"
+    );
+    let mut slots: Vec<Option<&mut [T]>> = (0..count).map(|_| None).collect();
+    for (index, piece) in out.chunks_mut(piece_len).enumerate() {
+        slots[(index % groups) * per_group + index / groups] = Some(piece);
+    }
+    let mut ordered: Vec<&mut [T]> = slots.into_iter().flatten().collect();
+    let items: Vec<Mutex<GroupItem<'_, '_, S, T>>> = side
+        .iter_mut()
+        .zip(ordered.chunks_mut(per_group.max(1)))
+        .map(Mutex::new)
+        .collect();
+    parallel_for(pool, items.len(), cost, |begin, end| {
+        for (group, item) in items.iter().enumerate().take(end).skip(begin) {
+            let mut item = item.lock();
+            let (slot, pieces) = &mut *item;
+            f(group, slot, pieces);
+        }
+    });
+}
+
 fn run_chunks<T: Send>(
     pool: &dyn ThreadPool,
     chunks: &[Mutex<&mut [T]>],
@@ -171,6 +215,34 @@ mod tests {
             .flat_map(|outer| (0..7).map(move |i| (outer, i / 3)))
             .collect();
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn strided_groups_get_their_pieces_in_order() {
+        let pool = pool(2);
+        let (images, groups, len) = (3, 4, 5);
+        let mut out = vec![(0, 0); images * groups * len];
+        let mut seen = vec![0; groups];
+        let cost = item_cost(0.0, 15.0, 1e5, 1.0);
+        for_each_strided_group(
+            pool.as_dyn(),
+            &mut out,
+            len,
+            &mut seen,
+            cost,
+            |group, slot, pieces| {
+                assert_eq!(pieces.len(), images);
+                *slot = group + 1;
+                for (image, piece) in pieces.iter_mut().enumerate() {
+                    piece.iter_mut().for_each(|value| *value = (image, group));
+                }
+            },
+        );
+        let expected: Vec<(usize, usize)> = (0..images * groups * len)
+            .map(|i| (i / (groups * len), (i / len) % groups))
+            .collect();
+        assert_eq!(out, expected);
+        assert_eq!(seen, [1, 2, 3, 4]);
     }
 
     #[test]

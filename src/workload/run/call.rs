@@ -21,11 +21,10 @@ use std::time::{Duration, Instant};
 
 use crate::kernels::pooling::PoolParams;
 use crate::kernels::{
-    add, avg_pool, avg_pool_backward, batch_norm_backward, batch_norm_stats, batch_norm_train,
-    conv2d, conv2d_backward_data, conv2d_backward_weights, gemm, layer_norm, max_pool,
-    max_pool_backward, relu, relu_backward, sgd_update, softmax, softmax_cross_entropy_backward,
-    BatchStats, Conv2dParams, GemmSpec, KernelError, NormGrads, NormParams, SgdParams, Tensor,
-    Work,
+    add, avg_pool, avg_pool_backward, batch_norm_backward_recomputed, batch_norm_train, conv2d,
+    conv2d_backward_data, conv2d_backward_weights, gemm, layer_norm, max_pool, max_pool_backward,
+    relu, relu_backward, sgd_update, softmax, softmax_cross_entropy_backward, BatchStats,
+    Conv2dParams, GemmSpec, KernelError, NormGrads, NormParams, SgdParams, Tensor, Work,
 };
 use crate::pool::ThreadPool;
 use crate::workload::{Graph, KernelKind, OpDecl};
@@ -290,8 +289,9 @@ fn batch_norm(
     })
 }
 
-/// The gradients of [`batch_norm`]: the batch statistics recomputed from the forward input
-/// (bitwise what the forward used), then [`batch_norm_backward`]; `grad_scale_shift` gets
+/// The gradients of [`batch_norm`] by [`batch_norm_backward_recomputed`]: the batch
+/// statistics recomputed from the forward input (bitwise what the forward used), each channel
+/// in one pass over memory; `grad_scale_shift` gets
 /// `dgamma` in row 0 and `dbeta` in row 1.
 fn batch_norm_grad(
     pool: &dyn ThreadPool,
@@ -317,22 +317,20 @@ fn batch_norm_grad(
     }
     let shape = nchw_shape(input);
     let (x, dy) = (reshaped(input, &shape), reshaped(grad_output, &shape));
-    let mut stats = BatchStats::zeros(channels);
-    let stats_work = batch_norm_stats(pool, &x, NORM_EPSILON, &mut stats)?;
     let own_shape = std::mem::replace(&mut grad_input.shape, shape);
     let mut grads = NormGrads {
         grad_input: std::mem::replace(grad_input, Tensor::zeros(&[0])),
         grad_gamma: Tensor::zeros(&[channels]),
         grad_beta: Tensor::zeros(&[channels]),
     };
-    let result = batch_norm_backward(pool, &x, &dy, &params, &stats, &mut grads);
+    let result = batch_norm_backward_recomputed(pool, &x, &dy, &params, &mut grads);
     *grad_input = grads.grad_input;
     grad_input.shape = own_shape;
     let work = result?;
     let (dgamma, dbeta) = grad_scale_shift.data.split_at_mut(channels);
     dgamma.copy_from_slice(&grads.grad_gamma.data);
     dbeta.copy_from_slice(&grads.grad_beta.data);
-    Ok(stats_work + work)
+    Ok(work)
 }
 
 /// The gradient of the mean softmax cross-entropy of `[N, ...]` logits (N rows) with respect
