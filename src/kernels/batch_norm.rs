@@ -396,14 +396,8 @@ struct PlaneSlope {
 
 /// One plane of the input gradient.
 fn plane_input_grad(x: &[f32], dy: &[f32], slope: &PlaneSlope, dx: &mut [f32]) {
-    let PlaneSlope {
-        mean,
-        inv_std,
-        dgamma,
-        dbeta,
-        factor,
-        count,
-    } = *slope;
+    let (mean, inv_std) = (slope.mean, slope.inv_std);
+    let (dgamma, dbeta, factor, count) = (slope.dgamma, slope.dbeta, slope.factor, slope.count);
     for ((dx, &x), &dy) in dx.iter_mut().zip(x).zip(dy) {
         let xhat = (x - mean) * inv_std;
         *dx = factor * (count * dy - dbeta - xhat * dgamma);
