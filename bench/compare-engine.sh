@@ -8,7 +8,8 @@
 # 10x smaller sizes, BENCH to run only some shapes (e.g. BENCH=chain,wavefront), RUN_PREFIX to
 # run every program under a command (e.g. RUN_PREFIX="chrt -f 1"), BASE=path/to/enginetop to
 # add an older build of ours as a third program (labelled "base": a before/after comparison
-# in the same run), NO_BUILD=1 to skip building. Each round runs every program once, rotating
+# in the same run; several builds separated by ':' are labelled base, base2, base3, ...),
+# NO_BUILD=1 to skip building. Each round runs every program once, rotating
 # which goes first; the table shows, per (bench, engine), the median over rounds of each
 # round's median, and mxnet / engine: above 1 means the engine took less time per op.
 # Raw JSON lines are kept in target/peers/compare-engine-<time>.jsonl.
@@ -30,13 +31,20 @@ if [[ "${NO_BUILD:-0}" != 1 ]]; then
 fi
 
 programs=("ours" "mxnet")
-[[ -n "${BASE:-}" ]] && programs+=("base")
+bases=()
+[[ -n "${BASE:-}" ]] && IFS=: read -r -a bases <<< "${BASE}"
+for index in "${!bases[@]}"; do
+    programs+=("base$((index + 1))")
+done
 run() {
     case "$1" in
         ours) "${prefix[@]}" target/release/enginetop bench engine --json --engine per-device \
                   "${args[@]}" ;;
-        base) "${prefix[@]}" "${BASE}" bench engine --json --engine per-device "${args[@]}" |
-                  sed 's/"engine":"per-device"/"engine":"base"/' ;;
+        base*)
+            local index="${1#base}" label="base"
+            ((index > 1)) && label="base${index}"
+            "${prefix[@]}" "${bases[$((index - 1))]}" bench engine --json --engine per-device \
+                "${args[@]}" | sed "s/\"engine\":\"per-device\"/\"engine\":\"${label}\"/" ;;
         mxnet) "${prefix[@]}" target/peers/mxnet_engine "${args[@]}" 2>/dev/null ;;
     esac
 }

@@ -262,6 +262,43 @@ fn random_dags_with_random_workers_and_live_resizes_match_a_sequential_run() {
 }
 
 /// Async ops completed by other threads, in any order: the chain order still holds.
+/// Two ready ops pushed back to back while a worker is already at work (or spinning on the
+/// engine's empty ready queue), the first waiting until the second ran: with two workers the
+/// second gets its own worker instead of queueing behind the first (which would hang).
+#[test]
+fn two_ready_ops_run_side_by_side_on_two_workers() {
+    within_deadline("two ready ops side by side", || {
+        for kind in [EngineKind::Pooled, EngineKind::PerDevice] {
+            for pool in PoolKind::ALL {
+                let engine = engine(kind, pool, 2);
+                let [warm, first, second] = [(); 3].map(|()| engine.new_variable());
+                for _ in 0..200 {
+                    let ran = Arc::new(AtomicUsize::new(0));
+                    let writes =
+                        |var| OpSpec::new("side-by-side").writes(std::slice::from_ref(var));
+                    engine.push_sync(writes(&warm), |_| Ok(())).unwrap();
+                    let waited = ran.clone();
+                    engine
+                        .push_sync(writes(&first), move |_| {
+                            common::await_count(&waited, 1, "the second op");
+                            Ok(())
+                        })
+                        .unwrap();
+                    let counted = ran.clone();
+                    engine
+                        .push_sync(writes(&second), move |_| {
+                            counted.fetch_add(1, Ordering::SeqCst);
+                            Ok(())
+                        })
+                        .unwrap();
+                    engine.wait_for_all().unwrap();
+                }
+                assert_eq!(first.version(), 200, "{kind} {pool}");
+            }
+        }
+    });
+}
+
 #[test]
 fn completions_from_other_threads_keep_the_order() {
     within_deadline("async completions", || {

@@ -254,22 +254,25 @@ impl Core {
     /// Completes `block`: releases its vars (storing `error` on its writes), dispatches what
     /// that made ready, and counts the op as no longer pending.
     pub(crate) fn complete(
-        block: OpHandle,
+        mut block: OpHandle,
         inherited: Option<ErrorRef>,
         result: Result<(), OpFailure>,
     ) {
-        let core = block.core();
         let error = match result {
             Ok(()) => inherited,
-            Err(failure) => Some(core.record_failure(failure)),
+            Err(failure) => Some(block.core().record_failure(failure)),
         };
         let mut granted: SmallVec<[Waiter; 4]> = SmallVec::new();
-        for dep in &block.deps {
+        // Each var handle is dropped right after its var is released, while the var's line
+        // (its reference count shares it) is still in this core's cache: dropped later, at
+        // recycling, it would pull the line back from a pusher that touched the var since.
+        for dep in block.deps.drain(..) {
             match dep.access {
                 Access::Read => granted.extend(dep.var.0.cell.complete_read()),
                 Access::Write => dep.var.0.cell.complete_write(error.as_ref(), &mut granted),
             }
         }
+        let core = block.core();
         core.observe(|| EngineEvent::Finished {
             id: block.id,
             op: block.name,

@@ -11,20 +11,36 @@
 //! empty, so one pool task and one wake-up serve a whole burst.
 //!
 //! # The drainer count, and why no op is stranded
-//! `drainers` counts drainer tasks scheduled or running; a push schedules a new one while
-//! fewer than the pool has workers. A drainer that finds the queue empty first decrements
-//! `drainers`, then looks at the queue once more, and takes its place back (and goes on) if an
-//! op arrived. A push appends first, then reads `drainers` (a sequentially consistent fence
-//! between the two on the push side, a sequentially consistent decrement and load on the
-//! drainer side): either the push sees the decrement and schedules a drainer, or the drainer's
-//! last look sees the op. So an op in the queue always has a drainer coming for it.
+//! `drainers` counts drainer tasks scheduled or running, at most `workers` (the pool's worker
+//! count, kept up to date by the engine on resize). A push schedules a new drainer while fewer
+//! are counted, unless one is spinning on the empty queue (see below). A drainer that finds
+//! the queue empty first decrements `drainers`, then looks at the queue once more, and takes
+//! its place back (and goes on) if an op arrived and fewer than `workers` drainers are counted.
+//! A push appends first, then reads `drainers` (a sequentially consistent fence between the two
+//! on the push side, a sequentially consistent decrement and load on the drainer side): either
+//! the push sees the decrement, or the drainer's last look sees the op. So an op in the queue
+//! always has a drainer coming for it.
 //!
-//! # Spinning, fairness
+//! # Spinning, and why two ready ops still run side by side
 //! One drainer at a time may poll an empty queue for a short while before leaving
 //! ([`SPIN_ROUNDS`]), so a pusher a little slower than the workers does not pay a task and a
 //! wake-up per op; the others leave at once (two cores cannot afford two spinners next to the
-//! pusher). A drainer that ran [`DRAIN_BUDGET`] ops in a row hands its place to a fresh task
-//! on the same pool and returns, so the pool's own queue (and resizes) get a turn.
+//! pusher). While that drainer spins, a push starts no drainer: the spinner takes the op in a
+//! moment, and a second worker woken for it would only spin beside the pusher (on two cores, a
+//! third busy thread that makes the pusher and the first worker sleep on each other's locks).
+//!
+//! That must not leave a second ready op waiting behind the first one's run (two ops that
+//! wait on each other would hang). So a drainer that takes an op looks at the queue again
+//! before it runs it, and if more ops wait and fewer than `workers` drainers are counted, it
+//! starts a helper drainer first; the helper does the same. The spinner clears its flag before
+//! that look, and a push reads the flag after appending (both sequentially consistent, fenced):
+//! either the push saw the flag cleared and started a drainer itself, or the spinner's look
+//! sees the op. Every ready op therefore gets a drainer of its own while fewer than `workers`
+//! are counted, as without the spinning shortcut.
+//!
+//! # Fairness
+//! A drainer that ran [`DRAIN_BUDGET`] ops in a row hands its place to a fresh task on the
+//! same pool and returns, so the pool's own queue (and resizes) get a turn.
 //!
 //! # Stop and resize
 //! The engine stops a pool only once no op is pending, so the queue is empty and every
@@ -105,22 +121,31 @@ pub(crate) struct ReadyQueue<T = OpHandle> {
     ops: Injector<T>,
     drainers: AtomicUsize,
     spinning: AtomicBool,
+    /// The most drainers at work at once: the pool's worker count (module docs).
+    workers: AtomicUsize,
 }
 
-impl<T> Default for ReadyQueue<T> {
-    fn default() -> Self {
+impl<T> ReadyQueue<T> {
+    /// A queue in front of a pool of `workers` workers.
+    pub(crate) fn new(workers: usize) -> Self {
         ReadyQueue {
             ops: Injector::new(),
             drainers: AtomicUsize::new(0),
             spinning: AtomicBool::new(false),
+            workers: AtomicUsize::new(workers),
         }
+    }
+
+    /// The pool was resized to `workers` workers.
+    pub(crate) fn set_workers(&self, workers: usize) {
+        self.workers.store(workers, Ordering::Relaxed);
     }
 }
 
 impl ReadyQueue {
     /// Queues a ready op for `pool`'s workers (which `queue` must be in front of).
     pub(crate) fn push(queue: &Arc<ReadyQueue>, pool: &Pool, op: OpHandle) {
-        if queue.offer(op, pool.num_threads()) {
+        if queue.offer(op) {
             pool.schedule(Task::new(drainer(queue.clone())));
         }
     }
@@ -147,7 +172,12 @@ impl ReadyQueue {
         loop {
             for _ in 0..DRAIN_BUDGET {
                 match queue.next_op() {
-                    Some(op) => run_ready(op),
+                    Some(op) => {
+                        if queue.wants_helper() {
+                            ReadyQueue::start_helper(&queue);
+                        }
+                        run_ready(op);
+                    }
                     None if queue.leave() => return,
                     None => {}
                 }
@@ -158,15 +188,37 @@ impl ReadyQueue {
             }
         }
     }
+
+    /// Starts the helper drainer whose place [`wants_helper`](Self::wants_helper) counted, on
+    /// the calling worker's pool (a sleeping worker of the pool steals it from this worker's
+    /// queue).
+    fn start_helper(queue: &Arc<ReadyQueue>) {
+        if spawn_here(drainer(queue.clone())).is_err() {
+            // Not on a pool worker: give the place back; this drainer, still counted, comes
+            // back to the queue after its op.
+            queue.drainers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 impl<T> ReadyQueue<T> {
     /// Appends `op`; true if the caller must start a drainer (its place is counted already):
-    /// fewer than `workers` drainers were at work.
-    fn offer(&self, op: T, workers: usize) -> bool {
+    /// fewer than `workers` drainers were at work, and none of them was spinning on the queue
+    /// (that one takes the op; module docs).
+    fn offer(&self, op: T) -> bool {
         self.ops.push(op);
-        fence(Ordering::SeqCst); // the push, then the count (module docs)
-        let mut drainers = self.drainers.load(Ordering::SeqCst);
+        fence(Ordering::SeqCst); // the push, then the count and the flag (module docs)
+        let drainers = self.drainers.load(Ordering::SeqCst);
+        if drainers > 0 && self.spinning.load(Ordering::SeqCst) {
+            return false;
+        }
+        self.count_drainer(drainers)
+    }
+
+    /// Counts one more drainer if fewer than `workers` are counted (`drainers`: a recent
+    /// reading of the count); true if the caller must start it.
+    fn count_drainer(&self, mut drainers: usize) -> bool {
+        let workers = self.workers.load(Ordering::Relaxed);
         while drainers < workers {
             match self.drainers.compare_exchange_weak(
                 drainers,
@@ -179,6 +231,17 @@ impl<T> ReadyQueue<T> {
             }
         }
         false
+    }
+
+    /// Called by a drainer that just took an op, before it runs it: true if more ops wait and
+    /// fewer than `workers` drainers are counted; a helper's place is then counted, and the
+    /// caller must start it (module docs).
+    fn wants_helper(&self) -> bool {
+        let drainers = self.drainers.load(Ordering::SeqCst);
+        if drainers >= self.workers.load(Ordering::Relaxed) || self.ops.is_empty() {
+            return false;
+        }
+        self.count_drainer(drainers)
     }
 
     /// Ready ops waiting for a worker.
@@ -217,7 +280,10 @@ impl<T> ReadyQueue<T> {
             }
             spin_loop();
         }
-        self.spinning.store(false, Ordering::Release);
+        // Cleared before the caller looks for a helper's work (`wants_helper`): a push that
+        // saw the flag set started no drainer (module docs).
+        self.spinning.store(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         found
     }
 
@@ -228,13 +294,10 @@ impl<T> ReadyQueue<T> {
         if self.ops.is_empty() {
             return true;
         }
-        // An op arrived after our last look and its pusher may have seen us still counted:
-        // come back, unless another drainer is at work or coming.
-        self.drainers.load(Ordering::SeqCst) != 0
-            || self
-                .drainers
-                .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
-                .is_err()
+        // An op arrived after our last look and its pusher may have seen us still counted (or
+        // spinning): come back while fewer than `workers` drainers are counted, as the push
+        // would have started one had it seen us gone.
+        !self.count_drainer(self.drainers.load(Ordering::SeqCst))
     }
 }
 
@@ -275,23 +338,84 @@ fn drainer(queue: Arc<ReadyQueue>) -> impl FnOnce() + Send + 'static {
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    //! The drainer count protocol: pushes racing with drainers that find the queue empty and
-    //! leave. The injector is not loom-aware: its operations count as single steps here, the
-    //! count, the fence and the drainers' decisions are what the model explores.
+    //! The drainer count protocol: pushes racing with drainers that spin on the empty queue,
+    //! take ops, start helpers and leave. The injector is not loom-aware: its operations count
+    //! as single steps here, the count, the flag, the fences and the drainers' decisions are
+    //! what the models explore.
     use super::*;
-    use crate::sync::thread;
+    use crate::sync::{thread, Condvar, Mutex};
 
-    /// A drainer thread: takes ops (recording each) until it leaves.
-    fn drain_on_thread(queue: Arc<ReadyQueue<usize>>, taken: Arc<[AtomicUsize; 2]>) {
-        loop {
-            match queue.next_op() {
-                Some(op) => {
-                    taken[op].fetch_add(1, Ordering::SeqCst);
+    /// What the model ops do when a drainer runs them.
+    struct Ops {
+        /// Runs of each op.
+        taken: [AtomicUsize; 2],
+        /// Whether op 0 waits until op 1 ran before it finishes (two ops waiting on each
+        /// other: only two drainers side by side finish them).
+        zero_waits_for_one: bool,
+        one_ran: Mutex<bool>,
+        one_ran_cv: Condvar,
+    }
+
+    impl Ops {
+        fn new(zero_waits_for_one: bool) -> Arc<Self> {
+            Arc::new(Ops {
+                taken: [AtomicUsize::new(0), AtomicUsize::new(0)],
+                zero_waits_for_one,
+                one_ran: Mutex::new(false),
+                one_ran_cv: Condvar::new(),
+            })
+        }
+
+        fn run(&self, op: usize) {
+            self.taken[op].fetch_add(1, Ordering::SeqCst);
+            if op == 1 {
+                *self.one_ran.lock() = true;
+                self.one_ran_cv.notify_all();
+            } else if self.zero_waits_for_one {
+                let mut one_ran = self.one_ran.lock();
+                while !*one_ran {
+                    one_ran = self.one_ran_cv.wait(one_ran);
                 }
-                None if queue.leave() => return,
-                None => {}
             }
         }
+
+        fn assert_each_ran_once(&self) {
+            for count in &self.taken {
+                assert_eq!(count.load(Ordering::SeqCst), 1);
+            }
+        }
+    }
+
+    /// A drainer thread (its place counted), the same loop as [`ReadyQueue::drain`]: takes ops
+    /// until it leaves, starting a helper thread where the real one starts a helper task.
+    fn spawn_drainer(queue: Arc<ReadyQueue<usize>>, ops: Arc<Ops>) -> thread::JoinHandle<()> {
+        thread::spawn(move || {
+            let mut helpers = Vec::new();
+            loop {
+                match queue.next_op() {
+                    Some(op) => {
+                        if queue.wants_helper() {
+                            helpers.push(spawn_drainer(queue.clone(), ops.clone()));
+                        }
+                        ops.run(op);
+                    }
+                    None if queue.leave() => break,
+                    None => {}
+                }
+            }
+            helpers.into_iter().for_each(|h| h.join().unwrap());
+        })
+    }
+
+    /// Pushes `op` as `ReadyQueue::push` does; the drainer it had to start, if any.
+    fn push(
+        queue: &Arc<ReadyQueue<usize>>,
+        ops: &Arc<Ops>,
+        op: usize,
+    ) -> Option<thread::JoinHandle<()>> {
+        queue
+            .offer(op)
+            .then(|| spawn_drainer(queue.clone(), ops.clone()))
     }
 
     /// Two ops pushed from two threads while a drainer runs, one worker: each op is taken
@@ -299,24 +423,39 @@ mod loom_tests {
     #[test]
     fn loom_ready_queue_strands_no_op() {
         loom::model(|| {
-            let queue: Arc<ReadyQueue<usize>> = Arc::default();
-            let taken: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
-            let push = |op: usize| {
-                let (queue, taken) = (queue.clone(), taken.clone());
-                thread::spawn(move || {
-                    let mut drainers = Vec::new();
-                    if queue.offer(op, 1) {
-                        let (queue, taken) = (queue.clone(), taken.clone());
-                        drainers.push(thread::spawn(move || drain_on_thread(queue, taken)));
-                    }
-                    drainers.into_iter().for_each(|d| d.join().unwrap());
+            let queue: Arc<ReadyQueue<usize>> = Arc::new(ReadyQueue::new(1));
+            let ops = Ops::new(false);
+            let pushers: Vec<_> = (0..2)
+                .map(|op| {
+                    let (queue, ops) = (queue.clone(), ops.clone());
+                    thread::spawn(move || {
+                        if let Some(drainer) = push(&queue, &ops, op) {
+                            drainer.join().unwrap();
+                        }
+                    })
                 })
-            };
-            let pushers = [push(0), push(1)];
+                .collect();
             pushers.into_iter().for_each(|p| p.join().unwrap());
-            for count in taken.iter() {
-                assert_eq!(count.load(Ordering::SeqCst), 1);
-            }
+            ops.assert_each_ran_once();
+            assert_eq!(queue.drainers.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    /// Two workers, a drainer already at work (spinning on the empty queue, or leaving), two
+    /// ops pushed back to back, op 0 waiting until op 1 ran: whichever way the pushes, the
+    /// spin, the helper's start and the leaving race, op 1 gets a drainer of its own while
+    /// op 0 runs (no hang: loom reports a deadlock otherwise), and each op runs once.
+    #[test]
+    fn loom_ready_queue_runs_two_ready_ops_side_by_side() {
+        loom::model(|| {
+            let queue: Arc<ReadyQueue<usize>> = Arc::new(ReadyQueue::new(2));
+            let ops = Ops::new(true);
+            assert!(queue.count_drainer(0));
+            let first = spawn_drainer(queue.clone(), ops.clone());
+            let started: Vec<_> = (0..2).filter_map(|op| push(&queue, &ops, op)).collect();
+            first.join().unwrap();
+            started.into_iter().for_each(|d| d.join().unwrap());
+            ops.assert_each_ran_once();
             assert_eq!(queue.drainers.load(Ordering::SeqCst), 0);
         });
     }

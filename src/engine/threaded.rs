@@ -63,10 +63,15 @@ struct Workers {
 
 impl Workers {
     fn new(pool: Pool) -> Self {
-        Workers {
-            pool,
-            ready: Arc::default(),
-        }
+        let ready = Arc::new(ReadyQueue::new(pool.num_threads()));
+        Workers { pool, ready }
+    }
+
+    /// Resizes the pool; the ready queue follows (how many drainers it may count).
+    fn set_num_threads(&self, threads: usize) -> Result<(), EngineError> {
+        self.pool.set_num_threads(threads)?;
+        self.ready.set_workers(self.pool.num_threads());
+        Ok(())
     }
 
     /// Queues a ready op; a drainer of this pool's queue that made it ready keeps it as its
@@ -264,7 +269,7 @@ impl Dispatch for PerDevice {
         let _manage = self.manage.lock();
         if let Some(devices) = &*self.devices.load() {
             for workers in devices.cpu.iter().flatten() {
-                workers.pool.set_num_threads(threads)?;
+                workers.set_num_threads(threads)?;
             }
         }
         self.config.lock().cpu.threads = threads;
@@ -378,7 +383,7 @@ impl Dispatch for Pooled {
     fn set_cpu_workers(&self, threads: usize) -> Result<(), EngineError> {
         let _manage = self.manage.lock();
         if let Some(pools) = &*self.pools.load() {
-            pools.workers.pool.set_num_threads(threads)?;
+            pools.workers.set_num_threads(threads)?;
         }
         self.config.lock().cpu.threads = threads;
         Ok(())
