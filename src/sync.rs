@@ -12,6 +12,12 @@
 //!   stays consistent between statements.
 //! - [`UnsafeCell`] offers loom's closure API (`with`, `with_mut`) in both worlds, so access to
 //!   raw cell contents is tracked by loom.
+//!
+//! [`SpinMutex`] is the lock for short critical sections that two threads hit at the same
+//! moment (an engine var: a pusher appending, a worker completing): `parking_lot`'s mutex,
+//! which spins briefly before it parks and wakes only a thread that parked (`std`'s futex
+//! mutex, once contended, makes a wake-up call on every unlock and sleeps without spinning).
+//! Under loom it is the facade's [`Mutex`], so the models explore the same protocol.
 
 #![allow(unused_imports)]
 
@@ -43,6 +49,11 @@ mod imp {
 }
 
 pub(crate) use imp::*;
+
+#[cfg(loom)]
+pub(crate) use self::{Mutex as SpinMutex, MutexGuard as SpinMutexGuard};
+#[cfg(not(loom))]
+pub(crate) use parking_lot::{Mutex as SpinMutex, MutexGuard as SpinMutexGuard};
 
 /// A mutex whose `lock` ignores poisoning (see the module docs).
 #[derive(Debug, Default)]

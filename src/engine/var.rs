@@ -39,14 +39,9 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use super::error::{ErrorRef, OpFailure};
+// A var's lock: see "The lock" in the module docs.
 use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
-
-// A var's lock (see "The lock" in the module docs): `parking_lot`'s mutex, and under loom the
-// facade's (so the models explore the var protocol with loom's lock).
-#[cfg(loom)]
-use crate::sync::{Mutex as VarLock, MutexGuard as VarGuard};
-#[cfg(not(loom))]
-use parking_lot::{Mutex as VarLock, MutexGuard as VarGuard};
+use crate::sync::{SpinMutex as VarLock, SpinMutexGuard as VarGuard};
 
 /// Whether an op reads or writes a var.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
