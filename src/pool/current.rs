@@ -5,16 +5,21 @@
 //! workers are gone before that address can be reused, so a stale mark is never consulted.
 //! Each worker thread also keeps a scheduling closure for its own pool in a thread-local: the
 //! closure owns a reference to the pool's shared state for the thread's whole life, so a task
-//! can spawn children without cloning any handle (no reference-count traffic per task).
+//! can spawn children without cloning any handle (no reference-count traffic per task). The
+//! closure knows the worker's slot, so a spawn goes straight to that slot's queue, and it takes
+//! the task as a [`TaskWriter`]: the work-stealing pools build the task in the queue slot it
+//! waits in, after claiming the slot, instead of copying it down from the spawning frame.
 #![forbid(unsafe_code)]
 
 use std::cell::{Cell, RefCell};
 
+use super::task::TaskWriter;
 use super::Task;
 use crate::sync::thread_local;
 
-/// Schedules a task on the pool whose worker this thread is.
-pub(crate) type Scheduler = Box<dyn Fn(Task)>;
+/// Schedules a task on the pool whose worker this thread is. The task comes as a writer, so
+/// the pool can build it straight into the queue slot it lands in (see [`TaskWriter`]).
+pub(crate) type Scheduler = Box<dyn Fn(TaskWriter<'_>)>;
 
 thread_local! {
     /// (pool id, worker index) of the calling thread; id 0 = not a pool worker.
@@ -55,12 +60,15 @@ pub(crate) fn index_in(pool_id: usize) -> Option<usize> {
 /// assert!(spawn_here(|| ()).is_err(), "the main thread is in no pool");
 /// ```
 pub fn spawn_here(f: impl FnOnce() + Send + 'static) -> Result<(), Task> {
-    let task = Task::new(f);
+    let mut f = Some(f);
     SCHEDULER.with(|slot| match &*slot.borrow() {
         Some(schedule) => {
-            schedule(task);
+            let write: TaskWriter<'_> = &mut |storage| {
+                storage.write(Task::new(f.take().expect("a pool writes a task once")))
+            };
+            schedule(write);
             Ok(())
         }
-        None => Err(task),
+        None => Err(Task::new(f.take().expect("not taken: no pool to write it"))),
     })
 }

@@ -2,7 +2,8 @@
 //!
 //! # Who may call what
 //! One thread, the queue's *owner* (the worker it belongs to), pushes and pops at the *front*
-//! with [`RunQueue::push_front`] and [`RunQueue::pop_front`]: no lock, two atomic stores and
+//! with [`RunQueue::push_front`] (or [`RunQueue::push_front_with`], which has the value written
+//! straight into its claimed slot) and [`RunQueue::pop_front`]: no lock, two atomic stores and
 //! one compare-and-swap each. Any thread pushes and pops at the *back* ([`RunQueue::push_back`],
 //! [`RunQueue::pop_back`], [`RunQueue::pop_back_half`]) under the queue's mutex. Because back
 //! operations are serialized, at most two threads ever touch a slot at once: the owner and one
@@ -80,6 +81,7 @@ use std::mem::MaybeUninit;
 
 use crossbeam_utils::CachePadded;
 
+use super::task::write_checked;
 use crate::sync::{AtomicU8, AtomicUsize, Mutex, MutexGuard, Ordering, UnsafeCell};
 
 /// Slot state: no value, free to fill.
@@ -93,6 +95,12 @@ const READY: u8 = 2;
 const MAX_CAPACITY: usize = 1 << (usize::BITS / 2);
 
 /// One cell of the ring: a state byte guarding a possibly uninitialized value.
+///
+/// Aligned to a cache line: a task (40 bytes) and its state byte then always share one line
+/// and no line holds parts of two slots. A task handed between threads (an outside push that
+/// a worker takes, a steal) moves one line instead of sometimes two, and the owner working at
+/// one slot never contends with a back operator at the neighbouring one.
+#[repr(align(64))]
 struct Slot<T> {
     state: AtomicU8,
     value: UnsafeCell<MaybeUninit<T>>,
@@ -126,6 +134,19 @@ impl<T> Slot<T> {
         // SAFETY: the caller's claim makes this thread the only one touching the value, and
         // the claim's acquire ordered the previous owner's accesses before this write.
         self.value.with_mut(|cell| unsafe { (*cell).write(value) });
+        self.state.store(READY, Ordering::Release);
+    }
+
+    /// Lets `write` initialize the value in place and publishes the slot as `READY`.
+    ///
+    /// # Safety
+    /// As for [`Slot::fill`].
+    unsafe fn fill_with(&self, write: impl for<'s> FnOnce(&'s mut MaybeUninit<T>) -> &'s mut T) {
+        // SAFETY: as in `fill`, the claim makes this thread the only one touching the value.
+        // `write_checked` returns only once `write` initialized it (if it panics, the slot
+        // stays BUSY, uninitialized, and is never read or dropped).
+        self.value
+            .with_mut(|cell| write_checked(unsafe { &mut *cell }, write));
         self.state.store(READY, Ordering::Release);
     }
 
@@ -214,15 +235,35 @@ impl<T> RunQueue<T> {
     /// Ownership may move to another thread only with a happens-before edge (e.g. a mutex or
     /// a thread join) between the old owner's last call and the new owner's first.
     pub unsafe fn push_front(&self, value: T) -> Result<(), T> {
+        let mut value = Some(value);
+        // SAFETY: the caller is the owner (this function's contract).
+        let pushed =
+            unsafe { self.push_front_with(|slot| slot.write(value.take().expect("written once"))) };
+        match pushed {
+            Ok(()) => Ok(()),
+            Err(_unwritten) => Err(value.take().expect("a refused push wrote nothing")),
+        }
+    }
+
+    /// Like [`push_front`](Self::push_front), but the value is written by `write` straight
+    /// into its slot once the slot is claimed (no copy of it on the way). When the queue is
+    /// full `write` is not called and comes back as `Err`.
+    ///
+    /// # Safety
+    /// As for [`push_front`](Self::push_front): owner thread only.
+    pub unsafe fn push_front_with<W>(&self, write: W) -> Result<(), W>
+    where
+        W: for<'s> FnOnce(&'s mut MaybeUninit<T>) -> &'s mut T,
+    {
         let front = self.front.load(Ordering::Relaxed); // only the owner writes `front`
         let slot = self.slot_at(front);
         if !slot.try_claim(EMPTY) {
-            return Err(value);
+            return Err(write);
         }
         self.front
             .store(self.index_after_push_front(front), Ordering::Release);
         // SAFETY: `try_claim(EMPTY)` just succeeded on this slot.
-        unsafe { slot.fill(value) };
+        unsafe { slot.fill_with(write) };
         Ok(())
     }
 
@@ -418,6 +459,30 @@ mod tests {
     fn pop_front<T>(queue: &RunQueue<T>) -> Option<T> {
         // SAFETY: each test calls the owner operations from one thread only.
         unsafe { queue.pop_front() }
+    }
+
+    /// The in-place push writes only when it gets a slot, and what it writes comes out.
+    #[test]
+    fn push_front_with_writes_in_place_only_when_there_is_room() {
+        let queue = RunQueue::new(2);
+        let mut writes = 0;
+        for value in [1, 2] {
+            // SAFETY: this thread is the queue's only owner.
+            let pushed = unsafe {
+                queue.push_front_with(|slot| {
+                    writes += 1;
+                    slot.write(value)
+                })
+            };
+            assert!(pushed.is_ok());
+        }
+        // SAFETY: as above.
+        let refused = unsafe { queue.push_front_with(|slot| slot.write(3)) };
+        assert!(refused.is_err(), "a full queue refuses without writing");
+        assert_eq!(writes, 2);
+        assert_eq!(pop_front(&queue), Some(2));
+        assert_eq!(queue.pop_back(), Some(1));
+        assert!(queue.is_empty());
     }
 
     /// Eigen's `test_basic_runqueue`.

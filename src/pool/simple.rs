@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 
 use super::counters::{PoolStats, WorkerCounters, WorkerState};
-use super::task::PanicLog;
+use super::task::{PanicLog, TaskWriter};
 use super::{current, PoolError, PoolEvent, PoolKind, PoolOptions, Task, ThreadPool};
 use crate::sync::{thread, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 
@@ -137,7 +137,9 @@ impl SimplePool {
             .name(format!("{}-w{index}", shared.options.name))
             .spawn(move || {
                 let scheduler = shared.clone();
-                let scheduler = Box::new(move |task| scheduler.schedule(task));
+                let scheduler: current::Scheduler = Box::new(move |write: TaskWriter<'_>| {
+                    scheduler.schedule(Task::from_writer(write))
+                });
                 current::enter(pool_id, index, scheduler);
                 shared.work(index)
             })

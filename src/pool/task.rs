@@ -1,46 +1,199 @@
 //! A unit of work, and running it so that a panic never kills the thread that runs it.
 //!
-//! A [`Task`] keeps a closure of up to 32 bytes inline (as C++'s `std::function` does for
-//! Eigen's pool), so scheduling a small task allocates nothing: with a `Box` per task the
-//! scheduling thread always allocates and a worker always frees, which costs a malloc arena
-//! round trip and a cache miss per task (measured as the whole gap in wake-up latency to
-//! Eigen's pool). Larger closures are boxed. The storage is `smallbox`'s; its `smallbox!`
-//! macro expands to `unsafe` code, the only reason this file does not forbid it.
+//! A [`Task`] keeps a closure of up to 32 bytes (alignment at most 8) inline, as C++'s
+//! `std::function` does for small callables, so scheduling a small task allocates nothing:
+//! with a `Box` per task the scheduling thread always allocates and a worker always frees,
+//! which costs a malloc arena round trip and a cache miss per task (measured as the whole gap
+//! in wake-up latency to Eigen's pool). Larger closures are boxed and the task holds the box.
+//!
+//! # Representation
+//! A task is a pointer to a static table of two functions for the closure's type (`call`,
+//! which moves the closure out of the storage and runs it, and `drop`) plus 32 bytes of
+//! storage: 40 bytes, moved by value through the queues. Calling is one indirect call that
+//! consumes the closure in place: no `FnMut` over a taken `Option` (a `dyn FnOnce` cannot be
+//! called through a pointer), no inline-or-heap branch, no fat pointer to carry. This is the
+//! per-task path of every pool (the tree benchmark moves each task four times), so the task
+//! is kept small and its call direct; the storage rules below are the only `unsafe` here.
+//!
+//! # Why the storage is sound
+//! `Task::new::<F>` writes either `F` itself (when it fits the storage's size and alignment)
+//! or a `Box<F>` into the storage and picks the table made for exactly that choice, so the
+//! table's functions always read the storage as the type that was written. Every task is
+//! consumed exactly once: [`Task::run_caught`] calls `call` and then forgets the task (the
+//! closure was moved out, and on a panic unwinding dropped it), and `Drop` calls `drop` for a
+//! task that never ran. `F: Send` is required to build a task; the storage is plain bytes, so
+//! a marker field keeps `Task` `Send` but not `Sync`.
 
 use std::any::Any;
 use std::fmt;
+use std::marker::PhantomData;
+use std::mem::{self, ManuallyDrop, MaybeUninit};
 use std::panic::{self, AssertUnwindSafe};
-
-use smallbox::space::S4;
-use smallbox::{smallbox, SmallBox};
+use std::ptr;
 
 use crate::sync::{AtomicU64, Mutex, Ordering};
 
-/// A closure scheduled on a pool: inline when it fits in 32 bytes, boxed otherwise.
+/// Bytes of closure a task holds without allocating.
+pub const INLINE_BYTES: usize = 32;
+
+/// The inline storage: 32 bytes, aligned for pointers.
+type Storage = MaybeUninit<[usize; INLINE_BYTES / mem::size_of::<usize>()]>;
+
+/// How to run or drop the closure a task's storage holds.
+struct TaskTable {
+    /// Moves the closure out of the storage and runs it.
+    call: unsafe fn(*mut Storage),
+    /// Drops the closure in the storage without running it.
+    drop: unsafe fn(*mut Storage),
+    /// Whether the closure itself is in the storage (rather than a box holding it).
+    inline: bool,
+}
+
+/// The tables for closures of type `F`.
+struct TablesFor<F>(PhantomData<F>);
+
+impl<F: FnOnce()> TablesFor<F> {
+    /// Whether an `F` fits the inline storage.
+    const FITS: bool = mem::size_of::<F>() <= mem::size_of::<Storage>()
+        && mem::align_of::<F>() <= mem::align_of::<Storage>();
+
+    /// The storage holds an `F`.
+    const INLINE: TaskTable = TaskTable {
+        call: Self::call_inline,
+        drop: Self::drop_inline,
+        inline: true,
+    };
+
+    /// The storage holds a `Box<F>`.
+    const BOXED: TaskTable = TaskTable {
+        call: Self::call_boxed,
+        drop: Self::drop_boxed,
+        inline: false,
+    };
+
+    /// # Safety
+    /// `storage` holds an `F` written by [`Task::new`], not yet moved out or dropped.
+    unsafe fn call_inline(storage: *mut Storage) {
+        // SAFETY: per the contract the storage holds a live `F`; reading it moves it out, and
+        // the caller never touches the storage again.
+        let f = unsafe { storage.cast::<F>().read() };
+        f()
+    }
+
+    /// # Safety
+    /// As for [`call_inline`](Self::call_inline).
+    unsafe fn drop_inline(storage: *mut Storage) {
+        // SAFETY: per the contract the storage holds a live `F`, dropped here once.
+        unsafe { storage.cast::<F>().drop_in_place() }
+    }
+
+    /// # Safety
+    /// `storage` holds a `Box<F>` written by [`Task::new`], not yet moved out or dropped.
+    unsafe fn call_boxed(storage: *mut Storage) {
+        // SAFETY: per the contract the storage holds a live `Box<F>`; reading moves it out.
+        let f = unsafe { storage.cast::<Box<F>>().read() };
+        f()
+    }
+
+    /// # Safety
+    /// As for [`call_boxed`](Self::call_boxed).
+    unsafe fn drop_boxed(storage: *mut Storage) {
+        // SAFETY: per the contract the storage holds a live `Box<F>`, dropped here once.
+        unsafe { storage.cast::<Box<F>>().drop_in_place() }
+    }
+}
+
+/// A task not built yet: it writes itself into the storage it is handed and returns that
+/// storage, initialized. Only safe code makes one (see [`spawn_here`]), and safe code can only
+/// return a reference to that storage by writing it, so the returned reference proves the
+/// write.
 ///
-/// The closure is stored as `FnMut` over a taken `Option`, because a `dyn FnOnce` cannot be
-/// called in place; [`run_caught`](Task::run_caught) consumes the task, so it runs once.
-pub struct Task(SmallBox<dyn FnMut() + Send + 'static, S4>);
+/// A pool hands the writer the queue slot the task will wait in, after claiming the slot: the
+/// task is then written once, where it is read next, instead of being built on the spawning
+/// thread's stack and copied down the call chain. (Copying a task right after it was written
+/// field by field made every copy wait for the stores it re-reads, a store-forwarding stall
+/// per copy; after the slot claim's locked instruction those stores have all landed.)
+///
+/// [`spawn_here`]: super::spawn_here
+pub(crate) type TaskWriter<'a> =
+    &'a mut dyn for<'s> FnMut(&'s mut MaybeUninit<Task>) -> &'s mut Task;
+
+/// Runs `write` on `storage` and checks that it returned `storage` itself, which safe code can
+/// only do after initializing it. Panics (leaving `storage` uninitialized) otherwise.
+#[inline]
+pub(crate) fn write_checked<T>(
+    storage: &mut MaybeUninit<T>,
+    write: impl for<'s> FnOnce(&'s mut MaybeUninit<T>) -> &'s mut T,
+) {
+    let written: *const T = write(storage);
+    assert!(
+        ptr::eq(written, storage.as_ptr()),
+        "a task writer must initialize the storage it is handed and return it"
+    );
+}
+
+/// A closure scheduled on a pool: inline when it fits in 32 bytes, boxed otherwise.
+/// [`run_caught`](Task::run_caught) consumes the task, so it runs at most once; a task dropped
+/// unrun drops its closure.
+pub struct Task {
+    table: &'static TaskTable,
+    storage: Storage,
+    /// `Send` (every closure is), not `Sync`: the storage's bytes say neither.
+    _closure: PhantomData<Box<dyn FnOnce() + Send>>,
+}
 
 impl Task {
     /// Wraps a closure.
-    pub fn new(f: impl FnOnce() + Send + 'static) -> Self {
-        let mut f = Some(f);
-        Task(smallbox!(move || {
-            if let Some(f) = f.take() {
-                f()
-            }
-        }))
+    #[inline]
+    pub fn new<F: FnOnce() + Send + 'static>(f: F) -> Self {
+        let mut storage = Storage::uninit();
+        let table: &'static TaskTable = if TablesFor::<F>::FITS {
+            // SAFETY: `FITS` checked that an `F` fits the storage's size and alignment.
+            unsafe { storage.as_mut_ptr().cast::<F>().write(f) };
+            &TablesFor::<F>::INLINE
+        } else {
+            // SAFETY: a `Box` is one pointer, which the storage (pointer-aligned) holds.
+            unsafe { storage.as_mut_ptr().cast::<Box<F>>().write(Box::new(f)) };
+            &TablesFor::<F>::BOXED
+        };
+        Task {
+            table,
+            storage,
+            _closure: PhantomData,
+        }
+    }
+
+    /// Builds the task a [`TaskWriter`] describes, as a value (where it has no slot to go to).
+    pub(crate) fn from_writer(write: TaskWriter<'_>) -> Task {
+        let mut task = MaybeUninit::uninit();
+        write_checked(&mut task, write);
+        // SAFETY: `write_checked` returned, so the writer initialized `task`.
+        unsafe { task.assume_init() }
     }
 
     /// Whether the closure lives inside the task (no allocation).
     pub fn is_inline(&self) -> bool {
-        !self.0.is_heap()
+        self.table.inline
     }
 
     /// Runs the task, catching a panic; returns the panic's message if it panicked.
-    pub fn run_caught(mut self) -> Result<(), String> {
-        panic::catch_unwind(AssertUnwindSafe(|| (self.0)())).map_err(|p| panic_message(&*p))
+    #[inline]
+    pub fn run_caught(self) -> Result<(), String> {
+        let mut task = ManuallyDrop::new(self);
+        let call = task.table.call;
+        let storage: *mut Storage = &mut task.storage;
+        // SAFETY: `table` was chosen for what `new` wrote into `storage`; the task is
+        // forgotten (`ManuallyDrop`), so the closure `call` moves out is never used again.
+        panic::catch_unwind(AssertUnwindSafe(|| unsafe { call(storage) }))
+            .map_err(|p| panic_message(&*p))
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        // SAFETY: the task never ran (`run_caught` forgets it), so its closure is still in the
+        // storage, of the type `table` was chosen for.
+        unsafe { (self.table.drop)(&mut self.storage) }
     }
 }
 
@@ -118,6 +271,59 @@ mod tests {
         small.run_caught().unwrap();
         large.run_caught().unwrap();
         assert_eq!(runs.load(std::sync::atomic::Ordering::Relaxed), 1 + 56);
+    }
+
+    #[test]
+    fn thirty_two_bytes_stay_inline_and_over_aligned_closures_are_boxed() {
+        let words = [1usize, 2, 3, 4];
+        let fits = Task::new(move || assert_eq!(words.iter().sum::<usize>(), 10));
+        assert!(fits.is_inline());
+        fits.run_caught().unwrap();
+
+        #[repr(align(16))]
+        struct Aligned(u8);
+        let aligned = Aligned(5);
+        let over_aligned = Task::new(move || {
+            let whole = aligned; // captures the struct, not just its field
+            assert_eq!(whole.0, 5);
+        });
+        assert!(!over_aligned.is_inline());
+        over_aligned.run_caught().unwrap();
+        assert_eq!(mem::size_of::<Task>(), 40);
+        assert_eq!(mem::size_of::<Option<Task>>(), 40);
+    }
+
+    #[test]
+    fn a_boxed_task_that_panics_is_caught_and_a_dropped_one_frees_its_closure() {
+        let big = [3u64; 8];
+        let panics = Task::new(move || panic!("big {}", big[0]));
+        assert!(!panics.is_inline());
+        assert_eq!(panics.run_caught().unwrap_err(), "big 3");
+
+        let token = Arc::new(());
+        let held = token.clone();
+        let unrun = Task::new(move || drop((big, held)));
+        assert_eq!(Arc::strong_count(&token), 2);
+        drop(unrun);
+        assert_eq!(Arc::strong_count(&token), 1);
+    }
+
+    #[test]
+    fn a_writer_builds_a_task_in_the_storage_it_is_handed() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = runs.clone();
+        let mut f = Some(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        let task = Task::from_writer(&mut |storage| storage.write(Task::new(f.take().unwrap())));
+        task.run_caught().unwrap();
+        assert_eq!(runs.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "must initialize the storage")]
+    fn a_writer_returning_other_storage_is_refused() {
+        let _ = Task::from_writer(&mut |_storage| Box::leak(Box::new(Task::new(|| ()))));
     }
 
     #[test]

@@ -37,7 +37,7 @@ use crossbeam_utils::CachePadded;
 
 use super::counters::{PoolStats, WorkerCounters};
 use super::event_count::EventCount;
-use super::task::PanicLog;
+use super::task::{PanicLog, TaskWriter};
 use super::{current, PoolError, PoolEvent, PoolKind, PoolOptions, Task, ThreadPool};
 use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
 pub(crate) use queues::{ChaseLevQueues, EigenQueues, StealQueues};
@@ -215,7 +215,10 @@ impl<Q: StealQueues> StealingPool<Q> {
             .name(format!("{}-w{index}", shared.options.name))
             .spawn(move || {
                 let for_tasks = shared.clone();
-                let scheduler = Box::new(move |task| for_tasks.schedule(task, 0, usize::MAX));
+                // This thread runs slot `index` for its whole life: its tasks push straight
+                // onto that slot's queue, without looking the slot up again per task.
+                let scheduler: current::Scheduler =
+                    Box::new(move |write: TaskWriter<'_>| for_tasks.schedule_local(index, write));
                 shared.run_worker(index, scheduler)
             })
             .map_err(|err| PoolError::Spawn {
@@ -267,17 +270,32 @@ impl<Q: StealQueues> Shared<Q> {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let pushed = match current::index_in(self.pool_id()) {
-            Some(index) => self.queues.push_local(index, task),
-            None => {
-                let active = self.active.load(Ordering::Relaxed);
-                if active == 0 {
-                    return self.run_inline(task);
-                }
-                self.queues
-                    .push_outside(self.outside_target(active, start, limit), task)
-            }
-        };
+        if let Some(index) = current::index_in(self.pool_id()) {
+            return self.published(self.queues.push_local(index, task));
+        }
+        let active = self.active.load(Ordering::Relaxed);
+        if active == 0 {
+            return self.run_inline(task);
+        }
+        let target = self.outside_target(active, start, limit);
+        self.published(self.queues.push_outside(target, task));
+    }
+
+    /// Schedules from worker `index` of this pool (the calling thread) onto its own queue,
+    /// the task written straight into its slot.
+    #[inline]
+    fn schedule_local(&self, index: usize, write: TaskWriter<'_>) {
+        if self.cancelled.load(Ordering::Relaxed) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            drop(Task::from_writer(write));
+            return;
+        }
+        self.published(self.queues.push_local_with(index, write));
+    }
+
+    /// After a push: wake a sleeper for the task, or run it here if the queue was full.
+    #[inline]
+    fn published(&self, pushed: Result<(), Task>) {
         match pushed {
             // Notify even when a worker spins, unless asked to skip (see `spinning`'s docs).
             Ok(()) => {
@@ -463,18 +481,36 @@ mod loom_tests {
     /// A task scheduled from inside a worker while the pool is being dropped still runs.
     #[test]
     fn loom_pool_task_scheduled_from_inside_during_drop_runs() {
-        loom::model(|| {
-            let runs: Arc<Vec<AtomicUsize>> =
-                Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
-            let pool = model_pool(1, 1);
-            let (inner_runs, shared) = (runs.clone(), pool.shared.clone());
-            pool.schedule(Task::new(move || {
-                inner_runs[0].fetch_add(1, Ordering::SeqCst);
+        loom::model(|| inside_child_runs_during_drop(false));
+    }
+
+    /// The same through `spawn_here`, the path a task's children take: the child is written
+    /// straight into the worker's queue slot, and still runs.
+    #[test]
+    fn loom_pool_task_spawned_here_during_drop_runs() {
+        loom::model(|| inside_child_runs_during_drop(true));
+    }
+
+    /// One task that schedules a child from inside (through `spawn_here`, or through the
+    /// pool's schedule), then the drop: both run exactly once.
+    fn inside_child_runs_during_drop(via_spawn_here: bool) {
+        let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
+        let pool = model_pool(1, 1);
+        let (inner_runs, shared) = (runs.clone(), pool.shared.clone());
+        pool.schedule(Task::new(move || {
+            inner_runs[0].fetch_add(1, Ordering::SeqCst);
+            if via_spawn_here {
+                let child = inner_runs.clone();
+                let spawned = current::spawn_here(move || {
+                    child[1].fetch_add(1, Ordering::SeqCst);
+                });
+                assert!(spawned.is_ok(), "a task runs on a worker");
+            } else {
                 shared.schedule(counting_task(&inner_runs, 1), 0, usize::MAX);
-            }));
-            drop(pool);
-            assert_each_ran_once(&runs);
-        });
+            }
+        }));
+        drop(pool);
+        assert_each_ran_once(&runs);
     }
 
     /// Newer Eigen's accounting: the producer skips its notify because the worker spins, so

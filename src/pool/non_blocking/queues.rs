@@ -17,6 +17,7 @@ use std::cell::RefCell;
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 
 use super::super::run_queue::RunQueue;
+use super::super::task::TaskWriter;
 use super::super::{PoolKind, Task};
 use crate::sync::{thread_local, Mutex};
 
@@ -41,6 +42,11 @@ pub trait StealQueues: Send + Sync + Sized + 'static {
     fn detach(&self, index: usize);
     /// Pushes onto the caller's own queue; `Err` gives the task back when it is full.
     fn push_local(&self, index: usize, task: Task) -> Result<(), Task>;
+    /// Like `push_local`, with the task written by `write` straight into its final place
+    /// where the design allows it; `Err` gives the task back when the queue is full.
+    fn push_local_with(&self, index: usize, write: TaskWriter<'_>) -> Result<(), Task> {
+        self.push_local(index, Task::from_writer(write))
+    }
     /// Pops the caller's own queue (LIFO end).
     fn pop_local(&self, index: usize) -> Option<Task>;
     /// Pushes from outside the pool, aimed at slot `target`.
@@ -84,6 +90,12 @@ impl StealQueues for EigenQueues {
         // SAFETY: only the thread running slot `index` calls `*_local` (trait contract, upheld
         // by the pool: one thread per slot at a time, handed over through a thread join).
         unsafe { self.queues[index].push_front(task) }
+    }
+
+    #[inline]
+    fn push_local_with(&self, index: usize, write: TaskWriter<'_>) -> Result<(), Task> {
+        // SAFETY: as in `push_local`, the caller owns slot `index`.
+        unsafe { self.queues[index].push_front_with(write) }.map_err(Task::from_writer)
     }
 
     #[inline]
