@@ -29,6 +29,12 @@ if [[ "${NO_BUILD:-0}" != 1 ]]; then
     cargo build --release --bin enginetop
     bench/peers/build-mxnet.sh
 fi
+for binary in target/release/enginetop target/peers/mxnet_engine; do
+    if [[ ! -x "${binary}" ]]; then
+        echo "error: ${binary} is missing; run without NO_BUILD=1 (or bench/peers/build-mxnet.sh)" >&2
+        exit 2
+    fi
+done
 
 programs=("ours" "mxnet")
 bases=()
