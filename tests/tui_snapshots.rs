@@ -249,17 +249,7 @@ fn worker_rows_show_their_current_op_truncated_to_fit() {
         .push(enginetop::profiler::stats::DeviceSnapshot {
             id: 1,
             name: "cpu0".into(),
-            ops_per_s: 0.0,
-            tasks_per_s: 0.0,
-            ops: 0,
-            op_errors: 0,
-            tasks: 0,
-            task_panics: 0,
-            queued: 0,
-            queues: Vec::new(),
-            queue_depth: 0,
-            workers: None,
-            resizes: 0,
+            ..Default::default()
         });
     let long = "layer4_bottleneck2_conv3_backward_weights";
     data.snapshot.workers = vec![

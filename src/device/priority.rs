@@ -480,20 +480,10 @@ mod loom_tests {
             let observer = std::sync::Arc::new(Balance::default());
             let pool = PriorityWorkers::<()>::new("loom-prio".into(), Some(observer.clone()));
             pool.set_num_threads(1, |_| ()).unwrap();
-            let ran = Arc::new((Mutex::new(false), Condvar::new()));
+            let ran = Arc::new(crate::pool::barrier::Barrier::new(1));
             let signal = Arc::clone(&ran);
-            pool.schedule(
-                0,
-                Task::new(move || {
-                    *signal.0.lock() = true;
-                    signal.1.notify_one();
-                }),
-            );
-            let mut done = ran.0.lock();
-            while !*done {
-                done = ran.1.wait(done);
-            }
-            drop(done);
+            pool.schedule(0, Task::new(move || signal.notify()));
+            ran.wait();
             drop(pool);
             assert_eq!(observer.in_task.load(Ordering::SeqCst), 0);
             assert_eq!(observer.parked.load(Ordering::SeqCst), 0);

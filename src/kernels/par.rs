@@ -58,7 +58,7 @@ pub fn for_each_chunk<T: Send>(
     f: impl Fn(usize, &mut [T]) + Sync,
 ) {
     let chunks: Vec<Mutex<&mut [T]>> = out.chunks_mut(chunk_len.max(1)).map(Mutex::new).collect();
-    run_chunks(pool, &chunks, cost, |index, chunk| f(index, chunk));
+    run_items(pool, &chunks, cost, |index, chunk| f(index, chunk));
 }
 
 /// [`for_each_chunk`] over chunks inside chunks: `out` is cut into `outer_len`-long pieces (an
@@ -80,7 +80,7 @@ pub fn for_each_nested_chunk<T: Send>(
         .flat_map(|piece| piece.chunks_mut(inner_len))
         .map(Mutex::new)
         .collect();
-    run_chunks(pool, &chunks, cost, |index, chunk| {
+    run_items(pool, &chunks, cost, |index, chunk| {
         f(index / per_outer, index % per_outer, chunk)
     });
 }
@@ -108,13 +108,7 @@ pub fn for_each_chunk_pair<T: Send, U: Send>(
         .zip(second.chunks_mut(second_len.max(1)))
         .map(Mutex::new)
         .collect();
-    parallel_for(pool, pairs.len(), cost, |begin, end| {
-        for (index, pair) in pairs.iter().enumerate().take(end).skip(begin) {
-            let mut pair = pair.lock();
-            let (a, b) = &mut *pair;
-            f(index, a, b);
-        }
-    });
+    run_items(pool, &pairs, cost, |index, (a, b)| f(index, a, b));
 }
 
 /// One item of [`for_each_strided_group`]: a group's slot and its pieces.
@@ -152,24 +146,23 @@ pub fn for_each_strided_group<T: Send, S: Send>(
         .zip(ordered.chunks_mut(per_group.max(1)))
         .map(Mutex::new)
         .collect();
-    parallel_for(pool, items.len(), cost, |begin, end| {
-        for (group, item) in items.iter().enumerate().take(end).skip(begin) {
-            let mut item = item.lock();
-            let (slot, pieces) = &mut *item;
-            f(group, slot, pieces);
-        }
+    run_items(pool, &items, cost, |group, (slot, pieces)| {
+        f(group, slot, pieces)
     });
 }
 
-fn run_chunks<T: Send>(
+/// Runs `f(index, item)` once per item, in parallel. Each item sits behind its own
+/// (uncontended) lock: `parallel_for` hands out index ranges through a shared closure, and the
+/// lock is how one range's call gets the `&mut` of its items.
+fn run_items<I: Send>(
     pool: &dyn ThreadPool,
-    chunks: &[Mutex<&mut [T]>],
+    items: &[Mutex<I>],
     cost: Cost,
-    f: impl Fn(usize, &mut [T]) + Sync,
+    f: impl Fn(usize, &mut I) + Sync,
 ) {
-    parallel_for(pool, chunks.len(), cost, |begin, end| {
-        for (index, chunk) in chunks.iter().enumerate().take(end).skip(begin) {
-            f(index, &mut chunk.lock());
+    parallel_for(pool, items.len(), cost, |begin, end| {
+        for (index, item) in items.iter().enumerate().take(end).skip(begin) {
+            f(index, &mut item.lock());
         }
     });
 }

@@ -152,7 +152,7 @@ pub struct QueueSnapshot {
 }
 
 /// One device in a [`Snapshot`].
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct DeviceSnapshot {
     /// The device id (the `pid` of a trace is this plus one).
     pub id: u16,

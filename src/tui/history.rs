@@ -135,16 +135,8 @@ mod tests {
             id: 1,
             name: "cpu0".into(),
             ops_per_s: 10.0,
-            tasks_per_s: 0.0,
-            ops: 0,
-            op_errors: 0,
-            tasks: 0,
-            task_panics: 0,
-            queued: 0,
-            queues: Vec::new(),
             queue_depth: depth,
-            workers: None,
-            resizes: 0,
+            ..DeviceSnapshot::default()
         });
         data.snapshot.workers.push(WorkerSnapshot {
             thread: 7,
