@@ -1,18 +1,8 @@
 //! End-to-end checks of `enginetop bench engine`, through the binary.
-use std::process::{Command, Output};
+mod common;
 
+use common::cli::{run as enginetop, text};
 use serde_json::Value;
-
-fn enginetop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_enginetop"))
-        .args(args)
-        .output()
-        .expect("the enginetop binary starts")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 #[test]
 fn quick_json_run_prints_correct_lines_with_the_reference_keys() {

@@ -1,20 +1,19 @@
 //! `enginetop bench gemm` through the binary: the JSON line and the flag checks.
-use std::process::{Command, Output};
+mod common;
 
+use std::process::Output;
+
+use common::cli::{command, text};
 use serde_json::Value;
 
 fn enginetop(args: &[&str]) -> Output {
     // A private cache dir: nothing here may touch the user's cache.
     let cache = std::env::temp_dir().join(format!("enginetop-cli-gemm-{}", std::process::id()));
-    Command::new(env!("CARGO_BIN_EXE_enginetop"))
+    command()
         .args(args)
         .env("XDG_CACHE_HOME", &cache)
         .output()
         .expect("the enginetop binary starts")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

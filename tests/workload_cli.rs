@@ -1,18 +1,18 @@
 //! CLI golden tests of `enginetop workloads`: the catalog, a summary, and load errors.
 //! `UPDATE_GOLDEN=1 cargo test --test workload_cli` rewrites `tests/data/workloads_list.txt`.
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+use common::cli::{command, text};
 
 fn enginetop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_enginetop"))
+    command()
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("the enginetop binary starts")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

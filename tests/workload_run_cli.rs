@@ -1,17 +1,19 @@
 //! The main command, `enginetop --workload ...`, headless: the summary (table and JSON), flag
 //! validation, op errors, and the cached GEMM peak.
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use enginetop::workload::SHIPPED;
 
+mod common;
 mod workload_run_support;
+use common::cli::{command, text};
 use workload_run_support::small_overrides;
 
 /// Runs the binary in the repository root with the GEMM peak cache in `cache` (so a test
 /// never reads or writes the user's).
 fn enginetop_with_cache(args: &[&str], cache: &std::path::Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_enginetop"))
+    command()
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("XDG_CACHE_HOME", cache)
@@ -29,10 +31,6 @@ fn scratch(name: &str) -> PathBuf {
 
 fn enginetop(args: &[&str]) -> Output {
     enginetop_with_cache(args, &scratch("unused"))
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 const SMALL_CHAIN: &[&str] = &["--workload", "chain", "--set", "length=100"];
