@@ -161,6 +161,15 @@ pub enum ConfigWarning {
         /// Schedulable CPUs.
         cpus: usize,
     },
+    /// The inter-op count (TensorFlow's name) and the engine's CPU worker count (MXNet's) are
+    /// both set and differ. A workload run's engine workers are its inter-op threads, so the
+    /// inter-op count is the one used.
+    InterOpDiffersFromCpuWorkers {
+        /// The inter-op count set.
+        inter: usize,
+        /// The CPU worker count set.
+        cpu_workers: usize,
+    },
 }
 
 impl fmt::Display for ConfigWarning {
@@ -179,6 +188,18 @@ impl fmt::Display for ConfigWarning {
                 )?;
                 write_oversubscription_fix(f, inter, cpus)
             }
+            ConfigWarning::InterOpDiffersFromCpuWorkers { inter, cpu_workers } => write!(
+                f,
+                "inter-op threads = {inter} and engine CPU workers = {cpu_workers} are both set, \
+                 but they are the same threads: running {inter} (the inter-op count wins); set \
+                 only one \
+                 ({} / {} / {}, or {} / {})",
+                flag::INTER_OP_THREADS,
+                env::ENGINETOP_INTER_OP_THREADS,
+                env::TF_NUM_INTEROP_THREADS,
+                env::ENGINETOP_CPU_WORKERS,
+                env::MXNET_CPU_WORKER_NTHREADS,
+            ),
         }
     }
 }

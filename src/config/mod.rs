@@ -31,6 +31,10 @@
 //! through `parallel_for`) mean what they mean in TensorFlow; `0` picks the number of
 //! schedulable CPUs ([`schedulable_cpus`], which honours affinity masks and cgroup quotas),
 //! capped at `max_threads`. [`RuntimeConfig::resolved`] gives the counts pools are built with.
+//! A workload run's inter-op threads are its engine's CPU workers, so MXNet's
+//! `MXNET_CPU_WORKER_NTHREADS` (or `ENGINETOP_CPU_WORKERS`) sizes them when no inter-op count is
+//! set, and the other way round; set both to different counts and the inter-op count wins,
+//! with a warning.
 //! [`RuntimeConfig::warnings`] reports when `inter x intra` exceeds the CPUs. TensorFlow's own
 //! defaults (both `0`) do exactly that on any machine with more than one CPU, and so do ours:
 //! the warning is the honest answer, and counts whose product fits the CPUs silence it.
@@ -65,6 +69,15 @@ use parse::*;
 
 /// The largest `max_threads` we accept: pools allocate a slot per possible worker up front.
 pub const HARD_MAX_THREADS: usize = 4096;
+
+/// `count`, or `fallback` where `count` is `0` (unset).
+fn first_set(count: usize, fallback: usize) -> usize {
+    if count == 0 {
+        fallback
+    } else {
+        count
+    }
+}
 
 /// CPUs this process may run on: `std::thread::available_parallelism`, which honours the
 /// affinity mask and cgroup CPU quotas; 1 if it cannot tell.
@@ -335,9 +348,11 @@ impl RuntimeConfig {
         }
     }
 
-    /// The inter-op pool size, `0` resolved.
+    /// The inter-op pool size, `0` resolved. Unset, it is the engine's CPU worker count when
+    /// that is set: in a workload run the two name the same threads (see
+    /// [`RuntimeConfig::warnings`] for when both are set).
     pub fn effective_inter_op_threads(&self) -> usize {
-        self.resolve_count(self.inter_op_threads)
+        self.resolve_count(first_set(self.inter_op_threads, self.cpu_workers))
     }
 
     /// The intra-op pool size, `0` resolved.
@@ -394,8 +409,8 @@ impl RuntimeConfig {
         Ok(())
     }
 
-    /// The engine's worker counts: CPU workers `0` = the schedulable CPUs (at most
-    /// `max_threads`), the others `0` = MXNet's defaults (4 priority, 2 GPU, 2 GPU copy).
+    /// The engine's worker counts: CPU workers `0` = the inter-op count when that is set, else
+    /// the schedulable CPUs (at most `max_threads`), the others `0` = MXNet's defaults (4 priority, 2 GPU, 2 GPU copy).
     ///
     /// ```
     /// use enginetop::config::RuntimeConfig;
@@ -407,7 +422,7 @@ impl RuntimeConfig {
     pub fn resolved_engine_workers(&self) -> ResolvedEngineWorkers {
         let or_default = |count: usize, default: usize| if count == 0 { default } else { count };
         ResolvedEngineWorkers {
-            cpu: self.resolve_count(self.cpu_workers),
+            cpu: self.resolve_count(first_set(self.cpu_workers, self.inter_op_threads)),
             cpu_priority: or_default(self.cpu_priority_workers, DEFAULT_CPU_PRIORITY_WORKERS),
             gpu: or_default(self.gpu_workers, DEFAULT_GPU_WORKERS),
             gpu_copy: or_default(self.gpu_copy_workers, DEFAULT_GPU_WORKERS),
@@ -444,6 +459,10 @@ impl RuntimeConfig {
                 intra_op_threads: threads.intra_op,
                 cpus,
             });
+        }
+        let (inter, cpu_workers) = (self.inter_op_threads, self.cpu_workers);
+        if inter != 0 && cpu_workers != 0 && inter != cpu_workers {
+            warnings.push(ConfigWarning::InterOpDiffersFromCpuWorkers { inter, cpu_workers });
         }
         warnings
     }

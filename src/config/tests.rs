@@ -507,3 +507,67 @@ fn oversubscription_warning_reads_as_a_sentence_with_a_fix() {
          are schedulable; lower both, e.g. --inter-op-threads 4 --intra-op-threads 1"
     );
 }
+
+#[test]
+fn mxnet_cpu_workers_size_the_inter_op_threads_when_no_inter_op_count_is_set() {
+    let cpus = RuntimeConfig::default().schedulable_cpus;
+    let config = load(
+        &[("MXNET_CPU_WORKER_NTHREADS", "3")],
+        &ConfigOverrides::default(),
+    );
+    assert_eq!(config.resolved().inter_op, 3);
+    assert_eq!(config.resolved_engine_workers().cpu, 3);
+    assert!(config
+        .warnings()
+        .iter()
+        .all(|w| !matches!(w, ConfigWarning::InterOpDiffersFromCpuWorkers { .. })));
+
+    let config = load(
+        &[("TF_NUM_INTEROP_THREADS", "2")],
+        &ConfigOverrides::default(),
+    );
+    assert_eq!(
+        config.resolved_engine_workers().cpu,
+        2,
+        "and the other way round"
+    );
+
+    let config = load(&[], &ConfigOverrides::default());
+    assert_eq!(config.resolved().inter_op, cpus.min(config.max_threads));
+    assert_eq!(
+        config.resolved_engine_workers().cpu,
+        config.resolved().inter_op
+    );
+}
+
+#[test]
+fn differing_inter_op_and_cpu_worker_counts_warn_and_the_inter_op_count_wins() {
+    let overrides = ConfigOverrides {
+        inter_op_threads: Some(2),
+        ..ConfigOverrides::default()
+    };
+    let config = load(&[("ENGINETOP_CPU_WORKERS", "4")], &overrides);
+    assert_eq!(config.resolved().inter_op, 2);
+    let warning = config
+        .warnings()
+        .into_iter()
+        .find(|w| matches!(w, ConfigWarning::InterOpDiffersFromCpuWorkers { .. }))
+        .expect("a warning naming both counts");
+    assert_eq!(
+        warning,
+        ConfigWarning::InterOpDiffersFromCpuWorkers {
+            inter: 2,
+            cpu_workers: 4
+        }
+    );
+    assert!(warning
+        .to_string()
+        .contains("running 2 (the inter-op count wins)"));
+    assert!(warning.to_string().contains("MXNET_CPU_WORKER_NTHREADS"));
+
+    let same = load(&[("ENGINETOP_CPU_WORKERS", "2")], &overrides);
+    assert!(same
+        .warnings()
+        .iter()
+        .all(|w| !matches!(w, ConfigWarning::InterOpDiffersFromCpuWorkers { .. })));
+}
