@@ -80,6 +80,12 @@ fn json_summary_holds_the_figures() {
         (json["inter"].as_u64(), json["intra"].as_u64()),
         (Some(2), Some(1))
     );
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(
+        json["gemm_peak_threads"].as_u64(),
+        Some(2.min(cpus) as u64),
+        "two ops on one intra-op thread each keep two CPUs busy: the peak is theirs"
+    );
     assert_eq!(json["checksum"].as_str().map(str::len), Some(16));
 }
 

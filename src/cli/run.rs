@@ -156,10 +156,10 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
     if !args.headless && std::io::stdout().is_terminal() {
         return dashboard::run(args, config, graph);
     }
-    let intra = config.effective_intra_op_threads();
+    let peak_threads = config.kernel_threads();
     let options = RunOptions {
         length: run_length(args),
-        gemm_peak_gflops: args.gemm_peak.or_else(|| gemm_peak(intra)),
+        gemm_peak_gflops: args.gemm_peak.or_else(|| gemm_peak(peak_threads)),
         config,
     };
     let profiler = if args.no_profile {

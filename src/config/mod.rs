@@ -348,6 +348,29 @@ impl RuntimeConfig {
         }
     }
 
+    /// The most threads a run keeps busy with kernels at once: `inter x intra`, at most the
+    /// schedulable CPUs. A run's GFLOP/s is compared with the GEMM peak on this many threads
+    /// (two ops on one intra-op thread each use two cores, as one op on two threads does).
+    ///
+    /// ```
+    /// use enginetop::config::RuntimeConfig;
+    ///
+    /// let config = |inter, intra| RuntimeConfig {
+    ///     inter_op_threads: inter,
+    ///     intra_op_threads: intra,
+    ///     schedulable_cpus: 4,
+    ///     ..Default::default()
+    /// };
+    /// assert_eq!(config(2, 1).kernel_threads(), 2);
+    /// assert_eq!(config(1, 3).kernel_threads(), 3);
+    /// assert_eq!(config(0, 0).kernel_threads(), 4, "4 x 4 wants 16, 4 CPUs run them");
+    /// ```
+    pub fn kernel_threads(&self) -> usize {
+        let threads = self.resolved();
+        let cpus = self.schedulable_cpus.max(1);
+        threads.inter_op.saturating_mul(threads.intra_op).min(cpus)
+    }
+
     /// The inter-op pool size, `0` resolved. Unset, it is the engine's CPU worker count when
     /// that is set: in a workload run the two name the same threads (see
     /// [`RuntimeConfig::warnings`] for when both are set).

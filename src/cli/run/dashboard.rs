@@ -61,13 +61,13 @@ fn log_path() -> PathBuf {
 
 /// What the dashboard shows besides the profiler's figures.
 fn live_info(args: &RunArgs, config: &RuntimeConfig, graph: &Graph) -> Result<LiveInfo> {
-    let intra = config.effective_intra_op_threads();
+    let peak_threads = config.kernel_threads();
     let mut notices = Vec::new();
     let peak_gflops = match args.gemm_peak {
         Some(peak) => Some(peak),
         // Measuring would hold the dashboard back for seconds: use the cache or go without.
-        None if super::gemm_peak_is_cached(intra) => {
-            enginetop::bench::gemm::cached_gemm_peak(intra).ok()
+        None if super::gemm_peak_is_cached(peak_threads) => {
+            enginetop::bench::gemm::cached_gemm_peak(peak_threads).ok()
         }
         None => {
             notices.push("no GEMM peak yet: `enginetop bench gemm` measures it".into());

@@ -39,6 +39,9 @@ pub struct RunSettings {
     pub inter: usize,
     /// Intra-op threads (the kernels' pool).
     pub intra: usize,
+    /// Threads the GEMM peak is measured on: what `inter x intra` keeps busy at the start
+    /// ([`RuntimeConfig::kernel_threads`]).
+    pub gemm_peak_threads: usize,
     /// The per-device engine's CPU priority workers.
     pub priority_workers: usize,
     /// GPU compute plus copy workers per GPU.
@@ -55,6 +58,7 @@ impl RunSettings {
             pool: config.pool_kind,
             inter: threads.inter_op,
             intra: threads.intra_op,
+            gemm_peak_threads: config.kernel_threads(),
             priority_workers: workers.cpu_priority,
             gpu_workers: workers.gpu + workers.gpu_copy,
         }
@@ -353,9 +357,9 @@ impl RunSummary {
         match (self.gemm_peak_gflops, self.peak_fraction) {
             (Some(peak), Some(fraction)) => writeln!(
                 f,
-                "  GEMM peak     {peak:>10.2}   GFLOP/s on {} intra threads: CPU ops at {:.1}% \
-                 of peak",
-                s.intra,
+                "  GEMM peak     {peak:>10.2}   GFLOP/s on {} threads: CPU ops at {:.1}% of \
+                 peak",
+                s.gemm_peak_threads,
                 fraction * 100.0
             )?,
             _ => writeln!(f, "  GEMM peak     {:>10}   (not measured)", "-")?,
