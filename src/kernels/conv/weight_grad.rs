@@ -19,7 +19,7 @@
 //! loop transposes and adds the parts into `dW` in part order, one item per 16 output
 //! channels. Each item packs only its part of `cols` and of `dY^T`; the price is the parts'
 //! copies of `dW`, written once and read once, small next to the GEMMs (a part of `run` pixels
-//! does `2 run` flops per value of `dW`, `run` being 128 to 512).
+//! does `2 run` flops per value of `dW`; `run` is 128 to 512 on the per-image path).
 //!
 //! # When not transposed
 //! The transposed form's price is a transpose of `dW` (`patch x C_out` values per part); on
