@@ -148,45 +148,70 @@ fn conv2d_matches_direct_convolution() {
 fn conv2d_gradients_match_finite_differences() {
     let pool = pool();
     for (seed, case) in conv_cases().iter().take(6).enumerate() {
-        let input = Tensor::random(&case.input, seed as u64);
-        let weight = Tensor::random(&case.weight_shape(), seed as u64 + 50);
-        let grad_output = Tensor::random(&case.output_shape(), seed as u64 + 99);
-        let params = conv_params(case);
+        assert_conv_gradients_match(&pool, case, seed as u64);
+    }
+}
 
-        let mut grad_input = Tensor::filled(&case.input, f32::NAN);
-        conv2d_backward_data(
-            pool.as_dyn(),
-            &grad_output,
-            &weight,
-            params,
-            &mut grad_input,
-        )
-        .unwrap();
-        let (x, w, dy) = (f64s(&input), f64s(&weight), f64s(&grad_output));
-        let want = numeric_grad(|x| case.forward(x, &w), &x, &dy);
-        assert_close(
-            &format!("conv2d_backward_data {case:?}"),
-            &grad_input.data,
-            &want,
-            GRADIENT_TOLERANCE,
-        );
+/// Both gradients of `case`'s convolution, on random tensors from `seed`, against finite
+/// differences of the naive forward.
+fn assert_conv_gradients_match(pool: &Pool, case: &naive::Conv, seed: u64) {
+    let input = Tensor::random(&case.input, seed);
+    let weight = Tensor::random(&case.weight_shape(), seed + 50);
+    let grad_output = Tensor::random(&case.output_shape(), seed + 99);
+    let params = conv_params(case);
+    let (x, w, dy) = (f64s(&input), f64s(&weight), f64s(&grad_output));
 
-        let mut grad_weight = Tensor::filled(&case.weight_shape(), f32::NAN);
-        conv2d_backward_weights(
-            pool.as_dyn(),
-            &input,
-            &grad_output,
-            params,
-            &mut grad_weight,
-        )
-        .unwrap();
-        let want = numeric_grad(|w| case.forward(&x, w), &w, &dy);
-        assert_close(
-            &format!("conv2d_backward_weights {case:?}"),
-            &grad_weight.data,
-            &want,
-            GRADIENT_TOLERANCE,
-        );
+    let mut grad_input = Tensor::filled(&case.input, f32::NAN);
+    conv2d_backward_data(
+        pool.as_dyn(),
+        &grad_output,
+        &weight,
+        params,
+        &mut grad_input,
+    )
+    .unwrap();
+    let want = numeric_grad(|x| case.forward(x, &w), &x, &dy);
+    let what = format!("conv2d_backward_data {case:?}");
+    assert_close(&what, &grad_input.data, &want, GRADIENT_TOLERANCE);
+
+    let mut grad_weight = Tensor::filled(&case.weight_shape(), f32::NAN);
+    conv2d_backward_weights(
+        pool.as_dyn(),
+        &input,
+        &grad_output,
+        params,
+        &mut grad_weight,
+    )
+    .unwrap();
+    let want = numeric_grad(|w| case.forward(&x, w), &w, &dy);
+    let what = format!("conv2d_backward_weights {case:?}");
+    assert_close(&what, &grad_weight.data, &want, GRADIENT_TOLERANCE);
+}
+
+/// Shapes for the batched path's transposed input gradient (at most 128 pixels, its GEMM cut
+/// into column blocks of 40 with a last of 24 for 144 patch rows), its direct weight gradient
+/// (more output channels than pixels), 1-pixel planes, and one image.
+fn late_stage_conv_cases() -> Vec<naive::Conv> {
+    let conv = |input, out_channels| naive::Conv {
+        input,
+        out_channels,
+        kernel: (3, 3),
+        stride: 1,
+        padding: 1,
+    };
+    vec![
+        conv([2, 16, 4, 4], 8),
+        conv([2, 3, 2, 2], 20),
+        conv([3, 5, 1, 1], 7),
+        conv([1, 3, 6, 6], 9),
+    ]
+}
+
+#[test]
+fn conv2d_gradients_match_finite_differences_on_late_stage_shapes() {
+    let pool = pool();
+    for (seed, case) in late_stage_conv_cases().iter().enumerate() {
+        assert_conv_gradients_match(&pool, case, seed as u64 + 1000);
     }
 }
 

@@ -4,15 +4,14 @@
 #![forbid(unsafe_code)]
 
 use super::batched::{
-    dense, gather, gemm_by_rows, is_batched, scatter, transpose_images, transposed,
+    dense, gemm_by_column_blocks, gemm_by_rows, is_batched, scatter, transposed,
+    untranspose_blocks, with_batched_scratch, TRANSPOSED_MAX_COLUMNS,
 };
-use super::im2col::{col2im_plane, im2col_batch_into};
-use super::weight_grad::small_backward_weights;
+use super::im2col::col2im_plane;
+use super::weight_grad::backward_weights;
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::error::{expect_shape, KernelError};
-use crate::kernels::gemm::{
-    gemm_single_threaded, rows_per_block, GemmShape, MatView, GEMM_MIN_ROWS,
-};
+use crate::kernels::gemm::{gemm_single_threaded, rows_per_block, GemmShape, MatView};
 use crate::kernels::par::{
     for_each_chunk, for_each_nested_chunk, item_cost, GEMM_FLOPS_PER_CYCLE, VECTOR_FLOPS_PER_CYCLE,
 };
@@ -62,71 +61,49 @@ fn batched_backward_data(
     grad_output: &[f32],
     grad_input: &mut [f32],
 ) {
-    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
-    let wide = n * pixels;
-    let per_image = if g.is_pointwise() {
-        0
-    } else {
-        n * g.cols_per_image()
-    };
-    with_scratch(per_image + (patch + channels) * wide, |buffer| {
-        let (unrolled, rest) = buffer.split_at_mut(per_image);
-        let (dcols, dy) = rest.split_at_mut(patch * wide);
-        gather(pool, (n, channels, pixels), grad_output, dy);
-        let shape = (patch, wide, channels);
-        gemm_by_rows(
-            pool,
-            shape,
-            transposed(weight, patch),
-            dense(dy, wide),
-            dcols,
-        );
-        if g.is_pointwise() {
-            scatter(pool, (n, patch, pixels), dcols, grad_input);
+    with_batched_scratch(pool, g, grad_output, |unrolled, dcols, dy| {
+        let per_image_dcols = if g.is_pointwise() {
+            &mut *grad_input
         } else {
-            scatter(pool, (n, patch, pixels), dcols, unrolled);
+            &mut *unrolled
+        };
+        batched_dcols(pool, g, weight, dy, dcols, per_image_dcols);
+        if !g.is_pointwise() {
             col2im_batch(pool, g, unrolled, grad_input);
         }
     });
 }
 
-/// The weight gradient as one GEMM over the batch, its inner dimension every image's pixels
-/// (see `batched.rs`).
-fn batched_backward_weights(
+/// Every image's `dcols_n = W^T dY_n` (`N x patch x P`, into `per_image_dcols`) from the
+/// gathered `dy` (`C_out x N P`), through the scratch `dcols` (`patch x N P` values): as
+/// `dcols_b^T = dY_b^T W` in column blocks when the product is at most
+/// [`TRANSPOSED_MAX_COLUMNS`] wide, else as `W^T dY_b` in row blocks.
+fn batched_dcols(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
-    input: &[f32],
-    grad_output: &[f32],
-    grad_weight: &mut [f32],
+    weight: &[f32],
+    dy: &[f32],
+    dcols: &mut [f32],
+    per_image_dcols: &mut [f32],
 ) {
     let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
     let wide = n * pixels;
-    let per_image = if g.is_pointwise() {
-        0
+    if wide <= TRANSPOSED_MAX_COLUMNS {
+        let block = rows_per_block(GemmShape {
+            m: patch,
+            n: wide,
+            k: channels,
+        });
+        let shape = (wide, patch, channels);
+        let (dy_t, w) = (transposed(dy, wide), dense(weight, patch));
+        gemm_by_column_blocks(pool, shape, dy_t, w, block, dcols);
+        untranspose_blocks(pool, (n, patch, pixels), block, dcols, per_image_dcols);
     } else {
-        n * g.cols_per_image()
-    };
-    with_scratch(per_image + (patch + channels) * wide, |buffer| {
-        let (unrolled, rest) = buffer.split_at_mut(per_image);
-        let (cols, dy) = rest.split_at_mut(patch * wide);
-        // cols^T (N P x patch), so the GEMM reads both operands row-major: the `gemm` crate
-        // runs `A B^T` with both inner dimensions contiguous markedly slower.
-        if g.is_pointwise() {
-            transpose_images(pool, (patch, pixels), input, cols);
-        } else {
-            im2col_batch_into(pool, g, input, unrolled);
-            transpose_images(pool, (patch, pixels), unrolled, cols);
-        }
-        gather(pool, (n, channels, pixels), grad_output, dy);
-        let shape = (channels, patch, wide);
-        gemm_by_rows(
-            pool,
-            shape,
-            dense(dy, wide),
-            dense(cols, patch),
-            grad_weight,
-        );
-    });
+        let shape = (patch, wide, channels);
+        let (w_t, dy) = (transposed(weight, patch), dense(dy, wide));
+        gemm_by_rows(pool, shape, w_t, dy, dcols);
+        scatter(pool, (n, patch, pixels), dcols, per_image_dcols);
+    }
 }
 
 /// `dcols_n = W^T dY_n` for every image, into `dcols`: one item per (image, block of `dcols`
@@ -225,81 +202,9 @@ pub fn conv2d_backward_weights(
         &grad_output.shape,
         &expected,
     )?;
-    if is_batched(&geometry) {
-        let (x, dy) = (&input.data, &grad_output.data);
-        batched_backward_weights(pool, &geometry, x, dy, &mut grad_weight.data);
-    } else if geometry.out_channels < 2 * GEMM_MIN_ROWS {
-        let (x, dy) = (&input.data, &grad_output.data);
-        small_backward_weights(pool, &geometry, x, dy, &mut grad_weight.data);
-    } else if geometry.is_pointwise() {
-        grad_times_cols_transposed(pool, &geometry, &input.data, &grad_output.data, grad_weight);
-    } else {
-        with_scratch(geometry.batch * geometry.cols_per_image(), |cols| {
-            im2col_batch_into(pool, &geometry, &input.data, cols);
-            grad_times_cols_transposed(pool, &geometry, cols, &grad_output.data, grad_weight);
-        });
-    }
+    let (x, dy) = (&input.data, &grad_output.data);
+    backward_weights(pool, &geometry, x, dy, &mut grad_weight.data);
     Ok(geometry.backward_weights_work())
-}
-
-/// `dW = sum_n dY_n cols_n^T` (`C_out x patch`), straight into `grad_weight`: one item per
-/// block of output channels, each adding the images in order, so the sum does not depend on
-/// threads.
-fn grad_times_cols_transposed(
-    pool: &dyn ThreadPool,
-    geometry: &Conv2dGeometry,
-    cols: &[f32],
-    grad_output: &[f32],
-    grad_weight: &mut Tensor,
-) {
-    let g = geometry;
-    let (patch, pixels, channels) = (g.patch_len(), g.out_pixels(), g.out_channels);
-    let shape = GemmShape {
-        m: channels,
-        n: patch,
-        k: pixels,
-    };
-    if g.batch == 0 {
-        grad_weight.data.fill(0.0); // no images, no gradient
-        return;
-    }
-    let block = rows_per_block(shape);
-    let images = g.batch as f64;
-    let one_image = gemm_item_cost(block, patch, pixels);
-    let cost = Cost {
-        bytes_loaded: one_image.bytes_loaded * images,
-        bytes_stored: one_image.bytes_stored * images,
-        compute_cycles: one_image.compute_cycles * images,
-    };
-    let image_cols =
-        |image: usize| &cols[image * g.cols_per_image()..(image + 1) * g.cols_per_image()];
-    for_each_chunk(
-        pool,
-        &mut grad_weight.data,
-        block * patch,
-        cost,
-        |index, out| {
-            let first_channel = index * block;
-            let rows = out.len() / patch.max(1);
-            for image in 0..g.batch {
-                let image_grad =
-                    &grad_output[image * channels * pixels..(image + 1) * channels * pixels];
-                let grad_rows = MatView {
-                    data: &image_grad[first_channel * pixels..],
-                    row_stride: pixels,
-                    col_stride: 1,
-                };
-                // cols_n is patch x pixels; its transpose's (row p, column q) is cols_n[q * pixels + p].
-                let cols_t = MatView {
-                    data: image_cols(image),
-                    row_stride: 1,
-                    col_stride: pixels,
-                };
-                let beta = if image == 0 { 0.0 } else { 1.0 };
-                gemm_single_threaded((rows, patch, pixels), grad_rows, cols_t, out, 1.0, beta);
-            }
-        },
-    );
 }
 
 /// The cost of one GEMM item of `rows x n`, inner dimension `k`.

@@ -136,6 +136,23 @@ pub(super) fn im2col_batch_into(
     });
 }
 
+/// Every image's column matrix, image after image: `input` itself for a pointwise
+/// convolution, else im2col of it written into `unrolled` ([`Conv2dGeometry::unrolled_len`]
+/// values).
+pub(super) fn columns<'a>(
+    pool: &dyn ThreadPool,
+    geometry: &Conv2dGeometry,
+    input: &'a [f32],
+    unrolled: &'a mut [f32],
+) -> &'a [f32] {
+    if geometry.is_pointwise() {
+        input
+    } else {
+        im2col_batch_into(pool, geometry, input, unrolled);
+        unrolled
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,10 +13,10 @@
 //! - [`conv2d_backward_data`]: `dcols_n = W^T dY_n`, one item per (image, block of `dcols`
 //!   rows); then col2im adds every column back onto the pixel it came from, one item per
 //!   (image, input channel).
-//! - [`conv2d_backward_weights`]: im2col as forward, then `dW = sum_n dY_n cols_n^T`. With
-//!   fewer than 128 output channels (one block of `dW` rows) it is computed transposed and
-//!   split along the pixels (`weight_grad.rs`: parts summed in a fixed order); otherwise one
-//!   item per block of `dW` rows (output channels), each summing the images in order.
+//! - [`conv2d_backward_weights`]: im2col as forward, then `dW = sum_n dY_n cols_n^T`,
+//!   computed transposed (`dW^T = cols dY^T`, both operands row-major) and split along the
+//!   pixels (`weight_grad.rs`: one item per (part of the pixels, block of `dW^T` rows), the
+//!   parts summed in a fixed order).
 //!
 //! The `cols` buffer holds every image at once (`N C_in kh kw H_out W_out` floats), so the
 //! GEMMs have enough items to keep the pool busy even for one image, at the price of memory.
@@ -25,7 +25,7 @@
 //!
 //! Small output planes (at most [`BATCHED_MAX_PIXELS`] pixels, more than one image) take the
 //! batched path instead (`batched.rs`): the images' column matrices side by side, one GEMM for
-//! the whole batch in each direction.
+//! the whole batch in each direction (the input gradient's computed transposed).
 //!
 //! A pointwise convolution (1x1 kernel, stride 1, no padding: most of a bottleneck's) skips
 //! im2col and col2im entirely: an image's column matrix is the image itself, so forward and
@@ -239,13 +239,18 @@ impl Conv2dGeometry {
         self.batch as f64 * self.per_image_gemm().work().flops
     }
 
-    /// Values of the im2col buffer a call writes and reads back: none for a pointwise one.
-    fn cols_values(&self) -> f64 {
+    /// Values of the im2col buffer (every image's column matrix) a call writes and reads back:
+    /// none for a pointwise one.
+    fn unrolled_len(&self) -> usize {
         if self.is_pointwise() {
-            0.0
+            0
         } else {
-            (self.batch * self.cols_per_image()) as f64
+            self.batch * self.cols_per_image()
         }
+    }
+
+    fn cols_values(&self) -> f64 {
+        self.unrolled_len() as f64
     }
 
     fn tensor_values(&self) -> f64 {
