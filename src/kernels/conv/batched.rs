@@ -23,11 +23,11 @@
 //! are cheap where this path is taken.
 //!
 //! # Parallelism and determinism
-//! GEMMs are cut by rows (or blocks of columns) of their output, copies by rows of their destination, in blocks that
-//! depend on the shapes alone; each item is one thread's sequential code. Whether a call takes
-//! this path depends on the shapes alone too, so results are the same on every pool and thread
-//! count (they differ in the last bits from the per-image path, which adds the weight
-//! gradient's images in a different order).
+//! GEMMs are cut by rows (or blocks of columns) of their output, copies by rows of their
+//! destination, in blocks that depend on the shapes alone; each item is one thread's sequential
+//! code. Whether a call takes this path depends on the shapes alone too, so results are the
+//! same on every pool and thread count (they differ in the last bits from the per-image path,
+//! which adds the weight gradient's images in a different order).
 #![forbid(unsafe_code)]
 
 use super::backward::gemm_item_cost;
