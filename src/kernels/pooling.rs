@@ -13,6 +13,18 @@
 //! One `parallel_for` item per (image, channel) plane of the output (forward) or of the input
 //! gradient (backward), or per image for global average pooling. Each item adds in a fixed
 //! order, so nothing depends on the thread count.
+//!
+//! # Inside a plane
+//! Windows are walked output row by output row; a window's in-bounds rows and columns come
+//! from its row and column index with a multiply and a clamp (no division per pixel). A
+//! window's maximum is a scan that takes a value only when it is greater than the best so far,
+//! written as a select the compiler turns into `maxss` (no branch on the data). One window's
+//! scan is one dependency chain of `window^2` `maxss`, so the forward pass goes tap by tap
+//! across a row of outputs instead (`PoolGeometry::max_row`): every output still sees its
+//! taps in row-major window order (the same bits), but neighbouring outputs' comparisons are
+//! independent and overlap. The backward pass scans each window for its argmax one at a time
+//! with a branch on the comparison: a tap-by-tap version needs the winning index picked by a
+//! select, and LLVM turns that select back into a branch (it was slower than this).
 #![forbid(unsafe_code)]
 
 use super::error::{expect_rank, expect_shape, KernelError};
@@ -21,6 +33,7 @@ use super::tensor::Tensor;
 use super::work::Work;
 use crate::pool::parallel_for::Cost;
 use crate::pool::ThreadPool;
+use std::ops::Range;
 
 /// Window size, stride and padding of a max pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -151,34 +164,149 @@ impl PoolGeometry {
         (lo, hi.max(lo))
     }
 
-    /// The mean of output pixel `(oy, ox)`'s window of `plane`, over its in-bounds pixels,
-    /// summed in `f64` in row-major window order.
-    fn window_mean(&self, plane: &[f32], oy: usize, ox: usize) -> f32 {
+    /// The output columns whose windows lie wholly inside the input, as `lo..hi`.
+    fn interior_columns(&self) -> (usize, usize) {
+        let PoolParams {
+            window,
+            stride,
+            padding,
+        } = self.params;
         let width = self.input[3];
-        let ((y0, y1), (x0, x1)) = (self.span(oy, 0), self.span(ox, 1));
-        let mut sum = 0.0f64;
-        for row in plane[y0 * width..y1 * width].chunks_exact(width) {
-            sum += row[x0..x1].iter().map(|&v| f64::from(v)).sum::<f64>();
-        }
-        let count = (y1 - y0) * (x1 - x0);
-        (sum / count.max(1) as f64) as f32
+        let lo = padding.div_ceil(stride).min(self.out_width);
+        let hi = (width + padding)
+            .checked_sub(window)
+            .map_or(0, |last_start| {
+                (last_start / stride + 1).min(self.out_width)
+            });
+        (lo, hi.max(lo))
     }
 
-    /// The input index of the (first) maximum in output pixel `(oy, ox)`'s window of `plane`,
-    /// in row-major window order.
-    fn argmax(&self, plane: &[f32], oy: usize, ox: usize) -> usize {
+    /// Output row `oy` of the window maxima of `plane` into `out_row`: each output's taps
+    /// compared in row-major window order, as [`Window::max`] does (so the bits are the
+    /// same), the interior columns tap by tap across the row (see [`Self::interior_taps`]).
+    fn max_row(&self, plane: &[f32], oy: usize, out_row: &mut [f32]) {
         let width = self.input[3];
-        let ((y0, y1), (x0, x1)) = (self.span(oy, 0), self.span(ox, 1));
-        let mut best = (y0 * width + x0, plane[y0 * width + x0]);
-        for iy in y0..y1 {
-            let row = &plane[iy * width..(iy + 1) * width];
-            for (ix, &value) in row.iter().enumerate().take(x1).skip(x0) {
+        let (y0, y1) = self.span(oy, 0);
+        let (lo, hi) = self.interior_columns();
+        for ox in (0..lo).chain(hi..self.out_width) {
+            let (x0, x1) = self.span(ox, 1);
+            out_row[ox] = Window { y0, y1, x0, x1 }.max(plane, width);
+        }
+        let interior = &mut out_row[lo..hi];
+        self.interior_taps(plane, oy, lo..hi, |slot, value, first| {
+            interior[slot] = if first || value > interior[slot] {
+                value
+            } else {
+                interior[slot]
+            };
+        });
+    }
+
+    /// Walks the taps of output row `oy`'s windows over the interior columns `columns` tap
+    /// by tap: for each tap in row-major window order, `visit(slot, value, first)` for
+    /// every column (`slot` counts from `columns.start`; `first` says it is the window's
+    /// first tap). Each column sees its taps in the order a window-at-a-time scan does, but
+    /// neighbouring columns' work is independent, so it overlaps instead of waiting on one
+    /// dependency chain per window.
+    fn interior_taps(
+        &self,
+        plane: &[f32],
+        oy: usize,
+        columns: Range<usize>,
+        mut visit: impl FnMut(usize, f32, bool),
+    ) {
+        if columns.is_empty() {
+            return;
+        }
+        let PoolParams { window, stride, .. } = self.params;
+        let width = self.input[3];
+        let (y0, y1) = self.span(oy, 0);
+        let first_column = self.span(columns.start, 1).0;
+        let taps = (y0..y1).flat_map(|iy| (0..window).map(move |kx| (iy, kx)));
+        for (tap, (iy, kx)) in taps.enumerate() {
+            let first = tap == 0;
+            let start = iy * width + first_column + kx;
+            let taps = plane[start..].iter().step_by(stride).take(columns.len());
+            for (slot, &value) in taps.enumerate() {
+                visit(slot, value, first);
+            }
+        }
+    }
+
+    /// Calls `f(pixel, window)` for every output pixel of a plane in row-major order, with
+    /// its window's in-bounds rows and columns (no division per pixel).
+    fn for_each_window(&self, mut f: impl FnMut(usize, Window)) {
+        let mut pixel = 0;
+        for oy in 0..self.out_height {
+            let (y0, y1) = self.span(oy, 0);
+            for ox in 0..self.out_width {
+                let (x0, x1) = self.span(ox, 1);
+                f(pixel, Window { y0, y1, x0, x1 });
+                pixel += 1;
+            }
+        }
+    }
+}
+
+/// The in-bounds input rows `y0..y1` and columns `x0..x1` of one output pixel's window.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    y0: usize,
+    y1: usize,
+    x0: usize,
+    x1: usize,
+}
+
+impl Window {
+    /// In-bounds pixels of the window.
+    fn count(&self) -> usize {
+        (self.y1 - self.y0) * (self.x1 - self.x0)
+    }
+
+    /// The window's rows of `plane` (`width` wide), each cut to the window's columns.
+    fn rows<'a>(
+        &self,
+        plane: &'a [f32],
+        width: usize,
+    ) -> impl DoubleEndedIterator<Item = &'a [f32]> + ExactSizeIterator {
+        let (x0, x1) = (self.x0, self.x1);
+        (self.y0..self.y1).map(move |iy| &plane[iy * width + x0..iy * width + x1])
+    }
+
+    /// The window's maximum in `plane`: a row-major scan that takes a value only when it is
+    /// greater than the best so far (so the first maximum wins, and a NaN never replaces a
+    /// number). The comparison is a select the compiler makes branch-free (`maxss`).
+    fn max(&self, plane: &[f32], width: usize) -> f32 {
+        let mut best = plane[self.y0 * width + self.x0];
+        for row in self.rows(plane, width) {
+            for &value in row {
+                best = if value > best { value } else { best };
+            }
+        }
+        best
+    }
+
+    /// The plane index of the window's (first) maximum: [`Window::max`]'s scan, keeping the
+    /// index of the value it keeps.
+    fn argmax(&self, plane: &[f32], width: usize) -> usize {
+        let mut best = (self.y0 * width + self.x0, plane[self.y0 * width + self.x0]);
+        for (iy, row) in (self.y0..self.y1).zip(self.rows(plane, width)) {
+            for (ix, &value) in (self.x0..self.x1).zip(row) {
                 if value > best.1 {
                     best = (iy * width + ix, value);
                 }
             }
         }
         best.0
+    }
+
+    /// The window's mean over its in-bounds pixels, summed in `f64` row by row.
+    fn mean(&self, plane: &[f32], width: usize) -> f32 {
+        let mut sum = 0.0f64;
+        for row in self.rows(plane, width) {
+            sum += row.iter().map(|&v| f64::from(v)).sum::<f64>();
+        }
+        (sum / self.count().max(1) as f64) as f32
     }
 }
 
@@ -206,9 +334,8 @@ pub fn max_pool(
         cost,
         |plane_index, out| {
             let plane = &input.data[plane_index * g.in_pixels()..(plane_index + 1) * g.in_pixels()];
-            for (pixel, out) in out.iter_mut().enumerate() {
-                let (oy, ox) = (pixel / g.out_width, pixel % g.out_width);
-                *out = plane[g.argmax(plane, oy, ox)];
+            for (oy, out_row) in out.chunks_exact_mut(g.out_width).enumerate() {
+                g.max_row(plane, oy, out_row);
             }
         },
     );
@@ -246,9 +373,7 @@ pub fn max_pool_backward(
             let dy =
                 &grad_output.data[plane_index * g.out_pixels()..(plane_index + 1) * g.out_pixels()];
             dx.fill(0.0);
-            for (pixel, &dy) in dy.iter().enumerate() {
-                dx[g.argmax(plane, pixel / g.out_width, pixel % g.out_width)] += dy;
-            }
+            g.for_each_window(|pixel, window| dx[window.argmax(plane, g.input[3])] += dy[pixel]);
         },
     );
     Ok(work)
@@ -291,9 +416,7 @@ pub fn avg_pool(
         cost,
         |plane_index, out| {
             let plane = &input.data[plane_index * g.in_pixels()..(plane_index + 1) * g.in_pixels()];
-            for (pixel, out) in out.iter_mut().enumerate() {
-                *out = g.window_mean(plane, pixel / g.out_width, pixel % g.out_width);
-            }
+            g.for_each_window(|pixel, window| out[pixel] = window.mean(plane, g.input[3]));
         },
     );
     Ok(work)
@@ -327,16 +450,14 @@ pub fn avg_pool_backward(
         |plane_index, dx| {
             let dy = &grad_output.data[plane_index * out_pixels..(plane_index + 1) * out_pixels];
             dx.fill(0.0);
-            for (pixel, &dy) in dy.iter().enumerate() {
-                let (y0, y1) = g.span(pixel / g.out_width, 0);
-                let (x0, x1) = g.span(pixel % g.out_width, 1);
-                let share = dy / ((y1 - y0) * (x1 - x0)).max(1) as f32;
-                for iy in y0..y1 {
-                    dx[iy * width + x0..iy * width + x1]
+            g.for_each_window(|pixel, window| {
+                let share = dy[pixel] / window.count().max(1) as f32;
+                for iy in window.y0..window.y1 {
+                    dx[iy * width + window.x0..iy * width + window.x1]
                         .iter_mut()
                         .for_each(|value| *value += share);
                 }
-            }
+            });
         },
     );
     Ok(work)
@@ -448,6 +569,94 @@ mod tests {
             }
         }
         output
+    }
+
+    /// Max pooling and its gradient by the definition the kernels keep bit for bit: each
+    /// window scanned in row-major order from its first in-bounds tap, a value taken only when
+    /// greater than the best so far; the gradient added onto that tap in output order.
+    fn scanned_max_pool(input: &Tensor, dy: &Tensor, params: PoolParams) -> (Tensor, Tensor) {
+        let g = PoolGeometry::new("max_pool", &input.shape, params).unwrap();
+        let [batch, channels, height, width] = g.input;
+        let mut output = Tensor::zeros(&g.output_shape());
+        let mut dx = Tensor::zeros(&input.shape);
+        let mut pixel = 0;
+        for plane in 0..batch * channels {
+            let base = plane * height * width;
+            for oy in 0..g.out_height {
+                for ox in 0..g.out_width {
+                    let mut best: Option<(usize, f32)> = None;
+                    for ky in 0..params.window {
+                        for kx in 0..params.window {
+                            let iy = (oy * params.stride + ky).checked_sub(params.padding);
+                            let ix = (ox * params.stride + kx).checked_sub(params.padding);
+                            let (Some(iy), Some(ix)) = (iy, ix) else {
+                                continue;
+                            };
+                            if iy >= height || ix >= width {
+                                continue;
+                            }
+                            let value = input.data[base + iy * width + ix];
+                            if best.is_none_or(|(_, b)| value > b) {
+                                best = Some((base + iy * width + ix, value));
+                            }
+                        }
+                    }
+                    let (index, value) = best.unwrap();
+                    output.data[pixel] = value;
+                    dx.data[index] += dy.data[pixel];
+                    pixel += 1;
+                }
+            }
+        }
+        (output, dx)
+    }
+
+    /// Values with many ties, signed zeros and a few NaNs, so the order of the scan shows.
+    fn tie_heavy(shape: &[usize], seed: u64) -> Tensor {
+        let mut values = Tensor::random(shape, seed);
+        for (i, value) in values.data.iter_mut().enumerate() {
+            *value = match i % 37 {
+                0 => f32::NAN,
+                1 | 5 | 9 => -0.0,
+                2 | 6 => 0.0,
+                _ => (*value * 4.0).round(),
+            };
+        }
+        values
+    }
+
+    #[test]
+    fn max_pool_and_its_gradient_keep_the_scan_order_bit_for_bit() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "max-pool-test")).unwrap();
+        // Widths past COLUMN_BLOCK (70 -> 35 and 69 output columns) cross column blocks.
+        for (shape, window, stride, padding) in [
+            ([2, 3, 9, 70], 3, 2, 1),
+            ([1, 2, 7, 70], 2, 1, 0),
+            ([2, 2, 8, 8], 3, 3, 2),
+            ([1, 3, 5, 6], 5, 1, 4),
+            ([1, 1, 4, 4], 1, 1, 0),
+        ] {
+            let params = PoolParams {
+                window,
+                stride,
+                padding,
+            };
+            let x = tie_heavy(&shape, 3);
+            let g = PoolGeometry::new("max_pool", &shape, params).unwrap();
+            let dy = tie_heavy(&g.output_shape(), 4);
+            let (want_y, want_dx) = scanned_max_pool(&x, &dy, params);
+            let mut y = Tensor::filled(&g.output_shape(), 7.0);
+            max_pool(pool.as_dyn(), &x, params, &mut y).unwrap();
+            let mut dx = Tensor::filled(&shape, 7.0);
+            max_pool_backward(pool.as_dyn(), &x, &dy, params, &mut dx).unwrap();
+            let bits = |t: &Tensor| t.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&y), bits(&want_y), "max_pool {shape:?} {params:?}");
+            assert_eq!(
+                bits(&dx),
+                bits(&want_dx),
+                "max_pool_backward {shape:?} {params:?}"
+            );
+        }
     }
 
     #[test]
