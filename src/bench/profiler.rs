@@ -12,14 +12,17 @@
 //!   window): the time of flushes that each process one recorded burst.
 //! - **pool_spawn** / **pool_tree**: the pool `spawn` and `tree` benchmarks on an `eigen`
 //!   pool with and without the profiler's observer (task events included), reps interleaved;
-//!   `ratio` = profiled median / unprofiled median. Tree tasks do nothing, so its ratio is
+//!   `ratio` = profiled median / unprofiled median, `dropped` as for random_dag. Tree tasks do nothing, so its ratio is
 //!   the worst case for per-task events.
 //! - **random_dag**: the engine benchmark's random_dag ([`crate::bench::engine::run_once`])
 //!   with profiling on vs off, through [`overhead_ratio`]. Profiled reps run on an engine
 //!   wired the way a profiled run is: an [`EngineProbe`] as its op observer and
 //!   [`PoolProbe::engine_pools`] on its worker pools; unprofiled reps on a bare engine. A new
 //!   engine per rep (not timed), reps interleaved, every rep's digest checked against the
-//!   sequential evaluation (a wrong one is reported in `note`). [`ProfilerBenchConfig::random_dag`]
+//!   sequential evaluation (a wrong one is reported in `note`). Its `dropped` is what the
+//!   profiled reps' rings dropped in all: a collector that falls behind (starved of a core by
+//!   the workload's threads, e.g. under `chrt -f`) makes recording look cheaper than it is,
+//!   so a ratio is only comparable at equal drops. [`ProfilerBenchConfig::random_dag`]
 //!   replaces the runner (tests).
 //!
 //! JSON lines carry `bench`, `threads`, `ns_per_event` and `ratio` (null where they do not
@@ -336,22 +339,35 @@ pub fn clock_reads(config: &ProfilerBenchConfig) -> Vec<ProfilerBenchResult> {
         .collect()
 }
 
+/// What [`overhead_ratio`] measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Overhead {
+    /// Median profiled time / median unprofiled time.
+    pub ratio: f64,
+    /// Events the profiled reps' rings dropped, in all.
+    pub dropped: u64,
+}
+
 /// Runs `run` alternately without and with a profiler, `reps` times each (interleaved), and
-/// returns median(profiled) / median(unprofiled). This is the harness for the engine's
-/// random_dag: `run` builds the workload with the profiler it is given (wiring the engine's
-/// pools and op events to it), runs it and returns the elapsed time.
+/// returns median(profiled) / median(unprofiled) and the profiled reps' dropped events. This
+/// is the harness for the engine's random_dag: `run` builds the workload with the profiler it
+/// is given (wiring the engine's pools and op events to it), runs it and returns the elapsed
+/// time.
 pub fn overhead_ratio(
     reps: usize,
     mut run: impl FnMut(&Profiler) -> Duration,
-) -> Result<f64, ProfilerError> {
-    let (mut off, mut on) = (Vec::new(), Vec::new());
+) -> Result<Overhead, ProfilerError> {
+    let (mut off, mut on, mut dropped) = (Vec::new(), Vec::new(), 0);
     for _ in 0..reps.max(1) {
         off.push(run(&Profiler::disabled()).as_secs_f64());
         let profiler = Profiler::new(ProfilerOptions::default())?;
         on.push(run(&profiler).as_secs_f64());
+        profiler.flush();
+        dropped += profiler.snapshot().dropped_events;
     }
     let (off, on) = (median(&off).unwrap_or(0.0), median(&on).unwrap_or(0.0));
-    Ok(if off > 0.0 { on / off } else { f64::NAN })
+    let ratio = if off > 0.0 { on / off } else { f64::NAN };
+    Ok(Overhead { ratio, dropped })
 }
 
 /// The pool spawn benchmark with the profiler on vs off.
@@ -378,7 +394,7 @@ fn pool_overhead(
     let name = format!("bench-{bench}");
     let device = DeviceId::register(&name);
     let mut failure = None;
-    let ratio = overhead_ratio(config.reps, |profiler| {
+    let overhead = overhead_ratio(config.reps, |profiler| {
         let options = PoolOptions::new(PoolKind::Eigen, threads, name.as_str());
         match Pool::new(profiler.instrument_pool(options, device)) {
             Ok(pool) => run_once(&pool),
@@ -393,7 +409,8 @@ fn pool_overhead(
     }
     let mut result = ProfilerBenchResult::new(bench, threads, config.reps);
     result.variant = Some("eigen");
-    result.ratio = Some(ratio);
+    result.ratio = Some(overhead.ratio);
+    result.dropped = overhead.dropped;
     Ok(result)
 }
 
@@ -468,7 +485,10 @@ pub fn random_dag(config: &mut ProfilerBenchConfig) -> ProfilerBenchResult {
         None => engine_random_dag(config),
     };
     match outcome {
-        Ok(ratio) => result.ratio = Some(ratio),
+        Ok(overhead) => {
+            result.ratio = Some(overhead.ratio);
+            result.dropped = overhead.dropped;
+        }
         Err(why) => result.note = Some(why),
     }
     result.variant = Some(config.dag_engine.as_str());
@@ -489,14 +509,14 @@ fn engine_observer(probe: EngineProbe) -> crate::sync::Arc<dyn EngineObserver> {
 
 /// The engine benchmark's random_dag, profiled (engine and pool probes) vs bare; the ratio,
 /// or why there is none (an engine error, a wrong digest).
-fn engine_random_dag(config: &ProfilerBenchConfig) -> Result<f64, String> {
+fn engine_random_dag(config: &ProfilerBenchConfig) -> Result<Overhead, String> {
     let workload = Shape::RandomDag.workload(config.dag_scale);
     let expected = workload.sequential_digest();
     let values: &'static [AtomicU64] =
         Box::leak((0..workload.vars).map(|_| AtomicU64::new(0)).collect());
     let (kind, threads) = (config.dag_engine, config.dag_threads);
     let mut failure = None;
-    let ratio = overhead_ratio(config.reps, |profiler| {
+    let overhead = overhead_ratio(config.reps, |profiler| {
         let mut options = EngineOptions::new(kind, threads);
         if profiler.is_enabled() {
             options = options.observer(engine_observer(EngineProbe::new(profiler)));
@@ -520,7 +540,7 @@ fn engine_random_dag(config: &ProfilerBenchConfig) -> Result<f64, String> {
     .map_err(|err| err.to_string())?;
     match failure {
         Some(why) => Err(why),
-        None => Ok(ratio),
+        None => Ok(overhead),
     }
 }
 
@@ -597,6 +617,7 @@ mod tests {
         let dag = &results[9];
         assert!(dag.ratio.unwrap() > 0.0 && dag.note.is_none(), "{dag:?}");
         assert_eq!(dag.variant, Some("per-device"));
+        assert_eq!(dag.dropped, 0, "1,000 ops' events fit the rings");
         assert!(table(&results).contains("record_event"));
     }
 
