@@ -28,7 +28,9 @@
 //! a stamp; every other event reads the clock itself.
 //!
 //! `enginetop bench profiler` measures all this: `record_event` is the honest per-event
-//! figure (clock read included, one event per read), `collect_event` the collector's share,
+//! figure (clock read included, one event per read); its `engine_mix` variant is the
+//! engine's mix per event (an op's start, then its end and its successor's queueing at once:
+//! three events, two clock reads); `collect_event` is the collector's share,
 //! and `random_dag` what profiling costs the engine benchmark (with the events dropped, which
 //! make a ratio look better than it is).
 //!
