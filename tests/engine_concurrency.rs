@@ -421,6 +421,75 @@ fn the_observer_sees_every_op_queued_started_and_finished() {
     });
 }
 
+/// Records each batch the engine reports at once, as (kind, op id) pairs (0 queued, 2
+/// finished), and counts the events it reports one by one.
+#[derive(Default)]
+struct BatchObserver {
+    batches: Mutex<Vec<Vec<(u8, u64)>>>,
+    single_queued: AtomicUsize,
+}
+
+impl EngineObserver for BatchObserver {
+    fn on_event(&self, event: EngineEvent) {
+        if let EngineEvent::Queued { .. } = event {
+            self.single_queued.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn on_events_at_once(&self, events: &[EngineEvent]) {
+        let batch = events
+            .iter()
+            .map(|event| match *event {
+                EngineEvent::Queued { id, .. } => (0, id),
+                EngineEvent::Started { id, .. } => (1, id),
+                EngineEvent::Finished { id, .. } => (2, id),
+            })
+            .collect();
+        self.batches.lock().unwrap().push(batch);
+    }
+}
+
+#[test]
+fn a_completion_reports_its_end_with_the_queueing_of_the_ops_it_made_ready() {
+    within_deadline("events at once", || {
+        // The naive engine runs an op at its push: the first op could not wait there.
+        for kind in [EngineKind::Pooled, EngineKind::PerDevice] {
+            let observer = Arc::new(BatchObserver::default());
+            let engine =
+                Engine::new(EngineOptions::new(kind, 2).observer(observer.clone())).unwrap();
+            let var = engine.new_variable();
+            let chain = 20;
+            // The first write waits until every other write is queued behind it, so each
+            // completion grants exactly the next write of the chain.
+            let (release, held) = mpsc::channel::<()>();
+            let spec = || OpSpec::new("chained").writes(std::slice::from_ref(&var));
+            engine
+                .push_sync(spec(), move |_| {
+                    held.recv().unwrap();
+                    Ok(())
+                })
+                .unwrap();
+            for _ in 1..chain {
+                engine.push_sync(spec(), |_| Ok(())).unwrap();
+            }
+            release.send(()).unwrap();
+            engine.wait_for_all().unwrap();
+            assert_eq!(observer.single_queued.load(Ordering::SeqCst), 1, "{kind}");
+            let batches = observer.batches.lock().unwrap();
+            assert_eq!(batches.len(), chain, "{kind}: one batch per completion");
+            for pair in batches.windows(2) {
+                let (finished, next) = (pair[0][0].1, pair[1][0].1);
+                assert_eq!(pair[0], [(2, finished), (0, next)], "{kind}");
+            }
+            assert_eq!(
+                batches[chain - 1].len(),
+                1,
+                "{kind}: the last grants nothing"
+            );
+        }
+    });
+}
+
 /// Records every event's op id, kind (0 queued, 1 started, 2 finished) and priority.
 #[derive(Default)]
 struct IdObserver {

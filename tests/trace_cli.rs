@@ -95,12 +95,14 @@ fn bench_profiler_json_lines_carry_the_reference_keys() {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}")))
         .collect();
-    assert_eq!(lines.len(), 4, "3 record_event rows and random_dag");
+    assert_eq!(lines.len(), 5, "4 record_event rows and random_dag");
     for line in &lines {
         for key in ["bench", "ns_per_event", "ratio"] {
             assert!(line.get(key).is_some(), "{key} missing: {line}");
         }
     }
     assert!(lines[0]["ns_per_event"].as_f64().unwrap() > 0.0);
-    assert_eq!(lines[3]["bench"], "random_dag");
+    assert_eq!(lines[3]["variant"], "engine_mix");
+    assert_eq!(lines[4]["bench"], "random_dag");
+    assert!(lines[4]["dropped"].as_u64().is_some(), "{}", lines[4]);
 }

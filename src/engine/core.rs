@@ -207,21 +207,45 @@ impl Core {
     }
 
     fn observe_queued(&self, block: &OpBlock) {
-        self.observe(|| EngineEvent::Queued {
+        self.observe(|| Self::queued_event(block));
+    }
+
+    /// The `Queued` event of `block`.
+    fn queued_event(block: &OpBlock) -> EngineEvent {
+        EngineEvent::Queued {
             id: block.id,
             op: block.name,
             ctx: block.ctx,
             prop: block.prop,
             priority: block.priority,
-        });
+        }
     }
 
-    /// Hands an op made ready by a grant to its queue. When the calling worker drains the
-    /// queue the dispatch would send it to (`ready::routes_here`), it is offered straight as
-    /// this worker's continuation, without the dispatch's lookups; a refused offer goes the
-    /// dispatch's way (which refuses it the same way and queues it).
+    /// Reports `block`'s `Finished` and the `Queued` of the ops its completion made ready as
+    /// events of one instant (an observer may stamp them once).
+    fn observe_completion(&self, block: &OpBlock, failed: bool, ready: &[OpHandle]) {
+        let Some(observer) = &self.observer else {
+            return;
+        };
+        let mut events: SmallVec<[EngineEvent; 5]> = SmallVec::new();
+        events.push(EngineEvent::Finished {
+            id: block.id,
+            op: block.name,
+            ctx: block.ctx,
+            prop: block.prop,
+            priority: block.priority,
+            failed,
+        });
+        events.extend(ready.iter().map(|op| Self::queued_event(op)));
+        observer.on_events_at_once(&events);
+    }
+
+    /// Hands an op made ready by a grant (its `Queued` already reported) to its queue. When
+    /// the calling worker drains the queue the dispatch would send it to
+    /// (`ready::routes_here`), it is offered straight as this worker's continuation, without
+    /// the dispatch's lookups; a refused offer goes the dispatch's way (which refuses it the
+    /// same way and queues it).
     fn dispatch_granted(&self, op: OpHandle) {
-        self.observe_queued(&op);
         let op = if ready::routes_here(&op) {
             match current::offer_continuation(op) {
                 Ok(()) => return,
@@ -273,18 +297,14 @@ impl Core {
             }
         }
         let core = block.core();
-        core.observe(|| EngineEvent::Finished {
-            id: block.id,
-            op: block.name,
-            ctx: block.ctx,
-            prop: block.prop,
-            priority: block.priority,
-            failed: error.is_some(),
-        });
-        for waiter in granted {
-            if let Some(op) = waiter.grant() {
-                core.dispatch_granted(op);
-            }
+        // Every grant first, then the events of this instant, then the dispatches: the
+        // op's end and its successors' `Queued` share a point of the code (and may share a
+        // timestamp), and no dispatch's wake-up falls between them.
+        let ready: SmallVec<[OpHandle; 4]> =
+            granted.into_iter().filter_map(Waiter::grant).collect();
+        core.observe_completion(&block, error.is_some(), &ready);
+        for op in ready {
+            core.dispatch_granted(op);
         }
         core.retire_one();
         recycle(block.into_box());

@@ -115,6 +115,13 @@ impl Core {
         super::local::push(self, event.at(Epoch::get().raw_stamp()));
     }
 
+    /// Stamps every event of `events` with one reading of the time (a raw counter stamp)
+    /// and pushes them, in order: for events that happen at one point of the code.
+    #[inline]
+    pub(crate) fn record_all_now(&self, events: impl IntoIterator<Item = Event>) {
+        super::local::push_all_at(self, events, Epoch::get().raw_stamp());
+    }
+
     /// Pushes `event` as it is (its timestamp already set).
     #[inline(always)]
     pub(crate) fn record_at(&self, event: Event) {
@@ -132,8 +139,8 @@ impl Core {
     }
 
     #[cold]
-    pub(crate) fn count_lost(&self) {
-        self.lost.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn count_lost(&self, events: u64) {
+        self.lost.fetch_add(events, Ordering::Relaxed);
     }
 
     /// Samples `source`'s queue depths every `queue_sample_interval`, as `device`.
