@@ -34,9 +34,9 @@
 //!
 //! `BLOCK_VALUES` of 2^16 and 2^17 were slower (s1 forward 2.16 and 1.87 ms against 1.84 at
 //! 2^18), and 2^19 (two runs of 512 pixels for s1: one item per thread) too (2.02). The input
-//! gradient gains least: its `dcols` GEMM (`576 x 1024`, inner 64) was already fast and
-//! col2im cheap; the flipped form is kept because it is no slower and needs no `cols`-sized
-//! buffer.
+//! gradient gains nothing measurable (0.98x to 1.06x over five runs, within the noise): its
+//! `dcols` GEMM (`576 x 1024`, inner 64) was already fast and col2im cheap; the flipped form
+//! is kept because it is no slower and needs no `cols`-sized buffer.
 //!
 //! # Determinism
 //! The runs and groups depend on the shapes alone and every output value is one thread's
