@@ -122,7 +122,8 @@ fn conv_params(case: &naive::Conv) -> Conv2dParams {
 #[test]
 fn conv2d_matches_direct_convolution() {
     let pool = pool();
-    for (seed, case) in conv_cases().iter().enumerate() {
+    let cases = conv_cases().into_iter().chain(early_stage_conv_cases());
+    for (seed, case) in cases.collect::<Vec<_>>().iter().enumerate() {
         let input = Tensor::random(&case.input, seed as u64);
         let weight = Tensor::random(&case.weight_shape(), seed as u64 + 50);
         let mut output = Tensor::filled(&case.output_shape(), f32::NAN);
@@ -212,6 +213,37 @@ fn conv2d_gradients_match_finite_differences_on_late_stage_shapes() {
     let pool = pool();
     for (seed, case) in late_stage_conv_cases().iter().enumerate() {
         assert_conv_gradients_match(&pool, case, seed as u64 + 1000);
+    }
+}
+
+/// Shapes for the blocked path (`conv/blocked.rs`: stride 1, planes of at least 128 pixels):
+/// channel counts that no block size divides, one image, no padding (the input gradient then
+/// pads by 2), a 5x5 kernel, a 3x1 one (its input gradient takes the `dcols` path), and planes
+/// the path declines (169 pixels split into 13-pixel runs at best; 1 pixel).
+fn early_stage_conv_cases() -> Vec<naive::Conv> {
+    let conv = |input, out_channels, kernel, padding| naive::Conv {
+        input,
+        out_channels,
+        kernel,
+        stride: 1,
+        padding,
+    };
+    vec![
+        conv([2, 5, 16, 16], 7, (3, 3), 1),
+        conv([1, 3, 16, 8], 6, (3, 3), 1),
+        conv([2, 3, 14, 14], 4, (3, 3), 0),
+        conv([1, 2, 12, 12], 3, (5, 5), 2),
+        conv([2, 3, 12, 10], 2, (3, 1), 1),
+        conv([1, 2, 13, 13], 3, (3, 3), 1),
+        conv([1, 3, 1, 1], 4, (3, 3), 1),
+    ]
+}
+
+#[test]
+fn conv2d_gradients_match_finite_differences_on_early_stage_shapes() {
+    let pool = pool();
+    for (seed, case) in early_stage_conv_cases().iter().enumerate() {
+        assert_conv_gradients_match(&pool, case, seed as u64 + 2000);
     }
 }
 

@@ -1,12 +1,14 @@
 //! The gradients of [`conv2d`](super::conv2d): with respect to its input (GEMM + col2im)
 //! and to its weight (im2col + GEMM summed over images). A pointwise convolution skips
-//! col2im and im2col: its column matrices are the input (gradient) itself.
+//! col2im and im2col: its column matrices are the input (gradient) itself. Stride-1
+//! convolutions on big planes take the blocked path instead (`blocked.rs`).
 #![forbid(unsafe_code)]
 
 use super::batched::{
     dense, gemm_by_column_blocks, gemm_by_rows, is_batched, scatter, transposed,
     untranspose_blocks, with_batched_scratch, TRANSPOSED_MAX_COLUMNS,
 };
+use super::blocked::{block_pixels, blocked_backward_data, flipped_geometry};
 use super::im2col::col2im_plane;
 use super::weight_grad::backward_weights;
 use super::{Conv2dGeometry, Conv2dParams};
@@ -44,6 +46,8 @@ pub fn conv2d_backward_data(
         batched_backward_data(pool, &geometry, w, dy, &mut grad_input.data);
     } else if geometry.is_pointwise() {
         weight_transpose_times(pool, &geometry, w, dy, &mut grad_input.data);
+    } else if let Some((flipped, run)) = blocked_input_gradient(&geometry) {
+        blocked_backward_data(pool, &flipped, run, dy, w, &mut grad_input.data);
     } else {
         with_scratch(geometry.batch * geometry.cols_per_image(), |dcols| {
             weight_transpose_times(pool, &geometry, w, dy, dcols);
@@ -51,6 +55,13 @@ pub fn conv2d_backward_data(
         });
     }
     Ok(geometry.backward_data_work())
+}
+
+/// The forward convolution the input gradient of `g` is computed as, and its run of pixels,
+/// when it takes the blocked path (`blocked.rs`).
+fn blocked_input_gradient(g: &Conv2dGeometry) -> Option<(Conv2dGeometry, usize)> {
+    let flipped = flipped_geometry(g)?;
+    Some((flipped, block_pixels(&flipped)?))
 }
 
 /// The input gradient as one GEMM over the batch (see `batched.rs`).

@@ -1,8 +1,9 @@
 //! [`conv2d`]: im2col (skipped when pointwise), then one GEMM per (image, block of output
-//! channels).
+//! channels); or the batched path, or the blocked path (`blocked.rs`).
 #![forbid(unsafe_code)]
 
 use super::batched::{dense, gather, gemm_by_rows, is_batched, scatter};
+use super::blocked::{block_pixels, blocked_forward};
 use super::im2col::im2col_batch_into;
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::error::{expect_shape, KernelError};
@@ -44,6 +45,9 @@ pub fn conv2d(
         batched_forward(pool, &geometry, &input.data, &weight.data, &mut output.data);
     } else if geometry.is_pointwise() {
         multiply_by_weight(pool, &geometry, &weight.data, &input.data, &mut output.data);
+    } else if let Some(run) = block_pixels(&geometry) {
+        let (x, w) = (&input.data, &weight.data);
+        blocked_forward(pool, &geometry, run, x, w, &mut output.data);
     } else {
         with_scratch(geometry.batch * geometry.cols_per_image(), |cols| {
             im2col_batch_into(pool, &geometry, &input.data, cols);

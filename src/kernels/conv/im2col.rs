@@ -4,7 +4,17 @@
 //! `(ky, kx)`, column `(oy, ox)` holds input pixel `(oy s + ky - p, ox s + kx - p)`, or 0 in
 //! the padding. Stacking the planes of an image channel by channel gives that image's
 //! `(C_in kh kw) x (H_out W_out)` column matrix, whose row order matches the weight's.
+//! [`im2col_pixels`] fills any range of an image's columns (the blocked path's runs).
+//!
+//! A stride-1 convolution whose output is as wide as its input (`2 p = kw - 1`: every 3x3
+//! pad-1 one) fills a row of its columns as one copy of the plane shifted by the tap's offset,
+//! then zeros the few columns that read the padding; others go output row by output row, one
+//! copy of up to `W_out` values each (30 to 32 for a 32-wide plane). On resnet-like's first
+//! two stages' forward the shifted copy made the blocked path 10-12% faster (1.87 -> 1.70 ms
+//! and 1.56 -> 1.38 ms per call).
 #![forbid(unsafe_code)]
+
+use std::ops::Range;
 
 use super::Conv2dGeometry;
 use crate::kernels::par::{for_each_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE};
@@ -45,36 +55,132 @@ fn valid_outputs(
 
 /// Fills `cols` (`kh kw` rows of `H_out W_out`) from one input `plane` (`H x W`).
 pub(super) fn im2col_plane(geometry: &Conv2dGeometry, plane: &[f32], cols: &mut [f32]) {
+    im2col_plane_pixels(geometry, plane, 0..geometry.out_pixels(), cols);
+}
+
+/// Fills `cols` (`C_in kh kw` rows of `pixels.len()`) with the columns `pixels` (output
+/// pixels in row-major order, any range) of one image's column matrix, from the `image`
+/// (`C_in x H x W`).
+pub(super) fn im2col_pixels(
+    geometry: &Conv2dGeometry,
+    image: &[f32],
+    pixels: Range<usize>,
+    cols: &mut [f32],
+) {
     let g = geometry;
-    let (stride, padding) = (g.params.stride, g.params.padding);
-    let mut rows = cols.chunks_exact_mut(g.out_pixels());
+    debug_assert!(
+        pixels.end <= g.out_pixels(),
+        "{pixels:?} past the output plane"
+    );
+    let plane_cols = g.kernel_area() * pixels.len();
+    let planes = image.chunks_exact(g.in_pixels().max(1));
+    for (plane, plane_cols) in planes.zip(cols.chunks_exact_mut(plane_cols.max(1))) {
+        im2col_plane_pixels(g, plane, pixels.clone(), plane_cols);
+    }
+}
+
+/// Fills `cols` (`kh kw` rows of `pixels.len()`) with the columns `pixels` of one input
+/// `plane`'s column matrix.
+fn im2col_plane_pixels(
+    geometry: &Conv2dGeometry,
+    plane: &[f32],
+    pixels: Range<usize>,
+    cols: &mut [f32],
+) {
+    let g = geometry;
+    let same_width = g.params.stride == 1 && g.out_width == g.width;
+    let mut rows = cols.chunks_exact_mut(pixels.len().max(1));
     for ky in 0..g.kernel_h {
         for kx in 0..g.kernel_w {
             let row = rows.next().expect("cols holds kh * kw rows");
-            let (lo, hi) = valid_outputs(kx, stride, padding, g.width, g.out_width);
-            for (oy, out_row) in row.chunks_exact_mut(g.out_width).enumerate() {
-                let Some(iy) = source_index(oy, ky, stride, padding, g.height) else {
-                    out_row.fill(0.0);
-                    continue;
-                };
-                let in_row = &plane[iy * g.width..(iy + 1) * g.width];
-                out_row[..lo].fill(0.0);
-                out_row[hi..].fill(0.0);
-                if lo < hi {
-                    // ix = ox * stride + kx - padding, increasing by `stride` from lo's.
-                    let first = lo * stride + kx - padding;
-                    let inside = &mut out_row[lo..hi];
-                    if stride == 1 {
-                        inside.copy_from_slice(&in_row[first..first + inside.len()]);
-                    } else {
-                        let sources = in_row[first..].iter().step_by(stride);
-                        inside
-                            .iter_mut()
-                            .zip(sources)
-                            .for_each(|(out, &v)| *out = v);
-                    }
-                }
+            if same_width {
+                shifted_tap_row(g, plane, (ky, kx), pixels.clone(), row);
+            } else {
+                tap_row_by_output_rows(g, plane, (ky, kx), pixels.clone(), row);
             }
+        }
+    }
+}
+
+/// Row `(ky, kx)` of the columns `pixels`, one output row at a time.
+fn tap_row_by_output_rows(
+    g: &Conv2dGeometry,
+    plane: &[f32],
+    (ky, kx): (usize, usize),
+    pixels: Range<usize>,
+    row: &mut [f32],
+) {
+    let (stride, padding) = (g.params.stride, g.params.padding);
+    let out_width = g.out_width.max(1);
+    let (lo, hi) = valid_outputs(kx, stride, padding, g.width, g.out_width);
+    let mut pixel = pixels.start;
+    while pixel < pixels.end {
+        // The part of output row `oy` inside `pixels`: columns `from..to`.
+        let (oy, from) = (pixel / out_width, pixel % out_width);
+        let to = out_width.min(from + pixels.end - pixel);
+        let out = &mut row[pixel - pixels.start..pixel - pixels.start + to - from];
+        pixel += to - from;
+        let Some(iy) = source_index(oy, ky, stride, padding, g.height) else {
+            out.fill(0.0);
+            continue;
+        };
+        let in_row = &plane[iy * g.width..(iy + 1) * g.width];
+        let (inside_lo, inside_hi) = (lo.clamp(from, to), hi.clamp(from, to));
+        out[..inside_lo - from].fill(0.0);
+        out[inside_hi - from..].fill(0.0);
+        if inside_lo < inside_hi {
+            // ix = ox * stride + kx - padding, increasing by `stride` from inside_lo's.
+            let first = inside_lo * stride + kx - padding;
+            let inside = &mut out[inside_lo - from..inside_hi - from];
+            if stride == 1 {
+                inside.copy_from_slice(&in_row[first..first + inside.len()]);
+            } else {
+                let sources = in_row[first..].iter().step_by(stride);
+                inside
+                    .iter_mut()
+                    .zip(sources)
+                    .for_each(|(out, &v)| *out = v);
+            }
+        }
+    }
+}
+
+/// Row `(ky, kx)` of the columns `pixels` of a stride-1 convolution whose output is as wide
+/// as its input: output pixel `q` reads input pixel `q + ky W + kx - p (W + 1)`, so the row is
+/// the plane shifted, copied in one piece; then zeros where the tap reads the padding (the
+/// copy put a neighbouring row's edge pixel there, or nothing).
+fn shifted_tap_row(
+    g: &Conv2dGeometry,
+    plane: &[f32],
+    (ky, kx): (usize, usize),
+    pixels: Range<usize>,
+    row: &mut [f32],
+) {
+    let (padding, width) = (g.params.padding, g.width.max(1));
+    let start = pixels.start;
+    // Pixels `inside` read an input row of the plane; the others only the padding.
+    let (top, bottom) = valid_outputs(ky, 1, padding, g.height, g.out_height);
+    let inside = (top * width).clamp(start, pixels.end)..(bottom * width).clamp(start, pixels.end);
+    row[..inside.start - start].fill(0.0);
+    row[inside.end - start..].fill(0.0);
+    // `source + offset = pixel + shift`, clipped to sources inside the plane.
+    let (shift, offset) = (ky * width + kx, padding * (width + 1));
+    let first = (inside.start + shift).max(offset);
+    let last = (inside.end + shift).min(plane.len() + offset);
+    if first < last {
+        let targets = &mut row[first - shift - start..last - shift - start];
+        targets.copy_from_slice(&plane[first - offset..last - offset]);
+    }
+    let (lo, hi) = valid_outputs(kx, 1, padding, g.width, g.out_width);
+    if inside.is_empty() || (lo == 0 && hi == width) {
+        return;
+    }
+    for oy in inside.start / width..=(inside.end - 1) / width {
+        let row_start = oy * width;
+        for padded in [row_start..row_start + lo, row_start + hi..row_start + width] {
+            let from = padded.start.clamp(inside.start, inside.end);
+            let to = padded.end.clamp(inside.start, inside.end);
+            row[from - start..to - start].fill(0.0);
         }
     }
 }
@@ -196,6 +302,73 @@ mod tests {
                             assert_eq!(*expected.next().unwrap(), want, "{ky} {kx} {oy} {ox}");
                         }
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn im2col_of_any_pixel_range_is_that_range_of_the_columns() {
+        // Same-width stride-1 geometries take the shifted copy, the others go row by row;
+        // both must give the full matrix's columns for runs that start and end mid-row.
+        for (size, kernel, stride, padding) in
+            [(7, 3, 1, 1), (6, 5, 1, 2), (5, 3, 1, 0), (7, 3, 2, 1)]
+        {
+            let params = Conv2dParams { stride, padding };
+            let g =
+                Conv2dGeometry::new(&[1, 2, size, size], &[1, 2, kernel, kernel], params).unwrap();
+            let image: Vec<f32> = (0..2 * size * size).map(|v| v as f32 + 1.0).collect();
+            let (pixels, patch) = (g.out_pixels(), g.patch_len());
+            let mut whole = vec![f32::NAN; patch * pixels];
+            im2col_pixels(&g, &image, 0..pixels, &mut whole);
+            for range in [
+                0..pixels,
+                3..pixels - 2,
+                1..2,
+                g.out_width..(2 * g.out_width + 1).min(pixels),
+            ] {
+                let mut part = vec![f32::NAN; patch * range.len()];
+                im2col_pixels(&g, &image, range.clone(), &mut part);
+                for (row, values) in part.chunks_exact(range.len()).enumerate() {
+                    let want = &whole[row * pixels + range.start..row * pixels + range.end];
+                    assert_eq!(values, want, "{size} {kernel} {stride} {padding} {range:?}");
+                }
+            }
+            let mut by_planes = vec![f32::NAN; patch * pixels];
+            for (plane, cols) in image
+                .chunks_exact(size * size)
+                .zip(by_planes.chunks_exact_mut(patch / 2 * pixels))
+            {
+                im2col_plane(&g, plane, cols);
+            }
+            assert_eq!(by_planes, whole);
+        }
+    }
+
+    #[test]
+    fn shifted_and_row_by_row_tap_rows_agree() {
+        for (height, width, kernel, padding) in [
+            (5, 4, (3, 3), 1),
+            (3, 6, (1, 3), 1),
+            (4, 4, (5, 5), 2),
+            (2, 3, (3, 3), 1),
+        ] {
+            let params = Conv2dParams { stride: 1, padding };
+            let weight = [1, 1, kernel.0, kernel.1];
+            let g = Conv2dGeometry::new(&[1, 1, height, width], &weight, params).unwrap();
+            assert_eq!(g.out_width, width);
+            let plane: Vec<f32> = (0..height * width).map(|v| v as f32 + 1.0).collect();
+            let pixels = g.out_pixels();
+            for range in [0..pixels, 1..pixels - 1, width - 1..width + 2] {
+                for tap in [(0, 0), (kernel.0 - 1, kernel.1 - 1), (kernel.0 / 2, 0)] {
+                    let mut shifted = vec![f32::NAN; range.len()];
+                    let mut by_rows = vec![f32::NAN; range.len()];
+                    shifted_tap_row(&g, &plane, tap, range.clone(), &mut shifted);
+                    tap_row_by_output_rows(&g, &plane, tap, range.clone(), &mut by_rows);
+                    assert_eq!(
+                        shifted, by_rows,
+                        "{height}x{width} {kernel:?} {range:?} {tap:?}"
+                    );
                 }
             }
         }

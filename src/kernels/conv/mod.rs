@@ -18,8 +18,14 @@
 //!   pixels (`weight_grad.rs`: one item per (part of the pixels, block of `dW^T` rows), the
 //!   parts summed in a fixed order).
 //!
-//! The `cols` buffer holds every image at once (`N C_in kh kw H_out W_out` floats), so the
-//! GEMMs have enough items to keep the pool busy even for one image, at the price of memory.
+//! Stride-1 convolutions on planes that split into runs of at least 64 pixels (not batched,
+//! not pointwise) take the blocked path instead (`blocked.rs`): im2col of one run of output
+//! pixels at a time into a per-thread buffer that stays in L2, then its GEMM; the input
+//! gradient as a forward convolution of `dY` with the flipped weight, the weight gradient one
+//! item per group of input channels. No `cols` buffer exists whole.
+//!
+//! Otherwise the `cols` buffer holds every image at once (`N C_in kh kw H_out W_out` floats),
+//! so the GEMMs have enough items to keep the pool busy even for one image, at the price of memory.
 //! It is the calling thread's scratch buffer ([`super::scratch`]), allocated once per thread
 //! and reused by every later call, not a fresh allocation per call.
 //!
@@ -32,13 +38,15 @@
 //! the weight gradient read the input directly and the input gradient is written directly.
 //!
 //! # Determinism
-//! Every item is computed by one thread with the same code; col2im adds in a fixed order
+//! Every item is computed by one thread with the same code, its blocks chosen from the shapes
+//! alone; col2im adds in a fixed order
 //! (kernel row, kernel column, output row, output column), and the weight gradient sums
 //! images (or parts of images) in index order. No sum depends on the thread count.
 #![forbid(unsafe_code)]
 
 mod backward;
 mod batched;
+mod blocked;
 mod forward;
 mod im2col;
 mod weight_grad;

@@ -1,7 +1,8 @@
 //! The weight gradient `dW = sum_n dY_n cols_n^T`, computed transposed as
 //! `dW^T = sum cols dY^T` so the GEMM reads both operands in the layout it runs fastest on,
 //! and split along its inner dimension (the pixels) so every thread has work. Every weight
-//! gradient takes this path but the batched path's with more output channels than pixels.
+//! gradient takes this path but the batched path's with more output channels than pixels and
+//! the blocked path's (`blocked.rs`: stride 1, big planes).
 //!
 //! # Algorithm
 //! Both factors of `dY cols^T` have the pixels, the inner dimension, as their contiguous
@@ -39,6 +40,7 @@ use super::backward::gemm_item_cost;
 use super::batched::{
     dense, gather, gemm_by_rows, is_batched, transpose_images, with_batched_scratch,
 };
+use super::blocked::{block_pixels, blocked_backward_weights};
 use super::im2col::columns;
 use super::Conv2dGeometry;
 use crate::kernels::gemm::{gemm_single_threaded, rows_per_block, GemmShape, MatView};
@@ -92,6 +94,8 @@ pub(super) fn backward_weights(
 ) {
     if is_batched(g) && g.out_channels > g.batch * g.out_pixels() {
         direct_batched_backward_weights(pool, g, input, grad_output, grad_weight);
+    } else if !is_batched(g) && block_pixels(g).is_some() {
+        blocked_backward_weights(pool, g, input, grad_output, grad_weight);
     } else {
         transposed_backward_weights(pool, g, input, grad_output, grad_weight);
     }
