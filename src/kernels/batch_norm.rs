@@ -99,6 +99,11 @@ impl BatchNormGeometry {
         Work::new(2.0 * self.values(), 2.0 * self.values())
     }
 
+    /// Batch statistics alone: the mean and variance passes (3 flops a value, one read).
+    pub fn stats_work(&self) -> Work {
+        Work::new(3.0 * self.values(), self.values())
+    }
+
     /// Training forward: mean and variance passes (3 flops a value) and the normalization.
     pub fn train_work(&self) -> Work {
         Work::new(5.0 * self.values(), 4.0 * self.values())
@@ -195,7 +200,7 @@ pub fn batch_norm_stats(
         pixels: height * width,
     };
     batch_statistics(pool, &geometry, &input.data, epsilon, stats);
-    Ok(Work::new(3.0 * geometry.values(), geometry.values()))
+    Ok(geometry.stats_work())
 }
 
 /// Gradients of [`batch_norm_train`] from its `input`, the `stats` it saved and `grad_output`.
@@ -208,7 +213,7 @@ pub fn batch_norm_backward(
     grads: &mut NormGrads,
 ) -> Result<Work, KernelError> {
     const KERNEL: &str = "batch_norm_backward";
-    let geometry = backward_geometry(input, grad_output, params, grads)?;
+    let geometry = backward_geometry(KERNEL, input, grad_output, params, grads)?;
     let channels = [geometry.channels];
     expect_shape(KERNEL, "stats.mean", &stats.mean.shape, &channels)?;
     expect_shape(KERNEL, "stats.inv_std", &stats.inv_std.shape, &channels)?;
@@ -257,7 +262,13 @@ pub fn batch_norm_backward_recomputed(
     params: &NormParams<'_>,
     grads: &mut NormGrads,
 ) -> Result<Work, KernelError> {
-    let geometry = backward_geometry(input, grad_output, params, grads)?;
+    let geometry = backward_geometry(
+        "batch_norm_backward_recomputed",
+        input,
+        grad_output,
+        params,
+        grads,
+    )?;
     let (x, dy, epsilon) = (&input.data, &grad_output.data, params.epsilon);
     let count = (geometry.batch * geometry.pixels) as f32;
     let mut per_channel = vec![(0.0f32, 0.0f32); geometry.channels];
@@ -292,24 +303,24 @@ pub fn batch_norm_backward_recomputed(
             grads.grad_beta.data[channel],
         ) = (dgamma, dbeta);
     }
-    let stats_work = Work::new(3.0 * geometry.values(), geometry.values());
-    Ok(stats_work + geometry.backward_work())
+    Ok(geometry.stats_work() + geometry.backward_work())
 }
 
-/// The geometry of a backward call, with `grad_output` and `grads` checked against it.
+/// The geometry of a backward call of `kernel`, with `grad_output` and `grads` checked
+/// against it (errors name `kernel`).
 fn backward_geometry(
+    kernel: &'static str,
     input: &Tensor,
     grad_output: &Tensor,
     params: &NormParams<'_>,
     grads: &NormGrads,
 ) -> Result<BatchNormGeometry, KernelError> {
-    const KERNEL: &str = "batch_norm_backward";
-    let geometry = BatchNormGeometry::new(KERNEL, &input.shape, params)?;
+    let geometry = BatchNormGeometry::new(kernel, &input.shape, params)?;
     let channels = [geometry.channels];
-    expect_shape(KERNEL, "grad_output", &grad_output.shape, &input.shape)?;
-    expect_shape(KERNEL, "grad_input", &grads.grad_input.shape, &input.shape)?;
-    expect_shape(KERNEL, "grad_gamma", &grads.grad_gamma.shape, &channels)?;
-    expect_shape(KERNEL, "grad_beta", &grads.grad_beta.shape, &channels)?;
+    expect_shape(kernel, "grad_output", &grad_output.shape, &input.shape)?;
+    expect_shape(kernel, "grad_input", &grads.grad_input.shape, &input.shape)?;
+    expect_shape(kernel, "grad_gamma", &grads.grad_gamma.shape, &channels)?;
+    expect_shape(kernel, "grad_beta", &grads.grad_beta.shape, &channels)?;
     Ok(geometry)
 }
 

@@ -2,9 +2,10 @@
 //!
 //! A kernel cuts its output slice into chunks whose size depends only on the problem's shape,
 //! never on the thread count, and [`for_each_chunk`] runs `f(index, chunk)` for every chunk on
-//! the intra-op pool. Each chunk sits behind its own (uncontended) mutex from `crate::sync`, which is how
-//! disjoint `&mut` pieces of one slice reach a `Fn + Sync` closure without `unsafe`; a block
-//! of `parallel_for` locks its chunks one after another. Because a chunk is computed start to
+//! the intra-op pool. Each chunk (or pair of chunks, or group of pieces) sits behind its own
+//! (uncontended) mutex from `crate::sync`, which is how disjoint `&mut` pieces of one slice
+//! reach a `Fn + Sync` closure without `unsafe`; a block of `parallel_for` locks its items one
+//! after another. Because a chunk is computed start to
 //! finish by one call of `f`, whatever thread makes it, results do not depend on the pool kind
 //! or the thread count (see the determinism notes in [`crate::kernels`]).
 //!

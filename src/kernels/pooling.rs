@@ -628,7 +628,7 @@ mod tests {
     #[test]
     fn max_pool_and_its_gradient_keep_the_scan_order_bit_for_bit() {
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "max-pool-test")).unwrap();
-        // Widths past COLUMN_BLOCK (70 -> 35 and 69 output columns) cross column blocks.
+        // Wide rows (70 -> 35 and 69 output columns): many interior columns besides the edges.
         for (shape, window, stride, padding) in [
             ([2, 3, 9, 70], 3, 2, 1),
             ([1, 2, 7, 70], 2, 1, 0),

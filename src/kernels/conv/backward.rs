@@ -13,14 +13,15 @@ use super::im2col::col2im_plane;
 use super::weight_grad::backward_weights;
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::error::{expect_shape, KernelError};
-use crate::kernels::gemm::{gemm_single_threaded, rows_per_block, GemmShape, MatView};
+use crate::kernels::gemm::{
+    gemm_item_cost, gemm_single_threaded, rows_per_block, GemmShape, MatView,
+};
 use crate::kernels::par::{
-    for_each_chunk, for_each_nested_chunk, item_cost, GEMM_FLOPS_PER_CYCLE, VECTOR_FLOPS_PER_CYCLE,
+    for_each_chunk, for_each_nested_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE,
 };
 use crate::kernels::scratch::with_scratch;
 use crate::kernels::tensor::Tensor;
 use crate::kernels::work::Work;
-use crate::pool::parallel_for::Cost;
 use crate::pool::ThreadPool;
 
 /// `grad_input = d loss / d input` of a convolution, from `grad_output` (the output's shape)
@@ -216,17 +217,6 @@ pub fn conv2d_backward_weights(
     let (x, dy) = (&input.data, &grad_output.data);
     backward_weights(pool, &geometry, x, dy, &mut grad_weight.data);
     Ok(geometry.backward_weights_work())
-}
-
-/// The cost of one GEMM item of `rows x n`, inner dimension `k`.
-pub(super) fn gemm_item_cost(rows: usize, n: usize, k: usize) -> Cost {
-    let (rows, n, k) = (rows as f64, n as f64, k as f64);
-    item_cost(
-        rows * k + k * n,
-        rows * n,
-        2.0 * rows * n * k,
-        GEMM_FLOPS_PER_CYCLE,
-    )
 }
 
 /// `error` as reported by `kernel` instead of by `conv2d`.

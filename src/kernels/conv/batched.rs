@@ -30,9 +30,10 @@
 //! which adds the weight gradient's images in a different order).
 #![forbid(unsafe_code)]
 
-use super::backward::gemm_item_cost;
 use super::Conv2dGeometry;
-use crate::kernels::gemm::{gemm_single_threaded, rows_per_block, GemmShape, MatView};
+use crate::kernels::gemm::{
+    gemm_item_cost, gemm_single_threaded, rows_per_block, GemmShape, MatView,
+};
 use crate::kernels::par::{
     for_each_chunk, for_each_nested_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE,
 };

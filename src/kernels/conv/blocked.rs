@@ -24,16 +24,17 @@
 //! transposed into its columns of `dW`. No partial sums to add, no im2col done twice.
 //!
 //! # Measurements
-//! 2 shared cores, `/tmp/conv3x3/ab.sh 21 10` (medians over 21 interleaved rounds of each op's
-//! P50, resnet-like's 3x3 convolutions at batch 4), ms per call before -> after, on a loaded
+//! 2 shared cores, a workload of resnet-like's 3x3 convolutions at batch 4 run headless by
+//! the old and new binaries (medians over 21 interleaved rounds of each op's P50), ms per
+//! call before -> after, on a loaded
 //! machine (absolute times drift with load by 30%; the ratios held over three such runs):
 //! - s1 (32x32, 64 channels): forward 2.70 -> 2.28 (1.19x), input gradient 2.36 -> 2.28
 //!   (1.04x), weight gradient 3.39 -> 2.62 (1.29x);
 //! - s2 (16x16, 128 channels): forward 2.20 -> 1.84 (1.19x), input gradient 2.11 -> 2.07
 //!   (1.02x), weight gradient 3.24 -> 2.07 (1.57x).
 //!
-//! `BLOCK_VALUES` of 2^16 and 2^17 were slower (s1 forward 2.16 and 1.87 ms against 1.84 at
-//! 2^18), and 2^19 (two runs of 512 pixels for s1: one item per thread) too (2.02). The input
+//! In another run (other machine load), `BLOCK_VALUES` of 2^16 and 2^17 were slower than 2^18
+//! (s1 forward 2.16 and 1.87 ms against 1.84), and 2^19 (two runs of 512 pixels for s1: one item per thread) too (2.02). The input
 //! gradient gains nothing measurable (0.98x to 1.06x over five runs, within the noise): its
 //! `dcols` GEMM (`576 x 1024`, inner 64) was already fast and col2im cheap; the flipped form
 //! is kept because it is no slower and needs no `cols`-sized buffer.
@@ -67,9 +68,14 @@ pub(super) fn block_pixels(g: &Conv2dGeometry) -> Option<usize> {
     }
     let pixels = g.out_pixels();
     let wanted = (pixels * g.patch_len()).div_ceil(BLOCK_VALUES).max(2);
-    let blocks = (wanted..=pixels).find(|blocks| pixels % blocks == 0)?;
+    let blocks = divisor_at_least(pixels, wanted)?;
     let run = pixels / blocks;
     (run >= MIN_BLOCK_PIXELS).then_some(run)
+}
+
+/// The smallest divisor of `n` that is at least `min`, if any.
+fn divisor_at_least(n: usize, min: usize) -> Option<usize> {
+    (min..=n).find(|d| n % d == 0)
 }
 
 /// `output = conv2d(input, weight)` in blocks of `run` output pixels ([`block_pixels`]).
@@ -208,9 +214,7 @@ pub(super) fn blocked_backward_weights(
         return;
     }
     let wanted = WEIGHT_GROUPS.min(g.in_channels);
-    let groups = (wanted..=g.in_channels)
-        .find(|groups| g.in_channels % groups == 0)
-        .unwrap_or(g.in_channels);
+    let groups = divisor_at_least(g.in_channels, wanted).unwrap_or(g.in_channels);
     let rows = g.in_channels / groups * g.kernel_area();
     let run = (BLOCK_VALUES / rows).clamp(1, pixels);
     let cost = item_cost(

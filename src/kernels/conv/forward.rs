@@ -7,8 +7,8 @@ use super::blocked::{block_pixels, blocked_forward};
 use super::im2col::im2col_batch_into;
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::error::{expect_shape, KernelError};
-use crate::kernels::gemm::{gemm_single_threaded, MatView};
-use crate::kernels::par::{for_each_nested_chunk, item_cost, GEMM_FLOPS_PER_CYCLE};
+use crate::kernels::gemm::{gemm_item_cost, gemm_single_threaded, MatView};
+use crate::kernels::par::for_each_nested_chunk;
 use crate::kernels::scratch::with_scratch;
 use crate::kernels::tensor::Tensor;
 use crate::kernels::work::Work;
@@ -99,13 +99,7 @@ fn multiply_by_weight(
     let g = geometry;
     let (patch, pixels) = (g.patch_len(), g.out_pixels());
     let block = g.out_channel_block();
-    let (block_f, patch_f, pixels_f) = (block as f64, patch as f64, pixels as f64);
-    let cost = item_cost(
-        block_f * patch_f + patch_f * pixels_f,
-        block_f * pixels_f,
-        2.0 * block_f * patch_f * pixels_f,
-        GEMM_FLOPS_PER_CYCLE,
-    );
+    let cost = gemm_item_cost(block, pixels, patch);
     let image_len = g.out_channels * pixels;
     for_each_nested_chunk(
         pool,

@@ -16,22 +16,26 @@
 //! - [`conv2d_backward_weights`]: im2col as forward, then `dW = sum_n dY_n cols_n^T`,
 //!   computed transposed (`dW^T = cols dY^T`, both operands row-major) and split along the
 //!   pixels (`weight_grad.rs`: one item per (part of the pixels, block of `dW^T` rows), the
-//!   parts summed in a fixed order).
+//!   parts summed in a fixed order); the batched path keeps `dY cols^T` when there are more
+//!   output channels than pixels.
 //!
-//! Stride-1 convolutions on planes that split into runs of at least 64 pixels (not batched,
-//! not pointwise) take the blocked path instead (`blocked.rs`): im2col of one run of output
-//! pixels at a time into a per-thread buffer that stays in L2, then its GEMM; the input
-//! gradient as a forward convolution of `dY` with the flipped weight, the weight gradient one
-//! item per group of input channels. No `cols` buffer exists whole.
+//! Stride-1, non-pointwise convolutions that are not batched take the blocked path instead
+//! (`blocked.rs`) when their output plane splits into equal runs of at least 64 pixels: im2col
+//! of one run of output pixels at a time into a per-thread buffer that stays in L2, then its
+//! GEMM; the weight gradient one item per group of input channels. The input gradient takes
+//! it as a forward convolution of `dY` with the flipped weight when the kernel is square and
+//! the padding smaller than it, and the input plane splits the same way. No `cols` buffer
+//! exists whole.
 //!
 //! Otherwise the `cols` buffer holds every image at once (`N C_in kh kw H_out W_out` floats),
-//! so the GEMMs have enough items to keep the pool busy even for one image, at the price of memory.
-//! It is the calling thread's scratch buffer ([`super::scratch`]), allocated once per thread
+//! so the GEMMs have enough items to keep the pool busy even for one image, at the price of
+//! memory. It is the calling thread's scratch buffer ([`super::scratch`]), allocated once per thread
 //! and reused by every later call, not a fresh allocation per call.
 //!
 //! Small output planes (at most [`BATCHED_MAX_PIXELS`] pixels, more than one image) take the
 //! batched path instead (`batched.rs`): the images' column matrices side by side, one GEMM for
-//! the whole batch in each direction (the input gradient's computed transposed).
+//! the whole batch in each direction (the input gradient's computed transposed over at most
+//! 128 pixels of the batch).
 //!
 //! A pointwise convolution (1x1 kernel, stride 1, no padding: most of a bottleneck's) skips
 //! im2col and col2im entirely: an image's column matrix is the image itself, so forward and
@@ -39,9 +43,8 @@
 //!
 //! # Determinism
 //! Every item is computed by one thread with the same code, its blocks chosen from the shapes
-//! alone; col2im adds in a fixed order
-//! (kernel row, kernel column, output row, output column), and the weight gradient sums
-//! images (or parts of images) in index order. No sum depends on the thread count.
+//! alone; col2im adds in a fixed order (kernel row, kernel column, output row, output column),
+//! and the weight gradient sums images (or parts of images) in index order. No sum depends on the thread count.
 #![forbid(unsafe_code)]
 
 mod backward;

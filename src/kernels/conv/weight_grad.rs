@@ -36,14 +36,15 @@
 //! on every pool and thread count.
 #![forbid(unsafe_code)]
 
-use super::backward::gemm_item_cost;
 use super::batched::{
     dense, gather, gemm_by_rows, is_batched, transpose_images, with_batched_scratch,
 };
 use super::blocked::{block_pixels, blocked_backward_weights};
 use super::im2col::columns;
 use super::Conv2dGeometry;
-use crate::kernels::gemm::{gemm_single_threaded, rows_per_block, GemmShape, MatView};
+use crate::kernels::gemm::{
+    gemm_item_cost, gemm_single_threaded, rows_per_block, GemmShape, MatView,
+};
 use crate::kernels::par::{
     for_each_chunk, for_each_nested_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE,
 };

@@ -227,13 +227,7 @@ pub(crate) fn gemm_rows(
 ) {
     let GemmShape { n, k, .. } = spec.shape;
     let rows = rows_per_block(spec.shape);
-    let (rows_f, n_f, k_f) = (rows as f64, n as f64, k as f64);
-    let cost = item_cost(
-        rows_f * k_f + k_f * n_f,
-        rows_f * n_f,
-        2.0 * rows_f * n_f * k_f,
-        GEMM_FLOPS_PER_CYCLE,
-    );
+    let cost = gemm_item_cost(rows, n, k);
     let view_a = spec.view_a(a);
     let view_b = spec.view_b(b);
     for_each_chunk(pool, c, rows * n.max(1), cost, |block, c_rows| {
@@ -281,6 +275,17 @@ pub fn matmul(
         &a.data,
         &b.data,
         &mut out.data,
+    )
+}
+
+/// The cost of one GEMM item (one thread's block of a product) of `rows x n`, inner dimension `k`.
+pub(crate) fn gemm_item_cost(rows: usize, n: usize, k: usize) -> crate::pool::parallel_for::Cost {
+    let (rows, n, k) = (rows as f64, n as f64, k as f64);
+    item_cost(
+        rows * k + k * n,
+        rows * n,
+        2.0 * rows * n * k,
+        GEMM_FLOPS_PER_CYCLE,
     )
 }
 
