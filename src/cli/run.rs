@@ -264,8 +264,9 @@ fn export_trace(args: &RunArgs, profiler: &Profiler) -> Result<()> {
     Ok(())
 }
 
-/// This machine's GEMM peak on `threads` intra-op threads: from the cache, or measured once
-/// (saying so on stderr); `None` with a warning if it cannot be measured.
+/// This machine's GEMM peak on `threads` threads ([`RuntimeConfig::kernel_threads`]): from
+/// the cache, or measured once (saying so on stderr); `None` with a warning if it cannot be
+/// measured.
 fn gemm_peak(threads: usize) -> Option<f64> {
     if !gemm_peak_is_cached(threads) {
         eprintln!("measuring this machine's GEMM peak once (cached)...");

@@ -432,8 +432,9 @@ impl RuntimeConfig {
         Ok(())
     }
 
-    /// The engine's worker counts: CPU workers `0` = the inter-op count when that is set, else
-    /// the schedulable CPUs (at most `max_threads`), the others `0` = MXNet's defaults (4 priority, 2 GPU, 2 GPU copy).
+    /// The engine's worker counts: CPU workers are the inter-op threads
+    /// ([`RuntimeConfig::effective_inter_op_threads`]: the inter-op count, else the CPU worker
+    /// count, else the schedulable CPUs, at most `max_threads`), the others `0` = MXNet's defaults (4 priority, 2 GPU, 2 GPU copy).
     ///
     /// ```
     /// use enginetop::config::RuntimeConfig;
@@ -443,12 +444,11 @@ impl RuntimeConfig {
     /// assert_eq!((workers.cpu, workers.cpu_priority, workers.gpu_copy), (3, 4, 2));
     /// ```
     pub fn resolved_engine_workers(&self) -> ResolvedEngineWorkers {
-        let or_default = |count: usize, default: usize| if count == 0 { default } else { count };
         ResolvedEngineWorkers {
-            cpu: self.resolve_count(first_set(self.cpu_workers, self.inter_op_threads)),
-            cpu_priority: or_default(self.cpu_priority_workers, DEFAULT_CPU_PRIORITY_WORKERS),
-            gpu: or_default(self.gpu_workers, DEFAULT_GPU_WORKERS),
-            gpu_copy: or_default(self.gpu_copy_workers, DEFAULT_GPU_WORKERS),
+            cpu: self.effective_inter_op_threads(),
+            cpu_priority: first_set(self.cpu_priority_workers, DEFAULT_CPU_PRIORITY_WORKERS),
+            gpu: first_set(self.gpu_workers, DEFAULT_GPU_WORKERS),
+            gpu_copy: first_set(self.gpu_copy_workers, DEFAULT_GPU_WORKERS),
         }
     }
 

@@ -548,6 +548,11 @@ fn differing_inter_op_and_cpu_worker_counts_warn_and_the_inter_op_count_wins() {
     };
     let config = load(&[("ENGINETOP_CPU_WORKERS", "4")], &overrides);
     assert_eq!(config.resolved().inter_op, 2);
+    assert_eq!(
+        config.resolved_engine_workers().cpu,
+        2,
+        "the engine gets the same count"
+    );
     let warning = config
         .warnings()
         .into_iter()

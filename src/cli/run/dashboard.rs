@@ -70,7 +70,9 @@ fn live_info(args: &RunArgs, config: &RuntimeConfig, graph: &Graph) -> Result<Li
             enginetop::bench::gemm::cached_gemm_peak(peak_threads).ok()
         }
         None => {
-            notices.push("no GEMM peak yet: `enginetop bench gemm` measures it".into());
+            notices.push(format!(
+                "no GEMM peak yet: `enginetop bench gemm --threads {peak_threads}` measures it"
+            ));
             None
         }
     };

@@ -185,7 +185,7 @@ impl Driver {
     pub fn new(graph: Graph, config: &RuntimeConfig, hooks: &RunHooks) -> Result<Driver, RunError> {
         check_dtypes(&graph)?;
         let settings = RunSettings::from_config(config);
-        let engine = start_engine(config, settings.inter, hooks)?;
+        let engine = start_engine(config, hooks)?;
         let intra = Arc::new(start_intra_pool(config, settings.intra, hooks)?);
         let store = TensorStore::allocate(&graph.tensors)?;
         let vars: Vec<Var> = (0..store.len()).map(|_| engine.new_variable()).collect();
@@ -471,14 +471,9 @@ fn device_work_of(graph: &Graph, ops: &[PreparedOp]) -> Vec<Option<DeviceWork>> 
         .collect()
 }
 
-/// The engine `config` describes, with `inter` CPU workers.
-fn start_engine(
-    config: &RuntimeConfig,
-    inter: usize,
-    hooks: &RunHooks,
-) -> Result<Engine, RunError> {
+/// The engine `config` describes (its CPU workers are the inter-op threads).
+fn start_engine(config: &RuntimeConfig, hooks: &RunHooks) -> Result<Engine, RunError> {
     let mut options = EngineOptions::from_config(config);
-    options.cpu_workers = inter;
     options.observer = hooks.engine_observer.clone();
     options.pool_observers = hooks.pool_observers.clone();
     if hooks.stream_observer.is_some() {
