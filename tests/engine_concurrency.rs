@@ -261,7 +261,6 @@ fn random_dags_with_random_workers_and_live_resizes_match_a_sequential_run() {
     });
 }
 
-/// Async ops completed by other threads, in any order: the chain order still holds.
 /// Two ready ops pushed back to back while a worker is already at work (or spinning on the
 /// engine's empty ready queue), the first waiting until the second ran: with two workers the
 /// second gets its own worker instead of queueing behind the first (which would hang).
@@ -299,6 +298,7 @@ fn two_ready_ops_run_side_by_side_on_two_workers() {
     });
 }
 
+/// Async ops completed by other threads, in any order: the chain order still holds.
 #[test]
 fn completions_from_other_threads_keep_the_order() {
     within_deadline("async completions", || {
@@ -486,6 +486,46 @@ fn a_completion_reports_its_end_with_the_queueing_of_the_ops_it_made_ready() {
                 1,
                 "{kind}: the last grants nothing"
             );
+        }
+    });
+}
+
+#[test]
+fn a_wide_fan_out_is_reported_in_batches_of_five_starting_with_the_end() {
+    within_deadline("wide fan-out", || {
+        for kind in [EngineKind::Pooled, EngineKind::PerDevice] {
+            let observer = Arc::new(BatchObserver::default());
+            let engine =
+                Engine::new(EngineOptions::new(kind, 2).observer(observer.clone())).unwrap();
+            let var = engine.new_variable();
+            // One write held until seven reads queued behind it: its completion grants all.
+            let (release, held) = mpsc::channel::<()>();
+            let vars = std::slice::from_ref(&var);
+            engine
+                .push_sync(OpSpec::new("writer").writes(vars), move |_| {
+                    held.recv().unwrap();
+                    Ok(())
+                })
+                .unwrap();
+            for _ in 0..7 {
+                engine
+                    .push_sync(OpSpec::new("reader").reads(vars), |_| Ok(()))
+                    .unwrap();
+            }
+            release.send(()).unwrap();
+            engine.wait_for_all().unwrap();
+            let batches = observer.batches.lock().unwrap();
+            let fan_out: Vec<&Vec<(u8, u64)>> = batches
+                .iter()
+                .filter(|batch| batch.iter().any(|&(what, _)| what == 0))
+                .collect();
+            let sizes: Vec<usize> = fan_out.iter().map(|batch| batch.len()).collect();
+            assert_eq!(sizes, [5, 3], "{kind}: Finished + 4 Queued, then 3 Queued");
+            assert_eq!(
+                fan_out[0][0].0, 2,
+                "{kind}: the first batch starts with the end"
+            );
+            assert!(fan_out[1].iter().all(|&(what, _)| what == 0), "{kind}");
         }
     });
 }

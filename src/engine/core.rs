@@ -117,6 +117,10 @@ fn next_engine_serial() -> u64 {
     *engines
 }
 
+/// Events per [`EngineObserver::on_events_at_once`] call of a completion (its `Finished` and
+/// the first `Queued`s; more go in further calls): what stays on the stack.
+const COMPLETION_EVENTS: usize = 5;
+
 impl Core {
     pub(crate) fn new(
         kind: EngineKind,
@@ -222,12 +226,13 @@ impl Core {
     }
 
     /// Reports `block`'s `Finished` and the `Queued` of the ops its completion made ready as
-    /// events of one instant (an observer may stamp them once).
+    /// events of one instant (an observer may stamp them once), in batches of at most
+    /// [`COMPLETION_EVENTS`] so that a wide fan-out never allocates.
     fn observe_completion(&self, block: &OpBlock, failed: bool, ready: &[OpHandle]) {
         let Some(observer) = &self.observer else {
             return;
         };
-        let mut events: SmallVec<[EngineEvent; 5]> = SmallVec::new();
+        let mut events: SmallVec<[EngineEvent; COMPLETION_EVENTS]> = SmallVec::new();
         events.push(EngineEvent::Finished {
             id: block.id,
             op: block.name,
@@ -236,7 +241,13 @@ impl Core {
             priority: block.priority,
             failed,
         });
-        events.extend(ready.iter().map(|op| Self::queued_event(op)));
+        for op in ready {
+            if events.len() == COMPLETION_EVENTS {
+                observer.on_events_at_once(&events);
+                events.clear();
+            }
+            events.push(Self::queued_event(op));
+        }
         observer.on_events_at_once(&events);
     }
 
@@ -297,14 +308,16 @@ impl Core {
             }
         }
         let core = block.core();
-        // Every grant first, then the events of this instant, then the dispatches: the
-        // op's end and its successors' `Queued` share a point of the code (and may share a
-        // timestamp), and no dispatch's wake-up falls between them.
-        let ready: SmallVec<[OpHandle; 4]> =
-            granted.into_iter().filter_map(Waiter::grant).collect();
-        core.observe_completion(&block, error.is_some(), &ready);
-        for op in ready {
-            core.dispatch_granted(op);
+        let ready = granted.into_iter().filter_map(Waiter::grant);
+        if core.observer.is_some() {
+            // Every grant first, then the events of this instant, then the dispatches: the
+            // op's end and its successors' `Queued` share a point of the code (and may share
+            // a timestamp), and no dispatch's wake-up falls between them.
+            let ready: SmallVec<[OpHandle; 4]> = ready.collect();
+            core.observe_completion(&block, error.is_some(), &ready);
+            ready.into_iter().for_each(|op| core.dispatch_granted(op));
+        } else {
+            ready.for_each(|op| core.dispatch_granted(op));
         }
         core.retire_one();
         recycle(block.into_box());

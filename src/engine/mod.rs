@@ -17,10 +17,10 @@
 //! worker). Otherwise, still under the locks, the pusher sets the op's wait count to the
 //! number of vars that queued it and gives the block up (its body waits in it). Every later
 //! grant (when an earlier op completes) subtracts one; the thread that brings the count to
-//! zero dispatches the op. The op runs, then completes (through its [`Completion`], from any thread), which
-//! releases its vars, grants the next ops and dispatches those that became ready (every grant
-//! first, then the observer's events of that instant, then the dispatches), and counts the op
-//! as no longer pending.
+//! zero dispatches the op. The op runs, then completes (through its [`Completion`], from any
+//! thread), which releases its vars, grants the next ops and dispatches those that became
+//! ready (with an observer: every grant first, then the observer's events of that instant,
+//! then the dispatches), and counts the op as no longer pending.
 //!
 //! # Why an op is dispatched exactly once, and never too early
 //! The pusher holds every var lock of the op while it appends and sets the wait count, and a
@@ -159,9 +159,10 @@ pub trait EngineObserver: Send + Sync {
     fn on_event(&self, event: EngineEvent);
 
     /// Events that happen at one point of the engine's code, in order: an op's `Finished`
-    /// and the `Queued` of every op its completion made ready (reported after the grants,
-    /// before any of them is dispatched). An observer may give them one timestamp; the
-    /// default reports them one by one.
+    /// and the `Queued` of the ops its completion made ready (reported after the grants,
+    /// before any of them is dispatched; a wide fan-out comes in several calls of at most 5
+    /// events, the first starting with the `Finished`). An observer may give them one
+    /// timestamp; the default reports them one by one.
     fn on_events_at_once(&self, events: &[EngineEvent]) {
         for &event in events {
             self.on_event(event);

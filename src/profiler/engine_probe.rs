@@ -30,7 +30,6 @@ use crate::engine::{Context, EngineEvent, EngineObserver, OpName};
 use crate::sync::thread_local;
 
 /// What this thread has looked up.
-#[derive(Default)]
 struct IdCache {
     /// Profiler name ids by engine name id, plus one (0: not looked up yet).
     names: Vec<u32>,
@@ -169,7 +168,7 @@ mod tests {
     #[test]
     fn cached_ids_are_the_interned_ones() {
         let op = OpName::new("probe-cache-test");
-        let mut ids = IdCache::default();
+        let mut ids = NO_IDS;
         let first = ids.name(op);
         assert_eq!(first, NameId::intern("probe-cache-test"));
         assert_eq!(ids.name(op), first); // from the cache now
