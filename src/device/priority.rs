@@ -221,11 +221,22 @@ impl<W: WorkerOwns> PriorityWorkers<W> {
             self.shared
                 .report(None, PoolEvent::Resized { from, to: threads });
         }
-        for index in to_start {
+        for (started, &index) in to_start.iter().enumerate() {
             if let Some(old) = handles[index].take() {
                 let _ = old.join(); // it left its loop already
             }
-            handles[index] = Some(self.spawn_worker(index, owns(index))?);
+            match self.spawn_worker(index, owns(index)) {
+                Ok(handle) => handles[index] = Some(handle),
+                Err(err) => {
+                    // The slots not reached have no thread: mark them so a later resize
+                    // starts them (spawn_worker already marked the one that failed).
+                    let mut state = self.shared.state.lock();
+                    to_start[started..]
+                        .iter()
+                        .for_each(|&i| state.alive[i] = false);
+                    return Err(err);
+                }
+            }
         }
         Ok(())
     }
