@@ -459,19 +459,14 @@ impl InstantSim for EngineOptions {
 
 #[test]
 fn bench_gpu_prints_both_modes_and_the_ratio() {
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_enginetop"))
-            .args(args)
-            .output()
-            .expect("the enginetop binary starts")
-    };
+    use common::cli::{run, text};
     let args = [
         "bench", "gpu", "--gpus", "sim:1", "--ops", "8", "--reps", "1",
     ];
     let output = run(&[&args[..], &["--json"]].concat());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = text(&output.stderr);
     assert!(output.status.success(), "stderr: {stderr}");
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+    let lines: Vec<serde_json::Value> = text(&output.stdout)
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
@@ -490,7 +485,7 @@ fn bench_gpu_prints_both_modes_and_the_ratio() {
         );
     }
     let table = run(&[&args[..], &["--mode", "event"]].concat());
-    let stdout = String::from_utf8_lossy(&table.stdout);
+    let stdout = text(&table.stdout);
     assert!(
         stdout.contains("\nevent ") && !stdout.contains("sync / event"),
         "{stdout}"
@@ -499,7 +494,7 @@ fn bench_gpu_prints_both_modes_and_the_ratio() {
     let refused = run(&["bench", "gpu", "--gpus", "none"]);
     assert!(!refused.status.success());
     assert_eq!(
-        String::from_utf8_lossy(&refused.stderr).trim(),
+        text(&refused.stderr).trim(),
         "error: bench gpu needs a GPU and --gpus is none: pass --gpus auto, cuda or sim:1"
     );
 }

@@ -17,14 +17,12 @@ use std::thread;
 use std::time::Duration;
 
 use common::streams::{StreamLog, Watchdog};
+use common::DEADLINE;
 use enginetop::bench::gpu::{compare_chain, run_chain, ChainMode};
 use enginetop::device::cuda::{probe as probe_cuda, CudaBackend};
 use enginetop::device::sim::{SimBackend, SimModel};
 use enginetop::device::stream::{GpuBackend, GpuDevice, StreamError, StreamKind, StreamObserver};
 use enginetop::device::work::{CopyDir, ElementwiseOp, GpuWork, HostGate, OpTag};
-
-/// Long enough that only a broken semantics (a deadlock) reaches it.
-const PATIENCE: Duration = Duration::from_secs(60);
 
 // ---------------------------------------------------------------------------------------------
 // Harness
@@ -373,7 +371,7 @@ fn copy_and_compute_streams_overlap(backend: &dyn GpuBackend) {
     copy.launch(GpuWork::host_wait(&gate).op(OpTag::new(2)))
         .unwrap();
     assert!(
-        gate.wait_reached(PATIENCE),
+        gate.wait_reached(DEADLINE),
         "the copy stream never reached its gate"
     );
     // The copy stream is now busy (held at the gate). The compute stream must run anyway.
@@ -387,7 +385,7 @@ fn copy_and_compute_streams_overlap(backend: &dyn GpuBackend) {
                 }),
         )
         .unwrap();
-    let result = finished.recv_timeout(PATIENCE);
+    let result = finished.recv_timeout(DEADLINE);
     assert!(
         matches!(result, Ok(Ok(()))),
         "the compute stream did not run while the copy stream was busy: {result:?}"

@@ -1,8 +1,9 @@
 //! A headless run on a simulated GPU exports a trace whose GPU process says what it is: a
 //! simulated GPU, with its model's numbers (`process_labels` and `otherData.device_labels`).
 
-use std::process::Command;
+mod common;
 
+use common::cli::{command, text};
 use serde_json::Value;
 
 use enginetop::device::sim::SimModel;
@@ -25,13 +26,13 @@ fn a_simulated_gpus_model_is_in_the_trace() {
     let path_text = path.display().to_string();
     args.extend(["--gpus", "sim:1", "--iterations", "1", "--gemm-peak", "50"]);
     args.extend(["--trace", &path_text]);
-    let output = Command::new(env!("CARGO_BIN_EXE_enginetop"))
+    let output = command()
         .args(&args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("XDG_CACHE_HOME", &cache)
         .output()
         .expect("the enginetop binary starts");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = text(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let json = std::fs::read(&path).expect("the trace was written");
     let _ = std::fs::remove_file(&path);
