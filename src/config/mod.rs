@@ -461,6 +461,11 @@ impl RuntimeConfig {
 
     /// What is legal but probably unwise; the binary prints these at start-up.
     ///
+    /// Oversubscription is only reported for counts the user set (by flag, environment or
+    /// file): the defaults (inter = intra = the schedulable CPUs, as TensorFlow's) oversubscribe
+    /// by design, and a warning on every default run would teach users to ignore warnings.
+    /// The dashboard's lints still point it out, with the live counts.
+    ///
     /// ```
     /// use enginetop::config::{ConfigWarning, RuntimeConfig};
     ///
@@ -476,7 +481,7 @@ impl RuntimeConfig {
         let threads = self.resolved();
         let cpus = self.schedulable_cpus.max(1);
         let mut warnings = Vec::new();
-        if threads.inter_op.saturating_mul(threads.intra_op) > cpus {
+        if self.sets_a_thread_count() && threads.inter_op.saturating_mul(threads.intra_op) > cpus {
             warnings.push(ConfigWarning::Oversubscribed {
                 inter_op_threads: threads.inter_op,
                 intra_op_threads: threads.intra_op,
@@ -488,5 +493,11 @@ impl RuntimeConfig {
             warnings.push(ConfigWarning::InterOpDiffersFromCpuWorkers { inter, cpu_workers });
         }
         warnings
+    }
+
+    /// Whether the inter-op, intra-op or engine CPU worker count was set rather than left to
+    /// its default.
+    fn sets_a_thread_count(&self) -> bool {
+        self.inter_op_threads != 0 || self.intra_op_threads != 0 || self.cpu_workers != 0
     }
 }

@@ -485,12 +485,33 @@ fn oversubscription_warns_exactly_when_the_product_exceeds_the_cpus() {
         }]
     );
     assert_eq!(oversubscription(0, 0, 1), [], "1 x 1 on one CPU");
-    assert_eq!(
-        oversubscription(0, 0, 2).len(),
-        1,
-        "TF's defaults: 2 x 2 on two CPUs"
-    );
     assert_eq!(oversubscription(0, 1, 2), [], "0 resolves to 2; 2 x 1 fits");
+    assert_eq!(
+        oversubscription(0, 2, 2).len(),
+        1,
+        "a set intra count of 2 with the default inter (2) on two CPUs"
+    );
+}
+
+#[test]
+fn the_default_counts_oversubscribe_without_a_warning() {
+    assert_eq!(
+        oversubscription(0, 0, 2),
+        [],
+        "TF's defaults (2 x 2 on two CPUs) are not the user's doing"
+    );
+    let config = RuntimeConfig {
+        cpu_workers: 4,
+        schedulable_cpus: 2,
+        ..RuntimeConfig::default()
+    };
+    assert!(
+        matches!(
+            config.warnings()[..],
+            [ConfigWarning::Oversubscribed { .. }]
+        ),
+        "a set engine CPU worker count is a set inter-op count"
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //!   iterations/s    13.2
 //!   ops/s           6797
 //!   GFLOP/s         13.6   (1.031 GFLOP per iteration)
-//!   GEMM peak      108.4   GFLOP/s on 2 intra threads: 12.5% of peak
+//!   GEMM peak      108.4   GFLOP/s on 2 threads: CPU ops at 12.5% of peak
 //!   checksum       6b1e0c6f2f5a9d13
 //! worker pools (busy = op time / (elapsed x workers)):
 //!   cpu:0 workers     2 workers   8180 ops   2.71 s busy   89.2%
