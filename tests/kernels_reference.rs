@@ -106,7 +106,8 @@ fn conv_cases() -> Vec<naive::Conv> {
         conv([2, 3, 12, 12], 4, (3, 3), 1, 1),
         conv([2, 5, 12, 12], 3, (1, 1), 1, 0),
         conv([1, 2, 6, 6], 140, (3, 3), 1, 1),
-        // Over PART_PIXELS (512) output pixels: the weight gradient adds two runs per image.
+        // Over 512 output pixels per image (the per-image weight gradient splits the images, not
+        // their pixels, into parts).
         conv([2, 2, 24, 24], 3, (3, 3), 1, 1),
         conv([2, 3, 25, 25], 2, (1, 1), 1, 0),
     ]

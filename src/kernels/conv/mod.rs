@@ -13,11 +13,12 @@
 //! - [`conv2d_backward_data`]: `dcols_n = W^T dY_n`, one item per (image, block of `dcols`
 //!   rows); then col2im adds every column back onto the pixel it came from, one item per
 //!   (image, input channel).
-//! - [`conv2d_backward_weights`]: im2col as forward, then `dW = sum_n dY_n cols_n^T`,
-//!   computed transposed (`dW^T = cols dY^T`, both operands row-major) and split along the
-//!   pixels (`weight_grad.rs`: one item per (part of the pixels, block of `dW^T` rows), the
-//!   parts summed in a fixed order); the batched path keeps `dY cols^T` when there are more
-//!   output channels than pixels.
+//! - [`conv2d_backward_weights`]: im2col as forward, then `dW = sum_n dY_n cols_n^T` with
+//!   the factor of fewer channels transposed first so both GEMM operands are row-major
+//!   (`weight_grad.rs`: `dW = dY_n (cols_n^T)` or `dW^T = cols_n (dY_n^T)`, one item per
+//!   (part of the images, block of rows), each adding its images in order, the parts summed
+//!   in a fixed order); the batched path chooses `dW` or `dW^T` by output channels against
+//!   pixels.
 //!
 //! Stride-1, non-pointwise convolutions that are not batched take the blocked path instead
 //! (`blocked.rs`) when their output plane splits into equal runs of at least 64 pixels: im2col

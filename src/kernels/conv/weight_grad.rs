@@ -1,39 +1,49 @@
-//! The weight gradient `dW = sum_n dY_n cols_n^T`, computed transposed as
-//! `dW^T = sum cols dY^T` so the GEMM reads both operands in the layout it runs fastest on,
-//! and split along its inner dimension (the pixels) so every thread has work. Every weight
-//! gradient takes this path but the batched path's with more output channels than pixels and
-//! the blocked path's (`blocked.rs`: stride 1, big planes).
+//! The weight gradient `dW = sum_n dY_n cols_n^T`, as GEMMs whose operands are both
+//! row-major. Three forms, by path: per image (planes over [`super::BATCHED_MAX_PIXELS`] pixels that
+//! the blocked path, `blocked.rs`, does not take: every pointwise convolution there, strided
+//! ones such as the stem), and on the batched path (`batched.rs`) direct or transposed.
 //!
-//! # Algorithm
+//! # Why a transpose
 //! Both factors of `dY cols^T` have the pixels, the inner dimension, as their contiguous
-//! axis; fed to the `gemm` crate that way (`A B^T`) the product ran at 60-70% of the speed of
-//! `cols dY^T` with both operands row-major, and with `cols^T` built explicitly at 70-80%
-//! (measured on one core for the 3x3 convolutions of resnet-like's four stages). So `dY` is
-//! first transposed into `dY^T` (pixels x `C_out`, images one after another: row `n P + p`),
-//! and the GEMMs compute `cols dY^T`: `(C_in kh kw) x C_out`, both operands row-major, cut
-//! into blocks of `C_in kh kw` rows, which are plentiful even where `C_out` is small.
+//! axis. Fed to the `gemm` crate that way (`A B^T`, `B^T` a column-major view), the crate
+//! packs one operand transposed, reading 64 rows at once a plane apart: on 32x32 planes
+//! (4 KiB apart, all in the same L1 sets) packing took 39% of a 1x1 gradient's time against
+//! 29% in the microkernel (`cin 256 -> cout 64`: 96 GFLOP/s on 2 threads). So one factor is
+//! transposed first, by [`transpose_images`] in 16x16 tiles, into `pixels x channels`
+//! (images one after another: row `n P + p`), and the GEMM reads both row-major.
 //!
-//! The inner dimension is cut into parts: on the per-image path each image's pixels into runs
-//! of about [`PART_PIXELS`]; on the batched path (`batched.rs`: small planes, `cols` holding
-//! every image side by side) the batch's pixels likewise. Each part's product goes to its own
-//! slot of a scratch buffer, one `parallel_for` item per (part, block of `dW^T` rows). A last
-//! loop transposes and adds the parts into `dW` in part order, one item per 16 output
-//! channels. Each item packs only its part of `cols` and of `dY^T`; the price is the parts'
-//! copies of `dW`, written once and read once, small next to the GEMMs (a part of `run` pixels
-//! does `2 run` flops per value of `dW`; `run` is 128 to 512 on the per-image path).
+//! # Per image
+//! The factor with fewer channels is the one transposed (the columns when `C_out >= C_in kh
+//! kw`, else `dY`), so the copy is the smaller and the GEMM's rows, the larger count, are cut
+//! into [`rows_per_block`] blocks: `dW = dY_n (cols_n^T)` or `dW^T = cols_n (dY_n^T)`. One
+//! `parallel_for` item per (part of the images, block of rows) accumulates its images in
+//! order (`beta = 1` after the first), so an item packs each image once and no copy of `dW`
+//! exists per image. The images are split into the fewest equal parts that make
+//! [`PER_IMAGE_MIN_ITEMS`] items; with more than one part (or `dW^T`), each part sums into
+//! its own slot of scratch and a last loop adds the slots in part order (transposing `dW^T`).
 //!
-//! # When not transposed
-//! The transposed form's price is a transpose of `dW` (`patch x C_out` values per part); on
-//! the batched path the direct form's is a transpose of `cols_b` (`patch x N P` values, into
-//! `cols_b^T` so that its GEMM `dY_b cols_b^T` reads both operands row-major). So the batched
-//! path computes `dW` directly when it has more output channels than pixels (`C_out > N P`):
-//! on 4x4 planes of 512 channels (64 pixels) the transposed form took twice as long, its
-//! GEMM having only 64 pixels to add per value of `dW` it writes.
+//! Measured (2 shared cores, resnet-like's 1x1 weight gradients at batch 4, medians of 5
+//! interleaved runs of each op's P50, GFLOP/s, old -> new): stage 1 `64 -> 256` 42 -> 121,
+//! `256 -> 64` 96 -> 119, `64 -> 64` 55 -> 72; stage 2 `128 -> 512` 61 -> 142, `512 -> 128`
+//! 98 -> 130, `256 -> 512` 81 -> 153, `256 -> 128` 78 -> 92. The old form transposed `dY`
+//! always and split each image into runs of 512 pixels, each its own copy of `dW^T`; half its
+//! time on `256 -> 64` went to the transpose (one channel at a time, 64 rows 1 KiB apart).
+//! Reading `cols_n^T` in place instead of transposing it reached 87-120 on the same shapes.
+//!
+//! # Batched
+//! With small planes `cols_b` holds every image side by side, `patch x N P`. When there are
+//! more output channels than pixels (`C_out > N P`), `dW = dY_b cols_b^T` directly, `cols_b`
+//! transposed first; on 4x4 planes of 512 channels (64 pixels) the transposed form took twice
+//! as long, its GEMM having only 64 pixels to add per value of `dW` it writes. Otherwise `dY`
+//! is transposed and `dW^T = cols_b dY_b^T` computed in runs of about [`PART_PIXELS`] of the
+//! batch's pixels, each into its own slot, one item per (run, block of `dW^T` rows), the runs
+//! then transposed and added into `dW` in run order, 16 output channels per item, in 16x16
+//! tiles.
 //!
 //! # Determinism
-//! The parts and blocks depend on the shapes alone, each item is one single-threaded GEMM
-//! call, and every element of `dW` adds its parts in index order, so `dW` is bitwise the same
-//! on every pool and thread count.
+//! The parts, runs and blocks depend on the shapes alone, each item is one thread's GEMM calls
+//! in a fixed order, and every element of `dW` adds its parts in index order, so `dW` is
+//! bitwise the same on every pool and thread count.
 #![forbid(unsafe_code)]
 
 use super::batched::{
@@ -51,16 +61,16 @@ use crate::kernels::par::{
 use crate::kernels::scratch::with_scratch;
 use crate::pool::ThreadPool;
 
-/// Pixels per part, about: long enough for an efficient GEMM, short enough that a 32x32 plane
-/// makes two parts per image.
+/// Pixels per run of the batched transposed form, about: long enough for an efficient GEMM
+/// (a batch of 4 small planes has at most 512 pixels: one run).
 pub const PART_PIXELS: usize = 512;
 
 /// Output channels per item of the final transpose-and-sum loop: a cache line of `f32`.
 const SUM_CHANNELS: usize = 16;
 
 /// How the inner dimension is cut: `groups` matrices of `group_pixels` columns in `cols`
-/// (the images, or one for the batched path), each cut into `runs` runs of `run` pixels (the
-/// last may be shorter).
+/// (one, on the batched path, which alone uses it now), each cut into `runs` runs of `run`
+/// pixels (the last may be shorter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Parts {
     groups: usize,
@@ -93,10 +103,14 @@ pub(super) fn backward_weights(
     grad_output: &[f32],
     grad_weight: &mut [f32],
 ) {
-    if is_batched(g) && g.out_channels > g.batch * g.out_pixels() {
-        direct_batched_backward_weights(pool, g, input, grad_output, grad_weight);
+    if g.batch * g.out_pixels() == 0 {
+        grad_weight.fill(0.0); // no pixels, no gradient
     } else if !is_batched(g) && block_pixels(g).is_some() {
         blocked_backward_weights(pool, g, input, grad_output, grad_weight);
+    } else if !is_batched(g) {
+        per_image_backward_weights(pool, g, input, grad_output, grad_weight);
+    } else if g.out_channels > g.batch * g.out_pixels() {
+        direct_batched_backward_weights(pool, g, input, grad_output, grad_weight);
     } else {
         transposed_backward_weights(pool, g, input, grad_output, grad_weight);
     }
@@ -121,8 +135,154 @@ fn direct_batched_backward_weights(
     });
 }
 
-/// `dW^T = sum cols dY^T` (see the module docs), on the batched path's side by side columns
-/// when [`is_batched`], else on each image's own.
+/// Items [`per_image_backward_weights`] is cut into, at least, when its images allow (8 ran
+/// no faster on resnet-like's stage-1 and -2 shapes: 0.94x to 1.01x).
+const PER_IMAGE_MIN_ITEMS: usize = 4;
+
+/// One image-major factor of the weight gradient (`N x rows x P`: `dY` or the columns) and the
+/// other transposed (`N P x cols`), whose per-image products `rows x cols` add up to `dW` or `dW^T`.
+#[derive(Clone, Copy)]
+struct Factors<'a> {
+    rows_major: &'a [f32],
+    transposed: &'a [f32],
+    rows: usize,
+    cols: usize,
+    pixels: usize,
+}
+
+/// `dW = sum_n dY_n cols_n^T` with the factor of fewer rows (channels) transposed into scratch,
+/// so both GEMM operands are row-major (see the module docs). Expects pixels.
+fn per_image_backward_weights(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    input: &[f32],
+    grad_output: &[f32],
+    grad_weight: &mut [f32],
+) {
+    let (patch, channels, pixels) = (g.patch_len(), g.out_channels, g.out_pixels());
+    let dw_rows = channels >= patch;
+    let (rows, cols) = if dw_rows {
+        (channels, patch)
+    } else {
+        (patch, channels)
+    };
+    let split = PerImageSplit::new(rows, cols, g.batch, pixels);
+    let unrolled_len = g.unrolled_len();
+    let transposed_len = g.batch * pixels * cols;
+    let direct = dw_rows && split.parts == 1;
+    let partials_len = if direct { 0 } else { split.parts * rows * cols };
+    with_scratch(unrolled_len + transposed_len + partials_len, |buffer| {
+        let (unrolled, rest) = buffer.split_at_mut(unrolled_len);
+        let (transposed, partials) = rest.split_at_mut(transposed_len);
+        let cols_n = columns(pool, g, input, unrolled);
+        let (rows_major, other) = if dw_rows {
+            (grad_output, cols_n)
+        } else {
+            (cols_n, grad_output)
+        };
+        transpose_images(pool, (cols, pixels), other, transposed);
+        let factors = Factors {
+            rows_major,
+            transposed,
+            rows,
+            cols,
+            pixels,
+        };
+        if direct {
+            factor_products(pool, split, factors, grad_weight);
+        } else {
+            factor_products(pool, split, factors, partials);
+            if dw_rows {
+                sum_parts(pool, partials, grad_weight);
+            } else {
+                sum_transposed(pool, (patch, channels), partials, grad_weight);
+            }
+        }
+    });
+}
+
+/// How [`per_image_backward_weights`] cuts its work: blocks of `block` rows, the images into `parts`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PerImageSplit {
+    block: usize,
+    parts: usize,
+    images: usize,
+}
+
+impl PerImageSplit {
+    fn new(rows: usize, cols: usize, batch: usize, pixels: usize) -> Self {
+        let block = rows_per_block(GemmShape {
+            m: rows,
+            n: cols,
+            k: batch * pixels,
+        });
+        let blocks = rows.div_ceil(block).max(1);
+        let batch = batch.max(1);
+        let parts = (1..=batch)
+            .find(|parts| batch % parts == 0 && blocks * parts >= PER_IMAGE_MIN_ITEMS)
+            .unwrap_or(batch);
+        PerImageSplit {
+            block,
+            parts,
+            images: batch / parts,
+        }
+    }
+}
+
+/// Every part's `sum_n rows_major_n transposed_n` over its images into its `rows x cols` slot
+/// of `out`, one item per (part, block of rows).
+fn factor_products(pool: &dyn ThreadPool, split: PerImageSplit, f: Factors<'_>, out: &mut [f32]) {
+    let cost = gemm_item_cost(split.block, f.cols, split.images * f.pixels);
+    let slot = f.rows * f.cols;
+    for_each_nested_chunk(
+        pool,
+        out,
+        slot,
+        split.block * f.cols,
+        cost,
+        |part, index, out| {
+            let first_row = index * split.block;
+            let rows = out.len() / f.cols;
+            for image in part * split.images..(part + 1) * split.images {
+                let lhs = dense(
+                    &f.rows_major[(image * f.rows + first_row) * f.pixels..],
+                    f.pixels,
+                );
+                let rhs = dense(&f.transposed[image * f.pixels * f.cols..], f.cols);
+                let beta = if image == part * split.images {
+                    0.0
+                } else {
+                    1.0
+                };
+                gemm_single_threaded((rows, f.cols, f.pixels), lhs, rhs, out, 1.0, beta);
+            }
+        },
+    );
+}
+
+/// Values per item of [`sum_parts`].
+const SUM_VALUES: usize = 4096;
+
+/// `out[i] = sum_p partials[p][i]`, the slots (each `out.len()` long) added in order.
+fn sum_parts(pool: &dyn ThreadPool, partials: &[f32], out: &mut [f32]) {
+    let slot = out.len().max(1);
+    let count = partials.len() / slot;
+    let values = (SUM_VALUES * count) as f64;
+    let cost = item_cost(values, SUM_VALUES as f64, values, VECTOR_FLOPS_PER_CYCLE);
+    for_each_chunk(pool, out, SUM_VALUES, cost, |index, out| {
+        let first = index * SUM_VALUES;
+        out.copy_from_slice(&partials[first..first + out.len()]);
+        for part in 1..count {
+            let from = &partials[part * slot + first..][..out.len()];
+            out.iter_mut()
+                .zip(from)
+                .for_each(|(sum, value)| *sum += value);
+        }
+    });
+}
+
+/// `dW^T = sum cols_b dY_b^T` (see the module docs) on the batched path's side by side
+/// columns, in runs of the batch's pixels. Expects pixels.
 fn transposed_backward_weights(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -131,32 +291,18 @@ fn transposed_backward_weights(
     grad_weight: &mut [f32],
 ) {
     let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
-    if n * pixels == 0 {
-        grad_weight.fill(0.0); // no pixels, no gradient
-        return;
-    }
-    let batched = is_batched(g);
-    let parts = if batched {
-        Parts::new(1, n * pixels)
-    } else {
-        Parts::new(n, pixels)
-    };
+    let parts = Parts::new(1, n * pixels);
     let unrolled_len = g.unrolled_len();
-    let side_by_side_len = if batched { patch * n * pixels } else { 0 };
+    let side_by_side_len = patch * n * pixels;
     let dyt_len = n * pixels * channels;
     let partial_len = parts.count() * patch * channels;
     let scratch = unrolled_len + side_by_side_len + dyt_len + partial_len;
     with_scratch(scratch, |buffer| {
         let (unrolled, rest) = buffer.split_at_mut(unrolled_len);
-        let (side_by_side, rest) = rest.split_at_mut(side_by_side_len);
+        let (cols, rest) = rest.split_at_mut(side_by_side_len);
         let (dyt, partials) = rest.split_at_mut(dyt_len);
         let per_image = columns(pool, g, input, unrolled);
-        let cols = if batched {
-            gather(pool, (n, patch, pixels), per_image, side_by_side);
-            side_by_side
-        } else {
-            per_image
-        };
+        gather(pool, (n, patch, pixels), per_image, cols);
         transpose_images(pool, (channels, pixels), grad_output, dyt);
         partial_products(pool, (patch, channels), parts, cols, dyt, partials);
         sum_transposed(pool, (patch, channels), partials, grad_weight);
@@ -235,11 +381,14 @@ fn sum_transposed(
             let rows = out.len() / patch.max(1);
             for part in 0..count {
                 let partial = &partials[part * slot..(part + 1) * slot];
-                for q in 0..patch {
-                    let from = &partial[q * channels + first..q * channels + first + rows];
-                    for (row, value) in from.iter().enumerate() {
-                        let sum = &mut out[row * patch + q];
-                        *sum = if part == 0 { *value } else { *sum + value };
+                for first_q in (0..patch).step_by(SUM_CHANNELS) {
+                    let qs = first_q..patch.min(first_q + SUM_CHANNELS);
+                    for row in 0..rows {
+                        let sums = &mut out[row * patch..][qs.clone()];
+                        for (sum, q) in sums.iter_mut().zip(qs.clone()) {
+                            let value = partial[q * channels + first + row];
+                            *sum = if part == 0 { value } else { *sum + value };
+                        }
                     }
                 }
             }
@@ -277,6 +426,78 @@ mod tests {
         }
     }
 
+    /// Small integers, so every sum is exact and any order agrees bitwise with the naive one.
+    fn integers(len: usize, seed: usize) -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i * 5 + seed) % 7) as f32 - 3.0)
+            .collect()
+    }
+
+    /// `dW[o, i, ky, kx] = sum_n sum_(oy, ox) dY[n, o, oy, ox] X[n, i, oy s + ky - p, ox s + kx - p]`.
+    fn naive_weight_gradient(g: &Conv2dGeometry, x: &[f32], dy: &[f32]) -> Vec<f32> {
+        let (s, p) = (g.params.stride, g.params.padding);
+        let mut dw = vec![0.0; g.weight_shape().iter().product()];
+        for (index, value) in dw.iter_mut().enumerate() {
+            let (kx, ky) = (index % g.kernel_w, index / g.kernel_w % g.kernel_h);
+            let i = index / g.kernel_area() % g.in_channels;
+            let o = index / g.patch_len();
+            for n in 0..g.batch {
+                for oy in 0..g.out_height {
+                    for ox in 0..g.out_width {
+                        let (y, x_) =
+                            ((oy * s + ky).wrapping_sub(p), (ox * s + kx).wrapping_sub(p));
+                        if y >= g.height || x_ >= g.width {
+                            continue;
+                        }
+                        let d =
+                            dy[((n * g.out_channels + o) * g.out_height + oy) * g.out_width + ox];
+                        *value += d * x[((n * g.in_channels + i) * g.height + y) * g.width + x_];
+                    }
+                }
+            }
+        }
+        dw
+    }
+
+    #[test]
+    fn per_image_gradients_match_the_naive_sum_in_every_split() {
+        use crate::kernels::Conv2dParams;
+        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "wg")).unwrap();
+        let (pointwise, strided) = (
+            Conv2dParams::default(),
+            Conv2dParams {
+                stride: 2,
+                padding: 1,
+            },
+        );
+        // (input, weight, params, block of rows, parts): dW's rows in 4 blocks written in
+        // place; dW^T's in one block over 4 parts; a strided 3x3's dW^T over 2 parts; its dW
+        // over 4 parts.
+        let cases = [
+            ([2, 3, 12, 12], [256, 3, 1, 1], pointwise, 64, 1),
+            ([4, 20, 12, 12], [5, 20, 1, 1], pointwise, 20, 4),
+            ([2, 3, 25, 25], [6, 3, 3, 3], strided, 27, 2),
+            ([4, 2, 24, 24], [40, 2, 3, 3], strided, 40, 4),
+        ];
+        for (input, weight, params, block, parts) in cases {
+            let g = Conv2dGeometry::new(&input, &weight, params).unwrap();
+            assert!(!is_batched(&g) && block_pixels(&g).is_none(), "{input:?}");
+            let (channels, patch) = (g.out_channels, g.patch_len());
+            let rows = channels.max(patch);
+            let split = PerImageSplit::new(rows, channels.min(patch), g.batch, g.out_pixels());
+            assert_eq!((split.block, split.parts), (block, parts), "{input:?}");
+            let x = integers(input.iter().product(), 1);
+            let dy = integers(g.output_shape().iter().product(), 2);
+            let mut dw = vec![f32::NAN; weight.iter().product()];
+            per_image_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
+            assert_eq!(
+                dw,
+                naive_weight_gradient(&g, &x, &dy),
+                "{input:?} {weight:?}"
+            );
+        }
+    }
+
     #[test]
     fn direct_and_transposed_batched_gradients_agree() {
         use crate::kernels::Conv2dParams;
@@ -291,11 +512,6 @@ mod tests {
             let weight = [out_channels, input[1], 3, 3];
             let g = Conv2dGeometry::new(&input, &weight, same).unwrap();
             assert!(is_batched(&g));
-            let integers = |len: usize, seed: usize| -> Vec<f32> {
-                (0..len)
-                    .map(|i| ((i * 5 + seed) % 7) as f32 - 3.0)
-                    .collect()
-            };
             let x = integers(input.iter().product(), 1);
             let dy = integers(g.output_shape().iter().product(), 2);
             let len = weight.iter().product();
