@@ -24,6 +24,10 @@ pub enum KernelKind {
     BatchNormTrain,
     /// Gradient of training batch-norm.
     BatchNormBackward,
+    /// Training batch-norm with a fused relu: `max(bn(x), 0)`.
+    BatchNormReluTrain,
+    /// Gradient of batch-norm with a fused relu (reads the forward output as the mask).
+    BatchNormReluBackward,
     /// `max(x, 0)`.
     Relu,
     /// Gradient of relu.
@@ -52,11 +56,12 @@ pub enum KernelKind {
 
 impl KernelKind {
     /// Every kind, forward ops first.
-    pub const ALL: [KernelKind; 19] = [
+    pub const ALL: [KernelKind; 21] = [
         KernelKind::Gemm,
         KernelKind::Conv2d,
         KernelKind::BatchNorm,
         KernelKind::BatchNormTrain,
+        KernelKind::BatchNormReluTrain,
         KernelKind::Relu,
         KernelKind::Add,
         KernelKind::MaxPool,
@@ -66,6 +71,7 @@ impl KernelKind {
         KernelKind::Conv2dBackwardData,
         KernelKind::Conv2dBackwardWeights,
         KernelKind::BatchNormBackward,
+        KernelKind::BatchNormReluBackward,
         KernelKind::ReluBackward,
         KernelKind::MaxPoolBackward,
         KernelKind::AvgPoolBackward,
@@ -84,6 +90,8 @@ impl KernelKind {
             KernelKind::BatchNorm => "batch_norm",
             KernelKind::BatchNormTrain => "batch_norm_train",
             KernelKind::BatchNormBackward => "batch_norm_backward",
+            KernelKind::BatchNormReluTrain => "batch_norm_relu_train",
+            KernelKind::BatchNormReluBackward => "batch_norm_relu_backward",
             KernelKind::Relu => "relu",
             KernelKind::ReluBackward => "relu_backward",
             KernelKind::Add => "add",
@@ -161,6 +169,8 @@ mod tests {
     fn backward_kinds_are_marked() {
         assert!(KernelKind::Conv2dBackwardWeights.is_backward());
         assert!(KernelKind::ReluBackward.is_backward());
+        assert!(KernelKind::BatchNormReluBackward.is_backward());
+        assert!(!KernelKind::BatchNormReluTrain.is_backward());
         assert!(!KernelKind::Conv2d.is_backward());
         assert!(!KernelKind::Sgd.is_backward());
     }

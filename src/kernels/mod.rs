@@ -6,7 +6,7 @@
 //! | --- | --- | --- |
 //! | [`gemm`](mod@gemm) | `C = alpha op(A) op(B) + beta C` | the same call with transposes |
 //! | [`conv`] | [`conv2d`] (im2col + GEMM) | [`conv2d_backward_data`], [`conv2d_backward_weights`] |
-//! | [`batch_norm`] | [`batch_norm_inference`], [`batch_norm_train`] | [`batch_norm_backward`], [`batch_norm_backward_recomputed`] |
+//! | [`batch_norm`] | [`batch_norm_inference`], [`batch_norm_train`], [`batch_norm_train_activated`] (fused relu) | [`batch_norm_backward`], [`batch_norm_backward_recomputed`], [`batch_norm_relu_backward_recomputed`] |
 //! | [`elementwise`] | [`relu`], [`add`] | [`relu_backward`] (add's gradient is its input) |
 //! | [`pooling`] | [`max_pool`], [`global_avg_pool`] | [`max_pool_backward`], [`global_avg_pool_backward`] |
 //! | [`softmax`](mod@softmax) | [`softmax`](fn@softmax) (row-wise) | [`softmax_cross_entropy_backward`] |
@@ -75,8 +75,9 @@ mod tensor;
 mod work;
 
 pub use batch_norm::{
-    batch_norm_backward, batch_norm_backward_recomputed, batch_norm_inference, batch_norm_stats,
-    batch_norm_train, BatchNormGeometry, BatchStats,
+    batch_norm_backward, batch_norm_backward_recomputed, batch_norm_inference,
+    batch_norm_relu_backward_recomputed, batch_norm_stats, batch_norm_train,
+    batch_norm_train_activated, Activation, BatchNormGeometry, BatchStats,
 };
 pub use conv::{
     conv2d, conv2d_backward_data, conv2d_backward_weights, Conv2dGeometry, Conv2dParams,

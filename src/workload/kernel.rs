@@ -16,6 +16,8 @@ vocabulary! {
         Conv2d = "conv2d",
         /// Batch normalisation over N and the spatial dims, per channel.
         BatchNorm = "batch_norm",
+        /// `relu(batch_norm(x))` in one pass (batch norm with a fused activation).
+        BatchNormRelu = "batch_norm_relu",
         /// `max(x, 0)`.
         Relu = "relu",
         /// Elementwise sum of two tensors.
@@ -36,6 +38,9 @@ vocabulary! {
         Conv2dGradWeight = "conv2d_grad_weight",
         /// Gradient of training batch norm: input gradient and scale/shift gradients.
         BatchNormGrad = "batch_norm_grad",
+        /// Gradient of `batch_norm_relu`: the relu's gradient applied to the incoming one as it
+        /// is read (the forward output is the mask), then batch_norm_grad's.
+        BatchNormReluGrad = "batch_norm_relu_grad",
         /// Gradient of relu.
         ReluGrad = "relu_grad",
         /// Gradient of max pooling.
@@ -224,7 +229,9 @@ impl KernelKind {
         match self {
             Gemm => Operands::Exactly(&["a [m,k]", "b [k,n]"]),
             Conv2d => Operands::Exactly(&["input [N,C,H,W]", "weight [O,C,kh,kw]"]),
-            BatchNorm => Operands::Exactly(&["input [N,C,...]", "scale_shift [2,C]"]),
+            BatchNorm | BatchNormRelu => {
+                Operands::Exactly(&["input [N,C,...]", "scale_shift [2,C]"])
+            }
             LayerNorm => Operands::Exactly(&["input [...,D]", "scale_shift [2,D]"]),
             Relu | Softmax | MaxPool | AvgPool => Operands::Exactly(&["input"]),
             Add => Operands::Exactly(&["a", "b"]),
@@ -237,6 +244,12 @@ impl KernelKind {
                 "grad_output [N,C,...]",
                 "forward input [N,C,...]",
                 "scale_shift [2,C]",
+            ]),
+            BatchNormReluGrad => Operands::Exactly(&[
+                "grad_output [N,C,...]",
+                "forward input [N,C,...]",
+                "scale_shift [2,C]",
+                "forward output [N,C,...]",
             ]),
             ReluGrad => Operands::Exactly(&["grad_output", "forward input or output"]),
             MaxPoolGrad => Operands::Exactly(&["grad_output", "forward input [N,C,H,W]"]),
@@ -257,7 +270,9 @@ impl KernelKind {
         use KernelKind::*;
         match self {
             Sgd => Operands::Exactly(&["weight, updated in place"]),
-            BatchNormGrad => Operands::Exactly(&["grad_input", "grad_scale_shift [2,C]"]),
+            BatchNormGrad | BatchNormReluGrad => {
+                Operands::Exactly(&["grad_input", "grad_scale_shift [2,C]"])
+            }
             CopyH2d => Operands::Exactly(&["device destination"]),
             CopyD2h => Operands::Exactly(&["host destination"]),
             SleepUs => Operands::AtLeast(0, "any tensors"),
@@ -276,6 +291,16 @@ impl KernelKind {
             SumExpr => SUM_EXPR_PARAMS,
             SleepUs => SLEEP_PARAMS,
             _ => &[],
+        }
+    }
+
+    /// For a parameter this kernel does not take but a kernel of its own provides (the fused
+    /// relu of MXNet's and oneDNN's batch norms), that kernel's name.
+    pub fn fused_instead(self, param: &str) -> Option<&'static str> {
+        match (self, param) {
+            (KernelKind::BatchNorm, "relu") => Some("batch_norm_relu"),
+            (KernelKind::BatchNormGrad, "relu") => Some("batch_norm_relu_grad"),
+            _ => None,
         }
     }
 
@@ -301,7 +326,9 @@ impl KernelKind {
                 "input [N,C,H,W] x weight [O,C,kh,kw] -> output \
                  [N,O,(H+2*pad-kh)/stride+1,(W+2*pad-kw)/stride+1]"
             }
-            BatchNorm => "input [N,C,...] and scale_shift [2,C] -> output shaped like input",
+            BatchNorm | BatchNormRelu => {
+                "input [N,C,...] and scale_shift [2,C] -> output shaped like input"
+            }
             LayerNorm => "input [...,D] and scale_shift [2,D] -> output shaped like input",
             Relu | Softmax => "output shaped like input",
             Add => "a, b and output of one shape",
@@ -320,6 +347,10 @@ impl KernelKind {
             BatchNormGrad => {
                 "grad_output, forward input and grad_input of one shape [N,C,...]; \
                  scale_shift and grad_scale_shift [2,C]"
+            }
+            BatchNormReluGrad => {
+                "grad_output, forward input, forward output and grad_input of one shape \
+                 [N,C,...]; scale_shift and grad_scale_shift [2,C]"
             }
             ReluGrad => "grad_output, forward input or output, and grad_input of one shape",
             MaxPoolGrad => {
@@ -348,7 +379,7 @@ impl KernelKind {
         match self {
             Gemm => check_gemm(reads[0], reads[1], writes[0], params),
             Conv2d => check_conv(reads[0], reads[1], writes[0], params),
-            BatchNorm => check_norm(reads[0], reads[1], writes[0], 1),
+            BatchNorm | BatchNormRelu => check_norm(reads[0], reads[1], writes[0], 1),
             LayerNorm => check_norm(reads[0], reads[1], writes[0], usize::MAX),
             Relu | Softmax | Sgd | CopyH2d | CopyD2h => same_shape(reads[0], writes[0]),
             Add => same_shape(reads[0], reads[1]).and_then(|()| same_shape(reads[0], writes[0])),
@@ -359,9 +390,10 @@ impl KernelKind {
             Conv2dGradWeight => check_conv(reads[0], writes[0], reads[1], params).map_err(|err| {
                 format!("{err} (the weight is grad_weight, the output grad_output)")
             }),
-            BatchNormGrad => check_norm(reads[1], reads[2], writes[0], 1)
-                .and_then(|()| same_shape(reads[0], reads[1]))
-                .and_then(|()| same_shape(reads[2], writes[1])),
+            BatchNormGrad => check_norm_grad(reads, writes),
+            BatchNormReluGrad => {
+                check_norm_grad(reads, writes).and_then(|()| same_shape(reads[1], reads[3]))
+            }
             ReluGrad => {
                 same_shape(reads[0], reads[1]).and_then(|()| same_shape(reads[0], writes[0]))
             }
@@ -403,6 +435,8 @@ impl KernelKind {
                 dim(reads[1], 3),
             ]),
             BatchNorm => product(&[5, input]),
+            // batch_norm's and relu's.
+            BatchNormRelu => product(&[6, input]),
             LayerNorm => product(&[8, input]),
             Relu | Add | ReluGrad => output,
             Softmax => product(&[5, input]),
@@ -427,6 +461,8 @@ impl KernelKind {
             ]),
             // Batch statistics again (3 a value), then the two sums and the input gradient (8).
             BatchNormGrad => product(&[11, input]),
+            // relu_grad's and batch_norm_grad's.
+            BatchNormReluGrad => product(&[12, input]),
             MaxPoolGrad | AvgPoolGrad => {
                 let size = params.int("size", 1).max(0) as u64;
                 product(&[input, size, size])
@@ -575,6 +611,14 @@ fn check_rows(x: Operand) -> Result<(), String> {
         "logits {x} has rank {}, not at least 2 ([N, classes, ...], one row per example)",
         x.shape.len()
     ))
+}
+
+/// A batch-norm gradient's first three reads `[grad_output, input, scale_shift]` and its
+/// writes `[grad_input, grad_scale_shift]`.
+fn check_norm_grad(reads: &[Operand], writes: &[Operand]) -> Result<(), String> {
+    check_norm(reads[1], reads[2], writes[0], 1)
+        .and_then(|()| same_shape(reads[0], reads[1]))
+        .and_then(|()| same_shape(reads[2], writes[1]))
 }
 
 /// `channel_dim` 1 for batch norm, `usize::MAX` for the last dim (layer norm).

@@ -567,11 +567,14 @@ fn kernel_params(raw: &RawOp, kernel: KernelKind) -> LoadResult<KernelParams> {
     for (name, _, span) in &raw.params {
         if !specs.iter().any(|spec| spec.name == name) {
             let known = comma_list(specs.iter().map(|spec| spec.name));
-            let expected = if known.is_empty() {
+            let mut expected = if known.is_empty() {
                 "no parameters".to_string()
             } else {
                 format!("one of {known}")
             };
+            if let Some(fused) = kernel.fused_instead(name) {
+                expected += &format!(" (for a fused {name} use kernel \"{fused}\")");
+            }
             return Err(error(
                 span,
                 format!("unknown parameter {name:?}: expected {expected}"),

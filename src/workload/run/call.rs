@@ -9,11 +9,15 @@
 //! weight]`, `conv2d_grad_weight` `[input, grad_output]` (both with the forward's `stride` and
 //! `pad`); `batch_norm_grad` reads `[grad_output, input, scale_shift]` and writes
 //! `[grad_input, grad_scale_shift]` (it recomputes the batch statistics from the input rather
-//! than keeping them); `relu_grad` reads `[grad_output, forward input or output]`;
+//! than keeping them); `batch_norm_relu` is `batch_norm` with `relu` fused into its
+//! normalization pass, and `batch_norm_relu_grad` reads batch_norm_grad's operands then the
+//! forward output `[grad_output, input, scale_shift, output]`, masking `grad_output` where the
+//! output is not positive as it reads it; `relu_grad` reads `[grad_output, forward input or
+//! output]`;
 //! `max_pool_grad` `[grad_output, forward input]`; `avg_pool_grad` `[grad_output]`;
 //! `softmax_xent_grad` reads `[logits, labels]`, each `[N, ...]` read as N rows, a row's class
 //! being the position of its label row's largest value. Every kernel but `batch_norm_grad`
-//! writes its first write.
+//! but the batch-norm gradients writes its first write.
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
@@ -21,10 +25,11 @@ use std::time::{Duration, Instant};
 
 use crate::kernels::pooling::PoolParams;
 use crate::kernels::{
-    add, avg_pool, avg_pool_backward, batch_norm_backward_recomputed, batch_norm_train, conv2d,
-    conv2d_backward_data, conv2d_backward_weights, gemm, layer_norm, max_pool, max_pool_backward,
-    relu, relu_backward, sgd_update, softmax, softmax_cross_entropy_backward, BatchStats,
-    Conv2dParams, GemmSpec, KernelError, NormGrads, NormParams, SgdParams, Tensor, Work,
+    add, avg_pool, avg_pool_backward, batch_norm_backward_recomputed,
+    batch_norm_relu_backward_recomputed, batch_norm_train_activated, conv2d, conv2d_backward_data,
+    conv2d_backward_weights, gemm, layer_norm, max_pool, max_pool_backward, relu, relu_backward,
+    sgd_update, softmax, softmax_cross_entropy_backward, Activation, BatchStats, Conv2dParams,
+    GemmSpec, KernelError, NormGrads, NormParams, SgdParams, Tensor, Work,
 };
 use crate::pool::ThreadPool;
 use crate::workload::{Graph, KernelKind, OpDecl};
@@ -41,6 +46,8 @@ pub(super) enum KernelCall {
     Conv2d(Conv2dParams),
     /// Training batch norm (batch statistics) over `[N, C, ...]`.
     BatchNorm,
+    /// Training batch norm with a fused relu.
+    BatchNormRelu,
     /// Layer norm over the last dimension.
     LayerNorm,
     /// `max(x, 0)`.
@@ -61,6 +68,8 @@ pub(super) enum KernelCall {
     Conv2dGradWeight(Conv2dParams),
     /// Gradient of training batch norm (input and scale/shift).
     BatchNormGrad,
+    /// Gradient of training batch norm with a fused relu (input and scale/shift).
+    BatchNormReluGrad,
     /// Gradient of relu.
     ReluGrad,
     /// Gradient of windowed max pooling.
@@ -103,11 +112,13 @@ impl KernelCall {
             KernelKind::Conv2dGradInput => KernelCall::Conv2dGradInput(conv),
             KernelKind::Conv2dGradWeight => KernelCall::Conv2dGradWeight(conv),
             KernelKind::BatchNormGrad => KernelCall::BatchNormGrad,
+            KernelKind::BatchNormReluGrad => KernelCall::BatchNormReluGrad,
             KernelKind::ReluGrad => KernelCall::ReluGrad,
             KernelKind::MaxPoolGrad => KernelCall::MaxPoolGrad(pool),
             KernelKind::AvgPoolGrad => KernelCall::AvgPoolGrad(pool),
             KernelKind::SoftmaxXentGrad => KernelCall::SoftmaxXentGrad,
             KernelKind::BatchNorm => KernelCall::BatchNorm,
+            KernelKind::BatchNormRelu => KernelCall::BatchNormRelu,
             KernelKind::LayerNorm => KernelCall::LayerNorm,
             KernelKind::Relu => KernelCall::Relu,
             KernelKind::Add => KernelCall::Add,
@@ -134,13 +145,17 @@ impl KernelCall {
             std::thread::sleep(*duration); // the one kernel that may write nothing
             return Ok(None);
         }
-        if let KernelCall::BatchNormGrad = self {
+        if let KernelCall::BatchNormGrad | KernelCall::BatchNormReluGrad = self {
             let [grad_input, grad_scale_shift] = writes else {
-                unreachable!("the loader checked batch_norm_grad's two writes")
+                unreachable!("the loader checked a batch-norm gradient's two writes")
             };
             let (dy, x, scale_shift) = (reads[0], reads[1], reads[2]);
-            return batch_norm_grad(pool, [dy, x, scale_shift], grad_input, grad_scale_shift)
-                .map(Some);
+            let relu_output = reads.get(3).copied();
+            let grads = BatchNormGradOut {
+                grad_input,
+                grad_scale_shift,
+            };
+            return batch_norm_grad(pool, [dy, x, scale_shift], relu_output, grads).map(Some);
         }
         let out = &mut *writes[0];
         let work = match self {
@@ -148,7 +163,12 @@ impl KernelCall {
                 gemm(pool, spec, &reads[0].data, &reads[1].data, &mut out.data)?
             }
             KernelCall::Conv2d(params) => conv2d(pool, reads[0], reads[1], *params, out)?,
-            KernelCall::BatchNorm => batch_norm(pool, reads[0], reads[1], out)?,
+            KernelCall::BatchNorm => {
+                batch_norm(pool, [reads[0], reads[1]], Activation::Identity, out)?
+            }
+            KernelCall::BatchNormRelu => {
+                batch_norm(pool, [reads[0], reads[1]], Activation::Relu, out)?
+            }
             KernelCall::LayerNorm => last_dim_norm(pool, reads[0], reads[1], out)?,
             KernelCall::Relu => relu(pool, reads[0], out)?,
             KernelCall::Add => add(pool, reads[0], reads[1], out)?,
@@ -168,7 +188,9 @@ impl KernelCall {
             }
             KernelCall::AvgPoolGrad(params) => avg_pool_backward(pool, reads[0], *params, out)?,
             KernelCall::SoftmaxXentGrad => softmax_xent_grad(pool, reads[0], reads[1], out)?,
-            KernelCall::BatchNormGrad => unreachable!("handled above"),
+            KernelCall::BatchNormGrad | KernelCall::BatchNormReluGrad => {
+                unreachable!("handled above")
+            }
             KernelCall::Copy => {
                 copy(reads[0], out)?;
                 return Ok(None);
@@ -270,11 +292,12 @@ fn nchw_shape(tensor: &Tensor) -> Vec<usize> {
     vec![batch, channels, rest, 1]
 }
 
-/// Training batch norm of `[N, C, ...]` (viewed as `[N, C, rest, 1]` when not NCHW).
+/// Training batch norm of `[N, C, ...]` (viewed as `[N, C, rest, 1]` when not NCHW), with
+/// `activation` fused into its normalization pass.
 fn batch_norm(
     pool: &dyn ThreadPool,
-    input: &Tensor,
-    scale_shift: &Tensor,
+    [input, scale_shift]: [&Tensor; 2],
+    activation: Activation,
     out: &mut Tensor,
 ) -> Result<Work, KernelError> {
     let (gamma, beta) = scale_and_shift(scale_shift);
@@ -285,20 +308,31 @@ fn batch_norm(
     };
     let mut stats = BatchStats::zeros(gamma.len());
     with_shape(&nchw_shape(input), input, out, |input, out| {
-        batch_norm_train(pool, input, &params, out, &mut stats)
+        batch_norm_train_activated(pool, input, &params, activation, out, &mut stats)
     })
 }
 
-/// The gradients of [`batch_norm`] by [`batch_norm_backward_recomputed`]: the batch
+/// What a batch-norm gradient writes: the input gradient and `[dgamma; dbeta]`.
+struct BatchNormGradOut<'a> {
+    grad_input: &'a mut Tensor,
+    grad_scale_shift: &'a mut Tensor,
+}
+
+/// The gradients of [`batch_norm`] by [`batch_norm_backward_recomputed`] (or, given the
+/// fused relu's `relu_output`, [`batch_norm_relu_backward_recomputed`]): the batch
 /// statistics recomputed from the forward input (bitwise what the forward used), each channel
 /// in one pass over memory; `grad_scale_shift` gets
 /// `dgamma` in row 0 and `dbeta` in row 1.
 fn batch_norm_grad(
     pool: &dyn ThreadPool,
     [grad_output, input, scale_shift]: [&Tensor; 3],
-    grad_input: &mut Tensor,
-    grad_scale_shift: &mut Tensor,
+    relu_output: Option<&Tensor>,
+    out: BatchNormGradOut<'_>,
 ) -> Result<Work, KernelError> {
+    let BatchNormGradOut {
+        grad_input,
+        grad_scale_shift,
+    } = out;
     let (gamma, beta) = scale_and_shift(scale_shift);
     let params = NormParams {
         gamma: &gamma,
@@ -323,7 +357,13 @@ fn batch_norm_grad(
         grad_gamma: Tensor::zeros(&[channels]),
         grad_beta: Tensor::zeros(&[channels]),
     };
-    let result = batch_norm_backward_recomputed(pool, &x, &dy, &params, &mut grads);
+    let result = match relu_output {
+        None => batch_norm_backward_recomputed(pool, &x, &dy, &params, &mut grads),
+        Some(output) => {
+            let output = reshaped(output, &grads.grad_input.shape);
+            batch_norm_relu_backward_recomputed(pool, &x, &output, &dy, &params, &mut grads)
+        }
+    };
     *grad_input = grads.grad_input;
     grad_input.shape = own_shape;
     let work = result?;
@@ -496,6 +536,34 @@ mod tests {
             .execute(pool.as_dyn(), &[&flat, &scale_shift], &mut [&mut out])
             .unwrap();
         assert_eq!(out.shape, [4, 3]);
+    }
+
+    /// The fused calls take their operands in the workload's order and give what the
+    /// separate calls give: `batch_norm_relu` = `batch_norm` then `relu`, and
+    /// `batch_norm_relu_grad [g_a, y, bn, a]` = `relu_grad [g_a, a]` then `batch_norm_grad`.
+    #[test]
+    fn fused_batch_norm_relu_calls_match_the_separate_calls() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Simple, 1, "call-test")).unwrap();
+        let shape = [2, 3, 4, 5];
+        let (y, g_a) = (Tensor::random(&shape, 3), Tensor::random(&shape, 4));
+        let scale_shift = Tensor::random(&[2, 3], 5);
+        let run = |call: KernelCall, reads: &[&Tensor], outputs: usize| {
+            let mut out = vec![Tensor::zeros(&shape), Tensor::zeros(&[2, 3])];
+            out.truncate(outputs);
+            let mut writes: Vec<&mut Tensor> = out.iter_mut().collect();
+            call.execute(pool.as_dyn(), reads, &mut writes).unwrap();
+            out
+        };
+        let z = run(KernelCall::BatchNorm, &[&y, &scale_shift], 1).remove(0);
+        let a = run(KernelCall::Relu, &[&z], 1).remove(0);
+        let fused_a = run(KernelCall::BatchNormRelu, &[&y, &scale_shift], 1).remove(0);
+        assert_eq!(fused_a, a);
+        let g_z = run(KernelCall::ReluGrad, &[&g_a, &a], 1).remove(0);
+        let separate = run(KernelCall::BatchNormGrad, &[&g_z, &y, &scale_shift], 2);
+        let fused_reads = [&g_a, &y, &scale_shift, &a];
+        let fused = run(KernelCall::BatchNormReluGrad, &fused_reads, 2);
+        assert_eq!(fused, separate);
+        assert!(g_z.data.contains(&0.0) && separate[0].data.iter().any(|&v| v != 0.0));
     }
 
     #[test]

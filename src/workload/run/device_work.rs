@@ -153,6 +153,19 @@ mod tests {
                 len: 512
             }
         );
+        // The fused batch norms cost what their parts do: the forward (6 FLOPs a value, 2
+        // reads) an elementwise kernel as batch_norm, the backward (12) a GEMM-like kernel as
+        // batch_norm_grad.
+        let fused = DeviceWork::of(&KernelCall::BatchNormRelu, normal, 512, 2, 6.0 * 512.0);
+        assert_eq!(
+            fused,
+            DeviceWork::Elementwise {
+                two_inputs: true,
+                len: 512
+            }
+        );
+        let fused_grad = DeviceWork::of(&KernelCall::BatchNormReluGrad, normal, 400, 4, 4800.0);
+        assert_eq!(fused_grad, DeviceWork::Gemm { m: 20, n: 20, k: 6 });
         let add = DeviceWork::of(&KernelCall::Add, normal, 0, 2, 0.0);
         assert_eq!(
             add,
