@@ -342,7 +342,10 @@ fn batch_norm_grad(
     let channels = gamma.len();
     if grad_scale_shift.len() != 2 * channels {
         return Err(KernelError::Shape {
-            kernel: "batch_norm_grad",
+            kernel: match relu_output {
+                None => "batch_norm_grad",
+                Some(_) => "batch_norm_relu_grad",
+            },
             detail: format!(
                 "grad_scale_shift holds {} values; give it the shape [2, {channels}]",
                 grad_scale_shift.len()
