@@ -38,7 +38,8 @@
 //!   owned by the time the stores reach it (a hint: no fault, no observable access).
 //! - A fresh ring's pages are first touched by its first pass of pushes (a page fault per
 //!   4 KiB: about 1 ms per 2 MiB ring on the project's VMs, on a thread that is recording).
-//!   So when both halves of a ring are gone its slot array is kept (at most four) and a new
+//!   So when both halves of a ring are gone its slot array is kept (8 MiB of arrays at most, the oldest
+//!   dropped first) and a new
 //!   ring of the same capacity takes it: a thread that comes and goes (a resized pool, an
 //!   engine per benchmark rep) gets memory that is already mapped. A reused array still holds
 //!   old events, but only slots in `[tail, head)` are ever read, and a new ring starts empty.
@@ -108,9 +109,17 @@ pub(crate) struct Consumer {
 /// A ring of at least `capacity` slots (rounded up to a power of two, at least 2).
 pub(crate) fn ring(capacity: usize) -> (Producer, Consumer) {
     let capacity = capacity.max(2).next_power_of_two();
+    ring_on(spare::take(capacity).unwrap_or_else(|| fresh_slots(capacity)))
+}
+
+/// An empty ring on `slots` (a power-of-two count, fresh or a gone ring's: whatever they
+/// hold is never read, as no slot outside `[tail, head)` is).
+fn ring_on(slots: Slots) -> (Producer, Consumer) {
+    debug_assert!(slots.len().is_power_of_two());
+    let mask = slots.len() - 1;
     let shared = Arc::new(Shared {
-        slots: spare::take(capacity).unwrap_or_else(|| fresh_slots(capacity)),
-        mask: capacity - 1,
+        slots,
+        mask,
         head: CachePadded::new(AtomicUsize::new(0)),
         tail: CachePadded::new(AtomicUsize::new(0)),
         dropped: AtomicU64::new(0),
@@ -146,23 +155,67 @@ mod spare {
     use super::Slots;
     use crate::sync::SpinMutex;
 
-    /// Spare arrays kept at most (4 default rings: 8 MiB).
-    const KEPT: usize = 4;
+    /// Bytes of spare arrays kept at most: four default rings (2 MiB each).
+    const KEPT_BYTES: usize = 8 << 20;
 
-    static SPARES: SpinMutex<Vec<Slots>> = SpinMutex::new(Vec::new());
+    static SPARES: SpinMutex<SparePool> = SpinMutex::new(SparePool::new(KEPT_BYTES));
 
     /// A spare array of exactly `capacity` slots, if one is kept.
     pub(super) fn take(capacity: usize) -> Option<Slots> {
-        let mut spares = SPARES.lock();
-        let found = spares.iter().position(|slots| slots.len() == capacity)?;
-        Some(spares.swap_remove(found))
+        SPARES.lock().take(capacity)
     }
 
-    /// Keeps `slots` for a later ring, unless `KEPT` arrays are kept already.
+    /// Keeps `slots` for a later ring (see [`SparePool::keep`]).
     pub(super) fn keep(slots: Slots) {
-        let mut spares = SPARES.lock();
-        if !slots.is_empty() && spares.len() < KEPT {
-            spares.push(slots);
+        SPARES.lock().keep(slots);
+    }
+
+    /// Arrays kept, oldest first, within a byte budget.
+    pub(super) struct SparePool {
+        arrays: Vec<Slots>,
+        budget_bytes: usize,
+    }
+
+    impl SparePool {
+        pub(super) const fn new(budget_bytes: usize) -> Self {
+            SparePool {
+                arrays: Vec::new(),
+                budget_bytes,
+            }
+        }
+
+        /// Removes and returns a kept array of exactly `capacity` slots.
+        pub(super) fn take(&mut self, capacity: usize) -> Option<Slots> {
+            let found = self
+                .arrays
+                .iter()
+                .position(|slots| slots.len() == capacity)?;
+            Some(self.arrays.remove(found))
+        }
+
+        /// Keeps `slots`, dropping the oldest arrays to stay within the budget; an array larger
+        /// than the whole budget (an unusually big ring) is not kept.
+        pub(super) fn keep(&mut self, slots: Slots) {
+            let bytes = std::mem::size_of_val(&*slots);
+            if slots.is_empty() || bytes > self.budget_bytes {
+                return;
+            }
+            while self.kept_bytes() + bytes > self.budget_bytes {
+                self.arrays.remove(0);
+            }
+            self.arrays.push(slots);
+        }
+
+        fn kept_bytes(&self) -> usize {
+            self.arrays
+                .iter()
+                .map(|slots| std::mem::size_of_val(&**slots))
+                .sum()
+        }
+
+        #[cfg(test)]
+        pub(super) fn capacities(&self) -> Vec<usize> {
+            self.arrays.iter().map(|slots| slots.len()).collect()
         }
     }
 }
@@ -434,29 +487,38 @@ mod tests {
         assert_eq!(out, [event]);
     }
 
-    /// Ring capacity used by this test alone, so no other test takes its spare.
-    const SPARE_TEST_CAPACITY: usize = 1 << 13;
-
     #[test]
-    fn a_gone_rings_slots_serve_the_next_ring_empty() {
-        let (mut producer, consumer) = ring(SPARE_TEST_CAPACITY);
-        for n in 0..5 {
-            producer.push(numbered(n));
-        }
-        let slots = producer.shared.slots.as_ptr();
-        drop((producer, consumer));
-        let (mut producer, mut consumer) = ring(SPARE_TEST_CAPACITY);
-        assert_eq!(
-            producer.shared.slots.as_ptr(),
-            slots,
-            "the spare was reused"
-        );
+    fn a_ring_on_a_used_array_starts_empty() {
+        let used: Slots = (0..8).map(|n| UnsafeCell::new(numbered(100 + n))).collect();
+        let (mut producer, mut consumer) = ring_on(used);
         assert!(
             drain_args(&mut consumer).is_empty(),
             "old events never come back"
         );
         producer.push(numbered(7));
         assert_eq!(drain_args(&mut consumer), [7]);
+    }
+
+    #[test]
+    fn the_spare_pool_hands_back_exact_capacities_within_its_byte_budget() {
+        use super::spare::SparePool;
+        let event_bytes = std::mem::size_of::<Event>();
+        let array = |len: usize| -> Slots { fresh_slots(len) };
+        let mut pool = SparePool::new(12 * event_bytes);
+        pool.keep(array(4));
+        pool.keep(array(8));
+        assert_eq!(pool.capacities(), [4, 8], "12 slots fit the budget");
+        assert!(pool.take(2).is_none(), "no array of 2 slots is kept");
+        pool.keep(array(2));
+        assert_eq!(pool.capacities(), [8, 2], "the oldest (4) made room");
+        pool.keep(array(16));
+        assert_eq!(
+            pool.capacities(),
+            [8, 2],
+            "larger than the whole budget: not kept"
+        );
+        assert_eq!(pool.take(8).map(|slots| slots.len()), Some(8));
+        assert_eq!(pool.capacities(), [2]);
     }
 
     #[test]
