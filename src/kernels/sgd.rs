@@ -108,7 +108,7 @@ pub fn sgd_update(
 /// Plain SGD on one chunk: `w -= lr * (g + wd w)` for each weight of `w` and its gradient in
 /// `g` (at least as long). The hyper-parameters are copied into locals first: read through
 /// the captured `params`, LLVM reloaded them on every element and kept the loop scalar
-/// (`movss`/`mulss`, 12 GB/s); as locals the loop is packed SSE (`mulps`).
+/// (`movss`/`mulss`, 18 GB/s on 2 threads); as locals the loop is packed SSE (`mulps`, 26).
 fn step_plain(w: &mut [f32], g: &[f32], params: SgdParams) {
     let (lr, wd) = (params.learning_rate, params.weight_decay);
     for (w, &g) in w.iter_mut().zip(g) {

@@ -16,8 +16,8 @@
 //! output]`;
 //! `max_pool_grad` `[grad_output, forward input]`; `avg_pool_grad` `[grad_output]`;
 //! `softmax_xent_grad` reads `[logits, labels]`, each `[N, ...]` read as N rows, a row's class
-//! being the position of its label row's largest value. Every kernel but `batch_norm_grad`
-//! but the batch-norm gradients writes its first write.
+//! being the position of its label row's largest value. Every kernel but the batch-norm
+//! gradients writes its first write.
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
