@@ -38,7 +38,7 @@
 //! are one item per (image, channel) plane, contiguous inner loops. Nothing depends on the
 //! thread count.
 //!
-//! # One item per channel
+//! # One item per channel (or per group of channels)
 //! [`batch_norm_train`] and [`batch_norm_backward_recomputed`] make each channel in one item:
 //! its statistics, sums and output planes, one channel after another. A channel's planes (`N H
 //! W` values, 16 KiB at batch 4 and 32x32) stay in the core's cache between the passes, so
@@ -48,6 +48,16 @@
 //! into the channel's `dx` planes and stays there for the sums and the gradient). Every value
 //! is computed by the same per-plane code in the same order as the separate passes
 //! ([`batch_norm_stats`], then [`batch_norm_backward`]), so the results are bitwise the same.
+//!
+//! Small channels are made several to an item: consecutive channels, as many as fit in about
+//! 4096 values (a divisor of the channel count, leaving at least 16 items), each still made
+//! whole before the next, so the bits do not change. One item per channel cost far more than
+//! the channel's own work at stages 3 and 4 (2048 channels of 4 x 16 values: the item's
+//! lock, its share of `parallel_for`'s ranges and `for_each_strided_group`'s per-piece
+//! tables): alone at `--inter 1` (median per-pair ratios of P50s, 7 interleaved pairs) the
+//! 4x4 forwards took 0.47-0.80 of the time (2048 channels: 0.414 to 0.196 ms, 2.5 to 5.4 GB/s
+//! of compulsory traffic), the 4x4 backwards 0.62-0.90, the 8x8 ones 0.85-0.97; 32x32 and
+//! 64x64 (one channel to an item either way) were unchanged.
 #![forbid(unsafe_code)]
 
 use super::error::{expect_rank, expect_shape, KernelError};
@@ -59,6 +69,7 @@ use super::tensor::Tensor;
 use super::work::Work;
 use crate::pool::parallel_for::Cost;
 use crate::pool::ThreadPool;
+use std::ops::Range;
 
 /// The batch statistics a training forward pass saves for its backward pass.
 #[derive(Clone, Debug, PartialEq)]
@@ -210,7 +221,7 @@ pub fn batch_norm_train(
 
 /// [`batch_norm_train`] with `activation` applied in the normalization pass: with
 /// [`Activation::Relu`], `output = max(bn(input), 0)`, bitwise what [`batch_norm_train`] then
-/// [`relu`](super::relu) give. One item per channel (see the module docs).
+/// [`relu`](super::relu) give. Each channel is made whole in one item (see the module docs).
 pub fn batch_norm_train_activated(
     pool: &dyn ThreadPool,
     input: &Tensor,
@@ -227,27 +238,31 @@ pub fn batch_norm_train_activated(
     expect_shape(kernel, "the output", &output.shape, &input.shape)?;
     let (x, epsilon) = (&input.data, params.epsilon);
     let plane_pass = activation.plane_pass();
-    let mut per_channel = vec![(0.0f32, 0.0f32); geometry.channels];
-    let cost = channel_cost(&geometry, 3.0, 5.0);
+    let group = ChannelGroup::new(&geometry);
+    let mut slots = group.slots(&mut stats.mean.data, &mut stats.inv_std.data);
+    let cost = channel_cost(&geometry, group.channels, 3.0, 5.0);
     for_each_strided_group(
         pool,
         &mut output.data,
-        geometry.pixels,
-        &mut per_channel,
+        group.piece_len(&geometry),
+        &mut slots,
         cost,
-        |channel, slot, y_planes| {
-            let (mean, inv_std) = channel_statistics(&geometry, x, channel, epsilon);
-            let scale = params.gamma.data[channel] * inv_std;
-            let shift = params.beta.data[channel] - mean * scale;
-            for (y, plane) in y_planes.iter_mut().zip(channel_planes(&geometry, channel)) {
-                plane_pass(&x[plane], (scale, shift), y);
+        |item, (means, inv_stds), y_pieces| {
+            for (offset, (mean_slot, inv_std_slot)) in
+                means.iter_mut().zip(inv_stds.iter_mut()).enumerate()
+            {
+                let channel = item * group.channels + offset;
+                let (mean, inv_std) = channel_statistics(&geometry, x, channel, epsilon);
+                let scale = params.gamma.data[channel] * inv_std;
+                let shift = params.beta.data[channel] - mean * scale;
+                let span = group.span(&geometry, offset);
+                for (y, plane) in y_pieces.iter_mut().zip(channel_planes(&geometry, channel)) {
+                    plane_pass(&x[plane], (scale, shift), &mut y[span.clone()]);
+                }
+                (*mean_slot, *inv_std_slot) = (mean, inv_std);
             }
-            *slot = (mean, inv_std);
         },
     );
-    for (channel, (mean, inv_std)) in per_channel.into_iter().enumerate() {
-        (stats.mean.data[channel], stats.inv_std.data[channel]) = (mean, inv_std);
-    }
     Ok(match activation {
         Activation::Identity => geometry.train_work(),
         Activation::Relu => geometry.train_work() + geometry.relu_forward_work(),
@@ -379,9 +394,10 @@ struct BackwardOperands<'a> {
     relu_output: Option<&'a [f32]>,
 }
 
-/// The backward pass with recomputed statistics, one item per channel: statistics, `dgamma`,
-/// `dbeta`, then the channel's input-gradient planes. With a fused ReLU the masked `dy` is
-/// first written into the `dx` planes, and the sums and the gradient read it from there.
+/// The backward pass with recomputed statistics, one item per [`ChannelGroup`], channel after
+/// channel: statistics, `dgamma`, `dbeta`, then the channel's input-gradient planes. With a
+/// fused ReLU the masked `dy` is first written into the `dx` planes, and the sums and the
+/// gradient read it from there.
 fn recomputed_channels(
     pool: &dyn ThreadPool,
     geometry: &BatchNormGeometry,
@@ -389,55 +405,112 @@ fn recomputed_channels(
     params: &NormParams<'_>,
     grads: &mut NormGrads,
 ) {
-    let (x, dy, epsilon) = (operands.x, operands.dy, params.epsilon);
-    let mut per_channel = vec![(0.0f32, 0.0f32); geometry.channels];
-    let cost = channel_cost(geometry, 4.0, 11.0);
+    let group = ChannelGroup::new(geometry);
+    let (dgammas, dbetas) = (&mut grads.grad_gamma.data, &mut grads.grad_beta.data);
+    let mut slots = group.slots(dgammas, dbetas);
+    let cost = channel_cost(geometry, group.channels, 4.0, 11.0);
     for_each_strided_group(
         pool,
         &mut grads.grad_input.data,
-        geometry.pixels,
-        &mut per_channel,
+        group.piece_len(geometry),
+        &mut slots,
         cost,
-        |channel, slot, dx_planes| {
-            let moments = channel_statistics(geometry, x, channel, epsilon);
-            let gamma = params.gamma.data[channel];
-            let planes = channel_planes(geometry, channel);
-            let sums = match operands.relu_output {
-                None => {
-                    let plane = |image| plane_pair(geometry, (x, dy), channel, image);
-                    let sums = channel_grad_sums(geometry, plane, moments);
-                    let slope = PlaneSlope::new(geometry, gamma, moments, sums);
-                    for (dx, plane) in dx_planes.iter_mut().zip(planes) {
-                        plane_input_grad(&x[plane.clone()], &dy[plane], &slope, dx);
-                    }
-                    sums
-                }
-                Some(output) => {
-                    for (dx, plane) in dx_planes.iter_mut().zip(planes) {
-                        plane_relu_grad(&output[plane.clone()], &dy[plane], dx);
-                    }
-                    let masked: &[&mut [f32]] = dx_planes;
-                    let plane = |image| {
-                        let (x, _) = plane_pair(geometry, (x, x), channel, image);
-                        (x, &masked[image][..])
-                    };
-                    let sums = channel_grad_sums(geometry, plane, moments);
-                    let slope = PlaneSlope::new(geometry, gamma, moments, sums);
-                    let planes = channel_planes(geometry, channel);
-                    for (dx, plane) in dx_planes.iter_mut().zip(planes) {
-                        plane_input_grad_in_place(&x[plane], &slope, dx);
-                    }
-                    sums
-                }
-            };
-            *slot = sums;
+        |item, (dgammas, dbetas), dx_pieces| {
+            for (offset, slot) in dgammas.iter_mut().zip(dbetas.iter_mut()).enumerate() {
+                let channel = item * group.channels + offset;
+                let span = group.span(geometry, offset);
+                let sums = channel_backward(geometry, operands, params, channel, (dx_pieces, span));
+                (*slot.0, *slot.1) = sums;
+            }
         },
     );
-    for (channel, (dgamma, dbeta)) in per_channel.into_iter().enumerate() {
-        (
-            grads.grad_gamma.data[channel],
-            grads.grad_beta.data[channel],
-        ) = (dgamma, dbeta);
+}
+
+/// One channel of [`recomputed_channels`]: its statistics, `(dgamma, dbeta)` (returned) and
+/// its input-gradient planes, values `span` of each of `dx_pieces` (one piece per image).
+fn channel_backward(
+    geometry: &BatchNormGeometry,
+    operands: BackwardOperands<'_>,
+    params: &NormParams<'_>,
+    channel: usize,
+    (dx_pieces, span): (&mut [&mut [f32]], Range<usize>),
+) -> (f32, f32) {
+    let (x, dy, epsilon) = (operands.x, operands.dy, params.epsilon);
+    let moments = channel_statistics(geometry, x, channel, epsilon);
+    let gamma = params.gamma.data[channel];
+    let planes = channel_planes(geometry, channel);
+    match operands.relu_output {
+        None => {
+            let plane = |image| plane_pair(geometry, (x, dy), channel, image);
+            let sums = channel_grad_sums(geometry, plane, moments);
+            let slope = PlaneSlope::new(geometry, gamma, moments, sums);
+            for (dx, plane) in dx_pieces.iter_mut().zip(planes) {
+                let dx = &mut dx[span.clone()];
+                plane_input_grad(&x[plane.clone()], &dy[plane], &slope, dx);
+            }
+            sums
+        }
+        Some(output) => {
+            for (dx, plane) in dx_pieces.iter_mut().zip(planes) {
+                let dx = &mut dx[span.clone()];
+                plane_relu_grad(&output[plane.clone()], &dy[plane], dx);
+            }
+            let masked: &[&mut [f32]] = dx_pieces;
+            let (start, end) = (span.start, span.end);
+            let plane = |image| {
+                let (x, _) = plane_pair(geometry, (x, x), channel, image);
+                (x, &masked[image][start..end])
+            };
+            let sums = channel_grad_sums(geometry, plane, moments);
+            let slope = PlaneSlope::new(geometry, gamma, moments, sums);
+            let planes = channel_planes(geometry, channel);
+            for (dx, plane) in dx_pieces.iter_mut().zip(planes) {
+                plane_input_grad_in_place(&x[plane], &slope, &mut dx[span.clone()]);
+            }
+            sums
+        }
+    }
+}
+
+/// Consecutive channels made in one parallel item (see the module docs): as many as fit in
+/// [`ITEM_VALUES`] values, a divisor of the channel count, leaving at least [`MIN_ITEMS`]
+/// items where there are that many channels.
+#[derive(Clone, Copy)]
+struct ChannelGroup {
+    channels: usize,
+}
+
+/// About how many values (over all images) one item of channels holds.
+const ITEM_VALUES: usize = 4096;
+
+/// The fewest items a call is split into when it has that many channels.
+const MIN_ITEMS: usize = 16;
+
+impl ChannelGroup {
+    fn new(geometry: &BatchNormGeometry) -> Self {
+        let per_channel = (geometry.batch * geometry.pixels).max(1);
+        let most = (ITEM_VALUES / per_channel).min(geometry.channels / MIN_ITEMS);
+        let channels = (1..=most.max(1))
+            .rev()
+            .find(|&count| geometry.channels % count == 0)
+            .unwrap_or(1);
+        ChannelGroup { channels }
+    }
+
+    /// The values of one image's planes of one item: the length of one piece of the output.
+    fn piece_len(&self, geometry: &BatchNormGeometry) -> usize {
+        self.channels * geometry.pixels
+    }
+
+    /// Where the plane of the item's channel `offset` lies in each piece.
+    fn span(&self, geometry: &BatchNormGeometry, offset: usize) -> Range<usize> {
+        offset * geometry.pixels..(offset + 1) * geometry.pixels
+    }
+
+    /// Two per-channel outputs cut into one pair of slices per item.
+    fn slots<'a>(&self, a: &'a mut [f32], b: &'a mut [f32]) -> Vec<(&'a mut [f32], &'a mut [f32])> {
+        let per_item = self.channels;
+        a.chunks_mut(per_item).zip(b.chunks_mut(per_item)).collect()
     }
 }
 
@@ -467,7 +540,7 @@ fn gamma_beta_grads(
     stats: &BatchStats,
     (grad_gamma, grad_beta): (&mut [f32], &mut [f32]),
 ) {
-    let cost = channel_cost(geometry, 2.0, 4.0);
+    let cost = channel_cost(geometry, 1, 2.0, 4.0);
     for_each_chunk_pair(
         pool,
         grad_gamma,
@@ -619,9 +692,9 @@ fn channel_planes(
     })
 }
 
-/// The cost of one per-channel item: `loads` values read and `flops` per value of the channel.
-fn channel_cost(geometry: &BatchNormGeometry, loads: f64, flops: f64) -> Cost {
-    let values = (geometry.batch * geometry.pixels) as f64;
+/// The cost of one item of `channels` channels: `loads` values read and `flops` per value.
+fn channel_cost(geometry: &BatchNormGeometry, channels: usize, loads: f64, flops: f64) -> Cost {
+    let values = (channels * geometry.batch * geometry.pixels) as f64;
     item_cost(loads * values, 1.0, flops * values, VECTOR_FLOPS_PER_CYCLE)
 }
 
@@ -634,7 +707,7 @@ fn batch_statistics(
     epsilon: f32,
     stats: &mut BatchStats,
 ) {
-    let cost = channel_cost(geometry, 2.0, 3.0);
+    let cost = channel_cost(geometry, 1, 2.0, 3.0);
     let (mean, inv_std) = (&mut stats.mean.data, &mut stats.inv_std.data);
     for_each_chunk_pair(pool, mean, 1, inv_std, 1, cost, |channel, mean, inv_std| {
         (mean[0], inv_std[0]) = channel_statistics(geometry, x, channel, epsilon);
@@ -811,14 +884,47 @@ mod tests {
         assert_eq!(second, Some(own));
     }
 
-    /// The fused per-channel paths give bitwise what the separate passes give.
+    /// Items take as many consecutive channels as fit in about 4096 values, a divisor of the
+    /// channel count, and leave at least 16 items.
+    #[test]
+    fn items_group_small_channels() {
+        let group = |batch, channels, pixels| {
+            let geometry = BatchNormGeometry {
+                batch,
+                channels,
+                pixels,
+            };
+            ChannelGroup::new(&geometry).channels
+        };
+        assert_eq!(group(4, 256, 32 * 32), 1);
+        assert_eq!(group(4, 512, 16 * 16), 4);
+        assert_eq!(group(4, 1024, 8 * 8), 16);
+        assert_eq!(group(4, 2048, 4 * 4), 64);
+        assert_eq!(group(4, 512, 4 * 4), 32);
+        assert_eq!(group(4, 48, 4 * 4), 3);
+        assert_eq!(group(4, 5, 7 * 9), 1);
+        assert_eq!(group(2, 60, 2 * 3), 3);
+        assert_eq!(group(0, 0, 0), 1);
+    }
+
+    /// The fused per-channel paths give bitwise what the separate passes give, with one
+    /// channel to an item and with several (64 channels of 4x4 pixels: 4 to an item).
     #[test]
     fn fused_channels_match_the_separate_passes_bitwise() {
+        for shape in [[3, 5, 7, 9], [2, 64, 4, 4], [3, 48, 2, 3]] {
+            fused_channels_match_the_separate_passes(shape);
+        }
+    }
+
+    fn fused_channels_match_the_separate_passes(shape: [usize; 4]) {
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "bn")).unwrap();
-        let shape = [3, 5, 7, 9];
+        let channels = shape[1];
         let x = Tensor::random(&shape, 11);
         let dy = Tensor::random(&shape, 12);
-        let (gamma, beta) = (Tensor::random(&[5], 13), Tensor::random(&[5], 14));
+        let (gamma, beta) = (
+            Tensor::random(&[channels], 13),
+            Tensor::random(&[channels], 14),
+        );
         let params = NormParams {
             gamma: &gamma,
             beta: &beta,
@@ -826,10 +932,10 @@ mod tests {
         };
         let geometry = BatchNormGeometry::new("test", &shape, &params).unwrap();
 
-        let mut stats = BatchStats::zeros(5);
+        let mut stats = BatchStats::zeros(channels);
         let mut y = Tensor::zeros(&shape);
         batch_norm_train(pool.as_dyn(), &x, &params, &mut y, &mut stats).unwrap();
-        let mut separate_stats = BatchStats::zeros(5);
+        let mut separate_stats = BatchStats::zeros(channels);
         batch_statistics(pool.as_dyn(), &geometry, &x.data, 1e-5, &mut separate_stats);
         assert_eq!(stats, separate_stats);
         let mut separate_y = Tensor::zeros(&shape);
@@ -846,10 +952,10 @@ mod tests {
         );
         assert_eq!(y, separate_y);
 
-        let mut fused = NormGrads::zeros(&shape, 5);
+        let mut fused = NormGrads::zeros(&shape, channels);
         let work =
             batch_norm_backward_recomputed(pool.as_dyn(), &x, &dy, &params, &mut fused).unwrap();
-        let mut separate = NormGrads::zeros(&shape, 5);
+        let mut separate = NormGrads::zeros(&shape, channels);
         let stats_work = batch_norm_stats(pool.as_dyn(), &x, 1e-5, &mut separate_stats).unwrap();
         let backward_work = batch_norm_backward(
             pool.as_dyn(),
@@ -868,7 +974,8 @@ mod tests {
 
     /// The fused ReLU kernels give bitwise what the separate kernels give (same per-value
     /// arithmetic, same summation order), on shapes with shared lanes (4x4 planes, groups of
-    /// 64 images over 70), with tails (7x9 planes), and with both signs in the mask.
+    /// 64 images over 70), with tails (7x9 planes), with several channels to an item, and
+    /// with both signs in the mask.
     #[test]
     fn fused_relu_matches_the_separate_kernels_bitwise() {
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "bn-relu")).unwrap();
@@ -876,6 +983,7 @@ mod tests {
             ([3, 5, 7, 9], 31),
             ([70, 3, 4, 4], 41),
             ([2, 4, 32, 32], 51),
+            ([2, 64, 4, 4], 61),
         ] {
             let channels = shape[1];
             let x = Tensor::random(&shape, seed);
