@@ -361,8 +361,9 @@ pub fn batch_norm_backward_recomputed(
     Ok(geometry.stats_work() + geometry.backward_work())
 }
 
-/// Gradients of [`batch_norm_relu_train`] from its `input`, its `output` (`relu(bn(input))`)
-/// and `grad_output` (the gradient of that output): the ReLU's gradient is applied to
+/// Gradients of [`batch_norm_train_activated`] with [`Activation::Relu`] from its `input`,
+/// its `output` (`relu(bn(input))`) and `grad_output` (the gradient of that output): the
+/// ReLU's gradient is applied to
 /// `grad_output` as it is read, and the rest is [`batch_norm_backward_recomputed`]. Bitwise
 /// what [`relu_backward`](super::relu_backward) then [`batch_norm_backward_recomputed`] give.
 pub fn batch_norm_relu_backward_recomputed(
