@@ -140,22 +140,15 @@ fn column_blocked_backward_weights(
     grad_output: &[f32],
     grad_weight: &mut [f32],
 ) {
-    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
-    let wide = n * pixels;
+    let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
     let block = column_blocks(patch).unwrap_or(patch.max(1));
-    let unrolled_len = g.unrolled_len();
-    let side_by_side_len = patch * wide;
-    let dyt_len = wide * channels;
     let tiles_len = channels * patch;
-    with_scratch(
-        unrolled_len + side_by_side_len + dyt_len + tiles_len,
-        |buffer| {
-            let (unrolled, rest) = buffer.split_at_mut(unrolled_len);
-            let (cols, rest) = rest.split_at_mut(side_by_side_len);
-            let (dyt, tiles) = rest.split_at_mut(dyt_len);
-            let per_image = columns(pool, g, input, unrolled);
-            gather(pool, (n, patch, pixels), per_image, cols);
-            transpose_images(pool, (channels, pixels), grad_output, dyt);
+    with_batched_factors(
+        pool,
+        g,
+        (input, grad_output),
+        tiles_len,
+        |cols, dyt, tiles| {
             let (dy_view, cols_t) = (transposed(dyt, channels), transposed(cols, wide));
             let shape = (channels, patch, wide);
             gemm_by_column_blocks(pool, shape, dy_view, cols_t, block, tiles);
@@ -373,22 +366,44 @@ fn transposed_backward_weights(
     grad_output: &[f32],
     grad_weight: &mut [f32],
 ) {
+    let (patch, channels) = (g.patch_len(), g.out_channels);
+    let parts = Parts::new(1, g.batch * g.out_pixels());
+    let partial_len = parts.count() * patch * channels;
+    with_batched_factors(
+        pool,
+        g,
+        (input, grad_output),
+        partial_len,
+        |cols, dyt, partials| {
+            partial_products(pool, (patch, channels), parts, cols, dyt, partials);
+            sum_transposed(pool, (patch, channels), partials, grad_weight);
+        },
+    );
+}
+
+/// The batched path's two factors of the weight gradient, in scratch: `cols_b` (every image's
+/// columns side by side, `patch x N P`) and `dY_b^T` (`N P x C_out`, by [`transpose_images`]),
+/// handed to `body` with `extra_len` more values of scratch.
+fn with_batched_factors(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    (input, grad_output): (&[f32], &[f32]),
+    extra_len: usize,
+    body: impl FnOnce(&[f32], &[f32], &mut [f32]),
+) {
     let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
-    let parts = Parts::new(1, n * pixels);
     let unrolled_len = g.unrolled_len();
     let side_by_side_len = patch * n * pixels;
     let dyt_len = n * pixels * channels;
-    let partial_len = parts.count() * patch * channels;
-    let scratch = unrolled_len + side_by_side_len + dyt_len + partial_len;
+    let scratch = unrolled_len + side_by_side_len + dyt_len + extra_len;
     with_scratch(scratch, |buffer| {
         let (unrolled, rest) = buffer.split_at_mut(unrolled_len);
         let (cols, rest) = rest.split_at_mut(side_by_side_len);
-        let (dyt, partials) = rest.split_at_mut(dyt_len);
+        let (dyt, extra) = rest.split_at_mut(dyt_len);
         let per_image = columns(pool, g, input, unrolled);
         gather(pool, (n, patch, pixels), per_image, cols);
         transpose_images(pool, (channels, pixels), grad_output, dyt);
-        partial_products(pool, (patch, channels), parts, cols, dyt, partials);
-        sum_transposed(pool, (patch, channels), partials, grad_weight);
+        body(cols, dyt, extra);
     });
 }
 
