@@ -2,12 +2,22 @@
 //!
 //! A kernel cuts its output slice into chunks whose size depends only on the problem's shape,
 //! never on the thread count, and [`for_each_chunk`] runs `f(index, chunk)` for every chunk on
-//! the intra-op pool. Each chunk (or pair of chunks, or group of pieces) sits behind its own
-//! (uncontended) mutex from `crate::sync`, which is how disjoint `&mut` pieces of one slice
-//! reach a `Fn + Sync` closure without `unsafe`; a block of `parallel_for` locks its items one
-//! after another. Because a chunk is computed start to
-//! finish by one call of `f`, whatever thread makes it, results do not depend on the pool kind
-//! or the thread count (see the determinism notes in [`crate::kernels`]).
+//! the intra-op pool. Because a chunk is computed start to finish by one call of `f`, whatever
+//! thread makes it, results do not depend on the pool kind or the thread count (see the
+//! determinism notes in [`crate::kernels`]).
+//!
+//! # Handing out `&mut` pieces without allocating
+//! `parallel_for` calls a shared `Fn + Sync` closure with index ranges, so disjoint `&mut`
+//! pieces of one slice must reach it through something shared. A call plans its blocks the way
+//! `parallel_for` would (Eigen's [`block_plan`], or one block where it would run inline), cuts
+//! the output into one share per block up front (`split_at_mut`, in order), and parks each
+//! share in its own slot of a fixed array on the caller's stack ([`MAX_BLOCKS`] slots, each an
+//! uncontended lock from `crate::sync`). The loop then runs with exactly that block size
+//! (`Schedule::FixedBlockSize`), and a block's one call takes its share out of its slot and
+//! walks its chunks. No `unsafe`, no allocation, one lock per block instead of one per chunk
+//! (the previous version collected a `Vec` of per-chunk locks on every call).
+//! [`for_each_strided_group`] still collects its pieces into one `Vec`, since `f` takes a
+//! group's pieces as one slice.
 //!
 //! The [`Cost`] handed to `parallel_for` is one chunk's: its bytes loaded and stored, and its
 //! arithmetic in cycles at [`VECTOR_FLOPS_PER_CYCLE`] (or [`GEMM_FLOPS_PER_CYCLE`] inside a
@@ -15,7 +25,9 @@
 //! loop in TensorFlow.
 #![forbid(unsafe_code)]
 
-use crate::pool::parallel_for::{parallel_for, Cost};
+use std::ops::Range;
+
+use crate::pool::parallel_for::{block_plan, parallel_for_scheduled, threads_for, Cost, Schedule};
 use crate::pool::ThreadPool;
 use crate::sync::Mutex;
 
@@ -58,8 +70,19 @@ pub fn for_each_chunk<T: Send>(
     cost: Cost,
     f: impl Fn(usize, &mut [T]) + Sync,
 ) {
-    let chunks: Vec<Mutex<&mut [T]>> = out.chunks_mut(chunk_len.max(1)).map(Mutex::new).collect();
-    run_items(pool, &chunks, cost, |index, chunk| f(index, chunk));
+    let chunk_len = chunk_len.max(1);
+    let mut rest = out;
+    run_blocks(
+        pool,
+        rest.len().div_ceil(chunk_len),
+        cost,
+        |first, last| take_front(&mut rest, (last - first) * chunk_len),
+        |blocks, block| {
+            for (offset, chunk) in block.chunks_mut(chunk_len).enumerate() {
+                f(blocks.start + offset, chunk);
+            }
+        },
+    );
 }
 
 /// [`for_each_chunk`] over chunks inside chunks: `out` is cut into `outer_len`-long pieces (an
@@ -73,17 +96,55 @@ pub fn for_each_nested_chunk<T: Send>(
     cost: Cost,
     f: impl Fn(usize, usize, &mut [T]) + Sync,
 ) {
-    let outer_len = outer_len.max(1);
-    let inner_len = inner_len.max(1);
-    let per_outer = outer_len.div_ceil(inner_len);
-    let chunks: Vec<Mutex<&mut [T]>> = out
-        .chunks_mut(outer_len)
-        .flat_map(|piece| piece.chunks_mut(inner_len))
-        .map(Mutex::new)
-        .collect();
-    run_items(pool, &chunks, cost, |index, chunk| {
-        f(index / per_outer, index % per_outer, chunk)
-    });
+    let layout = NestedChunks::new(out.len(), outer_len, inner_len);
+    let mut rest = out;
+    run_blocks(
+        pool,
+        layout.count(),
+        cost,
+        |first, last| take_front(&mut rest, layout.start(last) - layout.start(first)),
+        |blocks, mut block| {
+            for index in blocks {
+                let chunk = take_front(&mut block, layout.start(index + 1) - layout.start(index));
+                f(index / layout.per_outer, index % layout.per_outer, chunk);
+            }
+        },
+    );
+}
+
+/// Where the chunks of [`for_each_nested_chunk`] lie in a slice of `len` values.
+#[derive(Clone, Copy)]
+struct NestedChunks {
+    len: usize,
+    outer_len: usize,
+    inner_len: usize,
+    /// Chunks per whole piece.
+    per_outer: usize,
+}
+
+impl NestedChunks {
+    fn new(len: usize, outer_len: usize, inner_len: usize) -> Self {
+        let (outer_len, inner_len) = (outer_len.max(1), inner_len.max(1));
+        let per_outer = outer_len.div_ceil(inner_len);
+        Self {
+            len,
+            outer_len,
+            inner_len,
+            per_outer,
+        }
+    }
+
+    /// Chunks in all: whole pieces, then the short last piece's.
+    fn count(&self) -> usize {
+        let tail = self.len % self.outer_len;
+        self.len / self.outer_len * self.per_outer + tail.div_ceil(self.inner_len)
+    }
+
+    /// The offset of chunk `index` (`len` for the chunk past the last).
+    fn start(&self, index: usize) -> usize {
+        let (outer, inner) = (index / self.per_outer, index % self.per_outer);
+        (outer * self.outer_len + inner * self.inner_len).min(self.len)
+    }
 }
 
 /// [`for_each_chunk`] over two outputs cut in step: chunk `i` of `first` (`first_len` long)
@@ -98,22 +159,38 @@ pub fn for_each_chunk_pair<T: Send, U: Send>(
     cost: Cost,
     f: impl Fn(usize, &mut [T], &mut [U]) + Sync,
 ) {
-    let count = first.len().div_ceil(first_len.max(1));
+    let (first_len, second_len) = (first_len.max(1), second_len.max(1));
+    let count = first.len().div_ceil(first_len);
     debug_assert_eq!(
         count,
-        second.len().div_ceil(second_len.max(1)),
+        second.len().div_ceil(second_len),
         "for_each_chunk_pair: the two outputs make different numbers of chunks"
     );
-    let pairs: Vec<Mutex<(&mut [T], &mut [U])>> = first
-        .chunks_mut(first_len.max(1))
-        .zip(second.chunks_mut(second_len.max(1)))
-        .map(Mutex::new)
-        .collect();
-    run_items(pool, &pairs, cost, |index, (a, b)| f(index, a, b));
+    let (mut first_rest, mut second_rest) = (first, second);
+    run_blocks(
+        pool,
+        count,
+        cost,
+        |begin, end| {
+            let a = take_front(&mut first_rest, (end - begin) * first_len);
+            (a, take_front(&mut second_rest, (end - begin) * second_len))
+        },
+        |blocks, (a, b)| {
+            let pairs = a.chunks_mut(first_len).zip(b.chunks_mut(second_len));
+            for (offset, (a, b)) in pairs.enumerate() {
+                f(blocks.start + offset, a, b);
+            }
+        },
+    );
 }
 
-/// One item of [`for_each_strided_group`]: a group's slot and its pieces.
-type GroupItem<'s, 'p, S, T> = (&'s mut S, &'s mut [&'p mut [T]]);
+/// Cuts the first `len` values (or all, if fewer) off `rest` and returns them.
+fn take_front<'a, T>(rest: &mut &'a mut [T], len: usize) -> &'a mut [T] {
+    let whole = std::mem::take(rest);
+    let (front, back) = whole.split_at_mut(len.min(whole.len()));
+    *rest = back;
+    front
+}
 
 /// Runs `f(group, slot, pieces)` once per group, in parallel: `out` is cut into
 /// `piece_len`-long pieces, piece `i` belonging to group `i % groups` (an NCHW tensor's planes
@@ -137,35 +214,76 @@ pub fn for_each_strided_group<T: Send, S: Send>(
         count,
         "for_each_strided_group: the pieces do not fill whole rounds of groups"
     );
-    let mut slots: Vec<Option<&mut [T]>> = (0..count).map(|_| None).collect();
+    // The pieces group by group (`f` takes them as one slice): the one allocation left here.
+    let mut ordered: Vec<&mut [T]> = (0..count).map(|_| Default::default()).collect();
     for (index, piece) in out.chunks_mut(piece_len).enumerate() {
-        slots[(index % groups) * per_group + index / groups] = Some(piece);
+        ordered[(index % groups) * per_group + index / groups] = piece;
     }
-    let mut ordered: Vec<&mut [T]> = slots.into_iter().flatten().collect();
-    let items: Vec<Mutex<GroupItem<'_, '_, S, T>>> = side
-        .iter_mut()
-        .zip(ordered.chunks_mut(per_group.max(1)))
-        .map(Mutex::new)
-        .collect();
-    run_items(pool, &items, cost, |group, (slot, pieces)| {
-        f(group, slot, pieces)
+    let (mut slots, mut pieces) = (side, &mut ordered[..]);
+    run_blocks(
+        pool,
+        slots.len(),
+        cost,
+        |first, last| {
+            let group_pieces = take_front(&mut pieces, (last - first) * per_group);
+            (take_front(&mut slots, last - first), group_pieces)
+        },
+        |blocks, (slots, pieces)| {
+            let groups = slots.iter_mut().zip(pieces.chunks_mut(per_group.max(1)));
+            for (offset, (slot, pieces)) in groups.enumerate() {
+                f(blocks.start + offset, slot, pieces);
+            }
+        },
+    );
+}
+
+/// The most blocks one call splits its output into; they sit in an array on the caller's
+/// stack, so a call allocates nothing. Eigen's plan makes at most 4 blocks per thread, so this
+/// only coarsens the plan of a pool of more than 16 threads.
+const MAX_BLOCKS: usize = 64;
+
+/// Runs the `n` items of a loop in parallel, in the blocks `parallel_for` would cut for
+/// `cost`: `split(first, last)` cuts block `[first, last)`'s share of the outputs (called for
+/// the blocks in order, before any runs) and `run(first..last, share)` computes it. Each
+/// share waits in its own slot of a stack array, behind an uncontended lock that the block's
+/// one call takes once.
+fn run_blocks<B: Send>(
+    pool: &dyn ThreadPool,
+    n: usize,
+    cost: Cost,
+    mut split: impl FnMut(usize, usize) -> B,
+    run: impl Fn(Range<usize>, B) + Sync,
+) {
+    let size = block_size(pool, n, cost);
+    let slots: [Mutex<Option<B>>; MAX_BLOCKS] = std::array::from_fn(|block| {
+        let first = block * size;
+        Mutex::new((first < n).then(|| split(first, (first + size).min(n))))
+    });
+    let schedule = Schedule::FixedBlockSize { block_size: size };
+    parallel_for_scheduled(pool, n, schedule, |first, last| {
+        debug_assert_eq!(first % size, 0, "a block that is not the planned one");
+        let blocks = first / size..last.div_ceil(size);
+        for (block, slot) in slots.iter().enumerate().take(blocks.end).skip(blocks.start) {
+            let share = slot.lock().take();
+            let first = block * size;
+            run(
+                first..(first + size).min(n),
+                share.expect("each block runs once"),
+            );
+        }
     });
 }
 
-/// Runs `f(index, item)` once per item, in parallel. Each item sits behind its own
-/// (uncontended) lock: `parallel_for` hands out index ranges through a shared closure, and the
-/// lock is how one range's call gets the `&mut` of its items.
-fn run_items<I: Send>(
-    pool: &dyn ThreadPool,
-    items: &[Mutex<I>],
-    cost: Cost,
-    f: impl Fn(usize, &mut I) + Sync,
-) {
-    parallel_for(pool, items.len(), cost, |begin, end| {
-        for (index, item) in items.iter().enumerate().take(end).skip(begin) {
-            f(index, &mut item.lock());
-        }
-    });
+/// The block size `parallel_for` would use for `n` items of `cost` on `pool` (all `n` where it
+/// would run them inline), coarsened to make at most [`MAX_BLOCKS`] blocks.
+fn block_size(pool: &dyn ThreadPool, n: usize, cost: Cost) -> usize {
+    let threads = pool.num_threads();
+    let size = if n <= 1 || threads <= 1 || threads_for(n, cost, threads) == 1 {
+        n
+    } else {
+        block_plan(n, cost, threads).size
+    };
+    size.max(n.div_ceil(MAX_BLOCKS)).max(1)
 }
 
 #[cfg(test)]
@@ -209,6 +327,47 @@ mod tests {
             .flat_map(|outer| (0..7).map(move |i| (outer, i / 3)))
             .collect();
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn nested_chunks_cut_a_short_last_piece_too() {
+        let pool = pool(2);
+        let mut out = vec![(0, 0, 0); 2 * 7 + 5];
+        let cost = item_cost(0.0, 3.0, 1e5, 1.0);
+        let layout = (out.len(), 7, 3);
+        for_each_nested_chunk(
+            pool.as_dyn(),
+            &mut out,
+            7,
+            3,
+            cost,
+            |outer, inner, chunk| {
+                let len = chunk.len();
+                chunk
+                    .iter_mut()
+                    .for_each(|value| *value = (outer, inner, len));
+            },
+        );
+        let expected: Vec<(usize, usize, usize)> = (0..layout.0)
+            .map(|i| {
+                let (outer, within) = (i / layout.1, i % layout.1);
+                let piece = layout.1.min(layout.0 - outer * layout.1);
+                let inner = within / layout.2;
+                (outer, inner, layout.2.min(piece - inner * layout.2))
+            })
+            .collect();
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn more_blocks_than_the_stack_holds_are_coarsened_not_lost() {
+        let pool = pool(24);
+        let mut out = vec![0usize; 5000];
+        let cost = item_cost(0.0, 1.0, 1e6, 1.0);
+        for_each_chunk(pool.as_dyn(), &mut out, 1, cost, |index, chunk| {
+            chunk[0] += index + 1;
+        });
+        assert!(out.iter().enumerate().all(|(i, &value)| value == i + 1));
     }
 
     #[test]
