@@ -78,30 +78,23 @@ pub const PART_PIXELS: usize = 512;
 /// Output channels per item of the final transpose-and-sum loop: a cache line of `f32`.
 const SUM_CHANNELS: usize = 16;
 
-/// How the inner dimension is cut: `groups` matrices of `group_pixels` columns in `cols`
-/// (one, on the batched path, which alone uses it now), each cut into `runs` runs of `run`
-/// pixels (the last may be shorter).
+/// How the batched transposed form cuts its inner dimension: the batch's `pixels` columns of
+/// `cols_b` in `runs` runs of `run` pixels (the last may be shorter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Parts {
-    groups: usize,
-    group_pixels: usize,
+    pixels: usize,
     runs: usize,
     run: usize,
 }
 
 impl Parts {
-    fn new(groups: usize, group_pixels: usize) -> Self {
-        let runs = group_pixels.div_ceil(PART_PIXELS).max(1);
+    fn new(pixels: usize) -> Self {
+        let runs = pixels.div_ceil(PART_PIXELS).max(1);
         Parts {
-            groups,
-            group_pixels,
+            pixels,
             runs,
-            run: group_pixels.div_ceil(runs).max(1),
+            run: pixels.div_ceil(runs).max(1),
         }
-    }
-
-    fn count(&self) -> usize {
-        self.groups * self.runs
     }
 }
 
@@ -367,8 +360,8 @@ fn transposed_backward_weights(
     grad_weight: &mut [f32],
 ) {
     let (patch, channels) = (g.patch_len(), g.out_channels);
-    let parts = Parts::new(1, g.batch * g.out_pixels());
-    let partial_len = parts.count() * patch * channels;
+    let parts = Parts::new(g.batch * g.out_pixels());
+    let partial_len = parts.runs * patch * channels;
     with_batched_factors(
         pool,
         g,
@@ -431,20 +424,18 @@ fn partial_products(
         slot,
         block * channels,
         cost,
-        |part, index, out| {
-            let (group, run) = (part / parts.runs, part % parts.runs);
+        |run, index, out| {
             let first_pixel = run * parts.run;
-            let len = parts.run.min(parts.group_pixels - first_pixel);
+            let len = parts.run.min(parts.pixels - first_pixel);
             let first_row = index * block;
             let rows = out.len() / channels;
-            let group_start = group * patch * parts.group_pixels;
             let cols_rows = MatView {
-                data: &cols[group_start + first_row * parts.group_pixels + first_pixel..],
-                row_stride: parts.group_pixels,
+                data: &cols[first_row * parts.pixels + first_pixel..],
+                row_stride: parts.pixels,
                 col_stride: 1,
             };
             let dyt_rows = MatView {
-                data: &dyt[(group * parts.group_pixels + first_pixel) * channels..],
+                data: &dyt[first_pixel * channels..],
                 row_stride: channels,
                 col_stride: 1,
             };
@@ -502,12 +493,12 @@ mod tests {
     #[test]
     fn parts_cover_every_pixel_in_runs_of_at_most_part_pixels() {
         for pixels in [1, 16, 511, 512, 513, 1024, 4096, 4097] {
-            let parts = Parts::new(2, pixels);
+            let parts = Parts::new(pixels);
             assert!(parts.run <= PART_PIXELS, "{pixels}: {parts:?}");
             assert!(parts.runs * parts.run >= pixels, "{pixels}: {parts:?}");
             assert!((parts.runs - 1) * parts.run < pixels, "{pixels}: {parts:?}");
         }
-        assert_eq!(Parts::new(2, 1024).count(), 4);
+        assert_eq!(Parts::new(1024).runs, 2);
     }
 
     #[test]
