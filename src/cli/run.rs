@@ -177,6 +177,11 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
             eprint!("\r\x1b[2K"); // the error goes on a clean line
         }
     })?;
+    let summary = if args.gemm_peak.is_some() {
+        summary.with_given_peak()
+    } else {
+        summary
+    };
     if args.trace.is_some() {
         let engine = enginetop::engine::EngineOptions::from_config(&options.config);
         enginetop::profiler::stream_probe::describe_gpus(&profiler, &engine); // GPU models

@@ -95,7 +95,8 @@ pub use error::RunError;
 pub use hooks::{ProfilerReport, Progress, RunHooks};
 pub use live::{DriverHandle, LiveProgress};
 pub use summary::{
-    gflops_rate, peak_fraction, GflopsSplit, IntraPoolSummary, LaneUsage, RunSettings, RunSummary,
+    gflops_rate, peak_fraction, GflopsSplit, IntraPoolSummary, LaneUsage, PeakSource, RunSettings,
+    RunSummary,
 };
 
 use crate::config::RuntimeConfig;

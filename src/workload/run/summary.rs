@@ -28,6 +28,17 @@ use super::counters::Lane;
 use super::driver::RunReport;
 use super::hooks::ProfilerReport;
 
+/// Where a summary's GEMM peak came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeakSource {
+    /// `enginetop bench gemm` on this machine, at [`RunSettings::gemm_peak_threads`]
+    /// (measured once and cached).
+    Measured,
+    /// The user's `--gemm-peak`.
+    Given,
+}
+
 /// The engine, pool kind and thread counts a run used.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct RunSettings {
@@ -218,8 +229,11 @@ pub struct RunSummary {
     pub cpu_gflops: f64,
     /// Of which ops on GPU contexts, when the workload has any.
     pub gpu_gflops: Option<f64>,
-    /// This machine's GEMM peak at the intra-op thread count, when measured.
+    /// This machine's GEMM peak at the intra-op thread count, when measured, or the one the
+    /// user gave.
     pub gemm_peak_gflops: Option<f64>,
+    /// Where `gemm_peak_gflops` came from.
+    pub gemm_peak_source: PeakSource,
     /// `cpu_gflops / gemm_peak_gflops` (GPU work is not compared with the CPU's peak).
     pub peak_fraction: Option<f64>,
     /// Per worker pool of the engine: ops, busy time, utilization.
@@ -267,6 +281,7 @@ impl RunSummary {
             cpu_gflops: split.cpu,
             gpu_gflops: split.gpu,
             gemm_peak_gflops: peak,
+            gemm_peak_source: PeakSource::Measured,
             peak_fraction: split.peak_fraction(peak),
             utilization: lane_usage(settings, report),
             intra_pool: IntraPoolSummary::new(&report.intra_pool),
@@ -274,6 +289,15 @@ impl RunSummary {
             warnings: warnings.to_vec(),
             profiler_table: profiler.map(ProfilerReport::aggregate_table),
             dropped_events: profiler.map(ProfilerReport::dropped_events),
+        }
+    }
+
+    /// The summary with `gemm_peak_gflops` marked as given by the user (`--gemm-peak`), not
+    /// measured: the table then does not claim a thread count for it.
+    pub fn with_given_peak(self) -> Self {
+        RunSummary {
+            gemm_peak_source: PeakSource::Given,
+            ..self
         }
     }
 
@@ -355,13 +379,20 @@ impl RunSummary {
             )?;
         }
         match (self.gemm_peak_gflops, self.peak_fraction) {
-            (Some(peak), Some(fraction)) => writeln!(
-                f,
-                "  GEMM peak     {peak:>10.2}   GFLOP/s on {} threads: CPU ops at {:.1}% of \
-                 peak",
-                s.gemm_peak_threads,
-                fraction * 100.0
-            )?,
+            (Some(peak), Some(fraction)) => {
+                let source = match self.gemm_peak_source {
+                    PeakSource::Measured => match s.gemm_peak_threads {
+                        1 => "on 1 thread".to_string(),
+                        threads => format!("on {threads} threads"),
+                    },
+                    PeakSource::Given => "as given (--gemm-peak)".to_string(),
+                };
+                writeln!(
+                    f,
+                    "  GEMM peak     {peak:>10.2}   GFLOP/s {source}: CPU ops at {:.1}% of peak",
+                    fraction * 100.0
+                )?
+            }
             _ => writeln!(f, "  GEMM peak     {:>10}   (not measured)", "-")?,
         }
         writeln!(f, "  checksum      {:>16}", self.checksum)
@@ -444,5 +475,32 @@ mod tests {
             table.contains("on GPU") && table.contains("CPU ops at"),
             "{table}"
         );
+    }
+
+    /// A measured peak names the threads it was measured on; a given one says so instead,
+    /// in the table and in the JSON.
+    #[test]
+    fn the_table_says_where_the_peak_came_from() {
+        let graph = load_spec("chain", &Overrides::from_args(["length=4"]).unwrap()).unwrap();
+        let config = RuntimeConfig {
+            inter_op_threads: 1,
+            intra_op_threads: 1,
+            ..RuntimeConfig::default()
+        };
+        let mut options = RunOptions::new(config, RunLength::Iterations(1));
+        options.gemm_peak_gflops = Some(100.0);
+        let measured = run_workload(graph, &options, RunHooks::default()).unwrap();
+        let table = measured.to_string();
+        assert!(table.contains("GFLOP/s on 1 thread: CPU ops at"), "{table}");
+        assert!(measured.json().contains(r#""gemm_peak_source":"measured""#));
+
+        let given = measured.with_given_peak();
+        let table = given.to_string();
+        assert!(
+            table.contains("GFLOP/s as given (--gemm-peak): CPU ops at"),
+            "{table}"
+        );
+        assert!(!table.contains("threads: CPU ops"), "{table}");
+        assert!(given.json().contains(r#""gemm_peak_source":"given""#));
     }
 }
