@@ -38,17 +38,19 @@
 //!
 //! # Measurements
 //! 2 shared cores, `--inter 1`, workloads of one op repeated 10 times per iteration at batch
-//! 4 (20 iterations; the stem 10), each op's P50, median over 5 interleaved pairs of the
-//! branch point's binary and this one, ms per call before -> after (median speedup of the
-//! pairs):
-//! - s1 3x3 (32x32, 64 channels): forward 2.03 -> 1.82 (1.12x), input gradient 2.10 -> 1.88
-//!   (1.11x), weight gradient 2.38 -> 2.26 (1.05x, im2col's cheaper padding only);
-//! - s2 3x3 (16x16, 128 channels): forward 1.77 -> 1.60 (1.09x), input gradient 2.15 -> 2.21
-//!   (1.05x by the pairs' median; the medians of the runs disagree: noise), weight gradient
-//!   1.97 -> 1.82 (1.09x);
+//! 4 (20 iterations), each op's P50, median over 5 interleaved pairs of the branch point's
+//! binary and this one, ms per call before -> after (medians of the runs) and the median of
+//! the pairs' speedups:
+//! - s1 3x3 (32x32, 64 channels): forward 1.85 -> 1.43 (1.17x), input gradient 1.58 -> 1.46
+//!   (1.08x), weight gradient 1.85 -> 1.76 (1.06x, im2col's cheaper padding only);
+//! - s2 3x3 (16x16, 128 channels): forward 1.28 -> 1.24 (1.03x), input gradient 1.42 -> 1.47
+//!   (1.00x), weight gradient 1.70 -> 1.61 (1.05x): within the noise;
 //! - the stem (7x7 stride 2 pad 3, `[4,3,128,128] -> [4,64,64,64]`), which took the whole
-//!   batch's im2col before: forward 2.87 -> 2.42 (1.18x), weight gradient 4.39 -> 2.93
-//!   (1.51x).
+//!   batch's im2col and the per-image weight gradient before: forward 2.65 -> 2.20 (1.23x),
+//!   weight gradient 3.00 -> 2.00 (1.51x). In the whole resnet-like step (`--inter 1`, 3
+//!   interleaved pairs, P50 of 6 iterations) `stem_conv` went 3.15 -> 2.26 ms (1.39x) and
+//!   `stem_conv_grad_w` 4.42 -> 2.72 ms (1.59x); the step's GFLOP/s moved within its noise
+//!   (median ratio 1.00 over 6 pairs, spread 0.84-1.33).
 //!
 //! These include im2col's cheaper padding and stride-2 gather (`im2col.rs`). Before, the
 //! forward was one item per run index over every image, copying each block's result rows
@@ -57,7 +59,11 @@
 //! channel groups 0.67x as fast as the per-image form.
 //!
 //! Earlier (the run-index form, another machine load): `BLOCK_VALUES` of 2^16 and 2^17 were
-//! slower than 2^18 (s1 forward 2.16 and 1.87 ms against 1.84), and 2^19 too (2.02).
+//! slower than 2^18 (s1 forward 2.16 and 1.87 ms against 1.84), and 2^19 too (2.02). In the
+//! per-image form 2^17 ran at 0.97-0.99x of 2^18 (s1 and s2 forward, the stem's forward, s1
+//! weight gradient; 5 pairs each). Transposing each run's `dY` into scratch before the weight
+//! gradient's GEMM (as `weight_grad.rs` does) measured 1.04x on s1, 0.95x on s2 and 1.01x on
+//! the stem: not kept.
 //!
 //! # Determinism
 //! The runs, channel blocks, groups and parts depend on the shapes alone, every output value
