@@ -1,13 +1,20 @@
-//! Stride-1 convolutions on big planes, one block of output pixels at a time: im2col of just
-//! the block's columns into a per-thread buffer, then its GEMM, so the whole `cols` buffer
-//! (9.4 MB for resnet-like's first two stages, far beyond L2) never exists.
+//! Convolutions on big planes, one block of output pixels at a time: im2col of just the
+//! block's columns into a per-thread buffer, then its GEMM, so the whole `cols` buffer (9.4 MB
+//! for resnet-like's first two stages, 9.6 MB for its 7x7 stride-2 stem, far beyond L2) never
+//! exists.
 //!
 //! # Algorithm
-//! Every output plane is cut into `B` equal runs of pixels ([`block_pixels`]); one
-//! `parallel_for` item per run index `b`, over every image: im2col of run `b` of image `n`
-//! (`C_in kh kw` rows of `run` pixels, about [`BLOCK_VALUES`] values) into the thread's
-//! scratch buffer, `Y_b = W cols_b` (`C_out x run`) into the same buffer, and a copy of each of
-//! its rows into run `b` of its output plane.
+//! Every output plane is cut into `B` equal runs of pixels ([`forward_block_pixels`]). The
+//! forward is one `parallel_for` item per (image, block of output channels): one block per
+//! image for a batch of [`FORWARD_ITEMS`] or more, else the fewest equal blocks of at least
+//! [`MIN_BLOCK_CHANNELS`] channels that make that many items ([`channel_blocks`]), each
+//! redoing its image's im2col. An item owns its channels' planes of its image, one contiguous
+//! piece of the output, and for each run `b` in order does im2col of run `b` (`C_in kh kw`
+//! rows of `run` pixels, about [`BLOCK_VALUES`] values) into its thread's scratch buffer,
+//! then `Y_b = W cols_b` straight into run `b` of its planes: the GEMM's destination rows
+//! lie a plane apart (`gemm_single_threaded_strided`), so no result is copied. Any stride
+//! takes this path (the stem's 7x7 stride 2 included); the input gradient and the
+//! channel-grouped weight gradient below only stride 1 ([`block_pixels`]).
 //!
 //! The input gradient of a stride-1 convolution is itself such a convolution: of `dY` with the
 //! weight flipped in both kernel axes and its channel axes swapped (`W'[ci, co, ky, kx] =
@@ -22,34 +29,55 @@
 //! `cols_run dY_run^T` each accumulated into a `(C_in / G) kh kw x C_out` sum in its scratch
 //! (`dY^T` read in place as a column-major view, no transposed copy), then writes the sum
 //! transposed into its columns of `dW`. No partial sums to add, no im2col done twice.
+//! With fewer input channels than [`WEIGHT_GROUPS`] (the stem's 3: groups of 49 rows, 3 items
+//! for 2 threads) it is cut by pixels instead, any stride
+//! ([`weight_gradient_by_pixel_parts`]): one item per part of [`WEIGHT_PARTS`] of every
+//! image's output pixels, each summing all of `dW^T` over its pixels of every image (images,
+//! then runs, in order) into its own slot of the caller's scratch; the slots are then added
+//! in part order and transposed into `dW`.
 //!
 //! # Measurements
-//! 2 shared cores, a workload of resnet-like's 3x3 convolutions at batch 4 run headless by
-//! the old and new binaries (medians over 21 interleaved rounds of each op's P50), ms per
-//! call before -> after, on a loaded
-//! machine (absolute times drift with load by 30%; the ratios held over three such runs):
-//! - s1 (32x32, 64 channels): forward 2.70 -> 2.28 (1.19x), input gradient 2.36 -> 2.28
-//!   (1.04x), weight gradient 3.39 -> 2.62 (1.29x);
-//! - s2 (16x16, 128 channels): forward 2.20 -> 1.84 (1.19x), input gradient 2.11 -> 2.07
-//!   (1.02x), weight gradient 3.24 -> 2.07 (1.57x).
+//! 2 shared cores, `--inter 1`, workloads of one op repeated 10 times per iteration at batch
+//! 4 (20 iterations), each op's P50, median over 5 interleaved pairs of the branch point's
+//! binary and this one, ms per call before -> after (medians of the runs) and the median of
+//! the pairs' speedups:
+//! - s1 3x3 (32x32, 64 channels): forward 1.85 -> 1.43 (1.17x), input gradient 1.58 -> 1.46
+//!   (1.08x), weight gradient 1.85 -> 1.76 (1.06x, im2col's cheaper padding only);
+//! - s2 3x3 (16x16, 128 channels): forward 1.28 -> 1.24 (1.03x), input gradient 1.42 -> 1.47
+//!   (1.00x), weight gradient 1.70 -> 1.61 (1.05x): within the noise;
+//! - the stem (7x7 stride 2 pad 3, `[4,3,128,128] -> [4,64,64,64]`), which took the whole
+//!   batch's im2col and the per-image weight gradient before: forward 2.65 -> 2.20 (1.23x),
+//!   weight gradient 3.00 -> 2.00 (1.51x). In the whole resnet-like step (`--inter 1`, 3
+//!   interleaved pairs, P50 of 6 iterations) `stem_conv` went 3.15 -> 2.26 ms (1.39x) and
+//!   `stem_conv_grad_w` 4.42 -> 2.72 ms (1.59x); the step's GFLOP/s moved within its noise
+//!   (median ratio 1.00 over 6 pairs, spread 0.84-1.33).
 //!
-//! In another run (other machine load), `BLOCK_VALUES` of 2^16 and 2^17 were slower than 2^18
-//! (s1 forward 2.16 and 1.87 ms against 1.84), and 2^19 (two runs of 512 pixels for s1: one item per thread) too (2.02). The input
-//! gradient gains nothing measurable (0.98x to 1.06x over five runs, within the noise): its
-//! `dcols` GEMM (`576 x 1024`, inner 64) was already fast and col2im cheap; the flipped form
-//! is kept because it is no slower and needs no `cols`-sized buffer.
+//! These include im2col's cheaper padding and stride-2 gather (`im2col.rs`). Before, the
+//! forward was one item per run index over every image, copying each block's result rows
+//! into the planes (3% of the s1 forward, 10% of the stem's); the stem's forward on that
+//! form was only 1.06x faster than the whole-batch im2col, and its weight gradient by 3
+//! channel groups 0.67x as fast as the per-image form.
+//!
+//! Earlier (the run-index form, another machine load): `BLOCK_VALUES` of 2^16 and 2^17 were
+//! slower than 2^18 (s1 forward 2.16 and 1.87 ms against 1.84), and 2^19 too (2.02). In the
+//! per-image form 2^17 ran at 0.97-0.99x of 2^18 (s1 and s2 forward, the stem's forward, s1
+//! weight gradient; 5 pairs each). Transposing each run's `dY` into scratch before the weight
+//! gradient's GEMM (as `weight_grad.rs` does) measured 1.04x on s1, 0.95x on s2 and 1.01x on
+//! the stem: not kept.
 //!
 //! # Determinism
-//! The runs and groups depend on the shapes alone and every output value is one thread's
-//! GEMM (or GEMMs accumulated in a fixed order), so results are the same on every pool and
-//! thread count.
+//! The runs, channel blocks, groups and parts depend on the shapes alone, every output value
+//! is one thread's GEMM (or GEMMs accumulated in a fixed order), and the parts' slots are
+//! added in part order, so results are the same on every pool and thread count.
 #![forbid(unsafe_code)]
 
 use super::batched::dense;
 use super::im2col::im2col_pixels;
 use super::{Conv2dGeometry, Conv2dParams};
-use crate::kernels::gemm::{gemm_single_threaded, MatView};
-use crate::kernels::par::{for_each_strided_group, item_cost, GEMM_FLOPS_PER_CYCLE};
+use crate::kernels::gemm::{gemm_single_threaded, gemm_single_threaded_strided, MatView};
+use crate::kernels::par::{
+    for_each_chunk, for_each_nested_chunk, for_each_strided_group, item_cost, GEMM_FLOPS_PER_CYCLE,
+};
 use crate::kernels::scratch::with_scratch;
 use crate::pool::ThreadPool;
 
@@ -59,11 +87,24 @@ pub const BLOCK_VALUES: usize = 1 << 18;
 /// Fewest pixels in a block: below, a GEMM's `n` is too small to run near peak.
 const MIN_BLOCK_PIXELS: usize = 64;
 
-/// Pixels per block when `g` takes the blocked path: stride 1, not pointwise, and an output
-/// plane that splits into equal runs of at least [`MIN_BLOCK_PIXELS`] pixels, at least two
-/// and enough for a block to hold at most about [`BLOCK_VALUES`] values.
+/// Pixels per block when `g` takes the blocked path in every direction: stride 1 and
+/// [`forward_block_pixels`].
 pub(super) fn block_pixels(g: &Conv2dGeometry) -> Option<usize> {
-    if g.params.stride != 1 || g.is_pointwise() {
+    forward_block_pixels(g).filter(|_| g.params.stride == 1)
+}
+
+/// Whether the weight gradient of `g` takes the blocked path by parts of the pixels
+/// ([`backward_weights_by_pixel_parts`]): fewer input channels than [`WEIGHT_GROUPS`], any
+/// stride (the stem), an output plane that [`forward_block_pixels`] cuts.
+pub(super) fn weight_gradient_by_pixel_parts(g: &Conv2dGeometry) -> bool {
+    g.in_channels < WEIGHT_GROUPS && forward_block_pixels(g).is_some()
+}
+
+/// Pixels per block when `g`'s forward takes the blocked path: any stride, not pointwise,
+/// and an output plane that splits into equal runs of at least [`MIN_BLOCK_PIXELS`] pixels,
+/// at least two and enough for a block to hold at most about [`BLOCK_VALUES`] values.
+pub(super) fn forward_block_pixels(g: &Conv2dGeometry) -> Option<usize> {
+    if g.is_pointwise() {
         return None;
     }
     let pixels = g.out_pixels();
@@ -113,7 +154,8 @@ enum Weight<'a> {
     Flipped(&'a [f32]),
 }
 
-/// `output = conv2d(input, weight)` of `g`, one item per run index (see the module docs).
+/// `output = conv2d(input, weight)` of `g`, one item per (image, block of output channels)
+/// (see the module docs).
 fn convolve_in_blocks(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -122,7 +164,7 @@ fn convolve_in_blocks(
     weight: Weight<'_>,
     output: &mut [f32],
 ) {
-    let (patch, channels, batch) = (g.patch_len(), g.out_channels, g.batch);
+    let (patch, channels, pixels) = (g.patch_len(), g.out_channels, g.out_pixels());
     if output.is_empty() || patch == 0 {
         output.fill(0.0);
         return;
@@ -131,39 +173,70 @@ fn convolve_in_blocks(
         Weight::AsIs(_) => 0,
         Weight::Flipped(_) => channels * patch,
     };
-    let (cols_len, y_len) = (patch * run, channels * run);
-    let per_image_loads = (patch * run + channels * patch) as f64;
+    let block = channels / channel_blocks(g);
     let cost = item_cost(
-        batch as f64 * per_image_loads,
-        (batch * y_len) as f64,
-        2.0 * (batch * channels * patch * run) as f64,
+        (patch * pixels + block * patch) as f64,
+        (block * pixels) as f64,
+        2.0 * (block * patch * pixels) as f64,
         GEMM_FLOPS_PER_CYCLE,
     );
     let image_len = g.in_channels * g.in_pixels();
-    let mut runs = vec![(); g.out_pixels() / run];
-    for_each_strided_group(pool, output, run, &mut runs, cost, |block, _, pieces| {
-        with_scratch(own_weight_len + cols_len + y_len, |buffer| {
-            let (own_weight, rest) = buffer.split_at_mut(own_weight_len);
-            let (cols, y) = rest.split_at_mut(cols_len);
-            let weight = match weight {
-                Weight::AsIs(weight) => weight,
-                Weight::Flipped(original) => {
-                    flip_into(g, original, own_weight);
-                    own_weight
+    let out_image_len = channels * pixels;
+    for_each_nested_chunk(
+        pool,
+        output,
+        out_image_len,
+        block * pixels,
+        cost,
+        |n, index, out| {
+            with_scratch(own_weight_len + patch * run, |buffer| {
+                let (own_weight, cols) = buffer.split_at_mut(own_weight_len);
+                let weight = match weight {
+                    Weight::AsIs(weight) => weight,
+                    Weight::Flipped(original) => {
+                        flip_into(g, original, own_weight);
+                        own_weight
+                    }
+                };
+                let rows = &weight[index * block * patch..(index + 1) * block * patch];
+                let image = &input[n * image_len..(n + 1) * image_len];
+                for first in (0..pixels).step_by(run) {
+                    im2col_pixels(g, image, first..first + run, cols);
+                    let shape = (block, run, patch);
+                    let dst = (&mut out[first..], pixels);
+                    gemm_single_threaded_strided(
+                        shape,
+                        dense(rows, patch),
+                        dense(cols, run),
+                        dst,
+                        1.0,
+                        0.0,
+                    );
                 }
-            };
-            let pixels = block * run..(block + 1) * run;
-            let images = input.chunks_exact(image_len.max(1));
-            for (image, planes) in images.zip(pieces.chunks_exact_mut(channels)) {
-                im2col_pixels(g, image, pixels.clone(), cols);
-                let shape = (channels, run, patch);
-                gemm_single_threaded(shape, dense(weight, patch), dense(cols, run), y, 1.0, 0.0);
-                for (plane, row) in planes.iter_mut().zip(y.chunks_exact(run)) {
-                    plane.copy_from_slice(row);
-                }
-            }
-        });
-    });
+            });
+        },
+    );
+}
+
+/// Items of the blocked forward, at least: a batch of fewer images cuts each image's output
+/// channels into blocks (each redoing the image's im2col).
+const FORWARD_ITEMS: usize = 4;
+
+/// Fewest output channels in a block of the blocked forward: fewer, and the GEMM's rows
+/// are too few to run near peak.
+const MIN_BLOCK_CHANNELS: usize = 16;
+
+/// Blocks each image's output channels are cut into: the fewest equal blocks of at least
+/// [`MIN_BLOCK_CHANNELS`] that make [`FORWARD_ITEMS`] items over the batch (one for a batch
+/// of 4 or more), or 1.
+fn channel_blocks(g: &Conv2dGeometry) -> usize {
+    let wanted = FORWARD_ITEMS.div_ceil(g.batch.max(1));
+    let blocks = divisor_at_least(g.out_channels, wanted).unwrap_or(1);
+    if g.out_channels / blocks >= MIN_BLOCK_CHANNELS {
+        blocks
+    } else {
+        1
+    }
 }
 
 /// `flipped[o, i, ky, kx] = original[i, o, kh-1-ky, kw-1-kx]`, where `g`'s output channels are
@@ -213,6 +286,9 @@ pub(super) fn blocked_backward_weights(
         grad_weight.fill(0.0);
         return;
     }
+    if g.in_channels < WEIGHT_GROUPS {
+        return backward_weights_by_pixel_parts(pool, g, input, grad_output, grad_weight);
+    }
     let wanted = WEIGHT_GROUPS.min(g.in_channels);
     let groups = divisor_at_least(g.in_channels, wanted).unwrap_or(g.in_channels);
     let rows = g.in_channels / groups * g.kernel_area();
@@ -233,7 +309,12 @@ pub(super) fn blocked_backward_weights(
         |group, _, pieces| {
             with_scratch(rows * run + rows * channels, |buffer| {
                 let (cols, sum) = buffer.split_at_mut(rows * run);
-                let group_rows = GroupRows { group, rows, run };
+                let group_rows = GroupRows {
+                    group,
+                    rows,
+                    run,
+                    pixels: (0, pixels),
+                };
                 sum_group_products(g, group_rows, input, grad_output, cols, sum);
                 for (o, piece) in pieces.iter_mut().enumerate() {
                     let column = sum[o..].iter().step_by(channels);
@@ -244,20 +325,88 @@ pub(super) fn blocked_backward_weights(
     );
 }
 
+/// Parts of each image's output pixels the blocked weight gradient of fewer input channels
+/// than [`WEIGHT_GROUPS`] (the stem's 3) is cut into, one item each.
+const WEIGHT_PARTS: usize = 4;
+
+/// `grad_weight` of `g` when it has too few input channels to group: one item per part of
+/// the output pixels (the same part of every image), each summing its pixels' products over
+/// all of `dW^T` into its own slot of the caller's scratch, next to its columns; then the
+/// slots are added in part order and transposed into `dW`.
+fn backward_weights_by_pixel_parts(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    input: &[f32],
+    grad_output: &[f32],
+    grad_weight: &mut [f32],
+) {
+    let (patch, channels, pixels, batch) = (g.patch_len(), g.out_channels, g.out_pixels(), g.batch);
+    let part_len = pixels.div_ceil(WEIGHT_PARTS);
+    let parts = pixels.div_ceil(part_len);
+    let run = (BLOCK_VALUES / patch).clamp(1, part_len);
+    let (sum_len, slot_len) = (patch * channels, patch * channels + patch * run);
+    let cost = item_cost(
+        (batch * part_len * (patch + channels)) as f64,
+        sum_len as f64,
+        2.0 * (batch * part_len * patch * channels) as f64,
+        GEMM_FLOPS_PER_CYCLE,
+    );
+    with_scratch(parts * slot_len, |slots| {
+        for_each_chunk(pool, slots, slot_len, cost, |part, slot| {
+            let (sum, cols) = slot.split_at_mut(sum_len);
+            let first = part * part_len;
+            let part_rows = GroupRows {
+                group: 0,
+                rows: patch,
+                run,
+                pixels: (first, (first + part_len).min(pixels)),
+            };
+            sum_group_products(g, part_rows, input, grad_output, cols, sum);
+        });
+        let sums = slots.chunks_exact(slot_len).map(|slot| &slot[..sum_len]);
+        add_transposed_in_order(sums, channels, grad_weight);
+    });
+}
+
+/// `dW[o, r] = sum_p sums_p[r, o]` (each sum `rows x C_out`, `dW` `C_out x rows`), the sums
+/// added in the order given.
+fn add_transposed_in_order<'a>(
+    sums: impl Iterator<Item = &'a [f32]> + Clone,
+    channels: usize,
+    grad_weight: &mut [f32],
+) {
+    let rows = grad_weight.len() / channels.max(1);
+    for (o, dw_row) in grad_weight.chunks_exact_mut(rows.max(1)).enumerate() {
+        for (r, w) in dw_row.iter_mut().enumerate() {
+            let mut values = sums.clone().map(|sum| sum[r * channels + o]);
+            let first = values.next().unwrap_or(0.0);
+            *w = values.fold(first, |total, value| total + value);
+        }
+    }
+}
+
 /// One item of the blocked weight gradient: input-channel group `group`, whose `rows` rows of
-/// `dW^T` it computes, `run` pixels at a time.
+/// `dW^T` it computes from the output pixels `pixels` (`first..end`) of every image, `run`
+/// pixels at a time.
 #[derive(Clone, Copy)]
 struct GroupRows {
     group: usize,
     rows: usize,
     run: usize,
+    pixels: (usize, usize),
 }
 
 /// `sum = sum_n sum_runs cols_run dY_run^T` over the group's rows of every image's columns
-/// (`rows x C_out`), in image then run order; `cols` is scratch for one run's columns.
+/// of its pixels (`rows x C_out`), in image then run order; `cols` is scratch for one run's
+/// columns.
 fn sum_group_products(
     g: &Conv2dGeometry,
-    GroupRows { group, rows, run }: GroupRows,
+    GroupRows {
+        group,
+        rows,
+        run,
+        pixels: (from, to),
+    }: GroupRows,
     input: &[f32],
     grad_output: &[f32],
     cols: &mut [f32],
@@ -270,8 +419,8 @@ fn sum_group_products(
     for image in 0..g.batch {
         let planes = &input[image * image_len + group * group_len..][..group_len];
         let dy = &grad_output[image * channels * pixels..(image + 1) * channels * pixels];
-        for first in (0..pixels).step_by(run) {
-            let len = run.min(pixels - first);
+        for first in (from..to).step_by(run) {
+            let len = run.min(to - first);
             let cols = &mut cols[..rows * len];
             im2col_pixels(g, planes, first..first + len, cols);
             let dy_t = MatView {
@@ -295,6 +444,137 @@ fn sum_group_products(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool::{Pool, PoolKind, PoolOptions};
+
+    /// Small integers (every sum of products exact, so any summation order agrees bitwise).
+    fn small_integers(len: usize, seed: usize) -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i * 5 + seed) % 7) as f32 - 3.0)
+            .collect()
+    }
+
+    /// Calls `tap(n, o, i, ky, kx, oy, ox, input value)` for every product of the convolution
+    /// `g` that reads the input plane (not the padding), from the definition.
+    fn for_each_product(g: &Conv2dGeometry, x: &[f32], mut tap: impl FnMut([usize; 7], f32)) {
+        let (s, p) = (g.params.stride, g.params.padding);
+        for n in 0..g.batch {
+            for o in 0..g.out_channels {
+                for i in 0..g.in_channels {
+                    for (ky, kx) in
+                        (0..g.kernel_h).flat_map(|ky| (0..g.kernel_w).map(move |kx| (ky, kx)))
+                    {
+                        for oy in 0..g.out_height {
+                            for ox in 0..g.out_width {
+                                let (y, x_) =
+                                    ((oy * s + ky).wrapping_sub(p), (ox * s + kx).wrapping_sub(p));
+                                if y < g.height && x_ < g.width {
+                                    let value =
+                                        x[((n * g.in_channels + i) * g.height + y) * g.width + x_];
+                                    tap([n, o, i, ky, kx, oy, ox], value);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn naive_forward(g: &Conv2dGeometry, x: &[f32], w: &[f32]) -> Vec<f32> {
+        let mut y = vec![0.0; g.output_shape().iter().product()];
+        for_each_product(g, x, |[n, o, i, ky, kx, oy, ox], value| {
+            let weight = w[((o * g.in_channels + i) * g.kernel_h + ky) * g.kernel_w + kx];
+            y[((n * g.out_channels + o) * g.out_height + oy) * g.out_width + ox] += weight * value;
+        });
+        y
+    }
+
+    fn naive_weight_gradient(g: &Conv2dGeometry, x: &[f32], dy: &[f32]) -> Vec<f32> {
+        let mut dw = vec![0.0; g.weight_shape().iter().product()];
+        for_each_product(g, x, |[n, o, i, ky, kx, oy, ox], value| {
+            let d = dy[((n * g.out_channels + o) * g.out_height + oy) * g.out_width + ox];
+            dw[((o * g.in_channels + i) * g.kernel_h + ky) * g.kernel_w + kx] += d * value;
+        });
+        dw
+    }
+
+    fn geometry(
+        input: [usize; 4],
+        weight: [usize; 4],
+        stride: usize,
+        padding: usize,
+    ) -> Conv2dGeometry {
+        Conv2dGeometry::new(&input, &weight, Conv2dParams { stride, padding }).unwrap()
+    }
+
+    #[test]
+    fn blocked_forward_matches_the_definition_on_every_pool() {
+        // (input, weight, stride, padding, run, channel blocks): a stem-like 7x7/2 on one
+        // image (its 64 channels in 4 blocks); the same on 3 images (no blocks); a 3x3 whose
+        // runs of 65 pixels start mid-row of 15; a 5x5/2 with an odd width.
+        let cases = [
+            ([1, 3, 32, 32], [64, 3, 7, 7], 2, 3, 128, 4),
+            ([3, 3, 32, 32], [20, 3, 7, 7], 2, 3, 128, 1),
+            ([2, 5, 13, 15], [17, 5, 3, 3], 1, 1, 65, 1),
+            ([2, 4, 33, 29], [32, 4, 5, 5], 2, 2, 85, 2),
+        ];
+        for threads in [1, 2, 3] {
+            let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, threads, "blk")).unwrap();
+            for (input, weight, stride, padding, run, blocks) in cases {
+                let g = geometry(input, weight, stride, padding);
+                assert_eq!(forward_block_pixels(&g), Some(run), "{input:?} {weight:?}");
+                assert_eq!(channel_blocks(&g), blocks, "{input:?} {weight:?}");
+                let x = small_integers(input.iter().product(), 1);
+                let w = small_integers(weight.iter().product(), 2);
+                let mut y = vec![f32::NAN; g.output_shape().iter().product()];
+                blocked_forward(pool.as_dyn(), &g, run, &x, &w, &mut y);
+                assert_eq!(
+                    y,
+                    naive_forward(&g, &x, &w),
+                    "{input:?} {weight:?} {threads}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn weight_gradients_by_pixel_parts_match_the_definition() {
+        // (input, weight, stride, padding): the stem at a quarter of its size (parts of 64
+        // pixels in one run each); a 3x3 on 2 channels with parts of 225 pixels; a stem whose
+        // parts of 2304 pixels take two runs (1783 and 521).
+        let cases = [
+            ([2, 3, 64, 64], [16, 3, 7, 7], 2, 3),
+            ([1, 2, 30, 30], [5, 2, 3, 3], 1, 1),
+            ([1, 3, 192, 192], [8, 3, 7, 7], 2, 3),
+        ];
+        for threads in [1, 2] {
+            let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, threads, "blk")).unwrap();
+            for (input, weight, stride, padding) in cases {
+                let g = geometry(input, weight, stride, padding);
+                assert!(weight_gradient_by_pixel_parts(&g), "{input:?}");
+                let x = small_integers(input.iter().product(), 3);
+                let dy = small_integers(g.output_shape().iter().product(), 4);
+                let mut dw = vec![f32::NAN; weight.iter().product()];
+                blocked_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
+                assert_eq!(
+                    dw,
+                    naive_weight_gradient(&g, &x, &dy),
+                    "{input:?} {threads}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_stem_takes_blocks_forward_and_pixel_parts_for_its_weight_gradient() {
+        let stem = geometry([4, 3, 128, 128], [64, 3, 7, 7], 2, 3);
+        assert_eq!(forward_block_pixels(&stem), Some(1024));
+        assert_eq!(block_pixels(&stem), None);
+        assert!(weight_gradient_by_pixel_parts(&stem));
+        assert_eq!(channel_blocks(&stem), 1);
+        let s1 = geometry([4, 64, 32, 32], [64, 64, 3, 3], 1, 1);
+        assert!(!weight_gradient_by_pixel_parts(&s1));
+    }
 
     fn same(input: [usize; 4], out_channels: usize) -> Conv2dGeometry {
         let params = Conv2dParams {

@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 use super::batched::{dense, gather, gemm_by_rows, is_batched, scatter};
-use super::blocked::{block_pixels, blocked_forward};
+use super::blocked::{blocked_forward, forward_block_pixels};
 use super::im2col::im2col_batch_into;
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::error::{expect_shape, KernelError};
@@ -45,7 +45,7 @@ pub fn conv2d(
         batched_forward(pool, &geometry, &input.data, &weight.data, &mut output.data);
     } else if geometry.is_pointwise() {
         multiply_by_weight(pool, &geometry, &weight.data, &input.data, &mut output.data);
-    } else if let Some(run) = block_pixels(&geometry) {
+    } else if let Some(run) = forward_block_pixels(&geometry) {
         let (x, w) = (&input.data, &weight.data);
         blocked_forward(pool, &geometry, run, x, w, &mut output.data);
     } else {

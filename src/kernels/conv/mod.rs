@@ -20,13 +20,15 @@
 //!   in a fixed order); the batched path chooses `dW` or `dW^T` by output channels against
 //!   pixels, and computes a wide `dW` (`C_in kh kw` of 2048 or more) by blocks of its columns.
 //!
-//! Stride-1, non-pointwise convolutions that are not batched take the blocked path instead
+//! Non-pointwise convolutions that are not batched take the blocked path instead
 //! (`blocked.rs`) when their output plane splits into equal runs of at least 64 pixels: im2col
 //! of one run of output pixels at a time into a per-thread buffer that stays in L2, then its
-//! GEMM; the weight gradient one item per group of input channels. The input gradient takes
-//! it as a forward convolution of `dY` with the flipped weight when the kernel is square and
-//! the padding smaller than it, and the input plane splits the same way. No `cols` buffer
-//! exists whole.
+//! GEMM straight into the output planes. The forward takes it at any stride (the stem); the
+//! weight gradient at stride 1 one item per group of input channels, or, with fewer than 4
+//! input channels, at any stride, one item per part of the pixels. The input gradient takes
+//! it as a forward convolution of `dY` with the flipped weight when the stride is 1, the
+//! kernel square and the padding smaller than it, and the input plane splits the same way.
+//! No `cols` buffer exists whole.
 //!
 //! Otherwise the `cols` buffer holds every image at once (`N C_in kh kw H_out W_out` floats),
 //! so the GEMMs have enough items to keep the pool busy even for one image, at the price of

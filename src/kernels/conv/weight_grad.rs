@@ -59,7 +59,7 @@ use super::batched::{
     dense, gather, gemm_by_column_blocks, gemm_by_rows, is_batched, transpose_images, transposed,
     with_batched_scratch,
 };
-use super::blocked::{block_pixels, blocked_backward_weights};
+use super::blocked::{block_pixels, blocked_backward_weights, weight_gradient_by_pixel_parts};
 use super::im2col::columns;
 use super::Conv2dGeometry;
 use crate::kernels::gemm::{
@@ -108,7 +108,7 @@ pub(super) fn backward_weights(
 ) {
     if g.batch * g.out_pixels() == 0 {
         grad_weight.fill(0.0); // no pixels, no gradient
-    } else if !is_batched(g) && block_pixels(g).is_some() {
+    } else if !is_batched(g) && (block_pixels(g).is_some() || weight_gradient_by_pixel_parts(g)) {
         blocked_backward_weights(pool, g, input, grad_output, grad_weight);
     } else if !is_batched(g) {
         per_image_backward_weights(pool, g, input, grad_output, grad_weight);

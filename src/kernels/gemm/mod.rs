@@ -20,7 +20,7 @@
 
 mod call;
 
-pub(crate) use call::{gemm_single_threaded, MatView};
+pub(crate) use call::{gemm_single_threaded, gemm_single_threaded_strided, MatView};
 
 use super::error::{expect_rank, expect_shape, KernelError};
 use super::par::{for_each_chunk, item_cost, GEMM_FLOPS_PER_CYCLE};
