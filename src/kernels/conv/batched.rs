@@ -22,10 +22,11 @@
 //! rows of `Y_b` as before, every item packed the whole side-by-side `cols_b` again (4 items:
 //! 4 copies of 2.4 MB on 3x3, 256 channels); cut by images, each column is packed once, and
 //! the gather, the scatter and the `cols_b` buffer go away. Measured on resnet-like's stage 3
-//! at batch 4 (2 threads, medians of 5 interleaved pairs' P50 ratios, new/old): forward 3x3
-//! `256 -> 256` 0.72, 1x1 `1024 -> 256` 0.68, `256 -> 1024` 0.76; input gradient 0.75,
-//! 0.74, 0.63 (before the tile transpose below). On 4x4 planes (16 columns per image, a
-//! quarter of the microkernel's 64) it ran 1.2x to 2x slower, hence the threshold.
+//! at batch 4 (2 threads, medians of 5 interleaved pairs' P50 ratios, new/old, with the
+//! changes below): forward 3x3 `256 -> 256` 0.73, 1x1 `1024 -> 256` 0.68, `256 -> 1024`
+//! 0.74; input gradient 0.80, 0.75, 0.65 (transposing `W` first: 0.96 of reading it in place
+//! on the 3x3). On 4x4 planes (16 columns per image, a quarter of the microkernel's 64) it ran
+//! 1.2x to 2x slower, hence the threshold.
 //!
 //! **One GEMM over the batch** on smaller planes: the images' matrices side by side, `cols_b`
 //! `(C_in kh kw) x (N H_out W_out)`, column `n P + p` being image `n`'s column `p`, and one

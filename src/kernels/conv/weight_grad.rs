@@ -51,9 +51,10 @@
 //!
 //! `cols_b` is written by im2col straight into the side-by-side layout (before, im2col wrote
 //! each image's columns and a gather copied them side by side). With that, the single run's
-//! plain transpose and [`transpose_images`]' whole-tile copies, resnet-like's stage-3
-//! gradients at batch 4 took (new/old, medians of 3 interleaved pairs' P50 ratios, 2
-//! threads): 3x3 `256 -> 256` 0.93, 1x1 `1024 -> 256` 0.87, `256 -> 1024` 0.92.
+//! plain transpose and [`transpose_images`]' whole-tile copies, resnet-like's gradients at
+//! batch 4 took (new/old, medians of 5 interleaved pairs' P50 ratios, 2 threads): stage 3
+//! 3x3 `256 -> 256` 0.91, 1x1 `1024 -> 256` 0.97, `256 -> 1024` 0.98; stage 4 1x1
+//! `2048 -> 512` 0.75, 3x3 `512 -> 512` 0.97.
 //!
 //! # Determinism
 //! The parts, runs and blocks depend on the shapes alone, each item is one thread's GEMM calls
