@@ -5,8 +5,8 @@
 #![forbid(unsafe_code)]
 
 use super::batched::{
-    dense, gemm_by_column_blocks, gemm_by_rows, is_batched, scatter, transposed,
-    untranspose_blocks, with_batched_scratch, TRANSPOSED_MAX_COLUMNS,
+    dense, gemm_by_column_blocks, gemm_by_rows, is_batched, per_image_items, scatter,
+    transpose_images, transposed, untranspose_blocks, with_batched_scratch, TRANSPOSED_MAX_COLUMNS,
 };
 use super::blocked::{block_pixels, blocked_backward_data, flipped_geometry};
 use super::im2col::col2im_plane;
@@ -17,7 +17,7 @@ use crate::kernels::gemm::{
     gemm_item_cost, gemm_single_threaded, rows_per_block, GemmShape, MatView,
 };
 use crate::kernels::par::{
-    for_each_chunk, for_each_nested_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE,
+    for_each_chunk, for_each_chunk_pair, for_each_nested_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE,
 };
 use crate::kernels::scratch::with_scratch;
 use crate::kernels::tensor::Tensor;
@@ -73,6 +73,9 @@ fn batched_backward_data(
     grad_output: &[f32],
     grad_input: &mut [f32],
 ) {
+    if per_image_items(g) {
+        return per_image_backward_data(pool, g, weight, grad_output, grad_input);
+    }
     with_batched_scratch(pool, g, grad_output, |unrolled, dcols, dy| {
         let per_image_dcols = if g.is_pointwise() {
             &mut *grad_input
@@ -84,6 +87,61 @@ fn batched_backward_data(
             col2im_batch(pool, g, unrolled, grad_input);
         }
     });
+}
+
+/// `dX_n = col2im(W^T dY_n)`, one item per image (planes of at least
+/// [`super::batched::PER_IMAGE_MIN_PIXELS`] pixels): its GEMM reads `dY_n` in place and writes
+/// the image's input gradient (pointwise) or its columns, which col2im then adds onto the
+/// image's planes while they are still in cache. `W^T` is read in place when pointwise, else
+/// transposed once into scratch first (row-major: the `gemm` crate does not pack a
+/// column-major left operand for products this narrow, and reading it in place ran slower).
+fn per_image_backward_data(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    weight: &[f32],
+    grad_output: &[f32],
+    grad_input: &mut [f32],
+) {
+    let (pixels, patch, channels) = (g.out_pixels(), g.patch_len(), g.out_channels);
+    let shape = (patch, pixels, channels);
+    let dy_n = |image: usize| dense(&grad_output[image * channels * pixels..], pixels);
+    let cost = gemm_item_cost(patch, pixels, channels);
+    let image_len = g.in_channels * g.in_pixels();
+    if g.is_pointwise() {
+        let w_t = transposed(weight, patch);
+        for_each_chunk(pool, grad_input, image_len, cost, |image, out| {
+            gemm_single_threaded(shape, w_t, dy_n(image), out, 1.0, 0.0);
+        });
+        return;
+    }
+    let cols_len = g.cols_per_image();
+    with_scratch(g.unrolled_len() + weight.len(), |buffer| {
+        let (dcols, w_rows) = buffer.split_at_mut(g.unrolled_len());
+        transpose_images(pool, (channels, patch), weight, w_rows);
+        let w_t = dense(w_rows, channels);
+        let (dx, unrolled) = ((grad_input, image_len), (dcols, cols_len));
+        for_each_chunk_pair(
+            pool,
+            dx.0,
+            dx.1,
+            unrolled.0,
+            unrolled.1,
+            cost,
+            |image, out, cols| {
+                gemm_single_threaded(shape, w_t, dy_n(image), cols, 1.0, 0.0);
+                col2im_image(g, cols, out);
+            },
+        );
+    });
+}
+
+/// One image's `dcols` (`C_in kh kw x P`) added back onto its planes (`C_in x H x W`).
+fn col2im_image(g: &Conv2dGeometry, dcols: &[f32], planes: &mut [f32]) {
+    let plane_cols = (g.kernel_area() * g.out_pixels()).max(1);
+    let planes = planes.chunks_exact_mut(g.in_pixels().max(1));
+    for (plane, cols) in planes.zip(dcols.chunks_exact(plane_cols)) {
+        col2im_plane(g, cols, plane);
+    }
 }
 
 /// Every image's `dcols_n = W^T dY_n` (`N x patch x P`, into `per_image_dcols`) from the
@@ -111,9 +169,14 @@ fn batched_dcols(
         gemm_by_column_blocks(pool, shape, dy_t, w, block, dcols);
         untranspose_blocks(pool, (n, patch, pixels), block, dcols, per_image_dcols);
     } else {
-        let shape = (patch, wide, channels);
+        let shape = GemmShape {
+            m: patch,
+            n: wide,
+            k: channels,
+        };
         let (w_t, dy) = (transposed(weight, patch), dense(dy, wide));
-        gemm_by_rows(pool, shape, w_t, dy, dcols);
+        let rows = rows_per_block(shape);
+        gemm_by_rows(pool, (patch, wide, channels), rows, w_t, dy, dcols);
         scatter(pool, (n, patch, pixels), dcols, per_image_dcols);
     }
 }

@@ -1,39 +1,67 @@
-//! Convolutions over small images as one GEMM for the whole batch.
+//! Convolutions over small images: one GEMM per image, or one for the whole batch.
 //!
 //! # Algorithm
 //! Per image, a convolution is `Y_n = W cols_n` with `H_out W_out` columns. On small output
-//! planes (the last stages of a ResNet: 8x8, 4x4 pixels) such a GEMM is too thin to run well
-//! (16 columns per image), so [`BATCHED_MAX_PIXELS`] and below, the images' matrices are laid
-//! side by side instead: `cols_b` is `(C_in kh kw) x (N H_out W_out)`, column `n P + p` being
-//! image `n`'s column `p`, and one GEMM `Y_b = W cols_b` makes every image's output at once,
-//! which a copy then puts back in NCHW order. The three directions:
-//! - forward: `cols_b` from the input (im2col, or the input itself when pointwise), one GEMM,
-//!   scatter into the output;
+//! planes (the last stages of a ResNet: 8x8, 4x4 pixels) the per-image path's items (one per
+//! image and block of output channels, each re-reading its block of `W`) are too thin to run
+//! well, so [`BATCHED_MAX_PIXELS`] and below a call takes this path, in one of two forms.
+//!
+//! **One item per image**, on planes of at least [`PER_IMAGE_MIN_PIXELS`] pixels (8x8): each
+//! image's whole GEMM is one `parallel_for` item writing its own contiguous output, so nothing
+//! is gathered or scattered:
+//! - forward: `Y_n = W cols_n` straight into the image's NCHW output (`cols_n` is the input
+//!   itself when pointwise, else that image's im2col);
+//! - input gradient: `dcols_n = W^T dY_n` reading `dY_n` in place, then col2im of that image
+//!   within the same item (pointwise, the GEMM writes the input gradient itself); `W^T` is
+//!   made row-major once per call by [`transpose_images`] (3x3 kernels; read in place when
+//!   pointwise).
+//!
+//! Why it wins: for a row-major `C`, the `gemm` crate (0.19, AVX-512, microkernel 64 x 6)
+//! computes `C^T = B^T A^T`; it never packs a row-major `A` (the weight: it broadcasts from it
+//! in place) and packs `B` (the columns) in every call whose `C` has more than 48 rows. Cut by
+//! rows of `Y_b` as before, every item packed the whole side-by-side `cols_b` again (4 items:
+//! 4 copies of 2.4 MB on 3x3, 256 channels); cut by images, each column is packed once, and
+//! the gather, the scatter and the `cols_b` buffer go away. Measured on resnet-like's stage 3
+//! at batch 4 (2 threads, medians of 5 interleaved pairs' P50 ratios, new/old, with the
+//! changes below): forward 3x3 `256 -> 256` 0.73, 1x1 `1024 -> 256` 0.68, `256 -> 1024`
+//! 0.74; input gradient 0.80, 0.75, 0.65 (transposing `W` first: 0.96 of reading it in place
+//! on the 3x3). On 4x4 planes (16 columns per image, a quarter of the microkernel's 64) it ran
+//! 1.2x to 2x slower, hence the threshold.
+//!
+//! **One GEMM over the batch** on smaller planes: the images' matrices side by side, `cols_b`
+//! `(C_in kh kw) x (N H_out W_out)`, column `n P + p` being image `n`'s column `p`, and one
+//! GEMM `Y_b = W cols_b` makes every image's output at once, which a copy then puts back in
+//! NCHW order:
+//! - forward: `cols_b` by im2col straight into the side-by-side layout (or gathered from the
+//!   input when pointwise), one GEMM cut into [`forward_rows`] blocks (two of 256 rows on 512
+//!   output channels: each item packs all of `cols_b`, so few items pack least; 0.85x the
+//!   time of eight 64-row items on 3x3, 512 channels, 4x4), scatter into the output;
 //! - input gradient: `dY_b` gathered from `grad_output`, `dcols_b = W^T dY_b`, scattered back
 //!   to per-image columns (col2im when not pointwise). Over at most
 //!   [`TRANSPOSED_MAX_COLUMNS`] pixels it is computed transposed instead, `dcols_b^T = dY_b^T
 //!   W` (few rows, many columns), one item per block of columns, each block its own row-major
 //!   matrix, and a transpose puts every image's `dcols` back: on 4x4 planes of 512 channels
-//!   (64 pixels) that ran 1.7x as fast, end to end; on 8x8 (256 pixels, where the crate packs
-//!   `W^T`) 0.75x, the GEMM gaining nothing and the transpose costing more than the scatter;
-//! - weight gradient: `dW = dY_b cols_b^T`, one GEMM whose inner dimension runs over all the
-//!   images' pixels (see `weight_grad.rs` for when, and how, it is computed transposed).
+//!   (64 pixels) that ran 1.7x as fast, end to end.
 //!
-//! The copies move `O(N C P)` values; the GEMMs do `O(N C_out C_in kh kw P)` work, so the copies
-//! are cheap where this path is taken.
+//! The weight gradient `dW = dY_b cols_b^T` always takes the batched form, its inner dimension
+//! running over all the images' pixels (see `weight_grad.rs`); `cols_b` is im2col'd straight
+//! into the side-by-side layout there too.
+//!
+//! [`transpose_images`] copies 16x16 tiles, each loaded whole (16 row loads) and stored as 16
+//! whole rows; element by element with strided stores it took 19% of the 3x3 input gradient.
 //!
 //! # Parallelism and determinism
-//! GEMMs are cut by rows (or blocks of columns) of their output, copies by rows of their
-//! destination, in blocks that depend on the shapes alone; each item is one thread's sequential
-//! code. Whether a call takes this path depends on the shapes alone too, so results are the
-//! same on every pool and thread count (they differ in the last bits from the per-image path,
-//! which adds the weight gradient's images in a different order).
+//! GEMMs are cut by images, rows (or blocks of columns) of their output, copies by rows of
+//! their destination, in blocks that depend on the shapes alone; each item is one thread's
+//! sequential code. Which form a call takes depends on the shapes alone too, so results are
+//! the same on every pool and thread count (they differ in the last bits from the per-image
+//! path's, whose GEMMs have other shapes and blocks, and which adds the weight gradient's
+//! images in a different order).
 #![forbid(unsafe_code)]
 
+use super::im2col::{columns, im2col_side_by_side};
 use super::Conv2dGeometry;
-use crate::kernels::gemm::{
-    gemm_item_cost, gemm_single_threaded, rows_per_block, GemmShape, MatView,
-};
+use crate::kernels::gemm::{gemm_item_cost, gemm_single_threaded, MatView, GEMM_MAX_ROWS};
 use crate::kernels::par::{
     for_each_chunk, for_each_nested_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE,
 };
@@ -48,6 +76,10 @@ const TRANSPOSE_PIXELS: usize = 64;
 /// `TRANSPOSE_PIXELS` lines a power-of-two stride apart, which share 4 sets of the L1
 /// cache and evicted each other (half of a 1x1 weight gradient's time on 32x32 planes).
 const TRANSPOSE_TILE: usize = 16;
+
+/// Output planes of at least this many pixels (8x8) run the batched path's GEMMs one image
+/// per item, each image's output written in place (see the module docs).
+pub(super) const PER_IMAGE_MIN_PIXELS: usize = 64;
 
 /// Output planes of at most this many pixels take the batched path.
 pub const BATCHED_MAX_PIXELS: usize = 128;
@@ -120,6 +152,12 @@ pub(super) fn transpose_images(
                 let channels = first_channel..c.min(first_channel + TRANSPOSE_TILE);
                 for first_row in (0..len).step_by(TRANSPOSE_TILE) {
                     let rows = first_row..len.min(first_row + TRANSPOSE_TILE);
+                    if channels.len() == TRANSPOSE_TILE && rows.len() == TRANSPOSE_TILE {
+                        let from = &plane[first_channel * p + first + first_row..];
+                        let to = &mut out[first_row * c + first_channel..];
+                        transpose_full_tile(from, p, to, c);
+                        continue;
+                    }
                     for channel in channels.clone() {
                         let from = &plane[channel * p + first..][rows.clone()];
                         for (row, value) in rows.clone().zip(from) {
@@ -130,6 +168,20 @@ pub(super) fn transpose_images(
             }
         },
     );
+}
+
+/// `to[j * to_stride + i] = from[i * from_stride + j]` for a whole `TRANSPOSE_TILE` square:
+/// the tile is loaded row by row into registers, so every store is a whole row.
+fn transpose_full_tile(from: &[f32], from_stride: usize, to: &mut [f32], to_stride: usize) {
+    const T: usize = TRANSPOSE_TILE;
+    let mut tile = [[0.0f32; T]; T];
+    for (i, row) in tile.iter_mut().enumerate() {
+        row.copy_from_slice(&from[i * from_stride..][..T]);
+    }
+    for j in 0..T {
+        let column: [f32; T] = std::array::from_fn(|i| tile[i][j]);
+        to[j * to_stride..][..T].copy_from_slice(&column);
+    }
 }
 
 /// Runs `f(unrolled, side_by_side, dy)` on this thread's scratch: `unrolled` holds
@@ -152,18 +204,90 @@ pub(super) fn with_batched_scratch<R>(
     })
 }
 
-/// `c (m x n) = a b` for strided views, one item per block of `c`'s rows.
+/// The forward pass: one GEMM per image when its plane is wide enough ([`per_image_items`]),
+/// writing the image's output in place; else one GEMM over the batch's side-by-side columns,
+/// cut into [`forward_rows`] blocks, then scattered (see the module docs).
+pub(super) fn forward(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    input: &[f32],
+    weight: &[f32],
+    output: &mut [f32],
+) {
+    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let w = dense(weight, patch);
+    if per_image_items(g) {
+        let unrolled = if g.is_pointwise() {
+            0
+        } else {
+            g.unrolled_len()
+        };
+        with_scratch(unrolled, |unrolled| {
+            let cols = columns(pool, g, input, unrolled);
+            let cost = gemm_item_cost(channels, pixels, patch);
+            for_each_chunk(pool, output, channels * pixels, cost, |image, out| {
+                let cols_n = dense(&cols[image * patch * pixels..], pixels);
+                gemm_single_threaded((channels, pixels, patch), w, cols_n, out, 1.0, 0.0);
+            });
+        });
+        return;
+    }
+    let wide = n * pixels;
+    with_scratch((patch + channels) * wide, |buffer| {
+        let (cols, y) = buffer.split_at_mut(patch * wide);
+        side_by_side_columns(pool, g, input, cols);
+        let rows = forward_rows(channels);
+        gemm_by_rows(pool, (channels, wide, patch), rows, w, dense(cols, wide), y);
+        scatter(pool, (n, channels, pixels), y, output);
+    });
+}
+
+/// Fills `cols_b` (`C_in kh kw x N P`) with every image's columns side by side: gathered from
+/// the input when pointwise, else im2col'd straight into place.
+pub(super) fn side_by_side_columns(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    input: &[f32],
+    cols_b: &mut [f32],
+) {
+    if g.is_pointwise() {
+        gather(
+            pool,
+            (g.batch, g.patch_len(), g.out_pixels()),
+            input,
+            cols_b,
+        );
+    } else {
+        im2col_side_by_side(pool, g, input, cols_b);
+    }
+}
+
+/// Whether the batched GEMMs go one item per image: planes of at least
+/// [`PER_IMAGE_MIN_PIXELS`] pixels.
+pub(super) fn per_image_items(g: &Conv2dGeometry) -> bool {
+    g.out_pixels() >= PER_IMAGE_MIN_PIXELS
+}
+
+/// Rows of `Y_b` per item of the batched forward GEMM over side-by-side columns: blocks of
+/// [`GEMM_MAX_ROWS`] at most, in an even number (at least two).
+fn forward_rows(rows: usize) -> usize {
+    let blocks = rows.div_ceil(GEMM_MAX_ROWS).max(2).next_multiple_of(2);
+    rows.div_ceil(blocks).next_multiple_of(8).max(1)
+}
+
+/// `c (m x n) = a b` for strided views, one item per block of `rows` rows of `c`.
 pub(super) fn gemm_by_rows(
     pool: &dyn ThreadPool,
     (m, n, k): (usize, usize, usize),
+    rows: usize,
     a: MatView<'_>,
     b: MatView<'_>,
     c: &mut [f32],
 ) {
+    debug_assert_eq!(c.len(), m * n, "gemm_by_rows: c holds m x n values");
     if n == 0 {
         return;
     }
-    let rows = rows_per_block(GemmShape { m, n, k });
     let cost = gemm_item_cost(rows, n, k);
     for_each_chunk(pool, c, rows * n, cost, |block, out| {
         let first = block * rows;
@@ -260,6 +384,8 @@ pub(super) fn transposed(data: &[f32], cols: usize) -> MatView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::gemm::{rows_per_block, GemmShape};
+    use crate::kernels::Conv2dParams;
     use crate::pool::{Pool, PoolKind, PoolOptions};
 
     #[test]
@@ -288,8 +414,137 @@ mod tests {
     /// Small integers, so every product below is exact and both orientations agree bitwise.
     fn integers(len: usize, seed: usize) -> Vec<f32> {
         (0..len)
-            .map(|i| ((i * 7 + seed) % 7) as f32 - 3.0)
+            .map(|i| ((i * 5 + seed) % 7) as f32 - 3.0)
             .collect()
+    }
+
+    /// A geometry of `input` convolved into `out_channels` with a square `kernel`.
+    fn geometry(
+        input: [usize; 4],
+        out_channels: usize,
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+    ) -> Conv2dGeometry {
+        let params = Conv2dParams { stride, padding };
+        let weight = [out_channels, input[1], kernel, kernel];
+        Conv2dGeometry::new(&input, &weight, params).unwrap()
+    }
+
+    /// Batched geometries on both sides of [`PER_IMAGE_MIN_PIXELS`]: 8x8 and 9x9 planes (one
+    /// item per image; 3x3 same-width, 3x3 unpadded, pointwise, strided), 4x4 and 6x6 ones
+    /// (one GEMM over the batch: 140 output channels make two row blocks of 72 and 68).
+    fn batched_geometries() -> Vec<Conv2dGeometry> {
+        vec![
+            geometry([2, 3, 8, 8], 5, 3, 1, 1),
+            geometry([3, 4, 11, 11], 6, 3, 1, 0),
+            geometry([3, 5, 9, 9], 7, 1, 1, 0),
+            geometry([2, 3, 17, 17], 4, 3, 2, 1),
+            geometry([3, 4, 4, 4], 140, 3, 1, 1),
+            geometry([2, 6, 6, 6], 3, 1, 1, 0),
+            geometry([2, 3, 12, 12], 5, 3, 2, 1),
+        ]
+    }
+
+    /// The input pixel `(y, x)` output pixel `(oy, ox)` reads at tap `(ky, kx)`, if any.
+    fn tap_source(
+        g: &Conv2dGeometry,
+        (oy, ox): (usize, usize),
+        (ky, kx): (usize, usize),
+    ) -> Option<usize> {
+        let (s, p) = (g.params.stride, g.params.padding);
+        let (y, x) = ((oy * s + ky).checked_sub(p)?, (ox * s + kx).checked_sub(p)?);
+        (y < g.height && x < g.width).then_some(y * g.width + x)
+    }
+
+    /// Every (image, output channel, input channel, output pixel, tap, input pixel) term of the
+    /// convolution, in a fixed order.
+    fn for_each_term(g: &Conv2dGeometry, mut f: impl FnMut([usize; 5], usize)) {
+        for n in 0..g.batch {
+            for o in 0..g.out_channels {
+                for i in 0..g.in_channels {
+                    for (oy, ox) in
+                        (0..g.out_height).flat_map(|y| (0..g.out_width).map(move |x| (y, x)))
+                    {
+                        for (ky, kx) in
+                            (0..g.kernel_h).flat_map(|y| (0..g.kernel_w).map(move |x| (y, x)))
+                        {
+                            if let Some(pixel) = tap_source(g, (oy, ox), (ky, kx)) {
+                                let tap = ky * g.kernel_w + kx;
+                                f([n, o, i, oy * g.out_width + ox, tap], pixel);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn both_forms_match_the_direct_convolution_in_each_direction() {
+        use crate::kernels::{conv2d, conv2d_backward_data, conv2d_backward_weights, Tensor};
+        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "batched")).unwrap();
+        for g in batched_geometries() {
+            assert!(is_batched(&g), "{g:?}");
+            let tensor = |shape: [usize; 4], seed| Tensor {
+                data: integers(shape.iter().product(), seed),
+                shape: shape.to_vec(),
+            };
+            let (x, w, dy) = (
+                tensor(g.input_shape(), 1),
+                tensor(g.weight_shape(), 2),
+                tensor(g.output_shape(), 3),
+            );
+            let (mut y, mut dx, mut dw) = (
+                Tensor::zeros(&g.output_shape()),
+                Tensor::zeros(&g.input_shape()),
+                Tensor::zeros(&g.weight_shape()),
+            );
+            conv2d(pool.as_dyn(), &x, &w, g.params, &mut y).unwrap();
+            conv2d_backward_data(pool.as_dyn(), &dy, &w, g.params, &mut dx).unwrap();
+            conv2d_backward_weights(pool.as_dyn(), &x, &dy, g.params, &mut dw).unwrap();
+            let (mut want_y, mut want_dx, mut want_dw) = (
+                vec![0.0; y.data.len()],
+                vec![0.0; dx.data.len()],
+                vec![0.0; dw.data.len()],
+            );
+            let (plane_in, plane_out, area) = (g.in_pixels(), g.out_pixels(), g.kernel_area());
+            for_each_term(&g, |[n, o, i, q, tap], pixel| {
+                let x_at = (n * g.in_channels + i) * plane_in + pixel;
+                let y_at = (n * g.out_channels + o) * plane_out + q;
+                let w_at = (o * g.in_channels + i) * area + tap;
+                want_y[y_at] += w.data[w_at] * x.data[x_at];
+                want_dx[x_at] += w.data[w_at] * dy.data[y_at];
+                want_dw[w_at] += dy.data[y_at] * x.data[x_at];
+            });
+            assert_eq!(y.data, want_y, "forward {g:?}");
+            assert_eq!(dx.data, want_dx, "input gradient {g:?}");
+            assert_eq!(dw.data, want_dw, "weight gradient {g:?}");
+        }
+    }
+
+    #[test]
+    fn side_by_side_im2col_equals_gathered_per_image_columns() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "batched")).unwrap();
+        for g in batched_geometries() {
+            let (n, patch, pixels) = (g.batch, g.patch_len(), g.out_pixels());
+            let input = integers(g.input_shape().iter().product(), 4);
+            let mut got = vec![f32::NAN; patch * n * pixels];
+            side_by_side_columns(pool.as_dyn(), &g, &input, &mut got);
+            let mut unrolled = vec![f32::NAN; g.unrolled_len()];
+            let per_image = columns(pool.as_dyn(), &g, &input, &mut unrolled);
+            let mut want = vec![f32::NAN; patch * n * pixels];
+            gather(pool.as_dyn(), (n, patch, pixels), per_image, &mut want);
+            assert_eq!(got, want, "{g:?}");
+        }
+    }
+
+    #[test]
+    fn forward_row_blocks_are_even_and_at_most_the_gemm_maximum() {
+        assert_eq!(forward_rows(512), 256);
+        assert_eq!(forward_rows(140), 72);
+        assert_eq!(forward_rows(2048), 256);
+        assert_eq!(forward_rows(1), 8);
     }
 
     #[test]
@@ -320,7 +575,15 @@ mod tests {
 
             let mut by_rows = vec![f32::NAN; q * n * p];
             let (w_t, dy_rows) = (transposed(&w, q), dense(&dy, n * p));
-            gemm_by_rows(pool.as_dyn(), (q, n * p, k), w_t, dy_rows, &mut by_rows);
+            let rows = rows_per_block(GemmShape { m: q, n: n * p, k });
+            gemm_by_rows(
+                pool.as_dyn(),
+                (q, n * p, k),
+                rows,
+                w_t,
+                dy_rows,
+                &mut by_rows,
+            );
             let mut want = vec![f32::NAN; n * q * p];
             scatter(pool.as_dyn(), (n, q, p), &by_rows, &mut want);
             assert_eq!(got, want, "n={n} p={p} q={q} k={k}");

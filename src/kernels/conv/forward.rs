@@ -2,7 +2,7 @@
 //! channels); or the batched path, or the blocked path (`blocked.rs`).
 #![forbid(unsafe_code)]
 
-use super::batched::{dense, gather, gemm_by_rows, is_batched, scatter};
+use super::batched::{self, is_batched};
 use super::blocked::{blocked_forward, forward_block_pixels};
 use super::im2col::im2col_batch_into;
 use super::{Conv2dGeometry, Conv2dParams};
@@ -42,7 +42,7 @@ pub fn conv2d(
         &geometry.output_shape(),
     )?;
     if is_batched(&geometry) {
-        batched_forward(pool, &geometry, &input.data, &weight.data, &mut output.data);
+        batched::forward(pool, &geometry, &input.data, &weight.data, &mut output.data);
     } else if geometry.is_pointwise() {
         multiply_by_weight(pool, &geometry, &weight.data, &input.data, &mut output.data);
     } else if let Some(run) = forward_block_pixels(&geometry) {
@@ -55,37 +55,6 @@ pub fn conv2d(
         });
     }
     Ok(geometry.forward_work())
-}
-
-/// The forward pass as one GEMM over the batch (see `batched.rs`).
-fn batched_forward(
-    pool: &dyn ThreadPool,
-    g: &Conv2dGeometry,
-    input: &[f32],
-    weight: &[f32],
-    output: &mut [f32],
-) {
-    let (n, pixels, patch) = (g.batch, g.out_pixels(), g.patch_len());
-    let wide = n * pixels;
-    let per_image = if g.is_pointwise() {
-        0
-    } else {
-        n * g.cols_per_image()
-    };
-    let scratch = per_image + patch * wide + g.out_channels * wide;
-    with_scratch(scratch, |buffer| {
-        let (unrolled, rest) = buffer.split_at_mut(per_image);
-        let (cols, y) = rest.split_at_mut(patch * wide);
-        if g.is_pointwise() {
-            gather(pool, (n, patch, pixels), input, cols);
-        } else {
-            im2col_batch_into(pool, g, input, unrolled);
-            gather(pool, (n, patch, pixels), unrolled, cols);
-        }
-        let shape = (g.out_channels, wide, patch);
-        gemm_by_rows(pool, shape, dense(weight, patch), dense(cols, wide), y);
-        scatter(pool, (n, g.out_channels, pixels), y, output);
-    });
 }
 
 /// `Y_n = W cols_n` for every image `n`, one item per (image, block of output channels).

@@ -288,6 +288,44 @@ pub(super) fn im2col_batch_into(
     });
 }
 
+/// Fills `cols_b` (`C_in kh kw` rows of `N H_out W_out`) with every image's column matrix side
+/// by side: row `r` holds each image `n`'s row `r` at offset `n H_out W_out`. One `parallel_for`
+/// item per input channel (its `kh kw` rows), writing every image's taps straight into place.
+pub(super) fn im2col_side_by_side(
+    pool: &dyn ThreadPool,
+    geometry: &Conv2dGeometry,
+    input: &[f32],
+    cols_b: &mut [f32],
+) {
+    let g = geometry;
+    let (pixels, in_plane) = (g.out_pixels(), g.in_pixels());
+    let wide = g.batch * pixels;
+    let rows_len = g.kernel_area() * wide;
+    debug_assert_eq!(cols_b.len(), g.in_channels * rows_len);
+    let cost = item_cost(
+        rows_len as f64,
+        rows_len as f64,
+        0.0,
+        VECTOR_FLOPS_PER_CYCLE,
+    );
+    let same_width = g.params.stride == 1 && g.out_width == g.width;
+    for_each_chunk(pool, cols_b, rows_len.max(1), cost, |channel, rows| {
+        for image in 0..g.batch {
+            let plane = &input[(image * g.in_channels + channel) * in_plane..][..in_plane];
+            let mut taps = rows.chunks_exact_mut(wide.max(1));
+            for tap in (0..g.kernel_h).flat_map(|ky| (0..g.kernel_w).map(move |kx| (ky, kx))) {
+                let row = taps.next().expect("rows holds kh * kw rows");
+                let row = &mut row[image * pixels..(image + 1) * pixels];
+                if same_width {
+                    shifted_tap_row(g, plane, tap, 0..pixels, row);
+                } else {
+                    tap_row_by_output_rows(g, plane, tap, 0..pixels, row);
+                }
+            }
+        }
+    });
+}
+
 /// Every image's column matrix, image after image: `input` itself for a pointwise
 /// convolution, else im2col of it written into `unrolled` ([`Conv2dGeometry::unrolled_len`]
 /// values).
