@@ -43,29 +43,34 @@
 //! tensor).
 //!
 //! # Parallelism and determinism
-//! Per-channel sums are one `parallel_for` item per channel, summed by one thread in a fixed
-//! order: the channel's planes (images) are taken in groups of `max(1, 1024 / (H W))`
-//! consecutive images, each group is summed in [`LANES`] `f32` lanes (value `i` of each of its
-//! planes into lane `i % LANES`, a loop the compiler vectorizes), the lanes are added in
-//! order in `f64`, and the groups' sums are added in image order in `f64`. Planes of 1024
-//! pixels or more are groups of one (each plane its own lanes). Smaller planes share their
-//! lanes so that reducing 16 lanes into `f64` (a chain of 16 dependent adds) is paid once per
-//! ~1024 values instead of once per plane: at 8x8 pixels that reduction cost more than the
-//! sums (this grouping made the 8x8 and 4x4 batch norms of resnet-like ~20% faster, and
-//! changed their last bits; the order depends on the shape alone). The element-wise passes
-//! are one item per (image, channel) plane, contiguous inner loops. Nothing depends on the
-//! thread count.
-//!
-//! # One item per channel (or per group of channels)
-//! [`batch_norm_train`] and [`batch_norm_backward_recomputed`] make each channel in one item:
-//! its statistics, sums and output planes, one channel after another. A channel's planes (`N H
+//! The training forwards ([`batch_norm_train`], [`batch_norm_train_activated`],
+//! [`batch_norm_add_relu_train`]) and the backwards with recomputed statistics
+//! ([`batch_norm_backward_recomputed`], [`batch_norm_relu_backward_recomputed`]) make each
+//! channel whole in one `parallel_for` item: its statistics, sums and output planes, one
+//! channel after another (small channels several to an item, below). A channel's planes (`N H
 //! W` values, 16 KiB at batch 4 and 32x32) stay in the core's cache between the passes, so
 //! the input is read from memory once instead of once per pass (the forward made two passes
 //! over memory, the statistics then the normalization; the backward with recomputed
 //! statistics four over `x` and two over `dy`; with the fused ReLU the masked `dy` is written
-//! into the channel's `dx` planes and stays there for the sums and the gradient). Every value
-//! is computed by the same per-plane code in the same order as the separate passes
-//! ([`batch_norm_stats`], then [`batch_norm_backward`]), so the results are bitwise the same.
+//! into the channel's `dx` planes and stays there for the sums and the gradient). The
+//! separate kernels are one item per channel for the sums ([`batch_norm_stats`],
+//! [`batch_norm_backward`]'s `dgamma` and `dbeta`) and one item per (image, channel) plane for
+//! the element-wise passes ([`batch_norm_inference`], [`batch_norm_backward`]'s input
+//! gradient), contiguous inner loops.
+//!
+//! A channel's sums are made by the one thread that has its item, in a fixed order: the
+//! channel's planes (images) are taken in groups of `max(1, 1024 / (H W))` consecutive
+//! images, each group is summed in [`LANES`] `f32` lanes (value `i` of each of its planes
+//! into lane `i % LANES`, a loop the compiler vectorizes), the lanes are added in order in
+//! `f64`, and the groups' sums are added in image order in `f64`. Planes of 1024 pixels or
+//! more are groups of one (each plane its own lanes). Smaller planes share their lanes so
+//! that reducing 16 lanes into `f64` (a chain of 16 dependent adds) is paid once per ~1024
+//! values instead of once per plane: at 8x8 pixels that reduction cost more than the sums
+//! (this grouping made the 8x8 and 4x4 batch norms of resnet-like ~20% faster, and changed
+//! their last bits; the order depends on the shape alone). Every value is computed by the
+//! same per-plane code in the same order whichever path makes it, so the per-channel paths
+//! give bitwise what the separate passes ([`batch_norm_stats`], then
+//! [`batch_norm_backward`]) give, and nothing depends on the thread count.
 //!
 //! Small channels are made several to an item: consecutive channels, as many as fit in about
 //! 4096 values (a divisor of the channel count, leaving at least 16 items), each still made
@@ -765,23 +770,26 @@ impl PlaneSlope {
     }
 }
 
+impl PlaneSlope {
+    /// `dx` for one value `x` with output gradient `dy`.
+    #[inline(always)]
+    fn input_grad(&self, x: f32, dy: f32) -> f32 {
+        let xhat = (x - self.mean) * self.inv_std;
+        self.factor * (self.count * dy - self.dbeta - xhat * self.dgamma)
+    }
+}
+
 /// One plane of the input gradient.
 fn plane_input_grad(x: &[f32], dy: &[f32], slope: &PlaneSlope, dx: &mut [f32]) {
-    let (mean, inv_std) = (slope.mean, slope.inv_std);
-    let (dgamma, dbeta, factor, count) = (slope.dgamma, slope.dbeta, slope.factor, slope.count);
     for ((dx, &x), &dy) in dx.iter_mut().zip(x).zip(dy) {
-        let xhat = (x - mean) * inv_std;
-        *dx = factor * (count * dy - dbeta - xhat * dgamma);
+        *dx = slope.input_grad(x, dy);
     }
 }
 
 /// [`plane_input_grad`] with `dy` already in `dx` (the masked gradient of a fused ReLU).
 fn plane_input_grad_in_place(x: &[f32], slope: &PlaneSlope, dx: &mut [f32]) {
-    let (mean, inv_std) = (slope.mean, slope.inv_std);
-    let (dgamma, dbeta, factor, count) = (slope.dgamma, slope.dbeta, slope.factor, slope.count);
     for (dx, &x) in dx.iter_mut().zip(x) {
-        let xhat = (x - mean) * inv_std;
-        *dx = factor * (count * *dx - dbeta - xhat * dgamma);
+        *dx = slope.input_grad(x, *dx);
     }
 }
 
