@@ -34,13 +34,14 @@
 //! same masked `dy` (a projection's batch norm masks it the same way; an identity shortcut's
 //! is masked as [`relu_backward_add`](super::relu_backward_add) sums it into the main path's
 //! gradient). Bitwise the separate kernels' results: `(x scale + shift) + r` rounds each
-//! step as they do. In resnet-like (`--inter 1`, 2 intra threads, per-op P50 sums, median
-//! of 6 interleaved pairs of 6-iteration runs) the batch-norm, add and relu ops and their
-//! gradients took 41.9 ms of a step before and 34.2 ms after (median per-pair ratio 0.82):
-//! the 16 fused forwards cost ~0.9 ms more than the batch norms alone and the masked
-//! backwards ~2.1 ms more, against 11.4 ms of add, relu and relu_grad passes; the shortcut
-//! gradient's sum went from 3.4 to 4.3 ms (it reads the mask and `dy` instead of a masked
-//! tensor).
+//! step as they do. In resnet-like (`--inter 1`, 2 intra threads, per-op P50 sums, medians
+//! over 13 interleaved pairs of 6-iteration runs) the batch-norm, add and relu ops and their
+//! gradients took 40.8 ms of a step before and 33.8 ms after (median per-pair ratio 0.84):
+//! the forward batch norms went from 9.7 to 10.7 ms and the backward ones from 16.3 to
+//! 19.2 ms (the 16 fused forwards read the shortcut; the bn3 and projection gradients read
+//! the mask), against 11.3 ms of add, relu and relu_grad passes gone; the shortcut
+//! gradients' sums went from 3.3 to 4.3 ms (they read the mask and `dy` instead of a masked
+//! tensor). The whole step's change was within the runs' noise (elapsed ratio 0.99).
 //!
 //! # Parallelism and determinism
 //! The training forwards ([`batch_norm_train`], [`batch_norm_train_activated`],
