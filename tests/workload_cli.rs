@@ -69,9 +69,11 @@ fn a_bad_file_is_reported_with_its_line_and_column() {
     assert_eq!(
         text(&output.stderr),
         "error: tests/data/bad_workloads/unknown_kernel.toml:9:10: op \"conv3\" uses unknown \
-         kernel \"conv3d\": expected one of gemm, conv2d, batch_norm, batch_norm_relu, relu, add, \
-         max_pool, avg_pool, softmax, layer_norm, sgd, conv2d_grad_input, conv2d_grad_weight, \
-         batch_norm_grad, batch_norm_relu_grad, relu_grad, max_pool_grad, avg_pool_grad, softmax_xent_grad, copy_h2d, copy_d2h, sum_expr, fold, sleep_us\n"
+         kernel \"conv3d\": expected one of gemm, conv2d, batch_norm, batch_norm_relu, \
+         batch_norm_add_relu, relu, add, max_pool, avg_pool, softmax, layer_norm, sgd, \
+         conv2d_grad_input, conv2d_grad_weight, batch_norm_grad, batch_norm_relu_grad, relu_grad, \
+         relu_grad_add, max_pool_grad, avg_pool_grad, softmax_xent_grad, copy_h2d, copy_d2h, \
+         sum_expr, fold, sleep_us\n"
     );
 }
 

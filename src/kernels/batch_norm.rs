@@ -24,30 +24,54 @@
 //! than the batch norms alone, the fused backwards ~1.3 ms more than batch_norm_grad alone
 //! (the extra read and select), against 5 ms of separate relu and relu_grad passes.
 //!
-//! # Parallelism and determinism
-//! Per-channel sums are one `parallel_for` item per channel, summed by one thread in a fixed
-//! order: the channel's planes (images) are taken in groups of `max(1, 1024 / (H W))`
-//! consecutive images, each group is summed in [`LANES`] `f32` lanes (value `i` of each of its
-//! planes into lane `i % LANES`, a loop the compiler vectorizes), the lanes are added in
-//! order in `f64`, and the groups' sums are added in image order in `f64`. Planes of 1024
-//! pixels or more are groups of one (each plane its own lanes). Smaller planes share their
-//! lanes so that reducing 16 lanes into `f64` (a chain of 16 dependent adds) is paid once per
-//! ~1024 values instead of once per plane: at 8x8 pixels that reduction cost more than the
-//! sums (this grouping made the 8x8 and 4x4 batch norms of resnet-like ~20% faster, and
-//! changed their last bits; the order depends on the shape alone). The element-wise passes
-//! are one item per (image, channel) plane, contiguous inner loops. Nothing depends on the
-//! thread count.
+//! # Fused residual add and ReLU
+//! [`batch_norm_add_relu_train`] is a bottleneck's tail, `out = relu(bn(y) + shortcut)`:
+//! the normalization pass reads the shortcut's plane beside the channel's (in cache) input
+//! plane and writes `out` only, where batch_norm, add and relu wrote three whole tensors and
+//! read four. The sum is never stored, and its backward needs none: the sum's gradient is
+//! `dy` masked by `out > 0`, so the batch norm's gradient is
+//! [`batch_norm_relu_backward_recomputed`] with `out` as the mask, and the shortcut's is the
+//! same masked `dy` (a projection's batch norm masks it the same way; an identity shortcut's
+//! is masked as [`relu_backward_add`](super::relu_backward_add) sums it into the main path's
+//! gradient). Bitwise the separate kernels' results: `(x scale + shift) + r` rounds each
+//! step as they do. In resnet-like (`--inter 1`, 2 intra threads, per-op P50 sums, medians
+//! over 13 interleaved pairs of 6-iteration runs) the batch-norm, add and relu ops and their
+//! gradients took 40.8 ms of a step before and 33.8 ms after (median per-pair ratio 0.84):
+//! the forward batch norms went from 9.7 to 10.7 ms and the backward ones from 16.3 to
+//! 19.2 ms (the 16 fused forwards read the shortcut; the bn3 and projection gradients read
+//! the mask), against 11.3 ms of add, relu and relu_grad passes gone; the shortcut
+//! gradients' sums went from 3.3 to 4.3 ms (they read the mask and `dy` instead of a masked
+//! tensor). The whole step's change was within the runs' noise (elapsed ratio 0.99).
 //!
-//! # One item per channel (or per group of channels)
-//! [`batch_norm_train`] and [`batch_norm_backward_recomputed`] make each channel in one item:
-//! its statistics, sums and output planes, one channel after another. A channel's planes (`N H
+//! # Parallelism and determinism
+//! The training forwards ([`batch_norm_train`], [`batch_norm_train_activated`],
+//! [`batch_norm_add_relu_train`]) and the backwards with recomputed statistics
+//! ([`batch_norm_backward_recomputed`], [`batch_norm_relu_backward_recomputed`]) make each
+//! channel whole in one `parallel_for` item: its statistics, sums and output planes, one
+//! channel after another (small channels several to an item, below). A channel's planes (`N H
 //! W` values, 16 KiB at batch 4 and 32x32) stay in the core's cache between the passes, so
 //! the input is read from memory once instead of once per pass (the forward made two passes
 //! over memory, the statistics then the normalization; the backward with recomputed
 //! statistics four over `x` and two over `dy`; with the fused ReLU the masked `dy` is written
-//! into the channel's `dx` planes and stays there for the sums and the gradient). Every value
-//! is computed by the same per-plane code in the same order as the separate passes
-//! ([`batch_norm_stats`], then [`batch_norm_backward`]), so the results are bitwise the same.
+//! into the channel's `dx` planes and stays there for the sums and the gradient). The
+//! separate kernels are one item per channel for the sums ([`batch_norm_stats`],
+//! [`batch_norm_backward`]'s `dgamma` and `dbeta`) and one item per (image, channel) plane for
+//! the element-wise passes ([`batch_norm_inference`], [`batch_norm_backward`]'s input
+//! gradient), contiguous inner loops.
+//!
+//! A channel's sums are made by the one thread that has its item, in a fixed order: the
+//! channel's planes (images) are taken in groups of `max(1, 1024 / (H W))` consecutive
+//! images, each group is summed in [`LANES`] `f32` lanes (value `i` of each of its planes
+//! into lane `i % LANES`, a loop the compiler vectorizes), the lanes are added in order in
+//! `f64`, and the groups' sums are added in image order in `f64`. Planes of 1024 pixels or
+//! more are groups of one (each plane its own lanes). Smaller planes share their lanes so
+//! that reducing 16 lanes into `f64` (a chain of 16 dependent adds) is paid once per ~1024
+//! values instead of once per plane: at 8x8 pixels that reduction cost more than the sums
+//! (this grouping made the 8x8 and 4x4 batch norms of resnet-like ~20% faster, and changed
+//! their last bits; the order depends on the shape alone). Every value is computed by the
+//! same per-plane code in the same order whichever path makes it, so the per-channel paths
+//! give bitwise what the separate passes ([`batch_norm_stats`], then
+//! [`batch_norm_backward`]) give, and nothing depends on the thread count.
 //!
 //! Small channels are made several to an item: consecutive channels, as many as fit in about
 //! 4096 values (a divisor of the channel count, leaving at least 16 items), each still made
@@ -147,6 +171,12 @@ impl BatchNormGeometry {
         Work::new(self.values(), 0.0)
     }
 
+    /// What a fused residual add and ReLU add to the forward: an add and a max per value, and
+    /// the residual's read.
+    pub fn add_relu_forward_work(&self) -> Work {
+        Work::new(2.0 * self.values(), self.values())
+    }
+
     /// What a fused ReLU adds to the backward: one select per value, which reads the forward
     /// output.
     pub fn relu_backward_work(&self) -> Work {
@@ -231,20 +261,105 @@ pub fn batch_norm_train_activated(
     stats: &mut BatchStats,
 ) -> Result<Work, KernelError> {
     let kernel = activation.train_kernel();
+    let geometry = train_geometry(kernel, input, params, output, stats)?;
+    let (operands, epilogue) = (
+        (&input.data[..], params),
+        Epilogue::Activated(activation.plane_pass()),
+    );
+    train_channels(pool, &geometry, operands, epilogue, output, stats);
+    Ok(match activation {
+        Activation::Identity => geometry.train_work(),
+        Activation::Relu => geometry.train_work() + geometry.relu_forward_work(),
+    })
+}
+
+/// A bottleneck's last batch norm, residual add and ReLU in one kernel:
+/// `output = max(bn(input) + residual, 0)`, bitwise what [`batch_norm_train`], then
+/// [`add`](super::add) of `residual`, then [`relu`](super::relu) give. The residual is read
+/// in the normalization pass (see the module docs). Its gradient with respect to `input` is
+/// [`batch_norm_relu_backward_recomputed`] with this `output` as the mask; with respect to
+/// `residual` it is the masked output gradient ([`relu_backward_add`](super::relu_backward_add)
+/// sums it into the gradient of the block's input).
+///
+/// ```
+/// use enginetop::kernels::{batch_norm_add_relu_train, BatchStats, NormParams, Tensor};
+/// use enginetop::pool::{Pool, PoolKind, PoolOptions};
+/// let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "doc")).unwrap();
+/// let (gamma, beta) = (Tensor::filled(&[1], 1.0), Tensor::zeros(&[1]));
+/// let params = NormParams { gamma: &gamma, beta: &beta, epsilon: 0.0 };
+/// let x = Tensor::from_vec(&[1, 1, 1, 2], vec![1.0, 3.0]).unwrap();
+/// let residual = Tensor::from_vec(&[1, 1, 1, 2], vec![0.5, -2.0]).unwrap();
+/// let mut out = Tensor::zeros(&[1, 1, 1, 2]);
+/// let mut stats = BatchStats::zeros(1);
+/// batch_norm_add_relu_train(pool.as_dyn(), &x, &residual, &params, &mut out, &mut stats)
+///     .unwrap();
+/// // bn(x) = [-1, 1]: -1 + 0.5 is cut to 0, 1 - 2 too.
+/// assert_eq!(out.data, [0.0, 0.0]);
+/// assert_eq!(stats.mean.data, [2.0]);
+/// ```
+pub fn batch_norm_add_relu_train(
+    pool: &dyn ThreadPool,
+    input: &Tensor,
+    residual: &Tensor,
+    params: &NormParams<'_>,
+    output: &mut Tensor,
+    stats: &mut BatchStats,
+) -> Result<Work, KernelError> {
+    const KERNEL: &str = "batch_norm_add_relu_train";
+    let geometry = train_geometry(KERNEL, input, params, output, stats)?;
+    expect_shape(KERNEL, "the residual", &residual.shape, &input.shape)?;
+    let (operands, epilogue) = ((&input.data[..], params), Epilogue::AddRelu(&residual.data));
+    train_channels(pool, &geometry, operands, epilogue, output, stats);
+    Ok(geometry.train_work() + geometry.add_relu_forward_work())
+}
+
+/// The geometry of a training forward call of `kernel`, with `output` and `stats` checked
+/// against it (errors name `kernel`).
+fn train_geometry(
+    kernel: &'static str,
+    input: &Tensor,
+    params: &NormParams<'_>,
+    output: &Tensor,
+    stats: &BatchStats,
+) -> Result<BatchNormGeometry, KernelError> {
     let geometry = BatchNormGeometry::new(kernel, &input.shape, params)?;
     let channels = [geometry.channels];
     expect_shape(kernel, "stats.mean", &stats.mean.shape, &channels)?;
     expect_shape(kernel, "stats.inv_std", &stats.inv_std.shape, &channels)?;
     expect_shape(kernel, "the output", &output.shape, &input.shape)?;
-    let (x, epsilon) = (&input.data, params.epsilon);
-    let plane_pass = activation.plane_pass();
-    let group = ChannelGroup::new(&geometry);
+    Ok(geometry)
+}
+
+/// What the normalization pass does after `x scale + shift`.
+#[derive(Clone, Copy)]
+enum Epilogue<'a> {
+    /// Applies an activation ([`Activation::plane_pass`]).
+    Activated(fn(&[f32], (f32, f32), &mut [f32])),
+    /// Adds this residual (the input's shape), then applies a ReLU.
+    AddRelu(&'a [f32]),
+}
+
+/// The training forward, one item per [`ChannelGroup`], channel after channel: its statistics
+/// (saved in `stats`), then its normalized planes with `epilogue` applied.
+fn train_channels(
+    pool: &dyn ThreadPool,
+    geometry: &BatchNormGeometry,
+    (x, params): (&[f32], &NormParams<'_>),
+    epilogue: Epilogue<'_>,
+    output: &mut Tensor,
+    stats: &mut BatchStats,
+) {
+    let group = ChannelGroup::new(geometry);
     let mut slots = group.slots(&mut stats.mean.data, &mut stats.inv_std.data);
-    let cost = channel_cost(&geometry, group.channels, 3.0, 5.0);
+    let loads = match epilogue {
+        Epilogue::Activated(_) => 3.0,
+        Epilogue::AddRelu(_) => 4.0,
+    };
+    let cost = channel_cost(geometry, group.channels, loads, 5.0);
     for_each_strided_group(
         pool,
         &mut output.data,
-        group.piece_len(&geometry),
+        group.piece_len(geometry),
         &mut slots,
         cost,
         |item, (means, inv_stds), y_pieces| {
@@ -252,21 +367,24 @@ pub fn batch_norm_train_activated(
                 means.iter_mut().zip(inv_stds.iter_mut()).enumerate()
             {
                 let channel = item * group.channels + offset;
-                let (mean, inv_std) = channel_statistics(&geometry, x, channel, epsilon);
+                let (mean, inv_std) = channel_statistics(geometry, x, channel, params.epsilon);
                 let scale = params.gamma.data[channel] * inv_std;
                 let shift = params.beta.data[channel] - mean * scale;
-                let span = group.span(&geometry, offset);
-                for (y, plane) in y_pieces.iter_mut().zip(channel_planes(&geometry, channel)) {
-                    plane_pass(&x[plane], (scale, shift), &mut y[span.clone()]);
+                let span = group.span(geometry, offset);
+                for (y, plane) in y_pieces.iter_mut().zip(channel_planes(geometry, channel)) {
+                    let y = &mut y[span.clone()];
+                    match epilogue {
+                        Epilogue::Activated(pass) => pass(&x[plane], (scale, shift), y),
+                        Epilogue::AddRelu(residual) => {
+                            let planes = (&x[plane.clone()], &residual[plane]);
+                            plane_scale_shift_add_relu(planes, (scale, shift), y);
+                        }
+                    }
                 }
                 (*mean_slot, *inv_std_slot) = (mean, inv_std);
             }
         },
     );
-    Ok(match activation {
-        Activation::Identity => geometry.train_work(),
-        Activation::Relu => geometry.train_work() + geometry.relu_forward_work(),
-    })
 }
 
 /// The batch statistics [`batch_norm_train`] saves, computed from `input` alone (bitwise the
@@ -653,23 +771,26 @@ impl PlaneSlope {
     }
 }
 
+impl PlaneSlope {
+    /// `dx` for one value `x` with output gradient `dy`.
+    #[inline(always)]
+    fn input_grad(&self, x: f32, dy: f32) -> f32 {
+        let xhat = (x - self.mean) * self.inv_std;
+        self.factor * (self.count * dy - self.dbeta - xhat * self.dgamma)
+    }
+}
+
 /// One plane of the input gradient.
 fn plane_input_grad(x: &[f32], dy: &[f32], slope: &PlaneSlope, dx: &mut [f32]) {
-    let (mean, inv_std) = (slope.mean, slope.inv_std);
-    let (dgamma, dbeta, factor, count) = (slope.dgamma, slope.dbeta, slope.factor, slope.count);
     for ((dx, &x), &dy) in dx.iter_mut().zip(x).zip(dy) {
-        let xhat = (x - mean) * inv_std;
-        *dx = factor * (count * dy - dbeta - xhat * dgamma);
+        *dx = slope.input_grad(x, dy);
     }
 }
 
 /// [`plane_input_grad`] with `dy` already in `dx` (the masked gradient of a fused ReLU).
 fn plane_input_grad_in_place(x: &[f32], slope: &PlaneSlope, dx: &mut [f32]) {
-    let (mean, inv_std) = (slope.mean, slope.inv_std);
-    let (dgamma, dbeta, factor, count) = (slope.dgamma, slope.dbeta, slope.factor, slope.count);
     for (dx, &x) in dx.iter_mut().zip(x) {
-        let xhat = (x - mean) * inv_std;
-        *dx = factor * (count * *dx - dbeta - xhat * dgamma);
+        *dx = slope.input_grad(x, *dx);
     }
 }
 
@@ -838,6 +959,14 @@ fn plane_scale_shift_relu(x: &[f32], (scale, shift): (f32, f32), y: &mut [f32]) 
     }
 }
 
+/// `y = max((x scale + shift) + r, 0)` over one plane and its residual `r` (a fused add and
+/// ReLU; each operation rounds as the separate kernels' do).
+fn plane_scale_shift_add_relu((x, r): (&[f32], &[f32]), (scale, shift): (f32, f32), y: &mut [f32]) {
+    for ((y, &x), &r) in y.iter_mut().zip(x).zip(r) {
+        *y = ((x * scale + shift) + r).max(0.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -973,40 +1102,116 @@ mod tests {
         assert_eq!(work, stats_work + backward_work);
     }
 
+    /// Shapes the fused kernels are checked on: tails (7x9 planes), shared lanes (4x4 planes,
+    /// groups of 64 images over 70), one large channel to an item (32x32) and several small
+    /// ones (64 channels of 4x4).
+    const FUSED_SHAPES: [[usize; 4]; 4] =
+        [[3, 5, 7, 9], [70, 3, 4, 4], [2, 4, 32, 32], [2, 64, 4, 4]];
+
+    /// A random input, output gradient, second operand (a residual), gamma and beta.
+    struct FusedCase {
+        x: Tensor,
+        dy: Tensor,
+        other: Tensor,
+        gamma: Tensor,
+        beta: Tensor,
+    }
+
+    impl FusedCase {
+        fn new(shape: &[usize], seed: u64) -> Self {
+            FusedCase {
+                x: Tensor::random(shape, seed),
+                dy: Tensor::random(shape, seed + 1),
+                other: Tensor::random(shape, seed + 2),
+                gamma: Tensor::random(&shape[1..2], seed + 3),
+                beta: Tensor::random(&shape[1..2], seed + 4),
+            }
+        }
+
+        fn params(&self) -> NormParams<'_> {
+            NormParams {
+                gamma: &self.gamma,
+                beta: &self.beta,
+                epsilon: 1e-5,
+            }
+        }
+
+        /// batch_norm_train's output and statistics.
+        fn normalized(&self, pool: &Pool) -> (Tensor, BatchStats) {
+            let mut stats = BatchStats::zeros(self.gamma.len());
+            let mut normed = Tensor::zeros(&self.x.shape);
+            batch_norm_train(
+                pool.as_dyn(),
+                &self.x,
+                &self.params(),
+                &mut normed,
+                &mut stats,
+            )
+            .unwrap();
+            (normed, stats)
+        }
+
+        /// relu_backward (masked by `forward`) then batch_norm_backward_recomputed, and
+        /// batch_norm_relu_backward_recomputed reading `fused_output` as its mask.
+        fn backwards(
+            &self,
+            pool: &Pool,
+            forward: &Tensor,
+            fused_output: &Tensor,
+        ) -> [NormGrads; 2] {
+            let (shape, channels) = (&self.x.shape, self.gamma.len());
+            let mut masked = Tensor::zeros(shape);
+            crate::kernels::relu_backward(pool.as_dyn(), forward, &self.dy, &mut masked).unwrap();
+            let mut separate = NormGrads::zeros(shape, channels);
+            batch_norm_backward_recomputed(
+                pool.as_dyn(),
+                &self.x,
+                &masked,
+                &self.params(),
+                &mut separate,
+            )
+            .unwrap();
+            let mut fused = NormGrads::zeros(shape, channels);
+            let work = batch_norm_relu_backward_recomputed(
+                pool.as_dyn(),
+                &self.x,
+                fused_output,
+                &self.dy,
+                &self.params(),
+                &mut fused,
+            )
+            .unwrap();
+            assert_eq!(work.flops, 12.0 * self.x.len() as f64);
+            [separate, fused]
+        }
+    }
+
+    /// Some but not all of `output`'s values are ReLU zeros (the mask has both signs).
+    fn assert_mask_has_both_signs(output: &Tensor) {
+        let zeros = output.data.iter().filter(|&&v| v == 0.0).count();
+        assert!(
+            zeros > 0 && zeros < output.len(),
+            "{:?}: {zeros} zeros",
+            output.shape
+        );
+    }
+
     /// The fused ReLU kernels give bitwise what the separate kernels give (same per-value
-    /// arithmetic, same summation order), on shapes with shared lanes (4x4 planes, groups of
-    /// 64 images over 70), with tails (7x9 planes), with several channels to an item, and
-    /// with both signs in the mask.
+    /// arithmetic, same summation order), on [`FUSED_SHAPES`], with both signs in the mask.
     #[test]
     fn fused_relu_matches_the_separate_kernels_bitwise() {
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "bn-relu")).unwrap();
-        for (shape, seed) in [
-            ([3, 5, 7, 9], 31),
-            ([70, 3, 4, 4], 41),
-            ([2, 4, 32, 32], 51),
-            ([2, 64, 4, 4], 61),
-        ] {
-            let channels = shape[1];
-            let x = Tensor::random(&shape, seed);
-            let dy = Tensor::random(&shape, seed + 1);
-            let gamma = Tensor::random(&[channels], seed + 2);
-            let beta = Tensor::random(&[channels], seed + 3);
-            let params = NormParams {
-                gamma: &gamma,
-                beta: &beta,
-                epsilon: 1e-5,
-            };
-            let mut stats = BatchStats::zeros(channels);
-            let mut normed = Tensor::zeros(&shape);
-            batch_norm_train(pool.as_dyn(), &x, &params, &mut normed, &mut stats).unwrap();
-            let mut separate = Tensor::zeros(&shape);
+        for (shape, seed) in FUSED_SHAPES.iter().zip([31, 41, 51, 61]) {
+            let case = FusedCase::new(shape, seed);
+            let (normed, stats) = case.normalized(&pool);
+            let mut separate = Tensor::zeros(shape);
             crate::kernels::relu(pool.as_dyn(), &normed, &mut separate).unwrap();
-            let mut fused_stats = BatchStats::zeros(channels);
-            let mut fused = Tensor::zeros(&shape);
+            let mut fused_stats = BatchStats::zeros(shape[1]);
+            let mut fused = Tensor::zeros(shape);
             let work = batch_norm_train_activated(
                 pool.as_dyn(),
-                &x,
-                &params,
+                &case.x,
+                &case.params(),
                 Activation::Relu,
                 &mut fused,
                 &mut fused_stats,
@@ -1014,28 +1219,72 @@ mod tests {
             .unwrap();
             assert_eq!(fused, separate, "{shape:?}");
             assert_eq!(fused_stats, stats);
-            let zeros = fused.data.iter().filter(|&&v| v == 0.0).count();
-            assert!(zeros > 0 && zeros < fused.len(), "{shape:?}: {zeros} zeros");
-            let values = fused.len() as f64;
-            assert_eq!(work.flops, 6.0 * values);
+            assert_mask_has_both_signs(&fused);
+            assert_eq!(work.flops, 6.0 * fused.len() as f64);
 
-            let mut masked = Tensor::zeros(&shape);
-            crate::kernels::relu_backward(pool.as_dyn(), &normed, &dy, &mut masked).unwrap();
-            let mut want = NormGrads::zeros(&shape, channels);
-            batch_norm_backward_recomputed(pool.as_dyn(), &x, &masked, &params, &mut want).unwrap();
-            let mut got = NormGrads::zeros(&shape, channels);
-            let work = batch_norm_relu_backward_recomputed(
+            let [want, got] = case.backwards(&pool, &normed, &fused);
+            assert_eq!(got, want, "{shape:?}");
+        }
+    }
+
+    /// The fused batch norm, residual add and ReLU gives bitwise what batch_norm_train, add
+    /// and relu give, and its input gradient (batch_norm_relu_backward_recomputed with its
+    /// output as the mask) bitwise what relu_backward (masked by the sum) then
+    /// batch_norm_backward_recomputed give, on [`FUSED_SHAPES`].
+    #[test]
+    fn fused_add_relu_matches_the_separate_kernels_bitwise() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "bn-add-relu")).unwrap();
+        for (shape, seed) in FUSED_SHAPES.iter().zip([81, 91, 101, 111]) {
+            let case = FusedCase::new(shape, seed);
+            let (normed, stats) = case.normalized(&pool);
+            let mut sum = Tensor::zeros(shape);
+            crate::kernels::add(pool.as_dyn(), &normed, &case.other, &mut sum).unwrap();
+            let mut separate = Tensor::zeros(shape);
+            crate::kernels::relu(pool.as_dyn(), &sum, &mut separate).unwrap();
+            let mut fused_stats = BatchStats::zeros(shape[1]);
+            let mut fused = Tensor::zeros(shape);
+            let work = batch_norm_add_relu_train(
                 pool.as_dyn(),
-                &x,
-                &fused,
-                &dy,
-                &params,
-                &mut got,
+                &case.x,
+                &case.other,
+                &case.params(),
+                &mut fused,
+                &mut fused_stats,
             )
             .unwrap();
+            assert_eq!(fused, separate, "{shape:?}");
+            assert_eq!(fused_stats, stats);
+            assert_mask_has_both_signs(&fused);
+            let values = fused.len() as f64;
+            assert_eq!(work, Work::new(7.0 * values, 5.0 * values));
+
+            let [want, got] = case.backwards(&pool, &sum, &fused);
             assert_eq!(got, want, "{shape:?}");
-            assert_eq!(work.flops, 12.0 * values);
         }
+    }
+
+    /// The fused add checks the residual's shape and names itself.
+    #[test]
+    fn fused_add_relu_rejects_a_mismatched_residual() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Simple, 1, "bn-add-relu")).unwrap();
+        let case = FusedCase::new(&[2, 2, 3, 3], 1);
+        let residual = Tensor::zeros(&[2, 2, 3, 4]);
+        let mut output = Tensor::zeros(&case.x.shape);
+        let mut stats = BatchStats::zeros(2);
+        let error = batch_norm_add_relu_train(
+            pool.as_dyn(),
+            &case.x,
+            &residual,
+            &case.params(),
+            &mut output,
+            &mut stats,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.starts_with("batch_norm_add_relu_train: the residual"),
+            "{error}"
+        );
     }
 
     /// The fused backward checks the forward output's shape and names itself.

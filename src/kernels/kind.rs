@@ -28,10 +28,14 @@ pub enum KernelKind {
     BatchNormReluTrain,
     /// Gradient of batch-norm with a fused relu (reads the forward output as the mask).
     BatchNormReluBackward,
+    /// Training batch-norm with a fused residual add and relu: `max(bn(x) + r, 0)`.
+    BatchNormAddReluTrain,
     /// `max(x, 0)`.
     Relu,
     /// Gradient of relu.
     ReluBackward,
+    /// Gradient of relu summed into another gradient (where a residual's paths meet).
+    ReluBackwardAdd,
     /// Element-wise sum (a residual connection).
     Add,
     /// Max pooling over windows.
@@ -56,12 +60,13 @@ pub enum KernelKind {
 
 impl KernelKind {
     /// Every kind, forward ops first.
-    pub const ALL: [KernelKind; 21] = [
+    pub const ALL: [KernelKind; 23] = [
         KernelKind::Gemm,
         KernelKind::Conv2d,
         KernelKind::BatchNorm,
         KernelKind::BatchNormTrain,
         KernelKind::BatchNormReluTrain,
+        KernelKind::BatchNormAddReluTrain,
         KernelKind::Relu,
         KernelKind::Add,
         KernelKind::MaxPool,
@@ -73,6 +78,7 @@ impl KernelKind {
         KernelKind::BatchNormBackward,
         KernelKind::BatchNormReluBackward,
         KernelKind::ReluBackward,
+        KernelKind::ReluBackwardAdd,
         KernelKind::MaxPoolBackward,
         KernelKind::AvgPoolBackward,
         KernelKind::SoftmaxCrossEntropyBackward,
@@ -92,8 +98,10 @@ impl KernelKind {
             KernelKind::BatchNormBackward => "batch_norm_backward",
             KernelKind::BatchNormReluTrain => "batch_norm_relu_train",
             KernelKind::BatchNormReluBackward => "batch_norm_relu_backward",
+            KernelKind::BatchNormAddReluTrain => "batch_norm_add_relu_train",
             KernelKind::Relu => "relu",
             KernelKind::ReluBackward => "relu_backward",
+            KernelKind::ReluBackwardAdd => "relu_backward_add",
             KernelKind::Add => "add",
             KernelKind::MaxPool => "max_pool",
             KernelKind::MaxPoolBackward => "max_pool_backward",
@@ -112,7 +120,9 @@ impl KernelKind {
         self.as_str().ends_with("_backward")
             || matches!(
                 self,
-                KernelKind::Conv2dBackwardData | KernelKind::Conv2dBackwardWeights
+                KernelKind::Conv2dBackwardData
+                    | KernelKind::Conv2dBackwardWeights
+                    | KernelKind::ReluBackwardAdd
             )
     }
 
@@ -170,6 +180,8 @@ mod tests {
         assert!(KernelKind::Conv2dBackwardWeights.is_backward());
         assert!(KernelKind::ReluBackward.is_backward());
         assert!(KernelKind::BatchNormReluBackward.is_backward());
+        assert!(KernelKind::ReluBackwardAdd.is_backward());
+        assert!(!KernelKind::BatchNormAddReluTrain.is_backward());
         assert!(!KernelKind::BatchNormReluTrain.is_backward());
         assert!(!KernelKind::Conv2d.is_backward());
         assert!(!KernelKind::Sgd.is_backward());

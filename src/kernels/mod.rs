@@ -6,8 +6,8 @@
 //! | --- | --- | --- |
 //! | [`gemm`](mod@gemm) | `C = alpha op(A) op(B) + beta C` | the same call with transposes |
 //! | [`conv`] | [`conv2d`] (im2col + GEMM) | [`conv2d_backward_data`], [`conv2d_backward_weights`] |
-//! | [`batch_norm`] | [`batch_norm_inference`], [`batch_norm_train`], [`batch_norm_train_activated`] (fused relu) | [`batch_norm_backward`], [`batch_norm_backward_recomputed`], [`batch_norm_relu_backward_recomputed`] |
-//! | [`elementwise`] | [`relu`], [`add`] | [`relu_backward`] (add's gradient is its input) |
+//! | [`batch_norm`] | [`batch_norm_inference`], [`batch_norm_train`], [`batch_norm_train_activated`] (fused relu), [`batch_norm_add_relu_train`] (fused residual add and relu) | [`batch_norm_backward`], [`batch_norm_backward_recomputed`], [`batch_norm_relu_backward_recomputed`] |
+//! | [`elementwise`] | [`relu`], [`add`] | [`relu_backward`], [`relu_backward_add`] (add's gradient is its input) |
 //! | [`pooling`] | [`max_pool`], [`global_avg_pool`] | [`max_pool_backward`], [`global_avg_pool_backward`] |
 //! | [`softmax`](mod@softmax) | [`softmax`](fn@softmax) (row-wise) | [`softmax_cross_entropy_backward`] |
 //! | [`layer_norm`](mod@layer_norm) | [`layer_norm`](fn@layer_norm) | [`layer_norm_backward`] |
@@ -75,14 +75,14 @@ mod tensor;
 mod work;
 
 pub use batch_norm::{
-    batch_norm_backward, batch_norm_backward_recomputed, batch_norm_inference,
-    batch_norm_relu_backward_recomputed, batch_norm_stats, batch_norm_train,
+    batch_norm_add_relu_train, batch_norm_backward, batch_norm_backward_recomputed,
+    batch_norm_inference, batch_norm_relu_backward_recomputed, batch_norm_stats, batch_norm_train,
     batch_norm_train_activated, Activation, BatchNormGeometry, BatchStats,
 };
 pub use conv::{
     conv2d, conv2d_backward_data, conv2d_backward_weights, Conv2dGeometry, Conv2dParams,
 };
-pub use elementwise::{add, relu, relu_backward};
+pub use elementwise::{add, relu, relu_backward, relu_backward_add};
 pub use error::KernelError;
 pub use gemm::{gemm, matmul, GemmShape, GemmSpec, Transpose};
 pub use kind::KernelKind;

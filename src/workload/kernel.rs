@@ -18,6 +18,9 @@ vocabulary! {
         BatchNorm = "batch_norm",
         /// `relu(batch_norm(x))` in one pass (batch norm with a fused activation).
         BatchNormRelu = "batch_norm_relu",
+        /// `relu(batch_norm(x) + residual)` in one pass: a residual block's last batch norm,
+        /// its residual add and its relu.
+        BatchNormAddRelu = "batch_norm_add_relu",
         /// `max(x, 0)`.
         Relu = "relu",
         /// Elementwise sum of two tensors.
@@ -38,11 +41,15 @@ vocabulary! {
         Conv2dGradWeight = "conv2d_grad_weight",
         /// Gradient of training batch norm: input gradient and scale/shift gradients.
         BatchNormGrad = "batch_norm_grad",
-        /// Gradient of `batch_norm_relu`: the relu's gradient applied to the incoming one as it
-        /// is read (the forward output is the mask), then batch_norm_grad's.
+        /// Gradient of `batch_norm_relu` (and of `batch_norm_add_relu` with respect to its
+        /// input): the relu's gradient applied to the incoming one as it is read (the forward
+        /// output is the mask), then batch_norm_grad's.
         BatchNormReluGrad = "batch_norm_relu_grad",
         /// Gradient of relu.
         ReluGrad = "relu_grad",
+        /// `addend + relu_grad(grad_output, forward)` in one pass: where a residual block's
+        /// shortcut gradient (the masked one) meets its main path's.
+        ReluGradAdd = "relu_grad_add",
         /// Gradient of max pooling.
         MaxPoolGrad = "max_pool_grad",
         /// Gradient of average pooling.
@@ -232,6 +239,9 @@ impl KernelKind {
             BatchNorm | BatchNormRelu => {
                 Operands::Exactly(&["input [N,C,...]", "scale_shift [2,C]"])
             }
+            BatchNormAddRelu => {
+                Operands::Exactly(&["input [N,C,...]", "scale_shift [2,C]", "residual [N,C,...]"])
+            }
             LayerNorm => Operands::Exactly(&["input [...,D]", "scale_shift [2,D]"]),
             Relu | Softmax | MaxPool | AvgPool => Operands::Exactly(&["input"]),
             Add => Operands::Exactly(&["a", "b"]),
@@ -252,6 +262,7 @@ impl KernelKind {
                 "forward output [N,C,...]",
             ]),
             ReluGrad => Operands::Exactly(&["grad_output", "forward input or output"]),
+            ReluGradAdd => Operands::Exactly(&["grad_output", "forward input or output", "addend"]),
             MaxPoolGrad => Operands::Exactly(&["grad_output", "forward input [N,C,H,W]"]),
             AvgPoolGrad => Operands::Exactly(&["grad_output"]),
             SoftmaxXentGrad => Operands::Exactly(&[
@@ -329,6 +340,10 @@ impl KernelKind {
             BatchNorm | BatchNormRelu => {
                 "input [N,C,...] and scale_shift [2,C] -> output shaped like input"
             }
+            BatchNormAddRelu => {
+                "input [N,C,...], scale_shift [2,C] and residual shaped like input -> output \
+                 shaped like input"
+            }
             LayerNorm => "input [...,D] and scale_shift [2,D] -> output shaped like input",
             Relu | Softmax => "output shaped like input",
             Add => "a, b and output of one shape",
@@ -353,6 +368,7 @@ impl KernelKind {
                  [N,C,...]; scale_shift and grad_scale_shift [2,C]"
             }
             ReluGrad => "grad_output, forward input or output, and grad_input of one shape",
+            ReluGradAdd => "grad_output, forward input or output, addend and output of one shape",
             MaxPoolGrad => {
                 "forward input [N,C,H,W] and grad_input of its shape; grad_output shaped like \
                  the pool's output"
@@ -380,6 +396,8 @@ impl KernelKind {
             Gemm => check_gemm(reads[0], reads[1], writes[0], params),
             Conv2d => check_conv(reads[0], reads[1], writes[0], params),
             BatchNorm | BatchNormRelu => check_norm(reads[0], reads[1], writes[0], 1),
+            BatchNormAddRelu => check_norm(reads[0], reads[1], writes[0], 1)
+                .and_then(|()| same_shape(reads[0], reads[2])),
             LayerNorm => check_norm(reads[0], reads[1], writes[0], usize::MAX),
             Relu | Softmax | Sgd | CopyH2d | CopyD2h => same_shape(reads[0], writes[0]),
             Add => same_shape(reads[0], reads[1]).and_then(|()| same_shape(reads[0], writes[0])),
@@ -397,6 +415,9 @@ impl KernelKind {
             ReluGrad => {
                 same_shape(reads[0], reads[1]).and_then(|()| same_shape(reads[0], writes[0]))
             }
+            ReluGradAdd => same_shape(reads[0], reads[1])
+                .and_then(|()| same_shape(reads[0], reads[2]))
+                .and_then(|()| same_shape(reads[0], writes[0])),
             MaxPoolGrad => check_pool(reads[1], reads[0], params)
                 .and_then(|()| same_shape(reads[1], writes[0])),
             AvgPoolGrad => check_pool(writes[0], reads[0], params),
@@ -437,8 +458,12 @@ impl KernelKind {
             BatchNorm => product(&[5, input]),
             // batch_norm's and relu's.
             BatchNormRelu => product(&[6, input]),
+            // batch_norm's, add's and relu's.
+            BatchNormAddRelu => product(&[7, input]),
             LayerNorm => product(&[8, input]),
             Relu | Add | ReluGrad => output,
+            // relu_grad's and add's.
+            ReluGradAdd => product(&[2, output]),
             Softmax => product(&[5, input]),
             MaxPool | AvgPool => {
                 let size = params.int("size", 1).max(0) as u64;
@@ -715,6 +740,43 @@ mod tests {
             )
             .unwrap_err();
         assert!(err.contains("should be [2,8]"), "{err}");
+    }
+
+    /// The fused residual kernels check their third operand and count the FLOPs of their
+    /// parts (batch_norm 5 + add 1 + relu 1; relu_grad 1 + add 1 a value).
+    #[test]
+    fn fused_residual_kernels_check_the_residual_and_the_addend() {
+        let none = KernelParams::default();
+        let (x, bn) = (op("y3", &[2, 8, 4, 4]), op("bn3", &[2, 8]));
+        let out = op("out", &[2, 8, 4, 4]);
+        let fused = KernelKind::BatchNormAddRelu;
+        assert_eq!(fused.check_shapes(&[x, bn, x], &[out], &none), Ok(()));
+        let short = op("short", &[2, 8, 4, 2]);
+        let err = fused
+            .check_shapes(&[x, bn, short], &[out], &none)
+            .unwrap_err();
+        assert_eq!(err, "y3 [2,8,4,4] and short [2,8,4,2] differ");
+        let err = fused
+            .check_shapes(&[x, op("bn3", &[2, 4]), x], &[out], &none)
+            .unwrap_err();
+        assert!(err.contains("should be [2,8]"), "{err}");
+        assert_eq!(
+            fused.flops(&[x.shape, bn.shape, x.shape], &[out.shape], &none),
+            7 * 256
+        );
+
+        let grad = KernelKind::ReluGradAdd;
+        assert_eq!(grad.check_shapes(&[x, out, x], &[out], &none), Ok(()));
+        let err = grad
+            .check_shapes(&[x, out, short], &[out], &none)
+            .unwrap_err();
+        assert_eq!(err, "y3 [2,8,4,4] and short [2,8,4,2] differ");
+        assert_eq!(
+            grad.flops(&[x.shape, x.shape, x.shape], &[out.shape], &none),
+            2 * 256
+        );
+        assert!(fused.reads().accepts(3) && !fused.reads().accepts(2));
+        assert!(grad.reads().accepts(3) && !grad.reads().accepts(2));
     }
 
     #[test]

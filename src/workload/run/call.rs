@@ -12,9 +12,11 @@
 //! than keeping them); `batch_norm_relu` is `batch_norm` with `relu` fused into its
 //! normalization pass, and `batch_norm_relu_grad` reads batch_norm_grad's operands then the
 //! forward output `[grad_output, input, scale_shift, output]`, masking `grad_output` where the
-//! output is not positive as it reads it; `relu_grad` reads `[grad_output, forward input or
-//! output]`;
-//! `max_pool_grad` `[grad_output, forward input]`; `avg_pool_grad` `[grad_output]`;
+//! output is not positive as it reads it; `batch_norm_add_relu` reads `[input, scale_shift,
+//! residual]` and writes `relu(batch_norm(input) + residual)` (its input's gradient is
+//! `batch_norm_relu_grad` with its output as the mask); `relu_grad` reads `[grad_output,
+//! forward input or output]`, `relu_grad_add` the same then `addend`, writing `addend +
+//! relu_grad(...)`; `max_pool_grad` `[grad_output, forward input]`; `avg_pool_grad` `[grad_output]`;
 //! `softmax_xent_grad` reads `[logits, labels]`, each `[N, ...]` read as N rows, a row's class
 //! being the position of its label row's largest value. Every kernel but the batch-norm
 //! gradients writes its first write.
@@ -25,11 +27,11 @@ use std::time::{Duration, Instant};
 
 use crate::kernels::pooling::PoolParams;
 use crate::kernels::{
-    add, avg_pool, avg_pool_backward, batch_norm_backward_recomputed,
+    add, avg_pool, avg_pool_backward, batch_norm_add_relu_train, batch_norm_backward_recomputed,
     batch_norm_relu_backward_recomputed, batch_norm_train_activated, conv2d, conv2d_backward_data,
     conv2d_backward_weights, gemm, layer_norm, max_pool, max_pool_backward, relu, relu_backward,
-    sgd_update, softmax, softmax_cross_entropy_backward, Activation, BatchStats, Conv2dParams,
-    GemmSpec, KernelError, NormGrads, NormParams, SgdParams, Tensor, Work,
+    relu_backward_add, sgd_update, softmax, softmax_cross_entropy_backward, Activation, BatchStats,
+    Conv2dParams, GemmSpec, KernelError, NormGrads, NormParams, SgdParams, Tensor, Work,
 };
 use crate::pool::ThreadPool;
 use crate::workload::{Graph, KernelKind, OpDecl};
@@ -48,6 +50,8 @@ pub(super) enum KernelCall {
     BatchNorm,
     /// Training batch norm with a fused relu.
     BatchNormRelu,
+    /// Training batch norm with a fused residual add and relu.
+    BatchNormAddRelu,
     /// Layer norm over the last dimension.
     LayerNorm,
     /// `max(x, 0)`.
@@ -72,6 +76,8 @@ pub(super) enum KernelCall {
     BatchNormReluGrad,
     /// Gradient of relu.
     ReluGrad,
+    /// Gradient of relu added to another gradient.
+    ReluGradAdd,
     /// Gradient of windowed max pooling.
     MaxPoolGrad(PoolParams),
     /// Gradient of windowed average pooling.
@@ -114,11 +120,13 @@ impl KernelCall {
             KernelKind::BatchNormGrad => KernelCall::BatchNormGrad,
             KernelKind::BatchNormReluGrad => KernelCall::BatchNormReluGrad,
             KernelKind::ReluGrad => KernelCall::ReluGrad,
+            KernelKind::ReluGradAdd => KernelCall::ReluGradAdd,
             KernelKind::MaxPoolGrad => KernelCall::MaxPoolGrad(pool),
             KernelKind::AvgPoolGrad => KernelCall::AvgPoolGrad(pool),
             KernelKind::SoftmaxXentGrad => KernelCall::SoftmaxXentGrad,
             KernelKind::BatchNorm => KernelCall::BatchNorm,
             KernelKind::BatchNormRelu => KernelCall::BatchNormRelu,
+            KernelKind::BatchNormAddRelu => KernelCall::BatchNormAddRelu,
             KernelKind::LayerNorm => KernelCall::LayerNorm,
             KernelKind::Relu => KernelCall::Relu,
             KernelKind::Add => KernelCall::Add,
@@ -164,10 +172,16 @@ impl KernelCall {
             }
             KernelCall::Conv2d(params) => conv2d(pool, reads[0], reads[1], *params, out)?,
             KernelCall::BatchNorm => {
-                batch_norm(pool, [reads[0], reads[1]], Activation::Identity, out)?
+                let after = AfterNorm::Activated(Activation::Identity);
+                batch_norm(pool, [reads[0], reads[1]], after, out)?
             }
             KernelCall::BatchNormRelu => {
-                batch_norm(pool, [reads[0], reads[1]], Activation::Relu, out)?
+                let after = AfterNorm::Activated(Activation::Relu);
+                batch_norm(pool, [reads[0], reads[1]], after, out)?
+            }
+            KernelCall::BatchNormAddRelu => {
+                let after = AfterNorm::AddRelu(reads[2]);
+                batch_norm(pool, [reads[0], reads[1]], after, out)?
             }
             KernelCall::LayerNorm => last_dim_norm(pool, reads[0], reads[1], out)?,
             KernelCall::Relu => relu(pool, reads[0], out)?,
@@ -183,6 +197,7 @@ impl KernelCall {
                 conv2d_backward_weights(pool, reads[0], reads[1], *params, out)?
             }
             KernelCall::ReluGrad => relu_backward(pool, reads[1], reads[0], out)?,
+            KernelCall::ReluGradAdd => relu_backward_add(pool, reads[1], reads[0], reads[2], out)?,
             KernelCall::MaxPoolGrad(params) => {
                 max_pool_backward(pool, reads[1], reads[0], *params, out)?
             }
@@ -292,12 +307,21 @@ fn nchw_shape(tensor: &Tensor) -> Vec<usize> {
     vec![batch, channels, rest, 1]
 }
 
-/// Training batch norm of `[N, C, ...]` (viewed as `[N, C, rest, 1]` when not NCHW), with
-/// `activation` fused into its normalization pass.
+/// What a training batch norm applies after normalizing.
+#[derive(Clone, Copy)]
+enum AfterNorm<'a> {
+    /// An activation.
+    Activated(Activation),
+    /// A residual (shaped like the input) added, then a relu.
+    AddRelu(&'a Tensor),
+}
+
+/// Training batch norm of `[N, C, ...]` (viewed as `[N, C, rest, 1]` when not NCHW, and the
+/// residual with it), with `after` fused into its normalization pass.
 fn batch_norm(
     pool: &dyn ThreadPool,
     [input, scale_shift]: [&Tensor; 2],
-    activation: Activation,
+    after: AfterNorm<'_>,
     out: &mut Tensor,
 ) -> Result<Work, KernelError> {
     let (gamma, beta) = scale_and_shift(scale_shift);
@@ -307,8 +331,20 @@ fn batch_norm(
         epsilon: NORM_EPSILON,
     };
     let mut stats = BatchStats::zeros(gamma.len());
-    with_shape(&nchw_shape(input), input, out, |input, out| {
-        batch_norm_train_activated(pool, input, &params, activation, out, &mut stats)
+    let shape = nchw_shape(input);
+    with_shape(&shape, input, out, |input, out| match after {
+        AfterNorm::Activated(activation) => {
+            batch_norm_train_activated(pool, input, &params, activation, out, &mut stats)
+        }
+        AfterNorm::AddRelu(residual) => {
+            // A residual of another length keeps its shape, and the kernel names it.
+            let residual = if residual.len() == input.len() {
+                reshaped(residual, &shape)
+            } else {
+                Cow::Borrowed(residual)
+            };
+            batch_norm_add_relu_train(pool, input, &residual, &params, out, &mut stats)
+        }
     })
 }
 
@@ -541,6 +577,22 @@ mod tests {
         assert_eq!(out.shape, [4, 3]);
     }
 
+    /// Runs `call` on `reads` into its first `outputs` of a tensor of `shape` and a `[2, 3]`
+    /// scale/shift gradient, and returns them.
+    fn run_call(
+        pool: &Pool,
+        shape: &[usize],
+        call: KernelCall,
+        reads: &[&Tensor],
+        outputs: usize,
+    ) -> Vec<Tensor> {
+        let mut out = vec![Tensor::zeros(shape), Tensor::zeros(&[2, 3])];
+        out.truncate(outputs);
+        let mut writes: Vec<&mut Tensor> = out.iter_mut().collect();
+        call.execute(pool.as_dyn(), reads, &mut writes).unwrap();
+        out
+    }
+
     /// The fused calls take their operands in the workload's order and give what the
     /// separate calls give: `batch_norm_relu` = `batch_norm` then `relu`, and
     /// `batch_norm_relu_grad [g_a, y, bn, a]` = `relu_grad [g_a, a]` then `batch_norm_grad`.
@@ -550,13 +602,7 @@ mod tests {
         let shape = [2, 3, 4, 5];
         let (y, g_a) = (Tensor::random(&shape, 3), Tensor::random(&shape, 4));
         let scale_shift = Tensor::random(&[2, 3], 5);
-        let run = |call: KernelCall, reads: &[&Tensor], outputs: usize| {
-            let mut out = vec![Tensor::zeros(&shape), Tensor::zeros(&[2, 3])];
-            out.truncate(outputs);
-            let mut writes: Vec<&mut Tensor> = out.iter_mut().collect();
-            call.execute(pool.as_dyn(), reads, &mut writes).unwrap();
-            out
-        };
+        let run = |call, reads: &[&Tensor], outputs| run_call(&pool, &shape, call, reads, outputs);
         let z = run(KernelCall::BatchNorm, &[&y, &scale_shift], 1).remove(0);
         let a = run(KernelCall::Relu, &[&z], 1).remove(0);
         let fused_a = run(KernelCall::BatchNormRelu, &[&y, &scale_shift], 1).remove(0);
@@ -567,6 +613,38 @@ mod tests {
         let fused = run(KernelCall::BatchNormReluGrad, &fused_reads, 2);
         assert_eq!(fused, separate);
         assert!(g_z.data.contains(&0.0) && separate[0].data.iter().any(|&v| v != 0.0));
+    }
+
+    /// A bottleneck's tail fused gives what the separate calls give, on a flat `[N, C]`
+    /// input too: `batch_norm_add_relu [y, bn, short]` = `batch_norm`, `add`, `relu`;
+    /// `batch_norm_relu_grad [g_out, y, bn, out]` = `relu_grad [g_out, out]` then
+    /// `batch_norm_grad`; `relu_grad_add [g_out, out, g_main]` = `add [g_main, g_sum]`.
+    #[test]
+    fn fused_residual_calls_match_the_separate_calls() {
+        let pool = Pool::new(PoolOptions::new(PoolKind::Simple, 1, "call-test")).unwrap();
+        for shape in [vec![2, 3, 4, 5], vec![6, 3]] {
+            let (y, short) = (Tensor::random(&shape, 6), Tensor::random(&shape, 7));
+            let (g_out, g_main) = (Tensor::random(&shape, 8), Tensor::random(&shape, 9));
+            let scale_shift = Tensor::random(&[2, 3], 10);
+            let run =
+                |call, reads: &[&Tensor], outputs| run_call(&pool, &shape, call, reads, outputs);
+            let z = run(KernelCall::BatchNorm, &[&y, &scale_shift], 1).remove(0);
+            let sum = run(KernelCall::Add, &[&z, &short], 1).remove(0);
+            let out = run(KernelCall::Relu, &[&sum], 1).remove(0);
+            let fused_reads = [&y, &scale_shift, &short];
+            let fused_out = run(KernelCall::BatchNormAddRelu, &fused_reads, 1).remove(0);
+            assert_eq!(fused_out, out);
+            assert_eq!(fused_out.shape, shape);
+            let g_sum = run(KernelCall::ReluGrad, &[&g_out, &out], 1).remove(0);
+            let separate = run(KernelCall::BatchNormGrad, &[&g_sum, &y, &scale_shift], 2);
+            let grad_reads = [&g_out, &y, &scale_shift, &out];
+            let fused = run(KernelCall::BatchNormReluGrad, &grad_reads, 2);
+            assert_eq!(fused, separate);
+            let g_x = run(KernelCall::Add, &[&g_main, &g_sum], 1).remove(0);
+            let fused_g_x = run(KernelCall::ReluGradAdd, &[&g_out, &out, &g_main], 1).remove(0);
+            assert_eq!(fused_g_x, g_x);
+            assert!(g_sum.data.contains(&0.0) && g_sum.data.iter().any(|&v| v != 0.0));
+        }
     }
 
     #[test]
