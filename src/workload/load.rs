@@ -35,7 +35,7 @@ pub fn load_path(path: &Path, overrides: &Overrides) -> Result<Graph, WorkloadEr
 /// use enginetop::workload::{load_spec, Overrides};
 ///
 /// let graph = load_spec("resnet-like", &Overrides::default()).unwrap();
-/// assert!(graph.iteration_ops().len() > 400);
+/// assert!(graph.iteration_ops().len() > 300);
 /// let err = load_spec("resnet", &Overrides::default()).unwrap_err();
 /// assert!(err.to_string().contains("resnet-like"));
 /// ```

@@ -36,9 +36,12 @@
 //! and reused by every later call, not a fresh allocation per call.
 //!
 //! Small output planes (at most [`BATCHED_MAX_PIXELS`] pixels, more than one image) take the
-//! batched path instead (`batched.rs`): the images' column matrices side by side, one GEMM for
-//! the whole batch in each direction (the input gradient's computed transposed over at most
-//! 128 pixels of the batch).
+//! batched path instead (`batched.rs`). On planes of 64 pixels or more (8x8) the forward and
+//! the input gradient run one GEMM per image, each one item writing its image's output in
+//! place (the images' columns are then packed once, not once per block of output rows);
+//! smaller planes lay the images' column matrices side by side for one GEMM over the whole
+//! batch (the input gradient's computed transposed over at most 128 pixels of the batch). The
+//! weight gradient is always one GEMM over the batch's pixels.
 //!
 //! A pointwise convolution (1x1 kernel, stride 1, no padding: most of a bottleneck's) skips
 //! im2col and col2im entirely: an image's column matrix is the image itself, so forward and
