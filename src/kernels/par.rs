@@ -1,4 +1,6 @@
-//! Fixed-partition loops over [`parallel_for`](crate::pool::parallel_for::parallel_for): the one way kernels go parallel.
+//! Fixed-partition loops over [`parallel_for`]: the one way kernels go parallel.
+//!
+//! [`parallel_for`]: crate::pool::parallel_for::parallel_for
 //!
 //! A kernel cuts its output slice into chunks whose size depends only on the problem's shape,
 //! never on the thread count, and [`for_each_chunk`] runs `f(index, chunk)` for every chunk on
