@@ -36,7 +36,13 @@
 //! With small planes `cols_b` holds every image side by side, `patch x N P`. When there are
 //! more output channels than pixels (`C_out > N P`), `dW = dY_b cols_b^T` directly, `cols_b`
 //! transposed first; on 4x4 planes of 512 channels (64 pixels) the transposed form took twice
-//! as long, its GEMM having only 64 pixels to add per value of `dW` it writes. Otherwise, when
+//! as long, its GEMM having only 64 pixels to add per value of `dW` it writes. The direct
+//! GEMM is cut into [`DIRECT_ITEMS`] (2) blocks of `dW`'s rows, each packing the right factor
+//! once: against 8 blocks of 64 rows, the new/old P50 ratios (medians of 10 interleaved pairs,
+//! 2 threads, batch 4) were 0.94 on stage 4's `2048 -> 512` (1x1; its perf profile before:
+//! 57% microkernel, 10% packing, the rest scheduling and steals) and `512 -> 512` (3x3), and
+//! 0.92 on stage 3's `256 -> 1024` (one binary switching the two cuts; against the
+//! previous build, medians of 7 pairs: 0.97, 0.93 and 1.00, noisier). Otherwise, when
 //! `dW` has at least twice [`MIN_BLOCK_COLUMNS`] columns (`C_in kh kw`: a 3x3 kernel on 256
 //! channels), it is column-blocked: `dY_b` is transposed once (`N P x C_out`, small) and read
 //! as a column-major left factor, `cols_b` as a column-major right one (the crate packs it in
@@ -194,7 +200,7 @@ fn tiles_to_rows(
 }
 
 /// `dW = dY_b cols_b^T` on the batched path: one GEMM, its inner dimension every image's
-/// pixels, cut by rows of `dW`.
+/// pixels, cut into [`DIRECT_ITEMS`] blocks of rows of `dW`.
 fn direct_batched_backward_weights(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -208,14 +214,21 @@ fn direct_batched_backward_weights(
         let cols = columns(pool, g, input, unrolled);
         transpose_images(pool, (patch, pixels), cols, cols_t);
         let (dy, cols_t) = (dense(dy, wide), dense(cols_t, patch));
-        let shape = GemmShape {
-            m: g.out_channels,
-            n: patch,
-            k: wide,
-        };
-        let rows = rows_per_block(shape);
-        gemm_by_rows(pool, (shape.m, patch, wide), rows, dy, cols_t, grad_weight);
+        let channels = g.out_channels;
+        let rows = direct_rows(channels);
+        gemm_by_rows(pool, (channels, patch, wide), rows, dy, cols_t, grad_weight);
     });
+}
+
+/// Items of [`direct_batched_backward_weights`]: one per core of the 2-core target, each
+/// packing the whole right factor once (8 items of 64 rows, as [`rows_per_block`] cuts them,
+/// ran 6-8% slower on resnet-like's stage-3 and -4 shapes).
+const DIRECT_ITEMS: usize = 2;
+
+/// Rows of `dW` per item of [`direct_batched_backward_weights`]: `channels` in
+/// [`DIRECT_ITEMS`] blocks, a multiple of 16 rows each (the last may be shorter).
+fn direct_rows(channels: usize) -> usize {
+    channels.div_ceil(DIRECT_ITEMS).next_multiple_of(16).max(1)
 }
 
 /// Items [`per_image_backward_weights`] is cut into, at least, when its images allow (8 ran
@@ -632,6 +645,25 @@ mod tests {
             column_blocked_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
             assert_eq!(dw, naive_weight_gradient(&g, &x, &dy), "{input:?}");
         }
+    }
+
+    #[test]
+    fn direct_gradients_in_two_row_blocks_match_the_naive_sum() {
+        use crate::kernels::Conv2dParams;
+        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "wg")).unwrap();
+        assert_eq!(
+            (direct_rows(512), direct_rows(1024), direct_rows(40)),
+            (256, 512, 32)
+        );
+        // 40 output channels in blocks of 32 and 8, more than the 2 x 2 x 2 pixels.
+        let (input, weight) = ([2, 6, 2, 2], [40, 6, 1, 1]);
+        let g = Conv2dGeometry::new(&input, &weight, Conv2dParams::default()).unwrap();
+        assert!(is_batched(&g) && g.out_channels > g.batch * g.out_pixels());
+        let x = integers(input.iter().product(), 1);
+        let dy = integers(g.output_shape().iter().product(), 2);
+        let mut dw = vec![f32::NAN; weight.iter().product()];
+        direct_batched_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
+        assert_eq!(dw, naive_weight_gradient(&g, &x, &dy));
     }
 
     #[test]
