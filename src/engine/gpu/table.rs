@@ -161,7 +161,7 @@ impl VarTable {
         state.sweep_at = SWEEP_MIN;
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn len(&self) -> usize {
         self.state.lock().vars.len()
     }
