@@ -469,14 +469,7 @@ pub fn batch_norm_backward_recomputed(
     grads: &mut NormGrads,
 ) -> Result<Work, KernelError> {
     let kernel = "batch_norm_backward_recomputed";
-    let geometry = backward_geometry(kernel, input, grad_output, params, grads)?;
-    let operands = BackwardOperands {
-        x: &input.data,
-        dy: &grad_output.data,
-        relu_output: None,
-    };
-    recomputed_channels(pool, &geometry, operands, params, grads);
-    Ok(geometry.stats_work() + geometry.backward_work())
+    backward_recomputed(pool, kernel, (input, None, grad_output), params, grads)
 }
 
 /// Gradients of [`batch_norm_train_activated`] with [`Activation::Relu`] from its `input`,
@@ -493,15 +486,39 @@ pub fn batch_norm_relu_backward_recomputed(
     grads: &mut NormGrads,
 ) -> Result<Work, KernelError> {
     let kernel = "batch_norm_relu_backward_recomputed";
+    backward_recomputed(
+        pool,
+        kernel,
+        (input, Some(output), grad_output),
+        params,
+        grads,
+    )
+}
+
+/// The two recomputed backward passes after their checks: `kernel` names the caller in
+/// errors, and a `relu_output` (the fused ReLU's output, the input's shape) masks `dy`.
+fn backward_recomputed(
+    pool: &dyn ThreadPool,
+    kernel: &'static str,
+    (input, relu_output, grad_output): (&Tensor, Option<&Tensor>, &Tensor),
+    params: &NormParams<'_>,
+    grads: &mut NormGrads,
+) -> Result<Work, KernelError> {
     let geometry = backward_geometry(kernel, input, grad_output, params, grads)?;
-    expect_shape(kernel, "the output", &output.shape, &input.shape)?;
+    if let Some(output) = relu_output {
+        expect_shape(kernel, "the output", &output.shape, &input.shape)?;
+    }
     let operands = BackwardOperands {
         x: &input.data,
         dy: &grad_output.data,
-        relu_output: Some(&output.data),
+        relu_output: relu_output.map(|output| &output.data[..]),
     };
     recomputed_channels(pool, &geometry, operands, params, grads);
-    Ok(geometry.stats_work() + geometry.backward_work() + geometry.relu_backward_work())
+    let relu_work = match relu_output {
+        Some(_) => geometry.relu_backward_work(),
+        None => Work::default(),
+    };
+    Ok(geometry.stats_work() + geometry.backward_work() + relu_work)
 }
 
 /// What a backward pass reads: the forward input, the output gradient, and with a fused ReLU

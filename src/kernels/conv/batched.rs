@@ -44,8 +44,9 @@
 //!   (64 pixels) that ran 1.7x as fast, end to end.
 //!
 //! The weight gradient `dW = dY_b cols_b^T` always takes the batched form, its inner dimension
-//! running over all the images' pixels (see `weight_grad.rs`); `cols_b` is im2col'd straight
-//! into the side-by-side layout there too.
+//! running over all the images' pixels (see `weight_grad.rs`); its column-blocked and
+//! transposed forms im2col `cols_b` straight into the side-by-side layout too (the direct form
+//! makes each image's columns, then transposes them).
 //!
 //! [`transpose_images`] copies 16x16 tiles, each loaded whole (16 row loads) and stored as 16
 //! whole rows; element by element with strided stores it took 19% of the 3x3 input gradient.
@@ -217,12 +218,7 @@ pub(super) fn forward(
     let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
     let w = dense(weight, patch);
     if per_image_items(g) {
-        let unrolled = if g.is_pointwise() {
-            0
-        } else {
-            g.unrolled_len()
-        };
-        with_scratch(unrolled, |unrolled| {
+        with_scratch(g.unrolled_len(), |unrolled| {
             let cols = columns(pool, g, input, unrolled);
             let cost = gemm_item_cost(channels, pixels, patch);
             for_each_chunk(pool, output, channels * pixels, cost, |image, out| {

@@ -119,7 +119,7 @@ fn divisor_at_least(n: usize, min: usize) -> Option<usize> {
     (min..=n).find(|d| n % d == 0)
 }
 
-/// `output = conv2d(input, weight)` in blocks of `run` output pixels ([`block_pixels`]).
+/// `output = conv2d(input, weight)` in blocks of `run` output pixels ([`forward_block_pixels`]).
 pub(super) fn blocked_forward(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,

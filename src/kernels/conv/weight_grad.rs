@@ -56,8 +56,9 @@
 //! runs then transposed and added into `dW` in run order, 16 output channels per item, in
 //! 16x16 tiles (a single run only transposed, by [`transpose_images`]).
 //!
-//! `cols_b` is written by im2col straight into the side-by-side layout (before, im2col wrote
-//! each image's columns and a gather copied them side by side). With that, the single run's
+//! In the column-blocked and transposed forms `cols_b` is written by im2col straight into the
+//! side-by-side layout (before, im2col wrote each image's columns and a gather copied them
+//! side by side). With that, the single run's
 //! plain transpose and [`transpose_images`]' whole-tile copies, resnet-like's gradients at
 //! batch 4 took (new/old, medians of 5 interleaved pairs' P50 ratios, 2 threads): stage 3
 //! 3x3 `256 -> 256` 0.91, 1x1 `1024 -> 256` 0.97, `256 -> 1024` 0.98; stage 4 1x1
