@@ -288,3 +288,51 @@ fn the_gemm_peak_is_measured_once_then_read_from_the_cache() {
     assert_eq!(peak(&first), peak(&second));
     let _ = std::fs::remove_dir_all(cache);
 }
+
+/// `--measure-peak` measures the peak around the run, without the cache, and says so; it
+/// cannot be combined with a given peak.
+#[test]
+fn the_gemm_peak_can_be_measured_around_the_run() {
+    let cache = scratch("peak-now");
+    let args = [
+        SMALL_CHAIN,
+        &["--iterations", "1", "--intra", "1", "--measure-peak"],
+    ]
+    .concat();
+    let json_args = [&args[..], &["--summary", "json"]].concat();
+    let output = enginetop_with_cache(&json_args, &cache);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["gemm_peak_source"], "now");
+    let peak = json["gemm_peak_gflops"].as_f64().unwrap();
+    assert!(peak > 0.0, "{json}");
+    let fraction = json["peak_fraction"].as_f64().unwrap();
+    let cpu = json["cpu_gflops"].as_f64().unwrap();
+    assert!(
+        (fraction - cpu / peak).abs() <= 1e-9 * fraction.max(1.0),
+        "{json}"
+    );
+    assert!(
+        !text(&output.stderr).contains("measuring this machine's GEMM peak once"),
+        "{}",
+        text(&output.stderr)
+    );
+    assert!(!cache.join("enginetop").exists(), "the cache was written");
+
+    let table = enginetop_with_cache(&args, &cache);
+    assert!(table.status.success(), "{}", text(&table.stderr));
+    assert!(
+        text(&table.stdout).contains(", measured around this run: CPU ops at"),
+        "{}",
+        text(&table.stdout)
+    );
+
+    let both = enginetop(&[&args[..], &["--gemm-peak", "50"]].concat());
+    assert_eq!(both.status.code(), Some(2));
+    assert!(
+        text(&both.stderr).contains("--measure-peak"),
+        "{}",
+        text(&both.stderr)
+    );
+    let _ = std::fs::remove_dir_all(cache);
+}

@@ -103,6 +103,13 @@ pub(super) struct RunArgs {
     /// machine and cached; `enginetop bench gemm` refreshes it).
     #[arg(long, value_name = "GFLOPS", value_parser = parse_gflops)]
     gemm_peak: Option<f64>,
+
+    /// Measure the GEMM peak just before and just after the run and compare with their mean
+    /// instead of the cached figure: a shared machine's speed drifts over the hours, so only
+    /// a peak measured in the same minutes makes a fair ratio. (The dashboard measures it
+    /// once, before it starts.)
+    #[arg(long, conflicts_with = "gemm_peak")]
+    measure_peak: bool,
 }
 
 /// How long a run goes when neither `--iterations` nor `--duration` is given.
@@ -157,9 +164,12 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         return dashboard::run(args, config, graph);
     }
     let peak_threads = config.kernel_threads();
+    let peak_before = measure_peak_now(args, peak_threads)?;
     let options = RunOptions {
         length: run_length(args),
-        gemm_peak_gflops: args.gemm_peak.or_else(|| gemm_peak(peak_threads)),
+        gemm_peak_gflops: peak_before
+            .or(args.gemm_peak)
+            .or_else(|| gemm_peak(peak_threads)),
         config,
     };
     let profiler = if args.no_profile {
@@ -177,10 +187,13 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
             eprint!("\r\x1b[2K"); // the error goes on a clean line
         }
     })?;
-    let summary = if args.gemm_peak.is_some() {
-        summary.with_given_peak()
-    } else {
-        summary
+    let summary = match (args.gemm_peak, peak_before) {
+        (Some(_), _) => summary.with_given_peak(),
+        (None, Some(before)) => {
+            let after = measure_peak_now(args, peak_threads)?.unwrap_or(before);
+            summary.with_peak_measured_now((before + after) / 2.0)
+        }
+        (None, None) => summary,
     };
     if args.trace.is_some() {
         let engine = enginetop::engine::EngineOptions::from_config(&options.config);
@@ -283,6 +296,17 @@ fn gemm_peak(threads: usize) -> Option<f64> {
             None
         }
     }
+}
+
+/// With `--measure-peak`, a fresh GEMM peak on `threads` threads (a few hundred
+/// milliseconds); `None` without it.
+pub(super) fn measure_peak_now(args: &RunArgs, threads: usize) -> Result<Option<f64>> {
+    if !args.measure_peak {
+        return Ok(None);
+    }
+    gemm_bench::measure_gemm_peak(threads)
+        .map(Some)
+        .context("--measure-peak: measuring the GEMM peak")
 }
 
 /// Whether the GEMM peak cache holds a default-size figure for `threads` threads.

@@ -37,6 +37,9 @@ pub enum PeakSource {
     Measured,
     /// The user's `--gemm-peak`.
     Given,
+    /// `--measure-peak`: measured just before and just after this run, their mean, so the
+    /// ratio does not depend on how fast a shared machine was when the cache was filled.
+    Now,
 }
 
 /// The engine, pool kind and thread counts a run used.
@@ -301,6 +304,18 @@ impl RunSummary {
         }
     }
 
+    /// The summary compared with `peak`, the mean of GEMM peaks measured just before and
+    /// just after the run (`--measure-peak`).
+    pub fn with_peak_measured_now(self, peak: f64) -> Self {
+        let peak = Some(peak).filter(|peak| *peak > 0.0);
+        RunSummary {
+            gemm_peak_gflops: peak,
+            gemm_peak_source: PeakSource::Now,
+            peak_fraction: peak_fraction(self.cpu_gflops, peak),
+            ..self
+        }
+    }
+
     /// The summary as one JSON object on one line.
     pub fn json(&self) -> String {
         serde_json::to_string(self).expect("a RunSummary always serializes")
@@ -386,6 +401,10 @@ impl RunSummary {
                         threads => format!("on {threads} threads"),
                     },
                     PeakSource::Given => "as given (--gemm-peak)".to_string(),
+                    PeakSource::Now => match s.gemm_peak_threads {
+                        1 => "on 1 thread, measured around this run".to_string(),
+                        threads => format!("on {threads} threads, measured around this run"),
+                    },
                 };
                 writeln!(
                     f,
@@ -494,7 +513,7 @@ mod tests {
         assert!(table.contains("GFLOP/s on 1 thread: CPU ops at"), "{table}");
         assert!(measured.json().contains(r#""gemm_peak_source":"measured""#));
 
-        let given = measured.with_given_peak();
+        let given = measured.clone().with_given_peak();
         let table = given.to_string();
         assert!(
             table.contains("GFLOP/s as given (--gemm-peak): CPU ops at"),
@@ -502,5 +521,15 @@ mod tests {
         );
         assert!(!table.contains("threads: CPU ops"), "{table}");
         assert!(given.json().contains(r#""gemm_peak_source":"given""#));
+
+        let now = measured.with_peak_measured_now(50.0);
+        let table = now.to_string();
+        assert!(
+            table.contains("GFLOP/s on 1 thread, measured around this run: CPU ops at"),
+            "{table}"
+        );
+        assert_eq!(now.gemm_peak_gflops, Some(50.0));
+        assert_eq!(now.peak_fraction, peak_fraction(now.cpu_gflops, Some(50.0)));
+        assert!(now.json().contains(r#""gemm_peak_source":"now""#));
     }
 }
