@@ -33,36 +33,56 @@
 //! Reading `cols_n^T` in place instead of transposing it reached 87-120 on the same shapes.
 //!
 //! # Batched
-//! With small planes `cols_b` holds every image side by side, `patch x N P`. When there are
-//! more output channels than pixels (`C_out > N P`), `dW = dY_b cols_b^T` directly, `cols_b`
-//! transposed first; on 4x4 planes of 512 channels (64 pixels) the transposed form took twice
-//! as long, its GEMM having only 64 pixels to add per value of `dW` it writes. The direct
-//! GEMM is cut into [`DIRECT_ITEMS`] (2) blocks of `dW`'s rows, each packing the right factor
-//! once: against 8 blocks of 64 rows, the new/old P50 ratios (medians of 10 interleaved pairs,
-//! 2 threads, batch 4) were 0.94 on stage 4's `2048 -> 512` (1x1; its perf profile before:
-//! 57% microkernel, 10% packing, the rest scheduling and steals) and `512 -> 512` (3x3), and
-//! 0.92 on stage 3's `256 -> 1024` (one binary switching the two cuts; against the
-//! previous build, medians of 7 pairs: 0.97, 0.93 and 1.00, noisier). Otherwise, when
-//! `dW` has at least twice [`MIN_BLOCK_COLUMNS`] columns (`C_in kh kw`: a 3x3 kernel on 256
-//! channels), it is column-blocked: `dY_b` is transposed once (`N P x C_out`, small) and read
-//! as a column-major left factor, `cols_b` as a column-major right one (the crate packs it in
-//! narrow panels, each read along the pixels), one item per block of `dW`'s columns, its
-//! whole `K = N P` in one call into its own block-major tile, then the tiles are copied into
-//! `dW`'s rows; no partial sums. On 3x3, 256 channels, 8x8 planes, batch 4 (2304 columns, 256
-//! pixels) it ran at 110 GFLOP/s against the transposed form's 88; on the 1x1 shapes it lost
-//! (`256 -> 1024` 76 against 137, `1024 -> 256` even), so it is kept to wide `dW`. Otherwise
-//! `dY` is transposed and `dW^T = cols_b dY_b^T` computed in runs of about [`PART_PIXELS`] of
-//! the batch's pixels, each into its own slot, one item per (run, block of `dW^T` rows), the
-//! runs then transposed and added into `dW` in run order, 16 output channels per item, in
-//! 16x16 tiles (a single run only transposed, by [`transpose_images`]).
+//! With small planes `cols_b` holds every image side by side, `patch x N P`, and the batch's
+//! pixels are the GEMM's whole inner dimension (`K = N P`: 256 on 8x8 planes at batch 4, 64
+//! on 4x4). [`batched_form`] picks one of three forms by shape:
 //!
-//! In the column-blocked and transposed forms `cols_b` is written by im2col straight into the
-//! side-by-side layout (before, im2col wrote each image's columns and a gather copied them
-//! side by side). With that, the single run's
-//! plain transpose and [`transpose_images`]' whole-tile copies, resnet-like's gradients at
-//! batch 4 took (new/old, medians of 5 interleaved pairs' P50 ratios, 2 threads): stage 3
-//! 3x3 `256 -> 256` 0.91, 1x1 `1024 -> 256` 0.97, `256 -> 1024` 0.98; stage 4 1x1
-//! `2048 -> 512` 0.75, 3x3 `512 -> 512` 0.97.
+//! - **Column-blocked**, when `dW` has at least twice as many columns (`C_in kh kw`) as rows
+//!   (`C_out`): `dY_b` is transposed once (`N P x C_out`, small) and read as a column-major
+//!   left factor, `cols_b` as a column-major right one (the crate packs it in narrow panels,
+//!   each read along the pixels), one item per block of `dW`'s columns ([`COLUMN_ITEMS`], 2),
+//!   its whole `K` in one call written straight into its columns of `dW` (a
+//!   [`ColumnBlock`] of the strided destination; the blocks are disjoint). Each item packs
+//!   all of the small `dY_b^T` and its own part of `cols_b`, so nothing is packed twice that
+//!   is large. Not for a pointwise gradient over [`POINTWISE_DIRECT_MIN_PIXELS`] (256) or
+//!   more, which takes the direct form.
+//! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`),
+//!   or the kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a
+//!   pointwise kernel that transpose is the only copy of the input), the GEMM cut into
+//!   [`DIRECT_ITEMS`] (2) blocks of `dW`'s rows, each packing the right factor once (against
+//!   8 blocks of 64 rows: 0.92-0.94 of the time on stage 3's `256 -> 1024` and stage 4's
+//!   `512 -> 512` and `2048 -> 512`, medians of 10 interleaved pairs).
+//! - **Transposed**, otherwise (a 3x3 kernel on few input channels): `dY` is transposed and
+//!   `dW^T = cols_b dY_b^T` computed in runs of about [`PART_PIXELS`] of the batch's pixels,
+//!   each into its own slot, one item per (run, block of `dW^T` rows), the runs then
+//!   transposed and added into `dW` in run order, 16 output channels per item, in 16x16 tiles
+//!   (a single run only transposed, by [`transpose_images`]). On 4x4 planes of 512 channels it
+//!   took twice the direct form's time, its GEMM having only 64 pixels to add per value of
+//!   `dW^T` it writes, and the transpose after it re-reads all of `dW`.
+//!
+//! Every form writes each value of `dW` once, with the whole `K` summed in one GEMM call.
+//! With `K` this short, `dW` (up to 512 x 4608 floats) is most of the memory a call touches,
+//! and in a training step it is cold (last touched by the previous step's update), so a
+//! second pass over it costs: the column-blocked form used to write block-major tiles and
+//! copy them into `dW`'s rows (15% of the stage-3 3x3 gradient), the transposed form to write
+//! `dW^T` and transpose it.
+//!
+//! Measured in resnet-like at `--inter 1` (2 threads, batch 4; medians over 8 interleaved
+//! pairs of runs of each group's per-op P50 ratio, new/old, against the previous choice of
+//! form): writing column blocks straight into `dW` took stage 3's 3x3 `256 -> 256` to 0.90;
+//! the column-blocked form instead of the direct one took stage 4's 1x1 `2048 -> 512` to
+//! 0.82 and `1024 -> 512` to 0.68 (`512 -> 512` 3x3: 0.99); the direct form instead of the
+//! transposed one took stage 3's 1x1 `1024 -> 256` to 0.80 and `512 -> 256` to 0.77. The
+//! column-blocked form lost where `dW` has more rows than columns (1x1 `256 -> 1024`,
+//! `512 -> 2048`, `1024 -> 2048`: 1.3-1.5x, the small factor it re-packs per item being the
+//! large one there), and on the pointwise stage-3 shapes it ran 1.1-1.2x the direct form's
+//! time (its packing gathers 64 rows of `cols_b` 1 KiB apart, likely fighting over a few L1
+//! sets; 256 B apart on 4x4 planes, they do not). On the 3x3 `256 -> 256` the direct form ran
+//! 1.07x the column-blocked one (it needs each image's im2col, then a transpose).
+//!
+//! `cols_b` is written by im2col (or a gather, pointwise) straight into the side-by-side
+//! layout in the column-blocked and transposed forms; the direct form makes each image's
+//! columns, then transposes them ([`transpose_images`], whole 16x16 tiles).
 //!
 //! # Determinism
 //! The parts, runs and blocks depend on the shapes alone, each item is one thread's GEMM calls
@@ -71,14 +91,15 @@
 #![forbid(unsafe_code)]
 
 use super::batched::{
-    dense, gemm_by_column_blocks, gemm_by_rows, is_batched, side_by_side_columns, transpose_images,
-    transposed, with_batched_scratch,
+    dense, gemm_by_rows, is_batched, side_by_side_columns, transpose_images, transposed,
+    with_batched_scratch,
 };
 use super::blocked::{block_pixels, blocked_backward_weights, weight_gradient_by_pixel_parts};
 use super::im2col::columns;
 use super::Conv2dGeometry;
 use crate::kernels::gemm::{
-    gemm_item_cost, gemm_single_threaded, rows_per_block, GemmShape, MatView,
+    column_blocks as gemm_column_blocks, gemm_item_cost, gemm_single_threaded,
+    gemm_single_threaded_into_block, rows_per_block, ColumnBlock, GemmShape, MatView,
 };
 use crate::kernels::par::{
     for_each_chunk, for_each_nested_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE,
@@ -127,20 +148,58 @@ pub(super) fn backward_weights(
         blocked_backward_weights(pool, g, input, grad_output, grad_weight);
     } else if !is_batched(g) {
         per_image_backward_weights(pool, g, input, grad_output, grad_weight);
-    } else if g.out_channels > g.batch * g.out_pixels() {
-        direct_batched_backward_weights(pool, g, input, grad_output, grad_weight);
-    } else if column_blocks(g.patch_len()).is_some() {
-        column_blocked_backward_weights(pool, g, input, grad_output, grad_weight);
     } else {
-        transposed_backward_weights(pool, g, input, grad_output, grad_weight);
+        match batched_form(g) {
+            BatchedForm::ColumnBlocked => {
+                column_blocked_backward_weights(pool, g, input, grad_output, grad_weight)
+            }
+            BatchedForm::Direct => {
+                direct_batched_backward_weights(pool, g, input, grad_output, grad_weight)
+            }
+            BatchedForm::Transposed => {
+                transposed_backward_weights(pool, g, input, grad_output, grad_weight)
+            }
+        }
+    }
+}
+
+/// The three ways the batched path computes the weight gradient (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BatchedForm {
+    /// `dW = dY_b cols_b^T`, one item per block of `dW`'s columns.
+    ColumnBlocked,
+    /// `dW = dY_b cols_b^T` with `cols_b` transposed first, one item per block of `dW`'s rows.
+    Direct,
+    /// `dW^T = cols_b dY_b^T` in runs of pixels, then transposed.
+    Transposed,
+}
+
+/// Batches of at least this many pixels (`N H_out W_out`) take the direct form for a pointwise
+/// gradient even when `dW` is wide: the column-blocked form's crate packs `cols_b` 64 rows at a
+/// time, and rows 1 KiB apart (256 pixels) packed slowly (see the module docs).
+const POINTWISE_DIRECT_MIN_PIXELS: usize = 256;
+
+/// Which form the batched path takes for `g`: column-blocked when `dW` has at least twice as
+/// many columns as rows (each item then packs the small `dY_b^T` and its own part of
+/// `cols_b`), except a pointwise gradient over [`POINTWISE_DIRECT_MIN_PIXELS`] or more;
+/// otherwise direct when there are more output channels than pixels or the kernel is
+/// pointwise (its transpose of `cols_b` is the only copy of the input), else transposed.
+fn batched_form(g: &Conv2dGeometry) -> BatchedForm {
+    let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
+    let pointwise_direct = g.is_pointwise() && wide >= POINTWISE_DIRECT_MIN_PIXELS;
+    if patch >= 2 * channels && !pointwise_direct {
+        BatchedForm::ColumnBlocked
+    } else if channels > wide || g.is_pointwise() {
+        BatchedForm::Direct
+    } else {
+        BatchedForm::Transposed
     }
 }
 
 /// `dW = dY_b cols_b^T` on the batched path, one item per block of `dW`'s columns (patch
-/// entries), each a whole-`K` GEMM into its own block-major tile of scratch: the left factor
-/// is `dY_b` transposed once (small), the right `cols_b` read column-major (the crate packs
-/// it in narrow panels, each column contiguous along the pixels), then the tiles are copied
-/// into `dW`'s rows.
+/// entries), each a whole-`K` GEMM straight into its columns of `dW`: the left factor is
+/// `dY_b` transposed once (small), the right `cols_b` read column-major (the crate packs it in
+/// narrow panels, each column contiguous along the pixels).
 fn column_blocked_backward_weights(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -149,55 +208,45 @@ fn column_blocked_backward_weights(
     grad_weight: &mut [f32],
 ) {
     let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
-    let block = column_blocks(patch).unwrap_or(patch.max(1));
-    let tiles_len = channels * patch;
-    with_batched_factors(
-        pool,
-        g,
-        (input, grad_output),
-        tiles_len,
-        |cols, dyt, tiles| {
-            let (dy_view, cols_t) = (transposed(dyt, channels), transposed(cols, wide));
-            let shape = (channels, patch, wide);
-            gemm_by_column_blocks(pool, shape, dy_view, cols_t, block, tiles);
-            tiles_to_rows(pool, (channels, patch), block, tiles, grad_weight);
-        },
-    );
-}
-
-/// Fewest columns of `dW` per item of [`column_blocked_backward_weights`]: every item packs
-/// all of `dY_b^T`, so narrow items re-pack it too often (3x3, 256 channels, 8x8 planes,
-/// batch 4: 2 items of 1152 columns ran at 110 GFLOP/s, 4 at 102, 8 at 100).
-const MIN_BLOCK_COLUMNS: usize = 1024;
-
-/// Columns per item of [`column_blocked_backward_weights`] when `dW` has enough columns
-/// (`patch`) for at least two items of [`MIN_BLOCK_COLUMNS`], in an even number of items.
-fn column_blocks(patch: usize) -> Option<usize> {
-    let items = (patch / MIN_BLOCK_COLUMNS) / 2 * 2;
-    (items >= 2).then(|| patch.div_ceil(items).next_multiple_of(16))
-}
-
-/// `dst (rows x cols)` from `tiles`, its column blocks of `block` columns stored one after
-/// another, each row-major (as `gemm_by_column_blocks` writes them): one item per row block.
-fn tiles_to_rows(
-    pool: &dyn ThreadPool,
-    (rows, cols): (usize, usize),
-    block: usize,
-    tiles: &[f32],
-    dst: &mut [f32],
-) {
-    const ROWS: usize = 16;
-    let values = (ROWS * cols) as f64;
-    let cost = item_cost(values, values, 0.0, VECTOR_FLOPS_PER_CYCLE);
-    for_each_chunk(pool, dst, ROWS * cols.max(1), cost, |index, out| {
-        for (offset, row) in out.chunks_exact_mut(cols.max(1)).enumerate() {
-            let r = index * ROWS + offset;
-            for (b, part) in row.chunks_mut(block.max(1)).enumerate() {
-                let start = b * block * rows + r * part.len();
-                part.copy_from_slice(&tiles[start..start + part.len()]);
-            }
-        }
+    let block = column_block_width(patch);
+    with_batched_factors(pool, g, (input, grad_output), 0, |cols, dyt, _| {
+        let (dy_view, cols_t) = (transposed(dyt, channels), transposed(cols, wide));
+        let shape = (channels, patch, wide);
+        gemm_into_column_blocks(pool, shape, dy_view, cols_t, block, grad_weight);
     });
+}
+
+/// `c (m x n, row-major) = a b` for strided views, one item per block of `block` columns of
+/// `c`, each written in place (the values of the other blocks untouched).
+fn gemm_into_column_blocks(
+    pool: &dyn ThreadPool,
+    (m, n, k): (usize, usize, usize),
+    a: MatView<'_>,
+    b: MatView<'_>,
+    block: usize,
+    c: &mut [f32],
+) {
+    let mut blocks: Vec<ColumnBlock<'_>> = gemm_column_blocks(c, (m, n), block).collect();
+    let cost = gemm_item_cost(block, m, k);
+    for_each_chunk(pool, &mut blocks, 1, cost, |index, out| {
+        let b_columns = MatView {
+            data: &b.data[index * block * b.col_stride..],
+            ..b
+        };
+        gemm_single_threaded_into_block(k, a, b_columns, &mut out[0], 1.0, 0.0);
+    });
+}
+
+/// Items of [`column_blocked_backward_weights`]: one per core of the 2-core target, as
+/// [`DIRECT_ITEMS`]; every item packs all of `dY_b^T`, so fewer items pack less (3x3, 256
+/// channels, 8x8 planes, batch 4: 2 items of 1152 columns ran at 110 GFLOP/s, 4 at 102, 8 at
+/// 100).
+const COLUMN_ITEMS: usize = 2;
+
+/// Columns of `dW` per item of [`column_blocked_backward_weights`]: `patch` in
+/// [`COLUMN_ITEMS`] blocks, a multiple of 16 columns each (the last may be narrower).
+fn column_block_width(patch: usize) -> usize {
+    patch.div_ceil(COLUMN_ITEMS).next_multiple_of(16).max(1)
 }
 
 /// `dW = dY_b cols_b^T` on the batched path: one GEMM, its inner dimension every image's
@@ -618,32 +667,47 @@ mod tests {
     }
 
     #[test]
-    fn column_blocked_gradients_match_the_naive_sum() {
+    fn each_batched_form_matches_the_naive_sum() {
         use crate::kernels::Conv2dParams;
+        use BatchedForm::{ColumnBlocked, Direct, Transposed};
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "wg")).unwrap();
-        let same = Conv2dParams {
-            stride: 1,
-            padding: 1,
-        };
-        // (input, output channels): 2 blocks of 1088 columns (patch 2160) with fewer output
-        // channels than pixels, as `backward_weights` picks it; 4 blocks of 1024 (patch 4096)
-        // with a pointwise kernel; one short block, called directly.
-        let pointwise = Conv2dParams::default();
+        let (same, pointwise) = (
+            Conv2dParams {
+                stride: 1,
+                padding: 1,
+            },
+            Conv2dParams::default(),
+        );
+        assert_eq!(
+            (
+                column_block_width(2160),
+                column_block_width(100),
+                column_block_width(45)
+            ),
+            (1088, 64, 32)
+        );
+        // (input, output channels, params, form): column blocks of 1088 + 1072 columns with
+        // fewer output channels than pixels; of 64 + 36, pointwise, with more (stage 4's
+        // `2048 -> 512`); of 32 + 13; pointwise over 256 pixels, direct though `dW` is wide
+        // (stage 3's `1024 -> 256`); direct with more channels than pixels; transposed.
         let cases = [
-            ([2, 240, 4, 4], 20, same, Some(1088)),
-            ([4, 4096, 2, 2], 16, pointwise, Some(1024)),
-            ([2, 5, 4, 4], 6, same, None),
+            ([2, 240, 4, 4], 20, same, ColumnBlocked),
+            ([2, 100, 2, 2], 40, pointwise, ColumnBlocked),
+            ([2, 5, 4, 4], 6, same, ColumnBlocked),
+            ([4, 64, 8, 8], 16, pointwise, Direct),
+            ([2, 3, 2, 2], 20, same, Direct),
+            ([2, 2, 4, 4], 20, same, Transposed),
         ];
-        for (input, out_channels, params, block) in cases {
+        for (input, out_channels, params, form) in cases {
             let kernel = if params == pointwise { 1 } else { 3 };
             let weight = [out_channels, input[1], kernel, kernel];
             let g = Conv2dGeometry::new(&input, &weight, params).unwrap();
-            assert!(is_batched(&g) && out_channels <= g.batch * g.out_pixels());
-            assert_eq!(column_blocks(g.patch_len()), block, "{input:?}");
+            assert!(is_batched(&g), "{input:?}");
+            assert_eq!(batched_form(&g), form, "{input:?}");
             let x = integers(input.iter().product(), 1);
             let dy = integers(g.output_shape().iter().product(), 2);
             let mut dw = vec![f32::NAN; weight.iter().product()];
-            column_blocked_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
+            backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
             assert_eq!(dw, naive_weight_gradient(&g, &x, &dy), "{input:?}");
         }
     }
