@@ -16,13 +16,28 @@
 //!
 //! # Per image
 //! The factor with fewer channels is the one transposed (the columns when `C_out >= C_in kh
-//! kw`, else `dY`), so the copy is the smaller and the GEMM's rows, the larger count, are cut
-//! into [`rows_per_block`] blocks: `dW = dY_n (cols_n^T)` or `dW^T = cols_n (dY_n^T)`. One
-//! `parallel_for` item per (part of the images, block of rows) accumulates its images in
-//! order (`beta = 1` after the first), so an item packs each image once and no copy of `dW`
-//! exists per image. The images are split into the fewest equal parts that make
-//! [`PER_IMAGE_MIN_ITEMS`] items; with more than one part (or `dW^T`), each part sums into
-//! its own slot of scratch and a last loop adds the slots in part order (transposing `dW^T`).
+//! kw`, else `dY`), so the copy is the smaller: `dW = dY_n (cols_n^T)` or `dW^T = cols_n
+//! (dY_n^T)`. One `parallel_for` item per (part of the images, block of the GEMM's rows)
+//! accumulates its images in order (`beta = 1` after the first). Every item packs the
+//! transposed factor of each of its images (the crate packs the right factor of any call
+//! writing more than 48 rows), so each block of rows re-packs it, while each part of the
+//! images adds a slot of partial sums. [`PerImageSplit`] weighs the two: when the batch's
+//! pixels are at least [`IMAGE_SPLIT_DEPTH_PER_ROW`] (8) times the GEMM's rows (stage 1's
+//! 32x32 planes), the images go into the fewest equal parts that make
+//! [`PER_IMAGE_MIN_ITEMS`] (4) items, each part as few blocks of rows as make up the rest
+//! (one at batch 4), so each image is packed once; otherwise the rows go into
+//! [`rows_per_block`] blocks and the images into the fewest parts that make 4 items (one
+//! part at batch 4). With one part and `dW`, the items write `dW` in place; else each part
+//! sums into its own slot of scratch, and a last loop adds the slots in part order into
+//! `dW`, or, for `dW^T`, into the first slot, which is then transposed in whole 16x16 tiles.
+//!
+//! Splitting stage 1's images instead of its rows took (resnet-like, `--inter 1`, batch 4,
+//! medians over 10 and 8 interleaved pairs of runs of each group's P50 ratio, new/old)
+//! `256 -> 64` to 0.91 and 0.92, `64 -> 256` to 0.94 and 0.93, its projection `64 -> 256` to
+//! 0.93 and 0.87; on stage 2 (16x16 planes, 2-4 times as many pixels as rows) it ran even
+//! (0.93-1.04 over `512 -> 128`, `128 -> 512`, `256 -> 512`, `256 -> 128`), hence the
+//! threshold. The part slots' sum used to transpose-and-add `dW^T` one value at a time,
+//! which took `512 -> 128` to 1.13x before the slots were added first and transposed once.
 //!
 //! Measured (2 shared cores, resnet-like's 1x1 weight gradients at batch 4, medians of 5
 //! interleaved runs of each op's P50, GFLOP/s, old -> new): stage 1 `64 -> 256` 42 -> 121,
@@ -285,6 +300,11 @@ fn direct_rows(channels: usize) -> usize {
 /// no faster on resnet-like's stage-1 and -2 shapes: 0.94x to 1.01x).
 const PER_IMAGE_MIN_ITEMS: usize = 4;
 
+/// Batch pixels per row of the per-image GEMM from which [`PerImageSplit`] splits the images
+/// rather than the rows: a block of rows re-packs the batch's pixels (times the other
+/// factor's rows), a part of the images adds a slot of partial sums (see the module docs).
+const IMAGE_SPLIT_DEPTH_PER_ROW: usize = 8;
+
 /// One image-major factor of the weight gradient (`N x rows x P`: `dY` or the columns) and the
 /// other transposed (`N P x cols`), whose per-image products `rows x cols` add up to `dW` or `dW^T`.
 #[derive(Clone, Copy)]
@@ -339,9 +359,14 @@ fn per_image_backward_weights(
         } else {
             factor_products(pool, split, factors, partials);
             if dw_rows {
-                sum_parts(pool, partials, grad_weight);
+                add_slots(pool, partials, grad_weight, false);
             } else {
-                sum_transposed(pool, (patch, channels), partials, grad_weight);
+                // The parts added into the first, then transposed whole tiles at a time.
+                let (first, later) = partials.split_at_mut(rows * cols);
+                if !later.is_empty() {
+                    add_slots(pool, later, first, true);
+                }
+                transpose_images(pool, (patch, channels), first, grad_weight);
             }
         }
     });
@@ -357,16 +382,23 @@ struct PerImageSplit {
 
 impl PerImageSplit {
     fn new(rows: usize, cols: usize, batch: usize, pixels: usize) -> Self {
-        let block = rows_per_block(GemmShape {
-            m: rows,
-            n: cols,
-            k: batch * pixels,
-        });
-        let blocks = rows.div_ceil(block).max(1);
         let batch = batch.max(1);
-        let parts = (1..=batch)
-            .find(|parts| batch % parts == 0 && blocks * parts >= PER_IMAGE_MIN_ITEMS)
-            .unwrap_or(batch);
+        let fewest_parts = |blocks: usize| {
+            (1..=batch)
+                .find(|parts| batch % parts == 0 && blocks * parts >= PER_IMAGE_MIN_ITEMS)
+                .unwrap_or(batch)
+        };
+        let block = if batch * pixels >= IMAGE_SPLIT_DEPTH_PER_ROW * rows {
+            let blocks = PER_IMAGE_MIN_ITEMS.div_ceil(fewest_parts(1));
+            rows.div_ceil(blocks).next_multiple_of(16).min(rows).max(1)
+        } else {
+            rows_per_block(GemmShape {
+                m: rows,
+                n: cols,
+                k: batch * pixels,
+            })
+        };
+        let parts = fewest_parts(rows.div_ceil(block).max(1));
         PerImageSplit {
             block,
             parts,
@@ -406,20 +438,24 @@ fn factor_products(pool: &dyn ThreadPool, split: PerImageSplit, f: Factors<'_>, 
     );
 }
 
-/// Values per item of [`sum_parts`].
+/// Values per item of [`add_slots`].
 const SUM_VALUES: usize = 4096;
 
-/// `out[i] = sum_p partials[p][i]`, the slots (each `out.len()` long) added in order.
-fn sum_parts(pool: &dyn ThreadPool, partials: &[f32], out: &mut [f32]) {
+/// `out[i] = sum_p slots[p][i]`, or with `onto` `out[i] + sum_p slots[p][i]`, the slots (each
+/// `out.len()` long) added in order.
+fn add_slots(pool: &dyn ThreadPool, slots: &[f32], out: &mut [f32], onto: bool) {
     let slot = out.len().max(1);
-    let count = partials.len() / slot;
+    let count = slots.len() / slot;
     let values = (SUM_VALUES * count) as f64;
     let cost = item_cost(values, SUM_VALUES as f64, values, VECTOR_FLOPS_PER_CYCLE);
     for_each_chunk(pool, out, SUM_VALUES, cost, |index, out| {
         let first = index * SUM_VALUES;
-        out.copy_from_slice(&partials[first..first + out.len()]);
-        for part in 1..count {
-            let from = &partials[part * slot + first..][..out.len()];
+        for part in 0..count {
+            let from = &slots[part * slot + first..][..out.len()];
+            if part == 0 && !onto {
+                out.copy_from_slice(from);
+                continue;
+            }
             out.iter_mut()
                 .zip(from)
                 .for_each(|(sum, value)| *sum += value);
@@ -639,13 +675,15 @@ mod tests {
             },
         );
         // (input, weight, params, block of rows, parts): dW's rows in 4 blocks written in
-        // place; dW^T's in one block over 4 parts; a strided 3x3's dW^T over 2 parts; its dW
-        // over 4 parts.
+        // place (fewer than 8 batch pixels per row); the rest split by images: dW^T's in one
+        // block over 4 parts; a strided 3x3's dW^T in blocks of 16 and 11 rows over 2 parts;
+        // its dW over 4 parts; a pointwise dW in blocks of 32 and 8 rows over 2 parts.
         let cases = [
             ([2, 3, 12, 12], [256, 3, 1, 1], pointwise, 64, 1),
             ([4, 20, 12, 12], [5, 20, 1, 1], pointwise, 20, 4),
-            ([2, 3, 25, 25], [6, 3, 3, 3], strided, 27, 2),
+            ([2, 3, 25, 25], [6, 3, 3, 3], strided, 16, 2),
             ([4, 2, 24, 24], [40, 2, 3, 3], strided, 40, 4),
+            ([2, 4, 16, 16], [40, 4, 1, 1], pointwise, 32, 2),
         ];
         for (input, weight, params, block, parts) in cases {
             let g = Conv2dGeometry::new(&input, &weight, params).unwrap();
