@@ -63,10 +63,14 @@
 //!   more, which takes the direct form.
 //! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`),
 //!   or the kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a
-//!   pointwise kernel that transpose is the only copy of the input), the GEMM cut into
-//!   [`DIRECT_ITEMS`] (2) blocks of `dW`'s rows, each packing the right factor once (against
-//!   8 blocks of 64 rows: 0.92-0.94 of the time on stage 3's `256 -> 1024` and stage 4's
-//!   `512 -> 512` and `2048 -> 512`, medians of 10 interleaved pairs).
+//!   pointwise kernel that transpose is the only copy of the input). When `dW` has more rows
+//!   than columns the GEMM is cut into [`DIRECT_ITEMS`] (2) blocks of its rows, each packing
+//!   the whole (small) right factor once (against 8 blocks of 64 rows: 0.92-0.94 of the time
+//!   on stage 3's `256 -> 1024` and stage 4's `512 -> 512` and `2048 -> 512`, medians of 10
+//!   interleaved pairs); otherwise into [`COLUMN_ITEMS`] (2) blocks of its columns written in
+//!   place, each packing only its part of `cols_b^T` (the crate reads the row-major `dY_b`
+//!   in place): on stage 3's `1024 -> 256` 0.95 of the row blocks' time (medians of 8 and 10
+//!   pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92.
 //! - **Transposed**, otherwise (a 3x3 kernel on few input channels): `dY` is transposed and
 //!   `dW^T = cols_b dY_b^T` computed in runs of about [`PART_PIXELS`] of the batch's pixels,
 //!   each into its own slot, one item per (run, block of `dW^T` rows), the runs then
@@ -265,7 +269,10 @@ fn column_block_width(patch: usize) -> usize {
 }
 
 /// `dW = dY_b cols_b^T` on the batched path: one GEMM, its inner dimension every image's
-/// pixels, cut into [`DIRECT_ITEMS`] blocks of rows of `dW`.
+/// pixels, `cols_b` transposed first; cut into [`COLUMN_ITEMS`] blocks of `dW`'s columns
+/// written in place when `dW` has at least as many columns as rows (each item packs only its
+/// part of `cols_b^T`; the crate reads `dY_b` in place), else into [`DIRECT_ITEMS`] blocks
+/// of its rows (each packing all of the small `cols_b^T`).
 fn direct_batched_backward_weights(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -280,8 +287,13 @@ fn direct_batched_backward_weights(
         transpose_images(pool, (patch, pixels), cols, cols_t);
         let (dy, cols_t) = (dense(dy, wide), dense(cols_t, patch));
         let channels = g.out_channels;
-        let rows = direct_rows(channels);
-        gemm_by_rows(pool, (channels, patch, wide), rows, dy, cols_t, grad_weight);
+        let shape = (channels, patch, wide);
+        if patch >= channels {
+            let width = column_block_width(patch);
+            gemm_into_column_blocks(pool, shape, dy, cols_t, width, grad_weight);
+        } else {
+            gemm_by_rows(pool, shape, direct_rows(channels), dy, cols_t, grad_weight);
+        }
     });
 }
 
@@ -727,7 +739,8 @@ mod tests {
         // (input, output channels, params, form): column blocks of 1088 + 1072 columns with
         // fewer output channels than pixels; of 64 + 36, pointwise, with more (stage 4's
         // `2048 -> 512`); of 32 + 13; pointwise over 256 pixels, direct though `dW` is wide
-        // (stage 3's `1024 -> 256`); direct with more channels than pixels; transposed.
+        // (stage 3's `1024 -> 256`), in 2 blocks of 32 columns; direct with more channels
+        // than pixels, in column blocks of 16 + 11 (`dW` 20 x 27); transposed.
         let cases = [
             ([2, 240, 4, 4], 20, same, ColumnBlocked),
             ([2, 100, 2, 2], 40, pointwise, ColumnBlocked),
