@@ -53,14 +53,17 @@
 //! on 4x4). [`batched_form`] picks one of three forms by shape:
 //!
 //! - **Column-blocked**, when `dW` has at least twice as many columns (`C_in kh kw`) as rows
-//!   (`C_out`): `dY_b` is transposed once (`N P x C_out`, small) and read as a column-major
-//!   left factor, `cols_b` as a column-major right one (the crate packs it in narrow panels,
-//!   each read along the pixels), one item per block of `dW`'s columns ([`COLUMN_ITEMS`], 2),
-//!   its whole `K` in one call written straight into its columns of `dW` (a
-//!   [`ColumnBlock`] of the strided destination; the blocks are disjoint). Each item packs
-//!   all of the small `dY_b^T` and its own part of `cols_b`, so nothing is packed twice that
-//!   is large. Not for a pointwise gradient over [`POINTWISE_DIRECT_MIN_PIXELS`] (256) or
-//!   more, which takes the direct form.
+//!   (`C_out`): `dY_b` is gathered (`C_out x N P`, small) and read as a row-major left
+//!   factor, which the crate reads in place, `cols_b` as a column-major right one (the crate
+//!   packs it in narrow panels, each read along the pixels), one item per block of `dW`'s
+//!   columns ([`COLUMN_ITEMS`], 2), its whole `K` in one call written straight into its
+//!   columns of `dW` (a [`ColumnBlock`] of the strided destination; the blocks are
+//!   disjoint). Each item packs only its own part of `cols_b`. Not for a pointwise gradient
+//!   over [`POINTWISE_DIRECT_MIN_PIXELS`] (256) or more, which takes the direct form. (`dY_b`
+//!   used to be transposed, `N P x C_out`, and read as a column-major left factor, which the
+//!   crate packed again in every item: gathering it instead took stage 3's 3x3 `256 -> 256`
+//!   to 0.94 of the time, stage 4's 1x1 `2048 -> 512` to 0.91, `1024 -> 512` to 0.91, 3x3
+//!   `512 -> 512` to 0.98; medians of 8 pairs, resnet-like as below.)
 //! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`),
 //!   or the kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a
 //!   pointwise kernel that transpose is the only copy of the input). When `dW` has more rows
@@ -110,7 +113,7 @@
 #![forbid(unsafe_code)]
 
 use super::batched::{
-    dense, gemm_by_rows, is_batched, side_by_side_columns, transpose_images, transposed,
+    dense, gather, gemm_by_rows, is_batched, side_by_side_columns, transpose_images, transposed,
     with_batched_scratch,
 };
 use super::blocked::{block_pixels, blocked_backward_weights, weight_gradient_by_pixel_parts};
@@ -217,8 +220,8 @@ fn batched_form(g: &Conv2dGeometry) -> BatchedForm {
 
 /// `dW = dY_b cols_b^T` on the batched path, one item per block of `dW`'s columns (patch
 /// entries), each a whole-`K` GEMM straight into its columns of `dW`: the left factor is
-/// `dY_b` transposed once (small), the right `cols_b` read column-major (the crate packs it in
-/// narrow panels, each column contiguous along the pixels).
+/// `dY_b` gathered (small, read in place), the right `cols_b` read column-major (the crate
+/// packs it in narrow panels, each column contiguous along the pixels).
 fn column_blocked_backward_weights(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -228,10 +231,11 @@ fn column_blocked_backward_weights(
 ) {
     let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
     let block = column_block_width(patch);
-    with_batched_factors(pool, g, (input, grad_output), 0, |cols, dyt, _| {
-        let (dy_view, cols_t) = (transposed(dyt, channels), transposed(cols, wide));
+    let factors = (input, grad_output);
+    with_batched_factors(pool, g, factors, DyLayout::Gathered, 0, |cols, dy, _| {
+        let (dy, cols_t) = (dense(dy, wide), transposed(cols, wide));
         let shape = (channels, patch, wide);
-        gemm_into_column_blocks(pool, shape, dy_view, cols_t, block, grad_weight);
+        gemm_into_column_blocks(pool, shape, dy, cols_t, block, grad_weight);
     });
 }
 
@@ -491,6 +495,7 @@ fn transposed_backward_weights(
         pool,
         g,
         (input, grad_output),
+        DyLayout::Transposed,
         partial_len,
         |cols, dyt, partials| {
             partial_products(pool, (patch, channels), parts, cols, dyt, partials);
@@ -499,26 +504,40 @@ fn transposed_backward_weights(
     );
 }
 
+/// How [`with_batched_factors`] lays out `dY_b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DyLayout {
+    /// `C_out x N P`, gathered from the images' planes (a row-major left factor, which the
+    /// crate reads in place).
+    Gathered,
+    /// `N P x C_out`, by [`transpose_images`] (a row-major right factor).
+    Transposed,
+}
+
 /// The batched path's two factors of the weight gradient, in scratch: `cols_b` (every image's
-/// columns side by side, `patch x N P`, im2col'd straight into place) and `dY_b^T` (`N P x C_out`, by [`transpose_images`]),
-/// handed to `body` with `extra_len` more values of scratch.
+/// columns side by side, `patch x N P`, im2col'd straight into place) and `dY_b` laid out as
+/// `dy`, handed to `body` with `extra_len` more values of scratch.
 fn with_batched_factors(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
     (input, grad_output): (&[f32], &[f32]),
+    dy: DyLayout,
     extra_len: usize,
     body: impl FnOnce(&[f32], &[f32], &mut [f32]),
 ) {
     let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
     let side_by_side_len = patch * n * pixels;
-    let dyt_len = n * pixels * channels;
-    let scratch = side_by_side_len + dyt_len + extra_len;
+    let dy_len = n * pixels * channels;
+    let scratch = side_by_side_len + dy_len + extra_len;
     with_scratch(scratch, |buffer| {
         let (cols, rest) = buffer.split_at_mut(side_by_side_len);
-        let (dyt, extra) = rest.split_at_mut(dyt_len);
+        let (dy_b, extra) = rest.split_at_mut(dy_len);
         side_by_side_columns(pool, g, input, cols);
-        transpose_images(pool, (channels, pixels), grad_output, dyt);
-        body(cols, dyt, extra);
+        match dy {
+            DyLayout::Gathered => gather(pool, (n, channels, pixels), grad_output, dy_b),
+            DyLayout::Transposed => transpose_images(pool, (channels, pixels), grad_output, dy_b),
+        }
+        body(cols, dy_b, extra);
     });
 }
 
