@@ -95,12 +95,20 @@
 //! the column-blocked form instead of the direct one took stage 4's 1x1 `2048 -> 512` to
 //! 0.82 and `1024 -> 512` to 0.68 (`512 -> 512` 3x3: 0.99); the direct form instead of the
 //! transposed one took stage 3's 1x1 `1024 -> 256` to 0.80 and `512 -> 256` to 0.77. The
-//! column-blocked form lost where `dW` has more rows than columns (1x1 `256 -> 1024`,
-//! `512 -> 2048`, `1024 -> 2048`: 1.3-1.5x, the small factor it re-packs per item being the
-//! large one there), and on the pointwise stage-3 shapes it ran 1.1-1.2x the direct form's
-//! time (its packing gathers 64 rows of `cols_b` 1 KiB apart, likely fighting over a few L1
-//! sets; 256 B apart on 4x4 planes, they do not). On the 3x3 `256 -> 256` the direct form ran
-//! 1.07x the column-blocked one (it needs each image's im2col, then a transpose).
+//! column-blocked form (then with `dY_b` transposed and re-packed per item) lost where `dW`
+//! has more rows than columns (1x1 `256 -> 1024`, `512 -> 2048`, `1024 -> 2048`: 1.3-1.5x),
+//! and on the pointwise stage-3 shapes it ran 1.1-1.2x the direct form's time (its packing
+//! gathers 64 rows of `cols_b` 1 KiB apart, likely fighting over a few L1 sets; 256 B apart
+//! on 4x4 planes, they do not). The other way round, the direct form (by column blocks) ran
+//! 1.07x the column-blocked form's time on the 3x3 `256 -> 256` (it needs each image's
+//! im2col, then a transpose), 1.02x on the 3x3 `512 -> 512`, and 1.07-1.12x and 1.35-1.5x on
+//! stage 4's 1x1 `2048 -> 512` and `1024 -> 512`.
+//!
+//! All of this branch's changes together, against the build before them (resnet-like,
+//! `--inter 1`, medians of 10 interleaved pairs' per-op P50 ratios): stage 3 3x3 0.85, 1x1
+//! `1024 -> 256` 0.78, `512 -> 256` 0.77; stage 4 1x1 `2048 -> 512` 0.88, `1024 -> 512` 0.63,
+//! 3x3 0.96; stage 1 1x1 0.87-0.88; the step's GFLOP/s 1.026x at `--inter 1`, 0.99-1.005x
+//! (noise) at the default thread counts.
 //!
 //! `cols_b` is written by im2col (or a gather, pointwise) straight into the side-by-side
 //! layout in the column-blocked and transposed forms; the direct form makes each image's
@@ -301,8 +309,8 @@ fn direct_batched_backward_weights(
     });
 }
 
-/// Items of [`direct_batched_backward_weights`]: one per core of the 2-core target, each
-/// packing the whole right factor once (8 items of 64 rows, as [`rows_per_block`] cuts them,
+/// Items of [`direct_batched_backward_weights`] when it cuts `dW` by rows: one per core of
+/// the 2-core target, each packing the whole right factor once (8 items of 64 rows, as [`rows_per_block`] cuts them,
 /// ran 6-8% slower on resnet-like's stage-3 and -4 shapes).
 const DIRECT_ITEMS: usize = 2;
 
