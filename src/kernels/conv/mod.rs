@@ -17,8 +17,9 @@
 //!   the factor of fewer channels transposed first so both GEMM operands are row-major
 //!   (`weight_grad.rs`: `dW = dY_n (cols_n^T)` or `dW^T = cols_n (dY_n^T)`, one item per
 //!   (part of the images, block of rows), each adding its images in order, the parts summed
-//!   in a fixed order); the batched path chooses `dW` or `dW^T` by output channels against
-//!   pixels, and computes a wide `dW` (`C_in kh kw` of 2048 or more) by blocks of its columns.
+//!   in a fixed order); the batched path computes a wide `dW` (at least twice as many columns,
+//!   `C_in kh kw`, as rows) by blocks of its columns, else `dW` or `dW^T` by rows (see
+//!   `weight_grad.rs`).
 //!
 //! Non-pointwise convolutions that are not batched take the blocked path instead
 //! (`blocked.rs`) when their output plane splits into equal runs of at least 64 pixels: im2col

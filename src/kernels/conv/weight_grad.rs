@@ -16,13 +16,28 @@
 //!
 //! # Per image
 //! The factor with fewer channels is the one transposed (the columns when `C_out >= C_in kh
-//! kw`, else `dY`), so the copy is the smaller and the GEMM's rows, the larger count, are cut
-//! into [`rows_per_block`] blocks: `dW = dY_n (cols_n^T)` or `dW^T = cols_n (dY_n^T)`. One
-//! `parallel_for` item per (part of the images, block of rows) accumulates its images in
-//! order (`beta = 1` after the first), so an item packs each image once and no copy of `dW`
-//! exists per image. The images are split into the fewest equal parts that make
-//! [`PER_IMAGE_MIN_ITEMS`] items; with more than one part (or `dW^T`), each part sums into
-//! its own slot of scratch and a last loop adds the slots in part order (transposing `dW^T`).
+//! kw`, else `dY`), so the copy is the smaller: `dW = dY_n (cols_n^T)` or `dW^T = cols_n
+//! (dY_n^T)`. One `parallel_for` item per (part of the images, block of the GEMM's rows)
+//! accumulates its images in order (`beta = 1` after the first). Every item packs the
+//! transposed factor of each of its images (the crate packs the right factor of any call
+//! writing more than 48 rows), so each block of rows re-packs it, while each part of the
+//! images adds a slot of partial sums. [`PerImageSplit`] weighs the two: when the batch's
+//! pixels are at least [`IMAGE_SPLIT_DEPTH_PER_ROW`] (8) times the GEMM's rows (stage 1's
+//! 32x32 planes), the images go into the fewest equal parts that make
+//! [`PER_IMAGE_MIN_ITEMS`] (4) items, each part as few blocks of rows as make up the rest
+//! (one at batch 4), so each image is packed once; otherwise the rows go into
+//! [`rows_per_block`] blocks and the images into the fewest parts that make 4 items (one
+//! part at batch 4). With one part and `dW`, the items write `dW` in place; else each part
+//! sums into its own slot of scratch, and a last loop adds the slots in part order into
+//! `dW`, or, for `dW^T`, into the first slot, which is then transposed in whole 16x16 tiles.
+//!
+//! Splitting stage 1's images instead of its rows took (resnet-like, `--inter 1`, batch 4,
+//! medians over 10 and 8 interleaved pairs of runs of each group's P50 ratio, new/old)
+//! `256 -> 64` to 0.91 and 0.92, `64 -> 256` to 0.94 and 0.93, its projection `64 -> 256` to
+//! 0.93 and 0.87; on stage 2 (16x16 planes, 2-4 times as many pixels as rows) it ran even
+//! (0.93-1.04 over `512 -> 128`, `128 -> 512`, `256 -> 512`, `256 -> 128`), hence the
+//! threshold. The part slots' sum used to transpose-and-add `dW^T` one value at a time,
+//! which took `512 -> 128` to 1.13x before the slots were added first and transposed once.
 //!
 //! Measured (2 shared cores, resnet-like's 1x1 weight gradients at batch 4, medians of 5
 //! interleaved runs of each op's P50, GFLOP/s, old -> new): stage 1 `64 -> 256` 42 -> 121,
@@ -33,36 +48,71 @@
 //! Reading `cols_n^T` in place instead of transposing it reached 87-120 on the same shapes.
 //!
 //! # Batched
-//! With small planes `cols_b` holds every image side by side, `patch x N P`. When there are
-//! more output channels than pixels (`C_out > N P`), `dW = dY_b cols_b^T` directly, `cols_b`
-//! transposed first; on 4x4 planes of 512 channels (64 pixels) the transposed form took twice
-//! as long, its GEMM having only 64 pixels to add per value of `dW` it writes. The direct
-//! GEMM is cut into [`DIRECT_ITEMS`] (2) blocks of `dW`'s rows, each packing the right factor
-//! once: against 8 blocks of 64 rows, the new/old P50 ratios (medians of 10 interleaved pairs,
-//! 2 threads, batch 4) were 0.94 on stage 4's `2048 -> 512` (1x1; its perf profile before:
-//! 57% microkernel, 10% packing, the rest scheduling and steals) and `512 -> 512` (3x3), and
-//! 0.92 on stage 3's `256 -> 1024` (one binary switching the two cuts; against the
-//! previous build, medians of 7 pairs: 0.97, 0.93 and 1.00, noisier). Otherwise, when
-//! `dW` has at least twice [`MIN_BLOCK_COLUMNS`] columns (`C_in kh kw`: a 3x3 kernel on 256
-//! channels), it is column-blocked: `dY_b` is transposed once (`N P x C_out`, small) and read
-//! as a column-major left factor, `cols_b` as a column-major right one (the crate packs it in
-//! narrow panels, each read along the pixels), one item per block of `dW`'s columns, its
-//! whole `K = N P` in one call into its own block-major tile, then the tiles are copied into
-//! `dW`'s rows; no partial sums. On 3x3, 256 channels, 8x8 planes, batch 4 (2304 columns, 256
-//! pixels) it ran at 110 GFLOP/s against the transposed form's 88; on the 1x1 shapes it lost
-//! (`256 -> 1024` 76 against 137, `1024 -> 256` even), so it is kept to wide `dW`. Otherwise
-//! `dY` is transposed and `dW^T = cols_b dY_b^T` computed in runs of about [`PART_PIXELS`] of
-//! the batch's pixels, each into its own slot, one item per (run, block of `dW^T` rows), the
-//! runs then transposed and added into `dW` in run order, 16 output channels per item, in
-//! 16x16 tiles (a single run only transposed, by [`transpose_images`]).
+//! With small planes `cols_b` holds every image side by side, `patch x N P`, and the batch's
+//! pixels are the GEMM's whole inner dimension (`K = N P`: 256 on 8x8 planes at batch 4, 64
+//! on 4x4). [`batched_form`] picks one of three forms by shape:
 //!
-//! In the column-blocked and transposed forms `cols_b` is written by im2col straight into the
-//! side-by-side layout (before, im2col wrote each image's columns and a gather copied them
-//! side by side). With that, the single run's
-//! plain transpose and [`transpose_images`]' whole-tile copies, resnet-like's gradients at
-//! batch 4 took (new/old, medians of 5 interleaved pairs' P50 ratios, 2 threads): stage 3
-//! 3x3 `256 -> 256` 0.91, 1x1 `1024 -> 256` 0.97, `256 -> 1024` 0.98; stage 4 1x1
-//! `2048 -> 512` 0.75, 3x3 `512 -> 512` 0.97.
+//! - **Column-blocked**, when `dW` has at least twice as many columns (`C_in kh kw`) as rows
+//!   (`C_out`): `dY_b` is gathered (`C_out x N P`, small) and read as a row-major left
+//!   factor, which the crate reads in place, `cols_b` as a column-major right one (the crate
+//!   packs it in narrow panels, each read along the pixels), one item per block of `dW`'s
+//!   columns ([`COLUMN_ITEMS`], 2), its whole `K` in one call written straight into its
+//!   columns of `dW` (a [`ColumnBlock`] of the strided destination; the blocks are
+//!   disjoint). Each item packs only its own part of `cols_b`. Not for a pointwise gradient
+//!   over [`POINTWISE_DIRECT_MIN_PIXELS`] (256) or more, which takes the direct form. (`dY_b`
+//!   used to be transposed, `N P x C_out`, and read as a column-major left factor, which the
+//!   crate packed again in every item: gathering it instead took stage 3's 3x3 `256 -> 256`
+//!   to 0.94 of the time, stage 4's 1x1 `2048 -> 512` to 0.91, `1024 -> 512` to 0.91, 3x3
+//!   `512 -> 512` to 0.98; medians of 8 pairs, resnet-like as below.)
+//! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`),
+//!   or the kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a
+//!   pointwise kernel that transpose is the only copy of the input). When `dW` has more rows
+//!   than columns the GEMM is cut into [`DIRECT_ITEMS`] (2) blocks of its rows, each packing
+//!   the whole (small) right factor once (against 8 blocks of 64 rows: 0.92-0.94 of the time
+//!   on stage 3's `256 -> 1024` and stage 4's `512 -> 512` and `2048 -> 512`, medians of 10
+//!   interleaved pairs); otherwise into [`COLUMN_ITEMS`] (2) blocks of its columns written in
+//!   place, each packing only its part of `cols_b^T` (the crate reads the row-major `dY_b`
+//!   in place): on stage 3's `1024 -> 256` 0.95 of the row blocks' time (medians of 8 and 10
+//!   pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92.
+//! - **Transposed**, otherwise (a 3x3 kernel on few input channels): `dY` is transposed and
+//!   `dW^T = cols_b dY_b^T` computed in runs of about [`PART_PIXELS`] of the batch's pixels,
+//!   each into its own slot, one item per (run, block of `dW^T` rows), the runs then
+//!   transposed and added into `dW` in run order, 16 output channels per item, in 16x16 tiles
+//!   (a single run only transposed, by [`transpose_images`]). On 4x4 planes of 512 channels it
+//!   took twice the direct form's time, its GEMM having only 64 pixels to add per value of
+//!   `dW^T` it writes, and the transpose after it re-reads all of `dW`.
+//!
+//! Every form writes each value of `dW` once, with the whole `K` summed in one GEMM call.
+//! With `K` this short, `dW` (up to 512 x 4608 floats) is most of the memory a call touches,
+//! and in a training step it is cold (last touched by the previous step's update), so a
+//! second pass over it costs: the column-blocked form used to write block-major tiles and
+//! copy them into `dW`'s rows (15% of the stage-3 3x3 gradient), the transposed form to write
+//! `dW^T` and transpose it.
+//!
+//! Measured in resnet-like at `--inter 1` (2 threads, batch 4; medians over 8 interleaved
+//! pairs of runs of each group's per-op P50 ratio, new/old, against the previous choice of
+//! form): writing column blocks straight into `dW` took stage 3's 3x3 `256 -> 256` to 0.90;
+//! the column-blocked form instead of the direct one took stage 4's 1x1 `2048 -> 512` to
+//! 0.82 and `1024 -> 512` to 0.68 (`512 -> 512` 3x3: 0.99); the direct form instead of the
+//! transposed one took stage 3's 1x1 `1024 -> 256` to 0.80 and `512 -> 256` to 0.77. The
+//! column-blocked form (then with `dY_b` transposed and re-packed per item) lost where `dW`
+//! has more rows than columns (1x1 `256 -> 1024`, `512 -> 2048`, `1024 -> 2048`: 1.3-1.5x),
+//! and on the pointwise stage-3 shapes it ran 1.1-1.2x the direct form's time (its packing
+//! gathers 64 rows of `cols_b` 1 KiB apart, likely fighting over a few L1 sets; 256 B apart
+//! on 4x4 planes, they do not). The other way round, the direct form (by column blocks) ran
+//! 1.07x the column-blocked form's time on the 3x3 `256 -> 256` (it needs each image's
+//! im2col, then a transpose), 1.02x on the 3x3 `512 -> 512`, and 1.07-1.12x and 1.35-1.5x on
+//! stage 4's 1x1 `2048 -> 512` and `1024 -> 512`.
+//!
+//! All of this branch's changes together, against the build before them (resnet-like,
+//! `--inter 1`, medians of 10 interleaved pairs' per-op P50 ratios): stage 3 3x3 0.85, 1x1
+//! `1024 -> 256` 0.78, `512 -> 256` 0.77; stage 4 1x1 `2048 -> 512` 0.88, `1024 -> 512` 0.63,
+//! 3x3 0.96; stage 1 1x1 0.87-0.88; the step's GFLOP/s 1.026x at `--inter 1`, 0.99-1.005x
+//! (noise) at the default thread counts.
+//!
+//! `cols_b` is written by im2col (or a gather, pointwise) straight into the side-by-side
+//! layout in the column-blocked and transposed forms; the direct form makes each image's
+//! columns, then transposes them ([`transpose_images`], whole 16x16 tiles).
 //!
 //! # Determinism
 //! The parts, runs and blocks depend on the shapes alone, each item is one thread's GEMM calls
@@ -71,14 +121,15 @@
 #![forbid(unsafe_code)]
 
 use super::batched::{
-    dense, gemm_by_column_blocks, gemm_by_rows, is_batched, side_by_side_columns, transpose_images,
-    transposed, with_batched_scratch,
+    dense, gather, gemm_by_rows, is_batched, side_by_side_columns, transpose_images, transposed,
+    with_batched_scratch,
 };
 use super::blocked::{block_pixels, blocked_backward_weights, weight_gradient_by_pixel_parts};
 use super::im2col::columns;
 use super::Conv2dGeometry;
 use crate::kernels::gemm::{
-    gemm_item_cost, gemm_single_threaded, rows_per_block, GemmShape, MatView,
+    column_blocks as gemm_column_blocks, gemm_item_cost, gemm_single_threaded,
+    gemm_single_threaded_into_block, rows_per_block, ColumnBlock, GemmShape, MatView,
 };
 use crate::kernels::par::{
     for_each_chunk, for_each_nested_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE,
@@ -127,20 +178,58 @@ pub(super) fn backward_weights(
         blocked_backward_weights(pool, g, input, grad_output, grad_weight);
     } else if !is_batched(g) {
         per_image_backward_weights(pool, g, input, grad_output, grad_weight);
-    } else if g.out_channels > g.batch * g.out_pixels() {
-        direct_batched_backward_weights(pool, g, input, grad_output, grad_weight);
-    } else if column_blocks(g.patch_len()).is_some() {
-        column_blocked_backward_weights(pool, g, input, grad_output, grad_weight);
     } else {
-        transposed_backward_weights(pool, g, input, grad_output, grad_weight);
+        match batched_form(g) {
+            BatchedForm::ColumnBlocked => {
+                column_blocked_backward_weights(pool, g, input, grad_output, grad_weight)
+            }
+            BatchedForm::Direct => {
+                direct_batched_backward_weights(pool, g, input, grad_output, grad_weight)
+            }
+            BatchedForm::Transposed => {
+                transposed_backward_weights(pool, g, input, grad_output, grad_weight)
+            }
+        }
+    }
+}
+
+/// The three ways the batched path computes the weight gradient (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BatchedForm {
+    /// `dW = dY_b cols_b^T`, one item per block of `dW`'s columns.
+    ColumnBlocked,
+    /// `dW = dY_b cols_b^T` with `cols_b` transposed first, one item per block of `dW`'s rows.
+    Direct,
+    /// `dW^T = cols_b dY_b^T` in runs of pixels, then transposed.
+    Transposed,
+}
+
+/// Batches of at least this many pixels (`N H_out W_out`) take the direct form for a pointwise
+/// gradient even when `dW` is wide: the column-blocked form's crate packs `cols_b` 64 rows at a
+/// time, and rows 1 KiB apart (256 pixels) packed slowly (see the module docs).
+const POINTWISE_DIRECT_MIN_PIXELS: usize = 256;
+
+/// Which form the batched path takes for `g`: column-blocked when `dW` has at least twice as
+/// many columns as rows (each item then packs the small `dY_b^T` and its own part of
+/// `cols_b`), except a pointwise gradient over [`POINTWISE_DIRECT_MIN_PIXELS`] or more;
+/// otherwise direct when there are more output channels than pixels or the kernel is
+/// pointwise (its transpose of `cols_b` is the only copy of the input), else transposed.
+fn batched_form(g: &Conv2dGeometry) -> BatchedForm {
+    let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
+    let pointwise_direct = g.is_pointwise() && wide >= POINTWISE_DIRECT_MIN_PIXELS;
+    if patch >= 2 * channels && !pointwise_direct {
+        BatchedForm::ColumnBlocked
+    } else if channels > wide || g.is_pointwise() {
+        BatchedForm::Direct
+    } else {
+        BatchedForm::Transposed
     }
 }
 
 /// `dW = dY_b cols_b^T` on the batched path, one item per block of `dW`'s columns (patch
-/// entries), each a whole-`K` GEMM into its own block-major tile of scratch: the left factor
-/// is `dY_b` transposed once (small), the right `cols_b` read column-major (the crate packs
-/// it in narrow panels, each column contiguous along the pixels), then the tiles are copied
-/// into `dW`'s rows.
+/// entries), each a whole-`K` GEMM straight into its columns of `dW`: the left factor is
+/// `dY_b` gathered (small, read in place), the right `cols_b` read column-major (the crate
+/// packs it in narrow panels, each column contiguous along the pixels).
 fn column_blocked_backward_weights(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -149,59 +238,53 @@ fn column_blocked_backward_weights(
     grad_weight: &mut [f32],
 ) {
     let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
-    let block = column_blocks(patch).unwrap_or(patch.max(1));
-    let tiles_len = channels * patch;
-    with_batched_factors(
-        pool,
-        g,
-        (input, grad_output),
-        tiles_len,
-        |cols, dyt, tiles| {
-            let (dy_view, cols_t) = (transposed(dyt, channels), transposed(cols, wide));
-            let shape = (channels, patch, wide);
-            gemm_by_column_blocks(pool, shape, dy_view, cols_t, block, tiles);
-            tiles_to_rows(pool, (channels, patch), block, tiles, grad_weight);
-        },
-    );
-}
-
-/// Fewest columns of `dW` per item of [`column_blocked_backward_weights`]: every item packs
-/// all of `dY_b^T`, so narrow items re-pack it too often (3x3, 256 channels, 8x8 planes,
-/// batch 4: 2 items of 1152 columns ran at 110 GFLOP/s, 4 at 102, 8 at 100).
-const MIN_BLOCK_COLUMNS: usize = 1024;
-
-/// Columns per item of [`column_blocked_backward_weights`] when `dW` has enough columns
-/// (`patch`) for at least two items of [`MIN_BLOCK_COLUMNS`], in an even number of items.
-fn column_blocks(patch: usize) -> Option<usize> {
-    let items = (patch / MIN_BLOCK_COLUMNS) / 2 * 2;
-    (items >= 2).then(|| patch.div_ceil(items).next_multiple_of(16))
-}
-
-/// `dst (rows x cols)` from `tiles`, its column blocks of `block` columns stored one after
-/// another, each row-major (as `gemm_by_column_blocks` writes them): one item per row block.
-fn tiles_to_rows(
-    pool: &dyn ThreadPool,
-    (rows, cols): (usize, usize),
-    block: usize,
-    tiles: &[f32],
-    dst: &mut [f32],
-) {
-    const ROWS: usize = 16;
-    let values = (ROWS * cols) as f64;
-    let cost = item_cost(values, values, 0.0, VECTOR_FLOPS_PER_CYCLE);
-    for_each_chunk(pool, dst, ROWS * cols.max(1), cost, |index, out| {
-        for (offset, row) in out.chunks_exact_mut(cols.max(1)).enumerate() {
-            let r = index * ROWS + offset;
-            for (b, part) in row.chunks_mut(block.max(1)).enumerate() {
-                let start = b * block * rows + r * part.len();
-                part.copy_from_slice(&tiles[start..start + part.len()]);
-            }
-        }
+    let block = column_block_width(patch);
+    let factors = (input, grad_output);
+    with_batched_factors(pool, g, factors, DyLayout::Gathered, 0, |cols, dy, _| {
+        let (dy, cols_t) = (dense(dy, wide), transposed(cols, wide));
+        let shape = (channels, patch, wide);
+        gemm_into_column_blocks(pool, shape, dy, cols_t, block, grad_weight);
     });
 }
 
+/// `c (m x n, row-major) = a b` for strided views, one item per block of `block` columns of
+/// `c`, each written in place (the values of the other blocks untouched).
+fn gemm_into_column_blocks(
+    pool: &dyn ThreadPool,
+    (m, n, k): (usize, usize, usize),
+    a: MatView<'_>,
+    b: MatView<'_>,
+    block: usize,
+    c: &mut [f32],
+) {
+    let mut blocks: Vec<ColumnBlock<'_>> = gemm_column_blocks(c, (m, n), block).collect();
+    let cost = gemm_item_cost(block, m, k);
+    for_each_chunk(pool, &mut blocks, 1, cost, |index, out| {
+        let b_columns = MatView {
+            data: &b.data[index * block * b.col_stride..],
+            ..b
+        };
+        gemm_single_threaded_into_block(k, a, b_columns, &mut out[0], 1.0, 0.0);
+    });
+}
+
+/// Items of [`column_blocked_backward_weights`]: one per core of the 2-core target, as
+/// [`DIRECT_ITEMS`]; every item packs all of `dY_b^T`, so fewer items pack less (3x3, 256
+/// channels, 8x8 planes, batch 4: 2 items of 1152 columns ran at 110 GFLOP/s, 4 at 102, 8 at
+/// 100).
+const COLUMN_ITEMS: usize = 2;
+
+/// Columns of `dW` per item of [`column_blocked_backward_weights`]: `patch` in
+/// [`COLUMN_ITEMS`] blocks, a multiple of 16 columns each (the last may be narrower).
+fn column_block_width(patch: usize) -> usize {
+    patch.div_ceil(COLUMN_ITEMS).next_multiple_of(16).max(1)
+}
+
 /// `dW = dY_b cols_b^T` on the batched path: one GEMM, its inner dimension every image's
-/// pixels, cut into [`DIRECT_ITEMS`] blocks of rows of `dW`.
+/// pixels, `cols_b` transposed first; cut into [`COLUMN_ITEMS`] blocks of `dW`'s columns
+/// written in place when `dW` has at least as many columns as rows (each item packs only its
+/// part of `cols_b^T`; the crate reads `dY_b` in place), else into [`DIRECT_ITEMS`] blocks
+/// of its rows (each packing all of the small `cols_b^T`).
 fn direct_batched_backward_weights(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -216,13 +299,18 @@ fn direct_batched_backward_weights(
         transpose_images(pool, (patch, pixels), cols, cols_t);
         let (dy, cols_t) = (dense(dy, wide), dense(cols_t, patch));
         let channels = g.out_channels;
-        let rows = direct_rows(channels);
-        gemm_by_rows(pool, (channels, patch, wide), rows, dy, cols_t, grad_weight);
+        let shape = (channels, patch, wide);
+        if patch >= channels {
+            let width = column_block_width(patch);
+            gemm_into_column_blocks(pool, shape, dy, cols_t, width, grad_weight);
+        } else {
+            gemm_by_rows(pool, shape, direct_rows(channels), dy, cols_t, grad_weight);
+        }
     });
 }
 
-/// Items of [`direct_batched_backward_weights`]: one per core of the 2-core target, each
-/// packing the whole right factor once (8 items of 64 rows, as [`rows_per_block`] cuts them,
+/// Items of [`direct_batched_backward_weights`] when it cuts `dW` by rows: one per core of
+/// the 2-core target, each packing the whole right factor once (8 items of 64 rows, as [`rows_per_block`] cuts them,
 /// ran 6-8% slower on resnet-like's stage-3 and -4 shapes).
 const DIRECT_ITEMS: usize = 2;
 
@@ -235,6 +323,11 @@ fn direct_rows(channels: usize) -> usize {
 /// Items [`per_image_backward_weights`] is cut into, at least, when its images allow (8 ran
 /// no faster on resnet-like's stage-1 and -2 shapes: 0.94x to 1.01x).
 const PER_IMAGE_MIN_ITEMS: usize = 4;
+
+/// Batch pixels per row of the per-image GEMM from which [`PerImageSplit`] splits the images
+/// rather than the rows: a block of rows re-packs the batch's pixels (times the other
+/// factor's rows), a part of the images adds a slot of partial sums (see the module docs).
+const IMAGE_SPLIT_DEPTH_PER_ROW: usize = 8;
 
 /// One image-major factor of the weight gradient (`N x rows x P`: `dY` or the columns) and the
 /// other transposed (`N P x cols`), whose per-image products `rows x cols` add up to `dW` or `dW^T`.
@@ -290,9 +383,14 @@ fn per_image_backward_weights(
         } else {
             factor_products(pool, split, factors, partials);
             if dw_rows {
-                sum_parts(pool, partials, grad_weight);
+                add_slots(pool, partials, grad_weight, false);
             } else {
-                sum_transposed(pool, (patch, channels), partials, grad_weight);
+                // The parts added into the first, then transposed whole tiles at a time.
+                let (first, later) = partials.split_at_mut(rows * cols);
+                if !later.is_empty() {
+                    add_slots(pool, later, first, true);
+                }
+                transpose_images(pool, (patch, channels), first, grad_weight);
             }
         }
     });
@@ -308,16 +406,23 @@ struct PerImageSplit {
 
 impl PerImageSplit {
     fn new(rows: usize, cols: usize, batch: usize, pixels: usize) -> Self {
-        let block = rows_per_block(GemmShape {
-            m: rows,
-            n: cols,
-            k: batch * pixels,
-        });
-        let blocks = rows.div_ceil(block).max(1);
         let batch = batch.max(1);
-        let parts = (1..=batch)
-            .find(|parts| batch % parts == 0 && blocks * parts >= PER_IMAGE_MIN_ITEMS)
-            .unwrap_or(batch);
+        let fewest_parts = |blocks: usize| {
+            (1..=batch)
+                .find(|parts| batch % parts == 0 && blocks * parts >= PER_IMAGE_MIN_ITEMS)
+                .unwrap_or(batch)
+        };
+        let block = if batch * pixels >= IMAGE_SPLIT_DEPTH_PER_ROW * rows {
+            let blocks = PER_IMAGE_MIN_ITEMS.div_ceil(fewest_parts(1));
+            rows.div_ceil(blocks).next_multiple_of(16).min(rows).max(1)
+        } else {
+            rows_per_block(GemmShape {
+                m: rows,
+                n: cols,
+                k: batch * pixels,
+            })
+        };
+        let parts = fewest_parts(rows.div_ceil(block).max(1));
         PerImageSplit {
             block,
             parts,
@@ -357,20 +462,24 @@ fn factor_products(pool: &dyn ThreadPool, split: PerImageSplit, f: Factors<'_>, 
     );
 }
 
-/// Values per item of [`sum_parts`].
+/// Values per item of [`add_slots`].
 const SUM_VALUES: usize = 4096;
 
-/// `out[i] = sum_p partials[p][i]`, the slots (each `out.len()` long) added in order.
-fn sum_parts(pool: &dyn ThreadPool, partials: &[f32], out: &mut [f32]) {
+/// `out[i] = sum_p slots[p][i]`, or with `onto` `out[i] + sum_p slots[p][i]`, the slots (each
+/// `out.len()` long) added in order.
+fn add_slots(pool: &dyn ThreadPool, slots: &[f32], out: &mut [f32], onto: bool) {
     let slot = out.len().max(1);
-    let count = partials.len() / slot;
+    let count = slots.len() / slot;
     let values = (SUM_VALUES * count) as f64;
     let cost = item_cost(values, SUM_VALUES as f64, values, VECTOR_FLOPS_PER_CYCLE);
     for_each_chunk(pool, out, SUM_VALUES, cost, |index, out| {
         let first = index * SUM_VALUES;
-        out.copy_from_slice(&partials[first..first + out.len()]);
-        for part in 1..count {
-            let from = &partials[part * slot + first..][..out.len()];
+        for part in 0..count {
+            let from = &slots[part * slot + first..][..out.len()];
+            if part == 0 && !onto {
+                out.copy_from_slice(from);
+                continue;
+            }
             out.iter_mut()
                 .zip(from)
                 .for_each(|(sum, value)| *sum += value);
@@ -394,6 +503,7 @@ fn transposed_backward_weights(
         pool,
         g,
         (input, grad_output),
+        DyLayout::Transposed,
         partial_len,
         |cols, dyt, partials| {
             partial_products(pool, (patch, channels), parts, cols, dyt, partials);
@@ -402,26 +512,40 @@ fn transposed_backward_weights(
     );
 }
 
+/// How [`with_batched_factors`] lays out `dY_b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DyLayout {
+    /// `C_out x N P`, gathered from the images' planes (a row-major left factor, which the
+    /// crate reads in place).
+    Gathered,
+    /// `N P x C_out`, by [`transpose_images`] (a row-major right factor).
+    Transposed,
+}
+
 /// The batched path's two factors of the weight gradient, in scratch: `cols_b` (every image's
-/// columns side by side, `patch x N P`, im2col'd straight into place) and `dY_b^T` (`N P x C_out`, by [`transpose_images`]),
-/// handed to `body` with `extra_len` more values of scratch.
+/// columns side by side, `patch x N P`, im2col'd straight into place) and `dY_b` laid out as
+/// `dy`, handed to `body` with `extra_len` more values of scratch.
 fn with_batched_factors(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
     (input, grad_output): (&[f32], &[f32]),
+    dy: DyLayout,
     extra_len: usize,
     body: impl FnOnce(&[f32], &[f32], &mut [f32]),
 ) {
     let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
     let side_by_side_len = patch * n * pixels;
-    let dyt_len = n * pixels * channels;
-    let scratch = side_by_side_len + dyt_len + extra_len;
+    let dy_len = n * pixels * channels;
+    let scratch = side_by_side_len + dy_len + extra_len;
     with_scratch(scratch, |buffer| {
         let (cols, rest) = buffer.split_at_mut(side_by_side_len);
-        let (dyt, extra) = rest.split_at_mut(dyt_len);
+        let (dy_b, extra) = rest.split_at_mut(dy_len);
         side_by_side_columns(pool, g, input, cols);
-        transpose_images(pool, (channels, pixels), grad_output, dyt);
-        body(cols, dyt, extra);
+        match dy {
+            DyLayout::Gathered => gather(pool, (n, channels, pixels), grad_output, dy_b),
+            DyLayout::Transposed => transpose_images(pool, (channels, pixels), grad_output, dy_b),
+        }
+        body(cols, dy_b, extra);
     });
 }
 
@@ -590,13 +714,15 @@ mod tests {
             },
         );
         // (input, weight, params, block of rows, parts): dW's rows in 4 blocks written in
-        // place; dW^T's in one block over 4 parts; a strided 3x3's dW^T over 2 parts; its dW
-        // over 4 parts.
+        // place (fewer than 8 batch pixels per row); the rest split by images: dW^T's in one
+        // block over 4 parts; a strided 3x3's dW^T in blocks of 16 and 11 rows over 2 parts;
+        // its dW over 4 parts; a pointwise dW in blocks of 32 and 8 rows over 2 parts.
         let cases = [
             ([2, 3, 12, 12], [256, 3, 1, 1], pointwise, 64, 1),
             ([4, 20, 12, 12], [5, 20, 1, 1], pointwise, 20, 4),
-            ([2, 3, 25, 25], [6, 3, 3, 3], strided, 27, 2),
+            ([2, 3, 25, 25], [6, 3, 3, 3], strided, 16, 2),
             ([4, 2, 24, 24], [40, 2, 3, 3], strided, 40, 4),
+            ([2, 4, 16, 16], [40, 4, 1, 1], pointwise, 32, 2),
         ];
         for (input, weight, params, block, parts) in cases {
             let g = Conv2dGeometry::new(&input, &weight, params).unwrap();
@@ -618,32 +744,48 @@ mod tests {
     }
 
     #[test]
-    fn column_blocked_gradients_match_the_naive_sum() {
+    fn each_batched_form_matches_the_naive_sum() {
         use crate::kernels::Conv2dParams;
+        use BatchedForm::{ColumnBlocked, Direct, Transposed};
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "wg")).unwrap();
-        let same = Conv2dParams {
-            stride: 1,
-            padding: 1,
-        };
-        // (input, output channels): 2 blocks of 1088 columns (patch 2160) with fewer output
-        // channels than pixels, as `backward_weights` picks it; 4 blocks of 1024 (patch 4096)
-        // with a pointwise kernel; one short block, called directly.
-        let pointwise = Conv2dParams::default();
+        let (same, pointwise) = (
+            Conv2dParams {
+                stride: 1,
+                padding: 1,
+            },
+            Conv2dParams::default(),
+        );
+        assert_eq!(
+            (
+                column_block_width(2160),
+                column_block_width(100),
+                column_block_width(45)
+            ),
+            (1088, 64, 32)
+        );
+        // (input, output channels, params, form): column blocks of 1088 + 1072 columns with
+        // fewer output channels than pixels; of 64 + 36, pointwise, with more (stage 4's
+        // `2048 -> 512`); of 32 + 13; pointwise over 256 pixels, direct though `dW` is wide
+        // (stage 3's `1024 -> 256`), in 2 blocks of 32 columns; direct with more channels
+        // than pixels, in column blocks of 16 + 11 (`dW` 20 x 27); transposed.
         let cases = [
-            ([2, 240, 4, 4], 20, same, Some(1088)),
-            ([4, 4096, 2, 2], 16, pointwise, Some(1024)),
-            ([2, 5, 4, 4], 6, same, None),
+            ([2, 240, 4, 4], 20, same, ColumnBlocked),
+            ([2, 100, 2, 2], 40, pointwise, ColumnBlocked),
+            ([2, 5, 4, 4], 6, same, ColumnBlocked),
+            ([4, 64, 8, 8], 16, pointwise, Direct),
+            ([2, 3, 2, 2], 20, same, Direct),
+            ([2, 2, 4, 4], 20, same, Transposed),
         ];
-        for (input, out_channels, params, block) in cases {
+        for (input, out_channels, params, form) in cases {
             let kernel = if params == pointwise { 1 } else { 3 };
             let weight = [out_channels, input[1], kernel, kernel];
             let g = Conv2dGeometry::new(&input, &weight, params).unwrap();
-            assert!(is_batched(&g) && out_channels <= g.batch * g.out_pixels());
-            assert_eq!(column_blocks(g.patch_len()), block, "{input:?}");
+            assert!(is_batched(&g), "{input:?}");
+            assert_eq!(batched_form(&g), form, "{input:?}");
             let x = integers(input.iter().product(), 1);
             let dy = integers(g.output_shape().iter().product(), 2);
             let mut dw = vec![f32::NAN; weight.iter().product()];
-            column_blocked_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
+            backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
             assert_eq!(dw, naive_weight_gradient(&g, &x, &dy), "{input:?}");
         }
     }

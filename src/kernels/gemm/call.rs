@@ -4,8 +4,13 @@
 //! strides instead, checks that every element the strides reach lies inside its slice, and only
 //! then calls it, with `Parallelism::None`: threading is our `parallel_for`'s job. The
 //! destination is row-major, its rows `n` apart or, with [`gemm_single_threaded_strided`],
-//! any row stride of at least `n` (a block of columns of a wider matrix in its slice).
+//! any row stride of at least `n` (a block of columns of a wider matrix in its slice). To let
+//! several threads write disjoint column blocks of one matrix at once, [`column_blocks`] cuts
+//! a `&mut` matrix into [`ColumnBlock`]s (`Send`, each the one handle to its values) and
+//! [`gemm_single_threaded_into_block`] computes into one.
 #![deny(unsafe_code)]
+
+use std::marker::PhantomData;
 
 /// A read-only strided matrix in a slice: element `(row, col)` is
 /// `data[row * row_stride + col * col_stride]`.
@@ -85,26 +90,49 @@ pub(crate) fn gemm_single_threaded_strided(
         let rows = c.chunks_mut(c_row_stride).take(m);
         return rows.for_each(|row| scale_in_place(&mut row[..n], beta));
     }
+    #[allow(unsafe_code)]
+    // SAFETY: the asserts above checked that every `c[i * c_row_stride + j]` (i < m, j < n)
+    // is in bounds, with the offsets fitting `isize`, and that `c`'s rows do not overlap
+    // (`c_row_stride >= n`); `c` is borrowed mutably, so it aliases neither view, and no
+    // other thread touches it for the call.
+    unsafe {
+        gemm_into_raw((m, n, k), a, b, (c.as_mut_ptr(), c_row_stride), alpha, beta);
+    }
+}
+
+/// The crate call behind [`gemm_single_threaded_strided`] and
+/// [`gemm_single_threaded_into_block`], after checking that both views cover their matrices
+/// (panics if not).
+///
+/// # Safety
+/// `dst` must point to `m` rows of `n` writable values, row `i` at `dst + i * dst_row_stride`
+/// (`dst_row_stride >= n`, every offset fitting `isize`), aliased by nothing else for the call.
+#[allow(unsafe_code)]
+unsafe fn gemm_into_raw(
+    (m, n, k): (usize, usize, usize),
+    a: MatView<'_>,
+    b: MatView<'_>,
+    (dst, dst_row_stride): (*mut f32, usize),
+    alpha: f32,
+    beta: f32,
+) {
     assert!(a.covers(m, k), "gemm: lhs view too short for {m}x{k}");
     assert!(b.covers(k, n), "gemm: rhs view too short for {k}x{n}");
-    // The casts cannot wrap: `covers`/`fits` checked every stride fits an isize.
+    // The casts cannot wrap: `covers` checked every stride fits an isize.
     let (a_rs, a_cs) = (a.row_stride as isize, a.col_stride as isize);
     let (b_rs, b_cs) = (b.row_stride as isize, b.col_stride as isize);
-    #[allow(unsafe_code)]
-    // SAFETY: the asserts above checked, for every (row, col) of each matrix, that
-    // `row * row_stride + col * col_stride` is in bounds of its slice (the largest such offset
-    // is `(rows-1)*rs + (cols-1)*cs`, checked without overflow), and that strides and offsets
-    // fit `isize`, as `gemm` requires; `c`'s rows do not overlap (`c_row_stride >= n`). `c` is
-    // borrowed mutably, so it aliases neither `a` nor `b`, and no other thread touches it for
-    // the call. m, n, k > 0 here.
+    // SAFETY: for every (row, col) of each view, `row * row_stride + col * col_stride` is in
+    // bounds of its slice (`covers` checked the largest such offset without overflow) and
+    // fits `isize`, as `gemm` requires; the caller vouches for `dst` (see above). With
+    // `k == 0` the crate reads neither view and clears or scales `dst`.
     unsafe {
         ::gemm::gemm(
             m,
             n,
             k,
-            c.as_mut_ptr(),
+            dst,
             1,
-            c_row_stride as isize,
+            dst_row_stride as isize,
             beta != 0.0,
             a.data.as_ptr(),
             a_cs,
@@ -118,6 +146,75 @@ pub(crate) fn gemm_single_threaded_strided(
             false,
             false,
             ::gemm::Parallelism::None,
+        );
+    }
+}
+
+/// One block of columns of a row-major matrix, the destination of one GEMM at a time on
+/// whichever thread holds it: `rows x width` values, rows `row_stride` apart. Made only by
+/// [`column_blocks`], which hands out disjoint column ranges of a matrix it borrows mutably
+/// for `'a`, so a block is the one handle to its values, as a `&'a mut` would be.
+pub(crate) struct ColumnBlock<'a> {
+    first: *mut f32,
+    rows: usize,
+    width: usize,
+    row_stride: usize,
+    matrix: PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: a `ColumnBlock` is the only way to its values (see [`column_blocks`]): sending it to
+// another thread hands over a unique borrow, as sending a `&mut [f32]` does.
+#[allow(unsafe_code)]
+unsafe impl Send for ColumnBlock<'_> {}
+
+/// The row-major `rows x cols` matrix `c` cut into blocks of `width` columns (the last may be
+/// narrower), left to right. Panics if `c` holds fewer than `rows x cols` values.
+pub(crate) fn column_blocks(
+    c: &mut [f32],
+    (rows, cols): (usize, usize),
+    width: usize,
+) -> impl Iterator<Item = ColumnBlock<'_>> {
+    assert!(
+        c.len() >= rows * cols,
+        "gemm: matrix too short for {rows}x{cols}"
+    );
+    let (width, first) = (width.max(1), c.as_mut_ptr());
+    (0..cols).step_by(width).map(move |column| ColumnBlock {
+        first: first.wrapping_add(column),
+        rows,
+        width: width.min(cols - column),
+        row_stride: cols,
+        matrix: PhantomData,
+    })
+}
+
+/// [`gemm_single_threaded`] into a column block of a wider matrix (`m x n`: the block's rows
+/// and width), the values beside the block neither read nor written.
+pub(crate) fn gemm_single_threaded_into_block(
+    k: usize,
+    a: MatView<'_>,
+    b: MatView<'_>,
+    block: &mut ColumnBlock<'_>,
+    alpha: f32,
+    beta: f32,
+) {
+    let (m, n) = (block.rows, block.width);
+    if m == 0 || n == 0 {
+        return;
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: the block's `rows x width` values, rows `row_stride >= width` apart, lie inside
+    // the matrix that `column_blocks` checked and borrows mutably for the block's lifetime,
+    // and no other block reaches them (the blocks' column ranges are disjoint); the block is
+    // borrowed mutably here, so no other call writes them meanwhile.
+    unsafe {
+        gemm_into_raw(
+            (m, n, k),
+            a,
+            b,
+            (block.first, block.row_stride),
+            alpha,
+            beta,
         );
     }
 }
@@ -177,6 +274,36 @@ mod tests {
         let dst = (&mut c[1..], 4);
         gemm_single_threaded_strided((2, 2, 0), view(&a, 3), view(&b, 2), dst, 1.0, 0.5);
         assert_eq!(c, [-1.0, 2.0, 2.5, -1.0, -1.0, 5.0, 5.5, -1.0]);
+    }
+
+    #[test]
+    fn column_blocks_write_only_their_columns() {
+        // A 2x3 times 3x5 product into a 2x5 matrix cut in blocks of 2, 2 and 1 columns.
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let b: Vec<f32> = (0..15).map(|i| i as f32).collect();
+        let view = |data, row_stride| MatView {
+            data,
+            row_stride,
+            col_stride: 1,
+        };
+        let product = [
+            40.0, 46.0, 52.0, 58.0, 64.0, 85.0, 100.0, 115.0, 130.0, 145.0,
+        ];
+        let mut c = [-1.0; 10];
+        // The middle block alone: the columns beside it keep their values.
+        let mut middle = column_blocks(&mut c, (2, 5), 2).nth(1).unwrap();
+        gemm_single_threaded_into_block(3, view(&a, 3), view(&b[2..], 5), &mut middle, 1.0, 0.0);
+        assert_eq!(
+            c,
+            [-1.0, -1.0, 52.0, 58.0, -1.0, -1.0, -1.0, 115.0, 130.0, -1.0]
+        );
+        let blocks: Vec<ColumnBlock<'_>> = column_blocks(&mut c, (2, 5), 2).collect();
+        assert_eq!(blocks.len(), 3);
+        for (index, mut block) in blocks.into_iter().enumerate() {
+            let b_columns = view(&b[index * 2..], 5);
+            gemm_single_threaded_into_block(3, view(&a, 3), b_columns, &mut block, 1.0, 0.0);
+        }
+        assert_eq!(c, product);
     }
 
     #[test]

@@ -20,6 +20,7 @@
 
 mod call;
 
+pub(crate) use call::{column_blocks, gemm_single_threaded_into_block, ColumnBlock};
 pub(crate) use call::{gemm_single_threaded, gemm_single_threaded_strided, MatView};
 
 use super::error::{expect_rank, expect_shape, KernelError};
