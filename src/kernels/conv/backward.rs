@@ -5,9 +5,9 @@
 #![forbid(unsafe_code)]
 
 use super::batched::{
-    dense, gemm_by_column_blocks, gemm_by_rows, is_batched, per_image_items, scatter,
-    transpose_block, transpose_images, transposed, transposed_block, untranspose_blocks,
-    with_batched_scratch, TRANSPOSED_MAX_COLUMNS,
+    dense, gemm_by_column_blocks, gemm_by_row_groups, gemm_by_rows, is_batched, per_image_items,
+    scatter, transpose_block, transpose_images, transposed, transposed_block, untranspose_blocks,
+    with_batched_scratch, CHANNEL_GROUPS, TRANSPOSED_MAX_COLUMNS,
 };
 use super::blocked::{block_pixels, blocked_backward_data, flipped_geometry};
 use super::im2col::col2im_plane;
@@ -78,7 +78,14 @@ fn batched_backward_data(
     grad_output: &[f32],
     grad_input: &mut [f32],
 ) {
-    if per_image_items(g) && !g.is_pointwise() && g.in_channels % CHANNEL_GROUPS == 0 {
+    if per_image_items(g) && g.in_channels % CHANNEL_GROUPS == 0 {
+        if g.is_pointwise() {
+            let (n, pixels, channels) = (g.batch, g.out_pixels(), g.out_channels);
+            let shape = (n, g.in_channels, pixels, channels);
+            let dy_n = |image: usize| dense(&grad_output[image * channels * pixels..], pixels);
+            let w_t = transposed(weight, g.in_channels);
+            return gemm_by_row_groups(pool, shape, w_t, dy_n, grad_input);
+        }
         return channel_group_backward_data(pool, g, weight, grad_output, grad_input);
     }
     if per_image_items(g) {
@@ -152,12 +159,6 @@ fn per_image_backward_data(
         );
     });
 }
-
-/// Groups of input channels [`channel_group_backward_data`] cuts the input gradient into:
-/// one item per thread of this machine's 2. Four groups ran 0.925 of the per-image path's
-/// time on resnet-like's 3x3 `256 -> 256` at 8x8, two 0.848 (they pack `dY_n` fewer times and
-/// run longer GEMMs).
-const CHANNEL_GROUPS: usize = 2;
 
 /// `dX = col2im(W^T dY)` on planes of at least [`super::batched::PER_IMAGE_MIN_PIXELS`]
 /// pixels (not pointwise), one item per group of `C_in / CHANNEL_GROUPS` input channels: the

@@ -6,12 +6,16 @@
 //! image and block of output channels, each re-reading its block of `W`) are too thin to run
 //! well, so [`BATCHED_MAX_PIXELS`] and below a call takes this path, in one of two forms.
 //!
-//! **One item per image**, on planes of at least [`PER_IMAGE_MIN_PIXELS`] pixels (8x8): each
-//! image's whole GEMM is one `parallel_for` item writing its own contiguous output, so nothing
-//! is gathered or scattered:
-//! - forward: `Y_n = W cols_n` straight into the image's NCHW output (`cols_n` is the input
-//!   itself when pointwise, else that image's im2col);
-//! - input gradient, pointwise: `dX_n = W^T dY_n` reading `W^T` and `dY_n` in place;
+//! **One item per image, or per half of the channels**, on planes of at least
+//! [`PER_IMAGE_MIN_PIXELS`] pixels (8x8): each image's whole GEMM is one `parallel_for` item
+//! writing its own contiguous output (or each half's GEMMs, one per image, its half of every
+//! image's channels), so nothing is gathered or scattered:
+//! - forward: `Y_n = W cols_n` straight into the image's NCHW output (`cols_n` is that image's
+//!   im2col); pointwise, with an even number of output channels, one item per half of the
+//!   output channels instead, over every image ([`gemm_by_row_groups`]; `cols_n` is the input
+//!   itself, so the [`CHANNEL_GROUPS`] items each packing it costs little);
+//! - input gradient, pointwise: `dX_n = W^T dY_n` reading `W^T` and `dY_n` in place, with an
+//!   even number of input channels one item per half of them over every image (likewise);
 //! - input gradient otherwise (3x3), with an even number of input channels: one item per
 //!   half of the input channels instead, over every image (`channel_group_backward_data` in
 //!   `backward.rs`): the item makes its half of `W^T` row-major in its own scratch
@@ -40,8 +44,14 @@
 //! 3x3 `256 -> 256` at 8x8, batch 4, its P50 ran 0.897 of the per-image path's (median of 7
 //! interleaved pairs; 0.848 over 5 in an earlier build); by quarters 0.925 (more `dY_n` packs,
 //! shorter GEMMs); the transposed batch-wide form below, `W` packed by the `gemm` crate,
-//! 1.01. The pointwise ones by halves (`W^T` transposed first) ran 1.06 and 1.09 of reading
-//! `W^T` in place per image, so they stay per image.
+//! 1.01. The pointwise ones by halves with `W^T` transposed first ran 1.06 and 1.09 of the
+//! per-image time; by halves reading `W^T` in place, 0.928 (`1024 -> 256`) and 0.974 (`256 ->
+//! 1024`), and their forwards by halves of the output channels 0.977 and 0.924 (medians of 7
+//! interleaved pairs; the strided 1x1 `512 -> 1024` from 16x16, by halves as the 3x3: 0.837).
+//! Over the whole resnet-like step, with the 4x4 changes below: 1.013x the GFLOP/s (median of
+//! 8 interleaved pairs, output bits unchanged). The 3x3 forward by halves ran 1.065: it packs
+//! its im2col'd columns (590 KB an image at 256 channels) once in each item, so it stays per
+//! image.
 //!
 //! **One GEMM over the batch** on smaller planes: the images' matrices side by side, `cols_b`
 //! `(C_in kh kw) x (N H_out W_out)`, column `n P + p` being image `n`'s column `p`, and one
@@ -90,7 +100,8 @@ use super::im2col::{columns, im2col_side_by_side};
 use super::Conv2dGeometry;
 use crate::kernels::gemm::{gemm_item_cost, gemm_single_threaded, MatView, GEMM_MAX_ROWS};
 use crate::kernels::par::{
-    for_each_chunk, for_each_nested_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE,
+    for_each_chunk, for_each_nested_chunk, for_each_strided_group, item_cost,
+    VECTOR_FLOPS_PER_CYCLE,
 };
 use crate::kernels::scratch::with_scratch;
 use crate::pool::ThreadPool;
@@ -107,6 +118,11 @@ const TRANSPOSE_TILE: usize = 16;
 /// Output planes of at least this many pixels (8x8) run the batched path's GEMMs one image
 /// per item, each image's output written in place (see the module docs).
 pub(super) const PER_IMAGE_MIN_PIXELS: usize = 64;
+
+/// Groups of channels the GEMMs on such planes are cut into instead, when the channels
+/// divide evenly (see the module docs): each group one item over every image, so its part of
+/// the weight stays in one core's L2 for all of them. One per thread of this machine's 2.
+pub(super) const CHANNEL_GROUPS: usize = 2;
 
 /// Output planes of at most this many pixels take the batched path.
 pub const BATCHED_MAX_PIXELS: usize = 128;
@@ -272,6 +288,10 @@ pub(super) fn forward(
 ) {
     let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
     let w = dense(weight, patch);
+    if per_image_items(g) && g.is_pointwise() && channels % CHANNEL_GROUPS == 0 {
+        let cols_n = |image: usize| dense(&input[image * patch * pixels..], pixels);
+        return gemm_by_row_groups(pool, (n, channels, pixels, patch), w, cols_n, output);
+    }
     if per_image_items(g) {
         with_scratch(g.unrolled_len(), |unrolled| {
             let cols = columns(pool, g, input, unrolled);
@@ -324,6 +344,30 @@ pub(super) fn per_image_items(g: &Conv2dGeometry) -> bool {
 fn forward_rows(rows: usize) -> usize {
     let blocks = rows.div_ceil(GEMM_MAX_ROWS).max(2).next_multiple_of(2);
     rows.div_ceil(blocks).next_multiple_of(8).max(1)
+}
+
+/// `out_n (m x p) = a b_n` for every image `n` of `out` (`N x m x p`), one item per group of
+/// `m / CHANNEL_GROUPS` rows of `a` over every image, which writes those rows of each `out_n`
+/// (`m` a multiple of [`CHANNEL_GROUPS`]).
+pub(super) fn gemm_by_row_groups<'a>(
+    pool: &dyn ThreadPool,
+    (n, m, p, k): (usize, usize, usize, usize),
+    a: MatView<'_>,
+    b_n: impl Fn(usize) -> MatView<'a> + Sync,
+    out: &mut [f32],
+) {
+    let rows = m / CHANNEL_GROUPS;
+    let cost = gemm_item_cost(rows, n * p, k);
+    let mut groups = [(); CHANNEL_GROUPS];
+    for_each_strided_group(pool, out, rows * p, &mut groups, cost, |group, _, outs| {
+        let a_rows = MatView {
+            data: &a.data[group * rows * a.row_stride..],
+            ..a
+        };
+        for (image, out_n) in outs.iter_mut().enumerate() {
+            gemm_single_threaded((rows, p, k), a_rows, b_n(image), out_n, 1.0, 0.0);
+        }
+    });
 }
 
 /// `c (m x n) = a b` for strided views, one item per block of `rows` rows of `c`.
@@ -498,7 +542,8 @@ mod tests {
 
     /// Batched geometries on both sides of [`PER_IMAGE_MIN_PIXELS`]: 8x8 and 9x9 planes (one
     /// item per image; 3x3 same-width, 3x3 unpadded, pointwise, strided; with an even number
-    /// of input channels, the input gradient by 2 channel groups, also strided), 4x4 and 6x6
+    /// of channels, by 2 channel groups: the 3x3 input gradient, also strided, the pointwise
+    /// forward and input gradient, the strided 1x1's input gradient), 4x4 and 6x6
     /// ones (one GEMM over the batch: 140 output channels make two row blocks of 72 and 68;
     /// 17 input channels, two blocks of 80 `dcols_b^T` columns, channel 8's straddling them;
     /// 32 pointwise channels untransposed in whole tiles).
@@ -507,6 +552,8 @@ mod tests {
             geometry([2, 3, 8, 8], 5, 3, 1, 1),
             geometry([2, 4, 8, 8], 6, 3, 1, 1),
             geometry([3, 6, 16, 16], 5, 3, 2, 1),
+            geometry([2, 6, 8, 8], 4, 1, 1, 0),
+            geometry([2, 4, 16, 16], 6, 1, 2, 0),
             geometry([2, 17, 4, 4], 6, 3, 1, 1),
             geometry([2, 32, 4, 4], 8, 1, 1, 0),
             geometry([3, 4, 11, 11], 6, 3, 1, 0),
