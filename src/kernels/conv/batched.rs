@@ -41,15 +41,15 @@
 //! GEMM), and every image's GEMM then read all of `W^T` (2.4 MB at 256 channels), half of it
 //! written by the other core. By halves, each item's `W^T` (1.2 MB) stays in its core's L2
 //! for all four images and nothing waits between the transpose and the GEMMs. On resnet-like's
-//! 3x3 `256 -> 256` at 8x8, batch 4, its P50 ran 0.897 of the per-image path's (median of 7
-//! interleaved pairs; 0.848 over 5 in an earlier build); by quarters 0.925 (more `dY_n` packs,
+//! 3x3 `256 -> 256` at 8x8, batch 4, its P50 ran 0.897 and 0.830 of the per-image path's
+//! (medians of two sets of 7 interleaved pairs; 0.848 over 5 in an earlier build); by quarters 0.925 (more `dY_n` packs,
 //! shorter GEMMs); the transposed batch-wide form below, `W` packed by the `gemm` crate,
 //! 1.01. The pointwise ones by halves with `W^T` transposed first ran 1.06 and 1.09 of the
 //! per-image time; by halves reading `W^T` in place, 0.928 (`1024 -> 256`) and 0.974 (`256 ->
 //! 1024`), and their forwards by halves of the output channels 0.977 and 0.924 (medians of 7
 //! interleaved pairs; the strided 1x1 `512 -> 1024` from 16x16, by halves as the 3x3: 0.837).
-//! Over the whole resnet-like step, with the 4x4 changes below: 1.013x the GFLOP/s (median of
-//! 8 interleaved pairs, output bits unchanged). The 3x3 forward by halves ran 1.065: it packs
+//! Over the whole resnet-like step, with the 4x4 changes below: 1.013x and 1.032x the
+//! GFLOP/s (medians of two sets of 8 interleaved pairs; output bits unchanged). The 3x3 forward by halves ran 1.065: it packs
 //! its im2col'd columns (590 KB an image at 256 channels) once in each item, so it stays per
 //! image.
 //!
