@@ -5,8 +5,9 @@
 #![forbid(unsafe_code)]
 
 use super::batched::{
-    dense, gemm_by_column_blocks, gemm_by_rows, is_batched, per_image_items, scatter,
-    transpose_images, transposed, untranspose_blocks, with_batched_scratch, TRANSPOSED_MAX_COLUMNS,
+    dense, gemm_by_column_blocks, gemm_by_row_groups, gemm_by_rows, is_batched, per_image_items,
+    scatter, transpose_block, transpose_images, transposed, transposed_block, untranspose_blocks,
+    with_batched_scratch, CHANNEL_GROUPS, TRANSPOSED_MAX_COLUMNS,
 };
 use super::blocked::{block_pixels, blocked_backward_data, flipped_geometry};
 use super::im2col::col2im_plane;
@@ -17,7 +18,8 @@ use crate::kernels::gemm::{
     gemm_item_cost, gemm_single_threaded, rows_per_block, GemmShape, MatView,
 };
 use crate::kernels::par::{
-    for_each_chunk, for_each_chunk_pair, for_each_nested_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE,
+    for_each_chunk, for_each_chunk_pair, for_each_nested_chunk, for_each_strided_group, item_cost,
+    VECTOR_FLOPS_PER_CYCLE,
 };
 use crate::kernels::scratch::with_scratch;
 use crate::kernels::tensor::Tensor;
@@ -65,7 +67,10 @@ fn blocked_input_gradient(g: &Conv2dGeometry) -> Option<(Conv2dGeometry, usize)>
     Some((flipped, block_pixels(&flipped)?))
 }
 
-/// The input gradient as one GEMM over the batch (see `batched.rs`).
+/// The input gradient on small planes (see `batched.rs`): by groups of input channels
+/// ([`channel_group_backward_data`]) or one item per image on planes of at least
+/// [`super::batched::PER_IMAGE_MIN_PIXELS`] pixels; else one GEMM over the batch, transposed
+/// in column blocks over at most [`TRANSPOSED_MAX_COLUMNS`] pixels, in row blocks beyond.
 fn batched_backward_data(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -73,16 +78,36 @@ fn batched_backward_data(
     grad_output: &[f32],
     grad_input: &mut [f32],
 ) {
+    if per_image_items(g) && g.in_channels % CHANNEL_GROUPS == 0 {
+        if g.is_pointwise() {
+            let (n, pixels, channels) = (g.batch, g.out_pixels(), g.out_channels);
+            let shape = (n, g.in_channels, pixels, channels);
+            let dy_n = |image: usize| dense(&grad_output[image * channels * pixels..], pixels);
+            let w_t = transposed(weight, g.in_channels);
+            return gemm_by_row_groups(pool, shape, w_t, dy_n, grad_input);
+        }
+        return channel_group_backward_data(pool, g, weight, grad_output, grad_input);
+    }
     if per_image_items(g) {
         return per_image_backward_data(pool, g, weight, grad_output, grad_input);
     }
+    let (n, pixels, patch) = (g.batch, g.out_pixels(), g.patch_len());
     with_batched_scratch(pool, g, grad_output, |unrolled, dcols, dy| {
+        if n * pixels <= TRANSPOSED_MAX_COLUMNS {
+            let block = transposed_dcols(pool, g, weight, dy, dcols);
+            if g.is_pointwise() {
+                untranspose_blocks(pool, (n, patch, pixels), block, dcols, grad_input);
+            } else {
+                col2im_from_blocks(pool, g, block, dcols, unrolled, grad_input);
+            }
+            return;
+        }
         let per_image_dcols = if g.is_pointwise() {
             &mut *grad_input
         } else {
             &mut *unrolled
         };
-        batched_dcols(pool, g, weight, dy, dcols, per_image_dcols);
+        dcols_by_rows(pool, g, weight, dy, dcols, per_image_dcols);
         if !g.is_pointwise() {
             col2im_batch(pool, g, unrolled, grad_input);
         }
@@ -135,6 +160,52 @@ fn per_image_backward_data(
     });
 }
 
+/// `dX = col2im(W^T dY)` on planes of at least [`super::batched::PER_IMAGE_MIN_PIXELS`]
+/// pixels (not pointwise), one item per group of `C_in / CHANNEL_GROUPS` input channels: the
+/// item transposes its rows of `W^T` (`C_in kh kw / CHANNEL_GROUPS x C_out`, row-major: the
+/// `gemm` crate reads a row-major left operand in place) into its own scratch, then for every
+/// image computes those rows of `dcols_n = W^T dY_n` (reading `dY_n` in place) and adds them
+/// back onto the group's planes of the image (col2im). Its part of `W^T` stays in its core's
+/// L2 for every image, and no item waits for the others' transposes.
+fn channel_group_backward_data(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    weight: &[f32],
+    grad_output: &[f32],
+    grad_input: &mut [f32],
+) {
+    let (pixels, patch, channels) = (g.out_pixels(), g.patch_len(), g.out_channels);
+    let groups = CHANNEL_GROUPS;
+    let rows = patch / groups;
+    let (w_len, cols_len) = (rows * channels, rows * pixels);
+    let cost = gemm_item_cost(rows, g.batch * pixels, channels);
+    let piece_len = g.in_channels / groups * g.in_pixels();
+    with_scratch(groups * (w_len + cols_len), |buffer| {
+        let (w_rows, dcols) = buffer.split_at_mut(groups * w_len);
+        let mut slots: Vec<_> = w_rows
+            .chunks_mut(w_len)
+            .zip(dcols.chunks_mut(cols_len))
+            .collect();
+        for_each_strided_group(
+            pool,
+            grad_input,
+            piece_len,
+            &mut slots,
+            cost,
+            |group, (w_t, cols), planes| {
+                let first = group * rows;
+                transpose_block(&weight[first..], patch, (channels, rows), w_t, channels);
+                for (image, planes) in planes.iter_mut().enumerate() {
+                    let dy_n = dense(&grad_output[image * channels * pixels..], pixels);
+                    let shape = (rows, pixels, channels);
+                    gemm_single_threaded(shape, dense(w_t, channels), dy_n, cols, 1.0, 0.0);
+                    col2im_image(g, cols, planes);
+                }
+            },
+        );
+    });
+}
+
 /// One image's `dcols` (`C_in kh kw x P`) added back onto its planes (`C_in x H x W`).
 fn col2im_image(g: &Conv2dGeometry, dcols: &[f32], planes: &mut [f32]) {
     let plane_cols = (g.kernel_area() * g.out_pixels()).max(1);
@@ -144,11 +215,100 @@ fn col2im_image(g: &Conv2dGeometry, dcols: &[f32], planes: &mut [f32]) {
     }
 }
 
+/// `dcols_b^T = dY_b^T W` (`N P x patch`) from the gathered `dy` (`C_out x N P`), into
+/// `blocked` in column blocks of the returned width ([`transposed_block`]), each block a
+/// row-major matrix, one item per block.
+fn transposed_dcols(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    weight: &[f32],
+    dy: &[f32],
+    blocked: &mut [f32],
+) -> usize {
+    let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
+    let block = transposed_block(patch);
+    let (dy_t, w) = (transposed(dy, wide), dense(weight, patch));
+    gemm_by_column_blocks(pool, (wide, patch, channels), dy_t, w, block, blocked);
+    block
+}
+
+/// Every image's input gradient from `dcols_b^T` in column blocks of `block` (as
+/// [`transposed_dcols`] writes it): one item per (image, input channel) plane, which gathers
+/// the plane's `kh kw x P` columns into its slot of `unrolled` and adds them back onto the
+/// plane (col2im) while they are in L1. The same values in the same order as untransposing
+/// every image's columns first, then col2im.
+fn col2im_from_blocks(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    block: usize,
+    blocked: &[f32],
+    unrolled: &mut [f32],
+    grad_input: &mut [f32],
+) {
+    let plane_cols = g.kernel_area() * g.out_pixels();
+    let values = plane_cols as f64;
+    let stored = values + g.in_pixels() as f64;
+    let cost = item_cost(values, stored, values, VECTOR_FLOPS_PER_CYCLE);
+    let (dx, cols) = ((grad_input, g.in_pixels()), (unrolled, plane_cols));
+    for_each_chunk_pair(
+        pool,
+        dx.0,
+        dx.1,
+        cols.0,
+        cols.1,
+        cost,
+        |index, plane, cols| {
+            let image_channel = (index / g.in_channels, index % g.in_channels);
+            gather_plane_columns(g, (block, blocked), image_channel, cols);
+            col2im_plane(g, cols, plane);
+        },
+    );
+}
+
+/// Copies the `kh kw x P` columns of `image`'s plane `channel` out of `dcols_b^T` stored in
+/// column blocks of `block` into `cols` (row `tap`, column `pixel`).
+fn gather_plane_columns(
+    g: &Conv2dGeometry,
+    (block, blocked): (usize, &[f32]),
+    (image, channel): (usize, usize),
+    cols: &mut [f32],
+) {
+    let (pixels, area, patch) = (g.out_pixels(), g.kernel_area(), g.patch_len());
+    let wide = g.batch * pixels;
+    // Where column `column` of the image's first pixel lies, and the row stride there.
+    let source = |column: usize| {
+        let (index, offset) = (column / block, column % block);
+        let width = block.min(patch - index * block);
+        (
+            index * block * wide + image * pixels * width + offset,
+            width,
+        )
+    };
+    let first = channel * area;
+    let (start, width) = source(first);
+    if first % block + area <= width {
+        // All in one block: each pixel's columns are one run of `area` values.
+        let runs = blocked[start..].chunks(width).take(pixels);
+        for (pixel, run) in runs.enumerate() {
+            for (tap, &value) in run[..area].iter().enumerate() {
+                cols[tap * pixels + pixel] = value;
+            }
+        }
+        return;
+    }
+    for (tap, row) in cols.chunks_exact_mut(pixels.max(1)).enumerate() {
+        let (start, width) = source(first + tap);
+        let values = blocked[start..].iter().step_by(width);
+        row.iter_mut()
+            .zip(values)
+            .for_each(|(value, &d)| *value = d);
+    }
+}
+
 /// Every image's `dcols_n = W^T dY_n` (`N x patch x P`, into `per_image_dcols`) from the
-/// gathered `dy` (`C_out x N P`), through the scratch `dcols` (`patch x N P` values): as
-/// `dcols_b^T = dY_b^T W` in column blocks when the product is at most
-/// [`TRANSPOSED_MAX_COLUMNS`] wide, else as `W^T dY_b` in row blocks.
-fn batched_dcols(
+/// gathered `dy` (`C_out x N P`), as `W^T dY_b` in row blocks through the scratch `dcols`
+/// (`patch x N P` values), then scattered.
+fn dcols_by_rows(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
     weight: &[f32],
@@ -158,27 +318,15 @@ fn batched_dcols(
 ) {
     let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
     let wide = n * pixels;
-    if wide <= TRANSPOSED_MAX_COLUMNS {
-        let block = rows_per_block(GemmShape {
-            m: patch,
-            n: wide,
-            k: channels,
-        });
-        let shape = (wide, patch, channels);
-        let (dy_t, w) = (transposed(dy, wide), dense(weight, patch));
-        gemm_by_column_blocks(pool, shape, dy_t, w, block, dcols);
-        untranspose_blocks(pool, (n, patch, pixels), block, dcols, per_image_dcols);
-    } else {
-        let shape = GemmShape {
-            m: patch,
-            n: wide,
-            k: channels,
-        };
-        let (w_t, dy) = (transposed(weight, patch), dense(dy, wide));
-        let rows = rows_per_block(shape);
-        gemm_by_rows(pool, (patch, wide, channels), rows, w_t, dy, dcols);
-        scatter(pool, (n, patch, pixels), dcols, per_image_dcols);
-    }
+    let shape = GemmShape {
+        m: patch,
+        n: wide,
+        k: channels,
+    };
+    let (w_t, dy) = (transposed(weight, patch), dense(dy, wide));
+    let rows = rows_per_block(shape);
+    gemm_by_rows(pool, (patch, wide, channels), rows, w_t, dy, dcols);
+    scatter(pool, (n, patch, pixels), dcols, per_image_dcols);
 }
 
 /// `dcols_n = W^T dY_n` for every image, into `dcols`: one item per (image, block of `dcols`

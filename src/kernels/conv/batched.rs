@@ -6,15 +6,23 @@
 //! image and block of output channels, each re-reading its block of `W`) are too thin to run
 //! well, so [`BATCHED_MAX_PIXELS`] and below a call takes this path, in one of two forms.
 //!
-//! **One item per image**, on planes of at least [`PER_IMAGE_MIN_PIXELS`] pixels (8x8): each
-//! image's whole GEMM is one `parallel_for` item writing its own contiguous output, so nothing
-//! is gathered or scattered:
-//! - forward: `Y_n = W cols_n` straight into the image's NCHW output (`cols_n` is the input
-//!   itself when pointwise, else that image's im2col);
-//! - input gradient: `dcols_n = W^T dY_n` reading `dY_n` in place, then col2im of that image
-//!   within the same item (pointwise, the GEMM writes the input gradient itself); `W^T` is
-//!   made row-major once per call by [`transpose_images`] (3x3 kernels; read in place when
-//!   pointwise).
+//! **One item per image, or per half of the channels**, on planes of at least
+//! [`PER_IMAGE_MIN_PIXELS`] pixels (8x8): each image's whole GEMM is one `parallel_for` item
+//! writing its own contiguous output (or each half's GEMMs, one per image, its half of every
+//! image's channels), so nothing is gathered or scattered:
+//! - forward: `Y_n = W cols_n` straight into the image's NCHW output (`cols_n` is that image's
+//!   im2col); pointwise, with an even number of output channels, one item per half of the
+//!   output channels instead, over every image ([`gemm_by_row_groups`]; `cols_n` is the input
+//!   itself, so the [`CHANNEL_GROUPS`] items each packing it costs little);
+//! - input gradient, pointwise: `dX_n = W^T dY_n` reading `W^T` and `dY_n` in place, with an
+//!   even number of input channels one item per half of them over every image (likewise);
+//! - input gradient otherwise (3x3), with an even number of input channels: one item per
+//!   half of the input channels instead, over every image (`channel_group_backward_data` in
+//!   `backward.rs`): the item makes its half of `W^T` row-major in its own scratch
+//!   ([`transpose_block`]), then for each image computes that half's rows of `dcols_n = W^T
+//!   dY_n`, reading `dY_n` in place, and col2im's them onto the half's planes of the image.
+//!   With an odd number, one item per image as the pointwise, `W^T` made row-major once per
+//!   call by [`transpose_images`] first, col2im of the image within its item.
 //!
 //! Why it wins: for a row-major `C`, the `gemm` crate (0.19, AVX-512, microkernel 64 x 6)
 //! computes `C^T = B^T A^T`; it never packs a row-major `A` (the weight: it broadcasts from it
@@ -28,6 +36,23 @@
 //! on the 3x3). On 4x4 planes (16 columns per image, a quarter of the microkernel's 64) it ran
 //! 1.2x to 2x slower, hence the threshold.
 //!
+//! Why the 3x3 input gradient goes by channel halves: per image, transposing all of `W`
+//! first took 13% of the samples (a pass of its own that both threads finish before any
+//! GEMM), and every image's GEMM then read all of `W^T` (2.4 MB at 256 channels), half of it
+//! written by the other core. By halves, each item's `W^T` (1.2 MB) stays in its core's L2
+//! for all four images and nothing waits between the transpose and the GEMMs. On resnet-like's
+//! 3x3 `256 -> 256` at 8x8, batch 4, its P50 ran 0.897 and 0.830 of the per-image path's
+//! (medians of two sets of 7 interleaved pairs; 0.848 over 5 in an earlier build); by quarters 0.925 (more `dY_n` packs,
+//! shorter GEMMs); the transposed batch-wide form below, `W` packed by the `gemm` crate,
+//! 1.01. The pointwise ones by halves with `W^T` transposed first ran 1.06 and 1.09 of the
+//! per-image time; by halves reading `W^T` in place, 0.928 (`1024 -> 256`) and 0.974 (`256 ->
+//! 1024`), and their forwards by halves of the output channels 0.977 and 0.924 (medians of 7
+//! interleaved pairs; the strided 1x1 `512 -> 1024` from 16x16, by halves as the 3x3: 0.837).
+//! Over the whole resnet-like step, with the 4x4 changes below: 1.013x and 1.032x the
+//! GFLOP/s (medians of two sets of 8 interleaved pairs; output bits unchanged). The 3x3 forward by halves ran 1.065: it packs
+//! its im2col'd columns (590 KB an image at 256 channels) once in each item, so it stays per
+//! image.
+//!
 //! **One GEMM over the batch** on smaller planes: the images' matrices side by side, `cols_b`
 //! `(C_in kh kw) x (N H_out W_out)`, column `n P + p` being image `n`'s column `p`, and one
 //! GEMM `Y_b = W cols_b` makes every image's output at once, which a copy then puts back in
@@ -39,21 +64,32 @@
 //! - input gradient: `dY_b` gathered from `grad_output`, `dcols_b = W^T dY_b`, scattered back
 //!   to per-image columns (col2im when not pointwise). Over at most
 //!   [`TRANSPOSED_MAX_COLUMNS`] pixels it is computed transposed instead, `dcols_b^T = dY_b^T
-//!   W` (few rows, many columns), one item per block of columns, each block its own row-major
-//!   matrix, and a transpose puts every image's `dcols` back: on 4x4 planes of 512 channels
-//!   (64 pixels) that ran 1.7x as fast, end to end.
+//!   W` (few rows, many columns), one item per block of at most [`TRANSPOSED_BLOCK_COLUMNS`]
+//!   (128) columns ([`transposed_block`]), each block its own row-major matrix: on 4x4 planes
+//!   of 512 channels (64 pixels) that ran 1.7x as fast, end to end. Each item's GEMM packs its
+//!   block of `W` and reads `dY_b` in place (the crate packs its right operand, `dY_b`, only
+//!   in products of more than 128 rows: blocks of 256, as before, packed all of `dY_b` again
+//!   in each of 18 items on 3x3, 512 channels). Then, pointwise, [`untranspose_blocks`] puts
+//!   each image's planes back in 16x16 tiles; otherwise col2im reads the blocks directly, one
+//!   item per (image, input channel) plane gathering its `kh kw x P` columns into its slot of
+//!   the per-image columns and adding them onto the plane while they are in L1
+//!   (`col2im_from_blocks` in `backward.rs`; the same values in the same order as
+//!   untransposing every image first, then col2im). Measured together, new/old P50 ratios
+//!   (medians of 7 interleaved pairs, batch 4, 4x4): 3x3 `512 -> 512` 0.913, 1x1 `2048 ->
+//!   512` 0.898, `512 -> 2048` 0.985.
 //!
 //! The weight gradient `dW = dY_b cols_b^T` always takes the batched form, its inner dimension
 //! running over all the images' pixels (see `weight_grad.rs`); its column-blocked and
 //! transposed forms im2col `cols_b` straight into the side-by-side layout too (the direct form
 //! makes each image's columns, then transposes them).
 //!
-//! [`transpose_images`] copies 16x16 tiles, each loaded whole (16 row loads) and stored as 16
-//! whole rows; element by element with strided stores it took 19% of the 3x3 input gradient.
+//! [`transpose_images`] (and [`transpose_block`], [`untranspose_blocks`]) copy 16x16 tiles,
+//! each loaded whole (16 row loads) and stored as 16 whole rows; element by element with
+//! strided stores it took 19% of the 3x3 input gradient.
 //!
 //! # Parallelism and determinism
-//! GEMMs are cut by images, rows (or blocks of columns) of their output, copies by rows of
-//! their destination, in blocks that depend on the shapes alone; each item is one thread's
+//! GEMMs are cut by images, halves of the input channels, rows (or blocks of columns) of their
+//! output, copies by rows of their destination, in blocks that depend on the shapes alone; each item is one thread's
 //! sequential code. Which form a call takes depends on the shapes alone too, so results are
 //! the same on every pool and thread count (they differ in the last bits from the per-image
 //! path's, whose GEMMs have other shapes and blocks, and which adds the weight gradient's
@@ -64,7 +100,8 @@ use super::im2col::{columns, im2col_side_by_side};
 use super::Conv2dGeometry;
 use crate::kernels::gemm::{gemm_item_cost, gemm_single_threaded, MatView, GEMM_MAX_ROWS};
 use crate::kernels::par::{
-    for_each_chunk, for_each_nested_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE,
+    for_each_chunk, for_each_nested_chunk, for_each_strided_group, item_cost,
+    VECTOR_FLOPS_PER_CYCLE,
 };
 use crate::kernels::scratch::with_scratch;
 use crate::pool::ThreadPool;
@@ -82,6 +119,11 @@ const TRANSPOSE_TILE: usize = 16;
 /// per item, each image's output written in place (see the module docs).
 pub(super) const PER_IMAGE_MIN_PIXELS: usize = 64;
 
+/// Groups of channels the GEMMs on such planes are cut into instead, when the channels
+/// divide evenly (see the module docs): each group one item over every image, so its part of
+/// the weight stays in one core's L2 for all of them. One per thread of this machine's 2.
+pub(super) const CHANNEL_GROUPS: usize = 2;
+
 /// Output planes of at most this many pixels take the batched path.
 pub const BATCHED_MAX_PIXELS: usize = 128;
 
@@ -90,6 +132,22 @@ pub const BATCHED_MAX_PIXELS: usize = 128;
 /// only for products more than 128 columns wide (twice its microkernel's 64 rows); narrower,
 /// it reads `W^T` in place, striding over a whole row of `W` per value.
 pub(super) const TRANSPOSED_MAX_COLUMNS: usize = 128;
+
+/// Most columns of `dcols_b^T` per item of the transposed input gradient: for a product of
+/// more rows than twice its microkernel's 64, the `gemm` crate (0.19, AVX-512) packs its
+/// right operand, here all of `dY_b`, again in every item; at 128 it reads `dY_b` in place.
+const TRANSPOSED_BLOCK_COLUMNS: usize = 128;
+
+/// Columns per block of the transposed input gradient's `dcols_b^T` (`patch` columns): all of
+/// them up to [`TRANSPOSED_BLOCK_COLUMNS`], else equal blocks of at most that many, rounded
+/// up to a multiple of [`TRANSPOSE_TILE`] (so [`untranspose_blocks`] copies whole tiles).
+pub(super) fn transposed_block(patch: usize) -> usize {
+    let blocks = patch.div_ceil(TRANSPOSED_BLOCK_COLUMNS);
+    if blocks <= 1 {
+        return patch.max(1);
+    }
+    patch.div_ceil(blocks).next_multiple_of(TRANSPOSE_TILE)
+}
 
 /// Whether `geometry` takes the batched path: small output planes and more than one image.
 pub(super) fn is_batched(geometry: &Conv2dGeometry) -> bool {
@@ -149,26 +207,39 @@ pub(super) fn transpose_images(
             let first = block * TRANSPOSE_PIXELS;
             let len = out.len() / c.max(1);
             let plane = &src[image * c * p..(image + 1) * c * p];
-            for first_channel in (0..c).step_by(TRANSPOSE_TILE) {
-                let channels = first_channel..c.min(first_channel + TRANSPOSE_TILE);
-                for first_row in (0..len).step_by(TRANSPOSE_TILE) {
-                    let rows = first_row..len.min(first_row + TRANSPOSE_TILE);
-                    if channels.len() == TRANSPOSE_TILE && rows.len() == TRANSPOSE_TILE {
-                        let from = &plane[first_channel * p + first + first_row..];
-                        let to = &mut out[first_row * c + first_channel..];
-                        transpose_full_tile(from, p, to, c);
-                        continue;
-                    }
-                    for channel in channels.clone() {
-                        let from = &plane[channel * p + first..][rows.clone()];
-                        for (row, value) in rows.clone().zip(from) {
-                            out[row * c + channel] = *value;
-                        }
-                    }
-                }
-            }
+            transpose_block(&plane[first..], p, (c, len), out, c);
         },
     );
+}
+
+/// `to[j * to_stride + i] = from[i * from_stride + j]` for every `i < rows`, `j < cols`: the
+/// transpose of a `rows x cols` block of a row-major matrix into another, in whole
+/// [`TRANSPOSE_TILE`] squares where they fit, element by element at the edges.
+pub(super) fn transpose_block(
+    from: &[f32],
+    from_stride: usize,
+    (rows, cols): (usize, usize),
+    to: &mut [f32],
+    to_stride: usize,
+) {
+    for first_i in (0..rows).step_by(TRANSPOSE_TILE) {
+        let is = first_i..rows.min(first_i + TRANSPOSE_TILE);
+        for first_j in (0..cols).step_by(TRANSPOSE_TILE) {
+            let js = first_j..cols.min(first_j + TRANSPOSE_TILE);
+            if is.len() == TRANSPOSE_TILE && js.len() == TRANSPOSE_TILE {
+                let tile_from = &from[first_i * from_stride + first_j..];
+                let tile_to = &mut to[first_j * to_stride + first_i..];
+                transpose_full_tile(tile_from, from_stride, tile_to, to_stride);
+                continue;
+            }
+            for i in is.clone() {
+                let row = &from[i * from_stride..][js.clone()];
+                for (j, value) in js.clone().zip(row) {
+                    to[j * to_stride + i] = *value;
+                }
+            }
+        }
+    }
 }
 
 /// `to[j * to_stride + i] = from[i * from_stride + j]` for a whole `TRANSPOSE_TILE` square:
@@ -217,6 +288,10 @@ pub(super) fn forward(
 ) {
     let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
     let w = dense(weight, patch);
+    if per_image_items(g) && g.is_pointwise() && channels % CHANNEL_GROUPS == 0 {
+        let cols_n = |image: usize| dense(&input[image * patch * pixels..], pixels);
+        return gemm_by_row_groups(pool, (n, channels, pixels, patch), w, cols_n, output);
+    }
     if per_image_items(g) {
         with_scratch(g.unrolled_len(), |unrolled| {
             let cols = columns(pool, g, input, unrolled);
@@ -269,6 +344,30 @@ pub(super) fn per_image_items(g: &Conv2dGeometry) -> bool {
 fn forward_rows(rows: usize) -> usize {
     let blocks = rows.div_ceil(GEMM_MAX_ROWS).max(2).next_multiple_of(2);
     rows.div_ceil(blocks).next_multiple_of(8).max(1)
+}
+
+/// `out_n (m x p) = a b_n` for every image `n` of `out` (`N x m x p`), one item per group of
+/// `m / CHANNEL_GROUPS` rows of `a` over every image, which writes those rows of each `out_n`
+/// (`m` a multiple of [`CHANNEL_GROUPS`]).
+pub(super) fn gemm_by_row_groups<'a>(
+    pool: &dyn ThreadPool,
+    (n, m, p, k): (usize, usize, usize, usize),
+    a: MatView<'_>,
+    b_n: impl Fn(usize) -> MatView<'a> + Sync,
+    out: &mut [f32],
+) {
+    let rows = m / CHANNEL_GROUPS;
+    let cost = gemm_item_cost(rows, n * p, k);
+    let mut groups = [(); CHANNEL_GROUPS];
+    for_each_strided_group(pool, out, rows * p, &mut groups, cost, |group, _, outs| {
+        let a_rows = MatView {
+            data: &a.data[group * rows * a.row_stride..],
+            ..a
+        };
+        for (image, out_n) in outs.iter_mut().enumerate() {
+            gemm_single_threaded((rows, p, k), a_rows, b_n(image), out_n, 1.0, 0.0);
+        }
+    });
 }
 
 /// `c (m x n) = a b` for strided views, one item per block of `rows` rows of `c`.
@@ -349,6 +448,9 @@ pub(super) fn untranspose_blocks(
         |image, index, out| {
             let width = (out.len() / p.max(1)).max(1);
             let start = index * block * wide + image * p * width;
+            if p % TRANSPOSE_TILE == 0 && width % TRANSPOSE_TILE == 0 {
+                return untranspose_tiles(&blocked[start..start + out.len()], width, out, p);
+            }
             let pixels = blocked[start..start + out.len()].chunks_exact(width);
             for (pixel, row) in pixels.enumerate() {
                 for (column, &value) in row.iter().enumerate() {
@@ -357,6 +459,17 @@ pub(super) fn untranspose_blocks(
             }
         },
     );
+}
+
+/// `out` (`width x p`) = `rows` (`p x width`) transposed, in whole [`TRANSPOSE_TILE`] squares
+/// (both sides multiples of it).
+fn untranspose_tiles(rows: &[f32], width: usize, out: &mut [f32], p: usize) {
+    for first_pixel in (0..p).step_by(TRANSPOSE_TILE) {
+        for first_column in (0..width).step_by(TRANSPOSE_TILE) {
+            let from = &rows[first_pixel * width + first_column..];
+            transpose_full_tile(from, width, &mut out[first_column * p + first_pixel..], p);
+        }
+    }
 }
 
 /// A row-major `rows x cols` matrix.
@@ -428,11 +541,21 @@ mod tests {
     }
 
     /// Batched geometries on both sides of [`PER_IMAGE_MIN_PIXELS`]: 8x8 and 9x9 planes (one
-    /// item per image; 3x3 same-width, 3x3 unpadded, pointwise, strided), 4x4 and 6x6 ones
-    /// (one GEMM over the batch: 140 output channels make two row blocks of 72 and 68).
+    /// item per image; 3x3 same-width, 3x3 unpadded, pointwise, strided; with an even number
+    /// of channels, by 2 channel groups: the 3x3 input gradient, also strided, the pointwise
+    /// forward and input gradient, the strided 1x1's input gradient), 4x4 and 6x6
+    /// ones (one GEMM over the batch: 140 output channels make two row blocks of 72 and 68;
+    /// 17 input channels, two blocks of 80 `dcols_b^T` columns, channel 8's straddling them;
+    /// 32 pointwise channels untransposed in whole tiles).
     fn batched_geometries() -> Vec<Conv2dGeometry> {
         vec![
             geometry([2, 3, 8, 8], 5, 3, 1, 1),
+            geometry([2, 4, 8, 8], 6, 3, 1, 1),
+            geometry([3, 6, 16, 16], 5, 3, 2, 1),
+            geometry([2, 6, 8, 8], 4, 1, 1, 0),
+            geometry([2, 4, 16, 16], 6, 1, 2, 0),
+            geometry([2, 17, 4, 4], 6, 3, 1, 1),
+            geometry([2, 32, 4, 4], 8, 1, 1, 0),
             geometry([3, 4, 11, 11], 6, 3, 1, 0),
             geometry([3, 5, 9, 9], 7, 1, 1, 0),
             geometry([2, 3, 17, 17], 4, 3, 2, 1),
@@ -536,6 +659,30 @@ mod tests {
     }
 
     #[test]
+    fn blocks_transpose_at_any_size_and_stride() {
+        // Whole tiles only, partial ones on either side, and both.
+        for (rows, cols, from_stride, to_stride) in
+            [(32, 16, 40, 33), (5, 19, 19, 7), (37, 21, 23, 40)]
+        {
+            let from = integers((rows - 1) * from_stride + cols, 1);
+            let mut to = vec![f32::NAN; (cols - 1) * to_stride + rows];
+            transpose_block(&from, from_stride, (rows, cols), &mut to, to_stride);
+            for (i, j) in (0..rows).flat_map(|i| (0..cols).map(move |j| (i, j))) {
+                assert_eq!(to[j * to_stride + i], from[i * from_stride + j], "{i} {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn transposed_blocks_are_at_most_128_columns_in_whole_tiles() {
+        assert_eq!(transposed_block(4608), 128);
+        assert_eq!(transposed_block(2048), 128);
+        assert_eq!(transposed_block(153), 80);
+        assert_eq!(transposed_block(128), 128);
+        assert_eq!(transposed_block(36), 36);
+    }
+
+    #[test]
     fn forward_row_blocks_are_even_and_at_most_the_gemm_maximum() {
         assert_eq!(forward_rows(512), 256);
         assert_eq!(forward_rows(140), 72);
@@ -547,42 +694,58 @@ mod tests {
     fn column_blocks_untransposed_equal_row_blocks_scattered() {
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "batched")).unwrap();
         // (images, pixels, rows q, inner k): blocks of 40 rows and a last of 24 (q = 144),
-        // one block (q = 5), 1-pixel planes, one image.
+        // one block (q = 5), 1-pixel planes, one image; each also in `transposed_block`s (two
+        // of 80 on q = 160, 16 pixels: whole tiles).
         for (n, p, q, k) in [
+            (2, 16, 160, 8),
             (2, 16, 144, 16),
             (3, 4, 5, 7),
             (3, 1, 45, 9),
             (1, 9, 130, 3),
         ] {
             let (w, dy) = (integers(k * q, 1), integers(k * n * p, 2));
-            let block = rows_per_block(GemmShape { m: q, n: n * p, k });
-            let mut blocked = vec![f32::NAN; q * n * p];
-            let (dy_t, w_rows) = (transposed(&dy, n * p), dense(&w, q));
-            gemm_by_column_blocks(
-                pool.as_dyn(),
-                (n * p, q, k),
-                dy_t,
-                w_rows,
-                block,
-                &mut blocked,
-            );
-            let mut got = vec![f32::NAN; n * q * p];
-            untranspose_blocks(pool.as_dyn(), (n, q, p), block, &blocked, &mut got);
-
-            let mut by_rows = vec![f32::NAN; q * n * p];
-            let (w_t, dy_rows) = (transposed(&w, q), dense(&dy, n * p));
-            let rows = rows_per_block(GemmShape { m: q, n: n * p, k });
-            gemm_by_rows(
-                pool.as_dyn(),
-                (q, n * p, k),
-                rows,
-                w_t,
-                dy_rows,
-                &mut by_rows,
-            );
-            let mut want = vec![f32::NAN; n * q * p];
-            scatter(pool.as_dyn(), (n, q, p), &by_rows, &mut want);
-            assert_eq!(got, want, "n={n} p={p} q={q} k={k}");
+            for block in [
+                rows_per_block(GemmShape { m: q, n: n * p, k }),
+                transposed_block(q),
+            ] {
+                untransposed_blocks_equal_scattered_rows(&pool, (n, p, q, k), block, (&w, &dy));
+            }
         }
+    }
+
+    /// [`column_blocks_untransposed_equal_row_blocks_scattered`] for one shape and `block`.
+    fn untransposed_blocks_equal_scattered_rows(
+        pool: &Pool,
+        (n, p, q, k): (usize, usize, usize, usize),
+        block: usize,
+        (w, dy): (&[f32], &[f32]),
+    ) {
+        let mut blocked = vec![f32::NAN; q * n * p];
+        let (dy_t, w_rows) = (transposed(dy, n * p), dense(w, q));
+        gemm_by_column_blocks(
+            pool.as_dyn(),
+            (n * p, q, k),
+            dy_t,
+            w_rows,
+            block,
+            &mut blocked,
+        );
+        let mut got = vec![f32::NAN; n * q * p];
+        untranspose_blocks(pool.as_dyn(), (n, q, p), block, &blocked, &mut got);
+
+        let mut by_rows = vec![f32::NAN; q * n * p];
+        let (w_t, dy_rows) = (transposed(w, q), dense(dy, n * p));
+        let rows = rows_per_block(GemmShape { m: q, n: n * p, k });
+        gemm_by_rows(
+            pool.as_dyn(),
+            (q, n * p, k),
+            rows,
+            w_t,
+            dy_rows,
+            &mut by_rows,
+        );
+        let mut want = vec![f32::NAN; n * q * p];
+        scatter(pool.as_dyn(), (n, q, p), &by_rows, &mut want);
+        assert_eq!(got, want, "n={n} p={p} q={q} k={k} block={block}");
     }
 }

@@ -39,7 +39,9 @@
 //! Small output planes (at most [`BATCHED_MAX_PIXELS`] pixels, more than one image) take the
 //! batched path instead (`batched.rs`). On planes of 64 pixels or more (8x8) the forward and
 //! the input gradient run one GEMM per image, each one item writing its image's output in
-//! place (the images' columns are then packed once, not once per block of output rows);
+//! place (the images' columns are then packed once, not once per block of output rows), but
+//! for the 3x3 input gradient, which runs one item per half of the input channels, over every
+//! image, each with its own half of `W^T`;
 //! smaller planes lay the images' column matrices side by side for one GEMM over the whole
 //! batch (the input gradient's computed transposed over at most 128 pixels of the batch). The
 //! weight gradient is always one GEMM over the batch's pixels.
