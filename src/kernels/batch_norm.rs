@@ -83,15 +83,15 @@
 //! of compulsory traffic), the 4x4 backwards 0.62-0.90, the 8x8 ones 0.85-0.97; 32x32 and
 //! 64x64 (one channel to an item either way) were unchanged.
 //!
-//! Within an item the channels go phase by phase ([`item_statistics`], then the sums, then
+//! Within an item the channels go phase by phase (`item_statistics`, then the sums, then
 //! the outputs): every channel's mean, every channel's `inv_std`, (backward) every channel's
 //! `dgamma` and `dbeta`, then every channel's output planes. A small channel's sums are short
 //! chains of dependent adds (a 16-lane reduction into `f64`, a division, a square root) that
 //! the next pass over the same channel waits on; channel after channel the core sat on those
 //! latencies, phase by phase the channels' chains are independent and overlap. Each channel's
 //! values are made by the same code in the same order, so the bits do not change (the
-//! workload's checksum neither); the item's data (at most [`ITEM_VALUES`] values a tensor,
-//! 16 KiB) stays in L1/L2 between the phases. An item holds at most [`MAX_ITEM_CHANNELS`]
+//! workload's checksum neither); the item's data (at most `ITEM_VALUES` values a tensor,
+//! 16 KiB) stays in L1/L2 between the phases. An item holds at most `MAX_ITEM_CHANNELS`
 //! channels (the backward keeps their statistics in stack arrays). Measured alone (`--inter
 //! 1`, 10 ops per iteration, 4 interleaved pairs, median per-pair ratios of P50s): the 4x4
 //! forwards took 0.87-0.91 of the time (`[4, 2048, 4, 4]`: 0.131 to 0.118 ms) and the
