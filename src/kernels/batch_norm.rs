@@ -662,8 +662,8 @@ fn item_backward(
 }
 
 /// Consecutive channels made in one parallel item (see the module docs): as many as fit in
-/// [`ITEM_VALUES`] values, a divisor of the channel count, leaving at least [`MIN_ITEMS`]
-/// items where there are that many channels.
+/// [`ITEM_VALUES`] values and at most [`MAX_ITEM_CHANNELS`], a divisor of the channel count,
+/// leaving at least [`MIN_ITEMS`] items where there are that many channels.
 #[derive(Clone, Copy)]
 struct ChannelGroup {
     channels: usize,
@@ -1127,8 +1127,8 @@ mod tests {
         assert_eq!(second, Some(own));
     }
 
-    /// Items take as many consecutive channels as fit in about 4096 values, a divisor of the
-    /// channel count, and leave at least 16 items.
+    /// Items take as many consecutive channels as fit in about 4096 values (at most 64), a
+    /// divisor of the channel count, and leave at least 16 items.
     #[test]
     fn items_group_small_channels() {
         let group = |batch, channels, pixels| {
@@ -1148,6 +1148,8 @@ mod tests {
         assert_eq!(group(4, 5, 7 * 9), 1);
         assert_eq!(group(2, 60, 2 * 3), 3);
         assert_eq!(group(0, 0, 0), 1);
+        // One value a channel: 4096 would fit, MAX_ITEM_CHANNELS caps it.
+        assert_eq!(group(1, 4096, 1), MAX_ITEM_CHANNELS);
     }
 
     /// The fused per-channel paths give bitwise what the separate passes give, with one
