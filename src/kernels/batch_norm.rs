@@ -47,8 +47,8 @@
 //! The training forwards ([`batch_norm_train`], [`batch_norm_train_activated`],
 //! [`batch_norm_add_relu_train`]) and the backwards with recomputed statistics
 //! ([`batch_norm_backward_recomputed`], [`batch_norm_relu_backward_recomputed`]) make each
-//! channel whole in one `parallel_for` item: its statistics, sums and output planes, one
-//! channel after another (small channels several to an item, below). A channel's planes (`N H
+//! channel whole in one `parallel_for` item: its statistics, sums and output planes (small
+//! channels several to an item, phase by phase, below). A channel's planes (`N H
 //! W` values, 16 KiB at batch 4 and 32x32) stay in the core's cache between the passes, so
 //! the input is read from memory once instead of once per pass (the forward made two passes
 //! over memory, the statistics then the normalization; the backward with recomputed
@@ -74,14 +74,31 @@
 //! [`batch_norm_backward`]) give, and nothing depends on the thread count.
 //!
 //! Small channels are made several to an item: consecutive channels, as many as fit in about
-//! 4096 values (a divisor of the channel count, leaving at least 16 items), each still made
-//! whole before the next, so the bits do not change. One item per channel cost far more than
+//! 4096 values (a divisor of the channel count, leaving at least 16 items), each made by the
+//! same code as a channel alone, so the bits do not change. One item per channel cost far more than
 //! the channel's own work at stages 3 and 4 (2048 channels of 4 x 16 values: the item's
 //! lock, its share of `parallel_for`'s ranges and `for_each_strided_group`'s per-piece
 //! tables): alone at `--inter 1` (median per-pair ratios of P50s, 7 interleaved pairs) the
 //! 4x4 forwards took 0.47-0.80 of the time (2048 channels: 0.414 to 0.196 ms, 2.5 to 5.4 GB/s
 //! of compulsory traffic), the 4x4 backwards 0.62-0.90, the 8x8 ones 0.85-0.97; 32x32 and
 //! 64x64 (one channel to an item either way) were unchanged.
+//!
+//! Within an item the channels go phase by phase (`item_statistics`, then the sums, then
+//! the outputs): every channel's mean, every channel's `inv_std`, (backward) every channel's
+//! `dgamma` and `dbeta`, then every channel's output planes. A small channel's sums are short
+//! chains of dependent adds (a 16-lane reduction into `f64`, a division, a square root) that
+//! the next pass over the same channel waits on; channel after channel the core sat on those
+//! latencies, phase by phase the channels' chains are independent and overlap. Each channel's
+//! values are made by the same code in the same order, so the bits do not change (the
+//! workload's checksum neither); the item's data (at most `ITEM_VALUES` values a tensor,
+//! 16 KiB) stays in L1/L2 between the phases. An item holds at most `MAX_ITEM_CHANNELS`
+//! channels (the backward keeps their statistics in stack arrays). Measured alone (`--inter
+//! 1`, 10 ops per iteration, 4 interleaved pairs, median per-pair ratios of P50s): the 4x4
+//! forwards took 0.87-0.91 of the time (`[4, 2048, 4, 4]`: 0.131 to 0.118 ms) and the
+//! backwards 0.86-0.94; 8x8 and larger were unchanged within noise. Two things that did not
+//! pay: one pass making both backward sums (`sum dy` and `sum dy (x - mean)` in two sets of
+//! lanes) vectorized badly and was 1.3x slower at every size, and a pairwise reduction of the
+//! lanes (it would have changed the bits) was 1.2x slower at 32x32 through codegen effects.
 #![forbid(unsafe_code)]
 
 use super::error::{expect_rank, expect_shape, KernelError};
@@ -339,8 +356,9 @@ enum Epilogue<'a> {
     AddRelu(&'a [f32]),
 }
 
-/// The training forward, one item per [`ChannelGroup`], channel after channel: its statistics
-/// (saved in `stats`), then its normalized planes with `epilogue` applied.
+/// The training forward, one item per [`ChannelGroup`]: its channels' statistics (saved in
+/// `stats`, [`item_statistics`]), then each channel's normalized planes with `epilogue`
+/// applied.
 fn train_channels(
     pool: &dyn ThreadPool,
     geometry: &BatchNormGeometry,
@@ -363,11 +381,10 @@ fn train_channels(
         &mut slots,
         cost,
         |item, (means, inv_stds), y_pieces| {
-            for (offset, (mean_slot, inv_std_slot)) in
-                means.iter_mut().zip(inv_stds.iter_mut()).enumerate()
-            {
-                let channel = item * group.channels + offset;
-                let (mean, inv_std) = channel_statistics(geometry, x, channel, params.epsilon);
+            let first = item * group.channels;
+            item_statistics(geometry, x, first, params.epsilon, (means, inv_stds));
+            for (offset, (&mean, &inv_std)) in means.iter().zip(inv_stds.iter()).enumerate() {
+                let channel = first + offset;
                 let scale = params.gamma.data[channel] * inv_std;
                 let shift = params.beta.data[channel] - mean * scale;
                 let span = group.span(geometry, offset);
@@ -381,7 +398,6 @@ fn train_channels(
                         }
                     }
                 }
-                (*mean_slot, *inv_std_slot) = (mean, inv_std);
             }
         },
     );
@@ -530,10 +546,10 @@ struct BackwardOperands<'a> {
     relu_output: Option<&'a [f32]>,
 }
 
-/// The backward pass with recomputed statistics, one item per [`ChannelGroup`], channel after
-/// channel: statistics, `dgamma`, `dbeta`, then the channel's input-gradient planes. With a
-/// fused ReLU the masked `dy` is first written into the `dx` planes, and the sums and the
-/// gradient read it from there.
+/// The backward pass with recomputed statistics, one item per [`ChannelGroup`], phase by
+/// phase: the channels' statistics, their `dgamma` and `dbeta`, then their input-gradient
+/// planes ([`item_backward`]). With a fused ReLU the masked `dy` is first written into the
+/// `dx` planes, and the sums and the gradient read it from there.
 fn recomputed_channels(
     pool: &dyn ThreadPool,
     geometry: &BatchNormGeometry,
@@ -552,65 +568,102 @@ fn recomputed_channels(
         &mut slots,
         cost,
         |item, (dgammas, dbetas), dx_pieces| {
-            for (offset, slot) in dgammas.iter_mut().zip(dbetas.iter_mut()).enumerate() {
-                let channel = item * group.channels + offset;
-                let span = group.span(geometry, offset);
-                let sums = channel_backward(geometry, operands, params, channel, (dx_pieces, span));
-                (*slot.0, *slot.1) = sums;
-            }
+            let first = item * group.channels;
+            let mut moments = ([0.0f32; MAX_ITEM_CHANNELS], [0.0f32; MAX_ITEM_CHANNELS]);
+            let count = dgammas.len();
+            let (means, inv_stds) = (&mut moments.0[..count], &mut moments.1[..count]);
+            item_statistics(
+                geometry,
+                operands.x,
+                first,
+                params.epsilon,
+                (means, inv_stds),
+            );
+            let channels = ItemChannels {
+                first,
+                group,
+                means,
+                inv_stds,
+            };
+            item_backward(
+                geometry,
+                operands,
+                params,
+                &channels,
+                (dgammas, dbetas),
+                dx_pieces,
+            );
         },
     );
 }
 
-/// One channel of [`recomputed_channels`]: its statistics, `(dgamma, dbeta)` (returned) and
-/// its input-gradient planes, values `span` of each of `dx_pieces` (one piece per image).
-fn channel_backward(
+/// The channels of one item and their statistics.
+struct ItemChannels<'a> {
+    /// The item's first channel.
+    first: usize,
+    group: ChannelGroup,
+    means: &'a [f32],
+    inv_stds: &'a [f32],
+}
+
+/// One item of [`recomputed_channels`] after its statistics: every channel's `(dgamma,
+/// dbeta)` (into the slots), then every channel's input-gradient planes, values
+/// `group.span(offset)` of each of `dx_pieces` (one piece per image). With a fused ReLU each
+/// channel's masked `dy` is first written into its `dx` planes. Phase by phase, so that the
+/// channels' reductions overlap (see the module docs); each channel's values are made as one
+/// channel at a time would make them.
+fn item_backward(
     geometry: &BatchNormGeometry,
     operands: BackwardOperands<'_>,
     params: &NormParams<'_>,
-    channel: usize,
-    (dx_pieces, span): (&mut [&mut [f32]], Range<usize>),
-) -> (f32, f32) {
-    let (x, dy, epsilon) = (operands.x, operands.dy, params.epsilon);
-    let moments = channel_statistics(geometry, x, channel, epsilon);
-    let gamma = params.gamma.data[channel];
-    let planes = channel_planes(geometry, channel);
-    match operands.relu_output {
-        None => {
-            let plane = |image| plane_pair(geometry, (x, dy), channel, image);
-            let sums = channel_grad_sums(geometry, plane, moments);
-            let slope = PlaneSlope::new(geometry, gamma, moments, sums);
-            for (dx, plane) in dx_pieces.iter_mut().zip(planes) {
-                let dx = &mut dx[span.clone()];
-                plane_input_grad(&x[plane.clone()], &dy[plane], &slope, dx);
+    channels: &ItemChannels<'_>,
+    (dgammas, dbetas): (&mut [f32], &mut [f32]),
+    dx_pieces: &mut [&mut [f32]],
+) {
+    let (x, dy) = (operands.x, operands.dy);
+    let moments = |offset: usize| (channels.means[offset], channels.inv_stds[offset]);
+    for (offset, slot) in dgammas.iter_mut().zip(dbetas.iter_mut()).enumerate() {
+        let channel = channels.first + offset;
+        let span = channels.group.span(geometry, offset);
+        (*slot.0, *slot.1) = match operands.relu_output {
+            None => {
+                let plane = |image| plane_pair(geometry, (x, dy), channel, image);
+                channel_grad_sums(geometry, plane, moments(offset))
             }
-            sums
-        }
-        Some(output) => {
-            for (dx, plane) in dx_pieces.iter_mut().zip(planes) {
-                let dx = &mut dx[span.clone()];
-                plane_relu_grad(&output[plane.clone()], &dy[plane], dx);
+            Some(output) => {
+                let planes = channel_planes(geometry, channel);
+                for (dx, plane) in dx_pieces.iter_mut().zip(planes) {
+                    plane_relu_grad(&output[plane.clone()], &dy[plane], &mut dx[span.clone()]);
+                }
+                let masked: &[&mut [f32]] = dx_pieces;
+                let (start, end) = (span.start, span.end);
+                let plane = |image| {
+                    let (x, _) = plane_pair(geometry, (x, x), channel, image);
+                    (x, &masked[image][start..end])
+                };
+                channel_grad_sums(geometry, plane, moments(offset))
             }
-            let masked: &[&mut [f32]] = dx_pieces;
-            let (start, end) = (span.start, span.end);
-            let plane = |image| {
-                let (x, _) = plane_pair(geometry, (x, x), channel, image);
-                (x, &masked[image][start..end])
-            };
-            let sums = channel_grad_sums(geometry, plane, moments);
-            let slope = PlaneSlope::new(geometry, gamma, moments, sums);
-            let planes = channel_planes(geometry, channel);
-            for (dx, plane) in dx_pieces.iter_mut().zip(planes) {
-                plane_input_grad_in_place(&x[plane], &slope, &mut dx[span.clone()]);
+        };
+    }
+    for (offset, (&dgamma, &dbeta)) in dgammas.iter().zip(dbetas.iter()).enumerate() {
+        let channel = channels.first + offset;
+        let span = channels.group.span(geometry, offset);
+        let gamma = params.gamma.data[channel];
+        let slope = PlaneSlope::new(geometry, gamma, moments(offset), (dgamma, dbeta));
+        let planes = channel_planes(geometry, channel);
+        for (dx, plane) in dx_pieces.iter_mut().zip(planes) {
+            let dx = &mut dx[span.clone()];
+            match operands.relu_output {
+                None => plane_input_grad(&x[plane.clone()], &dy[plane], &slope, dx),
+                Some(_) => plane_input_grad_in_place(&x[plane], &slope, dx),
             }
-            sums
         }
     }
 }
 
 /// Consecutive channels made in one parallel item (see the module docs): as many as fit in
-/// [`ITEM_VALUES`] values, a divisor of the channel count, leaving at least [`MIN_ITEMS`]
-/// items where there are that many channels.
+/// [`ITEM_VALUES`] values and at most [`MAX_ITEM_CHANNELS`], a divisor of the channel count,
+/// leaving at least [`MIN_ITEMS`] items where there are that many channels.
 #[derive(Clone, Copy)]
 struct ChannelGroup {
     channels: usize,
@@ -622,10 +675,15 @@ const ITEM_VALUES: usize = 4096;
 /// The fewest items a call is split into when it has that many channels.
 const MIN_ITEMS: usize = 16;
 
+/// The most channels one item holds (the backward keeps their statistics in stack arrays).
+const MAX_ITEM_CHANNELS: usize = 64;
+
 impl ChannelGroup {
     fn new(geometry: &BatchNormGeometry) -> Self {
         let per_channel = (geometry.batch * geometry.pixels).max(1);
-        let most = (ITEM_VALUES / per_channel).min(geometry.channels / MIN_ITEMS);
+        let most = (ITEM_VALUES / per_channel)
+            .min(geometry.channels / MIN_ITEMS)
+            .min(MAX_ITEM_CHANNELS);
         let channels = (1..=most.max(1))
             .rev()
             .find(|&count| geometry.channels % count == 0)
@@ -861,15 +919,53 @@ fn channel_statistics(
     channel: usize,
     epsilon: f32,
 ) -> (f32, f32) {
-    let count = (geometry.batch * geometry.pixels).max(1) as f64;
+    let mean = channel_mean(geometry, x, channel);
+    (mean, channel_inv_std(geometry, x, channel, mean, epsilon))
+}
+
+/// The statistics of an item's channels `first..first + means.len()` into `means` and
+/// `inv_stds`, phase by phase: every channel's mean, then every channel's `inv_std`, each as
+/// [`channel_statistics`] makes it (the same bits). A channel's mean and its variance are one
+/// chain of dependent reductions; phase by phase the channels' chains are independent work
+/// the core overlaps (see the module docs).
+fn item_statistics(
+    geometry: &BatchNormGeometry,
+    x: &[f32],
+    first: usize,
+    epsilon: f32,
+    (means, inv_stds): (&mut [f32], &mut [f32]),
+) {
+    for (offset, mean) in means.iter_mut().enumerate() {
+        *mean = channel_mean(geometry, x, first + offset);
+    }
+    for (offset, (inv_std, &mean)) in inv_stds.iter_mut().zip(means.iter()).enumerate() {
+        *inv_std = channel_inv_std(geometry, x, first + offset, mean, epsilon);
+    }
+}
+
+/// The values of one channel, as the `f64` count the statistics divide by.
+fn channel_count(geometry: &BatchNormGeometry) -> f64 {
+    (geometry.batch * geometry.pixels).max(1) as f64
+}
+
+/// Channel `channel`'s mean: a lane sum per group of planes, the groups in image order.
+fn channel_mean(geometry: &BatchNormGeometry, x: &[f32], channel: usize) -> f32 {
     let sum: f64 = channel_group_sums(geometry, (x, x), channel, |value, _| value).sum();
-    let channel_mean = (sum / count) as f32;
-    let squares: f64 = channel_group_sums(geometry, (x, x), channel, |value, _| {
-        (value - channel_mean).powi(2)
-    })
-    .sum();
-    let inv_std = (1.0 / (squares / count + f64::from(epsilon)).sqrt()) as f32;
-    (channel_mean, inv_std)
+    (sum / channel_count(geometry)) as f32
+}
+
+/// Channel `channel`'s `1 / sqrt(var + eps)` from its `mean`: the squared deviations summed
+/// as [`channel_mean`] sums the values.
+fn channel_inv_std(
+    geometry: &BatchNormGeometry,
+    x: &[f32],
+    channel: usize,
+    mean: f32,
+    epsilon: f32,
+) -> f32 {
+    let squares: f64 =
+        channel_group_sums(geometry, (x, x), channel, |value, _| (value - mean).powi(2)).sum();
+    (1.0 / (squares / channel_count(geometry) + f64::from(epsilon)).sqrt()) as f32
 }
 
 /// Lanes of a vectorizable sum: 16 `f32` (one AVX-512 register, two AVX ones).
@@ -1031,8 +1127,8 @@ mod tests {
         assert_eq!(second, Some(own));
     }
 
-    /// Items take as many consecutive channels as fit in about 4096 values, a divisor of the
-    /// channel count, and leave at least 16 items.
+    /// Items take as many consecutive channels as fit in about 4096 values (at most 64), a
+    /// divisor of the channel count, and leave at least 16 items.
     #[test]
     fn items_group_small_channels() {
         let group = |batch, channels, pixels| {
@@ -1052,6 +1148,8 @@ mod tests {
         assert_eq!(group(4, 5, 7 * 9), 1);
         assert_eq!(group(2, 60, 2 * 3), 3);
         assert_eq!(group(0, 0, 0), 1);
+        // One value a channel: 4096 would fit, MAX_ITEM_CHANNELS caps it.
+        assert_eq!(group(1, 4096, 1), MAX_ITEM_CHANNELS);
     }
 
     /// The fused per-channel paths give bitwise what the separate passes give, with one
