@@ -58,6 +58,7 @@ mod batched;
 mod blocked;
 mod forward;
 mod im2col;
+mod shared;
 mod weight_grad;
 
 pub use backward::{conv2d_backward_data, conv2d_backward_weights};
