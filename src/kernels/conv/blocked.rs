@@ -13,7 +13,8 @@
 //! rows of `run` pixels, about [`BLOCK_VALUES`] values) into its thread's scratch buffer,
 //! then `Y_b = W cols_b` straight into run `b` of its planes: the GEMM's destination rows
 //! lie a plane apart (`gemm_single_threaded_strided`), so no result is copied. Any stride
-//! takes this path (the stem's 7x7 stride 2 included); the input gradient and the
+//! takes this path (the stem's 7x7 stride 2 included: its item first splits the image into
+//! phase planes, `im2col.rs`' [`ImageSource`], so each run's im2col is shifted copies); the input gradient and the
 //! channel-grouped weight gradient below only stride 1 ([`block_pixels`]).
 //!
 //! The input gradient of a stride-1 convolution is itself such a convolution: of `dY` with the
@@ -39,7 +40,8 @@
 //! for 2 threads) it is cut by pixels instead, any stride
 //! ([`weight_gradient_by_pixel_parts`]): one item per part of [`WEIGHT_PARTS`] of every
 //! image's output pixels, each summing all of `dW^T` over its pixels of every image (images,
-//! then runs, in order) into its own slot of the caller's scratch; the slots are then added
+//! then runs, in order; the stem's images split into phase planes as the forward's) into its
+//! own slot of the caller's scratch; the slots are then added
 //! in part order and transposed into `dW`.
 //!
 //! # Measurements
@@ -89,7 +91,7 @@
 #![forbid(unsafe_code)]
 
 use super::batched::{dense, transpose_images};
-use super::im2col::im2col_pixels;
+use super::im2col::{phases_len, ImageSource};
 use super::shared::with_shared_operand;
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::gemm::{gemm_single_threaded, gemm_single_threaded_strided, MatView};
@@ -196,6 +198,7 @@ fn convolve_in_blocks(
         GEMM_FLOPS_PER_CYCLE,
     );
     let image_len = g.in_channels * g.in_pixels();
+    let phases = phases_len(g, g.in_channels);
     let convolve = |weight: &[f32], output: &mut [f32]| {
         for_each_nested_chunk(
             pool,
@@ -204,11 +207,13 @@ fn convolve_in_blocks(
             block * pixels,
             cost,
             |n, index, out| {
-                with_scratch(patch * run, |cols| {
+                with_scratch(patch * run + phases, |buffer| {
+                    let (cols, phases) = buffer.split_at_mut(patch * run);
                     let rows = &weight[index * block * patch..(index + 1) * block * patch];
                     let image = &input[n * image_len..(n + 1) * image_len];
+                    let source = ImageSource::new(g, image, phases);
                     for first in (0..pixels).step_by(run) {
-                        im2col_pixels(g, image, first..first + run, cols);
+                        source.im2col(g, first..first + run, cols);
                         let shape = (block, run, patch);
                         let dst = (&mut out[first..], pixels);
                         let (w, c) = (dense(rows, patch), dense(cols, run));
@@ -351,15 +356,18 @@ pub(super) fn blocked_backward_weights(
             &mut slots,
             cost,
             |group, _, pieces| {
-                with_scratch(rows * run + rows * channels, |buffer| {
-                    let (cols, sum) = buffer.split_at_mut(rows * run);
+                let phases = phases_len(g, rows / g.kernel_area());
+                with_scratch(rows * run + rows * channels + phases, |buffer| {
+                    let (cols, rest) = buffer.split_at_mut(rows * run);
+                    let (sum, phases) = rest.split_at_mut(rows * channels);
                     let group_rows = GroupRows {
                         group,
                         rows,
                         run,
                         pixels: (0, pixels),
                     };
-                    sum_group_products(g, group_rows, input, dy, cols, sum);
+                    let scratch = (cols, phases);
+                    sum_group_products(g, group_rows, input, dy, scratch, sum);
                     for (o, piece) in pieces.iter_mut().enumerate() {
                         let column = sum[o..].iter().step_by(channels);
                         piece.iter_mut().zip(column).for_each(|(w, &s)| *w = s);
@@ -426,7 +434,8 @@ fn backward_weights_by_pixel_parts(
     let part_len = pixels.div_ceil(WEIGHT_PARTS);
     let parts = pixels.div_ceil(part_len);
     let run = (BLOCK_VALUES / patch).clamp(1, part_len);
-    let (sum_len, slot_len) = (patch * channels, patch * channels + patch * run);
+    let phases = phases_len(g, g.in_channels);
+    let (sum_len, slot_len) = (patch * channels, patch * channels + patch * run + phases);
     let cost = item_cost(
         (batch * part_len * (patch + channels)) as f64,
         sum_len as f64,
@@ -436,7 +445,8 @@ fn backward_weights_by_pixel_parts(
     with_scratch(parts * slot_len, |slots| {
         let dy = GradOutput::InPlace(grad_output);
         for_each_chunk(pool, slots, slot_len, cost, |part, slot| {
-            let (sum, cols) = slot.split_at_mut(sum_len);
+            let (sum, rest) = slot.split_at_mut(sum_len);
+            let scratch = rest.split_at_mut(patch * run);
             let first = part * part_len;
             let part_rows = GroupRows {
                 group: 0,
@@ -444,7 +454,7 @@ fn backward_weights_by_pixel_parts(
                 run,
                 pixels: (first, (first + part_len).min(pixels)),
             };
-            sum_group_products(g, part_rows, input, dy, cols, sum);
+            sum_group_products(g, part_rows, input, dy, scratch, sum);
         });
         let sums = slots.chunks_exact(slot_len).map(|slot| &slot[..sum_len]);
         add_transposed_in_order(sums, channels, grad_weight);
@@ -481,7 +491,7 @@ struct GroupRows {
 
 /// `sum = sum_n sum_runs cols_run dY_run^T` over the group's rows of every image's columns
 /// of its pixels (`rows x C_out`), in image then run order; `cols` is scratch for one run's
-/// columns.
+/// columns, `phases` for the group's phase planes of one image ([`ImageSource`]).
 fn sum_group_products(
     g: &Conv2dGeometry,
     GroupRows {
@@ -492,7 +502,7 @@ fn sum_group_products(
     }: GroupRows,
     input: &[f32],
     dy: GradOutput<'_>,
-    cols: &mut [f32],
+    (cols, phases): (&mut [f32], &mut [f32]),
     sum: &mut [f32],
 ) {
     let channels = g.out_channels;
@@ -501,10 +511,11 @@ fn sum_group_products(
     let mut beta = 0.0;
     for image in 0..g.batch {
         let planes = &input[image * image_len + group * group_len..][..group_len];
+        let source = ImageSource::new(g, planes, &mut *phases);
         for first in (from..to).step_by(run) {
             let len = run.min(to - first);
             let cols = &mut cols[..rows * len];
-            im2col_pixels(g, planes, first..first + len, cols);
+            source.im2col(g, first..first + len, cols);
             gemm_single_threaded(
                 (rows, channels, len),
                 dense(cols, len),
