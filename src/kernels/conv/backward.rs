@@ -10,6 +10,7 @@ use super::batched::{
     with_batched_scratch, CHANNEL_GROUPS, TRANSPOSED_MAX_COLUMNS,
 };
 use super::blocked::{block_pixels, blocked_backward_data, flipped_geometry};
+use super::forward::image_row_block;
 use super::im2col::col2im_plane;
 use super::weight_grad::backward_weights;
 use super::{Conv2dGeometry, Conv2dParams};
@@ -330,7 +331,7 @@ fn dcols_by_rows(
 }
 
 /// `dcols_n = W^T dY_n` for every image, into `dcols`: one item per (image, block of `dcols`
-/// rows).
+/// rows), the whole image at batch 4 or more (`forward.rs`' [`image_row_block`]).
 fn weight_transpose_times(
     pool: &dyn ThreadPool,
     geometry: &Conv2dGeometry,
@@ -345,7 +346,7 @@ fn weight_transpose_times(
         n: pixels,
         k: channels,
     };
-    let block = rows_per_block(shape);
+    let block = image_row_block(g, shape);
     let cost = gemm_item_cost(block, pixels, channels);
     let image_len = g.cols_per_image();
     for_each_nested_chunk(

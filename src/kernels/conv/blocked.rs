@@ -12,28 +12,39 @@
 //! piece of the output, and for each run `b` in order does im2col of run `b` (`C_in kh kw`
 //! rows of `run` pixels, about [`BLOCK_VALUES`] values) into its thread's scratch buffer,
 //! then `Y_b = W cols_b` straight into run `b` of its planes: the GEMM's destination rows
-//! lie a plane apart (`gemm_single_threaded_strided`), so no result is copied. Any stride
-//! takes this path (the stem's 7x7 stride 2 included); the input gradient and the
+//! lie a plane apart (`gemm_single_threaded_strided`), so no result is copied. The GEMM goes
+//! in calls of at most [`UNPACKED_MAX_ROWS`] (48) output channels ([`multiply_in_place`]), for
+//! which the `gemm` crate reads `cols_b` in place instead of first copying it into packed
+//! panels (8-10% of the s1 3x3 forward's and the stem's profiles). Any stride
+//! takes this path (the stem's 7x7 stride 2 included: its item first splits the image into
+//! phase planes, `im2col.rs`' [`ImageSource`], so each run's im2col is shifted copies); the input gradient and the
 //! channel-grouped weight gradient below only stride 1 ([`block_pixels`]).
 //!
 //! The input gradient of a stride-1 convolution is itself such a convolution: of `dY` with the
 //! weight flipped in both kernel axes and its channel axes swapped (`W'[ci, co, ky, kx] =
-//! W[co, ci, kh-1-ky, kw-1-kx]`), padded by `kh - 1 - p`. Each item builds `W'` in its own
-//! scratch (a copy the size of the weight) and runs the forward blocks on `dY`; no `dcols` and
-//! no col2im.
+//! W[co, ci, kh-1-ky, kw-1-kx]`), padded by `kh - 1 - p`. The call builds `W'` once, over the pool
+//! ([`flip_in_parallel`]: [`FLIP_ROWS`] rows of `W'` per item, filled one input channel of the
+//! original at a time across them, so every read is a contiguous run of the weight), into the
+//! calling thread's shared-operand buffer (`shared.rs`); then the forward blocks run on `dY`
+//! with it. No `dcols` and no col2im.
 //!
 //! The weight gradient `dW^T = sum_n cols_n dY_n^T` is cut by input channels instead: one
 //! item per group of `C_in / G` channels ([`WEIGHT_GROUPS`] or the next divisor of `C_in`),
 //! which owns those channels' columns of `dW`. It runs over the images and runs of pixels
 //! (about [`BLOCK_VALUES`] values of its own channels' columns each) in order, one GEMM
-//! `cols_run dY_run^T` each accumulated into a `(C_in / G) kh kw x C_out` sum in its scratch
-//! (`dY^T` read in place as a column-major view, no transposed copy), then writes the sum
-//! transposed into its columns of `dW`. No partial sums to add, no im2col done twice.
+//! `cols_run dY_run^T` each accumulated into a `(C_in / G) kh kw x C_out` sum in its scratch,
+//! then writes the sum transposed into its columns of `dW`. `dY^T` is read in place as a
+//! column-major view, except on planes of a multiple of [`ALIASING_PIXELS`] (1024) pixels: there
+//! `dY`'s rows lie a multiple of 4 KiB apart, and the `gemm` crate, packing the view, read 64
+//! of them at once, one value each, all in one set of the L1 cache (27% of the s1 3x3 weight
+//! gradient's time); so the call first transposes every image's `dY` once
+//! (`transpose_images`, into the shared-operand buffer) and the GEMMs read it row-major. No partial sums to add, no im2col done twice.
 //! With fewer input channels than [`WEIGHT_GROUPS`] (the stem's 3: groups of 49 rows, 3 items
 //! for 2 threads) it is cut by pixels instead, any stride
 //! ([`weight_gradient_by_pixel_parts`]): one item per part of [`WEIGHT_PARTS`] of every
 //! image's output pixels, each summing all of `dW^T` over its pixels of every image (images,
-//! then runs, in order) into its own slot of the caller's scratch; the slots are then added
+//! then runs, in order; the stem's images split into phase planes as the forward's) into its
+//! own slot of the caller's scratch; the slots are then added
 //! in part order and transposed into `dW`.
 //!
 //! # Measurements
@@ -58,12 +69,29 @@
 //! form was only 1.06x faster than the whole-batch im2col, and its weight gradient by 3
 //! channel groups 0.67x as fast as the per-image form.
 //!
+//! Calls of at most 48 channels against one call per block (64 or 128 channels), 15
+//! interleaved pairs: s1 forward 0.96x, s2 forward 0.97x, the stem's 1.00x; s1 and s2 input
+//! gradients 0.97x (measured with the columns' rows padded to an odd number of cache lines, so
+//! that reads down a column spread over the L1 sets; that padding itself made no difference,
+//! 1.01x on s1 and 0.99x on the stem, so the rows stay `run` apart).
+//!
+//! Building `W'` once per call instead of once per item (4 per call at batch 4, each reading
+//! the weight 9 values at a time a row of `W` apart: 13% of the s2 input gradient's profile)
+//! and transposing `dY` once per call on 32x32 planes, measured the same way (5 interleaved
+//! pairs, this machine quiet: the ops ran near the GEMM peak): s2 3x3 input gradient 1.38 ->
+//! 1.28 ms (0.93x), s1 input gradient 1.44 -> 1.42 (0.99x), s1 weight gradient 1.71 -> 1.42
+//! (0.84x); s2 weight gradient and the forwards unchanged (0.99-1.00x). Transposing `dY` on
+//! s2 too (16x16, rows 1 KiB apart) measured 1.02x, and on the stem (its 1M values of `dY`,
+//! rows 16 KiB apart, for the pixel parts) 0.98x: the transpose cost what the packing lost.
+//! Holding `W'` and the items' columns in one buffer of the caller's (a slot per item, cold in
+//! L2 when its item starts) instead measured 1.05x on the s1 input gradient.
+//!
 //! Earlier (the run-index form, another machine load): `BLOCK_VALUES` of 2^16 and 2^17 were
 //! slower than 2^18 (s1 forward 2.16 and 1.87 ms against 1.84), and 2^19 too (2.02). In the
 //! per-image form 2^17 ran at 0.97-0.99x of 2^18 (s1 and s2 forward, the stem's forward, s1
-//! weight gradient; 5 pairs each). Transposing each run's `dY` into scratch before the weight
-//! gradient's GEMM (as `weight_grad.rs` does) measured 1.04x on s1, 0.95x on s2 and 1.01x on
-//! the stem: not kept.
+//! weight gradient; 5 pairs each). Transposing each run's `dY` into scratch in each item,
+//! before its GEMM, measured 1.04x on s1, 0.95x on s2 and 1.01x on the stem (once per call
+//! instead, above, it pays on s1).
 //!
 //! # Determinism
 //! The runs, channel blocks, groups and parts depend on the shapes alone, every output value
@@ -71,12 +99,14 @@
 //! added in part order, so results are the same on every pool and thread count.
 #![forbid(unsafe_code)]
 
-use super::batched::dense;
-use super::im2col::im2col_pixels;
+use super::batched::{dense, transpose_images};
+use super::im2col::{phases_len, ImageSource};
+use super::shared::with_shared_operand;
 use super::{Conv2dGeometry, Conv2dParams};
 use crate::kernels::gemm::{gemm_single_threaded, gemm_single_threaded_strided, MatView};
 use crate::kernels::par::{
     for_each_chunk, for_each_nested_chunk, for_each_strided_group, item_cost, GEMM_FLOPS_PER_CYCLE,
+    VECTOR_FLOPS_PER_CYCLE,
 };
 use crate::kernels::scratch::with_scratch;
 use crate::pool::ThreadPool;
@@ -169,10 +199,6 @@ fn convolve_in_blocks(
         output.fill(0.0);
         return;
     }
-    let own_weight_len = match weight {
-        Weight::AsIs(_) => 0,
-        Weight::Flipped(_) => channels * patch,
-    };
     let block = channels / channel_blocks(g);
     let cost = item_cost(
         (patch * pixels + block * patch) as f64,
@@ -181,41 +207,59 @@ fn convolve_in_blocks(
         GEMM_FLOPS_PER_CYCLE,
     );
     let image_len = g.in_channels * g.in_pixels();
-    let out_image_len = channels * pixels;
-    for_each_nested_chunk(
-        pool,
-        output,
-        out_image_len,
-        block * pixels,
-        cost,
-        |n, index, out| {
-            with_scratch(own_weight_len + patch * run, |buffer| {
-                let (own_weight, cols) = buffer.split_at_mut(own_weight_len);
-                let weight = match weight {
-                    Weight::AsIs(weight) => weight,
-                    Weight::Flipped(original) => {
-                        flip_into(g, original, own_weight);
-                        own_weight
+    let phases = phases_len(g, g.in_channels);
+    let convolve = |weight: &[f32], output: &mut [f32]| {
+        for_each_nested_chunk(
+            pool,
+            output,
+            channels * pixels,
+            block * pixels,
+            cost,
+            |n, index, out| {
+                with_scratch(patch * run + phases, |buffer| {
+                    let (cols, phases) = buffer.split_at_mut(patch * run);
+                    let rows = &weight[index * block * patch..(index + 1) * block * patch];
+                    let image = &input[n * image_len..(n + 1) * image_len];
+                    let source = ImageSource::new(g, image, phases);
+                    for first in (0..pixels).step_by(run) {
+                        source.im2col(g, first..first + run, cols);
+                        let shape = (block, run, patch);
+                        multiply_in_place(shape, rows, cols, &mut out[first..], pixels);
                     }
-                };
-                let rows = &weight[index * block * patch..(index + 1) * block * patch];
-                let image = &input[n * image_len..(n + 1) * image_len];
-                for first in (0..pixels).step_by(run) {
-                    im2col_pixels(g, image, first..first + run, cols);
-                    let shape = (block, run, patch);
-                    let dst = (&mut out[first..], pixels);
-                    gemm_single_threaded_strided(
-                        shape,
-                        dense(rows, patch),
-                        dense(cols, run),
-                        dst,
-                        1.0,
-                        0.0,
-                    );
-                }
-            });
-        },
-    );
+                });
+            },
+        );
+    };
+    match weight {
+        Weight::AsIs(weight) => convolve(weight, output),
+        Weight::Flipped(original) => with_shared_operand(original.len(), |flipped| {
+            flip_in_parallel(pool, g, original, flipped);
+            convolve(flipped, output);
+        }),
+    }
+}
+
+/// Most rows per GEMM call of the blocked convolutions: the `gemm` crate (0.19, AVX-512)
+/// packs its right factor (here the columns, whose rows are contiguous) into panels first
+/// when the product has more than 48 rows (8 of its 6-column microkernel tiles), and reads it
+/// in place otherwise.
+const UNPACKED_MAX_ROWS: usize = 48;
+
+/// `out = weight_rows cols` (`m x n`, inner `k`; `out`'s rows `out_stride` apart), in calls of
+/// at most [`UNPACKED_MAX_ROWS`] rows, each reading `cols` in place.
+fn multiply_in_place(
+    (m, n, k): (usize, usize, usize),
+    weight_rows: &[f32],
+    cols: &[f32],
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    for first in (0..m).step_by(UNPACKED_MAX_ROWS) {
+        let rows = UNPACKED_MAX_ROWS.min(m - first);
+        let w = dense(&weight_rows[first * k..], k);
+        let dst = (&mut out[first * out_stride..], out_stride);
+        gemm_single_threaded_strided((rows, n, k), w, dense(cols, n), dst, 1.0, 0.0);
+    }
 }
 
 /// Items of the blocked forward, at least: a batch of fewer images cuts each image's output
@@ -239,17 +283,40 @@ fn channel_blocks(g: &Conv2dGeometry) -> usize {
     }
 }
 
-/// `flipped[o, i, ky, kx] = original[i, o, kh-1-ky, kw-1-kx]`, where `g`'s output channels are
-/// `o` and its input channels `i`.
-fn flip_into(g: &Conv2dGeometry, original: &[f32], flipped: &mut [f32]) {
+/// Output channels of `W'` per item of [`flip_in_parallel`].
+const FLIP_ROWS: usize = 16;
+
+/// [`flip_into`] over the pool, [`FLIP_ROWS`] rows of `W'` per item.
+fn flip_in_parallel(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    original: &[f32],
+    flipped: &mut [f32],
+) {
+    let row_len = g.in_channels * g.kernel_area();
+    let len = (FLIP_ROWS * row_len) as f64;
+    let cost = item_cost(len, len, 0.0, VECTOR_FLOPS_PER_CYCLE);
+    for_each_chunk(pool, flipped, FLIP_ROWS * row_len, cost, |index, rows| {
+        flip_into(g, original, index * FLIP_ROWS, rows);
+    });
+}
+
+/// `flipped[o, i, ky, kx] = original[i, o, kh-1-ky, kw-1-kx]` for the output channels `o` of
+/// `g` from `first` on that `flipped` holds (`g`'s input channels are `i`): one input
+/// channel at a time across all of them, so each read is a contiguous run of `original`.
+fn flip_into(g: &Conv2dGeometry, original: &[f32], first: usize, flipped: &mut [f32]) {
     let area = g.kernel_area();
     let (outs, ins) = (g.out_channels, g.in_channels);
-    for (index, taps) in flipped.chunks_exact_mut(area).enumerate() {
-        let (o, i) = (index / ins, index % ins);
-        let source = &original[(i * outs + o) * area..(i * outs + o + 1) * area];
-        taps.iter_mut()
-            .zip(source.iter().rev())
-            .for_each(|(tap, &value)| *tap = value);
+    let row_len = ins * area;
+    let rows = flipped.len() / row_len.max(1);
+    for i in 0..ins {
+        let sources = &original[(i * outs + first) * area..][..rows * area];
+        for (o, source) in sources.chunks_exact(area).enumerate() {
+            let taps = &mut flipped[o * row_len + i * area..][..area];
+            taps.iter_mut()
+                .zip(source.iter().rev())
+                .for_each(|(tap, &value)| *tap = value);
+        }
     }
 }
 
@@ -299,30 +366,83 @@ pub(super) fn blocked_backward_weights(
         2.0 * (batch * pixels * rows * channels) as f64,
         GEMM_FLOPS_PER_CYCLE,
     );
-    let mut slots = vec![(); groups];
-    for_each_strided_group(
-        pool,
-        grad_weight,
-        rows,
-        &mut slots,
-        cost,
-        |group, _, pieces| {
-            with_scratch(rows * run + rows * channels, |buffer| {
-                let (cols, sum) = buffer.split_at_mut(rows * run);
-                let group_rows = GroupRows {
-                    group,
-                    rows,
-                    run,
-                    pixels: (0, pixels),
-                };
-                sum_group_products(g, group_rows, input, grad_output, cols, sum);
-                for (o, piece) in pieces.iter_mut().enumerate() {
-                    let column = sum[o..].iter().step_by(channels);
-                    piece.iter_mut().zip(column).for_each(|(w, &s)| *w = s);
-                }
-            });
-        },
-    );
+    let dy_t_len = if transposes_grad_output(g) {
+        batch * pixels * channels
+    } else {
+        0
+    };
+    with_shared_operand(dy_t_len, |dy_t| {
+        let dy = if dy_t.is_empty() {
+            GradOutput::InPlace(grad_output)
+        } else {
+            transpose_images(pool, (channels, pixels), grad_output, dy_t);
+            GradOutput::Transposed(dy_t)
+        };
+        let mut slots = vec![(); groups];
+        for_each_strided_group(
+            pool,
+            grad_weight,
+            rows,
+            &mut slots,
+            cost,
+            |group, _, pieces| {
+                let phases = phases_len(g, rows / g.kernel_area());
+                with_scratch(rows * run + rows * channels + phases, |buffer| {
+                    let (cols, rest) = buffer.split_at_mut(rows * run);
+                    let (sum, phases) = rest.split_at_mut(rows * channels);
+                    let group_rows = GroupRows {
+                        group,
+                        rows,
+                        run,
+                        pixels: (0, pixels),
+                    };
+                    let scratch = (cols, phases);
+                    sum_group_products(g, group_rows, input, dy, scratch, sum);
+                    for (o, piece) in pieces.iter_mut().enumerate() {
+                        let column = sum[o..].iter().step_by(channels);
+                        piece.iter_mut().zip(column).for_each(|(w, &s)| *w = s);
+                    }
+                });
+            },
+        );
+    });
+}
+
+/// Output planes whose pixel count is a multiple of this have `dY`'s rows a multiple of 4 KiB
+/// apart: the `gemm` crate's packing of the column-major `dY^T` view reads 64 of its rows at
+/// once, all in the same set of the L1 cache (see [`transposes_grad_output`]).
+const ALIASING_PIXELS: usize = 1024;
+
+/// Whether the weight gradient by channel groups transposes `dY` once before its GEMMs
+/// rather than reading it in place: when its rows alias in the L1 cache ([`ALIASING_PIXELS`]).
+fn transposes_grad_output(g: &Conv2dGeometry) -> bool {
+    g.out_pixels() % ALIASING_PIXELS == 0
+}
+
+/// Every image's `dY` as the weight gradient's GEMMs read it: in place (`C_out x P` per image,
+/// read as a column-major `dY^T`), or transposed once (`N P x C_out`, row-major `dY^T`).
+#[derive(Clone, Copy)]
+enum GradOutput<'a> {
+    InPlace(&'a [f32]),
+    Transposed(&'a [f32]),
+}
+
+impl<'a> GradOutput<'a> {
+    /// `dY^T` of image `image`'s pixels from `first` on (`P - first` rows of `C_out`).
+    fn transposed_from(self, g: &Conv2dGeometry, image: usize, first: usize) -> MatView<'a> {
+        let (pixels, channels) = (g.out_pixels(), g.out_channels);
+        let image_start = image * pixels * channels;
+        match self {
+            GradOutput::InPlace(dy) => MatView {
+                data: &dy[image_start + first..],
+                row_stride: 1,
+                col_stride: pixels,
+            },
+            GradOutput::Transposed(dy_t) => {
+                dense(&dy_t[image_start + first * channels..], channels)
+            }
+        }
+    }
 }
 
 /// Parts of each image's output pixels the blocked weight gradient of fewer input channels
@@ -344,7 +464,8 @@ fn backward_weights_by_pixel_parts(
     let part_len = pixels.div_ceil(WEIGHT_PARTS);
     let parts = pixels.div_ceil(part_len);
     let run = (BLOCK_VALUES / patch).clamp(1, part_len);
-    let (sum_len, slot_len) = (patch * channels, patch * channels + patch * run);
+    let phases = phases_len(g, g.in_channels);
+    let (sum_len, slot_len) = (patch * channels, patch * channels + patch * run + phases);
     let cost = item_cost(
         (batch * part_len * (patch + channels)) as f64,
         sum_len as f64,
@@ -352,8 +473,10 @@ fn backward_weights_by_pixel_parts(
         GEMM_FLOPS_PER_CYCLE,
     );
     with_scratch(parts * slot_len, |slots| {
+        let dy = GradOutput::InPlace(grad_output);
         for_each_chunk(pool, slots, slot_len, cost, |part, slot| {
-            let (sum, cols) = slot.split_at_mut(sum_len);
+            let (sum, rest) = slot.split_at_mut(sum_len);
+            let scratch = rest.split_at_mut(patch * run);
             let first = part * part_len;
             let part_rows = GroupRows {
                 group: 0,
@@ -361,7 +484,7 @@ fn backward_weights_by_pixel_parts(
                 run,
                 pixels: (first, (first + part_len).min(pixels)),
             };
-            sum_group_products(g, part_rows, input, grad_output, cols, sum);
+            sum_group_products(g, part_rows, input, dy, scratch, sum);
         });
         let sums = slots.chunks_exact(slot_len).map(|slot| &slot[..sum_len]);
         add_transposed_in_order(sums, channels, grad_weight);
@@ -398,7 +521,7 @@ struct GroupRows {
 
 /// `sum = sum_n sum_runs cols_run dY_run^T` over the group's rows of every image's columns
 /// of its pixels (`rows x C_out`), in image then run order; `cols` is scratch for one run's
-/// columns.
+/// columns, `phases` for the group's phase planes of one image ([`ImageSource`]).
 fn sum_group_products(
     g: &Conv2dGeometry,
     GroupRows {
@@ -408,30 +531,25 @@ fn sum_group_products(
         pixels: (from, to),
     }: GroupRows,
     input: &[f32],
-    grad_output: &[f32],
-    cols: &mut [f32],
+    dy: GradOutput<'_>,
+    (cols, phases): (&mut [f32], &mut [f32]),
     sum: &mut [f32],
 ) {
-    let (channels, pixels) = (g.out_channels, g.out_pixels());
+    let channels = g.out_channels;
     let image_len = g.in_channels * g.in_pixels();
     let group_len = rows / g.kernel_area() * g.in_pixels();
     let mut beta = 0.0;
     for image in 0..g.batch {
         let planes = &input[image * image_len + group * group_len..][..group_len];
-        let dy = &grad_output[image * channels * pixels..(image + 1) * channels * pixels];
+        let source = ImageSource::new(g, planes, &mut *phases);
         for first in (from..to).step_by(run) {
             let len = run.min(to - first);
             let cols = &mut cols[..rows * len];
-            im2col_pixels(g, planes, first..first + len, cols);
-            let dy_t = MatView {
-                data: &dy[first..],
-                row_stride: 1,
-                col_stride: pixels,
-            };
+            source.im2col(g, first..first + len, cols);
             gemm_single_threaded(
                 (rows, channels, len),
                 dense(cols, len),
-                dy_t,
+                dy.transposed_from(g, image, first),
                 sum,
                 1.0,
                 beta,
@@ -498,6 +616,17 @@ mod tests {
         dw
     }
 
+    fn naive_input_gradient(g: &Conv2dGeometry, w: &[f32], dy: &[f32]) -> Vec<f32> {
+        let mut dx = vec![0.0; g.input_shape().iter().product()];
+        let x_index: Vec<f32> = (0..dx.len()).map(|i| i as f32).collect();
+        for_each_product(g, &x_index, |[n, o, i, ky, kx, oy, ox], index| {
+            let weight = w[((o * g.in_channels + i) * g.kernel_h + ky) * g.kernel_w + kx];
+            let d = dy[((n * g.out_channels + o) * g.out_height + oy) * g.out_width + ox];
+            dx[index as usize] += weight * d;
+        });
+        dx
+    }
+
     fn geometry(
         input: [usize; 4],
         weight: [usize; 4],
@@ -532,6 +661,63 @@ mod tests {
                     y,
                     naive_forward(&g, &x, &w),
                     "{input:?} {weight:?} {threads}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn blocked_input_gradients_match_the_definition_on_every_pool() {
+        // (input, weight, padding): 37 input channels, so W' has 37 rows, flipped in items of
+        // 16, 16 and 5; a 5x5 pad 2 on 2 images; a 3x3 pad 0 (W' padded by 2) on 3.
+        let cases = [
+            ([1, 37, 16, 16], [5, 37, 3, 3], 1),
+            ([2, 6, 17, 15], [20, 6, 5, 5], 2),
+            ([3, 32, 18, 18], [9, 32, 3, 3], 0),
+        ];
+        for threads in [1, 2, 3] {
+            let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, threads, "blk")).unwrap();
+            for (input, weight, padding) in cases {
+                let g = geometry(input, weight, 1, padding);
+                let flipped = flipped_geometry(&g).unwrap();
+                let run = block_pixels(&flipped).unwrap();
+                let w = small_integers(weight.iter().product(), 5);
+                let dy = small_integers(g.output_shape().iter().product(), 6);
+                let mut dx = vec![f32::NAN; input.iter().product()];
+                blocked_backward_data(pool.as_dyn(), &flipped, run, &dy, &w, &mut dx);
+                assert_eq!(
+                    dx,
+                    naive_input_gradient(&g, &w, &dy),
+                    "{input:?} {weight:?} {threads}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn weight_gradients_by_channel_groups_match_the_definition_with_dy_in_place_or_transposed() {
+        // 32x32 planes (dY transposed first) on 5 and 8 input channels, a 5x5 on 33x31 and a
+        // 3x3 on 16x16 (dY read in place).
+        let cases = [
+            ([2, 5, 32, 32], [7, 5, 3, 3], 1, true),
+            ([1, 8, 32, 32], [24, 8, 3, 3], 1, true),
+            ([2, 4, 33, 31], [3, 4, 5, 5], 2, false),
+            ([3, 12, 16, 16], [10, 12, 3, 3], 1, false),
+        ];
+        for threads in [1, 2] {
+            let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, threads, "blk")).unwrap();
+            for (input, weight, padding, transposed) in cases {
+                let g = geometry(input, weight, 1, padding);
+                assert!(block_pixels(&g).is_some() && !weight_gradient_by_pixel_parts(&g));
+                assert_eq!(transposes_grad_output(&g), transposed, "{input:?}");
+                let x = small_integers(input.iter().product(), 7);
+                let dy = small_integers(g.output_shape().iter().product(), 8);
+                let mut dw = vec![f32::NAN; weight.iter().product()];
+                blocked_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
+                assert_eq!(
+                    dw,
+                    naive_weight_gradient(&g, &x, &dy),
+                    "{input:?} {threads}"
                 );
             }
         }
@@ -603,7 +789,7 @@ mod tests {
         assert_eq!(flipped.weight_shape(), [3, 5, 3, 3]);
         let original: Vec<f32> = (0..5 * 3 * 9).map(|v| v as f32).collect();
         let mut flipped_weight = vec![f32::NAN; original.len()];
-        flip_into(&flipped, &original, &mut flipped_weight);
+        flip_into(&flipped, &original, 0, &mut flipped_weight);
         // W'[ci=1, co=2, ky=0, kx=1] = W[co=2, ci=1, ky=2, kx=1].
         assert_eq!(
             flipped_weight[(5 + 2) * 9 + 1],

@@ -9,9 +9,10 @@
 //! # How each direction runs (all through the intra-op pool)
 //! - [`conv2d`]: im2col unrolls every image into `cols` (`C_in kh kw` rows, one column per
 //!   output pixel), one `parallel_for` item per (image, input channel). Then for each image
-//!   `Y_n = W cols_n`, one item per (image, block of output channels).
+//!   `Y_n = W cols_n`, one item per (image, block of output channels), the whole image for a
+//!   batch of 4 or more (`forward.rs`).
 //! - [`conv2d_backward_data`]: `dcols_n = W^T dY_n`, one item per (image, block of `dcols`
-//!   rows); then col2im adds every column back onto the pixel it came from, one item per
+//!   rows, the whole image at batch 4 or more); then col2im adds every column back onto the pixel it came from, one item per
 //!   (image, input channel).
 //! - [`conv2d_backward_weights`]: im2col as forward, then `dW = sum_n dY_n cols_n^T` with
 //!   the factor of fewer channels transposed first so both GEMM operands are row-major
@@ -61,6 +62,7 @@ mod batched;
 mod blocked;
 mod forward;
 mod im2col;
+mod shared;
 mod weight_grad;
 
 pub use backward::{conv2d_backward_data, conv2d_backward_weights};
@@ -68,7 +70,7 @@ pub use batched::BATCHED_MAX_PIXELS;
 pub use forward::conv2d;
 
 use super::error::{expect_rank, KernelError};
-use super::gemm::{rows_per_block, GemmShape};
+use super::gemm::GemmShape;
 use super::work::Work;
 
 /// Stride and zero padding of a convolution (the same in both directions).
@@ -239,11 +241,6 @@ impl Conv2dGeometry {
 
     fn in_pixels(&self) -> usize {
         self.height * self.width
-    }
-
-    /// Output-channel rows per forward GEMM item.
-    fn out_channel_block(&self) -> usize {
-        rows_per_block(self.per_image_gemm())
     }
 
     /// One image's forward GEMM: `C_out x (H_out W_out)`, inner `C_in kh kw`.
