@@ -68,8 +68,10 @@ fn blocked_input_gradient(g: &Conv2dGeometry) -> Option<(Conv2dGeometry, usize)>
     Some((flipped, block_pixels(&flipped)?))
 }
 
-/// The input gradient on small planes (see `batched.rs`): by groups of input channels
-/// ([`channel_group_backward_data`]) or one item per image on planes of at least
+/// The input gradient on small planes (see `batched.rs`): with an even number of input
+/// channels on planes of at least [`super::batched::PER_IMAGE_MIN_PIXELS`] pixels, by halves
+/// of them over every image ([`gemm_by_row_groups`] when pointwise, else
+/// [`channel_group_backward_data`]); one item per image on such planes otherwise, at least
 /// [`super::batched::PER_IMAGE_MIN_PIXELS`] pixels; else one GEMM over the batch, transposed
 /// in column blocks over at most [`TRANSPOSED_MAX_COLUMNS`] pixels, in row blocks beyond.
 fn batched_backward_data(

@@ -448,28 +448,15 @@ pub(super) fn untranspose_blocks(
         |image, index, out| {
             let width = (out.len() / p.max(1)).max(1);
             let start = index * block * wide + image * p * width;
-            if p % TRANSPOSE_TILE == 0 && width % TRANSPOSE_TILE == 0 {
-                return untranspose_tiles(&blocked[start..start + out.len()], width, out, p);
-            }
-            let pixels = blocked[start..start + out.len()].chunks_exact(width);
-            for (pixel, row) in pixels.enumerate() {
-                for (column, &value) in row.iter().enumerate() {
-                    out[column * p + pixel] = value;
-                }
-            }
+            transpose_block(
+                &blocked[start..start + out.len()],
+                width,
+                (p, width),
+                out,
+                p,
+            );
         },
     );
-}
-
-/// `out` (`width x p`) = `rows` (`p x width`) transposed, in whole [`TRANSPOSE_TILE`] squares
-/// (both sides multiples of it).
-fn untranspose_tiles(rows: &[f32], width: usize, out: &mut [f32], p: usize) {
-    for first_pixel in (0..p).step_by(TRANSPOSE_TILE) {
-        for first_column in (0..width).step_by(TRANSPOSE_TILE) {
-            let from = &rows[first_pixel * width + first_column..];
-            transpose_full_tile(from, width, &mut out[first_column * p + first_pixel..], p);
-        }
-    }
 }
 
 /// A row-major `rows x cols` matrix.

@@ -19,7 +19,8 @@
 //!   (`weight_grad.rs`: `dW = dY_n (cols_n^T)` or `dW^T = cols_n (dY_n^T)`, one item per
 //!   (part of the images, block of rows), each adding its images in order, the parts summed
 //!   in a fixed order); the batched path computes a wide `dW` (at least twice as many columns,
-//!   `C_in kh kw`, as rows) by blocks of its columns, else `dW` or `dW^T` by rows (see
+//!   `C_in kh kw`, as rows, but for a pointwise gradient over 256 pixels or more) by blocks of
+//!   its columns, else `dW` by blocks of its rows or columns, or `dW^T` by rows (see
 //!   `weight_grad.rs`).
 //!
 //! Non-pointwise convolutions that are not batched take the blocked path instead
@@ -41,8 +42,9 @@
 //! batched path instead (`batched.rs`). On planes of 64 pixels or more (8x8) the forward and
 //! the input gradient run one GEMM per image, each one item writing its image's output in
 //! place (the images' columns are then packed once, not once per block of output rows), but
-//! for the 3x3 input gradient, which runs one item per half of the input channels, over every
-//! image, each with its own half of `W^T`;
+//! where the channels split evenly: the input gradient (even `C_in`) runs one item per half
+//! of the input channels over every image, each with its own half of `W^T`, and the
+//! pointwise forward (even `C_out`) one item per half of the output channels;
 //! smaller planes lay the images' column matrices side by side for one GEMM over the whole
 //! batch (the input gradient's computed transposed over at most 128 pixels of the batch). The
 //! weight gradient is always one GEMM over the batch's pixels.

@@ -56,7 +56,7 @@
 //!   (`C_out`): `dY_b` is gathered (`C_out x N P`, small) and read as a row-major left
 //!   factor, which the crate reads in place, `cols_b` as a column-major right one (the crate
 //!   packs it in narrow panels, each read along the pixels), one item per block of `dW`'s
-//!   columns ([`COLUMN_ITEMS`], 2), its whole `K` in one call written straight into its
+//!   columns ([`BATCHED_ITEMS`], 2), its whole `K` in one call written straight into its
 //!   columns of `dW` (a [`ColumnBlock`] of the strided destination; the blocks are
 //!   disjoint). Each item packs only its own part of `cols_b`. Not for a pointwise gradient
 //!   over [`POINTWISE_DIRECT_MIN_PIXELS`] (256) or more, which takes the direct form. (`dY_b`
@@ -67,10 +67,10 @@
 //! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`),
 //!   or the kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a
 //!   pointwise kernel that transpose is the only copy of the input). When `dW` has more rows
-//!   than columns the GEMM is cut into [`DIRECT_ITEMS`] (2) blocks of its rows, each packing
+//!   than columns the GEMM is cut into [`BATCHED_ITEMS`] (2) blocks of its rows, each packing
 //!   the whole (small) right factor once (against 8 blocks of 64 rows: 0.92-0.94 of the time
 //!   on stage 3's `256 -> 1024` and stage 4's `512 -> 512` and `2048 -> 512`, medians of 10
-//!   interleaved pairs); otherwise into [`COLUMN_ITEMS`] (2) blocks of its columns written in
+//!   interleaved pairs); otherwise into [`BATCHED_ITEMS`] (2) blocks of its columns written in
 //!   place, each packing only its part of `cols_b^T` (the crate reads the row-major `dY_b`
 //!   in place): on stage 3's `1024 -> 256` 0.95 of the row blocks' time (medians of 8 and 10
 //!   pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92.
@@ -82,12 +82,14 @@
 //!   took twice the direct form's time, its GEMM having only 64 pixels to add per value of
 //!   `dW^T` it writes, and the transpose after it re-reads all of `dW`.
 //!
-//! Every form writes each value of `dW` once, with the whole `K` summed in one GEMM call.
+//! The column-blocked and direct forms write each value of `dW` once, with the whole `K`
+//! summed in one GEMM call; the transposed form writes `dW^T` slots (one per run of pixels
+//! above [`PART_PIXELS`]) and transposes them into `dW`.
 //! With `K` this short, `dW` (up to 512 x 4608 floats) is most of the memory a call touches,
 //! and in a training step it is cold (last touched by the previous step's update), so a
 //! second pass over it costs: the column-blocked form used to write block-major tiles and
-//! copy them into `dW`'s rows (15% of the stage-3 3x3 gradient), the transposed form to write
-//! `dW^T` and transpose it.
+//! copy them into `dW`'s rows (15% of the stage-3 3x3 gradient), which is why the transposed
+//! form is left to the shapes where the others lose.
 //!
 //! Measured in resnet-like at `--inter 1` (2 threads, batch 4; medians over 8 interleaved
 //! pairs of runs of each group's per-op P50 ratio, new/old, against the previous choice of
@@ -198,7 +200,8 @@ pub(super) fn backward_weights(
 enum BatchedForm {
     /// `dW = dY_b cols_b^T`, one item per block of `dW`'s columns.
     ColumnBlocked,
-    /// `dW = dY_b cols_b^T` with `cols_b` transposed first, one item per block of `dW`'s rows.
+    /// `dW = dY_b cols_b^T` with `cols_b` transposed first, one item per block of `dW`'s rows,
+    /// or of its columns when it has at least as many columns as rows.
     Direct,
     /// `dW^T = cols_b dY_b^T` in runs of pixels, then transposed.
     Transposed,
@@ -210,8 +213,8 @@ enum BatchedForm {
 const POINTWISE_DIRECT_MIN_PIXELS: usize = 256;
 
 /// Which form the batched path takes for `g`: column-blocked when `dW` has at least twice as
-/// many columns as rows (each item then packs the small `dY_b^T` and its own part of
-/// `cols_b`), except a pointwise gradient over [`POINTWISE_DIRECT_MIN_PIXELS`] or more;
+/// many columns as rows (each item then reads the gathered `dY_b` in place and packs its own
+/// part of `cols_b`), except a pointwise gradient over [`POINTWISE_DIRECT_MIN_PIXELS`] or more;
 /// otherwise direct when there are more output channels than pixels or the kernel is
 /// pointwise (its transpose of `cols_b` is the only copy of the input), else transposed.
 fn batched_form(g: &Conv2dGeometry) -> BatchedForm {
@@ -238,7 +241,7 @@ fn column_blocked_backward_weights(
     grad_weight: &mut [f32],
 ) {
     let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
-    let block = column_block_width(patch);
+    let block = batched_item_share(patch);
     let factors = (input, grad_output);
     with_batched_factors(pool, g, factors, DyLayout::Gathered, 0, |cols, dy, _| {
         let (dy, cols_t) = (dense(dy, wide), transposed(cols, wide));
@@ -268,22 +271,23 @@ fn gemm_into_column_blocks(
     });
 }
 
-/// Items of [`column_blocked_backward_weights`]: one per core of the 2-core target, as
-/// [`DIRECT_ITEMS`]; every item packs all of `dY_b^T`, so fewer items pack less (3x3, 256
-/// channels, 8x8 planes, batch 4: 2 items of 1152 columns ran at 110 GFLOP/s, 4 at 102, 8 at
-/// 100).
-const COLUMN_ITEMS: usize = 2;
+/// Items of the column-blocked and direct forms: one per core of the 2-core target. Each
+/// item packs its own factors, so fewer items pack less: 3x3, 256 channels, 8x8 planes, batch
+/// 4, column-blocked: 2 items of 1152 columns ran at 110 GFLOP/s, 4 at 102, 8 at 100; direct
+/// by rows, 8 items of 64 rows (as [`rows_per_block`] cuts them) ran 6-8% slower on
+/// resnet-like's stage-3 and -4 shapes.
+const BATCHED_ITEMS: usize = 2;
 
-/// Columns of `dW` per item of [`column_blocked_backward_weights`]: `patch` in
-/// [`COLUMN_ITEMS`] blocks, a multiple of 16 columns each (the last may be narrower).
-fn column_block_width(patch: usize) -> usize {
-    patch.div_ceil(COLUMN_ITEMS).next_multiple_of(16).max(1)
+/// Rows or columns of `dW` per item of the column-blocked and direct forms: `len` in
+/// [`BATCHED_ITEMS`] blocks, a multiple of 16 each (the last may be smaller).
+fn batched_item_share(len: usize) -> usize {
+    len.div_ceil(BATCHED_ITEMS).next_multiple_of(16).max(1)
 }
 
 /// `dW = dY_b cols_b^T` on the batched path: one GEMM, its inner dimension every image's
 /// pixels, `cols_b` transposed first; cut into [`COLUMN_ITEMS`] blocks of `dW`'s columns
 /// written in place when `dW` has at least as many columns as rows (each item packs only its
-/// part of `cols_b^T`; the crate reads `dY_b` in place), else into [`DIRECT_ITEMS`] blocks
+/// part of `cols_b^T`; the crate reads `dY_b` in place), else into [`BATCHED_ITEMS`] blocks
 /// of its rows (each packing all of the small `cols_b^T`).
 fn direct_batched_backward_weights(
     pool: &dyn ThreadPool,
@@ -301,23 +305,19 @@ fn direct_batched_backward_weights(
         let channels = g.out_channels;
         let shape = (channels, patch, wide);
         if patch >= channels {
-            let width = column_block_width(patch);
+            let width = batched_item_share(patch);
             gemm_into_column_blocks(pool, shape, dy, cols_t, width, grad_weight);
         } else {
-            gemm_by_rows(pool, shape, direct_rows(channels), dy, cols_t, grad_weight);
+            gemm_by_rows(
+                pool,
+                shape,
+                batched_item_share(channels),
+                dy,
+                cols_t,
+                grad_weight,
+            );
         }
     });
-}
-
-/// Items of [`direct_batched_backward_weights`] when it cuts `dW` by rows: one per core of
-/// the 2-core target, each packing the whole right factor once (8 items of 64 rows, as [`rows_per_block`] cuts them,
-/// ran 6-8% slower on resnet-like's stage-3 and -4 shapes).
-const DIRECT_ITEMS: usize = 2;
-
-/// Rows of `dW` per item of [`direct_batched_backward_weights`]: `channels` in
-/// [`DIRECT_ITEMS`] blocks, a multiple of 16 rows each (the last may be shorter).
-fn direct_rows(channels: usize) -> usize {
-    channels.div_ceil(DIRECT_ITEMS).next_multiple_of(16).max(1)
 }
 
 /// Items [`per_image_backward_weights`] is cut into, at least, when its images allow (8 ran
@@ -757,9 +757,9 @@ mod tests {
         );
         assert_eq!(
             (
-                column_block_width(2160),
-                column_block_width(100),
-                column_block_width(45)
+                batched_item_share(2160),
+                batched_item_share(100),
+                batched_item_share(45)
             ),
             (1088, 64, 32)
         );
@@ -795,7 +795,11 @@ mod tests {
         use crate::kernels::Conv2dParams;
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "wg")).unwrap();
         assert_eq!(
-            (direct_rows(512), direct_rows(1024), direct_rows(40)),
+            (
+                batched_item_share(512),
+                batched_item_share(1024),
+                batched_item_share(40)
+            ),
             (256, 512, 32)
         );
         // 40 output channels in blocks of 32 and 8, more than the 2 x 2 x 2 pixels.

@@ -175,7 +175,7 @@ pub(crate) fn column_blocks(
     width: usize,
 ) -> impl Iterator<Item = ColumnBlock<'_>> {
     assert!(
-        c.len() >= rows * cols,
+        rows.checked_mul(cols).is_some_and(|len| c.len() >= len),
         "gemm: matrix too short for {rows}x{cols}"
     );
     let (width, first) = (width.max(1), c.as_mut_ptr());
@@ -204,7 +204,9 @@ pub(crate) fn gemm_single_threaded_into_block(
     }
     #[allow(unsafe_code)]
     // SAFETY: the block's `rows x width` values, rows `row_stride >= width` apart, lie inside
-    // the matrix that `column_blocks` checked and borrows mutably for the block's lifetime,
+    // the matrix that `column_blocks` checked (`rows x cols` without overflow, so every
+    // offset is below the slice's length and fits `isize`) and borrows mutably for the
+    // block's lifetime,
     // and no other block reaches them (the blocks' column ranges are disjoint); the block is
     // borrowed mutably here, so no other call writes them meanwhile.
     unsafe {
