@@ -164,7 +164,10 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         return dashboard::run(args, config, graph);
     }
     let peak_threads = config.kernel_threads();
-    let peak_before = measure_peak_now(args, peak_threads)?;
+    let peak_before = match args.measure_peak {
+        true => Some(measure_peak(peak_threads)?),
+        false => None,
+    };
     let options = RunOptions {
         length: run_length(args),
         gemm_peak_gflops: peak_before
@@ -190,7 +193,7 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
     let summary = match (args.gemm_peak, peak_before) {
         (Some(_), _) => summary.with_given_peak(),
         (None, Some(before)) => {
-            let after = measure_peak_now(args, peak_threads)?.unwrap_or(before);
+            let after = measure_peak(peak_threads)?;
             summary.with_peak_measured_now((before + after) / 2.0)
         }
         (None, None) => summary,
@@ -298,15 +301,9 @@ fn gemm_peak(threads: usize) -> Option<f64> {
     }
 }
 
-/// With `--measure-peak`, a fresh GEMM peak on `threads` threads (a few hundred
-/// milliseconds); `None` without it.
-pub(super) fn measure_peak_now(args: &RunArgs, threads: usize) -> Result<Option<f64>> {
-    if !args.measure_peak {
-        return Ok(None);
-    }
-    gemm_bench::measure_gemm_peak(threads)
-        .map(Some)
-        .context("--measure-peak: measuring the GEMM peak")
+/// A fresh GEMM peak on `threads` threads for `--measure-peak` (a few hundred milliseconds).
+pub(super) fn measure_peak(threads: usize) -> Result<f64> {
+    gemm_bench::measure_gemm_peak(threads).context("--measure-peak: measuring the GEMM peak")
 }
 
 /// Whether the GEMM peak cache holds a default-size figure for `threads` threads.

@@ -90,11 +90,12 @@
 //! the next pass over the same channel waits on; channel after channel the core sat on those
 //! latencies, phase by phase the channels' chains are independent and overlap. Each channel's
 //! values are made by the same code in the same order, so the bits do not change (the
-//! workload's checksum neither); the item's data (at most `ITEM_VALUES` values a tensor,
-//! 16 KiB) stays in L1/L2 between the phases. An item holds at most `MAX_ITEM_CHANNELS`
+//! workload's checksum neither); the item's data (about 4096 values a tensor,
+//! 16 KiB, or one larger channel alone) stays in L1/L2 between the phases. An item holds at most `MAX_ITEM_CHANNELS`
 //! channels (the backward keeps their statistics in stack arrays). Measured alone (`--inter
 //! 1`, 10 ops per iteration, 4 interleaved pairs, median per-pair ratios of P50s): the 4x4
-//! forwards took 0.87-0.91 of the time (`[4, 2048, 4, 4]`: 0.131 to 0.118 ms) and the
+//! forwards took 0.87-0.91 of the time (`[4, 2048, 4, 4]`: 0.131 to 0.118 ms, a later and
+//! quieter setup than the grouping's figures above) and the
 //! backwards 0.86-0.94; 8x8 and larger were unchanged within noise. Two things that did not
 //! pay: one pass making both backward sums (`sum dy` and `sum dy (x - mean)` in two sets of
 //! lanes) vectorized badly and was 1.3x slower at every size, and a pairwise reduction of the
@@ -104,7 +105,8 @@
 use super::error::{expect_rank, expect_shape, KernelError};
 use super::norm::{NormGrads, NormParams};
 use super::par::{
-    for_each_chunk, for_each_chunk_pair, for_each_strided_group, item_cost, VECTOR_FLOPS_PER_CYCLE,
+    for_each_chunk, for_each_chunk_pair, for_each_strided_group, item_cost, units_per_item,
+    VECTOR_FLOPS_PER_CYCLE,
 };
 use super::tensor::Tensor;
 use super::work::Work;
@@ -661,19 +663,13 @@ fn item_backward(
     }
 }
 
-/// Consecutive channels made in one parallel item (see the module docs): as many as fit in
-/// [`ITEM_VALUES`] values and at most [`MAX_ITEM_CHANNELS`], a divisor of the channel count,
-/// leaving at least [`MIN_ITEMS`] items where there are that many channels.
+/// Consecutive channels made in one parallel item (see the module docs): as many as
+/// [`units_per_item`] allows (about 4096 values, at least 16 items) and at most
+/// [`MAX_ITEM_CHANNELS`], a divisor of the channel count.
 #[derive(Clone, Copy)]
 struct ChannelGroup {
     channels: usize,
 }
-
-/// About how many values (over all images) one item of channels holds.
-const ITEM_VALUES: usize = 4096;
-
-/// The fewest items a call is split into when it has that many channels.
-const MIN_ITEMS: usize = 16;
 
 /// The most channels one item holds (the backward keeps their statistics in stack arrays).
 const MAX_ITEM_CHANNELS: usize = 64;
@@ -681,9 +677,7 @@ const MAX_ITEM_CHANNELS: usize = 64;
 impl ChannelGroup {
     fn new(geometry: &BatchNormGeometry) -> Self {
         let per_channel = (geometry.batch * geometry.pixels).max(1);
-        let most = (ITEM_VALUES / per_channel)
-            .min(geometry.channels / MIN_ITEMS)
-            .min(MAX_ITEM_CHANNELS);
+        let most = units_per_item(per_channel, geometry.channels).min(MAX_ITEM_CHANNELS);
         let channels = (1..=most.max(1))
             .rev()
             .find(|&count| geometry.channels % count == 0)
@@ -844,9 +838,7 @@ impl PlaneSlope {
             count,
         }
     }
-}
 
-impl PlaneSlope {
     /// `dx` for one value `x` with output gradient `dy`.
     #[inline(always)]
     fn input_grad(&self, x: f32, dy: f32) -> f32 {

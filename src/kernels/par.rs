@@ -39,6 +39,23 @@ pub const VECTOR_FLOPS_PER_CYCLE: f64 = 8.0;
 /// cycle (AVX2; AVX-512 doubles the lanes but runs at a lower clock, and packing costs).
 pub const GEMM_FLOPS_PER_CYCLE: f64 = 32.0;
 
+/// About how many values one item of a memory-bound kernel covers when it groups small
+/// units (planes, channels) several to an item.
+const GROUP_ITEM_VALUES: usize = 4096;
+
+/// The fewest items such a grouping leaves, where there are that many units.
+const GROUP_MIN_ITEMS: usize = 16;
+
+/// How many of `units` consecutive units of `unit_values` values each one item makes: as
+/// many as fit in about 4096 values, leaving at least 16 items where there are that many
+/// units (one item per small unit cost more in `parallel_for`'s ranges than its work); at
+/// least 1.
+pub fn units_per_item(unit_values: usize, units: usize) -> usize {
+    (GROUP_ITEM_VALUES / unit_values.max(1))
+        .min(units / GROUP_MIN_ITEMS)
+        .max(1)
+}
+
 /// The cost of one item that reads `values_loaded` and writes `values_stored` `f32` values and
 /// does `flops` arithmetic at `flops_per_cycle`.
 pub fn item_cost(values_loaded: f64, values_stored: f64, flops: f64, flops_per_cycle: f64) -> Cost {

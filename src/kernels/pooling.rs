@@ -66,7 +66,7 @@
 #![forbid(unsafe_code)]
 
 use super::error::{expect_rank, expect_shape, KernelError};
-use super::par::{for_each_chunk, item_cost, VECTOR_FLOPS_PER_CYCLE};
+use super::par::{for_each_chunk, item_cost, units_per_item, VECTOR_FLOPS_PER_CYCLE};
 use super::tensor::Tensor;
 use super::work::Work;
 use crate::pool::parallel_for::Cost;
@@ -793,18 +793,9 @@ fn share_over_pairs(dy: &[f32], width: usize, dx: &mut [f32]) {
     }
 }
 
-/// About how many input values one parallel item of a pooling call covers: planes smaller
-/// than this are made several to an item (see the module docs).
-const ITEM_VALUES: usize = 4096;
-
-/// The fewest items a call with that many planes is split into.
-const MIN_ITEMS: usize = 16;
-
-/// Consecutive planes made in one parallel item: as many as fit in [`ITEM_VALUES`] input
-/// values, leaving at least [`MIN_ITEMS`] items where there are that many planes.
+/// Consecutive planes made in one parallel item ([`units_per_item`] of the input planes).
 fn planes_per_item(geometry: &PoolGeometry) -> usize {
-    let fit = ITEM_VALUES / geometry.in_pixels().max(1);
-    fit.min(geometry.planes() / MIN_ITEMS).max(1)
+    units_per_item(geometry.in_pixels(), geometry.planes())
 }
 
 /// Runs `f(plane_index, plane)` for every `plane_len`-long plane of `out` (the output or the

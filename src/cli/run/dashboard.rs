@@ -65,7 +65,7 @@ fn live_info(args: &RunArgs, config: &RuntimeConfig, graph: &Graph) -> Result<Li
     let mut notices = Vec::new();
     let peak_gflops = match args.gemm_peak {
         Some(peak) => Some(peak),
-        None if args.measure_peak => super::measure_peak_now(args, peak_threads)?,
+        None if args.measure_peak => Some(super::measure_peak(peak_threads)?),
         // Measuring would hold the dashboard back for seconds: use the cache or go without.
         None if super::gemm_peak_is_cached(peak_threads) => {
             enginetop::bench::gemm::cached_gemm_peak(peak_threads).ok()

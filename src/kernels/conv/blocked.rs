@@ -710,15 +710,7 @@ mod tests {
                 let g = geometry(input, weight, 1, padding);
                 assert!(block_pixels(&g).is_some() && !weight_gradient_by_pixel_parts(&g));
                 assert_eq!(transposes_grad_output(&g), transposed, "{input:?}");
-                let x = small_integers(input.iter().product(), 7);
-                let dy = small_integers(g.output_shape().iter().product(), 8);
-                let mut dw = vec![f32::NAN; weight.iter().product()];
-                blocked_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
-                assert_eq!(
-                    dw,
-                    naive_weight_gradient(&g, &x, &dy),
-                    "{input:?} {threads}"
-                );
+                assert_blocked_weight_gradient_is_the_definition(&pool, &g, (7, 8));
             }
         }
     }
@@ -738,17 +730,24 @@ mod tests {
             for (input, weight, stride, padding) in cases {
                 let g = geometry(input, weight, stride, padding);
                 assert!(weight_gradient_by_pixel_parts(&g), "{input:?}");
-                let x = small_integers(input.iter().product(), 3);
-                let dy = small_integers(g.output_shape().iter().product(), 4);
-                let mut dw = vec![f32::NAN; weight.iter().product()];
-                blocked_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
-                assert_eq!(
-                    dw,
-                    naive_weight_gradient(&g, &x, &dy),
-                    "{input:?} {threads}"
-                );
+                assert_blocked_weight_gradient_is_the_definition(&pool, &g, (3, 4));
             }
         }
+    }
+
+    /// `blocked_backward_weights` on `pool` gives the naive sum bit for bit, on small integers
+    /// seeded by `seeds` (input, output gradient).
+    fn assert_blocked_weight_gradient_is_the_definition(
+        pool: &Pool,
+        g: &Conv2dGeometry,
+        (x_seed, dy_seed): (usize, usize),
+    ) {
+        let x = small_integers(g.input_shape().iter().product(), x_seed);
+        let dy = small_integers(g.output_shape().iter().product(), dy_seed);
+        let mut dw = vec![f32::NAN; g.weight_shape().iter().product()];
+        blocked_backward_weights(pool.as_dyn(), g, &x, &dy, &mut dw);
+        let threads = pool.as_dyn().num_threads();
+        assert_eq!(dw, naive_weight_gradient(g, &x, &dy), "{g:?} {threads}");
     }
 
     #[test]

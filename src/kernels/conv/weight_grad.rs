@@ -76,9 +76,9 @@
 //!   pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92.
 //! - **Transposed**, otherwise (a 3x3 kernel on few input channels): `dY` is transposed and
 //!   `dW^T = cols_b dY_b^T` computed in runs of about [`PART_PIXELS`] of the batch's pixels,
-//!   each into its own slot, one item per (run, block of `dW^T` rows), the runs then
-//!   transposed and added into `dW` in run order, 16 output channels per item, in 16x16 tiles
-//!   (a single run only transposed, by [`transpose_images`]). On 4x4 planes of 512 channels it
+//!   each into its own slot, one item per (run, block of `dW^T` rows), the later runs then
+//!   added onto the first in run order and the sum transposed into `dW` in 16x16 tiles
+//!   ([`transpose_images`]), as the per-image form does with its parts. On 4x4 planes of 512 channels it
 //!   took twice the direct form's time, its GEMM having only 64 pixels to add per value of
 //!   `dW^T` it writes, and the transpose after it re-reads all of `dW`.
 //!
@@ -142,9 +142,6 @@ use crate::pool::ThreadPool;
 /// Pixels per run of the batched transposed form, about: long enough for an efficient GEMM
 /// (a batch of 4 small planes has at most 512 pixels: one run).
 pub const PART_PIXELS: usize = 512;
-
-/// Output channels per item of the final transpose-and-sum loop: a cache line of `f32`.
-const SUM_CHANNELS: usize = 16;
 
 /// How the batched transposed form cuts its inner dimension: the batch's `pixels` columns of
 /// `cols_b` in `runs` runs of `run` pixels (the last may be shorter).
@@ -385,12 +382,7 @@ fn per_image_backward_weights(
             if dw_rows {
                 add_slots(pool, partials, grad_weight, false);
             } else {
-                // The parts added into the first, then transposed whole tiles at a time.
-                let (first, later) = partials.split_at_mut(rows * cols);
-                if !later.is_empty() {
-                    add_slots(pool, later, first, true);
-                }
-                transpose_images(pool, (patch, channels), first, grad_weight);
+                sum_transposed(pool, (patch, channels), partials, grad_weight);
             }
         }
     });
@@ -593,50 +585,22 @@ fn partial_products(
     );
 }
 
-/// `dW (C x patch) = sum_i partials[i]^T`, each slot `patch x C`, added in slot order; one
-/// slot (a batch of at most [`PART_PIXELS`] pixels) is only transposed, by [`transpose_images`]
-/// whole tiles (the scalar loop below took 18% of a 1x1 `1024 -> 256` gradient on 8x8 planes).
+/// `dW (C x patch) = sum_i partials[i]^T`, each slot `patch x C`: the later slots added onto
+/// the first in slot order ([`add_slots`]), which is then transposed in whole tiles
+/// ([`transpose_images`]); `partials`' first slot is overwritten. (Transposing and adding
+/// value by value took 18% of a 1x1 `1024 -> 256` gradient on 8x8 planes, and 1.13x the time
+/// of this order on stage 2's per-image gradients.)
 fn sum_transposed(
     pool: &dyn ThreadPool,
     (patch, channels): (usize, usize),
-    partials: &[f32],
+    partials: &mut [f32],
     grad_weight: &mut [f32],
 ) {
-    let slot = (patch * channels).max(1);
-    let count = partials.len() / slot;
-    if count == 1 {
-        return transpose_images(pool, (patch, channels), partials, grad_weight);
+    let (first, later) = partials.split_at_mut((patch * channels).min(partials.len()));
+    if !later.is_empty() {
+        add_slots(pool, later, first, true);
     }
-    let values = (SUM_CHANNELS * patch * count) as f64;
-    let cost = item_cost(
-        values,
-        (SUM_CHANNELS * patch) as f64,
-        values,
-        VECTOR_FLOPS_PER_CYCLE,
-    );
-    for_each_chunk(
-        pool,
-        grad_weight,
-        SUM_CHANNELS * patch.max(1),
-        cost,
-        |index, out| {
-            let first = index * SUM_CHANNELS;
-            let rows = out.len() / patch.max(1);
-            for part in 0..count {
-                let partial = &partials[part * slot..(part + 1) * slot];
-                for first_q in (0..patch).step_by(SUM_CHANNELS) {
-                    let qs = first_q..patch.min(first_q + SUM_CHANNELS);
-                    for row in 0..rows {
-                        let sums = &mut out[row * patch..][qs.clone()];
-                        for (sum, q) in sums.iter_mut().zip(qs.clone()) {
-                            let value = partial[q * channels + first + row];
-                            *sum = if part == 0 { value } else { *sum + value };
-                        }
-                    }
-                }
-            }
-        },
-    );
+    transpose_images(pool, (patch, channels), first, grad_weight);
 }
 
 #[cfg(test)]
@@ -659,9 +623,10 @@ mod tests {
     fn sums_add_transposed_slots() {
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "wg")).unwrap();
         let (patch, channels) = (3, 20);
-        let partials: Vec<f32> = (0..2 * patch * channels).map(|i| i as f32).collect();
-        let mut dw = vec![f32::NAN; patch * channels];
-        sum_transposed(pool.as_dyn(), (patch, channels), &partials, &mut dw);
+        let original: Vec<f32> = (0..2 * patch * channels).map(|i| i as f32).collect();
+        let (mut partials, mut dw) = (original.clone(), vec![f32::NAN; patch * channels]);
+        sum_transposed(pool.as_dyn(), (patch, channels), &mut partials, &mut dw);
+        let partials = original;
         for (c, q) in [(0, 0), (19, 2), (17, 1)] {
             let slot = patch * channels;
             let expected = partials[q * channels + c] + partials[slot + q * channels + c];

@@ -395,16 +395,14 @@ impl RunSummary {
         }
         match (self.gemm_peak_gflops, self.peak_fraction) {
             (Some(peak), Some(fraction)) => {
+                let on_threads = match s.gemm_peak_threads {
+                    1 => "on 1 thread".to_string(),
+                    threads => format!("on {threads} threads"),
+                };
                 let source = match self.gemm_peak_source {
-                    PeakSource::Measured => match s.gemm_peak_threads {
-                        1 => "on 1 thread".to_string(),
-                        threads => format!("on {threads} threads"),
-                    },
+                    PeakSource::Measured => on_threads,
                     PeakSource::Given => "as given (--gemm-peak)".to_string(),
-                    PeakSource::Now => match s.gemm_peak_threads {
-                        1 => "on 1 thread, measured around this run".to_string(),
-                        threads => format!("on {threads} threads, measured around this run"),
-                    },
+                    PeakSource::Now => format!("{on_threads}, measured around this run"),
                 };
                 writeln!(
                     f,
