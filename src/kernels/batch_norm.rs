@@ -102,6 +102,7 @@
 //! lanes (it would have changed the bits) was 1.2x slower at 32x32 through codegen effects.
 #![forbid(unsafe_code)]
 
+use super::elementwise::relu_gradient;
 use super::error::{expect_rank, expect_shape, KernelError};
 use super::norm::{NormGrads, NormParams};
 use super::par::{
@@ -861,12 +862,11 @@ fn plane_input_grad_in_place(x: &[f32], slope: &PlaneSlope, dx: &mut [f32]) {
     }
 }
 
-/// One plane of the ReLU's gradient: `dy` where the ReLU's `output` is positive, else 0
-/// (what [`relu_backward`](super::relu_backward) computes, from the output instead of the
-/// input: `max(v, 0) > 0` exactly when `v > 0`).
+/// One plane of the ReLU's gradient ([`relu_gradient`], what
+/// [`relu_backward`](super::relu_backward) computes) taken from the ReLU's `output`.
 fn plane_relu_grad(output: &[f32], dy: &[f32], masked: &mut [f32]) {
     for ((masked, &output), &dy) in masked.iter_mut().zip(output).zip(dy) {
-        *masked = if output > 0.0 { dy } else { 0.0 };
+        *masked = relu_gradient(output, dy);
     }
 }
 
@@ -1156,22 +1156,14 @@ mod tests {
     fn fused_channels_match_the_separate_passes(shape: [usize; 4]) {
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "bn")).unwrap();
         let channels = shape[1];
-        let x = Tensor::random(&shape, 11);
-        let dy = Tensor::random(&shape, 12);
-        let (gamma, beta) = (
-            Tensor::random(&[channels], 13),
-            Tensor::random(&[channels], 14),
-        );
-        let params = NormParams {
-            gamma: &gamma,
-            beta: &beta,
-            epsilon: 1e-5,
-        };
+        let case = FusedCase::new(&shape, 11);
+        let (x, dy, gamma, beta) = (&case.x, &case.dy, &case.gamma, &case.beta);
+        let params = case.params();
         let geometry = BatchNormGeometry::new("test", &shape, &params).unwrap();
 
         let mut stats = BatchStats::zeros(channels);
         let mut y = Tensor::zeros(&shape);
-        batch_norm_train(pool.as_dyn(), &x, &params, &mut y, &mut stats).unwrap();
+        batch_norm_train(pool.as_dyn(), x, &params, &mut y, &mut stats).unwrap();
         let mut separate_stats = BatchStats::zeros(channels);
         batch_statistics(pool.as_dyn(), &geometry, &x.data, 1e-5, &mut separate_stats);
         assert_eq!(stats, separate_stats);
@@ -1191,13 +1183,13 @@ mod tests {
 
         let mut fused = NormGrads::zeros(&shape, channels);
         let work =
-            batch_norm_backward_recomputed(pool.as_dyn(), &x, &dy, &params, &mut fused).unwrap();
+            batch_norm_backward_recomputed(pool.as_dyn(), x, dy, &params, &mut fused).unwrap();
         let mut separate = NormGrads::zeros(&shape, channels);
-        let stats_work = batch_norm_stats(pool.as_dyn(), &x, 1e-5, &mut separate_stats).unwrap();
+        let stats_work = batch_norm_stats(pool.as_dyn(), x, 1e-5, &mut separate_stats).unwrap();
         let backward_work = batch_norm_backward(
             pool.as_dyn(),
-            &x,
-            &dy,
+            x,
+            dy,
             &params,
             &separate_stats,
             &mut separate,

@@ -70,10 +70,21 @@ pub fn relu_backward(
             .zip(&input.data[range.clone()])
             .zip(&grad_output.data[range])
         {
-            *dx = if x > 0.0 { dy } else { 0.0 };
+            *dx = relu_gradient(x, dy);
         }
     });
     Ok(Work::new(input.len() as f64, 3.0 * input.len() as f64))
+}
+
+/// The ReLU's gradient at one value: `dy` where `x` is positive, else 0. `x` is the ReLU's
+/// input or its output (`max(v, 0)` is positive exactly when `v` is). The one definition the
+/// element-wise and the fused batch-norm kernels share, so their masks are the same bits.
+pub(super) fn relu_gradient(x: f32, dy: f32) -> f32 {
+    if x > 0.0 {
+        dy
+    } else {
+        0.0
+    }
 }
 
 /// `grad_input = addend + relu_backward(input, grad_output)`: the ReLU's gradient added to
@@ -111,7 +122,7 @@ pub fn relu_backward_add(
             .zip(&grad_output.data[range.clone()])
             .zip(&addend.data[range]);
         for (dx, ((&x, &dy), &addend)) in dx.iter_mut().zip(operands) {
-            *dx = addend + if x > 0.0 { dy } else { 0.0 };
+            *dx = addend + relu_gradient(x, dy);
         }
     });
     Ok(Work::new(

@@ -469,6 +469,8 @@ pub fn max_pool_backward(
     expect_shape(KERNEL, "grad_input", &grad_input.shape, &input.shape)?;
     let g = &geometry;
     let work = g.work();
+    // Routing by rows keeps its argmax taps as `u32` plane indices.
+    let by_rows = g.is_three_by_two() && u32::try_from(g.in_pixels()).is_ok();
     for_each_plane(
         pool,
         g,
@@ -480,7 +482,7 @@ pub fn max_pool_backward(
             let dy =
                 &grad_output.data[plane_index * g.out_pixels()..(plane_index + 1) * g.out_pixels()];
             dx.fill(0.0);
-            if g.is_three_by_two() && u32::try_from(g.in_pixels()).is_ok() {
+            if by_rows {
                 return g.route_by_rows(plane, dy, dx);
             }
             g.for_each_window(|pixel, window| dx[window.argmax(plane, g.input[3])] += dy[pixel]);
