@@ -18,9 +18,11 @@
 //!   even number of input channels one item per half of them over every image (likewise);
 //! - input gradient otherwise (3x3), with an even number of input channels: one item per
 //!   half of the input channels instead, over every image (`channel_group_backward_data` in
-//!   `backward.rs`): the item makes its half of `W^T` row-major in its own scratch
-//!   ([`transpose_block`]), then for each image computes that half's rows of `dcols_n = W^T
-//!   dY_n`, reading `dY_n` in place, and col2im's them onto the half's planes of the image.
+//!   `backward.rs`), which takes its half in equal chunks of at most 2^18 values of `W^T`
+//!   (64 of its 128 channels at 256 channels): for each chunk it makes those rows of `W^T`
+//!   row-major in its own scratch ([`transpose_block`]), then for each image computes them of
+//!   `dcols_n = W^T dY_n`, reading `dY_n` in place, and col2im's them onto the chunk's planes
+//!   of the image.
 //!   With an odd number, one item per image as the pointwise, `W^T` made row-major once per
 //!   call by [`transpose_images`] first, col2im of the image within its item.
 //!
@@ -44,7 +46,15 @@
 //! 3x3 `256 -> 256` at 8x8, batch 4, its P50 ran 0.897 and 0.830 of the per-image path's
 //! (medians of two sets of 7 interleaved pairs; 0.848 over 5 in an earlier build); by quarters 0.925 (more `dY_n` packs,
 //! shorter GEMMs); the transposed batch-wide form below, `W` packed by the `gemm` crate,
-//! 1.01. The pointwise ones by halves with `W^T` transposed first ran 1.06 and 1.09 of the
+//! 1.01. Each half in chunks of 64 channels (590 KB of `W^T`, transposed chunk by chunk, each
+//! used for the four images while it is in L2) then ran 0.956 of the whole halves' time
+//! (median of 9 interleaved pairs' P50 ratios against the branch point; 0.944 and 0.933 over
+//! 9 and 7 in the experiment, chunks of 48, 32 and 16 channels 0.960, 0.955 and 0.971; one
+//! GEMM over all of `C_out` per value as before, so the output bits are unchanged). Whole
+//! step: 1.009x the GFLOP/s, median of 9 pairs, within its noise. Replacing the transposes
+//! by the crate's packing failed: one GEMM over the gathered batch cut by rows (the crate
+//! packs `W^T` for products more than 128 columns wide, then scatter and col2im) ran 1.36x
+//! slower, and its pointwise ones 1.28x and 1.51x. The pointwise ones by halves with `W^T` transposed first ran 1.06 and 1.09 of the
 //! per-image time; by halves reading `W^T` in place, 0.928 (`1024 -> 256`) and 0.974 (`256 ->
 //! 1024`), and their forwards by halves of the output channels 0.977 and 0.924 (medians of 7
 //! interleaved pairs; the strided 1x1 `512 -> 1024` from 16x16, by halves as the 3x3: 0.837).
