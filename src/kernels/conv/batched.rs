@@ -50,12 +50,13 @@
 //! used for the four images while it is in L2) then ran 0.956 of the whole halves' time
 //! (median of 9 interleaved pairs' P50 ratios against the branch point; 0.944 and 0.933 over
 //! 9 and 7 in the experiment, chunks of 48, 32 and 16 channels 0.960, 0.955 and 0.971; one
-//! GEMM over all of `C_out` per value as before, so the output bits are unchanged). Whole
-//! step: 1.009x the GFLOP/s, median of 9 pairs, within its noise. Replacing the transposes
-//! by the crate's packing failed: one GEMM over the gathered batch cut by rows (the crate
-//! packs `W^T` for products more than 128 columns wide, then scatter and col2im) ran 1.36x
-//! slower, and its pointwise ones 1.28x and 1.51x. The pointwise ones by halves with `W^T` transposed first ran 1.06 and 1.09 of the
-//! per-image time; by halves reading `W^T` in place, 0.928 (`1024 -> 256`) and 0.974 (`256 ->
+//! GEMM over all of `C_out` per value as before, so the output bits are unchanged); its
+//! strided form (16x16 to 8x8) 0.966, 9 pairs. Whole step: 0.999x and 1.009x the GFLOP/s
+//! (medians of 15 and 9 pairs, within its noise). Replacing the transposes by the crate's
+//! packing failed: one GEMM over the gathered batch cut by rows (the crate packs `W^T` for
+//! products more than 128 columns wide, then scatter and col2im) ran 1.36x slower, and its
+//! pointwise ones 1.28x and 1.51x. The pointwise ones by halves with `W^T` transposed first
+//! ran 1.06 and 1.09 of the per-image time; by halves reading `W^T` in place, 0.928 (`1024 -> 256`) and 0.974 (`256 ->
 //! 1024`), and their forwards by halves of the output channels 0.977 and 0.924 (medians of 7
 //! interleaved pairs; the strided 1x1 `512 -> 1024` from 16x16, by halves as the 3x3: 0.837).
 //! Over the whole resnet-like step, with the 4x4 changes below: 1.013x and 1.032x the
@@ -87,6 +88,18 @@
 //!   untransposing every image first, then col2im). Measured together, new/old P50 ratios
 //!   (medians of 7 interleaved pairs, batch 4, 4x4): 3x3 `512 -> 512` 0.913, 1x1 `2048 ->
 //!   512` 0.898, `512 -> 2048` 0.985.
+//!   Tried since on the 3x3 `512 -> 512` and measured slower (P50 ratios against this form,
+//!   medians of 5-7 interleaved pairs): items of 16 or 64 whole input channels (144 or 576
+//!   columns) col2im'ing their own block right after its GEMMs, 1.06 both (the crate's
+//!   16-column remainder kernel, then more packing time); blocks of 64 or 256 columns, 1.04
+//!   and 1.02 (noise); GEMM calls of at most 48 pixels so the crate reads `W` in place, 2.2;
+//!   the forward form `dX_b = W' cols_b` with `W'` made 24-32 rows at a time just before its
+//!   GEMM (reading `cols_b` in place), 1.3-1.6: making `W'` (flipped, or only its channel
+//!   axes swapped with the kernel flip moved into the columns) cost more than the crate's
+//!   packing of `W`, which reads the same 9.4 MB. Calls of at most 48 rows reading the
+//!   64-wide columns in place also ran slower on the 8x8 and 4x4 forwards and input
+//!   gradients (0.99-1.18, medians of 5 pairs, most 1.03-1.13) than letting the crate pack
+//!   them.
 //!
 //! The weight gradient `dW = dY_b cols_b^T` always takes the batched form, its inner dimension
 //! running over all the images' pixels (see `weight_grad.rs`); its column-blocked and
