@@ -18,9 +18,11 @@
 //!   even number of input channels one item per half of them over every image (likewise);
 //! - input gradient otherwise (3x3), with an even number of input channels: one item per
 //!   half of the input channels instead, over every image (`channel_group_backward_data` in
-//!   `backward.rs`): the item makes its half of `W^T` row-major in its own scratch
-//!   ([`transpose_block`]), then for each image computes that half's rows of `dcols_n = W^T
-//!   dY_n`, reading `dY_n` in place, and col2im's them onto the half's planes of the image.
+//!   `backward.rs`), which takes its half in equal chunks of at most 2^18 values of `W^T`
+//!   (64 of its 128 channels at 256 channels): for each chunk it makes those rows of `W^T`
+//!   row-major in its own scratch ([`transpose_block`]), then for each image computes them of
+//!   `dcols_n = W^T dY_n`, reading `dY_n` in place, and col2im's them onto the chunk's planes
+//!   of the image.
 //!   With an odd number, one item per image as the pointwise, `W^T` made row-major once per
 //!   call by [`transpose_images`] first, col2im of the image within its item.
 //!
@@ -44,8 +46,17 @@
 //! 3x3 `256 -> 256` at 8x8, batch 4, its P50 ran 0.897 and 0.830 of the per-image path's
 //! (medians of two sets of 7 interleaved pairs; 0.848 over 5 in an earlier build); by quarters 0.925 (more `dY_n` packs,
 //! shorter GEMMs); the transposed batch-wide form below, `W` packed by the `gemm` crate,
-//! 1.01. The pointwise ones by halves with `W^T` transposed first ran 1.06 and 1.09 of the
-//! per-image time; by halves reading `W^T` in place, 0.928 (`1024 -> 256`) and 0.974 (`256 ->
+//! 1.01. Each half in chunks of 64 channels (590 KB of `W^T`, transposed chunk by chunk, each
+//! used for the four images while it is in L2) then ran 0.956 of the whole halves' time
+//! (median of 9 interleaved pairs' P50 ratios against the branch point; 0.944 and 0.933 over
+//! 9 and 7 in the experiment, chunks of 48, 32 and 16 channels 0.960, 0.955 and 0.971; one
+//! GEMM over all of `C_out` per value as before, so the output bits are unchanged); its
+//! strided form (16x16 to 8x8) 0.966, 9 pairs. Whole step: 0.999x and 1.009x the GFLOP/s
+//! (medians of 15 and 9 pairs, within its noise). Replacing the transposes by the crate's
+//! packing failed: one GEMM over the gathered batch cut by rows (the crate packs `W^T` for
+//! products more than 128 columns wide, then scatter and col2im) ran 1.36x slower, and its
+//! pointwise ones 1.28x and 1.51x. The pointwise ones by halves with `W^T` transposed first
+//! ran 1.06 and 1.09 of the per-image time; by halves reading `W^T` in place, 0.928 (`1024 -> 256`) and 0.974 (`256 ->
 //! 1024`), and their forwards by halves of the output channels 0.977 and 0.924 (medians of 7
 //! interleaved pairs; the strided 1x1 `512 -> 1024` from 16x16, by halves as the 3x3: 0.837).
 //! Over the whole resnet-like step, with the 4x4 changes below: 1.013x and 1.032x the
@@ -77,6 +88,18 @@
 //!   untransposing every image first, then col2im). Measured together, new/old P50 ratios
 //!   (medians of 7 interleaved pairs, batch 4, 4x4): 3x3 `512 -> 512` 0.913, 1x1 `2048 ->
 //!   512` 0.898, `512 -> 2048` 0.985.
+//!   Tried since on the 3x3 `512 -> 512` and measured slower (P50 ratios against this form,
+//!   medians of 5-7 interleaved pairs): items of 16 or 64 whole input channels (144 or 576
+//!   columns) col2im'ing their own block right after its GEMMs, 1.06 both (the crate's
+//!   16-column remainder kernel, then more packing time); blocks of 64 or 256 columns, 1.04
+//!   and 1.02 (noise); GEMM calls of at most 48 pixels so the crate reads `W` in place, 2.2;
+//!   the forward form `dX_b = W' cols_b` with `W'` made 24-32 rows at a time just before its
+//!   GEMM (reading `cols_b` in place), 1.3-1.6: making `W'` (flipped, or only its channel
+//!   axes swapped with the kernel flip moved into the columns) cost more than the crate's
+//!   packing of `W`, which reads the same 9.4 MB. Calls of at most 48 rows reading the
+//!   64-wide columns in place also ran slower on the 8x8 and 4x4 forwards and input
+//!   gradients (0.99-1.18, medians of 5 pairs, most 1.03-1.13) than letting the crate pack
+//!   them.
 //!
 //! The weight gradient `dW = dY_b cols_b^T` always takes the batched form, its inner dimension
 //! running over all the images' pixels (see `weight_grad.rs`); its column-blocked and

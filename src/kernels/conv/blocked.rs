@@ -560,12 +560,12 @@ fn sum_group_products(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::pool::{Pool, PoolKind, PoolOptions};
 
     /// Small integers (every sum of products exact, so any summation order agrees bitwise).
-    fn small_integers(len: usize, seed: usize) -> Vec<f32> {
+    pub(in crate::kernels::conv) fn small_integers(len: usize, seed: usize) -> Vec<f32> {
         (0..len)
             .map(|i| ((i * 5 + seed) % 7) as f32 - 3.0)
             .collect()
@@ -616,7 +616,13 @@ mod tests {
         dw
     }
 
-    fn naive_input_gradient(g: &Conv2dGeometry, w: &[f32], dy: &[f32]) -> Vec<f32> {
+    /// `dX` of `g` from the definition: every product that read the input plane, added onto the
+    /// input pixel it read.
+    pub(in crate::kernels::conv) fn naive_input_gradient(
+        g: &Conv2dGeometry,
+        w: &[f32],
+        dy: &[f32],
+    ) -> Vec<f32> {
         let mut dx = vec![0.0; g.input_shape().iter().product()];
         let x_index: Vec<f32> = (0..dx.len()).map(|i| i as f32).collect();
         for_each_product(g, &x_index, |[n, o, i, ky, kx, oy, ox], index| {
