@@ -53,17 +53,22 @@
 //! on 4x4). [`batched_form`] picks one of three forms by shape:
 //!
 //! - **Column-blocked**, when `dW` has at least twice as many columns (`C_in kh kw`) as rows
-//!   (`C_out`): `dY_b` is gathered (`C_out x N P`, small) and read as a row-major left
-//!   factor, which the crate reads in place, `cols_b` as a column-major right one (the crate
-//!   packs it in narrow panels, each read along the pixels), one item per block of `dW`'s
-//!   columns ([`BATCHED_ITEMS`], 2), its whole `K` in one call written straight into its
-//!   columns of `dW` (a [`ColumnBlock`] of the strided destination; the blocks are
-//!   disjoint). Each item packs only its own part of `cols_b`. Not for a pointwise gradient
-//!   over [`POINTWISE_DIRECT_MIN_PIXELS`] (256) or more, which takes the direct form. (`dY_b`
-//!   used to be transposed, `N P x C_out`, and read as a column-major left factor, which the
-//!   crate packed again in every item: gathering it instead took stage 3's 3x3 `256 -> 256`
-//!   to 0.94 of the time, stage 4's 1x1 `2048 -> 512` to 0.91, `1024 -> 512` to 0.91, 3x3
-//!   `512 -> 512` to 0.98; medians of 8 pairs, resnet-like as below.)
+//!   (`C_out`): `dY_b` is gathered once (`C_out x N P`, small, into the caller's
+//!   shared-operand buffer) and read as a row-major left factor, which the crate reads in
+//!   place. Then one item per block of [`column_item_channels`] input channels (64 on 3x3:
+//!   576 columns, 9 whole panels of the crate's 64-row microkernel; 512 pointwise; at most
+//!   half the channels, so at least [`BATCHED_ITEMS`] items): the item im2cols (or, pointwise,
+//!   copies) its channels' rows of `cols_b` into its thread's scratch
+//!   ([`side_by_side_rows`]), then runs one whole-`K` GEMM reading them as a column-major
+//!   right factor (the crate packs them in narrow panels, each read along the pixels),
+//!   written straight into its columns of `dW` (a [`ColumnBlock`] of the strided
+//!   destination; the blocks are disjoint). The rows lie [`padded_stride`] apart, an odd
+//!   number of cache lines: the crate's packing reads 64 rows at once, one value from each,
+//!   and rows 1 KiB apart (8x8 planes at batch 4) all fall in 4 of the L1 cache's 64 sets.
+//!   (`dY_b` used to be transposed, `N P x C_out`, and read as a column-major left factor,
+//!   which the crate packed again in every item: gathering it instead took stage 3's 3x3
+//!   `256 -> 256` to 0.94 of the time, stage 4's 1x1 `2048 -> 512` to 0.91, `1024 -> 512` to
+//!   0.91, 3x3 `512 -> 512` to 0.98; medians of 8 pairs, resnet-like as below.)
 //! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`),
 //!   or the kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a
 //!   pointwise kernel that transpose is the only copy of the input). When `dW` has more rows
@@ -99,9 +104,9 @@
 //! transposed one took stage 3's 1x1 `1024 -> 256` to 0.80 and `512 -> 256` to 0.77. The
 //! column-blocked form (then with `dY_b` transposed and re-packed per item) lost where `dW`
 //! has more rows than columns (1x1 `256 -> 1024`, `512 -> 2048`, `1024 -> 2048`: 1.3-1.5x),
-//! and on the pointwise stage-3 shapes it ran 1.1-1.2x the direct form's time (its packing
-//! gathers 64 rows of `cols_b` 1 KiB apart, likely fighting over a few L1 sets; 256 B apart
-//! on 4x4 planes, they do not). The other way round, the direct form (by column blocks) ran
+//! and on the pointwise stage-3 shapes it ran 1.1-1.2x the direct form's time while its rows
+//! lay 1 KiB apart (hence the padded rows now; 256 B apart on 4x4 planes they did not
+//! conflict). The other way round, the direct form (by column blocks) ran
 //! 1.07x the column-blocked form's time on the 3x3 `256 -> 256` (it needs each image's
 //! im2col, then a transpose), 1.02x on the 3x3 `512 -> 512`, and 1.07-1.12x and 1.35-1.5x on
 //! stage 4's 1x1 `2048 -> 512` and `1024 -> 512`.
@@ -112,22 +117,35 @@
 //! 3x3 0.96; stage 1 1x1 0.87-0.88; the step's GFLOP/s 1.026x at `--inter 1`, 0.99-1.005x
 //! (noise) at the default thread counts.
 //!
-//! `cols_b` is written by im2col (or a gather, pointwise) straight into the side-by-side
-//! layout in the column-blocked and transposed forms; the direct form makes each image's
-//! columns, then transposes them ([`transpose_images`], whole 16x16 tiles).
+//! Making each item's rows of `cols_b` itself, in its own scratch with padded rows, instead of
+//! im2col'ing all of `cols_b` (unpadded) in a pass of its own over the pool before two items
+//! of half the columns each: resnet-like at `--inter 1` (2 threads, batch 4, medians of 6
+//! interleaved pairs' per-op P50 ratios, new/old, 6 to 30 ops a group): stage 3 3x3 `256 ->
+//! 256` 0.96 (first block 0.91), stage 4 3x3 `512 -> 512` 0.93, 1x1 `2048 -> 512` 0.98,
+//! `1024 -> 512` 0.81; and taking the pointwise stage-3 gradients with wide `dW` from the
+//! direct form: `1024 -> 256` 0.86, `512 -> 256` 0.86. Alone (one op repeated, 5 pairs): 3x3
+//! `256 -> 256` 0.93 (0.96 of that from the padding: unpadded rows ran 1.04x), `512 -> 512`
+//! 0.98, 1x1 `1024 -> 256` 0.92. The step's GFLOP/s at the default thread counts: 1.016x
+//! (median of 8 pairs, spread 0.88-1.08: noise).
+//!
+//! `cols_b` is written by im2col (or a copy, pointwise) straight into the side-by-side layout
+//! in the transposed form, and per item, into the item's rows, in the column-blocked form;
+//! the direct form makes each image's columns, then transposes them ([`transpose_images`],
+//! whole 16x16 tiles).
 //!
 //! # Determinism
-//! The parts, runs and blocks depend on the shapes alone, each item is one thread's GEMM calls
+//! The parts, runs, blocks and items depend on the shapes alone, each item is one thread's GEMM calls
 //! in a fixed order, and every element of `dW` adds its parts in index order, so `dW` is
 //! bitwise the same on every pool and thread count.
 #![forbid(unsafe_code)]
 
 use super::batched::{
-    dense, gather, gemm_by_rows, is_batched, side_by_side_columns, transpose_images, transposed,
+    dense, gather, gemm_by_rows, is_batched, side_by_side_columns, transpose_images,
     with_batched_scratch,
 };
 use super::blocked::{block_pixels, blocked_backward_weights, weight_gradient_by_pixel_parts};
-use super::im2col::columns;
+use super::im2col::{columns, im2col_plane_strided};
+use super::shared::with_shared_operand;
 use super::Conv2dGeometry;
 use crate::kernels::gemm::{
     column_blocks as gemm_column_blocks, gemm_item_cost, gemm_single_threaded,
@@ -204,20 +222,14 @@ enum BatchedForm {
     Transposed,
 }
 
-/// Batches of at least this many pixels (`N H_out W_out`) take the direct form for a pointwise
-/// gradient even when `dW` is wide: the column-blocked form's crate packs `cols_b` 64 rows at a
-/// time, and rows 1 KiB apart (256 pixels) packed slowly (see the module docs).
-const POINTWISE_DIRECT_MIN_PIXELS: usize = 256;
-
 /// Which form the batched path takes for `g`: column-blocked when `dW` has at least twice as
 /// many columns as rows (each item then reads the gathered `dY_b` in place and packs its own
-/// part of `cols_b`), except a pointwise gradient over [`POINTWISE_DIRECT_MIN_PIXELS`] or more;
-/// otherwise direct when there are more output channels than pixels or the kernel is
-/// pointwise (its transpose of `cols_b` is the only copy of the input), else transposed.
+/// part of `cols_b`); otherwise direct when there are more output channels than pixels or the
+/// kernel is pointwise (its transpose of `cols_b` is the only copy of the input), else
+/// transposed.
 fn batched_form(g: &Conv2dGeometry) -> BatchedForm {
     let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
-    let pointwise_direct = g.is_pointwise() && wide >= POINTWISE_DIRECT_MIN_PIXELS;
-    if patch >= 2 * channels && !pointwise_direct {
+    if patch >= 2 * channels {
         BatchedForm::ColumnBlocked
     } else if channels > wide || g.is_pointwise() {
         BatchedForm::Direct
@@ -226,10 +238,12 @@ fn batched_form(g: &Conv2dGeometry) -> BatchedForm {
     }
 }
 
-/// `dW = dY_b cols_b^T` on the batched path, one item per block of `dW`'s columns (patch
-/// entries), each a whole-`K` GEMM straight into its columns of `dW`: the left factor is
-/// `dY_b` gathered (small, read in place), the right `cols_b` read column-major (the crate
-/// packs it in narrow panels, each column contiguous along the pixels).
+/// `dW = dY_b cols_b^T` on the batched path, one item per block of [`column_item_channels`]
+/// input channels (`dW`'s columns of their patch entries): `dY_b` is gathered once (small,
+/// read in place by every item), then each item im2cols its channels' rows of `cols_b` into
+/// its thread's scratch ([`side_by_side_rows`], rows [`padded_stride`] apart) and runs its
+/// whole-`K` GEMM straight into its columns of `dW`, reading those rows as a column-major
+/// right factor (the crate packs them in narrow panels, each read along the pixels).
 fn column_blocked_backward_weights(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -237,14 +251,90 @@ fn column_blocked_backward_weights(
     grad_output: &[f32],
     grad_weight: &mut [f32],
 ) {
-    let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
-    let block = batched_item_share(patch);
-    let factors = (input, grad_output);
-    with_batched_factors(pool, g, factors, DyLayout::Gathered, 0, |cols, dy, _| {
-        let (dy, cols_t) = (dense(dy, wide), transposed(cols, wide));
-        let shape = (channels, patch, wide);
-        gemm_into_column_blocks(pool, shape, dy, cols_t, block, grad_weight);
+    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let (wide, area) = (n * pixels, g.kernel_area());
+    let item_channels = column_item_channels(g);
+    let (block, stride) = (item_channels * area, padded_stride(wide));
+    with_shared_operand(channels * wide, |dy_b| {
+        gather(pool, (n, channels, pixels), grad_output, dy_b);
+        let dy = dense(dy_b, wide);
+        let mut blocks: Vec<ColumnBlock<'_>> =
+            gemm_column_blocks(grad_weight, (channels, patch), block).collect();
+        let cost = gemm_item_cost(block, channels, wide);
+        for_each_chunk(pool, &mut blocks, 1, cost, |index, out| {
+            let first = index * item_channels;
+            let these = first..(first + item_channels).min(g.in_channels);
+            let rows = these.len() * area;
+            with_scratch(rows * stride, |cols| {
+                side_by_side_rows(g, input, these, (cols, stride));
+                let cols_t = MatView {
+                    data: cols,
+                    row_stride: 1,
+                    col_stride: stride,
+                };
+                gemm_single_threaded_into_block(wide, dy, cols_t, &mut out[0], 1.0, 0.0);
+            });
+        });
     });
+}
+
+/// Rows of the `gemm` crate's microkernel tile (0.19, AVX-512 `f32`: 4 vectors of 16): the
+/// crate packs `dW`'s columns (the rows of `cols_b`) in panels of this many.
+const MICROKERNEL_ROWS: usize = 64;
+
+/// Columns of `dW` per item of the column-blocked form, about.
+const COLUMN_ITEM_COLUMNS: usize = 512;
+
+/// Input channels per item of the column-blocked form: a multiple of the fewest whose
+/// columns fill whole [`MICROKERNEL_ROWS`] panels (64 on any kernel of odd area), about
+/// [`COLUMN_ITEM_COLUMNS`] columns' worth (576 on 3x3, 512 pointwise), but no more than
+/// makes [`BATCHED_ITEMS`] items (rounded up to 16 channels).
+fn column_item_channels(g: &Conv2dGeometry) -> usize {
+    let area = g.kernel_area().max(1);
+    let unit = MICROKERNEL_ROWS / gcd(MICROKERNEL_ROWS, area);
+    let units = (COLUMN_ITEM_COLUMNS / (unit * area)).max(1);
+    (unit * units).min(batched_item_share(g.in_channels))
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Row stride of an item's rows of `cols_b` for `wide` pixels: an odd number of 64-byte
+/// lines, so the crate's packing, which reads 64 rows at once one value each, finds them
+/// spread over the L1 cache's sets (rows 1 KiB apart, 8x8 planes at batch 4, fall in 4 of
+/// its 64 sets).
+fn padded_stride(wide: usize) -> usize {
+    const LINE: usize = 16;
+    (wide.div_ceil(LINE) | 1) * LINE
+}
+
+/// `cols`' rows (`stride` apart): the rows of `cols_b` (every image's columns side by side)
+/// of the input channels `channels`, each image's plane im2col'd into its part of them, or
+/// copied when pointwise. The values past `N P` in each row are left as they are (never
+/// read).
+fn side_by_side_rows(
+    g: &Conv2dGeometry,
+    input: &[f32],
+    channels: std::ops::Range<usize>,
+    (cols, stride): (&mut [f32], usize),
+) {
+    let (pixels, in_plane) = (g.out_pixels(), g.in_pixels());
+    let rows = g.kernel_area() * stride;
+    for (channel, rows) in channels.zip(cols.chunks_mut(rows.max(1))) {
+        for image in 0..g.batch {
+            let plane = &input[(image * g.in_channels + channel) * in_plane..][..in_plane];
+            let at = &mut rows[image * pixels..];
+            if g.is_pointwise() {
+                at[..pixels].copy_from_slice(plane);
+            } else {
+                im2col_plane_strided(g, plane, at, stride);
+            }
+        }
+    }
 }
 
 /// `c (m x n, row-major) = a b` for strided views, one item per block of `block` columns of
@@ -491,37 +581,21 @@ fn transposed_backward_weights(
     let (patch, channels) = (g.patch_len(), g.out_channels);
     let parts = Parts::new(g.batch * g.out_pixels());
     let partial_len = parts.runs * patch * channels;
-    with_batched_factors(
-        pool,
-        g,
-        (input, grad_output),
-        DyLayout::Transposed,
-        partial_len,
-        |cols, dyt, partials| {
-            partial_products(pool, (patch, channels), parts, cols, dyt, partials);
-            sum_transposed(pool, (patch, channels), partials, grad_weight);
-        },
-    );
+    let factors = (input, grad_output);
+    with_batched_factors(pool, g, factors, partial_len, |cols, dyt, partials| {
+        partial_products(pool, (patch, channels), parts, cols, dyt, partials);
+        sum_transposed(pool, (patch, channels), partials, grad_weight);
+    });
 }
 
-/// How [`with_batched_factors`] lays out `dY_b`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum DyLayout {
-    /// `C_out x N P`, gathered from the images' planes (a row-major left factor, which the
-    /// crate reads in place).
-    Gathered,
-    /// `N P x C_out`, by [`transpose_images`] (a row-major right factor).
-    Transposed,
-}
-
-/// The batched path's two factors of the weight gradient, in scratch: `cols_b` (every image's
-/// columns side by side, `patch x N P`, im2col'd straight into place) and `dY_b` laid out as
-/// `dy`, handed to `body` with `extra_len` more values of scratch.
+/// The transposed form's two factors of the weight gradient, in scratch: `cols_b` (every
+/// image's columns side by side, `patch x N P`, im2col'd straight into place) and `dY_b^T`
+/// (`N P x C_out`, by [`transpose_images`]), handed to `body` with `extra_len` more values of
+/// scratch.
 fn with_batched_factors(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
     (input, grad_output): (&[f32], &[f32]),
-    dy: DyLayout,
     extra_len: usize,
     body: impl FnOnce(&[f32], &[f32], &mut [f32]),
 ) {
@@ -533,10 +607,7 @@ fn with_batched_factors(
         let (cols, rest) = buffer.split_at_mut(side_by_side_len);
         let (dy_b, extra) = rest.split_at_mut(dy_len);
         side_by_side_columns(pool, g, input, cols);
-        match dy {
-            DyLayout::Gathered => gather(pool, (n, channels, pixels), grad_output, dy_b),
-            DyLayout::Transposed => transpose_images(pool, (channels, pixels), grad_output, dy_b),
-        }
+        transpose_images(pool, (channels, pixels), grad_output, dy_b);
         body(cols, dy_b, extra);
     });
 }
@@ -728,16 +799,24 @@ mod tests {
             ),
             (1088, 64, 32)
         );
-        // (input, output channels, params, form): column blocks of 1088 + 1072 columns with
-        // fewer output channels than pixels; of 64 + 36, pointwise, with more (stage 4's
-        // `2048 -> 512`); of 32 + 13; pointwise over 256 pixels, direct though `dW` is wide
-        // (stage 3's `1024 -> 256`), in 2 blocks of 32 columns; direct with more channels
-        // than pixels, in column blocks of 16 + 11 (`dW` 20 x 27); transposed.
+        // (input, output channels, params, form): column blocks of 64, 64, 64 and 48 input
+        // channels (576 columns each but the last) with fewer output channels than pixels; of
+        // 64 + 36 channels, pointwise, with more (stage 4's `2048 -> 512`); one block of 5
+        // channels; pointwise over 256 pixels in 2 blocks of 32 channels, rows 272 apart
+        // (stage 3's `1024 -> 256`); stride 2 (rows 48 apart for 32 pixels); 64, 64 and 2
+        // channels over 27 pixels; direct with more channels than pixels, in column blocks of
+        // 16 + 11 (`dW` 20 x 27); transposed.
+        let strided = Conv2dParams {
+            stride: 2,
+            padding: 1,
+        };
         let cases = [
             ([2, 240, 4, 4], 20, same, ColumnBlocked),
             ([2, 100, 2, 2], 40, pointwise, ColumnBlocked),
             ([2, 5, 4, 4], 6, same, ColumnBlocked),
-            ([4, 64, 8, 8], 16, pointwise, Direct),
+            ([4, 64, 8, 8], 16, pointwise, ColumnBlocked),
+            ([2, 7, 7, 7], 6, strided, ColumnBlocked),
+            ([3, 130, 3, 3], 10, same, ColumnBlocked),
             ([2, 3, 2, 2], 20, same, Direct),
             ([2, 2, 4, 4], 20, same, Transposed),
         ];
@@ -753,6 +832,36 @@ mod tests {
             backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
             assert_eq!(dw, naive_weight_gradient(&g, &x, &dy), "{input:?}");
         }
+    }
+
+    #[test]
+    fn column_items_fill_whole_panels_and_padded_rows_take_odd_lines() {
+        use crate::kernels::Conv2dParams;
+        let channels_per_item = |c_in: usize, kernel: usize| {
+            let padding = kernel / 2;
+            let params = Conv2dParams { stride: 1, padding };
+            let g = Conv2dGeometry::new(&[4, c_in, 4, 4], &[64, c_in, kernel, kernel], params);
+            column_item_channels(&g.unwrap())
+        };
+        // 3x3: 64 channels (576 columns, 9 panels of 64); pointwise: 512 channels, at most
+        // half of them; few channels: half of them, rounded up to 16.
+        assert_eq!(
+            [
+                (512, 3),
+                (256, 3),
+                (2048, 1),
+                (512, 1),
+                (1024, 1),
+                (5, 3),
+                (40, 5)
+            ]
+            .map(|(c, k)| channels_per_item(c, k)),
+            [64, 64, 512, 256, 512, 16, 32]
+        );
+        assert_eq!(
+            [16, 27, 32, 48, 64, 256, 512].map(padded_stride),
+            [16, 48, 48, 48, 80, 272, 528]
+        );
     }
 
     #[test]
