@@ -75,7 +75,12 @@
 //!   than columns the GEMM is cut into [`BATCHED_ITEMS`] (2) blocks of its rows, each packing
 //!   the whole (small) right factor once (against 8 blocks of 64 rows: 0.92-0.94 of the time
 //!   on stage 3's `256 -> 1024` and stage 4's `512 -> 512` and `2048 -> 512`, medians of 10
-//!   interleaved pairs); otherwise into [`BATCHED_ITEMS`] (2) blocks of its columns written in
+//!   interleaved pairs), each item gathering its own rows of `dY_b` into its thread's scratch
+//!   right before its GEMM ([`direct_by_rows`]; against a gather of all of `dY_b` in a pass
+//!   of its own over the pool first: 0.945 of the time on stage 3's `256 -> 1024`, 0.93 on
+//!   stage 4's `512 -> 2048`, one op repeated, medians of 5 interleaved pairs; in
+//!   resnet-like at `--inter 1`, 6 pairs, 0.84 on stage 3's, 0.98 on stage 4's, in a run
+//!   whose unchanged ops moved 0.90-0.97); otherwise into [`BATCHED_ITEMS`] (2) blocks of its columns written in
 //!   place, each packing only its part of `cols_b^T` (the crate reads the row-major `dY_b`
 //!   in place): on stage 3's `1024 -> 256` 0.95 of the row blocks' time (medians of 8 and 10
 //!   pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92.
@@ -140,8 +145,7 @@
 #![forbid(unsafe_code)]
 
 use super::batched::{
-    dense, gather, gemm_by_rows, is_batched, side_by_side_columns, transpose_images,
-    with_batched_scratch,
+    dense, gather, is_batched, side_by_side_columns, transpose_images, with_batched_scratch,
 };
 use super::blocked::{block_pixels, blocked_backward_weights, weight_gradient_by_pixel_parts};
 use super::im2col::{columns, im2col_plane_strided};
@@ -372,10 +376,10 @@ fn batched_item_share(len: usize) -> usize {
 }
 
 /// `dW = dY_b cols_b^T` on the batched path: one GEMM, its inner dimension every image's
-/// pixels, `cols_b` transposed first; cut into [`COLUMN_ITEMS`] blocks of `dW`'s columns
+/// pixels, `cols_b` transposed first; cut into [`BATCHED_ITEMS`] blocks of `dW`'s columns
 /// written in place when `dW` has at least as many columns as rows (each item packs only its
-/// part of `cols_b^T`; the crate reads `dY_b` in place), else into [`BATCHED_ITEMS`] blocks
-/// of its rows (each packing all of the small `cols_b^T`).
+/// part of `cols_b^T`; the crate reads `dY_b` in place), else into blocks of its rows
+/// ([`direct_by_rows`]).
 fn direct_batched_backward_weights(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -383,28 +387,68 @@ fn direct_batched_backward_weights(
     grad_output: &[f32],
     grad_weight: &mut [f32],
 ) {
-    let (pixels, patch) = (g.out_pixels(), g.patch_len());
+    let (pixels, patch, channels) = (g.out_pixels(), g.patch_len(), g.out_channels);
+    if patch < channels {
+        return direct_by_rows(pool, g, input, grad_output, grad_weight);
+    }
     let wide = g.batch * pixels;
     with_batched_scratch(pool, g, grad_output, |unrolled, cols_t, dy| {
         let cols = columns(pool, g, input, unrolled);
         transpose_images(pool, (patch, pixels), cols, cols_t);
         let (dy, cols_t) = (dense(dy, wide), dense(cols_t, patch));
-        let channels = g.out_channels;
-        let shape = (channels, patch, wide);
-        if patch >= channels {
-            let width = batched_item_share(patch);
-            gemm_into_column_blocks(pool, shape, dy, cols_t, width, grad_weight);
-        } else {
-            gemm_by_rows(
-                pool,
-                shape,
-                batched_item_share(channels),
-                dy,
-                cols_t,
-                grad_weight,
-            );
-        }
+        let (shape, width) = ((channels, patch, wide), batched_item_share(patch));
+        gemm_into_column_blocks(pool, shape, dy, cols_t, width, grad_weight);
     });
+}
+
+/// The direct form's `dW = dY_b cols_b^T` by [`BATCHED_ITEMS`] blocks of `dW`'s rows:
+/// `cols_b^T` made once over the pool (into the shared-operand buffer), then each item
+/// gathers its own output channels' rows of `dY_b` into its thread's scratch
+/// ([`gather_rows`]) and multiplies them by all of `cols_b^T` (which the crate packs in
+/// each item).
+fn direct_by_rows(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    input: &[f32],
+    grad_output: &[f32],
+    grad_weight: &mut [f32],
+) {
+    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let (wide, unrolled_len) = (n * pixels, g.unrolled_len());
+    with_shared_operand(unrolled_len + patch * wide, |buffer| {
+        let (unrolled, cols_t) = buffer.split_at_mut(unrolled_len);
+        let cols = columns(pool, g, input, unrolled);
+        transpose_images(pool, (patch, pixels), cols, cols_t);
+        let cols_t = dense(cols_t, patch);
+        let rows = batched_item_share(channels);
+        let cost = gemm_item_cost(rows, patch, wide);
+        for_each_chunk(pool, grad_weight, rows * patch, cost, |block, out| {
+            let these = block * rows..block * rows + out.len() / patch;
+            with_scratch(these.len() * wide, |dy_rows| {
+                gather_rows(g, grad_output, these.clone(), dy_rows);
+                let shape = (these.len(), patch, wide);
+                gemm_single_threaded(shape, dense(dy_rows, wide), cols_t, out, 1.0, 0.0);
+            });
+        });
+    });
+}
+
+/// `dy_rows` (`channels.len() x N P`): the rows `channels` of `dY_b`, every image's plane of
+/// each output channel side by side ([`gather`]'s layout).
+fn gather_rows(
+    g: &Conv2dGeometry,
+    grad_output: &[f32],
+    channels: std::ops::Range<usize>,
+    dy_rows: &mut [f32],
+) {
+    let pixels = g.out_pixels().max(1);
+    let wide = g.batch * pixels;
+    for (channel, row) in channels.zip(dy_rows.chunks_exact_mut(wide)) {
+        for (image, part) in row.chunks_exact_mut(pixels).enumerate() {
+            let start = (image * g.out_channels + channel) * pixels;
+            part.copy_from_slice(&grad_output[start..start + pixels]);
+        }
+    }
 }
 
 /// Items [`per_image_backward_weights`] is cut into, at least, when its images allow (8 ran
@@ -876,15 +920,27 @@ mod tests {
             ),
             (256, 512, 32)
         );
-        // 40 output channels in blocks of 32 and 8, more than the 2 x 2 x 2 pixels.
-        let (input, weight) = ([2, 6, 2, 2], [40, 6, 1, 1]);
-        let g = Conv2dGeometry::new(&input, &weight, Conv2dParams::default()).unwrap();
-        assert!(is_batched(&g) && g.out_channels > g.batch * g.out_pixels());
-        let x = integers(input.iter().product(), 1);
-        let dy = integers(g.output_shape().iter().product(), 2);
-        let mut dw = vec![f32::NAN; weight.iter().product()];
-        direct_batched_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
-        assert_eq!(dw, naive_weight_gradient(&g, &x, &dy));
+        // 40 output channels in blocks of 32 and 8, more than the 2 x 2 x 2 pixels, pointwise
+        // and 3x3 (18 columns, im2col'd); 37 channels over 3 images of 1 pixel, 5x3 unpadded.
+        let same = Conv2dParams {
+            stride: 1,
+            padding: 1,
+        };
+        let cases = [
+            ([2, 6, 2, 2], [40, 6, 1, 1], Conv2dParams::default()),
+            ([2, 2, 2, 2], [40, 2, 3, 3], same),
+            ([3, 1, 5, 3], [37, 1, 5, 3], Conv2dParams::default()),
+        ];
+        for (input, weight, params) in cases {
+            let g = Conv2dGeometry::new(&input, &weight, params).unwrap();
+            assert!(is_batched(&g) && g.out_channels > g.batch * g.out_pixels());
+            assert!(g.patch_len() < g.out_channels, "{weight:?}: by rows");
+            let x = integers(input.iter().product(), 1);
+            let dy = integers(g.output_shape().iter().product(), 2);
+            let mut dw = vec![f32::NAN; weight.iter().product()];
+            direct_batched_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
+            assert_eq!(dw, naive_weight_gradient(&g, &x, &dy), "{weight:?}");
+        }
     }
 
     #[test]
