@@ -124,14 +124,17 @@
 //!
 //! Making each item's rows of `cols_b` itself, in its own scratch with padded rows, instead of
 //! im2col'ing all of `cols_b` (unpadded) in a pass of its own over the pool before two items
-//! of half the columns each: resnet-like at `--inter 1` (2 threads, batch 4, medians of 6
-//! interleaved pairs' per-op P50 ratios, new/old, 6 to 30 ops a group): stage 3 3x3 `256 ->
-//! 256` 0.96 (first block 0.91), stage 4 3x3 `512 -> 512` 0.93, 1x1 `2048 -> 512` 0.98,
-//! `1024 -> 512` 0.81; and taking the pointwise stage-3 gradients with wide `dW` from the
-//! direct form: `1024 -> 256` 0.86, `512 -> 256` 0.86. Alone (one op repeated, 5 pairs): 3x3
-//! `256 -> 256` 0.93 (0.96 of that from the padding: unpadded rows ran 1.04x), `512 -> 512`
-//! 0.98, 1x1 `1024 -> 256` 0.92. The step's GFLOP/s at the default thread counts: 1.016x
-//! (median of 8 pairs, spread 0.88-1.08: noise).
+//! of half the columns each, measured alone (one op repeated 10 times an iteration, medians
+//! of 5-7 interleaved pairs' P50 ratios, new/old): 3x3 `256 -> 256` 0.93 (unpadded rows ran
+//! 1.04x the padded ones), `512 -> 512` 0.98, 1x1 `2048 -> 512` 0.90 (0.98 with every
+//! operand cold), and `1024 -> 256` moved here from the direct form 0.92. In resnet-like at
+//! `--inter 1` (2 threads, batch 4; two sets of 6 and 8 interleaved pairs, per-op P50
+//! ratios over 6 to 40 ops a group, with the direct form's change below in the second):
+//! stage 3 3x3 `256 -> 256` 0.96 and 0.95 (first block 0.91), stage 4 3x3 0.93 and 0.96
+//! (first block 1.01, 1.04), 1x1 `2048 -> 512` 0.98 and 1.05, `1024 -> 512` 0.81 and 0.94;
+//! stage 3 1x1 `1024 -> 256` 0.86 and 0.79, `512 -> 256` 0.86 and 0.88. The step's GFLOP/s
+//! at the default thread counts, both changes: 1.004x (median of 10 pairs, spread 0.87-1.18:
+//! within the noise).
 //!
 //! `cols_b` is written by im2col (or a copy, pointwise) straight into the side-by-side layout
 //! in the transposed form, and per item, into the item's rows, in the column-blocked form;
