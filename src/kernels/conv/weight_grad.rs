@@ -53,41 +53,39 @@
 //! on 4x4). [`batched_form`] picks one of three forms by shape:
 //!
 //! - **Column-blocked**, when `dW` has at least twice as many columns (`C_in kh kw`) as rows
-//!   (`C_out`): `dY_b` is gathered once (`C_out x N P`, small, into the caller's
-//!   shared-operand buffer) and read as a row-major left factor, which the crate reads in
-//!   place. Then one item per block of [`column_item_channels`] input channels (64 on 3x3:
-//!   576 columns, 9 whole panels of the crate's 64-row microkernel; 512 pointwise; at most
-//!   half the channels, so at least [`BATCHED_ITEMS`] items): the item im2cols (or, pointwise,
-//!   copies) its channels' rows of `cols_b` into its thread's scratch
-//!   ([`side_by_side_rows`]; on small stride-1 planes through a zero-bordered copy of each
-//!   plane, [`PaddedPlane`], so each output row of a tap row is one fixed-size copy: 0.94
-//!   and 0.96 (operands cold) of the time of the general im2col on the 3x3 `512 -> 512` at
-//!   4x4, 7 pairs each, its im2col's share of the profile 11% -> 7%; 1.01 and 0.99 on the
-//!   3x3 `256 -> 256` at 8x8, 9 and 7 pairs), then runs one whole-`K` GEMM reading them as a column-major
-//!   right factor (the crate packs them in narrow panels, each read along the pixels),
-//!   written straight into its columns of `dW` (a [`ColumnBlock`] of the strided
-//!   destination; the blocks are disjoint). The rows lie [`padded_stride`] apart, an odd
-//!   number of cache lines: the crate's packing reads 64 rows at once, one value from each,
-//!   and rows 1 KiB apart (8x8 planes at batch 4) all fall in 4 of the L1 cache's 64 sets.
-//!   (`dY_b` used to be transposed, `N P x C_out`, and read as a column-major left factor,
-//!   which the crate packed again in every item: gathering it instead took stage 3's 3x3
-//!   `256 -> 256` to 0.94 of the time, stage 4's 1x1 `2048 -> 512` to 0.91, `1024 -> 512` to
-//!   0.91, 3x3 `512 -> 512` to 0.98; medians of 8 pairs, resnet-like as below.)
-//! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`),
-//!   or the kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a
-//!   pointwise kernel that transpose is the only copy of the input). When `dW` has more rows
-//!   than columns the GEMM is cut into [`BATCHED_ITEMS`] (2) blocks of its rows, each packing
-//!   the whole (small) right factor once (against 8 blocks of 64 rows: 0.92-0.94 of the time
-//!   on stage 3's `256 -> 1024` and stage 4's `512 -> 512` and `2048 -> 512`, medians of 10
-//!   interleaved pairs), each item gathering its own rows of `dY_b` into its thread's scratch
-//!   right before its GEMM ([`direct_by_rows`]; against a gather of all of `dY_b` in a pass
-//!   of its own over the pool first: 0.945 of the time on stage 3's `256 -> 1024`, 0.93 on
-//!   stage 4's `512 -> 2048`, one op repeated, medians of 5 interleaved pairs; in
-//!   resnet-like at `--inter 1`, 6 pairs, 0.84 on stage 3's, 0.98 on stage 4's, in a run
-//!   whose unchanged ops moved 0.90-0.97); otherwise into [`BATCHED_ITEMS`] (2) blocks of its columns written in
-//!   place, each packing only its part of `cols_b^T` (the crate reads the row-major `dY_b`
-//!   in place): on stage 3's `1024 -> 256` 0.95 of the row blocks' time (medians of 8 and 10
-//!   pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92.
+//!   (`C_out`): `dY_b` is gathered once (`C_out x N P`, small, into the caller's shared-operand
+//!   buffer) and read as a row-major left factor, which the crate reads in place. Then one item per
+//!   block of [`column_item_channels`] input channels (64 on 3x3: 576 columns, 9 whole panels of
+//!   the crate's 64-row microkernel; 512 pointwise; at most half the channels, so at least
+//!   [`BATCHED_ITEMS`] items): the item im2cols (or, pointwise, copies) its channels' rows of
+//!   `cols_b` into its thread's scratch ([`side_by_side_rows`]; on small stride-1 planes through a
+//!   zero-bordered copy of each plane, [`PaddedPlane`], so each output row of a tap row is one
+//!   fixed-size copy: 0.94 and 0.96 (operands cold) of the time of the general im2col on the 3x3
+//!   `512 -> 512` at 4x4, 7 pairs each, its im2col's share of the profile 11% -> 7%; 1.01 and 0.99
+//!   on the 3x3 `256 -> 256` at 8x8, 9 and 7 pairs), then runs one whole-`K` GEMM reading them as a
+//!   column-major right factor (the crate packs them in narrow panels, each read along the pixels),
+//!   written straight into its columns of `dW` (a [`ColumnBlock`] of the strided destination; the
+//!   blocks are disjoint). The rows lie [`padded_stride`] apart, an odd number of cache lines: the
+//!   crate's packing reads 64 rows at once, one value from each, and rows 1 KiB apart (8x8 planes
+//!   at batch 4) all fall in 4 of the L1 cache's 64 sets. (`dY_b` used to be transposed,
+//!   `N P x C_out`, and read as a column-major left factor, which the crate packed again in every
+//!   item: gathering it instead took stage 3's 3x3 `256 -> 256` to 0.94 of the time, stage 4's 1x1
+//!   `2048 -> 512` to 0.91, `1024 -> 512` to 0.91, 3x3 `512 -> 512` to 0.98; medians of 8 pairs,
+//!   resnet-like as below.)
+//! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`), or the
+//!   kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a pointwise kernel
+//!   that transpose is the only copy of the input). When `dW` has more rows than columns the GEMM
+//!   is cut into [`BATCHED_ITEMS`] (2) blocks of its rows, each packing the whole (small) right
+//!   factor once (against 8 blocks of 64 rows: 0.92-0.94 of the time on stage 3's `256 -> 1024` and
+//!   stage 4's `512 -> 512` and `2048 -> 512`, medians of 10 interleaved pairs), each item
+//!   gathering its own rows of `dY_b` into its thread's scratch right before its GEMM
+//!   ([`direct_by_rows`]; against a gather of all of `dY_b` in a pass of its own over the pool
+//!   first: 0.945 of the time on stage 3's `256 -> 1024`, 0.93 on stage 4's `512 -> 2048`, one op
+//!   repeated, medians of 5 interleaved pairs; in resnet-like at `--inter 1`, 6 pairs, 0.84 on
+//!   stage 3's, 0.98 on stage 4's, in a run whose unchanged ops moved 0.90-0.97); otherwise into
+//!   [`BATCHED_ITEMS`] (2) blocks of its columns written in place, each packing only its part of
+//!   `cols_b^T` (the crate reads the row-major `dY_b` in place): on stage 3's `1024 -> 256` 0.95 of
+//!   the row blocks' time (medians of 8 and 10 pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92.
 //! - **Transposed**, otherwise (a 3x3 kernel on few input channels): `dY` is transposed and
 //!   `dW^T = cols_b dY_b^T` computed in runs of about [`PART_PIXELS`] of the batch's pixels,
 //!   each into its own slot, one item per (run, block of `dW^T` rows), the later runs then
@@ -136,9 +134,12 @@
 //! ratios over 6 to 40 ops a group, with the direct form's change below in the second):
 //! stage 3 3x3 `256 -> 256` 0.96 and 0.95 (first block 0.91), stage 4 3x3 0.93 and 0.96
 //! (first block 1.01, 1.04), 1x1 `2048 -> 512` 0.98 and 1.05, `1024 -> 512` 0.81 and 0.94;
-//! stage 3 1x1 `1024 -> 256` 0.86 and 0.79, `512 -> 256` 0.86 and 0.88. The step's GFLOP/s
-//! at the default thread counts, both changes: 1.004x (median of 10 pairs, spread 0.87-1.18:
-//! within the noise).
+//! stage 3 1x1 `1024 -> 256` 0.86 and 0.79, `512 -> 256` 0.86 and 0.88. A third set (8 pairs,
+//! with [`PaddedPlane`] too) had stage 4's 1x1 `2048 -> 512` at 1.10 and `1024 -> 512` at 1.14,
+//! where those ops alone, each after its input gradient on fresh tensors, ran 0.98 (7 pairs):
+//! in the step those figures swing with whatever runs beside them. The step's GFLOP/s at the
+//! default thread counts: 1.004x with the first two changes (median of 10 pairs, spread
+//! 0.87-1.18), 1.005x with all three (12 pairs, 0.83-1.14): within the noise.
 //!
 //! `cols_b` is written by im2col (or a copy, pointwise) straight into the side-by-side layout
 //! in the transposed form, and per item, into the item's rows, in the column-blocked form;
@@ -358,8 +359,8 @@ const PADDED_PLANE_MAX: usize = 32 * 32;
 /// A stride-1 convolution's input plane copied inside a border of `padding` zeros: tap
 /// `(ky, kx)` of output pixel `(oy, ox)` is then its value `(oy + ky, ox + kx)`, so each output
 /// row of a tap row is one contiguous copy, with no clipping. On 4x4 and 8x8 planes that
-/// takes the place of [`im2col_plane_strided`]'s per-row clipping and zeroing (which spent
-/// about 9 ns a tap row of 16 values).
+/// takes the place of [`im2col_plane_strided`]'s per-row clipping and zeroing (about 9 ns a
+/// tap row of 16 values, by its share of the profile).
 struct PaddedPlane<'a> {
     values: &'a mut [f32],
     width: usize,
