@@ -112,6 +112,30 @@ pub(super) fn im2col_pixels(
     }
 }
 
+/// [`im2col_plane`] into rows `row_stride` apart (at least `H_out W_out`): tap row `t` of
+/// the plane's columns is `cols[t * row_stride..][..H_out W_out]`, the values between rows
+/// left as they are (a plane's rows of a wider matrix, such as every image's columns side by
+/// side).
+pub(super) fn im2col_plane_strided(
+    geometry: &Conv2dGeometry,
+    plane: &[f32],
+    cols: &mut [f32],
+    row_stride: usize,
+) {
+    let g = geometry;
+    let pixels = 0..g.out_pixels();
+    let same_width = g.params.stride == 1 && g.out_width == g.width;
+    let mut rows = cols.chunks_mut(row_stride.max(1));
+    for tap in (0..g.kernel_h).flat_map(|ky| (0..g.kernel_w).map(move |kx| (ky, kx))) {
+        let row = &mut rows.next().expect("cols holds kh * kw rows")[..pixels.len()];
+        if same_width {
+            shifted_tap_row(g, plane, tap, pixels.clone(), row);
+        } else {
+            tap_row_by_output_rows(g, plane, tap, pixels.clone(), row);
+        }
+    }
+}
+
 /// Fills `cols` (`kh kw` rows of `pixels.len()`) with the columns `pixels` of one input
 /// `plane`'s column matrix.
 fn im2col_plane_pixels(
@@ -611,6 +635,31 @@ mod tests {
         // Row (0, 0) shifts down-right: output (0, 0) reads the padding, (1, 1) reads pixel 1.
         assert_eq!(cols[0], 0.0);
         assert_eq!(cols[4], 1.0);
+    }
+
+    #[test]
+    fn strided_im2col_writes_the_same_rows_and_nothing_between() {
+        for (size, kernel, stride, padding) in [(4, 3, 1, 1), (7, 3, 2, 1), (5, 1, 1, 0)] {
+            let g = geometry(size, kernel, stride, padding);
+            let (pixels, taps) = (g.out_pixels(), kernel * kernel);
+            let plane: Vec<f32> = (0..size * size).map(|v| v as f32 + 1.0).collect();
+            let mut dense = vec![f32::NAN; taps * pixels];
+            im2col_plane(&g, &plane, &mut dense);
+            let row_stride = pixels + 5;
+            let mut strided = vec![-7.0; (taps - 1) * row_stride + pixels];
+            im2col_plane_strided(&g, &plane, &mut strided, row_stride);
+            for tap in 0..taps {
+                let row = &strided[tap * row_stride..];
+                assert_eq!(
+                    row[..pixels],
+                    dense[tap * pixels..][..pixels],
+                    "{size} {kernel}"
+                );
+                if tap + 1 < taps {
+                    assert!(row[pixels..row_stride].iter().all(|&v| v == -7.0));
+                }
+            }
+        }
     }
 
     #[test]

@@ -53,27 +53,39 @@
 //! on 4x4). [`batched_form`] picks one of three forms by shape:
 //!
 //! - **Column-blocked**, when `dW` has at least twice as many columns (`C_in kh kw`) as rows
-//!   (`C_out`): `dY_b` is gathered (`C_out x N P`, small) and read as a row-major left
-//!   factor, which the crate reads in place, `cols_b` as a column-major right one (the crate
-//!   packs it in narrow panels, each read along the pixels), one item per block of `dW`'s
-//!   columns ([`BATCHED_ITEMS`], 2), its whole `K` in one call written straight into its
-//!   columns of `dW` (a [`ColumnBlock`] of the strided destination; the blocks are
-//!   disjoint). Each item packs only its own part of `cols_b`. Not for a pointwise gradient
-//!   over [`POINTWISE_DIRECT_MIN_PIXELS`] (256) or more, which takes the direct form. (`dY_b`
-//!   used to be transposed, `N P x C_out`, and read as a column-major left factor, which the
-//!   crate packed again in every item: gathering it instead took stage 3's 3x3 `256 -> 256`
-//!   to 0.94 of the time, stage 4's 1x1 `2048 -> 512` to 0.91, `1024 -> 512` to 0.91, 3x3
-//!   `512 -> 512` to 0.98; medians of 8 pairs, resnet-like as below.)
-//! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`),
-//!   or the kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a
-//!   pointwise kernel that transpose is the only copy of the input). When `dW` has more rows
-//!   than columns the GEMM is cut into [`BATCHED_ITEMS`] (2) blocks of its rows, each packing
-//!   the whole (small) right factor once (against 8 blocks of 64 rows: 0.92-0.94 of the time
-//!   on stage 3's `256 -> 1024` and stage 4's `512 -> 512` and `2048 -> 512`, medians of 10
-//!   interleaved pairs); otherwise into [`BATCHED_ITEMS`] (2) blocks of its columns written in
-//!   place, each packing only its part of `cols_b^T` (the crate reads the row-major `dY_b`
-//!   in place): on stage 3's `1024 -> 256` 0.95 of the row blocks' time (medians of 8 and 10
-//!   pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92.
+//!   (`C_out`): `dY_b` is gathered once (`C_out x N P`, small, into the caller's shared-operand
+//!   buffer) and read as a row-major left factor, which the crate reads in place. Then one item per
+//!   block of [`column_item_channels`] input channels (64 on 3x3: 576 columns, 9 whole panels of
+//!   the crate's 64-row microkernel; 512 pointwise; at most half the channels, so at least
+//!   [`BATCHED_ITEMS`] items): the item im2cols (or, pointwise, copies) its channels' rows of
+//!   `cols_b` into its thread's scratch ([`side_by_side_rows`]; on small stride-1 planes through a
+//!   zero-bordered copy of each plane, [`PaddedPlane`], so each output row of a tap row is one
+//!   fixed-size copy: 0.94 and 0.96 (operands cold) of the time of the general im2col on the 3x3
+//!   `512 -> 512` at 4x4, 7 pairs each, its im2col's share of the profile 11% -> 7%; 1.01 and 0.99
+//!   on the 3x3 `256 -> 256` at 8x8, 9 and 7 pairs), then runs one whole-`K` GEMM reading them as a
+//!   column-major right factor (the crate packs them in narrow panels, each read along the pixels),
+//!   written straight into its columns of `dW` (a [`ColumnBlock`] of the strided destination; the
+//!   blocks are disjoint). The rows lie [`padded_stride`] apart, an odd number of cache lines: the
+//!   crate's packing reads 64 rows at once, one value from each, and rows 1 KiB apart (8x8 planes
+//!   at batch 4) all fall in 4 of the L1 cache's 64 sets. (`dY_b` used to be transposed,
+//!   `N P x C_out`, and read as a column-major left factor, which the crate packed again in every
+//!   item: gathering it instead took stage 3's 3x3 `256 -> 256` to 0.94 of the time, stage 4's 1x1
+//!   `2048 -> 512` to 0.91, `1024 -> 512` to 0.91, 3x3 `512 -> 512` to 0.98; medians of 8 pairs,
+//!   resnet-like as below.)
+//! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`), or the
+//!   kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a pointwise kernel
+//!   that transpose is the only copy of the input). When `dW` has more rows than columns the GEMM
+//!   is cut into [`BATCHED_ITEMS`] (2) blocks of its rows, each packing the whole (small) right
+//!   factor once (against 8 blocks of 64 rows: 0.92-0.94 of the time on stage 3's `256 -> 1024` and
+//!   stage 4's `512 -> 512` and `2048 -> 512`, medians of 10 interleaved pairs), each item
+//!   gathering its own rows of `dY_b` into its thread's scratch right before its GEMM
+//!   ([`direct_by_rows`]; against a gather of all of `dY_b` in a pass of its own over the pool
+//!   first: 0.945 of the time on stage 3's `256 -> 1024`, 0.93 on stage 4's `512 -> 2048`, one op
+//!   repeated, medians of 5 interleaved pairs; in resnet-like at `--inter 1`, 6 pairs, 0.84 on
+//!   stage 3's, 0.98 on stage 4's, in a run whose unchanged ops moved 0.90-0.97); otherwise into
+//!   [`BATCHED_ITEMS`] (2) blocks of its columns written in place, each packing only its part of
+//!   `cols_b^T` (the crate reads the row-major `dY_b` in place): on stage 3's `1024 -> 256` 0.95 of
+//!   the row blocks' time (medians of 8 and 10 pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92.
 //! - **Transposed**, otherwise (a 3x3 kernel on few input channels): `dY` is transposed and
 //!   `dW^T = cols_b dY_b^T` computed in runs of about [`PART_PIXELS`] of the batch's pixels,
 //!   each into its own slot, one item per (run, block of `dW^T` rows), the later runs then
@@ -99,9 +111,9 @@
 //! transposed one took stage 3's 1x1 `1024 -> 256` to 0.80 and `512 -> 256` to 0.77. The
 //! column-blocked form (then with `dY_b` transposed and re-packed per item) lost where `dW`
 //! has more rows than columns (1x1 `256 -> 1024`, `512 -> 2048`, `1024 -> 2048`: 1.3-1.5x),
-//! and on the pointwise stage-3 shapes it ran 1.1-1.2x the direct form's time (its packing
-//! gathers 64 rows of `cols_b` 1 KiB apart, likely fighting over a few L1 sets; 256 B apart
-//! on 4x4 planes, they do not). The other way round, the direct form (by column blocks) ran
+//! and on the pointwise stage-3 shapes it ran 1.1-1.2x the direct form's time while its rows
+//! lay 1 KiB apart (hence the padded rows now; 256 B apart on 4x4 planes they did not
+//! conflict). The other way round, the direct form (by column blocks) ran
 //! 1.07x the column-blocked form's time on the 3x3 `256 -> 256` (it needs each image's
 //! im2col, then a transpose), 1.02x on the 3x3 `512 -> 512`, and 1.07-1.12x and 1.35-1.5x on
 //! stage 4's 1x1 `2048 -> 512` and `1024 -> 512`.
@@ -112,22 +124,40 @@
 //! 3x3 0.96; stage 1 1x1 0.87-0.88; the step's GFLOP/s 1.026x at `--inter 1`, 0.99-1.005x
 //! (noise) at the default thread counts.
 //!
-//! `cols_b` is written by im2col (or a gather, pointwise) straight into the side-by-side
-//! layout in the column-blocked and transposed forms; the direct form makes each image's
-//! columns, then transposes them ([`transpose_images`], whole 16x16 tiles).
+//! Making each item's rows of `cols_b` itself, in its own scratch with padded rows, instead of
+//! im2col'ing all of `cols_b` (unpadded) in a pass of its own over the pool before two items
+//! of half the columns each, measured alone (one op repeated 10 times an iteration, medians
+//! of 5-7 interleaved pairs' P50 ratios, new/old): 3x3 `256 -> 256` 0.93 (unpadded rows ran
+//! 1.04x the padded ones), `512 -> 512` 0.98, 1x1 `2048 -> 512` 0.90 (0.98 with every
+//! operand cold), and `1024 -> 256` moved here from the direct form 0.92. In resnet-like at
+//! `--inter 1` (2 threads, batch 4; two sets of 6 and 8 interleaved pairs, per-op P50
+//! ratios over 6 to 40 ops a group, with the direct form's change below in the second):
+//! stage 3 3x3 `256 -> 256` 0.96 and 0.95 (first block 0.91), stage 4 3x3 0.93 and 0.96
+//! (first block 1.01, 1.04), 1x1 `2048 -> 512` 0.98 and 1.05, `1024 -> 512` 0.81 and 0.94;
+//! stage 3 1x1 `1024 -> 256` 0.86 and 0.79, `512 -> 256` 0.86 and 0.88. A third set (8 pairs,
+//! with [`PaddedPlane`] too) had stage 4's 1x1 `2048 -> 512` at 1.10 and `1024 -> 512` at 1.14,
+//! where those ops alone, each after its input gradient on fresh tensors, ran 0.98 (7 pairs):
+//! in the step those figures swing with whatever runs beside them. The step's GFLOP/s at the
+//! default thread counts: 1.004x with the first two changes (median of 10 pairs, spread
+//! 0.87-1.18), 1.005x with all three (12 pairs, 0.83-1.14): within the noise.
+//!
+//! `cols_b` is written by im2col (or a copy, pointwise) straight into the side-by-side layout
+//! in the transposed form, and per item, into the item's rows, in the column-blocked form;
+//! the direct form makes each image's columns, then transposes them ([`transpose_images`],
+//! whole 16x16 tiles).
 //!
 //! # Determinism
-//! The parts, runs and blocks depend on the shapes alone, each item is one thread's GEMM calls
+//! The parts, runs, blocks and items depend on the shapes alone, each item is one thread's GEMM calls
 //! in a fixed order, and every element of `dW` adds its parts in index order, so `dW` is
 //! bitwise the same on every pool and thread count.
 #![forbid(unsafe_code)]
 
 use super::batched::{
-    dense, gather, gemm_by_rows, is_batched, side_by_side_columns, transpose_images, transposed,
-    with_batched_scratch,
+    dense, gather, is_batched, side_by_side_columns, transpose_images, with_batched_scratch,
 };
 use super::blocked::{block_pixels, blocked_backward_weights, weight_gradient_by_pixel_parts};
-use super::im2col::columns;
+use super::im2col::{columns, im2col_plane_strided};
+use super::shared::with_shared_operand;
 use super::Conv2dGeometry;
 use crate::kernels::gemm::{
     column_blocks as gemm_column_blocks, gemm_item_cost, gemm_single_threaded,
@@ -204,20 +234,14 @@ enum BatchedForm {
     Transposed,
 }
 
-/// Batches of at least this many pixels (`N H_out W_out`) take the direct form for a pointwise
-/// gradient even when `dW` is wide: the column-blocked form's crate packs `cols_b` 64 rows at a
-/// time, and rows 1 KiB apart (256 pixels) packed slowly (see the module docs).
-const POINTWISE_DIRECT_MIN_PIXELS: usize = 256;
-
 /// Which form the batched path takes for `g`: column-blocked when `dW` has at least twice as
 /// many columns as rows (each item then reads the gathered `dY_b` in place and packs its own
-/// part of `cols_b`), except a pointwise gradient over [`POINTWISE_DIRECT_MIN_PIXELS`] or more;
-/// otherwise direct when there are more output channels than pixels or the kernel is
-/// pointwise (its transpose of `cols_b` is the only copy of the input), else transposed.
+/// part of `cols_b`); otherwise direct when there are more output channels than pixels or the
+/// kernel is pointwise (its transpose of `cols_b` is the only copy of the input), else
+/// transposed.
 fn batched_form(g: &Conv2dGeometry) -> BatchedForm {
     let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
-    let pointwise_direct = g.is_pointwise() && wide >= POINTWISE_DIRECT_MIN_PIXELS;
-    if patch >= 2 * channels && !pointwise_direct {
+    if patch >= 2 * channels {
         BatchedForm::ColumnBlocked
     } else if channels > wide || g.is_pointwise() {
         BatchedForm::Direct
@@ -226,10 +250,12 @@ fn batched_form(g: &Conv2dGeometry) -> BatchedForm {
     }
 }
 
-/// `dW = dY_b cols_b^T` on the batched path, one item per block of `dW`'s columns (patch
-/// entries), each a whole-`K` GEMM straight into its columns of `dW`: the left factor is
-/// `dY_b` gathered (small, read in place), the right `cols_b` read column-major (the crate
-/// packs it in narrow panels, each column contiguous along the pixels).
+/// `dW = dY_b cols_b^T` on the batched path, one item per block of [`column_item_channels`]
+/// input channels (`dW`'s columns of their patch entries): `dY_b` is gathered once (small,
+/// read in place by every item), then each item im2cols its channels' rows of `cols_b` into
+/// its thread's scratch ([`side_by_side_rows`], rows [`padded_stride`] apart) and runs its
+/// whole-`K` GEMM straight into its columns of `dW`, reading those rows as a column-major
+/// right factor (the crate packs them in narrow panels, each read along the pixels).
 fn column_blocked_backward_weights(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -237,14 +263,158 @@ fn column_blocked_backward_weights(
     grad_output: &[f32],
     grad_weight: &mut [f32],
 ) {
-    let (wide, patch, channels) = (g.batch * g.out_pixels(), g.patch_len(), g.out_channels);
-    let block = batched_item_share(patch);
-    let factors = (input, grad_output);
-    with_batched_factors(pool, g, factors, DyLayout::Gathered, 0, |cols, dy, _| {
-        let (dy, cols_t) = (dense(dy, wide), transposed(cols, wide));
-        let shape = (channels, patch, wide);
-        gemm_into_column_blocks(pool, shape, dy, cols_t, block, grad_weight);
+    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let (wide, area) = (n * pixels, g.kernel_area());
+    let item_channels = column_item_channels(g);
+    let (block, stride) = (item_channels * area, padded_stride(wide));
+    with_shared_operand(channels * wide, |dy_b| {
+        gather(pool, (n, channels, pixels), grad_output, dy_b);
+        let dy = dense(dy_b, wide);
+        let mut blocks: Vec<ColumnBlock<'_>> =
+            gemm_column_blocks(grad_weight, (channels, patch), block).collect();
+        let cost = gemm_item_cost(block, channels, wide);
+        for_each_chunk(pool, &mut blocks, 1, cost, |index, out| {
+            let first = index * item_channels;
+            let these = first..(first + item_channels).min(g.in_channels);
+            let rows = these.len() * area;
+            with_scratch(rows * stride, |cols| {
+                side_by_side_rows(g, input, these, (cols, stride));
+                let cols_t = MatView {
+                    data: cols,
+                    row_stride: 1,
+                    col_stride: stride,
+                };
+                gemm_single_threaded_into_block(wide, dy, cols_t, &mut out[0], 1.0, 0.0);
+            });
+        });
     });
+}
+
+/// Rows of the `gemm` crate's microkernel tile (0.19, AVX-512 `f32`: 4 vectors of 16): the
+/// crate packs `dW`'s columns (the rows of `cols_b`) in panels of this many.
+const MICROKERNEL_ROWS: usize = 64;
+
+/// Columns of `dW` per item of the column-blocked form, about.
+const COLUMN_ITEM_COLUMNS: usize = 512;
+
+/// Input channels per item of the column-blocked form: a multiple of the fewest whose
+/// columns fill whole [`MICROKERNEL_ROWS`] panels (64 on any kernel of odd area), about
+/// [`COLUMN_ITEM_COLUMNS`] columns' worth (576 on 3x3, 512 pointwise), but no more than
+/// makes [`BATCHED_ITEMS`] items (rounded up to 16 channels).
+fn column_item_channels(g: &Conv2dGeometry) -> usize {
+    let area = g.kernel_area().max(1);
+    let unit = MICROKERNEL_ROWS / gcd(MICROKERNEL_ROWS, area);
+    let units = (COLUMN_ITEM_COLUMNS / (unit * area)).max(1);
+    (unit * units).min(batched_item_share(g.in_channels))
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Row stride of an item's rows of `cols_b` for `wide` pixels: an odd number of 64-byte
+/// lines, so the crate's packing, which reads 64 rows at once one value each, finds them
+/// spread over the L1 cache's sets (rows 1 KiB apart, 8x8 planes at batch 4, fall in 4 of
+/// its 64 sets).
+fn padded_stride(wide: usize) -> usize {
+    const LINE: usize = 16;
+    (wide.div_ceil(LINE) | 1) * LINE
+}
+
+/// `cols`' rows (`stride` apart): the rows of `cols_b` (every image's columns side by side)
+/// of the input channels `channels`, each image's plane im2col'd into its part of them
+/// ([`PaddedPlane`] on small stride-1 planes, else [`im2col_plane_strided`]), or copied when
+/// pointwise. The values past `N P` in each row are left as they are (never read).
+fn side_by_side_rows(
+    g: &Conv2dGeometry,
+    input: &[f32],
+    channels: std::ops::Range<usize>,
+    (cols, stride): (&mut [f32], usize),
+) {
+    let (pixels, in_plane) = (g.out_pixels(), g.in_pixels());
+    let rows = g.kernel_area() * stride;
+    let mut border = [0.0; PADDED_PLANE_MAX];
+    let mut padded = PaddedPlane::new(g, &mut border);
+    for (channel, rows) in channels.zip(cols.chunks_mut(rows.max(1))) {
+        for image in 0..g.batch {
+            let plane = &input[(image * g.in_channels + channel) * in_plane..][..in_plane];
+            let at = &mut rows[image * pixels..];
+            if g.is_pointwise() {
+                at[..pixels].copy_from_slice(plane);
+            } else if let Some(padded) = padded.as_mut() {
+                padded.im2col(g, plane, (at, stride));
+            } else {
+                im2col_plane_strided(g, plane, at, stride);
+            }
+        }
+    }
+}
+
+/// Most values of a [`PaddedPlane`] (a 16x16 plane with a border of 8).
+const PADDED_PLANE_MAX: usize = 32 * 32;
+
+/// A stride-1 convolution's input plane copied inside a border of `padding` zeros: tap
+/// `(ky, kx)` of output pixel `(oy, ox)` is then its value `(oy + ky, ox + kx)`, so each output
+/// row of a tap row is one contiguous copy, with no clipping. On 4x4 and 8x8 planes that
+/// takes the place of [`im2col_plane_strided`]'s per-row clipping and zeroing (about 9 ns a
+/// tap row of 16 values, by its share of the profile).
+struct PaddedPlane<'a> {
+    values: &'a mut [f32],
+    width: usize,
+}
+
+impl<'a> PaddedPlane<'a> {
+    /// The zeroed plane for `g`, when it has stride 1 and fits in `buffer`.
+    fn new(g: &Conv2dGeometry, buffer: &'a mut [f32]) -> Option<Self> {
+        let pad = g.params.padding;
+        let (width, height) = (g.width + 2 * pad, g.height + 2 * pad);
+        if g.params.stride != 1 || width * height > buffer.len() {
+            return None;
+        }
+        let values = &mut buffer[..width * height];
+        values.fill(0.0);
+        Some(PaddedPlane { values, width })
+    }
+
+    /// The tap rows of `plane`'s column matrix into `cols`' rows, `stride` apart (see
+    /// [`im2col_plane_strided`]): the plane copied inside the border (which stays zero), then
+    /// each tap row's output rows copied out of it.
+    fn im2col(&mut self, g: &Conv2dGeometry, plane: &[f32], (cols, stride): (&mut [f32], usize)) {
+        let (pad, width, pixels) = (g.params.padding, self.width, g.out_pixels());
+        let in_rows = plane.chunks_exact(g.width.max(1));
+        for (y, row) in in_rows.enumerate() {
+            self.values[(y + pad) * width + pad..][..row.len()].copy_from_slice(row);
+        }
+        let taps = (0..g.kernel_h).flat_map(|ky| (0..g.kernel_w).map(move |kx| (ky, kx)));
+        for ((ky, kx), row) in taps.zip(cols.chunks_mut(stride.max(1))) {
+            let source = &self.values[ky * width + kx..];
+            match g.out_width {
+                4 => copy_shifted_rows::<4>(source, width, &mut row[..pixels]),
+                8 => copy_shifted_rows::<8>(source, width, &mut row[..pixels]),
+                _ => copy_shifted_rows_of(g.out_width, source, width, &mut row[..pixels]),
+            }
+        }
+    }
+}
+
+/// `out`'s rows of `N` values, row `r` from `source[r * width..]`: fixed-size copies, no
+/// call per row.
+fn copy_shifted_rows<const N: usize>(source: &[f32], width: usize, out: &mut [f32]) {
+    for (r, out_row) in out.chunks_exact_mut(N).enumerate() {
+        let from: &[f32; N] = source[r * width..][..N].try_into().expect("N values");
+        let to: &mut [f32; N] = out_row.try_into().expect("N values");
+        *to = *from;
+    }
+}
+
+/// [`copy_shifted_rows`] for rows of any length `n`.
+fn copy_shifted_rows_of(n: usize, source: &[f32], width: usize, out: &mut [f32]) {
+    for (r, out_row) in out.chunks_exact_mut(n.max(1)).enumerate() {
+        out_row.copy_from_slice(&source[r * width..][..out_row.len()]);
+    }
 }
 
 /// `c (m x n, row-major) = a b` for strided views, one item per block of `block` columns of
@@ -282,10 +452,10 @@ fn batched_item_share(len: usize) -> usize {
 }
 
 /// `dW = dY_b cols_b^T` on the batched path: one GEMM, its inner dimension every image's
-/// pixels, `cols_b` transposed first; cut into [`COLUMN_ITEMS`] blocks of `dW`'s columns
+/// pixels, `cols_b` transposed first; cut into [`BATCHED_ITEMS`] blocks of `dW`'s columns
 /// written in place when `dW` has at least as many columns as rows (each item packs only its
-/// part of `cols_b^T`; the crate reads `dY_b` in place), else into [`BATCHED_ITEMS`] blocks
-/// of its rows (each packing all of the small `cols_b^T`).
+/// part of `cols_b^T`; the crate reads `dY_b` in place), else into blocks of its rows
+/// ([`direct_by_rows`]).
 fn direct_batched_backward_weights(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -293,28 +463,68 @@ fn direct_batched_backward_weights(
     grad_output: &[f32],
     grad_weight: &mut [f32],
 ) {
-    let (pixels, patch) = (g.out_pixels(), g.patch_len());
+    let (pixels, patch, channels) = (g.out_pixels(), g.patch_len(), g.out_channels);
+    if patch < channels {
+        return direct_by_rows(pool, g, input, grad_output, grad_weight);
+    }
     let wide = g.batch * pixels;
     with_batched_scratch(pool, g, grad_output, |unrolled, cols_t, dy| {
         let cols = columns(pool, g, input, unrolled);
         transpose_images(pool, (patch, pixels), cols, cols_t);
         let (dy, cols_t) = (dense(dy, wide), dense(cols_t, patch));
-        let channels = g.out_channels;
-        let shape = (channels, patch, wide);
-        if patch >= channels {
-            let width = batched_item_share(patch);
-            gemm_into_column_blocks(pool, shape, dy, cols_t, width, grad_weight);
-        } else {
-            gemm_by_rows(
-                pool,
-                shape,
-                batched_item_share(channels),
-                dy,
-                cols_t,
-                grad_weight,
-            );
-        }
+        let (shape, width) = ((channels, patch, wide), batched_item_share(patch));
+        gemm_into_column_blocks(pool, shape, dy, cols_t, width, grad_weight);
     });
+}
+
+/// The direct form's `dW = dY_b cols_b^T` by [`BATCHED_ITEMS`] blocks of `dW`'s rows:
+/// `cols_b^T` made once over the pool (into the shared-operand buffer), then each item
+/// gathers its own output channels' rows of `dY_b` into its thread's scratch
+/// ([`gather_rows`]) and multiplies them by all of `cols_b^T` (which the crate packs in
+/// each item).
+fn direct_by_rows(
+    pool: &dyn ThreadPool,
+    g: &Conv2dGeometry,
+    input: &[f32],
+    grad_output: &[f32],
+    grad_weight: &mut [f32],
+) {
+    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let (wide, unrolled_len) = (n * pixels, g.unrolled_len());
+    with_shared_operand(unrolled_len + patch * wide, |buffer| {
+        let (unrolled, cols_t) = buffer.split_at_mut(unrolled_len);
+        let cols = columns(pool, g, input, unrolled);
+        transpose_images(pool, (patch, pixels), cols, cols_t);
+        let cols_t = dense(cols_t, patch);
+        let rows = batched_item_share(channels);
+        let cost = gemm_item_cost(rows, patch, wide);
+        for_each_chunk(pool, grad_weight, rows * patch, cost, |block, out| {
+            let these = block * rows..block * rows + out.len() / patch;
+            with_scratch(these.len() * wide, |dy_rows| {
+                gather_rows(g, grad_output, these.clone(), dy_rows);
+                let shape = (these.len(), patch, wide);
+                gemm_single_threaded(shape, dense(dy_rows, wide), cols_t, out, 1.0, 0.0);
+            });
+        });
+    });
+}
+
+/// `dy_rows` (`channels.len() x N P`): the rows `channels` of `dY_b`, every image's plane of
+/// each output channel side by side ([`gather`]'s layout).
+fn gather_rows(
+    g: &Conv2dGeometry,
+    grad_output: &[f32],
+    channels: std::ops::Range<usize>,
+    dy_rows: &mut [f32],
+) {
+    let pixels = g.out_pixels().max(1);
+    let wide = g.batch * pixels;
+    for (channel, row) in channels.zip(dy_rows.chunks_exact_mut(wide)) {
+        for (image, part) in row.chunks_exact_mut(pixels).enumerate() {
+            let start = (image * g.out_channels + channel) * pixels;
+            part.copy_from_slice(&grad_output[start..start + pixels]);
+        }
+    }
 }
 
 /// Items [`per_image_backward_weights`] is cut into, at least, when its images allow (8 ran
@@ -491,37 +701,21 @@ fn transposed_backward_weights(
     let (patch, channels) = (g.patch_len(), g.out_channels);
     let parts = Parts::new(g.batch * g.out_pixels());
     let partial_len = parts.runs * patch * channels;
-    with_batched_factors(
-        pool,
-        g,
-        (input, grad_output),
-        DyLayout::Transposed,
-        partial_len,
-        |cols, dyt, partials| {
-            partial_products(pool, (patch, channels), parts, cols, dyt, partials);
-            sum_transposed(pool, (patch, channels), partials, grad_weight);
-        },
-    );
+    let factors = (input, grad_output);
+    with_batched_factors(pool, g, factors, partial_len, |cols, dyt, partials| {
+        partial_products(pool, (patch, channels), parts, cols, dyt, partials);
+        sum_transposed(pool, (patch, channels), partials, grad_weight);
+    });
 }
 
-/// How [`with_batched_factors`] lays out `dY_b`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum DyLayout {
-    /// `C_out x N P`, gathered from the images' planes (a row-major left factor, which the
-    /// crate reads in place).
-    Gathered,
-    /// `N P x C_out`, by [`transpose_images`] (a row-major right factor).
-    Transposed,
-}
-
-/// The batched path's two factors of the weight gradient, in scratch: `cols_b` (every image's
-/// columns side by side, `patch x N P`, im2col'd straight into place) and `dY_b` laid out as
-/// `dy`, handed to `body` with `extra_len` more values of scratch.
+/// The transposed form's two factors of the weight gradient, in scratch: `cols_b` (every
+/// image's columns side by side, `patch x N P`, im2col'd straight into place) and `dY_b^T`
+/// (`N P x C_out`, by [`transpose_images`]), handed to `body` with `extra_len` more values of
+/// scratch.
 fn with_batched_factors(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
     (input, grad_output): (&[f32], &[f32]),
-    dy: DyLayout,
     extra_len: usize,
     body: impl FnOnce(&[f32], &[f32], &mut [f32]),
 ) {
@@ -533,10 +727,7 @@ fn with_batched_factors(
         let (cols, rest) = buffer.split_at_mut(side_by_side_len);
         let (dy_b, extra) = rest.split_at_mut(dy_len);
         side_by_side_columns(pool, g, input, cols);
-        match dy {
-            DyLayout::Gathered => gather(pool, (n, channels, pixels), grad_output, dy_b),
-            DyLayout::Transposed => transpose_images(pool, (channels, pixels), grad_output, dy_b),
-        }
+        transpose_images(pool, (channels, pixels), grad_output, dy_b);
         body(cols, dy_b, extra);
     });
 }
@@ -728,16 +919,24 @@ mod tests {
             ),
             (1088, 64, 32)
         );
-        // (input, output channels, params, form): column blocks of 1088 + 1072 columns with
-        // fewer output channels than pixels; of 64 + 36, pointwise, with more (stage 4's
-        // `2048 -> 512`); of 32 + 13; pointwise over 256 pixels, direct though `dW` is wide
-        // (stage 3's `1024 -> 256`), in 2 blocks of 32 columns; direct with more channels
-        // than pixels, in column blocks of 16 + 11 (`dW` 20 x 27); transposed.
+        // (input, output channels, params, form): column blocks of 64, 64, 64 and 48 input
+        // channels (576 columns each but the last) with fewer output channels than pixels; of
+        // 64 + 36 channels, pointwise, with more (stage 4's `2048 -> 512`); one block of 5
+        // channels; pointwise over 256 pixels in 2 blocks of 32 channels, rows 272 apart
+        // (stage 3's `1024 -> 256`); stride 2 (rows 48 apart for 32 pixels); 64, 64 and 2
+        // channels over 27 pixels; direct with more channels than pixels, in column blocks of
+        // 16 + 11 (`dW` 20 x 27); transposed.
+        let strided = Conv2dParams {
+            stride: 2,
+            padding: 1,
+        };
         let cases = [
             ([2, 240, 4, 4], 20, same, ColumnBlocked),
             ([2, 100, 2, 2], 40, pointwise, ColumnBlocked),
             ([2, 5, 4, 4], 6, same, ColumnBlocked),
-            ([4, 64, 8, 8], 16, pointwise, Direct),
+            ([4, 64, 8, 8], 16, pointwise, ColumnBlocked),
+            ([2, 7, 7, 7], 6, strided, ColumnBlocked),
+            ([3, 130, 3, 3], 10, same, ColumnBlocked),
             ([2, 3, 2, 2], 20, same, Direct),
             ([2, 2, 4, 4], 20, same, Transposed),
         ];
@@ -756,6 +955,73 @@ mod tests {
     }
 
     #[test]
+    fn column_items_fill_whole_panels_and_padded_rows_take_odd_lines() {
+        use crate::kernels::Conv2dParams;
+        let channels_per_item = |c_in: usize, kernel: usize| {
+            let padding = kernel / 2;
+            let params = Conv2dParams { stride: 1, padding };
+            let g = Conv2dGeometry::new(&[4, c_in, 4, 4], &[64, c_in, kernel, kernel], params);
+            column_item_channels(&g.unwrap())
+        };
+        // 3x3: 64 channels (576 columns, 9 panels of 64); pointwise: 512 channels, at most
+        // half of them; few channels: half of them, rounded up to 16.
+        assert_eq!(
+            [
+                (512, 3),
+                (256, 3),
+                (2048, 1),
+                (512, 1),
+                (1024, 1),
+                (5, 3),
+                (40, 5)
+            ]
+            .map(|(c, k)| channels_per_item(c, k)),
+            [64, 64, 512, 256, 512, 16, 32]
+        );
+        assert_eq!(
+            [16, 27, 32, 48, 64, 256, 512].map(padded_stride),
+            [16, 48, 48, 48, 80, 272, 528]
+        );
+    }
+
+    #[test]
+    fn padded_planes_make_the_same_tap_rows_as_im2col() {
+        use crate::kernels::Conv2dParams;
+        // (plane height, width, kernel height, width, padding): 4x4 and 8x8 planes (fixed-size
+        // row copies), a rectangular plane and kernel, no padding, a 5x5 kernel.
+        let cases = [
+            (4, 4, 3, 3, 1),
+            (8, 8, 3, 3, 1),
+            (3, 5, 3, 1, 1),
+            (6, 7, 2, 3, 0),
+            (4, 4, 5, 5, 2),
+        ];
+        for (height, width, kh, kw, padding) in cases {
+            let params = Conv2dParams { stride: 1, padding };
+            let g = Conv2dGeometry::new(&[1, 1, height, width], &[1, 1, kh, kw], params);
+            let g = g.unwrap();
+            let plane: Vec<f32> = (0..height * width).map(|v| v as f32 + 1.0).collect();
+            let (taps, stride) = (kh * kw, g.out_pixels() + 3);
+            let mut expected = vec![-1.0; taps * stride];
+            im2col_plane_strided(&g, &plane, &mut expected, stride);
+            let mut border = [f32::NAN; PADDED_PLANE_MAX];
+            let mut padded = PaddedPlane::new(&g, &mut border).expect("stride 1, small");
+            let mut cols = vec![-1.0; taps * stride];
+            // Twice: the border stays zero after a plane has been copied in.
+            for _ in 0..2 {
+                padded.im2col(&g, &plane, (&mut cols, stride));
+                assert_eq!(cols, expected, "{height}x{width}, {kh}x{kw} pad {padding}");
+            }
+        }
+        let strided = Conv2dParams {
+            stride: 2,
+            padding: 1,
+        };
+        let g = Conv2dGeometry::new(&[1, 1, 8, 8], &[1, 1, 3, 3], strided).unwrap();
+        assert!(PaddedPlane::new(&g, &mut [0.0; PADDED_PLANE_MAX]).is_none());
+    }
+
+    #[test]
     fn direct_gradients_in_two_row_blocks_match_the_naive_sum() {
         use crate::kernels::Conv2dParams;
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "wg")).unwrap();
@@ -767,15 +1033,27 @@ mod tests {
             ),
             (256, 512, 32)
         );
-        // 40 output channels in blocks of 32 and 8, more than the 2 x 2 x 2 pixels.
-        let (input, weight) = ([2, 6, 2, 2], [40, 6, 1, 1]);
-        let g = Conv2dGeometry::new(&input, &weight, Conv2dParams::default()).unwrap();
-        assert!(is_batched(&g) && g.out_channels > g.batch * g.out_pixels());
-        let x = integers(input.iter().product(), 1);
-        let dy = integers(g.output_shape().iter().product(), 2);
-        let mut dw = vec![f32::NAN; weight.iter().product()];
-        direct_batched_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
-        assert_eq!(dw, naive_weight_gradient(&g, &x, &dy));
+        // 40 output channels in blocks of 32 and 8, more than the 2 x 2 x 2 pixels, pointwise
+        // and 3x3 (18 columns, im2col'd); 37 channels over 3 images of 1 pixel, 5x3 unpadded.
+        let same = Conv2dParams {
+            stride: 1,
+            padding: 1,
+        };
+        let cases = [
+            ([2, 6, 2, 2], [40, 6, 1, 1], Conv2dParams::default()),
+            ([2, 2, 2, 2], [40, 2, 3, 3], same),
+            ([3, 1, 5, 3], [37, 1, 5, 3], Conv2dParams::default()),
+        ];
+        for (input, weight, params) in cases {
+            let g = Conv2dGeometry::new(&input, &weight, params).unwrap();
+            assert!(is_batched(&g) && g.out_channels > g.batch * g.out_pixels());
+            assert!(g.patch_len() < g.out_channels, "{weight:?}: by rows");
+            let x = integers(input.iter().product(), 1);
+            let dy = integers(g.output_shape().iter().product(), 2);
+            let mut dw = vec![f32::NAN; weight.iter().product()];
+            direct_batched_backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
+            assert_eq!(dw, naive_weight_gradient(&g, &x, &dy), "{weight:?}");
+        }
     }
 
     #[test]
