@@ -102,9 +102,12 @@
 //!   them.
 //!
 //! The weight gradient `dW = dY_b cols_b^T` always takes the batched form, its inner dimension
-//! running over all the images' pixels (see `weight_grad.rs`); its column-blocked and
-//! transposed forms im2col `cols_b` straight into the side-by-side layout too (the direct form
-//! makes each image's columns, then transposes them).
+//! running over all the images' pixels (see `weight_grad.rs`). Its transposed form im2cols
+//! `cols_b` straight into the side-by-side layout too; each item of its column-blocked form
+//! im2cols (or, pointwise, copies) only its own input channels' rows of `cols_b` into its
+//! thread's scratch, rows padded apart; its direct form makes each image's columns, then
+//! transposes them into `cols_b^T`, and by blocks of rows each item gathers its own rows of
+//! `dY_b` (by blocks of columns, `dY_b` is gathered whole first).
 //!
 //! [`transpose_images`] (and [`transpose_block`], [`untranspose_blocks`]) copy 16x16 tiles,
 //! each loaded whole (16 row loads) and stored as 16 whole rows; element by element with

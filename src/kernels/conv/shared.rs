@@ -1,6 +1,8 @@
 //! A second per-thread buffer, for an operand that a call prepares once and all of its
 //! `parallel_for` items then read: the blocked input gradient's flipped weight, the blocked
-//! weight gradient's transposed `dY` (`blocked.rs`).
+//! weight gradient's transposed `dY` (`blocked.rs`); the batched weight gradient's gathered
+//! `dY_b` (column-blocked form) and, in its direct form by rows, every image's unrolled
+//! columns and their transpose `cols_b^T` (`weight_grad.rs`).
 //!
 //! The items take their own column buffers from the per-thread scratch
 //! ([`crate::kernels::scratch::with_scratch`]), each thread's staying hot in its L2 from item

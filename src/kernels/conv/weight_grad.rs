@@ -56,8 +56,9 @@
 //!   (`C_out`): `dY_b` is gathered once (`C_out x N P`, small, into the caller's shared-operand
 //!   buffer) and read as a row-major left factor, which the crate reads in place. Then one item per
 //!   block of [`column_item_channels`] input channels (64 on 3x3: 576 columns, 9 whole panels of
-//!   the crate's 64-row microkernel; 512 pointwise; at most half the channels, so at least
-//!   [`BATCHED_ITEMS`] items): the item im2cols (or, pointwise, copies) its channels' rows of
+//!   the crate's 64-row microkernel; 512 pointwise; capped at half the channels rounded up to a
+//!   multiple of 16, so at most two items where the cap applies, and, on a 1x1 or 3x3, one
+//!   item on 16 channels or fewer, e.g. a 3x3 on 5 channels): the item im2cols (or, pointwise, copies) its channels' rows of
 //!   `cols_b` into its thread's scratch ([`side_by_side_rows`]; on small stride-1 planes through a
 //!   zero-bordered copy of each plane, [`PaddedPlane`], so each output row of a tap row is one
 //!   fixed-size copy: 0.94 and 0.96 (operands cold) of the time of the general im2col on the 3x3
@@ -85,7 +86,9 @@
 //!   stage 3's, 0.98 on stage 4's, in a run whose unchanged ops moved 0.90-0.97); otherwise into
 //!   [`BATCHED_ITEMS`] (2) blocks of its columns written in place, each packing only its part of
 //!   `cols_b^T` (the crate reads the row-major `dY_b` in place): on stage 3's `1024 -> 256` 0.95 of
-//!   the row blocks' time (medians of 8 and 10 pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92.
+//!   the row blocks' time (medians of 8 and 10 pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92
+//!   (historical: both were measured in this form, but on their 8x8 planes both now have
+//!   `C_in >= 2 C_out` and take the column-blocked form).
 //! - **Transposed**, otherwise (a 3x3 kernel on few input channels): `dY` is transposed and
 //!   `dW^T = cols_b dY_b^T` computed in runs of about [`PART_PIXELS`] of the batch's pixels,
 //!   each into its own slot, one item per (run, block of `dW^T` rows), the later runs then
@@ -299,8 +302,10 @@ const COLUMN_ITEM_COLUMNS: usize = 512;
 
 /// Input channels per item of the column-blocked form: a multiple of the fewest whose
 /// columns fill whole [`MICROKERNEL_ROWS`] panels (64 on any kernel of odd area), about
-/// [`COLUMN_ITEM_COLUMNS`] columns' worth (576 on 3x3, 512 pointwise), but no more than
-/// makes [`BATCHED_ITEMS`] items (rounded up to 16 channels).
+/// [`COLUMN_ITEM_COLUMNS`] columns' worth (576 on 3x3, 512 pointwise), capped at
+/// [`batched_item_share`] of the input channels (half of them rounded up to a multiple of
+/// 16): where the cap applies that makes at most [`BATCHED_ITEMS`] items, and an item of 16
+/// channels, so one item, when a 1x1 or 3x3 has 16 input channels or fewer.
 fn column_item_channels(g: &Conv2dGeometry) -> usize {
     let area = g.kernel_area().max(1);
     let unit = MICROKERNEL_ROWS / gcd(MICROKERNEL_ROWS, area);
@@ -358,9 +363,11 @@ const PADDED_PLANE_MAX: usize = 32 * 32;
 
 /// A stride-1 convolution's input plane copied inside a border of `padding` zeros: tap
 /// `(ky, kx)` of output pixel `(oy, ox)` is then its value `(oy + ky, ox + kx)`, so each output
-/// row of a tap row is one contiguous copy, with no clipping. On 4x4 and 8x8 planes that
-/// takes the place of [`im2col_plane_strided`]'s per-row clipping and zeroing (about 9 ns a
-/// tap row of 16 values, by its share of the profile).
+/// row of a tap row is one contiguous copy, with no clipping. Used on every stride-1 plane
+/// whose padded size is at most [`PADDED_PLANE_MAX`] values, in the place of
+/// [`im2col_plane_strided`]'s per-row clipping and zeroing (about 9 ns a tap row of 16 values,
+/// by its share of the profile); outputs 4 or 8 wide get fixed-size row copies, other widths
+/// one slice copy a row.
 struct PaddedPlane<'a> {
     values: &'a mut [f32],
     width: usize,
@@ -438,15 +445,19 @@ fn gemm_into_column_blocks(
     });
 }
 
-/// Items of the column-blocked and direct forms: one per core of the 2-core target. Each
-/// item packs its own factors, so fewer items pack less: 3x3, 256 channels, 8x8 planes, batch
-/// 4, column-blocked: 2 items of 1152 columns ran at 110 GFLOP/s, 4 at 102, 8 at 100; direct
-/// by rows, 8 items of 64 rows (as [`rows_per_block`] cuts them) ran 6-8% slower on
-/// resnet-like's stage-3 and -4 shapes.
+/// Items of the direct form: one per core of the 2-core target. Each item packs its own
+/// factors, so fewer items pack less: direct by rows, 8 items of 64 rows (as
+/// [`rows_per_block`] cuts them) ran 6-8% slower on resnet-like's stage-3 and -4 shapes.
+/// (Measured when the column-blocked form also ran this many items, over a shared, unpadded
+/// `cols_b` made in a pass of its own: 3x3, 256 channels, 8x8 planes, batch 4, 2 items of
+/// 1152 columns ran at 110 GFLOP/s, 4 at 102, 8 at 100. That form now sizes its items by
+/// [`column_item_channels`], 4 items of 576 columns on that shape, each making its own padded
+/// rows; this count only caps them.)
 const BATCHED_ITEMS: usize = 2;
 
-/// Rows or columns of `dW` per item of the column-blocked and direct forms: `len` in
-/// [`BATCHED_ITEMS`] blocks, a multiple of 16 each (the last may be smaller).
+/// Rows or columns of `dW` per item of the direct form: `len` in [`BATCHED_ITEMS`] blocks, a
+/// multiple of 16 each (the last may be smaller). For the column-blocked form, applied to the
+/// input channels, only a cap on an item's channels ([`column_item_channels`]).
 fn batched_item_share(len: usize) -> usize {
     len.div_ceil(BATCHED_ITEMS).next_multiple_of(16).max(1)
 }
