@@ -639,8 +639,13 @@ mod tests {
 
     #[test]
     fn strided_im2col_writes_the_same_rows_and_nothing_between() {
-        for (size, kernel, stride, padding) in [(4, 3, 1, 1), (7, 3, 2, 1), (5, 1, 1, 0)] {
+        // Same width (shifted rows), strided, pointwise, and stride 1 into a narrower output
+        // (6 wide -> 4: row by row).
+        let cases = [(4, 3, 1, 1), (7, 3, 2, 1), (5, 1, 1, 0), (6, 3, 1, 0)];
+        for (size, kernel, stride, padding) in cases {
             let g = geometry(size, kernel, stride, padding);
+            let narrower = stride == 1 && g.out_width < size;
+            assert_eq!(narrower, (size, padding) == (6, 0), "{size} {kernel}");
             let (pixels, taps) = (g.out_pixels(), kernel * kernel);
             let plane: Vec<f32> = (0..size * size).map(|v| v as f32 + 1.0).collect();
             let mut dense = vec![f32::NAN; taps * pixels];
@@ -653,7 +658,7 @@ mod tests {
                 assert_eq!(
                     row[..pixels],
                     dense[tap * pixels..][..pixels],
-                    "{size} {kernel}"
+                    "{size} {kernel} stride {stride} pad {padding}"
                 );
                 if tap + 1 < taps {
                     assert!(row[pixels..row_stride].iter().all(|&v| v == -7.0));

@@ -935,33 +935,130 @@ mod tests {
         // 64 + 36 channels, pointwise, with more (stage 4's `2048 -> 512`); one block of 5
         // channels; pointwise over 256 pixels in 2 blocks of 32 channels, rows 272 apart
         // (stage 3's `1024 -> 256`); stride 2 (rows 48 apart for 32 pixels); 64, 64 and 2
-        // channels over 27 pixels; direct with more channels than pixels, in column blocks of
-        // 16 + 11 (`dW` 20 x 27); transposed.
+        // channels over 27 pixels; a 5x3 kernel padded by 2 (outputs 6 wide: PaddedPlane's
+        // general row copies) in blocks of 32 + 8 channels; a 1x1 padded by 1 (not pointwise:
+        // im2col'd through PaddedPlane) in blocks of 48 + 22; direct with more channels than
+        // pixels, in column blocks of 16 + 11 (`dW` 20 x 27); transposed.
         let strided = Conv2dParams {
             stride: 2,
             padding: 1,
         };
+        let (padded_by_2, padded_1x1) = (
+            Conv2dParams {
+                stride: 1,
+                padding: 2,
+            },
+            same,
+        );
         let cases = [
-            ([2, 240, 4, 4], 20, same, ColumnBlocked),
-            ([2, 100, 2, 2], 40, pointwise, ColumnBlocked),
-            ([2, 5, 4, 4], 6, same, ColumnBlocked),
-            ([4, 64, 8, 8], 16, pointwise, ColumnBlocked),
-            ([2, 7, 7, 7], 6, strided, ColumnBlocked),
-            ([3, 130, 3, 3], 10, same, ColumnBlocked),
-            ([2, 3, 2, 2], 20, same, Direct),
-            ([2, 2, 4, 4], 20, same, Transposed),
+            ([2, 240, 4, 4], 20, (3, 3), same, ColumnBlocked),
+            ([2, 100, 2, 2], 40, (1, 1), pointwise, ColumnBlocked),
+            ([2, 5, 4, 4], 6, (3, 3), same, ColumnBlocked),
+            ([4, 64, 8, 8], 16, (1, 1), pointwise, ColumnBlocked),
+            ([2, 7, 7, 7], 6, (3, 3), strided, ColumnBlocked),
+            ([3, 130, 3, 3], 10, (3, 3), same, ColumnBlocked),
+            ([2, 40, 4, 4], 20, (5, 3), padded_by_2, ColumnBlocked),
+            ([2, 70, 4, 4], 10, (1, 1), padded_1x1, ColumnBlocked),
+            ([2, 3, 2, 2], 20, (3, 3), same, Direct),
+            ([2, 2, 4, 4], 20, (3, 3), same, Transposed),
         ];
-        for (input, out_channels, params, form) in cases {
-            let kernel = if params == pointwise { 1 } else { 3 };
-            let weight = [out_channels, input[1], kernel, kernel];
+        for (input, out_channels, (kh, kw), params, form) in cases {
+            let weight = [out_channels, input[1], kh, kw];
             let g = Conv2dGeometry::new(&input, &weight, params).unwrap();
             assert!(is_batched(&g), "{input:?}");
             assert_eq!(batched_form(&g), form, "{input:?}");
+            if (kh, kw) == (5, 3) || (params == padded_1x1 && kh == 1) {
+                let mut border = [0.0; PADDED_PLANE_MAX];
+                assert!(PaddedPlane::new(&g, &mut border).is_some(), "{input:?}");
+                assert!(!g.is_pointwise() && g.out_width == 6, "{input:?}");
+            }
             let x = integers(input.iter().product(), 1);
             let dy = integers(g.output_shape().iter().product(), 2);
             let mut dw = vec![f32::NAN; weight.iter().product()];
             backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
             assert_eq!(dw, naive_weight_gradient(&g, &x, &dy), "{input:?}");
+        }
+    }
+
+    #[test]
+    fn batched_gradients_are_bitwise_the_same_on_1_2_and_3_threads() {
+        use crate::kernels::tensor::Tensor;
+        use crate::kernels::Conv2dParams;
+        use BatchedForm::{ColumnBlocked, Direct};
+        let pools: Vec<Pool> = [1, 2, 3]
+            .map(|threads| Pool::new(PoolOptions::new(PoolKind::Eigen, threads, "wg")).unwrap())
+            .into();
+        let (same, strided, pointwise) = (
+            Conv2dParams {
+                stride: 1,
+                padding: 1,
+            },
+            Conv2dParams {
+                stride: 2,
+                padding: 1,
+            },
+            Conv2dParams::default(),
+        );
+        // (input, weight, params, form): column-blocked 3x3 through PaddedPlane in items of
+        // 64, 64 and 2 channels; stride 2 (the general im2col) in 32 + 6; pointwise in 112 + 88;
+        // direct by rows, pointwise and 3x3, in row blocks of 64 + 36 and 48 + 32.
+        let cases = [
+            ([4, 130, 4, 4], [16, 130, 3, 3], same, ColumnBlocked),
+            ([2, 38, 7, 7], [8, 38, 3, 3], strided, ColumnBlocked),
+            ([4, 200, 4, 4], [32, 200, 1, 1], pointwise, ColumnBlocked),
+            ([2, 16, 2, 2], [100, 16, 1, 1], pointwise, Direct),
+            ([2, 6, 3, 3], [80, 6, 3, 3], same, Direct),
+        ];
+        for (seed, (input, weight, params, form)) in (0..).step_by(2).zip(cases) {
+            let g = Conv2dGeometry::new(&input, &weight, params).unwrap();
+            assert!(is_batched(&g), "{input:?}");
+            assert_eq!(batched_form(&g), form, "{input:?} {weight:?}");
+            if form == ColumnBlocked {
+                let mut border = [0.0; PADDED_PLANE_MAX];
+                let padded = PaddedPlane::new(&g, &mut border).is_some() && !g.is_pointwise();
+                assert_eq!(padded, params == same, "{input:?}: through PaddedPlane");
+                assert!(
+                    column_item_channels(&g) < g.in_channels,
+                    "{input:?}: several items"
+                );
+            } else {
+                assert!(g.patch_len() < g.out_channels, "{weight:?}: direct by rows");
+                assert!(
+                    batched_item_share(g.out_channels) < g.out_channels,
+                    "{weight:?}"
+                );
+            }
+            let x = Tensor::random(&input, 100 + seed).data;
+            let dy = Tensor::random(&g.output_shape(), 101 + seed).data;
+            let results: Vec<Vec<f32>> = pools
+                .iter()
+                .map(|pool| {
+                    let mut dw = vec![f32::NAN; weight.iter().product()];
+                    backward_weights(pool.as_dyn(), &g, &x, &dy, &mut dw);
+                    dw
+                })
+                .collect();
+            let bits = |dw: &[f32]| dw.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&results[0]), bits(&results[1]), "{weight:?}: 1 vs 2");
+            assert_eq!(bits(&results[0]), bits(&results[2]), "{weight:?}: 1 vs 3");
+            // Against the definition, within the rounding of `K` f32 additions on both sides
+            // (`K` = the batch's pixels), relative to the sum of the terms' magnitudes.
+            let expected = naive_weight_gradient(&g, &x, &dy);
+            let abs = |v: &[f32]| v.iter().map(|v| v.abs()).collect::<Vec<_>>();
+            let magnitudes = naive_weight_gradient(&g, &abs(&x), &abs(&dy));
+            let k = (g.batch * g.out_pixels()) as f32;
+            for (i, ((got, want), size)) in results[0]
+                .iter()
+                .zip(&expected)
+                .zip(&magnitudes)
+                .enumerate()
+            {
+                let bound = 2.0 * k * f32::EPSILON * size;
+                assert!(
+                    (got - want).abs() <= bound,
+                    "{weight:?} [{i}]: {got} vs {want}"
+                );
+            }
         }
     }
 
@@ -1011,15 +1108,16 @@ mod tests {
             let params = Conv2dParams { stride: 1, padding };
             let g = Conv2dGeometry::new(&[1, 1, height, width], &[1, 1, kh, kw], params);
             let g = g.unwrap();
-            let plane: Vec<f32> = (0..height * width).map(|v| v as f32 + 1.0).collect();
             let (taps, stride) = (kh * kw, g.out_pixels() + 3);
-            let mut expected = vec![-1.0; taps * stride];
-            im2col_plane_strided(&g, &plane, &mut expected, stride);
             let mut border = [f32::NAN; PADDED_PLANE_MAX];
             let mut padded = PaddedPlane::new(&g, &mut border).expect("stride 1, small");
             let mut cols = vec![-1.0; taps * stride];
-            // Twice: the border stays zero after a plane has been copied in.
-            for _ in 0..2 {
+            // Two different planes through the same copy: the border stays zero after the
+            // first, and every interior value of the second replaces the first's.
+            for offset in [1.0, 100.0] {
+                let plane: Vec<f32> = (0..height * width).map(|v| v as f32 + offset).collect();
+                let mut expected = vec![-1.0; taps * stride];
+                im2col_plane_strided(&g, &plane, &mut expected, stride);
                 padded.im2col(&g, &plane, (&mut cols, stride));
                 assert_eq!(cols, expected, "{height}x{width}, {kh}x{kw} pad {padding}");
             }
