@@ -88,7 +88,8 @@ fn valid_outputs(
 
 /// Fills `cols` (`kh kw` rows of `H_out W_out`) from one input `plane` (`H x W`).
 pub(super) fn im2col_plane(geometry: &Conv2dGeometry, plane: &[f32], cols: &mut [f32]) {
-    im2col_plane_pixels(geometry, plane, 0..geometry.out_pixels(), cols);
+    let pixels = geometry.out_pixels();
+    im2col_plane_pixels(geometry, plane, 0..pixels, (cols, pixels));
 }
 
 /// Fills `cols` (`C_in kh kw` rows of `pixels.len()`) with the columns `pixels` (output
@@ -108,7 +109,7 @@ pub(super) fn im2col_pixels(
     let plane_cols = g.kernel_area() * pixels.len();
     let planes = image.chunks_exact(g.in_pixels().max(1));
     for (plane, plane_cols) in planes.zip(cols.chunks_exact_mut(plane_cols.max(1))) {
-        im2col_plane_pixels(g, plane, pixels.clone(), plane_cols);
+        im2col_plane_pixels(g, plane, pixels.clone(), (plane_cols, pixels.len()));
     }
 }
 
@@ -122,8 +123,20 @@ pub(super) fn im2col_plane_strided(
     cols: &mut [f32],
     row_stride: usize,
 ) {
+    let pixels = geometry.out_pixels();
+    im2col_plane_pixels(geometry, plane, 0..pixels, (cols, row_stride));
+}
+
+/// Fills `cols`' `kh kw` rows, `row_stride` apart (at least `pixels.len()`), with the
+/// columns `pixels` of one input `plane`'s column matrix: tap row `t` is
+/// `cols[t * row_stride..][..pixels.len()]`, the values between rows left as they are.
+fn im2col_plane_pixels(
+    geometry: &Conv2dGeometry,
+    plane: &[f32],
+    pixels: Range<usize>,
+    (cols, row_stride): (&mut [f32], usize),
+) {
     let g = geometry;
-    let pixels = 0..g.out_pixels();
     let same_width = g.params.stride == 1 && g.out_width == g.width;
     let mut rows = cols.chunks_mut(row_stride.max(1));
     for tap in (0..g.kernel_h).flat_map(|ky| (0..g.kernel_w).map(move |kx| (ky, kx))) {
@@ -132,29 +145,6 @@ pub(super) fn im2col_plane_strided(
             shifted_tap_row(g, plane, tap, pixels.clone(), row);
         } else {
             tap_row_by_output_rows(g, plane, tap, pixels.clone(), row);
-        }
-    }
-}
-
-/// Fills `cols` (`kh kw` rows of `pixels.len()`) with the columns `pixels` of one input
-/// `plane`'s column matrix.
-fn im2col_plane_pixels(
-    geometry: &Conv2dGeometry,
-    plane: &[f32],
-    pixels: Range<usize>,
-    cols: &mut [f32],
-) {
-    let g = geometry;
-    let same_width = g.params.stride == 1 && g.out_width == g.width;
-    let mut rows = cols.chunks_exact_mut(pixels.len().max(1));
-    for ky in 0..g.kernel_h {
-        for kx in 0..g.kernel_w {
-            let row = rows.next().expect("cols holds kh * kw rows");
-            if same_width {
-                shifted_tap_row(g, plane, (ky, kx), pixels.clone(), row);
-            } else {
-                tap_row_by_output_rows(g, plane, (ky, kx), pixels.clone(), row);
-            }
         }
     }
 }
@@ -579,20 +569,10 @@ pub(super) fn im2col_side_by_side(
         0.0,
         VECTOR_FLOPS_PER_CYCLE,
     );
-    let same_width = g.params.stride == 1 && g.out_width == g.width;
     for_each_chunk(pool, cols_b, rows_len.max(1), cost, |channel, rows| {
         for image in 0..g.batch {
             let plane = &input[(image * g.in_channels + channel) * in_plane..][..in_plane];
-            let mut taps = rows.chunks_exact_mut(wide.max(1));
-            for tap in (0..g.kernel_h).flat_map(|ky| (0..g.kernel_w).map(move |kx| (ky, kx))) {
-                let row = taps.next().expect("rows holds kh * kw rows");
-                let row = &mut row[image * pixels..(image + 1) * pixels];
-                if same_width {
-                    shifted_tap_row(g, plane, tap, 0..pixels, row);
-                } else {
-                    tap_row_by_output_rows(g, plane, tap, 0..pixels, row);
-                }
-            }
+            im2col_plane_pixels(g, plane, 0..pixels, (&mut rows[image * pixels..], wide));
         }
     });
 }
