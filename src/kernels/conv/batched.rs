@@ -189,11 +189,17 @@ pub(super) fn gather(
 ) {
     let cost = item_cost((n * p) as f64, (n * p) as f64, 0.0, VECTOR_FLOPS_PER_CYCLE);
     for_each_chunk(pool, dst, (n * p).max(1), cost, |channel, row| {
-        for (image, part) in row.chunks_exact_mut(p.max(1)).enumerate() {
-            let start = (image * c + channel) * p;
-            part.copy_from_slice(&src[start..start + p]);
-        }
+        gather_row(src, (c, p), channel, row);
     });
+}
+
+/// Row `channel` of [`gather`]'s `dst`: `row` (`N P` values) from `src` (`N x C x P`), every
+/// image's plane `channel` side by side.
+pub(super) fn gather_row(src: &[f32], (c, p): (usize, usize), channel: usize, row: &mut [f32]) {
+    for (image, part) in row.chunks_exact_mut(p.max(1)).enumerate() {
+        let start = (image * c + channel) * p;
+        part.copy_from_slice(&src[start..start + p]);
+    }
 }
 
 /// The inverse of [`gather`]: `dst (N x C x P)` from `src (C x N P)`.

@@ -156,7 +156,8 @@
 #![forbid(unsafe_code)]
 
 use super::batched::{
-    dense, gather, is_batched, side_by_side_columns, transpose_images, with_batched_scratch,
+    dense, gather, gather_row, is_batched, side_by_side_columns, transpose_images,
+    with_batched_scratch,
 };
 use super::blocked::{block_pixels, blocked_backward_weights, weight_gradient_by_pixel_parts};
 use super::im2col::{columns, im2col_plane_strided};
@@ -344,12 +345,15 @@ fn side_by_side_rows(
     let mut border = [0.0; PADDED_PLANE_MAX];
     let mut padded = PaddedPlane::new(g, &mut border);
     for (channel, rows) in channels.zip(cols.chunks_mut(rows.max(1))) {
+        if g.is_pointwise() {
+            let row = &mut rows[..g.batch * pixels];
+            gather_row(input, (g.in_channels, pixels), channel, row);
+            continue;
+        }
         for image in 0..g.batch {
             let plane = &input[(image * g.in_channels + channel) * in_plane..][..in_plane];
             let at = &mut rows[image * pixels..];
-            if g.is_pointwise() {
-                at[..pixels].copy_from_slice(plane);
-            } else if let Some(padded) = padded.as_mut() {
+            if let Some(padded) = padded.as_mut() {
                 padded.im2col(g, plane, (at, stride));
             } else {
                 im2col_plane_strided(g, plane, at, stride);
@@ -531,10 +535,7 @@ fn gather_rows(
     let pixels = g.out_pixels().max(1);
     let wide = g.batch * pixels;
     for (channel, row) in channels.zip(dy_rows.chunks_exact_mut(wide)) {
-        for (image, part) in row.chunks_exact_mut(pixels).enumerate() {
-            let start = (image * g.out_channels + channel) * pixels;
-            part.copy_from_slice(&grad_output[start..start + pixels]);
-        }
+        gather_row(grad_output, (g.out_channels, pixels), channel, row);
     }
 }
 
