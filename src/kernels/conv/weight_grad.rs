@@ -160,7 +160,7 @@ use super::batched::{
     with_batched_scratch,
 };
 use super::blocked::{block_pixels, blocked_backward_weights, weight_gradient_by_pixel_parts};
-use super::im2col::{columns, im2col_plane_strided};
+use super::im2col::{columns, im2col_plane_strided, PaddedPlane, PADDED_PLANE_MAX};
 use super::shared::with_shared_operand;
 use super::Conv2dGeometry;
 use crate::kernels::gemm::{
@@ -359,72 +359,6 @@ fn side_by_side_rows(
                 im2col_plane_strided(g, plane, at, stride);
             }
         }
-    }
-}
-
-/// Most values of a [`PaddedPlane`] (a 16x16 plane with a border of 8).
-const PADDED_PLANE_MAX: usize = 32 * 32;
-
-/// A stride-1 convolution's input plane copied inside a border of `padding` zeros: tap
-/// `(ky, kx)` of output pixel `(oy, ox)` is then its value `(oy + ky, ox + kx)`, so each output
-/// row of a tap row is one contiguous copy, with no clipping. Used on every stride-1 plane
-/// whose padded size is at most [`PADDED_PLANE_MAX`] values, in the place of
-/// [`im2col_plane_strided`]'s per-row clipping and zeroing (about 9 ns a tap row of 16 values,
-/// by its share of the profile); outputs 4 or 8 wide get fixed-size row copies, other widths
-/// one slice copy a row.
-struct PaddedPlane<'a> {
-    values: &'a mut [f32],
-    width: usize,
-}
-
-impl<'a> PaddedPlane<'a> {
-    /// The zeroed plane for `g`, when it has stride 1 and fits in `buffer`.
-    fn new(g: &Conv2dGeometry, buffer: &'a mut [f32]) -> Option<Self> {
-        let pad = g.params.padding;
-        let (width, height) = (g.width + 2 * pad, g.height + 2 * pad);
-        if g.params.stride != 1 || width * height > buffer.len() {
-            return None;
-        }
-        let values = &mut buffer[..width * height];
-        values.fill(0.0);
-        Some(PaddedPlane { values, width })
-    }
-
-    /// The tap rows of `plane`'s column matrix into `cols`' rows, `stride` apart (see
-    /// [`im2col_plane_strided`]): the plane copied inside the border (which stays zero), then
-    /// each tap row's output rows copied out of it.
-    fn im2col(&mut self, g: &Conv2dGeometry, plane: &[f32], (cols, stride): (&mut [f32], usize)) {
-        let (pad, width, pixels) = (g.params.padding, self.width, g.out_pixels());
-        let in_rows = plane.chunks_exact(g.width.max(1));
-        for (y, row) in in_rows.enumerate() {
-            self.values[(y + pad) * width + pad..][..row.len()].copy_from_slice(row);
-        }
-        let taps = (0..g.kernel_h).flat_map(|ky| (0..g.kernel_w).map(move |kx| (ky, kx)));
-        for ((ky, kx), row) in taps.zip(cols.chunks_mut(stride.max(1))) {
-            let source = &self.values[ky * width + kx..];
-            match g.out_width {
-                4 => copy_shifted_rows::<4>(source, width, &mut row[..pixels]),
-                8 => copy_shifted_rows::<8>(source, width, &mut row[..pixels]),
-                _ => copy_shifted_rows_of(g.out_width, source, width, &mut row[..pixels]),
-            }
-        }
-    }
-}
-
-/// `out`'s rows of `N` values, row `r` from `source[r * width..]`: fixed-size copies, no
-/// call per row.
-fn copy_shifted_rows<const N: usize>(source: &[f32], width: usize, out: &mut [f32]) {
-    for (r, out_row) in out.chunks_exact_mut(N).enumerate() {
-        let from: &[f32; N] = source[r * width..][..N].try_into().expect("N values");
-        let to: &mut [f32; N] = out_row.try_into().expect("N values");
-        *to = *from;
-    }
-}
-
-/// [`copy_shifted_rows`] for rows of any length `n`.
-fn copy_shifted_rows_of(n: usize, source: &[f32], width: usize, out: &mut [f32]) {
-    for (r, out_row) in out.chunks_exact_mut(n.max(1)).enumerate() {
-        out_row.copy_from_slice(&source[r * width..][..out_row.len()]);
     }
 }
 
