@@ -348,7 +348,7 @@ fn dcols_by_rows(
     dcols: &mut [f32],
     per_image_dcols: &mut [f32],
 ) {
-    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let (n, pixels, patch, channels) = g.batched_sizes();
     let wide = n * pixels;
     let shape = GemmShape {
         m: patch,

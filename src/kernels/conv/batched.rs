@@ -318,7 +318,7 @@ pub(super) fn forward(
     weight: &[f32],
     output: &mut [f32],
 ) {
-    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let (n, pixels, patch, channels) = g.batched_sizes();
     let w = dense(weight, patch);
     if per_image_items(g) && g.is_pointwise() && channels % CHANNEL_GROUPS == 0 {
         let cols_n = |image: usize| dense(&input[image * patch * pixels..], pixels);

@@ -426,7 +426,7 @@ impl<'a> ImageSource<'a> {
     }
 }
 
-/// The most values (`(H + 2 p) x (W + 2 p)`, a 16x16 plane with a border of 8) of a padded
+/// The most values (`(H + 2 p) x (W + 2 p)`: 32 x 32, a 30x30 plane padded by 1) of a padded
 /// plane: the one [`col2im_plane`] accumulates on the stack (bigger stride-1 planes go row by
 /// row), and a [`PaddedPlane`]'s buffer. Planes of at most [`SMALL_PADDED_PLANE`] values get
 /// a col2im stack array of that size, so zeroing it stays cheap.

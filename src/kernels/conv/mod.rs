@@ -245,6 +245,17 @@ impl Conv2dGeometry {
         self.height * self.width
     }
 
+    /// The sizes the batched path works in: `(N, H_out W_out, C_in kh kw, C_out)`, the
+    /// images, each one's output pixels, the column matrix's rows and the output channels.
+    fn batched_sizes(&self) -> (usize, usize, usize, usize) {
+        (
+            self.batch,
+            self.out_pixels(),
+            self.patch_len(),
+            self.out_channels,
+        )
+    }
+
     /// One image's forward GEMM: `C_out x (H_out W_out)`, inner `C_in kh kw`.
     fn per_image_gemm(&self) -> GemmShape {
         GemmShape {

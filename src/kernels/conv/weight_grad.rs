@@ -53,26 +53,29 @@
 //! on 4x4). [`batched_form`] picks one of three forms by shape:
 //!
 //! - **Column-blocked**, when `dW` has at least twice as many columns (`C_in kh kw`) as rows
-//!   (`C_out`): `dY_b` is gathered once (`C_out x N P`, small, into the caller's shared-operand
-//!   buffer) and read as a row-major left factor, which the crate reads in place. Then one item per
-//!   block of [`column_item_channels`] input channels (64 on 3x3: 576 columns, 9 whole panels of
-//!   the crate's 64-row microkernel; 512 pointwise; capped at half the channels rounded up to a
-//!   multiple of 16, so at most two items where the cap applies, and, on a 1x1 or 3x3, one
-//!   item on 16 channels or fewer, e.g. a 3x3 on 5 channels): the item im2cols (or, pointwise, copies) its channels' rows of
-//!   `cols_b` into its thread's scratch ([`side_by_side_rows`]; on small stride-1 planes through a
-//!   zero-bordered copy of each plane, [`PaddedPlane`], so each output row of a tap row is one
-//!   fixed-size copy: 0.94 and 0.96 (operands cold) of the time of the general im2col on the 3x3
-//!   `512 -> 512` at 4x4, 7 pairs each, its im2col's share of the profile 11% -> 7%; 1.01 and 0.99
-//!   on the 3x3 `256 -> 256` at 8x8, 9 and 7 pairs), then runs one whole-`K` GEMM reading them as a
-//!   column-major right factor (the crate packs them in narrow panels, each read along the pixels),
-//!   written straight into its columns of `dW` (a [`ColumnBlock`] of the strided destination; the
-//!   blocks are disjoint). The rows lie [`padded_stride`] apart, an odd number of cache lines: the
-//!   crate's packing reads 64 rows at once, one value from each, and rows 1 KiB apart (8x8 planes
-//!   at batch 4) all fall in 4 of the L1 cache's 64 sets. (`dY_b` used to be transposed,
-//!   `N P x C_out`, and read as a column-major left factor, which the crate packed again in every
-//!   item: gathering it instead took stage 3's 3x3 `256 -> 256` to 0.94 of the time, stage 4's 1x1
-//!   `2048 -> 512` to 0.91, `1024 -> 512` to 0.91, 3x3 `512 -> 512` to 0.98; medians of 8 pairs,
-//!   resnet-like as below.)
+//!   (`C_out`). `dY_b` is gathered once (`C_out x N P`, small) into the caller's
+//!   shared-operand buffer and read as a row-major left factor, which the crate reads in
+//!   place. Then one item per block of [`column_item_channels`] input channels: enough to fill
+//!   whole panels of the crate's 64-row microkernel, about 512 columns (64 channels on 3x3,
+//!   576 columns; 512 pointwise), and at most half the channels rounded up to 16 (so a 3x3 on
+//!   5 channels is one item). Each item:
+//!   1. makes its channels' rows of `cols_b` in its thread's scratch ([`side_by_side_rows`]:
+//!      im2col, or a copy when pointwise), rows [`padded_stride`] apart, an odd number of
+//!      cache lines: the crate's packing reads 64 rows at once, one value from each, and rows
+//!      1 KiB apart (8x8 planes at batch 4) all fall in 4 of the L1 cache's 64 sets. Small
+//!      stride-1 planes go through a zero-bordered copy ([`PaddedPlane`]), so each output row
+//!      of a tap row is one fixed-size copy: 0.94 and 0.96 (operands cold) of the general
+//!      im2col's time on the 3x3 `512 -> 512` at 4x4, 7 pairs each, its im2col's share of
+//!      the profile 11% -> 7%; 1.01 and 0.99 on the 3x3 `256 -> 256` at 8x8, 9 and 7 pairs;
+//!   2. runs one whole-`K` GEMM reading those rows as a column-major right factor (the crate
+//!      packs them in narrow panels, each read along the pixels), written straight into its
+//!      columns of `dW` (a [`ColumnBlock`] of the strided destination; the blocks are
+//!      disjoint).
+//!
+//!   (`dY_b` used to be transposed, `N P x C_out`, and read as a column-major left factor,
+//!   which the crate packed again in every item: gathering it instead took stage 3's 3x3
+//!   `256 -> 256` to 0.94 of the time, stage 4's 1x1 `2048 -> 512` to 0.91, `1024 -> 512` to
+//!   0.91, 3x3 `512 -> 512` to 0.98; medians of 8 pairs, resnet-like as below.)
 //! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`), or the
 //!   kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a pointwise kernel
 //!   that transpose is the only copy of the input). When `dW` has more rows than columns the GEMM
@@ -267,7 +270,7 @@ fn column_blocked_backward_weights(
     grad_output: &[f32],
     grad_weight: &mut [f32],
 ) {
-    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let (n, pixels, patch, channels) = g.batched_sizes();
     let (wide, area) = (n * pixels, g.kernel_area());
     let item_channels = column_item_channels(g);
     let (block, stride) = (item_channels * area, padded_stride(wide));
@@ -309,16 +312,11 @@ const COLUMN_ITEM_COLUMNS: usize = 512;
 /// channels, so one item, when a 1x1 or 3x3 has 16 input channels or fewer.
 fn column_item_channels(g: &Conv2dGeometry) -> usize {
     let area = g.kernel_area().max(1);
-    let unit = MICROKERNEL_ROWS / gcd(MICROKERNEL_ROWS, area);
+    // The fewest channels whose `unit * area` columns are a multiple of the panel: the panel
+    // is a power of two, so its common factor with `area` is `area`'s power-of-two part.
+    let unit = MICROKERNEL_ROWS >> area.trailing_zeros().min(MICROKERNEL_ROWS.trailing_zeros());
     let units = (COLUMN_ITEM_COLUMNS / (unit * area)).max(1);
     (unit * units).min(batched_item_share(g.in_channels))
-}
-
-fn gcd(mut a: usize, mut b: usize) -> usize {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
 }
 
 /// Row stride of an item's rows of `cols_b` for `wide` pixels: an odd number of 64-byte
@@ -438,7 +436,7 @@ fn direct_by_rows(
     grad_output: &[f32],
     grad_weight: &mut [f32],
 ) {
-    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let (n, pixels, patch, channels) = g.batched_sizes();
     let (wide, unrolled_len) = (n * pixels, g.unrolled_len());
     with_shared_operand(unrolled_len + patch * wide, |buffer| {
         let (unrolled, cols_t) = buffer.split_at_mut(unrolled_len);
@@ -665,7 +663,7 @@ fn with_batched_factors(
     extra_len: usize,
     body: impl FnOnce(&[f32], &[f32], &mut [f32]),
 ) {
-    let (n, pixels, patch, channels) = (g.batch, g.out_pixels(), g.patch_len(), g.out_channels);
+    let (n, pixels, patch, channels) = g.batched_sizes();
     let side_by_side_len = patch * n * pixels;
     let dy_len = n * pixels * channels;
     let scratch = side_by_side_len + dy_len + extra_len;
@@ -1007,7 +1005,8 @@ mod tests {
             column_item_channels(&g.unwrap())
         };
         // 3x3: 64 channels (576 columns, 9 panels of 64); pointwise: 512 channels, at most
-        // half of them; few channels: half of them, rounded up to 16.
+        // half of them; few channels: half of them, rounded up to 16; even kernel areas need
+        // fewer channels a panel: 2x2, 16 (8 panels in 128), 4x4, 4 (8 panels in 32).
         assert_eq!(
             [
                 (512, 3),
@@ -1016,10 +1015,12 @@ mod tests {
                 (512, 1),
                 (1024, 1),
                 (5, 3),
-                (40, 5)
+                (40, 5),
+                (512, 2),
+                (512, 4)
             ]
             .map(|(c, k)| channels_per_item(c, k)),
-            [64, 64, 512, 256, 512, 16, 32]
+            [64, 64, 512, 256, 512, 16, 32, 128, 32]
         );
         assert_eq!(
             [16, 27, 32, 48, 64, 256, 512].map(padded_stride),
