@@ -222,9 +222,8 @@ impl PoolGeometry {
     /// Output row `oy` of the window maxima of `plane` into `out_row`: each output's taps
     /// compared in row-major window order, as [`Window::max`] does (so the bits are the
     /// same), the interior columns tap by tap across the row (see [`Self::interior_taps`]).
-    /// `nan_free` says `plane` holds no NaN ([`is_nan_free`]).
-    fn max_row(&self, plane: &[f32], nan_free: bool, oy: usize, out_row: &mut [f32]) {
-        let width = self.input[3];
+    fn max_row(&self, scanned: ScannedPlane, oy: usize, out_row: &mut [f32]) {
+        let (plane, width) = (scanned.values, self.input[3]);
         let (y0, y1) = self.span(oy, 0);
         let (lo, hi) = self.interior_columns();
         for ox in (0..lo).chain(hi..self.out_width) {
@@ -235,7 +234,7 @@ impl PoolGeometry {
         if self.is_three_by_two() {
             let first_column = self.span(lo, 1).0;
             let rows = y0..y1;
-            return maxima_of_triples((plane, nan_free), width, rows, first_column, interior);
+            return maxima_of_triples(scanned, width, rows, first_column, interior);
         }
         self.interior_taps(plane, oy, lo..hi, |slot, value, first| {
             interior[slot] = if first || value > interior[slot] {
@@ -292,9 +291,8 @@ impl PoolGeometry {
     /// by window in row-major order, as the general path, each output row's interior windows
     /// [`ARGMAX_BLOCK`] at a time, their maxima from [`maxima_of_triples`] and their argmax
     /// from [`first_equal_taps`] (branch-free), the edge windows through [`Window::argmax`].
-    fn route_by_rows(&self, plane: &[f32], dy: &[f32], dx: &mut [f32]) {
-        let width = self.input[3];
-        let nan_free = is_nan_free(plane);
+    fn route_by_rows(&self, scanned: ScannedPlane, dy: &[f32], dx: &mut [f32]) {
+        let (plane, width) = (scanned.values, self.input[3]);
         let (lo, hi) = self.interior_columns();
         for (oy, dy_row) in dy.chunks_exact(self.out_width).enumerate() {
             let (y0, y1) = self.span(oy, 0);
@@ -310,7 +308,7 @@ impl PoolGeometry {
                 let mut taps = [0u32; ARGMAX_BLOCK];
                 let (maxima, taps) = (&mut maxima[..end - start], &mut taps[..end - start]);
                 let rows = y0..y1;
-                maxima_of_triples((plane, nan_free), width, rows, first_column, maxima);
+                maxima_of_triples(scanned, width, rows, first_column, maxima);
                 first_equal_taps(plane, width, y0..y1, first_column, maxima, taps);
                 for (&tap, &dy) in taps.iter().zip(&dy_row[start..end]) {
                     dx[tap as usize] += dy;
@@ -318,6 +316,19 @@ impl PoolGeometry {
             }
             (hi..self.out_width).for_each(|ox| edge(ox, dx));
         }
+    }
+
+    /// Plane `index` (image and channel) of the NCHW `input`.
+    fn plane<'a>(&self, input: &'a [f32], index: usize) -> &'a [f32] {
+        &input[index * self.in_pixels()..(index + 1) * self.in_pixels()]
+    }
+
+    /// Plane `index` of `input`, scanned for NaN where the windows take the row path that
+    /// uses it (3x3 at stride 2).
+    fn scanned_plane<'a>(&self, input: &'a [f32], index: usize) -> ScannedPlane<'a> {
+        let values = self.plane(input, index);
+        let nan_free = self.is_three_by_two() && is_nan_free(values);
+        ScannedPlane { values, nan_free }
     }
 
     /// Whether the windows are 2x2, stride 2, no padding, over an even-sized input: they tile
@@ -439,10 +450,9 @@ pub fn max_pool(
         &mut output.data,
         g.out_pixels(),
         |plane_index, out| {
-            let plane = &input.data[plane_index * g.in_pixels()..(plane_index + 1) * g.in_pixels()];
-            let nan_free = g.is_three_by_two() && is_nan_free(plane);
+            let plane = g.scanned_plane(&input.data, plane_index);
             for (oy, out_row) in out.chunks_exact_mut(g.out_width).enumerate() {
-                g.max_row(plane, nan_free, oy, out_row);
+                g.max_row(plane, oy, out_row);
             }
         },
     );
@@ -478,14 +488,15 @@ pub fn max_pool_backward(
         &mut grad_input.data,
         g.in_pixels(),
         |plane_index, dx| {
-            let plane = &input.data[plane_index * g.in_pixels()..(plane_index + 1) * g.in_pixels()];
+            let plane = g.scanned_plane(&input.data, plane_index);
             let dy =
                 &grad_output.data[plane_index * g.out_pixels()..(plane_index + 1) * g.out_pixels()];
             dx.fill(0.0);
             if by_rows {
                 return g.route_by_rows(plane, dy, dx);
             }
-            g.for_each_window(|pixel, window| dx[window.argmax(plane, g.input[3])] += dy[pixel]);
+            let (plane, width) = (plane.values, g.input[3]);
+            g.for_each_window(|pixel, window| dx[window.argmax(plane, width)] += dy[pixel]);
         },
     );
     Ok(work)
@@ -521,11 +532,9 @@ pub fn avg_pool(
     let g = &geometry;
     let work = g.work();
     if g.is_global() {
-        let (pixels, per_item) = (g.in_pixels(), planes_per_item(g));
-        let cost = item_cost_of_planes(g, work, per_item);
-        for_each_chunk(pool, &mut output.data, per_item, cost, |item, means| {
-            let first = item * per_item * pixels;
-            let planes = &input.data[first..first + means.len() * pixels];
+        let pixels = g.in_pixels();
+        for_each_plane_group(pool, g, work, &mut output.data, 1, |first, means| {
+            let planes = &input.data[first * pixels..(first + means.len()) * pixels];
             means_of_planes(planes, g.input[3], means);
         });
         return Ok(work);
@@ -537,7 +546,7 @@ pub fn avg_pool(
         &mut output.data,
         g.out_pixels(),
         |plane_index, out| {
-            let plane = &input.data[plane_index * g.in_pixels()..(plane_index + 1) * g.in_pixels()];
+            let plane = g.plane(&input.data, plane_index);
             if g.tiles_by_two() {
                 mean_of_pairs(plane, g.input[3], out);
             } else {
@@ -614,11 +623,15 @@ fn keep_greater(best: f32, value: f32) -> f32 {
 /// scan gives the first greatest number unless its first tap is NaN, which it keeps; the last
 /// pass restores that case, so the bits are the scan's.
 ///
-/// `nan_free` says `plane` holds no NaN ([`is_nan_free`]): then [`keep_greater`] is
-/// [`greater`] (its NaN test is never true) and there is no NaN first tap to restore, so the
-/// steps are one `maxps` each instead of a compare, an unordered compare and a blend.
+/// A plane known to hold no NaN ([`ScannedPlane::nan_free`]) needs no [`keep_greater`]: it
+/// is [`greater`] there (its NaN test is never true) and there is no NaN first tap to
+/// restore, so the steps are one `maxps` each instead of a compare, an unordered compare and
+/// a blend.
 fn maxima_of_triples(
-    (plane, nan_free): (&[f32], bool),
+    ScannedPlane {
+        values: plane,
+        nan_free,
+    }: ScannedPlane,
     width: usize,
     rows: Range<usize>,
     first_column: usize,
@@ -667,6 +680,15 @@ fn greater(best: f32, value: f32) -> f32 {
     } else {
         best
     }
+}
+
+/// A plane of a max pool's input and whether it is known to hold no NaN.
+#[derive(Clone, Copy)]
+struct ScannedPlane<'a> {
+    values: &'a [f32],
+    /// No value is NaN ([`is_nan_free`]); scanned only for the 3x3 windows at stride 2,
+    /// whose row path ([`maxima_of_triples`]) is the one that uses it, else `false`.
+    nan_free: bool,
 }
 
 /// Whether `plane` holds no NaN: one pass that vectorizes (no early exit).
@@ -811,13 +833,30 @@ fn for_each_plane(
     plane_len: usize,
     f: impl Fn(usize, &mut [f32]) + Sync,
 ) {
+    let plane_len = plane_len.max(1);
+    for_each_plane_group(pool, geometry, work, out, plane_len, |first, planes| {
+        for (offset, plane) in planes.chunks_mut(plane_len).enumerate() {
+            f(first + offset, plane);
+        }
+    });
+}
+
+/// Runs `f(first_plane_index, planes)` for each parallel item's [`planes_per_item`]
+/// consecutive `plane_len`-long planes of `out`, together (a global average makes an item's
+/// means in one pass, [`means_of_planes`]); `work` is the call's.
+fn for_each_plane_group(
+    pool: &dyn ThreadPool,
+    geometry: &PoolGeometry,
+    work: Work,
+    out: &mut [f32],
+    plane_len: usize,
+    f: impl Fn(usize, &mut [f32]) + Sync,
+) {
     let per_item = planes_per_item(geometry);
     let cost = item_cost_of_planes(geometry, work, per_item);
     let plane_len = plane_len.max(1);
     for_each_chunk(pool, out, per_item * plane_len, cost, |item, planes| {
-        for (offset, plane) in planes.chunks_mut(plane_len).enumerate() {
-            f(item * per_item + offset, plane);
-        }
+        f(item * per_item, planes);
     });
 }
 
