@@ -86,10 +86,6 @@ pub(crate) fn gemm_single_threaded_strided(
         fits(c.len(), m, n, c_row_stride, 1),
         "gemm: dst too short for {m}x{n}"
     );
-    if k == 0 {
-        let rows = c.chunks_mut(c_row_stride).take(m);
-        return rows.for_each(|row| scale_in_place(&mut row[..n], beta));
-    }
     #[allow(unsafe_code)]
     // SAFETY: the asserts above checked that every `c[i * c_row_stride + j]` (i < m, j < n)
     // is in bounds, with the offsets fitting `isize`, and that `c`'s rows do not overlap
@@ -221,15 +217,6 @@ pub(crate) fn gemm_single_threaded_into_block(
     }
 }
 
-/// `c *= beta`, with `beta == 0` clearing (a product over an empty `k` is zero).
-fn scale_in_place(c: &mut [f32], beta: f32) {
-    if beta == 0.0 {
-        c.fill(0.0);
-    } else {
-        c.iter_mut().for_each(|value| *value *= beta);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,8 +261,13 @@ mod tests {
         gemm_single_threaded_strided((2, 2, 3), view(&a, 3), view(&b, 2), dst, 1.0, 0.0);
         assert_eq!(c, [-1.0, 4.0, 5.0, -1.0, -1.0, 10.0, 11.0, -1.0]);
         let dst = (&mut c[1..], 4);
+        // An empty inner dimension: the crate scales `dst` by `beta`, or clears it (NaN too).
         gemm_single_threaded_strided((2, 2, 0), view(&a, 3), view(&b, 2), dst, 1.0, 0.5);
         assert_eq!(c, [-1.0, 2.0, 2.5, -1.0, -1.0, 5.0, 5.5, -1.0]);
+        c[2] = f32::NAN;
+        let dst = (&mut c[1..], 4);
+        gemm_single_threaded_strided((2, 2, 0), view(&a, 3), view(&b, 2), dst, 1.0, 0.0);
+        assert_eq!(c, [-1.0, 0.0, 0.0, -1.0, -1.0, 0.0, 0.0, -1.0]);
     }
 
     #[test]
