@@ -20,8 +20,9 @@
 //! - [`tui`]: the live dashboard over the profiler's statistics, and the seam
 //!   ([`tui::DashboardSource`]) the workload driver plugs into.
 //!
-//! Data flow (as the later parts land): workload file -> engine push -> device queue -> pool
-//! worker -> kernel (intra-op `parallel_for`) -> profiler rings -> collector -> dashboard.
+//! Data flow: workload file -> engine push -> device queue -> pool worker -> kernel (intra-op
+//! `parallel_for`) -> profiler rings -> collector -> dashboard or headless summary, and the
+//! Chrome trace export.
 //! Every atomic goes through the `sync` facade so the loom models check the shipped code.
 #![warn(missing_docs)]
 
