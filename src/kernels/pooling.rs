@@ -157,6 +157,19 @@ impl PoolGeometry {
         })
     }
 
+    /// [`Self::new`] for a kernel's input shape, then a check that its pooled-side tensor
+    /// (`(name, shape)`: the output, or `grad_output`) has [`Self::output_shape`].
+    fn checked(
+        kernel: &'static str,
+        input: &[usize],
+        params: PoolParams,
+        (name, pooled): (&str, &[usize]),
+    ) -> Result<Self, KernelError> {
+        let geometry = Self::new(kernel, input, params)?;
+        expect_shape(kernel, name, pooled, &geometry.output_shape())?;
+        Ok(geometry)
+    }
+
     /// The output's shape, NCHW.
     pub fn output_shape(&self) -> [usize; 4] {
         [
@@ -434,13 +447,8 @@ pub fn max_pool(
     params: PoolParams,
     output: &mut Tensor,
 ) -> Result<Work, KernelError> {
-    let geometry = PoolGeometry::new("max_pool", &input.shape, params)?;
-    expect_shape(
-        "max_pool",
-        "the output",
-        &output.shape,
-        &geometry.output_shape(),
-    )?;
+    let pooled = ("the output", &output.shape[..]);
+    let geometry = PoolGeometry::checked("max_pool", &input.shape, params, pooled)?;
     let g = &geometry;
     let work = g.work();
     for_each_plane(
@@ -469,13 +477,8 @@ pub fn max_pool_backward(
     grad_input: &mut Tensor,
 ) -> Result<Work, KernelError> {
     const KERNEL: &str = "max_pool_backward";
-    let geometry = PoolGeometry::new(KERNEL, &input.shape, params)?;
-    expect_shape(
-        KERNEL,
-        "grad_output",
-        &grad_output.shape,
-        &geometry.output_shape(),
-    )?;
+    let pooled = ("grad_output", &grad_output.shape[..]);
+    let geometry = PoolGeometry::checked(KERNEL, &input.shape, params, pooled)?;
     expect_shape(KERNEL, "grad_input", &grad_input.shape, &input.shape)?;
     let g = &geometry;
     let work = g.work();
@@ -522,13 +525,8 @@ pub fn avg_pool(
     params: PoolParams,
     output: &mut Tensor,
 ) -> Result<Work, KernelError> {
-    let geometry = PoolGeometry::new("avg_pool", &input.shape, params)?;
-    expect_shape(
-        "avg_pool",
-        "the output",
-        &output.shape,
-        &geometry.output_shape(),
-    )?;
+    let pooled = ("the output", &output.shape[..]);
+    let geometry = PoolGeometry::checked("avg_pool", &input.shape, params, pooled)?;
     let g = &geometry;
     let work = g.work();
     if g.is_global() {
@@ -566,13 +564,8 @@ pub fn avg_pool_backward(
     grad_input: &mut Tensor,
 ) -> Result<Work, KernelError> {
     const KERNEL: &str = "avg_pool_backward";
-    let geometry = PoolGeometry::new(KERNEL, &grad_input.shape, params)?;
-    expect_shape(
-        KERNEL,
-        "grad_output",
-        &grad_output.shape,
-        &geometry.output_shape(),
-    )?;
+    let pooled = ("grad_output", &grad_output.shape[..]);
+    let geometry = PoolGeometry::checked(KERNEL, &grad_input.shape, params, pooled)?;
     let g = &geometry;
     let work = g.work();
     let (width, out_pixels) = (g.input[3], g.out_pixels());
