@@ -59,9 +59,9 @@ use self::stream::{CudaGpuStream, Pending};
 use super::queue::WorkQueue;
 use super::stream::{
     BackendKind, Event, Fault, FaultLatch, GpuBackend, GpuDevice, GpuInfo, Stream, StreamError,
-    StreamId, StreamKind, StreamObserver,
+    StreamKind, StreamObserver, StreamRegistry,
 };
-use crate::sync::{AtomicU64, Mutex};
+use crate::sync::AtomicU64;
 
 /// Why the CUDA backend cannot be used here.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -389,8 +389,8 @@ impl CudaShared {
 /// An open GPU.
 struct CudaDevice {
     shared: Arc<CudaShared>,
-    streams: Mutex<Vec<std::sync::Weak<WorkQueue<Pending>>>>,
-    next_index: Mutex<[u32; 3]>,
+    /// Every stream's queue, for [`GpuDevice::synchronize`], and the next index per role.
+    streams: StreamRegistry<WorkQueue<Pending>>,
 }
 
 impl CudaDevice {
@@ -412,8 +412,7 @@ impl CudaDevice {
                 latch: FaultLatch::default(),
                 observer,
             }),
-            streams: Mutex::new(Vec::new()),
-            next_index: Mutex::new([0; 3]),
+            streams: StreamRegistry::new(),
         })
     }
 }
@@ -425,21 +424,9 @@ impl GpuDevice for CudaDevice {
 
     fn new_stream(&self, kind: StreamKind) -> Result<Box<dyn Stream>, StreamError> {
         self.shared.latch.refuse_if_poisoned()?;
-        let index = {
-            let mut next = self.next_index.lock();
-            let slot = &mut next[kind as usize];
-            *slot += 1;
-            *slot - 1
-        };
-        let id = StreamId {
-            device: self.shared.info.ordinal,
-            kind,
-            index,
-        };
+        let id = self.streams.next_id(self.shared.info.ordinal, kind);
         let stream = CudaGpuStream::start(id, Arc::clone(&self.shared))?;
-        let mut streams = self.streams.lock();
-        streams.retain(|queue| queue.strong_count() > 0);
-        streams.push(Arc::downgrade(&stream.pending));
+        self.streams.register(&stream.pending);
         Ok(Box::new(stream))
     }
 
@@ -458,13 +445,7 @@ impl GpuDevice for CudaDevice {
 
     fn synchronize(&self) -> Result<(), StreamError> {
         // Completion threads first: they attribute a fault to the unit that hit it.
-        let queues: Vec<_> = self
-            .streams
-            .lock()
-            .iter()
-            .filter_map(std::sync::Weak::upgrade)
-            .collect();
-        for queue in queues {
+        for queue in self.streams.live_queues() {
             queue.wait_idle();
         }
         if let Err(err) = self.shared.ctx.synchronize() {

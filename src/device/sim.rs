@@ -36,13 +36,13 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::queue::WorkQueue;
 use super::stream::{
     notify, BackendKind, Event, EventImpl, Fault, FaultLatch, GpuBackend, GpuDevice, GpuInfo,
-    Stream, StreamError, StreamId, StreamKind, StreamObserver, StreamPhase,
+    Stream, StreamError, StreamId, StreamKind, StreamObserver, StreamPhase, StreamRegistry,
 };
 use super::work::{GpuWork, Kernel};
 use crate::sync::{thread, Condvar, Mutex};
@@ -239,8 +239,7 @@ impl GpuBackend for SimBackend {
                 latch: FaultLatch::default(),
                 observer,
             }),
-            streams: Mutex::new(Vec::new()),
-            next_index: Mutex::new([0; 3]),
+            streams: StreamRegistry::new(),
         }))
     }
 }
@@ -256,10 +255,8 @@ struct DeviceShared {
 /// An open simulated GPU.
 struct SimDevice {
     shared: Arc<DeviceShared>,
-    /// Every stream made, for [`GpuDevice::synchronize`].
-    streams: Mutex<Vec<Weak<StreamShared>>>,
-    /// The next index per [`StreamKind`].
-    next_index: Mutex<[u32; 3]>,
+    /// Every stream made, for [`GpuDevice::synchronize`], and the next index per role.
+    streams: StreamRegistry<StreamShared>,
 }
 
 impl GpuDevice for SimDevice {
@@ -268,21 +265,9 @@ impl GpuDevice for SimDevice {
     }
 
     fn new_stream(&self, kind: StreamKind) -> Result<Box<dyn Stream>, StreamError> {
-        let index = {
-            let mut next = self.next_index.lock();
-            let slot = &mut next[kind as usize];
-            *slot += 1;
-            *slot - 1
-        };
-        let id = StreamId {
-            device: self.shared.info.ordinal,
-            kind,
-            index,
-        };
+        let id = self.streams.next_id(self.shared.info.ordinal, kind);
         let stream = SimStream::start(id, Arc::clone(&self.shared))?;
-        let mut streams = self.streams.lock();
-        streams.retain(|stream| stream.strong_count() > 0);
-        streams.push(Arc::downgrade(&stream.shared));
+        self.streams.register(&stream.shared);
         Ok(Box::new(stream))
     }
 
@@ -294,13 +279,7 @@ impl GpuDevice for SimDevice {
     }
 
     fn synchronize(&self) -> Result<(), StreamError> {
-        let streams: Vec<_> = self
-            .streams
-            .lock()
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for stream in streams {
+        for stream in self.streams.live_queues() {
             stream.queue.wait_idle();
         }
         self.shared.latch.report()

@@ -58,7 +58,7 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use super::work::{GpuWork, OpTag};
@@ -149,6 +149,54 @@ impl fmt::Display for StreamId {
             self.kind.as_str(),
             self.index
         )
+    }
+}
+
+/// A device's streams, as both backends keep them: the next index per [`StreamKind`] and a
+/// weak handle to each stream's queue `Q`, so that [`GpuDevice::synchronize`] can wait for the
+/// streams still alive.
+pub(crate) struct StreamRegistry<Q> {
+    state: Mutex<RegistryState<Q>>,
+}
+
+struct RegistryState<Q> {
+    next_index: [u32; 3],
+    queues: Vec<Weak<Q>>,
+}
+
+impl<Q> StreamRegistry<Q> {
+    pub(crate) fn new() -> Self {
+        StreamRegistry {
+            state: Mutex::new(RegistryState {
+                next_index: [0; 3],
+                queues: Vec::new(),
+            }),
+        }
+    }
+
+    /// The id of the next stream of `kind` on `device` (indices count from 0 per role).
+    pub(crate) fn next_id(&self, device: u32, kind: StreamKind) -> StreamId {
+        let mut state = self.state.lock();
+        let slot = &mut state.next_index[kind as usize];
+        *slot += 1;
+        StreamId {
+            device,
+            kind,
+            index: *slot - 1,
+        }
+    }
+
+    /// Records a started stream's queue, forgetting those of streams since dropped.
+    pub(crate) fn register(&self, queue: &Arc<Q>) {
+        let mut state = self.state.lock();
+        state.queues.retain(|queue| queue.strong_count() > 0);
+        state.queues.push(Arc::downgrade(queue));
+    }
+
+    /// The queues of the streams still alive.
+    pub(crate) fn live_queues(&self) -> Vec<Arc<Q>> {
+        let state = self.state.lock();
+        state.queues.iter().filter_map(Weak::upgrade).collect()
     }
 }
 
@@ -599,5 +647,25 @@ mod tests {
         assert!(StreamError::Poisoned(fault())
             .to_string()
             .starts_with("gpu0 is poisoned by an earlier fault (op 9 on gpu0-compute-1: boom)"));
+    }
+
+    #[test]
+    fn a_registry_counts_indices_per_role_and_forgets_dropped_queues() {
+        let registry = StreamRegistry::<u8>::new();
+        let ids: Vec<String> = [
+            StreamKind::Compute,
+            StreamKind::CopyH2D,
+            StreamKind::Compute,
+        ]
+        .into_iter()
+        .map(|kind| registry.next_id(1, kind).to_string())
+        .collect();
+        assert_eq!(ids, ["gpu1-compute-0", "gpu1-h2d-0", "gpu1-compute-1"]);
+        let (kept, dropped) = (Arc::new(1), Arc::new(2));
+        registry.register(&kept);
+        registry.register(&dropped);
+        drop(dropped);
+        let live: Vec<u8> = registry.live_queues().iter().map(|queue| **queue).collect();
+        assert_eq!(live, [1]);
     }
 }
