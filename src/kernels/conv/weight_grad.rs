@@ -152,6 +152,41 @@
 //! the direct form makes each image's columns, then transposes them ([`transpose_images`],
 //! whole 16x16 tiles).
 //!
+//! # Tried and measured slower (or no faster)
+//! Where the batched forms' time goes, hot (one op repeated, `perf record`): the crate's
+//! microkernel 65-75% of cycles, its packing 3-7% (a scalar gather when the packed factor's
+//! rows are not contiguous), our im2col or row copies 1-7%. In resnet-like (`perf record
+//! --call-graph dwarf`, 6 iterations at `--inter 1`) the weight gradients' frames hold the
+//! microkernel at about 67% of their samples, the packing 4%, copies 7%, and 4% is SGD run by
+//! a caller waiting in `parallel_for` (the helping wait takes the priority lane's update
+//! tasks): the op's measured time then includes update work. A weight gradient written to a
+//! `dW` not in cache (30 distinct `dW` tensors) ran 1.08-1.15x the time of one rewritten (one
+//! run each), but every way tried to move that write out of the GEMM lost: the GEMM's stores
+//! evidently overlap their misses with its arithmetic, where a pass of its own does not. Each
+//! figure below is the median over interleaved pairs (5-7; new/old) of the median-over-ops P50
+//! of one op repeated (the first three on 3x3 `512 -> 512` at 4x4, 3x3 `256 -> 256` at 8x8,
+//! 1x1 `1024 -> 256` at 8x8 and 1x1 `2048 -> 512` at 4x4, in that order):
+//!
+//! - Each item's GEMM into a tile in its thread's scratch, then copied into `dW` with
+//!   non-temporal stores (whole lines; `dW` cold): 0.89 then 1.06, 1.01, 1.12, 1.21 and 1.21.
+//! - Reading one value per line of the item's block of `dW` before its im2col, so the GEMM's
+//!   stores find their lines in cache (`dW` cold): 1.19, 1.06, 1.06, 1.14.
+//! - The item's rows of `cols_b` transposed in 16x16 tiles to pixel-major, so the crate's
+//!   packing is a contiguous copy instead of its scalar gather: 1.09, 1.09, 1.03, 1.02.
+//! - The inner dimension (256 on 8x8 planes) in two GEMM calls, the second accumulating, so a
+//!   packed 64-row panel fits the L1 cache: 3x3 `256 -> 256` 1.06, 1x1 `1024 -> 256` 1.08.
+//! - [`COLUMN_ITEM_COLUMNS`] 256 (1x1 `1024 -> 256` 1.03, `2048 -> 512` 1.01) or 1024 (3x3
+//!   `256 -> 256` 0.98, `512 -> 512` 1.01, 1x1 `2048 -> 512` 0.97): within the noise.
+//! - The column-blocked form for every pointwise kernel, instead of direct by rows: stage 3's
+//!   `256 -> 1024` 1.19, stage 4's `512 -> 2048` 1.06.
+//! - Direct by rows with each item making all of `cols_b^T` itself (the two items the same
+//!   copy) instead of in a pass of its own over the pool: alone 0.88-0.98 on `256 -> 1024`
+//!   and 0.95 on `512 -> 2048`, but in resnet-like (`--inter 1`, 10 interleaved pairs, per-op
+//!   P50 ratios, unchanged ops 0.95-1.05) 1.03 and 1.08-1.13, and 1.09-1.17 on stage 3's
+//!   stride-2 projection `512 -> 1024`.
+//! - The batched forms for pointwise kernels on stage 2's 16x16 planes (`N P` = 1024) instead
+//!   of the per-image form: `512 -> 128` 1.02, `128 -> 512` 1.01.
+//!
 //! # Determinism
 //! The parts, runs, blocks and items depend on the shapes alone, each item is one thread's GEMM calls
 //! in a fixed order, and every element of `dW` adds its parts in index order, so `dW` is
