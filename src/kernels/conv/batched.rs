@@ -80,8 +80,15 @@
 //!   of 512 channels (64 pixels) that ran 1.7x as fast, end to end. Each item's GEMM packs its
 //!   block of `W` and reads `dY_b` in place (the crate packs its right operand, `dY_b`, only
 //!   in products of more than 128 rows: blocks of 256, as before, packed all of `dY_b` again
-//!   in each of 18 items on 3x3, 512 channels). Then, pointwise, [`untranspose_blocks`] puts
-//!   each image's planes back in 16x16 tiles; otherwise col2im reads the blocks directly, one
+//!   in each of 18 items on 3x3, 512 channels). Then, pointwise, each image's planes go back
+//!   in 16x16 tiles: within the GEMM's own item, right after it, when the blocks are all of
+//!   one width (`untransposed_in_items` in `backward.rs`: each item untransposes its block,
+//!   still in its core's cache, into every image's planes of its channels), else in a pass
+//!   of its own ([`untranspose_blocks`]). Doing it within the items measured, against the
+//!   separate pass (median P50 ratios of 11 interleaved pairs, batch 4, 4x4; against the
+//!   branch point, which also lacked the AVX tiles below): 1x1 `2048 -> 512` 0.914 (0.928),
+//!   `512 -> 2048` 0.966 (0.983); the same GEMMs and copies, so the same bits. Otherwise
+//!   (not pointwise) col2im reads the blocks directly, one
 //!   item per (image, input channel) plane gathering its `kh kw x P` columns into its slot of
 //!   the per-image columns and adding them onto the plane while they are in L1
 //!   (`col2im_from_blocks` in `backward.rs`; the same values in the same order as
