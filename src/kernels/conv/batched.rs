@@ -80,8 +80,15 @@
 //!   of 512 channels (64 pixels) that ran 1.7x as fast, end to end. Each item's GEMM packs its
 //!   block of `W` and reads `dY_b` in place (the crate packs its right operand, `dY_b`, only
 //!   in products of more than 128 rows: blocks of 256, as before, packed all of `dY_b` again
-//!   in each of 18 items on 3x3, 512 channels). Then, pointwise, [`untranspose_blocks`] puts
-//!   each image's planes back in 16x16 tiles; otherwise col2im reads the blocks directly, one
+//!   in each of 18 items on 3x3, 512 channels). Then, pointwise, each image's planes go back
+//!   in 16x16 tiles: within the GEMM's own item, right after it, when the blocks are all of
+//!   one width (`untransposed_in_items` in `backward.rs`: each item untransposes its block,
+//!   still in its core's cache, into every image's planes of its channels), else in a pass
+//!   of its own ([`untranspose_blocks`]). Doing it within the items measured, against the
+//!   separate pass (median P50 ratios of 11 interleaved pairs, batch 4, 4x4; against the
+//!   branch point, which also lacked the AVX tiles below): 1x1 `2048 -> 512` 0.914 (0.928),
+//!   `512 -> 2048` 0.966 (0.983); the same GEMMs and copies, so the same bits. Otherwise
+//!   (not pointwise) col2im reads the blocks directly, one
 //!   item per (image, input channel) plane gathering its `kh kw x P` columns into its slot of
 //!   the per-image columns and adding them onto the plane while they are in L1
 //!   (`col2im_from_blocks` in `backward.rs`; the same values in the same order as
@@ -111,7 +118,23 @@
 //!
 //! [`transpose_images`] (and [`transpose_block`], [`untranspose_blocks`]) copy 16x16 tiles,
 //! each loaded whole (16 row loads) and stored as 16 whole rows; element by element with
-//! strided stores it took 19% of the 3x3 input gradient.
+//! strided stores it took 19% of the 3x3 input gradient. Where the CPU has AVX2 (detected at
+//! run time) a tile goes as four 8x8 blocks, each transposed in registers (8 row loads, 24
+//! shuffles, 8 row stores, through `pulp`'s safe wrappers of the intrinsics); the tile's
+//! array of rows, read back value by value, compiled to 256 scalar loads and 256 scalar
+//! stores a tile (the build targets plain x86-64). It is a copy, so no value changes. Their
+//! share of the profile (`perf record`, 20 iterations, against the GEMM microkernel's in the
+//! same profile): resnet-like's 3x3 `256 -> 256` input gradient at 8x8 (its chunks of
+//! `W^T`) 0.179 -> 0.146, the 3x3 `64 -> 64` weight gradient at 32x32 (its `dY`
+//! transposed once) 0.095 -> 0.077. What is left is mostly waiting for the source rows (the
+//! weight's lie a whole row of `W` apart, 9 KB): software prefetches of the next band of 16
+//! rows, or of the next chunk of `W` while the current one's GEMMs ran, left those shares
+//! where they were (the latter ran 1.08x the time). Going through the tiles by bands of
+//! columns of the source (each band of 16 destination rows written whole, contiguously)
+//! instead of by bands of its rows (every destination row a line at a time) took the input
+//! gradient's share to 0.131 (from 0.168 in the same session) and its P50 to 0.963 and
+//! 0.956 of the row-band order's (medians of two sets of 11 interleaved pairs; 0.987 of the
+//! branch point's, with the AVX tiles).
 //!
 //! # Parallelism and determinism
 //! GEMMs are cut by images, halves of the input channels, rows (or blocks of columns) of their
@@ -246,7 +269,9 @@ pub(super) fn transpose_images(
 
 /// `to[j * to_stride + i] = from[i * from_stride + j]` for every `i < rows`, `j < cols`: the
 /// transpose of a `rows x cols` block of a row-major matrix into another, in whole
-/// [`TRANSPOSE_TILE`] squares where they fit, element by element at the edges.
+/// [`TRANSPOSE_TILE`] squares where they fit, element by element at the edges. The tiles go
+/// band by band of [`TRANSPOSE_TILE`] columns of `from`, down its rows, so each band of as many
+/// rows of `to` is written whole, contiguously, before the next.
 pub(super) fn transpose_block(
     from: &[f32],
     from_stride: usize,
@@ -254,10 +279,10 @@ pub(super) fn transpose_block(
     to: &mut [f32],
     to_stride: usize,
 ) {
-    for first_i in (0..rows).step_by(TRANSPOSE_TILE) {
-        let is = first_i..rows.min(first_i + TRANSPOSE_TILE);
-        for first_j in (0..cols).step_by(TRANSPOSE_TILE) {
-            let js = first_j..cols.min(first_j + TRANSPOSE_TILE);
+    for first_j in (0..cols).step_by(TRANSPOSE_TILE) {
+        let js = first_j..cols.min(first_j + TRANSPOSE_TILE);
+        for first_i in (0..rows).step_by(TRANSPOSE_TILE) {
+            let is = first_i..rows.min(first_i + TRANSPOSE_TILE);
             if is.len() == TRANSPOSE_TILE && js.len() == TRANSPOSE_TILE {
                 let tile_from = &from[first_i * from_stride + first_j..];
                 let tile_to = &mut to[first_j * to_stride + first_i..];
@@ -275,8 +300,26 @@ pub(super) fn transpose_block(
 }
 
 /// `to[j * to_stride + i] = from[i * from_stride + j]` for a whole `TRANSPOSE_TILE` square:
-/// the tile is loaded row by row into registers, so every store is a whole row.
+/// as four 8x8 blocks in AVX registers where the CPU has AVX2 ([`transpose_8x8_avx`]), else
+/// loaded row by row into an array, so every store is a whole row.
 fn transpose_full_tile(from: &[f32], from_stride: usize, to: &mut [f32], to_stride: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = pulp::x86::V3::try_new() {
+        return simd.vectorize(|| {
+            const H: usize = TRANSPOSE_TILE / 8;
+            for (bi, bj) in (0..H).flat_map(|bi| (0..H).map(move |bj| (bi, bj))) {
+                let block_from = &from[bi * 8 * from_stride + bj * 8..];
+                let block_to = &mut to[bj * 8 * to_stride + bi * 8..];
+                transpose_8x8_avx(simd, block_from, from_stride, block_to, to_stride);
+            }
+        });
+    }
+    transpose_tile_by_rows(from, from_stride, to, to_stride);
+}
+
+/// [`transpose_full_tile`] without SIMD: the tile loaded row by row into an array, then
+/// stored column by column as whole rows of `to`.
+fn transpose_tile_by_rows(from: &[f32], from_stride: usize, to: &mut [f32], to_stride: usize) {
     const T: usize = TRANSPOSE_TILE;
     let mut tile = [[0.0f32; T]; T];
     for (i, row) in tile.iter_mut().enumerate() {
@@ -285,6 +328,55 @@ fn transpose_full_tile(from: &[f32], from_stride: usize, to: &mut [f32], to_stri
     for j in 0..T {
         let column: [f32; T] = std::array::from_fn(|i| tile[i][j]);
         to[j * to_stride..][..T].copy_from_slice(&column);
+    }
+}
+
+/// `to[j * to_stride + i] = from[i * from_stride + j]` for an 8x8 block, in AVX registers:
+/// eight row loads, the usual 24 shuffles (pairs of rows interleaved, then pairs of pairs,
+/// then 128-bit halves exchanged) and eight row stores, against 64 scalar loads and stores.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn transpose_8x8_avx(
+    simd: pulp::x86::V3,
+    from: &[f32],
+    from_stride: usize,
+    to: &mut [f32],
+    to_stride: usize,
+) {
+    use std::arch::x86_64::__m256;
+    let avx = simd.avx;
+    let row = |i: usize| -> __m256 {
+        let values: [f32; 8] = from[i * from_stride..][..8].try_into().unwrap();
+        pulp::cast(values)
+    };
+    let r: [__m256; 8] = std::array::from_fn(row);
+    // Rows 2k and 2k+1 interleaved: lanes (2k,0) (2k+1,0) (2k,1) (2k+1,1) per 128-bit half.
+    let low = |a: usize| avx._mm256_unpacklo_ps(r[a], r[a + 1]);
+    let high = |a: usize| avx._mm256_unpackhi_ps(r[a], r[a + 1]);
+    let (t0, t1, t2, t3) = (low(0), high(0), low(2), high(2));
+    let (t4, t5, t6, t7) = (low(4), high(4), low(6), high(6));
+    // Four rows' worth of one column per 128-bit half.
+    let u0 = avx._mm256_shuffle_ps::<0x44>(t0, t2);
+    let u1 = avx._mm256_shuffle_ps::<0xEE>(t0, t2);
+    let u2 = avx._mm256_shuffle_ps::<0x44>(t1, t3);
+    let u3 = avx._mm256_shuffle_ps::<0xEE>(t1, t3);
+    let u4 = avx._mm256_shuffle_ps::<0x44>(t4, t6);
+    let u5 = avx._mm256_shuffle_ps::<0xEE>(t4, t6);
+    let u6 = avx._mm256_shuffle_ps::<0x44>(t5, t7);
+    let u7 = avx._mm256_shuffle_ps::<0xEE>(t5, t7);
+    let columns = [
+        avx._mm256_permute2f128_ps::<0x20>(u0, u4),
+        avx._mm256_permute2f128_ps::<0x20>(u1, u5),
+        avx._mm256_permute2f128_ps::<0x20>(u2, u6),
+        avx._mm256_permute2f128_ps::<0x20>(u3, u7),
+        avx._mm256_permute2f128_ps::<0x31>(u0, u4),
+        avx._mm256_permute2f128_ps::<0x31>(u1, u5),
+        avx._mm256_permute2f128_ps::<0x31>(u2, u6),
+        avx._mm256_permute2f128_ps::<0x31>(u3, u7),
+    ];
+    for (j, column) in columns.into_iter().enumerate() {
+        let values: [f32; 8] = pulp::cast(column);
+        to[j * to_stride..][..8].copy_from_slice(&values);
     }
 }
 
@@ -689,6 +781,30 @@ mod tests {
             for (i, j) in (0..rows).flat_map(|i| (0..cols).map(move |j| (i, j))) {
                 assert_eq!(to[j * to_stride + i], from[i * from_stride + j], "{i} {j}");
             }
+        }
+    }
+
+    #[test]
+    fn whole_tiles_transpose_the_same_with_and_without_simd() {
+        // Strides that are not multiples of 8 (rows start off any alignment) and a
+        // multiple of 1024 (the 32x32 planes' rows).
+        for (from_stride, to_stride) in [(19, 23), (16, 16), (1024, 37)] {
+            let from = integers(15 * from_stride + TRANSPOSE_TILE, 5);
+            let to_len = 15 * to_stride + TRANSPOSE_TILE;
+            let (mut simd, mut by_rows) = (vec![f32::NAN; to_len], vec![f32::NAN; to_len]);
+            transpose_full_tile(&from, from_stride, &mut simd, to_stride);
+            transpose_tile_by_rows(&from, from_stride, &mut by_rows, to_stride);
+            for (i, j) in (0..TRANSPOSE_TILE).flat_map(|i| (0..TRANSPOSE_TILE).map(move |j| (i, j)))
+            {
+                let want = from[i * from_stride + j];
+                assert_eq!(simd[j * to_stride + i], want, "simd {i} {j}");
+                assert_eq!(by_rows[j * to_stride + i], want, "by rows {i} {j}");
+            }
+            // Nothing between the destination's rows is written.
+            let untouched = |to: &[f32]| to.iter().filter(|v| v.is_nan()).count();
+            let gaps = to_len - TRANSPOSE_TILE * TRANSPOSE_TILE;
+            assert_eq!(untouched(&simd), gaps, "simd writes only the tile");
+            assert_eq!(untouched(&by_rows), gaps, "by rows writes only the tile");
         }
     }
 
