@@ -445,7 +445,7 @@ impl GpuDevice for CudaDevice {
 
     fn synchronize(&self) -> Result<(), StreamError> {
         // Completion threads first: they attribute a fault to the unit that hit it.
-        for queue in self.streams.live_queues() {
+        for queue in self.streams.live() {
             queue.wait_idle();
         }
         if let Err(err) = self.shared.ctx.synchronize() {

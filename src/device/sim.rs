@@ -279,7 +279,7 @@ impl GpuDevice for SimDevice {
     }
 
     fn synchronize(&self) -> Result<(), StreamError> {
-        for stream in self.streams.live_queues() {
+        for stream in self.streams.live() {
             stream.queue.wait_idle();
         }
         self.shared.latch.report()

@@ -78,6 +78,13 @@ pub enum StreamKind {
 }
 
 impl StreamKind {
+    /// Every role, in the order of their codes.
+    pub const ALL: [StreamKind; 3] = [
+        StreamKind::Compute,
+        StreamKind::CopyH2D,
+        StreamKind::CopyD2H,
+    ];
+
     /// `compute`, `h2d` or `d2h`.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -122,13 +129,8 @@ impl StreamId {
     /// assert_eq!(StreamId::from_code(3, id.code()), id);
     /// ```
     pub fn from_code(device: u32, code: u32) -> StreamId {
-        const KINDS: [StreamKind; 3] = [
-            StreamKind::Compute,
-            StreamKind::CopyH2D,
-            StreamKind::CopyD2H,
-        ];
         let role = code >> 16;
-        let kind = KINDS
+        let kind = StreamKind::ALL
             .into_iter()
             .find(|kind| *kind as u32 == role)
             .unwrap_or(StreamKind::Compute);
@@ -153,14 +155,15 @@ impl fmt::Display for StreamId {
 }
 
 /// A device's streams, as both backends keep them: the next index per [`StreamKind`] and a
-/// weak handle to each stream's queue `Q`, so that [`GpuDevice::synchronize`] can wait for the
-/// streams still alive.
+/// weak handle to each stream's `Q` (what a backend waits on: the CUDA stream's queue of
+/// pending work, the simulated stream's shared state), so that [`GpuDevice::synchronize`]
+/// can wait for the streams still alive.
 pub(crate) struct StreamRegistry<Q> {
     state: Mutex<RegistryState<Q>>,
 }
 
 struct RegistryState<Q> {
-    next_index: [u32; 3],
+    next_index: [u32; StreamKind::ALL.len()],
     queues: Vec<Weak<Q>>,
 }
 
@@ -168,7 +171,7 @@ impl<Q> StreamRegistry<Q> {
     pub(crate) fn new() -> Self {
         StreamRegistry {
             state: Mutex::new(RegistryState {
-                next_index: [0; 3],
+                next_index: [0; StreamKind::ALL.len()],
                 queues: Vec::new(),
             }),
         }
@@ -193,8 +196,8 @@ impl<Q> StreamRegistry<Q> {
         state.queues.push(Arc::downgrade(queue));
     }
 
-    /// The queues of the streams still alive.
-    pub(crate) fn live_queues(&self) -> Vec<Arc<Q>> {
+    /// The `Q`s of the streams still alive.
+    pub(crate) fn live(&self) -> Vec<Arc<Q>> {
         let state = self.state.lock();
         state.queues.iter().filter_map(Weak::upgrade).collect()
     }
@@ -665,7 +668,7 @@ mod tests {
         registry.register(&kept);
         registry.register(&dropped);
         drop(dropped);
-        let live: Vec<u8> = registry.live_queues().iter().map(|queue| **queue).collect();
+        let live: Vec<u8> = registry.live().iter().map(|queue| **queue).collect();
         assert_eq!(live, [1]);
     }
 }

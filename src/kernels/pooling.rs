@@ -159,7 +159,7 @@ impl PoolGeometry {
 
     /// [`Self::new`] for a kernel's input shape, then a check that its pooled-side tensor
     /// (`(name, shape)`: the output, or `grad_output`) has [`Self::output_shape`].
-    fn checked(
+    fn with_pooled_shape(
         kernel: &'static str,
         input: &[usize],
         params: PoolParams,
@@ -336,6 +336,11 @@ impl PoolGeometry {
         &input[index * self.in_pixels()..(index + 1) * self.in_pixels()]
     }
 
+    /// Plane `index` of a pooled-side tensor (`grad_output`).
+    fn out_plane<'a>(&self, pooled: &'a [f32], index: usize) -> &'a [f32] {
+        &pooled[index * self.out_pixels()..(index + 1) * self.out_pixels()]
+    }
+
     /// Plane `index` of `input`, scanned for NaN where the windows take the row path that
     /// uses it (3x3 at stride 2).
     fn scanned_plane<'a>(&self, input: &'a [f32], index: usize) -> ScannedPlane<'a> {
@@ -448,7 +453,7 @@ pub fn max_pool(
     output: &mut Tensor,
 ) -> Result<Work, KernelError> {
     let pooled = ("the output", &output.shape[..]);
-    let geometry = PoolGeometry::checked("max_pool", &input.shape, params, pooled)?;
+    let geometry = PoolGeometry::with_pooled_shape("max_pool", &input.shape, params, pooled)?;
     let g = &geometry;
     let work = g.work();
     for_each_plane(
@@ -478,7 +483,7 @@ pub fn max_pool_backward(
 ) -> Result<Work, KernelError> {
     const KERNEL: &str = "max_pool_backward";
     let pooled = ("grad_output", &grad_output.shape[..]);
-    let geometry = PoolGeometry::checked(KERNEL, &input.shape, params, pooled)?;
+    let geometry = PoolGeometry::with_pooled_shape(KERNEL, &input.shape, params, pooled)?;
     expect_shape(KERNEL, "grad_input", &grad_input.shape, &input.shape)?;
     let g = &geometry;
     let work = g.work();
@@ -492,8 +497,7 @@ pub fn max_pool_backward(
         g.in_pixels(),
         |plane_index, dx| {
             let plane = g.scanned_plane(&input.data, plane_index);
-            let dy =
-                &grad_output.data[plane_index * g.out_pixels()..(plane_index + 1) * g.out_pixels()];
+            let dy = g.out_plane(&grad_output.data, plane_index);
             dx.fill(0.0);
             if by_rows {
                 return g.route_by_rows(plane, dy, dx);
@@ -526,7 +530,7 @@ pub fn avg_pool(
     output: &mut Tensor,
 ) -> Result<Work, KernelError> {
     let pooled = ("the output", &output.shape[..]);
-    let geometry = PoolGeometry::checked("avg_pool", &input.shape, params, pooled)?;
+    let geometry = PoolGeometry::with_pooled_shape("avg_pool", &input.shape, params, pooled)?;
     let g = &geometry;
     let work = g.work();
     if g.is_global() {
@@ -565,10 +569,10 @@ pub fn avg_pool_backward(
 ) -> Result<Work, KernelError> {
     const KERNEL: &str = "avg_pool_backward";
     let pooled = ("grad_output", &grad_output.shape[..]);
-    let geometry = PoolGeometry::checked(KERNEL, &grad_input.shape, params, pooled)?;
+    let geometry = PoolGeometry::with_pooled_shape(KERNEL, &grad_input.shape, params, pooled)?;
     let g = &geometry;
     let work = g.work();
-    let (width, out_pixels) = (g.input[3], g.out_pixels());
+    let width = g.input[3];
     for_each_plane(
         pool,
         g,
@@ -576,7 +580,7 @@ pub fn avg_pool_backward(
         &mut grad_input.data,
         g.in_pixels(),
         |plane_index, dx| {
-            let dy = &grad_output.data[plane_index * out_pixels..(plane_index + 1) * out_pixels];
+            let dy = g.out_plane(&grad_output.data, plane_index);
             if g.tiles_by_two() {
                 return share_over_pairs(dy, width, dx);
             }
@@ -1215,7 +1219,7 @@ mod tests {
     }
 
     #[test]
-    fn a_wrong_output_shape_is_an_error() {
+    fn a_wrong_pooled_side_shape_is_an_error_naming_the_tensor() {
         let pool = Pool::new(PoolOptions::new(PoolKind::Simple, 1, "avg-pool-test")).unwrap();
         let input = Tensor::zeros(&[1, 1, 4, 4]);
         let mut output = Tensor::zeros(&[1, 1, 3, 3]);
@@ -1229,6 +1233,22 @@ mod tests {
             .to_string();
         assert!(
             message.starts_with("avg_pool: the output has shape [1, 1, 3, 3]"),
+            "{message}"
+        );
+        // The gradients name the pooled-side tensor they read.
+        let mut grad_input = Tensor::zeros(&[1, 1, 4, 4]);
+        let message = max_pool_backward(pool.as_dyn(), &input, &output, params, &mut grad_input)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with("max_pool_backward: grad_output has shape [1, 1, 3, 3]"),
+            "{message}"
+        );
+        let message = avg_pool_backward(pool.as_dyn(), &output, params, &mut grad_input)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with("avg_pool_backward: grad_output has shape [1, 1, 3, 3]"),
             "{message}"
         );
     }

@@ -274,7 +274,8 @@ fn transposed_dcols(
 /// block of `dcols_b^T = dY_b^T W`, which computes its block into its slot of `blocks` (`N P x
 /// block`, the same GEMM as [`transposed_dcols`]'s item) and at once copies each image's rows
 /// of it, transposed, into that image's planes of the block's input channels, while they are
-/// in its core's cache. The same values as the two passes, with one fork and join fewer.
+/// in its core's cache. The same values as the two passes, with one fork and join fewer. An
+/// item's cost is its GEMM's (the copy is `1 / (2 C_out)` of its flops).
 fn untransposed_in_items(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,
@@ -285,6 +286,11 @@ fn untransposed_in_items(
 ) {
     let (n, pixels, patch, channels) = g.batched_sizes();
     let (wide, block) = (n * pixels, transposed_block(patch));
+    debug_assert_eq!(
+        patch % block,
+        0,
+        "untransposed_in_items: blocks of one width"
+    );
     let dy_t = transposed(dy, wide);
     let cost = gemm_item_cost(block, wide, channels);
     let mut slots: Vec<&mut [f32]> = blocks.chunks_mut(wide * block).collect();

@@ -118,8 +118,8 @@
 //!
 //! [`transpose_images`] (and [`transpose_block`], [`untranspose_blocks`]) copy 16x16 tiles,
 //! each loaded whole (16 row loads) and stored as 16 whole rows; element by element with
-//! strided stores it took 19% of the 3x3 input gradient. Where the CPU has AVX2 (detected at
-//! run time) a tile goes as four 8x8 blocks, each transposed in registers (8 row loads, 24
+//! strided stores it took 19% of the 3x3 input gradient. Where the CPU has x86-64-v3 (AVX2
+//! and FMA among others; detected at run time) a tile goes as four 8x8 blocks, each transposed in registers (8 row loads, 24
 //! shuffles, 8 row stores, through `pulp`'s safe wrappers of the intrinsics); the tile's
 //! array of rows, read back value by value, compiled to 256 scalar loads and 256 scalar
 //! stores a tile (the build targets plain x86-64). It is a copy, so no value changes. Their
@@ -300,21 +300,35 @@ pub(super) fn transpose_block(
 }
 
 /// `to[j * to_stride + i] = from[i * from_stride + j]` for a whole `TRANSPOSE_TILE` square:
-/// as four 8x8 blocks in AVX registers where the CPU has AVX2 ([`transpose_8x8_avx`]), else
-/// loaded row by row into an array, so every store is a whole row.
+/// as four 8x8 blocks in AVX registers where the CPU has x86-64-v3
+/// ([`transpose_8x8_avx`]), else loaded row by row into an array, so every store is a whole
+/// row.
 fn transpose_full_tile(from: &[f32], from_stride: usize, to: &mut [f32], to_stride: usize) {
     #[cfg(target_arch = "x86_64")]
     if let Some(simd) = pulp::x86::V3::try_new() {
-        return simd.vectorize(|| {
-            const H: usize = TRANSPOSE_TILE / 8;
-            for (bi, bj) in (0..H).flat_map(|bi| (0..H).map(move |bj| (bi, bj))) {
-                let block_from = &from[bi * 8 * from_stride + bj * 8..];
-                let block_to = &mut to[bj * 8 * to_stride + bi * 8..];
-                transpose_8x8_avx(simd, block_from, from_stride, block_to, to_stride);
-            }
-        });
+        return simd
+            .vectorize(|| transpose_tile_in_avx_blocks(simd, from, from_stride, to, to_stride));
     }
     transpose_tile_by_rows(from, from_stride, to, to_stride);
+}
+
+/// [`transpose_full_tile`] as four 8x8 blocks ([`transpose_8x8_avx`]); inlined into
+/// `vectorize`'s closure, so it compiles with the x86-64-v3 features `simd` proves.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn transpose_tile_in_avx_blocks(
+    simd: pulp::x86::V3,
+    from: &[f32],
+    from_stride: usize,
+    to: &mut [f32],
+    to_stride: usize,
+) {
+    const H: usize = TRANSPOSE_TILE / 8;
+    for (bi, bj) in (0..H).flat_map(|bi| (0..H).map(move |bj| (bi, bj))) {
+        let block_from = &from[bi * 8 * from_stride + bj * 8..];
+        let block_to = &mut to[bj * 8 * to_stride + bi * 8..];
+        transpose_8x8_avx(simd, block_from, from_stride, block_to, to_stride);
+    }
 }
 
 /// [`transpose_full_tile`] without SIMD: the tile loaded row by row into an array, then
@@ -657,7 +671,8 @@ mod tests {
     /// forward and input gradient, the strided 1x1's input gradient), 4x4 and 6x6
     /// ones (one GEMM over the batch: 140 output channels make two row blocks of 72 and 68;
     /// 17 input channels, two blocks of 80 `dcols_b^T` columns, channel 8's straddling them;
-    /// 32 pointwise channels untransposed in whole tiles).
+    /// 32 pointwise channels untransposed in whole tiles within the GEMM's items, 144 in blocks
+    /// of 80 and 64 by a pass of their own).
     fn batched_geometries() -> Vec<Conv2dGeometry> {
         vec![
             geometry([2, 3, 8, 8], 5, 3, 1, 1),
@@ -667,6 +682,7 @@ mod tests {
             geometry([2, 4, 16, 16], 6, 1, 2, 0),
             geometry([2, 17, 4, 4], 6, 3, 1, 1),
             geometry([2, 32, 4, 4], 8, 1, 1, 0),
+            geometry([2, 144, 4, 4], 8, 1, 1, 0),
             geometry([3, 4, 11, 11], 6, 3, 1, 0),
             geometry([3, 5, 9, 9], 7, 1, 1, 0),
             geometry([2, 3, 17, 17], 4, 3, 2, 1),
@@ -805,6 +821,17 @@ mod tests {
             let gaps = to_len - TRANSPOSE_TILE * TRANSPOSE_TILE;
             assert_eq!(untouched(&simd), gaps, "simd writes only the tile");
             assert_eq!(untouched(&by_rows), gaps, "by rows writes only the tile");
+            // The AVX blocks themselves, where this CPU has them (`transpose_full_tile` may
+            // have taken the fallback): the same bits, gaps included.
+            #[cfg(target_arch = "x86_64")]
+            if let Some(simd) = pulp::x86::V3::try_new() {
+                let mut avx = vec![f32::NAN; to_len];
+                simd.vectorize(|| {
+                    transpose_tile_in_avx_blocks(simd, &from, from_stride, &mut avx, to_stride)
+                });
+                let bits = |to: &[f32]| to.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&avx), bits(&by_rows), "avx blocks");
+            }
         }
     }
 

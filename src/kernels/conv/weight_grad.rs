@@ -168,7 +168,8 @@
 //! 1x1 `1024 -> 256` at 8x8 and 1x1 `2048 -> 512` at 4x4, in that order):
 //!
 //! - Each item's GEMM into a tile in its thread's scratch, then copied into `dW` with
-//!   non-temporal stores (whole lines; `dW` cold): 0.89 then 1.06, 1.01, 1.12, 1.21 and 1.21.
+//!   non-temporal stores (whole lines; `dW` cold): 0.89 in a first set and 1.06 in a second,
+//!   1.01, 1.12, and 1.21 in each of two sets.
 //! - Reading one value per line of the item's block of `dW` before its im2col, so the GEMM's
 //!   stores find their lines in cache (`dW` cold): 1.19, 1.06, 1.06, 1.14.
 //! - The item's rows of `cols_b` transposed in 16x16 tiles to pixel-major, so the crate's

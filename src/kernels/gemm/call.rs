@@ -268,6 +268,10 @@ mod tests {
         let dst = (&mut c[1..], 4);
         gemm_single_threaded_strided((2, 2, 0), view(&a, 3), view(&b, 2), dst, 1.0, 0.0);
         assert_eq!(c, [-1.0, 0.0, 0.0, -1.0, -1.0, 0.0, 0.0, -1.0]);
+        c[2] = 3.0;
+        let dst = (&mut c[1..], 4);
+        gemm_single_threaded_strided((2, 2, 0), view(&a, 3), view(&b, 2), dst, 1.0, 1.0);
+        assert_eq!(c, [-1.0, 0.0, 3.0, -1.0, -1.0, 0.0, 0.0, -1.0]);
     }
 
     #[test]
