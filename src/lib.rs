@@ -14,7 +14,7 @@
 //!   every pool and thread count.
 //! - [`profiler`]: per-thread lock-free event rings, a collector thread, live statistics,
 //!   Chrome trace export and validation, an MXNet-style summary, a `tracing` layer.
-//! - [`bench`]: the benchmarks `enginetop bench` runs.
+//! - [`bench`](mod@bench): the benchmarks `enginetop bench` runs.
 //! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
 //!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
 //! - [`tui`]: the live dashboard over the profiler's statistics, and the seam

@@ -8,7 +8,7 @@
 //!
 //! # The priority pool ([`PriorityPool`])
 //! MXNet runs `CPUPrioritized` ops on one small pool whose queue is a max-heap by priority.
-//! Ours is the [priority worker pool](super::priority) the GPU workers also use, with workers
+//! Ours is the priority worker pool (`device::priority`) the GPU workers also use, with workers
 //! that own nothing: one heap of `(priority, sequence, task)` under one lock, highest priority
 //! first and FIFO among equals, workers sleeping on one condition variable, resizable while it
 //! runs, drained on drop; its workers report task start/end, park/unpark and resizes to the

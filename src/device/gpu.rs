@@ -19,7 +19,7 @@
 //! body finds the stream to launch on. The streams live as long as the worker thread.
 //!
 //! # Queue protocol
-//! Each pool is the [priority worker pool](super::priority) the CPU priority pool also uses,
+//! Each pool is the priority worker pool (`device::priority`) the CPU priority pool also uses,
 //! with a [`Lane`] per worker: one max-heap of `(priority, sequence, task)` under one lock (a
 //! FIFO pool queues everything at priority 0, so the sequence number alone orders it), workers
 //! sleeping on one condition variable, nothing queued lost on drop. Started with

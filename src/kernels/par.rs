@@ -13,7 +13,7 @@
 //! pieces of one slice must reach it through something shared. A call plans its blocks the way
 //! `parallel_for` would (Eigen's [`block_plan`], or one block where it would run inline), cuts
 //! the output into one share per block up front (`split_at_mut`, in order), and parks each
-//! share in its own slot of a fixed array on the caller's stack ([`MAX_BLOCKS`] slots, each an
+//! share in its own slot of a fixed array on the caller's stack (`MAX_BLOCKS` slots, each an
 //! uncontended lock from `crate::sync`). The loop then runs with exactly that block size
 //! (`Schedule::FixedBlockSize`), and a block's one call takes its share out of its slot and
 //! walks its chunks. No `unsafe`, no allocation, one lock per block instead of one per chunk

@@ -18,7 +18,7 @@
 //! item it is in, so nothing depends on the thread count or the grouping.
 //!
 //! A window as large as the input (resnet-like's global average pool, `avg_pool` of 4x4
-//! planes) makes one mean per plane, summed as [`Window::mean`] sums (the same bits) but
+//! planes) makes one mean per plane, summed as `Window::mean` sums (the same bits) but
 //! eight planes side by side (`means_of_planes`), since one plane's sum is a chain of
 //! dependent adds the core waited on window after window; its gradient fills each plane with
 //! the general path's `0 + dy / count`. Measured on `[4, 2048, 4, 4]` (`--inter 1`, 10 ops
@@ -38,14 +38,14 @@
 //! kernel streams about 22 GB/s here).
 //!
 //! 3x3 windows at stride 2 with padding 1 (the ResNet stem) reduce each input row's column
-//! triples and then the rows with an associative step ([`keep_greater`]), in flat loops with
+//! triples and then the rows with an associative step (`keep_greater`), in flat loops with
 //! no bounds checks, and restore the scan's one non-associative case (a NaN first tap) at the
 //! end; the backward takes each interior window's argmax as its first tap equal to that
 //! maximum, found with selects, and adds in the general path's order. Same bits (tested on
 //! data with ties, -0 and NaN). Measured on 2 threads, `[4, 64, 64, 64]` (`--inter 1`, 5
 //! interleaved pairs, medians of ratios): forward 2.9 -> 6.8 GB/s (x2.3), backward
 //! 3.0 -> 4.6 GB/s (x1.5). A plane with no NaN in it (one vectorized pass says so) takes the
-//! plain step `value > best ? value : best` instead (a `maxps`, where [`keep_greater`]'s NaN
+//! plain step `value > best ? value : best` instead (a `maxps`, where `keep_greater`'s NaN
 //! test costs an unordered compare and a blend in SSE2) and has no NaN first tap to restore;
 //! a plane with one keeps the steps above, so the bits are the same either way. The argmax
 //! taps are `u32` plane indices (four to a vector instead of two). Measured the same way (4
@@ -733,7 +733,7 @@ fn first_equal_taps(
     }
 }
 
-/// The sum of no values as [`Window::mean`]'s row sums start it (`Iterator::sum` of `f64`), so
+/// The sum of no values as `Window::mean`'s row sums start it (`Iterator::sum` of `f64`), so
 /// the 2x2 paths add in the same order from the same start and give the same bits.
 fn empty_row_sum() -> f64 {
     std::iter::empty::<f64>().sum()
@@ -743,7 +743,7 @@ fn empty_row_sum() -> f64 {
 const PLANES_AT_ONCE: usize = 8;
 
 /// The mean of each whole plane of `planes` (`width` wide, `means.len()` planes) into `means`:
-/// [`Window::mean`]'s sum (each row from [`empty_row_sum`] in `f64`, the rows from 0 in
+/// `Window::mean`'s sum (each row from [`empty_row_sum`] in `f64`, the rows from 0 in
 /// order), so the same bits, but [`PLANES_AT_ONCE`] planes side by side: one plane's sum is a
 /// chain of dependent adds, and a window at a time the core waited on it (the global average
 /// pool of resnet-like, 16-pixel planes, ran at about 3 GB/s).
@@ -773,7 +773,7 @@ fn means_of_planes(planes: &[f32], width: usize, means: &mut [f32]) {
 }
 
 /// [`avg_pool`] of one plane (`width` wide, even sides) by 2x2 tiles into `out`, output row by
-/// output row: each mean is [`Window::mean`]'s `((0 + (a + b)) + (c + d)) / 4` in `f64` with
+/// output row: each mean is `Window::mean`'s `((0 + (a + b)) + (c + d)) / 4` in `f64` with
 /// the same row-sum start, written as one flat loop over the outputs of a row so that it
 /// vectorizes (the window-at-a-time walk ran at 2.5 GB/s).
 fn mean_of_pairs(plane: &[f32], width: usize, out: &mut [f32]) {
@@ -1169,7 +1169,7 @@ mod tests {
 
     /// Windows that cover the whole plane (with and without padding; plane counts that are
     /// and are not multiples of the planes summed side by side, one and several planes to an
-    /// item) give bitwise [`Window::mean`]'s means, and the gradient the general path's
+    /// item) give bitwise `Window::mean`'s means, and the gradient the general path's
     /// `0 + dy / count` in every pixel.
     #[test]
     fn global_windows_give_the_window_walks_bits() {

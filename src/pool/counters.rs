@@ -1,6 +1,6 @@
 //! Per-worker counters, read at any time without stopping the pool.
 //!
-//! Each worker owns one cache-padded [`WorkerCounters`] and is the only thread that bumps it
+//! Each worker owns one cache-padded `WorkerCounters` and is the only thread that bumps it
 //! (a relaxed load and store, no read-modify-write on the hot path). Readers take relaxed
 //! snapshots: each figure is exact for its own counter, figures of different counters may be a
 //! few events apart, which is what a live dashboard needs.

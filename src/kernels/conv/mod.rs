@@ -35,7 +35,7 @@
 //!
 //! Otherwise the `cols` buffer holds every image at once (`N C_in kh kw H_out W_out` floats),
 //! so the GEMMs have enough items to keep the pool busy even for one image, at the price of
-//! memory. It is the calling thread's scratch buffer ([`super::scratch`]), allocated once per thread
+//! memory. It is the calling thread's scratch buffer (`kernels::scratch`), allocated once per thread
 //! and reused by every later call, not a fresh allocation per call.
 //!
 //! Small output planes (at most [`BATCHED_MAX_PIXELS`] pixels, more than one image) take the

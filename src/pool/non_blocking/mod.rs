@@ -1,11 +1,11 @@
 //! The work-stealing pools: Eigen's `NonBlockingThreadPool` and its Chase-Lev twin.
 //!
 //! One generic pool, [`StealingPool`], runs the same worker loop over either queue design in
-//! [`queues`]: `eigen` (bounded RunQueues, outside producers push to a random worker) and
+//! `queues`: `eigen` (bounded RunQueues, outside producers push to a random worker) and
 //! `chase-lev` (crossbeam deques, outside producers push to an injector). The loop, the
 //! stealing order, the sleep protocol and the spinning rules are described in the parent
 //! module's essay; this file holds the parts that change the pool's shape: scheduling,
-//! cancel, resize and drop. [`worker`] holds the loop itself.
+//! cancel, resize and drop. `worker` holds the loop itself.
 //!
 //! # Who runs a slot: the life cycle of a worker slot
 //! Each slot has a `life` word: `VACANT` (no thread yet), `RUNNING` (a thread owns the slot,
