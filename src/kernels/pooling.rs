@@ -455,11 +455,9 @@ pub fn max_pool(
     let pooled = ("the output", &output.shape[..]);
     let geometry = PoolGeometry::with_pooled_shape("max_pool", &input.shape, params, pooled)?;
     let g = &geometry;
-    let work = g.work();
     for_each_plane(
         pool,
         g,
-        work,
         &mut output.data,
         g.out_pixels(),
         |plane_index, out| {
@@ -469,7 +467,7 @@ pub fn max_pool(
             }
         },
     );
-    Ok(work)
+    Ok(g.work())
 }
 
 /// `grad_input`: each window's `grad_output` added onto the position of its maximum in the
@@ -486,13 +484,11 @@ pub fn max_pool_backward(
     let geometry = PoolGeometry::with_pooled_shape(KERNEL, &input.shape, params, pooled)?;
     expect_shape(KERNEL, "grad_input", &grad_input.shape, &input.shape)?;
     let g = &geometry;
-    let work = g.work();
     // Routing by rows keeps its argmax taps as `u32` plane indices.
     let by_rows = g.is_three_by_two() && u32::try_from(g.in_pixels()).is_ok();
     for_each_plane(
         pool,
         g,
-        work,
         &mut grad_input.data,
         g.in_pixels(),
         |plane_index, dx| {
@@ -506,7 +502,7 @@ pub fn max_pool_backward(
             g.for_each_window(|pixel, window| dx[window.argmax(plane, width)] += dy[pixel]);
         },
     );
-    Ok(work)
+    Ok(g.work())
 }
 
 /// `output` = the mean of each window of `input` over the window's pixels inside the input
@@ -532,19 +528,17 @@ pub fn avg_pool(
     let pooled = ("the output", &output.shape[..]);
     let geometry = PoolGeometry::with_pooled_shape("avg_pool", &input.shape, params, pooled)?;
     let g = &geometry;
-    let work = g.work();
     if g.is_global() {
         let pixels = g.in_pixels();
-        for_each_plane_group(pool, g, work, &mut output.data, 1, |first, means| {
+        for_each_plane_group(pool, g, &mut output.data, 1, |first, means| {
             let planes = &input.data[first * pixels..(first + means.len()) * pixels];
             means_of_planes(planes, g.input[3], means);
         });
-        return Ok(work);
+        return Ok(g.work());
     }
     for_each_plane(
         pool,
         g,
-        work,
         &mut output.data,
         g.out_pixels(),
         |plane_index, out| {
@@ -556,7 +550,7 @@ pub fn avg_pool(
             }
         },
     );
-    Ok(work)
+    Ok(g.work())
 }
 
 /// `grad_input`: each output pixel's gradient shared equally among the in-bounds input
@@ -571,12 +565,10 @@ pub fn avg_pool_backward(
     let pooled = ("grad_output", &grad_output.shape[..]);
     let geometry = PoolGeometry::with_pooled_shape(KERNEL, &grad_input.shape, params, pooled)?;
     let g = &geometry;
-    let work = g.work();
     let width = g.input[3];
     for_each_plane(
         pool,
         g,
-        work,
         &mut grad_input.data,
         g.in_pixels(),
         |plane_index, dx| {
@@ -599,7 +591,7 @@ pub fn avg_pool_backward(
             });
         },
     );
-    Ok(work)
+    Ok(g.work())
 }
 
 /// The greater of `best` and `value`, keeping `best` on a tie (`-0` vs `0` too) and taking
@@ -820,18 +812,16 @@ fn planes_per_item(geometry: &PoolGeometry) -> usize {
 }
 
 /// Runs `f(plane_index, plane)` for every `plane_len`-long plane of `out` (the output or the
-/// input gradient), [`planes_per_item`] consecutive planes to a parallel item; `work` is the
-/// call's.
+/// input gradient), [`planes_per_item`] consecutive planes to a parallel item.
 fn for_each_plane(
     pool: &dyn ThreadPool,
     geometry: &PoolGeometry,
-    work: Work,
     out: &mut [f32],
     plane_len: usize,
     f: impl Fn(usize, &mut [f32]) + Sync,
 ) {
     let plane_len = plane_len.max(1);
-    for_each_plane_group(pool, geometry, work, out, plane_len, |first, planes| {
+    for_each_plane_group(pool, geometry, out, plane_len, |first, planes| {
         for (offset, plane) in planes.chunks_mut(plane_len).enumerate() {
             f(first + offset, plane);
         }
@@ -840,25 +830,24 @@ fn for_each_plane(
 
 /// Runs `f(first_plane_index, planes)` for each parallel item's [`planes_per_item`]
 /// consecutive `plane_len`-long planes of `out`, together (a global average makes an item's
-/// means in one pass, [`means_of_planes`]); `work` is the call's.
+/// means in one pass, [`means_of_planes`]). `plane_len` is at least 1.
 fn for_each_plane_group(
     pool: &dyn ThreadPool,
     geometry: &PoolGeometry,
-    work: Work,
     out: &mut [f32],
     plane_len: usize,
     f: impl Fn(usize, &mut [f32]) + Sync,
 ) {
     let per_item = planes_per_item(geometry);
-    let cost = item_cost_of_planes(geometry, work, per_item);
-    let plane_len = plane_len.max(1);
+    let cost = item_cost_of_planes(geometry, per_item);
     for_each_chunk(pool, out, per_item * plane_len, cost, |item, planes| {
         f(item * per_item, planes);
     });
 }
 
-/// The share of `work` of an item of `planes` planes.
-fn item_cost_of_planes(geometry: &PoolGeometry, work: Work, planes: usize) -> Cost {
+/// An item of `planes` planes' share of the call's work.
+fn item_cost_of_planes(geometry: &PoolGeometry, planes: usize) -> Cost {
+    let work = geometry.work();
     let share = planes as f64 / geometry.planes().max(1) as f64;
     let in_values = (planes * geometry.in_pixels()) as f64;
     let out_values = (planes * geometry.out_pixels()) as f64;
