@@ -92,13 +92,13 @@ fn iterations_stay_within_the_two_core_budget() {
     for workload in SHIPPED {
         let graph = load(workload.name);
         let gflop = graph.iteration_flops() as f64 / 1e9;
-        // Well under a second on 2 cores: resnet-like's ~30 GFLOP (batch 4, ResNet-50's
-        // widths) run in about 0.4 s at the ~80 GFLOP/s it reaches there, in ~420 MiB of
+        // Well under a second on 2 cores: resnet-like's ~60 GFLOP (batch 8, ResNet-50's
+        // widths) run in about 0.4 s at the ~150 GFLOP/s it reaches there, in ~650 MiB of
         // tensors (other workloads run far below peak, so their budgets stay 3 GFLOP and
         // 256 MiB).
         let resnet = graph.name == "resnet-like";
         let (budget, bytes) = if resnet {
-            (32.0, 576 << 20)
+            (64.0, 768 << 20)
         } else {
             (3.0, 256 << 20)
         };
