@@ -482,6 +482,7 @@ pub fn collect_event(
 ) -> Result<ProfilerBenchResult, ProfilerBenchError> {
     let options = ProfilerOptions {
         drain_interval: Duration::from_secs(3600), // only the timed flushes drain
+        busy_drain_interval: Duration::from_secs(3600),
         ..ProfilerOptions::default()
     };
     let fixture = Fixture::new(config, options)?;

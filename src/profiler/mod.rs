@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! pool / engine / device thread --record(Event)--> its own SPSC ring  (ring.rs, local.rs)
-//!                                                       |  drained every 1 ms
+//!                                                       |  drained every 1-10 ms
 //!                                                 `profiler` thread   (collector.rs)
 //!                                     +-----------------+------------------+
 //!                               live Stats -> Snapshot            trace window (window.rs)
@@ -119,8 +119,11 @@ use collector::Core;
 pub struct ProfilerOptions {
     /// Events each thread's ring holds (rounded up to a power of two; 32 bytes each).
     pub ring_capacity: usize,
-    /// How often the collector drains the rings.
+    /// How long the collector waits between rounds while the rings fill slowly.
     pub drain_interval: Duration,
+    /// The shortest wait it shortens that to while a ring fills fast (at most
+    /// `drain_interval`; see the collector's cadence).
+    pub busy_drain_interval: Duration,
     /// How often the collector samples watched queue depths.
     pub queue_sample_interval: Duration,
     /// The sliding window of the live statistics.
@@ -130,12 +133,14 @@ pub struct ProfilerOptions {
 }
 
 impl Default for ProfilerOptions {
-    /// 65,536-event rings (2 MiB per thread), drained every millisecond, queues sampled
-    /// every 10 ms, a 1 s statistics window, a 16 MiB / 10 s trace window.
+    /// 65,536-event rings (2 MiB per thread), drained every 10 ms, or down to every 1 ms
+    /// while a ring fills fast (the collector's cadence), queues sampled every 10 ms, a 1 s
+    /// statistics window, a 16 MiB / 10 s trace window.
     fn default() -> Self {
         ProfilerOptions {
             ring_capacity: 1 << 16,
-            drain_interval: Duration::from_millis(1),
+            drain_interval: Duration::from_millis(10),
+            busy_drain_interval: Duration::from_millis(1),
             queue_sample_interval: Duration::from_millis(10),
             stats: StatsOptions::default(),
             window: WindowOptions::default(),
@@ -150,9 +155,13 @@ impl ProfilerOptions {
             let fix = "use between 2 and 16,777,216 events";
             return bad("ring_capacity", self.ring_capacity.to_string(), fix);
         }
-        if self.drain_interval.is_zero() || self.queue_sample_interval.is_zero() {
-            let value = format!("{:?}", self.drain_interval.min(self.queue_sample_interval));
-            return bad("drain_interval", value, "use a positive duration");
+        let intervals = [
+            ("drain_interval", self.drain_interval),
+            ("busy_drain_interval", self.busy_drain_interval),
+            ("queue_sample_interval", self.queue_sample_interval),
+        ];
+        if let Some((option, _)) = intervals.iter().find(|(_, interval)| interval.is_zero()) {
+            return bad(option, "0ns".into(), "use a positive duration");
         }
         if self.stats.window.is_zero() {
             return bad("stats.window", "0s".into(), "use a positive duration");
@@ -567,11 +576,19 @@ mod tests {
             message.contains("ring_capacity") && message.contains("between 2"),
             "{message}"
         );
-        let options = ProfilerOptions {
-            drain_interval: Duration::ZERO,
-            ..ProfilerOptions::default()
-        };
-        assert!(Profiler::new(options).is_err());
+        for zeroed in [
+            ProfilerOptions {
+                drain_interval: Duration::ZERO,
+                ..ProfilerOptions::default()
+            },
+            ProfilerOptions {
+                busy_drain_interval: Duration::ZERO,
+                ..ProfilerOptions::default()
+            },
+        ] {
+            let message = Profiler::new(zeroed).unwrap_err().to_string();
+            assert!(message.contains("positive duration"), "{message}");
+        }
     }
 
     #[test]
@@ -614,6 +631,7 @@ mod tests {
     fn a_full_ring_counts_its_drops_in_the_snapshot() {
         let profiler = Profiler::new(ProfilerOptions {
             drain_interval: Duration::from_secs(3600), // only flushes drain
+            busy_drain_interval: Duration::from_secs(3600),
             ..small_options()
         })
         .unwrap();
