@@ -233,7 +233,7 @@ struct Collector {
     thread: ThreadId,
     /// How long the next wait lasts ([`next_wait`] of the last round).
     wait: Duration,
-    /// When the last round started, in the epoch's nanoseconds.
+    /// When the last round ended, in the epoch's nanoseconds.
     last_round_ns: u64,
 }
 
