@@ -1217,28 +1217,23 @@ mod tests {
             stride: 2,
             padding: 0,
         };
-        let message = avg_pool(pool.as_dyn(), &input, params, &mut output)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            message.starts_with("avg_pool: the output has shape [1, 1, 3, 3]"),
-            "{message}"
+        let fails_with = |result: Result<Work, KernelError>, start: &str| {
+            let message = result.unwrap_err().to_string();
+            assert!(message.starts_with(start), "{message}");
+        };
+        fails_with(
+            avg_pool(pool.as_dyn(), &input, params, &mut output),
+            "avg_pool: the output has shape [1, 1, 3, 3]",
         );
         // The gradients name the pooled-side tensor they read.
         let mut grad_input = Tensor::zeros(&[1, 1, 4, 4]);
-        let message = max_pool_backward(pool.as_dyn(), &input, &output, params, &mut grad_input)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            message.starts_with("max_pool_backward: grad_output has shape [1, 1, 3, 3]"),
-            "{message}"
+        fails_with(
+            max_pool_backward(pool.as_dyn(), &input, &output, params, &mut grad_input),
+            "max_pool_backward: grad_output has shape [1, 1, 3, 3]",
         );
-        let message = avg_pool_backward(pool.as_dyn(), &output, params, &mut grad_input)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            message.starts_with("avg_pool_backward: grad_output has shape [1, 1, 3, 3]"),
-            "{message}"
+        fails_with(
+            avg_pool_backward(pool.as_dyn(), &output, params, &mut grad_input),
+            "avg_pool_backward: grad_output has shape [1, 1, 3, 3]",
         );
     }
 }

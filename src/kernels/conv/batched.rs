@@ -119,8 +119,9 @@
 //! [`transpose_images`] (and [`transpose_block`], [`untranspose_blocks`]) copy 16x16 tiles,
 //! each loaded whole (16 row loads) and stored as 16 whole rows; element by element with
 //! strided stores it took 19% of the 3x3 input gradient. Where the CPU has x86-64-v3 (AVX2
-//! and FMA among others; detected at run time) a tile goes as four 8x8 blocks, each transposed in registers (8 row loads, 24
-//! shuffles, 8 row stores, through `pulp`'s safe wrappers of the intrinsics); the tile's
+//! and FMA among others; detected at run time, once per [`transpose_block`] call) a tile
+//! goes as four 8x8 blocks, each transposed in registers (8 row loads, 24 shuffles, 8 row
+//! stores, through `pulp`'s safe wrappers of the intrinsics); the tile's
 //! array of rows, read back value by value, compiled to 256 scalar loads and 256 scalar
 //! stores a tile (the build targets plain x86-64). It is a copy, so no value changes. Their
 //! share of the profile (`perf record`, 20 iterations, against the GEMM microkernel's in the
@@ -271,8 +272,29 @@ pub(super) fn transpose_images(
 /// transpose of a `rows x cols` block of a row-major matrix into another, in whole
 /// [`TRANSPOSE_TILE`] squares where they fit, element by element at the edges. The tiles go
 /// band by band of [`TRANSPOSE_TILE`] columns of `from`, down its rows, so each band of as many
-/// rows of `to` is written whole, contiguously, before the next.
+/// rows of `to` is written whole, contiguously, before the next. Whole tiles go as four 8x8
+/// blocks in AVX registers where the CPU has x86-64-v3 (detected once per call), else by rows
+/// ([`TileByRows`]).
 pub(super) fn transpose_block(
+    from: &[f32],
+    from_stride: usize,
+    sizes: (usize, usize),
+    to: &mut [f32],
+    to_stride: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = pulp::x86::V3::try_new() {
+        let tiles = TileInAvxBlocks(simd);
+        return simd.vectorize(|| walk_tiles(tiles, from, from_stride, sizes, to, to_stride));
+    }
+    walk_tiles(TileByRows, from, from_stride, sizes, to, to_stride);
+}
+
+/// [`transpose_block`]'s walk, with `tiles` transposing the whole tiles; inlined, so inside
+/// `vectorize` it compiles with the features the AVX tiles need.
+#[inline(always)]
+fn walk_tiles(
+    tiles: impl FullTile,
     from: &[f32],
     from_stride: usize,
     (rows, cols): (usize, usize),
@@ -286,7 +308,7 @@ pub(super) fn transpose_block(
             if is.len() == TRANSPOSE_TILE && js.len() == TRANSPOSE_TILE {
                 let tile_from = &from[first_i * from_stride + first_j..];
                 let tile_to = &mut to[first_j * to_stride + first_i..];
-                transpose_full_tile(tile_from, from_stride, tile_to, to_stride);
+                tiles.transpose(tile_from, from_stride, tile_to, to_stride);
                 continue;
             }
             for i in is.clone() {
@@ -299,40 +321,44 @@ pub(super) fn transpose_block(
     }
 }
 
-/// `to[j * to_stride + i] = from[i * from_stride + j]` for a whole `TRANSPOSE_TILE` square:
-/// as four 8x8 blocks in AVX registers where the CPU has x86-64-v3
-/// ([`transpose_8x8_avx`]), else loaded row by row into an array, so every store is a whole
-/// row.
-fn transpose_full_tile(from: &[f32], from_stride: usize, to: &mut [f32], to_stride: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(simd) = pulp::x86::V3::try_new() {
-        return simd
-            .vectorize(|| transpose_tile_in_avx_blocks(simd, from, from_stride, to, to_stride));
-    }
-    transpose_tile_by_rows(from, from_stride, to, to_stride);
+/// How a whole `TRANSPOSE_TILE` square is transposed:
+/// `to[j * to_stride + i] = from[i * from_stride + j]`, every store a whole row.
+trait FullTile: Copy {
+    fn transpose(self, from: &[f32], from_stride: usize, to: &mut [f32], to_stride: usize);
 }
 
-/// [`transpose_full_tile`] as four 8x8 blocks ([`transpose_8x8_avx`]); inlined into
-/// `vectorize`'s closure, so it compiles with the x86-64-v3 features `simd` proves.
+/// The tile loaded row by row into an array, then stored column by column as whole rows.
+#[derive(Clone, Copy)]
+struct TileByRows;
+
+impl FullTile for TileByRows {
+    #[inline(always)]
+    fn transpose(self, from: &[f32], from_stride: usize, to: &mut [f32], to_stride: usize) {
+        transpose_tile_by_rows(from, from_stride, to, to_stride);
+    }
+}
+
+/// The tile as four 8x8 blocks in AVX registers ([`transpose_8x8_avx`]), for a CPU that
+/// `V3` proves has x86-64-v3.
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn transpose_tile_in_avx_blocks(
-    simd: pulp::x86::V3,
-    from: &[f32],
-    from_stride: usize,
-    to: &mut [f32],
-    to_stride: usize,
-) {
-    const H: usize = TRANSPOSE_TILE / 8;
-    for (bi, bj) in (0..H).flat_map(|bi| (0..H).map(move |bj| (bi, bj))) {
-        let block_from = &from[bi * 8 * from_stride + bj * 8..];
-        let block_to = &mut to[bj * 8 * to_stride + bi * 8..];
-        transpose_8x8_avx(simd, block_from, from_stride, block_to, to_stride);
+#[derive(Clone, Copy)]
+struct TileInAvxBlocks(pulp::x86::V3);
+
+#[cfg(target_arch = "x86_64")]
+impl FullTile for TileInAvxBlocks {
+    #[inline(always)]
+    fn transpose(self, from: &[f32], from_stride: usize, to: &mut [f32], to_stride: usize) {
+        const H: usize = TRANSPOSE_TILE / 8;
+        for (bi, bj) in (0..H).flat_map(|bi| (0..H).map(move |bj| (bi, bj))) {
+            let block_from = &from[bi * 8 * from_stride + bj * 8..];
+            let block_to = &mut to[bj * 8 * to_stride + bi * 8..];
+            transpose_8x8_avx(self.0, block_from, from_stride, block_to, to_stride);
+        }
     }
 }
 
-/// [`transpose_full_tile`] without SIMD: the tile loaded row by row into an array, then
-/// stored column by column as whole rows of `to`.
+/// A whole tile without SIMD: loaded row by row into an array, then stored column by
+/// column as whole rows of `to`.
 fn transpose_tile_by_rows(from: &[f32], from_stride: usize, to: &mut [f32], to_stride: usize) {
     const T: usize = TRANSPOSE_TILE;
     let mut tile = [[0.0f32; T]; T];
@@ -807,28 +833,22 @@ mod tests {
         for (from_stride, to_stride) in [(19, 23), (16, 16), (1024, 37)] {
             let from = integers(15 * from_stride + TRANSPOSE_TILE, 5);
             let to_len = 15 * to_stride + TRANSPOSE_TILE;
-            let (mut simd, mut by_rows) = (vec![f32::NAN; to_len], vec![f32::NAN; to_len]);
-            transpose_full_tile(&from, from_stride, &mut simd, to_stride);
-            transpose_tile_by_rows(&from, from_stride, &mut by_rows, to_stride);
+            let mut by_rows = vec![f32::NAN; to_len];
+            TileByRows.transpose(&from, from_stride, &mut by_rows, to_stride);
             for (i, j) in (0..TRANSPOSE_TILE).flat_map(|i| (0..TRANSPOSE_TILE).map(move |j| (i, j)))
             {
                 let want = from[i * from_stride + j];
-                assert_eq!(simd[j * to_stride + i], want, "simd {i} {j}");
                 assert_eq!(by_rows[j * to_stride + i], want, "by rows {i} {j}");
             }
             // Nothing between the destination's rows is written.
-            let untouched = |to: &[f32]| to.iter().filter(|v| v.is_nan()).count();
             let gaps = to_len - TRANSPOSE_TILE * TRANSPOSE_TILE;
-            assert_eq!(untouched(&simd), gaps, "simd writes only the tile");
-            assert_eq!(untouched(&by_rows), gaps, "by rows writes only the tile");
-            // The AVX blocks themselves, where this CPU has them (`transpose_full_tile` may
-            // have taken the fallback): the same bits, gaps included.
+            assert_eq!(by_rows.iter().filter(|v| v.is_nan()).count(), gaps);
+            // The AVX blocks, where this CPU has them: the same bits, gaps included.
             #[cfg(target_arch = "x86_64")]
             if let Some(simd) = pulp::x86::V3::try_new() {
                 let mut avx = vec![f32::NAN; to_len];
-                simd.vectorize(|| {
-                    transpose_tile_in_avx_blocks(simd, &from, from_stride, &mut avx, to_stride)
-                });
+                let tiles = TileInAvxBlocks(simd);
+                simd.vectorize(|| tiles.transpose(&from, from_stride, &mut avx, to_stride));
                 let bits = |to: &[f32]| to.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&avx), bits(&by_rows), "avx blocks");
             }
