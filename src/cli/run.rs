@@ -16,15 +16,15 @@ use clap::Args;
 use enginetop::bench::gemm as gemm_bench;
 use enginetop::config::{ConfigOverrides, RuntimeConfig};
 use enginetop::device::cpu::PoolObservers;
-use enginetop::engine::EngineKind;
-use enginetop::pool::PoolKind;
+use enginetop::engine::{EngineKind, EngineQueues};
+use enginetop::pool::{Pool, PoolKind};
 use enginetop::profiler::{
-    DeviceId, EngineProbe, PoolProbe, Profiler, ProfilerOptions, StreamProbe,
+    DeviceId, EngineProbe, PoolProbe, Profiler, ProfilerOptions, QueueDepthSource, StreamProbe,
 };
 use enginetop::tui::live;
 use enginetop::workload;
 use enginetop::workload::run::{
-    run_workload, ProfilerReport, Progress, RunHooks, RunLength, RunOptions, RunSummary,
+    run_workload, ProfilerReport, Progress, QueueWatch, RunHooks, RunLength, RunOptions, RunSummary,
 };
 
 mod dashboard;
@@ -218,8 +218,17 @@ pub(super) fn profiler_hooks(profiler: &Profiler) -> RunHooks {
         let device = DeviceId::register(&live::engine_pool_device(pool));
         Some(PoolProbe::new(&for_pools, device).into_observer())
     });
+    let for_queues = profiler.clone();
+    let watch_queues: QueueWatch = Arc::new(move |engine: &EngineQueues, intra: &Arc<Pool>| {
+        let engine: Arc<dyn QueueDepthSource> = Arc::new(engine.clone());
+        for_queues.watch_queues(DeviceId::HOST, Arc::downgrade(&engine));
+        let intra_device = DeviceId::register(live::INTRA_DEVICE);
+        for_queues.watch_queues(intra_device, Arc::downgrade(intra) as _);
+        Box::new(engine)
+    });
     RunHooks {
         engine_observer: Some(Arc::new(EngineProbe::new(profiler))),
+        watch_queues: Some(watch_queues),
         pool_observers: Some(pool_observers),
         stream_observer: Some(Arc::new(StreamProbe::new(profiler))),
         intra_pool_observer: Some(intra.into_observer()),

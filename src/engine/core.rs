@@ -58,9 +58,9 @@ pub struct DispatchStats {
     pub priority: Option<crate::device::cpu::PriorityPoolStats>,
     /// The GPU pools (compute, copy, prioritized) of every opened GPU.
     pub gpu: Vec<crate::device::gpu::GpuPoolStats>,
-    /// Ready ops waiting in the engine's own queues for a CPU worker (a worker pool's queue
-    /// holds the tasks that drain them, not the ops).
-    pub ready_ops: usize,
+    /// Ready ops waiting in the engine's own queue in front of each pool of `pools`, in the
+    /// same order (a worker pool's queue holds the tasks that drain them, not the ops).
+    pub ready_ops: Vec<usize>,
 }
 
 /// The state every op of an engine shares.

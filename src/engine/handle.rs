@@ -312,6 +312,20 @@ pub struct EngineStats {
     pub workers: DispatchStats,
 }
 
+/// The engine's queues and workers, seen without keeping the engine running
+/// ([`Engine::queue_probe`]).
+#[derive(Clone)]
+pub struct EngineQueues {
+    core: Arc<Core>,
+}
+
+impl EngineQueues {
+    /// The worker pools and the ready ops in front of them, now.
+    pub fn stats(&self) -> DispatchStats {
+        self.core.dispatcher.stats()
+    }
+}
+
 /// A dependency engine: cheap to clone; the last handle dropped runs everything pushed, then
 /// joins the workers.
 ///
@@ -596,6 +610,15 @@ impl Engine {
             cancelled_ops: core.cancelled_ops(),
             stopped: core.is_stopped(),
             workers: core.dispatcher.stats(),
+        }
+    }
+
+    /// A view of the engine's queues and workers that does not keep it running: a sampler
+    /// (the profiler's queue-depth watch) can hold it for as long as it likes, and once the
+    /// last [`Engine`] handle is gone it reads the stopped engine's empty queues.
+    pub fn queue_probe(&self) -> EngineQueues {
+        EngineQueues {
+            core: Arc::clone(self.core()),
         }
     }
 

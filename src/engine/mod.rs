@@ -94,7 +94,7 @@ pub(crate) mod var;
 pub use self::core::DispatchStats;
 pub use error::{EngineError, FailureCause, OpError, OpFailure, OpResult};
 pub use gpu::{BadGpuSyncMode, GpuSyncMode, OpStream};
-pub use handle::{Engine, EngineOptions, EngineStats, OpSpec};
+pub use handle::{Engine, EngineOptions, EngineQueues, EngineStats, OpSpec};
 pub use name::OpName;
 pub use opr::{Completion, Operator, RunContext};
 pub use threaded::MAX_CPU_DEVICES;

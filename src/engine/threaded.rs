@@ -295,7 +295,7 @@ impl Dispatch for PerDevice {
             pools: cpu().map(|workers| workers.pool.stats()).collect(),
             priority: devices.priority.as_ref().map(|priority| priority.stats()),
             gpu: self.gpu.as_ref().map(|gpu| gpu.stats()).unwrap_or_default(),
-            ready_ops: cpu().map(|workers| workers.ready.len()).sum(),
+            ready_ops: cpu().map(|workers| workers.ready.len()).collect(),
         }
     }
 }
@@ -399,7 +399,7 @@ impl Dispatch for Pooled {
                 pools: vec![pools.workers.pool.stats(), pools.io.stats()],
                 priority: None,
                 gpu: Vec::new(),
-                ready_ops: pools.workers.ready.len(),
+                ready_ops: vec![pools.workers.ready.len(), 0],
             },
             None => DispatchStats::default(),
         }

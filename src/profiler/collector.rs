@@ -60,10 +60,15 @@ use super::window::TraceWindow;
 use super::ProfilerOptions;
 use crate::sync::{thread, Arc, AtomicU64, Condvar, Mutex, Ordering};
 
-/// Something whose queue depths the collector samples (a pool, an engine's device queues).
+/// One sampled queue: whose it is, its label and its depth.
+pub type QueueDepth = (DeviceId, NameId, u64);
+
+/// Something whose queue depths the collector samples (a pool, an engine's queues).
 pub trait QueueDepthSource: Send + Sync {
-    /// Appends `(queue label, depth)` for every queue, now.
-    fn queue_depths(&self, out: &mut Vec<(NameId, u64)>);
+    /// Appends every queue's depth now. `device` is the device it is watched as: a pool's
+    /// queues are all that device's; a source that spans devices (an engine, a pool per
+    /// device) names each queue's own.
+    fn queue_depths(&self, device: DeviceId, out: &mut Vec<QueueDepth>);
 }
 
 /// A watched source: weak, so watching never keeps a pool alive.
@@ -226,7 +231,7 @@ struct Collector {
     core: Arc<Core>,
     rings: Vec<Drained>,
     batch: Vec<Event>,
-    depths: Vec<(NameId, u64)>,
+    depths: Vec<QueueDepth>,
     /// Drop counts of rings already let go.
     retired_drops: u64,
     next_sample_ns: u64,
@@ -329,10 +334,9 @@ impl Collector {
                 continue;
             };
             self.depths.clear();
-            source.queue_depths(&mut self.depths);
-            for &(label, depth) in &self.depths {
-                let mut event =
-                    Event::new(EventKind::QueueDepth, watched.device, label, 0, depth).at(now);
+            source.queue_depths(watched.device, &mut self.depths);
+            for &(device, label, depth) in &self.depths {
+                let mut event = Event::new(EventKind::QueueDepth, device, label, 0, depth).at(now);
                 event.thread = self.thread;
                 self.batch.push(event);
             }

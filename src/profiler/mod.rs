@@ -100,7 +100,7 @@ use std::time::Duration;
 
 pub use chrome::ExportReport;
 pub use clock::now_ns;
-pub use collector::QueueDepthSource;
+pub use collector::{QueueDepth, QueueDepthSource};
 pub use engine_probe::EngineProbe;
 pub use event::{Event, EventKind, OpInfo};
 pub use names::{name_current_thread, DeviceId, NameId, ThreadId};

@@ -12,6 +12,10 @@
 //! [`Profiler::watch_queues`], one `QueueDepth` event per worker queue (`w0`, `w1`, ...) plus
 //! the shared queue (`shared`).
 //!
+//! An engine's queues are sampled the same way ([`EngineQueues`] as a source): the ready ops
+//! in front of each worker pool (`ready`), the pool's own queues (which hold the tasks that
+//! drain them), the priority pool's heap and the GPU pools' queues, each on its pool's device.
+//!
 //! The engine builds its worker pools itself; [`PoolProbe::engine_pools`] is the factory it
 //! takes (`EngineOptions::pool_observers`): pool `cpu<i>` records as device `cpu(i)` (the
 //! device [`EngineProbe`](super::EngineProbe) records that CPU's ops on, so a trace shows a
@@ -22,12 +26,13 @@
 //! [`ThreadPool::stats`]: crate::pool::ThreadPool::stats
 #![forbid(unsafe_code)]
 
-use super::collector::QueueDepthSource;
+use super::collector::{QueueDepth, QueueDepthSource};
 use super::event::{Event, EventKind, FROM_INJECTOR, NO_WORKER};
 use super::names::{DeviceId, NameId};
 use super::Profiler;
 use crate::device::cpu::PoolObservers;
-use crate::pool::{Pool, PoolEvent, PoolObserver};
+use crate::engine::EngineQueues;
+use crate::pool::{Pool, PoolEvent, PoolObserver, PoolStats};
 
 /// Records one pool's events as `device`'s.
 ///
@@ -172,14 +177,48 @@ impl PoolObserver for PoolProbe {
 }
 
 impl QueueDepthSource for Pool {
-    fn queue_depths(&self, out: &mut Vec<(NameId, u64)>) {
-        let stats = self.stats();
-        for worker in &stats.workers {
-            let label = NameId::intern(&format!("w{}", worker.index));
-            out.push((label, worker.queue_depth as u64));
-        }
-        out.push((NameId::intern("shared"), stats.unowned_queue_depth as u64));
+    fn queue_depths(&self, device: DeviceId, out: &mut Vec<QueueDepth>) {
+        pool_queue_depths(device, &self.stats(), out);
     }
+}
+
+/// The engine's queues, each as the device its pool records as ([`engine_pool_device`]):
+/// per worker pool its workers' queues and `shared` (the tasks that drain the ready ops) and
+/// `ready` (the ready ops waiting for them), the CPU priority pool's `heap`, and each GPU
+/// pool's queue under its role (`compute`, `copy`, `prio`).
+impl QueueDepthSource for EngineQueues {
+    fn queue_depths(&self, _device: DeviceId, out: &mut Vec<QueueDepth>) {
+        let stats = self.stats();
+        let device_of = |pool: &str| DeviceId::register(&engine_pool_device(pool));
+        let ready = stats.ready_ops.iter().copied().chain(std::iter::repeat(0));
+        for (pool, ready) in stats.pools.iter().zip(ready) {
+            let device = device_of(&pool.name);
+            pool_queue_depths(device, pool, out);
+            out.push((device, NameId::intern("ready"), ready as u64));
+        }
+        if let Some(priority) = &stats.priority {
+            let heap = priority.queued as u64;
+            out.push((device_of(&priority.name), NameId::intern("heap"), heap));
+        }
+        for gpu in &stats.gpu {
+            let role = gpu.name.split_once('-').map_or("queue", |(_, role)| role);
+            out.push((
+                device_of(&gpu.name),
+                NameId::intern(role),
+                gpu.queued as u64,
+            ));
+        }
+    }
+}
+
+/// A pool's queues as `device`'s: each worker's own (`w<i>`) and the shared one (`shared`).
+pub(crate) fn pool_queue_depths(device: DeviceId, stats: &PoolStats, out: &mut Vec<QueueDepth>) {
+    for worker in &stats.workers {
+        let label = NameId::intern(&format!("w{}", worker.index));
+        out.push((device, label, worker.queue_depth as u64));
+    }
+    let shared = stats.unowned_queue_depth as u64;
+    out.push((device, NameId::intern("shared"), shared));
 }
 
 #[cfg(all(test, not(loom)))]
@@ -261,5 +300,54 @@ mod tests {
         assert_eq!(labels, ["shared", "w0", "w1"]);
         drop(pool);
         profiler.flush();
+    }
+
+    #[test]
+    fn an_engines_ready_ops_are_sampled_on_their_cpu() {
+        use crate::engine::{Engine, EngineKind, EngineOptions, OpSpec};
+        let profiler = Profiler::new(ProfilerOptions {
+            queue_sample_interval: Duration::from_millis(1),
+            ..ProfilerOptions::default()
+        })
+        .unwrap();
+        let engine = Engine::new(EngineOptions::new(EngineKind::PerDevice, 1)).unwrap();
+        let source: std::sync::Arc<dyn QueueDepthSource> =
+            std::sync::Arc::new(engine.queue_probe());
+        profiler.watch_queues(DeviceId::HOST, std::sync::Arc::downgrade(&source));
+        // One worker held by a gate op: the three ops after it wait as ready ops.
+        let (open, gate) = std::sync::mpsc::channel::<()>();
+        let gate = std::sync::Mutex::new(gate);
+        engine
+            .push_sync(OpSpec::new("gate"), move |_| {
+                let _ = gate.lock().unwrap().recv();
+                Ok(())
+            })
+            .unwrap();
+        for _ in 0..3 {
+            engine
+                .push_sync(OpSpec::new("waiting"), |_| Ok(()))
+                .unwrap();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let ready = |profiler: &Profiler| {
+            let snapshot = profiler.snapshot();
+            let cpu = snapshot.device("cpu(0)")?;
+            cpu.queues
+                .iter()
+                .find(|q| q.label == "ready")
+                .map(|q| q.depth)
+        };
+        loop {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "ready ops never sampled"
+            );
+            profiler.flush();
+            if ready(&profiler).is_some_and(|depth| depth > 0) {
+                break;
+            }
+        }
+        open.send(()).unwrap();
+        engine.wait_for_all().unwrap();
     }
 }

@@ -92,7 +92,7 @@ mod summary;
 
 pub use driver::{Driver, RunLength, RunReport, ITERATIONS_IN_FLIGHT};
 pub use error::RunError;
-pub use hooks::{ProfilerReport, Progress, RunHooks};
+pub use hooks::{ProfilerReport, Progress, QueueWatch, RunHooks};
 pub use live::{DriverHandle, LiveProgress};
 pub use summary::{
     gflops_rate, peak_fraction, GflopsSplit, IntraPoolSummary, LaneUsage, PeakSource, RunSettings,

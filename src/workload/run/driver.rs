@@ -118,7 +118,7 @@ pub(super) struct Shared {
     pub(super) counters: RunCounters,
     /// FLOPs of the finished ops on GPU contexts (also in `counters`' total).
     pub(super) gpu_flops: AtomicU64,
-    pub(super) intra: Arc<Pool>,
+    pub(super) intra: std::sync::Arc<Pool>,
     iterations: IterationLatch,
 }
 
@@ -177,6 +177,8 @@ pub struct Driver {
     warnings: Vec<String>,
     setup_done: bool,
     iterations_pushed: u64,
+    /// What keeps the queue-depth watch going ([`RunHooks::watch_queues`]).
+    _queue_watch: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Driver {
@@ -186,7 +188,11 @@ impl Driver {
         check_dtypes(&graph)?;
         let settings = RunSettings::from_config(config);
         let engine = start_engine(config, hooks)?;
-        let intra = Arc::new(start_intra_pool(config, settings.intra, hooks)?);
+        let intra = std::sync::Arc::new(start_intra_pool(config, settings.intra, hooks)?);
+        let queue_watch = hooks
+            .watch_queues
+            .as_ref()
+            .map(|watch| watch(&engine.queue_probe(), &intra));
         let store = TensorStore::allocate(&graph.tensors)?;
         let vars: Vec<Var> = (0..store.len()).map(|_| engine.new_variable()).collect();
         let mut lanes: Vec<Lane> = Vec::new();
@@ -216,6 +222,7 @@ impl Driver {
             warnings: config.warnings().iter().map(ToString::to_string).collect(),
             setup_done: false,
             iterations_pushed: 0,
+            _queue_watch: queue_watch,
         })
     }
 

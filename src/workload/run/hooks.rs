@@ -4,8 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::engine::EngineObserver;
-use crate::pool::PoolObserver;
+use crate::engine::{EngineObserver, EngineQueues};
+use crate::pool::{Pool, PoolObserver};
 use crate::sync::Arc;
 
 use super::driver::RunLength;
@@ -93,7 +93,19 @@ pub struct RunHooks {
     pub progress: Option<Box<dyn FnMut(Progress) + Send>>,
     /// Asked for the aggregate table and dropped events of the summary.
     pub profiler: Option<Arc<dyn ProfilerReport>>,
+    /// Given the engine's queues and the intra-op pool once both have started, to sample
+    /// their depths (the profiler's queue watch).
+    pub watch_queues: Option<QueueWatch>,
 }
+
+/// Registers a run's queues for sampling: called once with the engine's queues and the
+/// intra-op pool. The driver holds what it returns until the run is dropped (a watch that
+/// holds its sources weakly then ends).
+pub type QueueWatch = std::sync::Arc<
+    dyn Fn(&EngineQueues, &std::sync::Arc<Pool>) -> Box<dyn std::any::Any + Send + Sync>
+        + Send
+        + Sync,
+>;
 
 impl fmt::Debug for RunHooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -104,6 +116,7 @@ impl fmt::Debug for RunHooks {
             .field("intra_pool_observer", &self.intra_pool_observer.is_some())
             .field("progress", &self.progress.is_some())
             .field("profiler", &self.profiler.is_some())
+            .field("watch_queues", &self.watch_queues.is_some())
             .finish()
     }
 }
