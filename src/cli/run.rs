@@ -15,7 +15,6 @@ use clap::Args;
 
 use enginetop::bench::gemm as gemm_bench;
 use enginetop::config::{ConfigOverrides, RuntimeConfig};
-use enginetop::device::cpu::PoolObservers;
 use enginetop::engine::{EngineKind, EngineQueues};
 use enginetop::pool::{Pool, PoolKind};
 use enginetop::profiler::{
@@ -213,11 +212,6 @@ pub(super) fn profiler_hooks(profiler: &Profiler) -> RunHooks {
         return RunHooks::default();
     }
     let intra = PoolProbe::new(profiler, DeviceId::register(live::INTRA_DEVICE));
-    let for_pools = profiler.clone();
-    let pool_observers: PoolObservers = Arc::new(move |pool: &str| {
-        let device = DeviceId::register(&live::engine_pool_device(pool));
-        Some(PoolProbe::new(&for_pools, device).into_observer())
-    });
     let for_queues = profiler.clone();
     let watch_queues: QueueWatch = Arc::new(move |engine: &EngineQueues, intra: &Arc<Pool>| {
         let engine: Arc<dyn QueueDepthSource> = Arc::new(engine.clone());
@@ -229,7 +223,7 @@ pub(super) fn profiler_hooks(profiler: &Profiler) -> RunHooks {
     RunHooks {
         engine_observer: Some(Arc::new(EngineProbe::new(profiler))),
         watch_queues: Some(watch_queues),
-        pool_observers: Some(pool_observers),
+        pool_observers: PoolProbe::engine_pools(profiler),
         stream_observer: Some(Arc::new(StreamProbe::new(profiler))),
         intra_pool_observer: Some(intra.into_observer()),
         profiler: Some(Arc::new(ProfilerTable(profiler.clone()))),

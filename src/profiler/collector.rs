@@ -29,6 +29,11 @@
 //! [`Stats`] and to the trace window, and sums the rings' drop counts. A ring whose thread
 //! exited is drained one last time and let go.
 //!
+//! A ring that dropped events since its last drain (it was full: the collector fell behind)
+//! leaves a gap after the events just drained from it. The statistics are told where
+//! ([`Stats::events_lost`]), so a thread whose op end was lost is not shown running that op
+//! for good.
+//!
 //! The batch is not sorted: each thread's events arrive in order, which is all the
 //! statistics need (state changes are per thread; op starts and ends are matched by id; rate
 //! buckets take late events), and the exporter sorts the window it exports. Sorting here
@@ -81,6 +86,8 @@ struct Watched {
 struct Drained {
     thread: ThreadId,
     consumer: Consumer,
+    /// The ring's drop count when it was last drained.
+    dropped_seen: u64,
 }
 
 #[derive(Debug, Default)]
@@ -159,6 +166,7 @@ impl Core {
         self.new_rings.lock().push(Drained {
             thread: ThreadId::current(),
             consumer,
+            dropped_seen: 0,
         });
         producer
     }
@@ -231,6 +239,8 @@ struct Collector {
     core: Arc<Core>,
     rings: Vec<Drained>,
     batch: Vec<Event>,
+    /// Where in `batch` a ring's drops left a gap: (events before it, the ring's thread).
+    gaps: Vec<(usize, ThreadId)>,
     depths: Vec<QueueDepth>,
     /// Drop counts of rings already let go.
     retired_drops: u64,
@@ -247,6 +257,7 @@ impl Collector {
         Collector {
             rings: Vec::new(),
             batch: Vec::new(),
+            gaps: Vec::new(),
             depths: Vec::new(),
             retired_drops: 0,
             next_sample_ns: 0,
@@ -293,9 +304,10 @@ impl Collector {
     fn round(&mut self) {
         self.rings.append(&mut self.core.new_rings.lock());
         self.batch.clear();
+        self.gaps.clear();
         let mut exited = Vec::new();
         let mut fullest = 0;
-        let batch = &mut self.batch;
+        let (batch, gaps) = (&mut self.batch, &mut self.gaps);
         let epoch = self.core.epoch;
         self.rings.retain_mut(|ring| {
             let closed = ring.consumer.is_closed();
@@ -305,6 +317,13 @@ impl Collector {
                 event.ts_ns = epoch.resolve(event.ts_ns); // raw stamps to ns (clock.rs)
                 batch.push(event);
             });
+            // Drops happen while the ring is full, so before this drain freed it: the
+            // missing events come after the ones just drained.
+            let dropped = ring.consumer.dropped();
+            if dropped > ring.dropped_seen {
+                ring.dropped_seen = dropped;
+                gaps.push((batch.len(), thread));
+            }
             fullest = fullest.max(drained);
             if closed {
                 exited.push(thread);
@@ -353,9 +372,16 @@ impl Collector {
                 .sum::<u64>();
         {
             let mut stats = self.core.stats.lock();
-            for event in &self.batch {
-                stats.ingest(event);
+            let mut ingested = 0;
+            for &(end, thread) in &self.gaps {
+                self.batch[ingested..end]
+                    .iter()
+                    .for_each(|e| stats.ingest(e));
+                ingested = end;
+                let last = self.batch[..end].last().filter(|e| e.thread == thread);
+                stats.events_lost(thread, last.map(|event| event.ts_ns));
             }
+            self.batch[ingested..].iter().for_each(|e| stats.ingest(e));
             let now = self.core.epoch.now_ns();
             for &thread in exited {
                 stats.thread_exited(thread, now);

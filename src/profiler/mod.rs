@@ -557,6 +557,7 @@ impl Profiler {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use stats::Activity;
 
     fn small_options() -> ProfilerOptions {
         ProfilerOptions {
@@ -589,6 +590,44 @@ mod tests {
             let message = Profiler::new(zeroed).unwrap_err().to_string();
             assert!(message.contains("positive duration"), "{message}");
         }
+    }
+
+    #[test]
+    fn an_op_whose_end_was_dropped_does_not_run_for_good() {
+        let profiler = Profiler::new(ProfilerOptions {
+            ring_capacity: 4,
+            drain_interval: Duration::from_secs(3600), // only the flush drains
+            busy_drain_interval: Duration::from_secs(3600),
+            ..ProfilerOptions::default()
+        })
+        .unwrap();
+        let (device, name) = (DeviceId::register("gap-cpu"), NameId::intern("gap-op"));
+        let recorder = profiler.clone();
+        let (recorded, wait) = std::sync::mpsc::channel();
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        // The thread stays alive while the snapshot is taken (an exited thread is idle anyway).
+        let thread = std::thread::spawn(move || {
+            recorder.op_start(device, name, OpInfo::new(1));
+            for k in 2..=4 {
+                recorder.op_queued(device, name, OpInfo::new(k)); // the ring is full now
+            }
+            recorder.op_end(device, name, OpInfo::new(1), false); // dropped
+            recorded.send(()).unwrap();
+            let _ = hold.recv();
+        });
+        wait.recv().unwrap();
+        profiler.flush();
+        let snapshot = profiler.snapshot();
+        release.send(()).unwrap();
+        thread.join().unwrap();
+        assert_eq!(snapshot.dropped_events, 1);
+        let worker = snapshot
+            .workers
+            .iter()
+            .find(|w| w.device.as_deref() == Some("gap-cpu"));
+        let worker = worker.unwrap();
+        assert_eq!(worker.current_op, None);
+        assert_ne!(worker.activity, Activity::Running);
     }
 
     #[test]

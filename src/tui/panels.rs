@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use super::source::{DashboardData, DeviceKind, DeviceLayout, StreamLayout};
-use crate::profiler::stats::{DeviceSnapshot, StreamSnapshot, WorkerSnapshot};
+use crate::profiler::stats::{Activity, DeviceSnapshot, StreamSnapshot, WorkerSnapshot};
 
 /// One pool of workers (a device's inter-op pool, its priority pool, the intra-op pool).
 #[derive(Clone, Debug)]
@@ -150,16 +150,63 @@ fn stream_panels<'a>(data: &'a DashboardData, layout: &DeviceLayout) -> Vec<Stre
         .collect()
 }
 
+/// The pool of `device`: its workers, less those a resize retired (their threads exited:
+/// a later `+` starts a new thread under the same index, which takes the row).
 fn pool_panel<'a>(data: &'a DashboardData, device: &str) -> PoolPanel<'a> {
     let mut workers: Vec<&WorkerSnapshot> = data
         .snapshot
         .workers
         .iter()
-        .filter(|worker| worker.device.as_deref() == Some(device))
+        .filter(|worker| worker.device.as_deref() == Some(device) && !is_retired(worker))
         .collect();
     workers.sort_by_key(|worker| (worker.worker.unwrap_or(u32::MAX), worker.thread));
     PoolPanel {
         device: data.snapshot.device(device),
         workers,
+    }
+}
+
+/// A pool worker whose thread has exited.
+fn is_retired(worker: &WorkerSnapshot) -> bool {
+    worker.worker.is_some() && worker.activity == Activity::Idle
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker(thread: u32, index: u32, activity: Activity) -> WorkerSnapshot {
+        WorkerSnapshot {
+            thread,
+            name: format!("cpu0-w{index}"),
+            device: Some("cpu0".into()),
+            worker: Some(index),
+            activity,
+            shares: Default::default(),
+            tasks: 0,
+            ops: 0,
+            steals: 0,
+            current_op: None,
+        }
+    }
+
+    #[test]
+    fn workers_a_resize_retired_leave_their_rows_to_the_live_ones() {
+        let mut data = DashboardData::default();
+        data.snapshot.devices.push(DeviceSnapshot {
+            name: "cpu0".into(),
+            ..DeviceSnapshot::default()
+        });
+        // w1 retired twice (`-`, `+`, `-`, `+`): two exited threads, then the live one.
+        data.snapshot.workers = vec![
+            worker(10, 0, Activity::Running),
+            worker(11, 1, Activity::Idle),
+            worker(12, 1, Activity::Idle),
+            worker(13, 1, Activity::Parked),
+            worker(14, 2, Activity::Idle), // retired by the last `-`
+        ];
+        let panels = device_panels(&data);
+        let threads: Vec<u32> = panels[0].pool.workers.iter().map(|w| w.thread).collect();
+        assert_eq!(threads, [10, 13]);
     }
 }
