@@ -160,19 +160,26 @@ fn bad_flags_are_clear_errors() {
     fails_with(
         &[SMALL_CHAIN, &["--iterations", "0"]].concat(),
         2,
-        "invalid value '0' for '--iterations <N>': expected a whole number of iterations, at \
-         least 1",
+        "invalid value '0' for '--iterations <N>': expected a whole number of iterations from \
+         1 to 18446744073709551615",
+    );
+    fails_with(
+        &[SMALL_CHAIN, &["--iterations", "99999999999999999999"]].concat(),
+        2,
+        "expected a whole number of iterations from 1 to 18446744073709551615",
     );
     fails_with(
         &[SMALL_CHAIN, &["--iterations", "2", "--duration", "1"]].concat(),
         2,
         "the argument '--iterations <N>' cannot be used with '--duration <S>'",
     );
-    fails_with(
-        &[SMALL_CHAIN, &["--duration", "0"]].concat(),
-        2,
-        "expected a number of seconds above 0",
-    );
+    for duration in ["0", "1e-12", "1e10"] {
+        fails_with(
+            &[SMALL_CHAIN, &["--duration", duration]].concat(),
+            2,
+            "expected a number of seconds from 0.001 to 1e9 (1 ms to about 31 years)",
+        );
+    }
     fails_with(
         &[SMALL_CHAIN, &["--engine", "fast"]].concat(),
         2,
@@ -335,4 +342,227 @@ fn the_gemm_peak_can_be_measured_around_the_run() {
         text(&both.stderr)
     );
     let _ = std::fs::remove_dir_all(cache);
+}
+
+/// A workload file in a scratch directory: `ops` sleeping ops of `us` microseconds each,
+/// one after the other (each writes the same tensor).
+fn sleeping_workload(name: &str, ops: usize, us: u64) -> PathBuf {
+    let dir = scratch(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = format!(
+        "description = \"{ops} sleeps of {us} us\"\n[[tensor]]\nname = \"t\"\nshape = [1]\n"
+    );
+    for i in 0..ops {
+        text += &format!(
+            "[[op]]\nname = \"nap{i}\"\nkernel = \"sleep_us\"\nwrites = [\"t\"]\n\
+             params = {{ us = {us} }}\n"
+        );
+    }
+    let path = dir.join("sleep.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `--duration` stops queuing iterations once the time is up: an iteration that takes 400 ms
+/// under a 50 ms duration runs once (it used to run three times: two queued ahead, and one
+/// more queued after waiting for the first).
+#[test]
+fn a_duration_ends_within_about_one_iteration_of_its_deadline() {
+    let path = sleeping_workload("duration", 1, 400_000);
+    let path_text = path.to_str().unwrap();
+    let args = ["--workload", path_text, "--no-profile", "--summary", "json"];
+    let json = json_summary(&[&args[..], &["--gemm-peak", "1", "--duration", "0.05"]].concat());
+    assert_eq!(json["iterations"], 1, "{json}");
+    assert!(json["elapsed_s"].as_f64().unwrap() < 0.8, "{json}");
+    // With time for several, it still runs several and stops near the deadline.
+    let path = sleeping_workload("duration-short", 2, 10_000);
+    let path_text = path.to_str().unwrap();
+    let args = ["--workload", path_text, "--no-profile", "--summary", "json"];
+    let json = json_summary(&[&args[..], &["--gemm-peak", "1", "--duration", "0.3"]].concat());
+    let iterations = json["iterations"].as_u64().unwrap();
+    assert!((2..=15).contains(&iterations), "{json}");
+    assert!(json["elapsed_s"].as_f64().unwrap() < 0.3 + 0.2, "{json}");
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}
+
+/// A `--trace` path that cannot be written is refused before the run, with one message.
+#[test]
+fn a_bad_trace_path_is_refused_before_the_run() {
+    let dir = scratch("trace-path");
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("nope").join("x.json");
+    let started = std::time::Instant::now();
+    let args = [SMALL_CHAIN, &["--duration", "30", "--gemm-peak", "1"]].concat();
+    let output = enginetop(&[&args[..], &["--trace", missing.to_str().unwrap()]].concat());
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    assert!(started.elapsed().as_secs() < 20, "the run went ahead");
+    assert_eq!(text(&output.stdout), "");
+    let stderr = text(&output.stderr);
+    assert_eq!(
+        stderr,
+        format!(
+            "error: --trace {}: {} does not exist; create it, or name a file in an existing \
+             directory\n",
+            missing.display(),
+            dir.join("nope").display()
+        )
+    );
+    let output = enginetop(&[&args[..], &["--trace", dir.to_str().unwrap()]].concat());
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains(&format!(
+            "--trace {} is a directory: name a file, e.g. {}",
+            dir.display(),
+            dir.join("trace.json").display()
+        )),
+        "{}",
+        text(&output.stderr)
+    );
+    assert!(
+        std::fs::read_dir(&dir).unwrap().next().is_none(),
+        "left a file behind"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The limit that errors recommend raising is a flag of the run command.
+#[test]
+fn max_threads_is_a_flag_and_the_limit_errors_name_it() {
+    let help = enginetop(&["--help"]);
+    assert!(
+        text(&help.stdout).contains("--max-threads <N>"),
+        "{}",
+        text(&help.stdout)
+    );
+    let args = [SMALL_CHAIN, &["--iterations", "1", "--gemm-peak", "1"]].concat();
+    fails_with(
+        &[&args[..], &["--inter", "100000"]].concat(),
+        1,
+        "or raise the limit with ENGINETOP_MAX_THREADS or --max-threads (up to 4096)",
+    );
+    fails_with(
+        &[&args[..], &["--max-threads", "2", "--inter", "3"]].concat(),
+        1,
+        "--inter-op-threads 3 is too many threads: expected at most max_threads = 2",
+    );
+    fails_with(
+        &[&args[..], &["--max-threads", "0"]].concat(),
+        1,
+        "--max-threads 0 is not a usable thread limit: expected a whole number from 1 to 4096",
+    );
+    let json = json_summary(
+        &[
+            &args[..],
+            &[
+                "--max-threads",
+                "3",
+                "--inter",
+                "3",
+                "--intra",
+                "1",
+                "--summary",
+                "json",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(json["inter"], 3, "{json}");
+}
+
+/// A sleep longer than a minute is refused when the file loads, pointing at the value.
+#[test]
+fn a_sleep_over_a_minute_is_refused_at_load() {
+    let path = sleeping_workload("long-sleep", 1, 100_000_000_000);
+    let path_text = path.to_str().unwrap();
+    fails_with(
+        &["--workload", path_text, "--iterations", "1"],
+        1,
+        ":9:17: op \"nap0\" (sleep_us): parameter us = 100000000000: expected an integer from \
+         0 to 60000000",
+    );
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}
+
+/// The MemAvailable line of /proc/meminfo, in bytes.
+fn mem_available() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo
+        .lines()
+        .find(|line| line.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Tensors that fit the fixed cap but not this machine's memory are refused before anything
+/// is allocated, with the sizes and the fix (instead of the OOM killer's silent exit 137).
+#[test]
+fn tensors_bigger_than_the_memory_available_are_refused_up_front() {
+    let Some(available) = mem_available() else {
+        return; // no /proc/meminfo: only the fixed cap applies
+    };
+    // One tensor per GiB above what is available, under the 64 GiB cap (and 4 Gi elements).
+    let gib = available.div_ceil(1 << 30) + 1;
+    if gib > 60 {
+        return; // this machine has more memory than the cap: the loader refuses first
+    }
+    let dir = scratch("memory");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = "description = \"more than the memory\"\n".to_string();
+    for i in 0..gib {
+        text += &format!("[[tensor]]\nname = \"t{i}\"\nshape = [268435456]\n");
+    }
+    text += "[[op]]\nname = \"touch\"\nkernel = \"fold\"\nwrites = [\"t0\"]\n";
+    let path = dir.join("big.toml");
+    std::fs::write(&path, text).unwrap();
+    let started = std::time::Instant::now();
+    fails_with(
+        &[
+            "--workload",
+            path.to_str().unwrap(),
+            "--iterations",
+            "1",
+            "--gemm-peak",
+            "1",
+        ],
+        1,
+        &format!("error: the workload's tensors need {gib}.0 GiB, but only "),
+    );
+    fails_with(
+        &[
+            "--workload",
+            path.to_str().unwrap(),
+            "--iterations",
+            "1",
+            "--gemm-peak",
+            "1",
+        ],
+        1,
+        "of memory is available (MemAvailable in /proc/meminfo); make the workload smaller with \
+         --set (e.g. a smaller size or batch)",
+    );
+    assert!(started.elapsed().as_secs() < 20, "it allocated first");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A trace that fails to write after the run (here a full device) does not lose the run: the
+/// summary is printed, then the error, once (the OS error used to appear twice), exit 1.
+#[test]
+fn a_trace_that_fails_after_the_run_still_prints_the_summary() {
+    if !std::path::Path::new("/dev/full").exists() {
+        return;
+    }
+    let args = [SMALL_CHAIN, &["--iterations", "2", "--gemm-peak", "1"]].concat();
+    let output = enginetop(&[&args[..], &["--trace", "/dev/full"]].concat());
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).starts_with("chain: 2 iterations in "),
+        "{}",
+        text(&output.stdout)
+    );
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("error: could not write the trace to `/dev/full`: "),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("(os error 28)").count(), 1, "{stderr}");
 }

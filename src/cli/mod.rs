@@ -3,7 +3,8 @@
 //! ```text
 //! enginetop --workload NAME|PATH [--set NAME=VALUE]... [--iterations N | --duration S]
 //!           [--engine naive|pooled|per-device] [--pool simple|eigen|chase-lev]
-//!           [--inter N] [--intra M] [--gpus ...] [--trace FILE] [--summary table|json]
+//!           [--inter N] [--intra M] [--max-threads N] [--gpus ...] [--trace FILE]
+//!           [--summary table|json]
 //!           [--headless] [--gemm-peak GFLOPS]
 //! enginetop bench pool [--pool simple|eigen|chase-lev|rayon|all] [--threads T] [--json]
 //!                      [--reps N] [--bench spawn,tree,parallel_for,wake_hot,wake_cold] [--quick]
@@ -75,10 +76,28 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", error_text(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// `err` and its causes, `: `-separated like `{:#}`, leaving out a cause that its error's
+/// message already quotes (`could not write ...: No such file ...; check ...` would else
+/// end with the OS error a second time).
+fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -92,5 +111,28 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Devices(args)) => devices::devices(&args, &overrides),
         Some(Command::Trace(args)) => trace::run(&args),
         None => run::run_main(&cli.run, overrides),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("could not write `x`: {source}; check the path")]
+    struct Quoting {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_the_message_already_quotes_is_not_repeated() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let err = anyhow::Error::new(Quoting { source: io() });
+        assert_eq!(
+            error_text(&err),
+            "could not write `x`: no such file; check the path"
+        );
+        let wrapped = anyhow::Error::new(io()).context("reading the workload");
+        assert_eq!(error_text(&wrapped), "reading the workload: no such file");
     }
 }

@@ -77,6 +77,11 @@ pub(super) struct RunArgs {
     #[arg(long = "intra", visible_alias = "intra-op-threads", value_name = "M")]
     intra: Option<usize>,
 
+    /// The most threads one pool may have: larger --inter/--intra counts are refused
+    /// (1 to 4096) [env: ENGINETOP_MAX_THREADS; default: 128 or one per CPU if more].
+    #[arg(long, value_name = "N")]
+    max_threads: Option<usize>,
+
     /// Export a Chrome trace of the run (the profiler's last seconds) to FILE.
     #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
     trace: Option<PathBuf>,
@@ -117,15 +122,28 @@ const DEFAULT_RUN_SECONDS: u64 = 3;
 fn parse_iterations(text: &str) -> Result<u64, String> {
     match text.trim().parse::<u64>() {
         Ok(count) if count >= 1 => Ok(count),
-        _ => Err("expected a whole number of iterations, at least 1".to_string()),
+        _ => Err(format!(
+            "expected a whole number of iterations from 1 to {}",
+            u64::MAX
+        )),
     }
 }
+
+/// The shortest `--duration`: less is too short for one op to be measured.
+const MIN_SECONDS: f64 = 0.001;
+/// The longest `--duration` (about 31 years).
+const MAX_SECONDS: f64 = 1e9;
 
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     let seconds = text.trim().trim_end_matches('s');
     match seconds.parse::<f64>() {
-        Ok(value) if value > 0.0 && value <= 1e9 => Ok(Duration::from_secs_f64(value)),
-        _ => Err("expected a number of seconds above 0, e.g. 10 or 2.5".to_string()),
+        Ok(value) if (MIN_SECONDS..=MAX_SECONDS).contains(&value) => {
+            Ok(Duration::from_secs_f64(value))
+        }
+        _ => Err(format!(
+            "expected a number of seconds from {MIN_SECONDS} to {MAX_SECONDS:e} (1 ms to about \
+             31 years), e.g. 10 or 2.5"
+        )),
     }
 }
 
@@ -153,10 +171,14 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         pool_kind: args.pool,
         inter_op_threads: args.inter,
         intra_op_threads: args.intra,
+        max_threads: args.max_threads,
         ..overrides
     })?;
     for warning in config.warnings() {
         eprintln!("warning: {warning}");
+    }
+    if let Some(path) = &args.trace {
+        super::trace::check_trace_path("--trace", path)?;
     }
     let graph = workload::load_spec(spec, &workload::Overrides::from_args(&args.set)?)?;
     if !args.headless && std::io::stdout().is_terminal() {
@@ -201,8 +223,9 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         let engine = enginetop::engine::EngineOptions::from_config(&options.config);
         enginetop::profiler::stream_probe::describe_gpus(&profiler, &engine); // GPU models
     }
-    export_trace(args, &profiler)?;
-    print_summary(args, &summary)
+    // The summary first: a trace that cannot be written after all does not lose the run.
+    print_summary(args, &summary)?;
+    export_trace(args, &profiler)
 }
 
 /// The run's hooks into `profiler`: engine ops, the intra-op pool's workers, the summary's
@@ -342,4 +365,33 @@ fn progress_bar() -> Box<dyn FnMut(Progress) + Send> {
         };
         let _ = stderr.flush();
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_outside_1_ms_to_1e9_s_are_refused_naming_the_range() {
+        assert_eq!(parse_seconds("2.5s"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_seconds("0.001"), Ok(Duration::from_millis(1)));
+        assert!(parse_seconds("1e9").is_ok());
+        let range = "expected a number of seconds from 0.001 to 1e9 (1 ms to about 31 years)";
+        for bad in ["1e10", "1e-12", "0", "-1", "nan", "inf", "soon"] {
+            let message = parse_seconds(bad).unwrap_err();
+            assert!(message.starts_with(range), "{bad}: {message}");
+        }
+    }
+
+    #[test]
+    fn iteration_counts_outside_1_to_u64_max_are_refused_naming_the_range() {
+        assert_eq!(parse_iterations("7"), Ok(7));
+        for bad in ["0", "99999999999999999999", "-1", "many"] {
+            assert_eq!(
+                parse_iterations(bad).unwrap_err(),
+                "expected a whole number of iterations from 1 to 18446744073709551615",
+                "{bad}"
+            );
+        }
+    }
 }

@@ -1,4 +1,6 @@
 //! `enginetop trace ...`: check a Chrome trace file, or record a demo one.
+use std::path::Path;
+
 use anyhow::{Context, Result};
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
@@ -47,6 +49,46 @@ pub(super) fn run(args: &TraceArgs) -> Result<()> {
     }
 }
 
+/// Checks, before a run, that a trace can be written to `path` (given with `flag`): its
+/// directory exists and `path` is not a directory; a file that is not there yet is created
+/// and removed again, so a run is not spent before a path that cannot be written.
+pub(super) fn check_trace_path(flag: &str, path: &Path) -> Result<()> {
+    let shown = path.display();
+    if path.is_dir() {
+        anyhow::bail!(
+            "{flag} {shown} is a directory: name a file, e.g. {}",
+            path.join("trace.json").display()
+        );
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        let problem = match dir.exists() {
+            true => "is not a directory",
+            false => "does not exist",
+        };
+        anyhow::bail!(
+            "{flag} {shown}: {} {problem}; create it, or name a file in an existing directory",
+            dir.display()
+        );
+    }
+    let existed = path.exists();
+    let opened = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path);
+    if let Err(error) = opened {
+        anyhow::bail!("{flag} {shown} cannot be written ({error}); name a writable file");
+    }
+    if !existed {
+        let _ = std::fs::remove_file(path); // best effort: the export creates it again
+    }
+    Ok(())
+}
+
 /// `enginetop trace validate FILE`: prints what the trace holds, or every problem (exit 1).
 pub(super) fn trace_validate(file: &std::path::Path) -> Result<()> {
     let summary = validate::validate_file(file)
@@ -64,6 +106,7 @@ pub(super) fn trace_validate(file: &std::path::Path) -> Result<()> {
 
 /// `enginetop trace demo`: a profiled pool workload, exported and validated.
 fn trace_demo(args: &TraceDemoArgs) -> Result<()> {
+    check_trace_path("--out", &args.out)?;
     let profiler = Profiler::new(ProfilerOptions::default())?;
     let options = DemoOptions {
         kind: args.pool.parse::<PoolKind>()?,

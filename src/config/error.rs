@@ -47,9 +47,10 @@ impl fmt::Display for Origin {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// Not a whole number >= 0.
+    /// Not a whole number from 0 to `max_threads`.
     #[error(
-        "{} is not a thread count: expected a whole number >= 0 (0 = one per CPU); {}",
+        "{} is not a thread count: expected a whole number from 0 to max_threads = {max} \
+         (0 = {zero_means}); {}",
         .setting.assignment(.value), .setting.fix("4")
     )]
     NotAThreadCount {
@@ -57,6 +58,10 @@ pub enum ConfigError {
         setting: Origin,
         /// What it held.
         value: String,
+        /// The `max_threads` in force.
+        max: usize,
+        /// What `0` picks for this setting.
+        zero_means: &'static str,
     },
     /// More threads than `max_threads` allows.
     #[error(

@@ -131,6 +131,16 @@ pub const DEFAULT_CPU_PRIORITY_WORKERS: usize = 4;
 /// MXNet's default GPU compute and copy workers per GPU.
 pub const DEFAULT_GPU_WORKERS: usize = 2;
 
+/// What `0` picks, per thread count, for messages (a test keeps them on the constants).
+const ZERO_IS_PER_CPU: &str = "one per CPU";
+const ZERO_IS_PRIORITY_DEFAULT: &str = "MXNet's default, 4";
+const ZERO_IS_GPU_DEFAULT: &str = "MXNet's default, 2";
+
+/// The range of a thread count under `max` whose `0` means `zero_means`.
+fn count_range(max: usize, zero_means: &'static str) -> CountRange {
+    CountRange { max, zero_means }
+}
+
 impl Default for RuntimeConfig {
     /// TensorFlow's defaults (both counts 0 = pick), the `eigen` pool, spinning allowed.
     fn default() -> Self {
@@ -253,14 +263,14 @@ impl RuntimeConfig {
             &env_var,
             [env::TF_NUM_INTEROP_THREADS, env::ENGINETOP_INTER_OP_THREADS],
             (overrides.inter_op_threads, flag::INTER_OP_THREADS),
-            max,
+            count_range(max, ZERO_IS_PER_CPU),
         )?;
         config.intra_op_threads = layer_thread_count(
             config.intra_op_threads,
             &env_var,
             [env::TF_NUM_INTRAOP_THREADS, env::ENGINETOP_INTRA_OP_THREADS],
             (overrides.intra_op_threads, flag::INTRA_OP_THREADS),
-            max,
+            count_range(max, ZERO_IS_PER_CPU),
         )?;
         config.pool_kind = layer(
             config.pool_kind,
@@ -309,24 +319,24 @@ impl RuntimeConfig {
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
         let max = check_max_threads(Origin::Field("max_threads"), self.max_threads)?;
-        check_thread_count(
-            Origin::Field("inter_op_threads"),
-            self.inter_op_threads,
-            max,
-        )?;
-        check_thread_count(
-            Origin::Field("intra_op_threads"),
-            self.intra_op_threads,
-            max,
-        )?;
-        let engine_counts = [
-            ("cpu_workers", self.cpu_workers),
-            ("cpu_priority_workers", self.cpu_priority_workers),
-            ("gpu_workers", self.gpu_workers),
-            ("gpu_copy_workers", self.gpu_copy_workers),
+        let counts = [
+            ("inter_op_threads", self.inter_op_threads, ZERO_IS_PER_CPU),
+            ("intra_op_threads", self.intra_op_threads, ZERO_IS_PER_CPU),
+            ("cpu_workers", self.cpu_workers, ZERO_IS_PER_CPU),
+            (
+                "cpu_priority_workers",
+                self.cpu_priority_workers,
+                ZERO_IS_PRIORITY_DEFAULT,
+            ),
+            ("gpu_workers", self.gpu_workers, ZERO_IS_GPU_DEFAULT),
+            (
+                "gpu_copy_workers",
+                self.gpu_copy_workers,
+                ZERO_IS_GPU_DEFAULT,
+            ),
         ];
-        for (field, count) in engine_counts {
-            check_thread_count(Origin::Field(field), count, max)?;
+        for (field, count, zero_means) in counts {
+            check_thread_count(Origin::Field(field), count, count_range(max, zero_means))?;
         }
         Ok(())
     }
@@ -403,6 +413,7 @@ impl RuntimeConfig {
                 &mut self.cpu_workers,
                 [env::MXNET_CPU_WORKER_NTHREADS, env::ENGINETOP_CPU_WORKERS],
                 (overrides.cpu_workers, flag::CPU_WORKERS),
+                ZERO_IS_PER_CPU,
             ),
             (
                 &mut self.cpu_priority_workers,
@@ -411,11 +422,13 @@ impl RuntimeConfig {
                     env::ENGINETOP_CPU_PRIORITY_WORKERS,
                 ],
                 (overrides.cpu_priority_workers, flag::CPU_PRIORITY_WORKERS),
+                ZERO_IS_PRIORITY_DEFAULT,
             ),
             (
                 &mut self.gpu_workers,
                 [env::MXNET_GPU_WORKER_NTHREADS, env::ENGINETOP_GPU_WORKERS],
                 (overrides.gpu_workers, flag::GPU_WORKERS),
+                ZERO_IS_GPU_DEFAULT,
             ),
             (
                 &mut self.gpu_copy_workers,
@@ -424,10 +437,12 @@ impl RuntimeConfig {
                     env::ENGINETOP_GPU_COPY_WORKERS,
                 ],
                 (overrides.gpu_copy_workers, flag::GPU_COPY_WORKERS),
+                ZERO_IS_GPU_DEFAULT,
             ),
         ];
-        for (field, names, flag_value) in counts {
-            *field = layer_thread_count(*field, env_var, names, flag_value, max)?;
+        for (field, names, flag_value, zero_means) in counts {
+            let range = count_range(max, zero_means);
+            *field = layer_thread_count(*field, env_var, names, flag_value, range)?;
         }
         Ok(())
     }

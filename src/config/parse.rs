@@ -24,22 +24,31 @@ pub(super) fn layer<T>(
     }
 }
 
+/// The accepted range of a thread count: `0..=max`, where `0` means `zero_means`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CountRange {
+    /// The `max_threads` in force.
+    pub(super) max: usize,
+    /// What `0` picks, for messages (`one per CPU`, `MXNet's default, 4`).
+    pub(super) zero_means: &'static str,
+}
+
 /// [`layer`] for a thread count: TensorFlow's variable, then ours, then the flag, each checked
-/// against `max`.
+/// against `range`.
 pub(super) fn layer_thread_count(
     default: usize,
     lookup: &impl Fn(&'static str) -> Option<String>,
     [tf_name, our_name]: [&'static str; 2],
     (flag_value, flag_name): (Option<usize>, &'static str),
-    max: usize,
+    range: CountRange,
 ) -> Result<usize, ConfigError> {
     layer(
         default,
         lookup,
         &[tf_name, our_name],
-        |origin, text| parse_thread_count(origin, text, max),
+        |origin, text| parse_thread_count(origin, text, range),
         flag_value,
-        |value| check_thread_count(Origin::Flag(flag_name), value, max),
+        |value| check_thread_count(Origin::Flag(flag_name), value, range),
     )
 }
 
@@ -57,7 +66,7 @@ pub(super) fn read_set(lookup: &impl Fn(&str) -> Option<String>, name: &str) -> 
 pub(super) fn parse_thread_count(
     setting: Origin,
     text: &str,
-    max: usize,
+    CountRange { max, zero_means }: CountRange,
 ) -> Result<usize, ConfigError> {
     let digits = text.trim();
     match digits.parse::<usize>() {
@@ -66,6 +75,8 @@ pub(super) fn parse_thread_count(
             Err(ConfigError::NotAThreadCount {
                 setting,
                 value: text.to_string(),
+                max,
+                zero_means,
             })
         }
         _ => Err(ConfigError::TooManyThreads {
@@ -79,9 +90,9 @@ pub(super) fn parse_thread_count(
 pub(super) fn check_thread_count(
     setting: Origin,
     count: usize,
-    max: usize,
+    range: CountRange,
 ) -> Result<usize, ConfigError> {
-    parse_thread_count(setting, &count.to_string(), max)
+    parse_thread_count(setting, &count.to_string(), range)
 }
 
 pub(super) fn parse_max_threads(setting: Origin, text: &str) -> Result<usize, ConfigError> {

@@ -174,8 +174,31 @@ fn zero_resolves_to_at_most_max_threads() {
 fn a_word_for_a_thread_count_names_variable_value_and_fix() {
     assert_eq!(
         load_err(&[("TF_NUM_INTRAOP_THREADS", "lots")]),
-        "TF_NUM_INTRAOP_THREADS=\"lots\" is not a thread count: expected a whole number \
-         >= 0 (0 = one per CPU); unset it or set e.g. TF_NUM_INTRAOP_THREADS=4"
+        format!(
+            "TF_NUM_INTRAOP_THREADS=\"lots\" is not a thread count: expected a whole number \
+             from 0 to max_threads = {} (0 = one per CPU); unset it or set e.g. \
+             TF_NUM_INTRAOP_THREADS=4",
+            RuntimeConfig::default().max_threads
+        )
+    );
+}
+
+/// The engine's priority and GPU pools read `0` as MXNet's defaults, and say so.
+#[test]
+fn a_bad_engine_count_says_what_zero_picks_for_it() {
+    let priority = load_err(&[("MXNET_CPU_PRIORITY_NTHREADS", "x")]);
+    let zero = format!("(0 = MXNet's default, {DEFAULT_CPU_PRIORITY_WORKERS})");
+    assert!(priority.contains(&zero), "{priority}");
+    let copy = load_err(&[("MXNET_GPU_COPY_NTHREADS", "x")]);
+    let zero = format!("(0 = MXNet's default, {DEFAULT_GPU_WORKERS})");
+    assert!(copy.contains(&zero), "{copy}");
+    let config = RuntimeConfig {
+        cpu_priority_workers: 0,
+        ..Default::default()
+    };
+    assert_eq!(
+        config.resolved_engine_workers().cpu_priority,
+        DEFAULT_CPU_PRIORITY_WORKERS
     );
 }
 

@@ -61,6 +61,21 @@ impl TensorDecl {
     }
 }
 
+/// `bytes` for people: `512 B`, `3.0 KiB`, `1.5 MiB`, `22.4 GiB`.
+pub(crate) fn bytes_text(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// One op to push: its kernel, operands, dependencies, device, property and priority.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpDecl {
@@ -199,5 +214,19 @@ impl Graph {
     pub fn uses_gpu(&self) -> bool {
         self.tensors.iter().any(|tensor| tensor.device.is_gpu())
             || self.ops.iter().any(|op| op.device.is_gpu())
+    }
+}
+
+#[cfg(test)]
+mod bytes_tests {
+    use super::bytes_text;
+
+    #[test]
+    fn bytes_read_in_binary_units() {
+        assert_eq!(bytes_text(512), "512 B");
+        assert_eq!(bytes_text(3 << 10), "3.0 KiB");
+        assert_eq!(bytes_text(3 << 19), "1.5 MiB");
+        assert_eq!(bytes_text(64 << 30), "64.0 GiB");
+        assert_eq!(bytes_text(u64::MAX), "16777216.0 TiB");
     }
 }

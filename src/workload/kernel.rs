@@ -99,10 +99,12 @@ impl Operands {
 /// The type and range of a kernel parameter.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ParamKind {
-    /// An integer at least this.
+    /// An integer from `min` to `max`.
     Int {
         /// Smallest accepted value.
         min: i64,
+        /// Largest accepted value (`i64::MAX`: no limit).
+        max: i64,
     },
     /// A float greater than zero.
     PositiveFloat,
@@ -140,9 +142,13 @@ impl fmt::Display for ParamValue {
 }
 
 const fn int(name: &'static str, min: i64, default: Option<i64>) -> ParamSpec {
+    int_up_to(name, min, i64::MAX, default)
+}
+
+const fn int_up_to(name: &'static str, min: i64, max: i64, default: Option<i64>) -> ParamSpec {
     ParamSpec {
         name,
-        kind: ParamKind::Int { min },
+        kind: ParamKind::Int { min, max },
         default: match default {
             Some(value) => Some(ParamValue::Int(value)),
             None => None,
@@ -174,8 +180,11 @@ const SGD_PARAMS: &[ParamSpec] = &[ParamSpec {
     kind: ParamKind::PositiveFloat,
     default: Some(ParamValue::Float(0.01)),
 }];
-const SUM_EXPR_PARAMS: &[ParamSpec] = &[int("us", 0, Some(0))];
-const SLEEP_PARAMS: &[ParamSpec] = &[int("us", 0, None)];
+/// The longest sleep an op may ask for, in microseconds (60 s): more is a typo, not a
+/// workload.
+pub const MAX_SLEEP_US: i64 = 60_000_000;
+const SUM_EXPR_PARAMS: &[ParamSpec] = &[int_up_to("us", 0, MAX_SLEEP_US, Some(0))];
+const SLEEP_PARAMS: &[ParamSpec] = &[int_up_to("us", 0, MAX_SLEEP_US, None)];
 
 /// A tensor handed to a shape rule: its name (for messages) and shape.
 #[derive(Clone, Copy, Debug)]

@@ -9,7 +9,7 @@ use super::device::{Context, Dtype, FnProperty, Init};
 use super::error::{comma_list, LoadResult, Located, Position, Problem};
 use super::expand::{Expanded, RawOp, RawTensor, SpannedText, LIST_NAMES};
 use super::expr::Value;
-use super::graph::{Graph, OpDecl, TensorDecl, TensorId};
+use super::graph::{bytes_text, Graph, OpDecl, TensorDecl, TensorId};
 use super::kernel::{numel, KernelKind, KernelParams, Operand, Operands, ParamKind, ParamValue};
 
 /// Elements in one tensor.
@@ -190,12 +190,15 @@ impl Resolver<'_> {
         if self.total_bytes > MAX_TOTAL_BYTES {
             return Err(Located::at(
                 raw.shape_span.clone(),
-                Problem::Limit {
-                    what: format!(
-                        "the tensors' memory (reached at {:?} {shape_text})",
-                        raw.name.0
+                Problem::BadShape {
+                    tensor: raw.name.0.clone(),
+                    shape: shape_text,
+                    detail: format!(
+                        "the tensors' memory reaches {} here: expected at most {}; make the \
+                         workload smaller with --set (e.g. a smaller size or batch)",
+                        bytes_text(self.total_bytes),
+                        bytes_text(MAX_TOTAL_BYTES)
                     ),
-                    max: MAX_TOTAL_BYTES,
                 },
             ));
         }
@@ -587,7 +590,8 @@ fn kernel_params(raw: &RawOp, kernel: KernelKind) -> LoadResult<KernelParams> {
         let value = match given {
             Some((name, value, span)) => param_value(spec.kind, value).ok_or_else(|| {
                 let expected = match spec.kind {
-                    ParamKind::Int { min } => format!("an integer >= {min}"),
+                    ParamKind::Int { min, max: i64::MAX } => format!("an integer >= {min}"),
+                    ParamKind::Int { min, max } => format!("an integer from {min} to {max}"),
                     ParamKind::PositiveFloat => "a number > 0".to_string(),
                     ParamKind::Flag => "0, 1, false or true".to_string(),
                 };
@@ -618,7 +622,9 @@ fn params_int(params: &[(&'static str, ParamValue)], name: &str) -> i64 {
 
 fn param_value(kind: ParamKind, value: &Value) -> Option<ParamValue> {
     match (kind, value) {
-        (ParamKind::Int { min }, Value::Int(n)) if *n >= min => Some(ParamValue::Int(*n)),
+        (ParamKind::Int { min, max }, Value::Int(n)) if (min..=max).contains(n) => {
+            Some(ParamValue::Int(*n))
+        }
         (ParamKind::Flag, Value::Int(n)) if matches!(n, 0 | 1) => Some(ParamValue::Int(*n)),
         (ParamKind::Flag, Value::Bool(truth)) => Some(ParamValue::Int(i64::from(*truth))),
         (ParamKind::PositiveFloat, Value::Int(n)) if *n > 0 => Some(ParamValue::Float(*n as f64)),
@@ -630,10 +636,10 @@ fn param_value(kind: ParamKind, value: &Value) -> Option<ParamValue> {
             .ok()
             .filter(|f| f.is_finite() && *f > 0.0)
             .map(ParamValue::Float),
-        (ParamKind::Int { min }, Value::Text(text)) => text
+        (ParamKind::Int { min, max }, Value::Text(text)) => text
             .parse::<i64>()
             .ok()
-            .filter(|n| *n >= min)
+            .filter(|n| (min..=max).contains(n))
             .map(ParamValue::Int),
         _ => None,
     }

@@ -20,7 +20,7 @@ use super::error::RunError;
 use super::hooks::{ProfilerReport, Progress, RunHooks};
 use super::live::{DriverHandle, RunControl};
 use super::plan::{check_dtypes, PreparedOp};
-use super::storage::TensorStore;
+use super::storage::{check_memory, TensorStore};
 use super::summary::{RunSettings, RunSummary};
 
 /// Iterations pushed and not yet finished, at most: iteration `i` is pushed once `i - 2` is
@@ -35,8 +35,9 @@ const ITERATION_END: &str = "iteration_end";
 pub enum RunLength {
     /// Exactly this many iterations.
     Iterations(u64),
-    /// Iterations until this much time has passed (at least one; the last one started
-    /// before the time was up finishes).
+    /// Iterations until this much time has passed (at least one). An iteration is queued
+    /// only while it can still start in time (the time is not up, and the ones in flight are
+    /// expected to finish before it is), so a run ends within about one iteration of it.
     Duration(Duration),
     /// Iterations until [`DriverHandle::stop`] (at least one): the dashboard's default.
     UntilStopped,
@@ -51,16 +52,39 @@ impl RunLength {
         }
     }
 
-    /// Whether to push another iteration (every length runs at least one).
-    fn wants_another(self, pushed: u64, elapsed: Duration, stopped: bool) -> bool {
+    /// Whether to push another iteration (every length runs at least one). `pace` is the
+    /// time one iteration takes so far (elapsed time over iterations done; `None` before
+    /// one is done): a timed run queues another only if the iteration ahead of it should
+    /// finish before the time is up.
+    fn wants_another(
+        self,
+        pushed: u64,
+        elapsed: Duration,
+        stopped: bool,
+        pace: Option<Duration>,
+    ) -> bool {
         match self {
             _ if pushed == 0 => true,
             _ if stopped => false,
             RunLength::Iterations(total) => pushed < total,
-            RunLength::Duration(total) => elapsed < total,
+            RunLength::Duration(total) => elapsed.saturating_add(pace.unwrap_or_default()) < total,
             RunLength::UntilStopped => true,
         }
     }
+
+    /// The time left before a timed run's deadline (`None` for the other lengths).
+    fn time_left(self, elapsed: Duration) -> Option<Duration> {
+        match self {
+            RunLength::Duration(total) => Some(total.saturating_sub(elapsed)),
+            _ => None,
+        }
+    }
+}
+
+/// The time per iteration so far: `elapsed` over `done` (`None` when none is done).
+fn pace(elapsed: Duration, done: u64) -> Option<Duration> {
+    let done = u32::try_from(done).unwrap_or(u32::MAX);
+    (done > 0).then(|| elapsed / done)
 }
 
 /// What one [`Driver::run`] did.
@@ -103,6 +127,21 @@ impl IterationLatch {
         let mut done = self.done.lock();
         while *done < count {
             done = self.changed.wait(done);
+        }
+        *done
+    }
+
+    /// Waits until `count` iterations have finished or `timeout` has passed; returns how
+    /// many have.
+    fn wait_at_most(&self, count: u64, timeout: Duration) -> u64 {
+        let start = Instant::now();
+        let mut done = self.done.lock();
+        while *done < count {
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            done = self.changed.wait_timeout(done, left);
         }
         *done
     }
@@ -186,6 +225,9 @@ impl Driver {
     /// says (engine CPU workers = the inter-op threads).
     pub fn new(graph: Graph, config: &RuntimeConfig, hooks: &RunHooks) -> Result<Driver, RunError> {
         check_dtypes(&graph)?;
+        // First, so a workload too big for the memory fails before any thread starts.
+        check_memory(&graph)?;
+        let store = TensorStore::allocate(&graph.tensors)?;
         let settings = RunSettings::from_config(config);
         let engine = start_engine(config, hooks)?;
         let intra = std::sync::Arc::new(start_intra_pool(config, settings.intra, hooks)?);
@@ -193,7 +235,6 @@ impl Driver {
             .watch_queues
             .as_ref()
             .map(|watch| watch(&engine.queue_probe(), &intra));
-        let store = TensorStore::allocate(&graph.tensors)?;
         let vars: Vec<Var> = (0..store.len()).map(|_| engine.new_variable()).collect();
         let mut lanes: Vec<Lane> = Vec::new();
         let ops: Vec<PreparedOp> = graph
@@ -246,7 +287,14 @@ impl Driver {
         let control = Arc::clone(&self.control);
         let elapsed = move || control.elapsed();
         let mut pushed = 0;
-        while length.wants_another(pushed, elapsed(), self.control.stop_requested()) {
+        let (control, shared) = (Arc::clone(&self.control), Arc::clone(&self.shared));
+        let wants_another = |pushed: u64| {
+            let elapsed = elapsed();
+            let done = shared.iterations_done().saturating_sub(first);
+            let stopped = control.stop_requested();
+            length.wants_another(pushed, elapsed, stopped, pace(elapsed, done))
+        };
+        while wants_another(pushed) {
             if pushed >= ITERATIONS_IN_FLIGHT {
                 let done = self.wait_for_iterations(first + pushed + 1 - ITERATIONS_IN_FLIGHT);
                 progress(Progress {
@@ -257,6 +305,13 @@ impl Driver {
                 if self.engine.stats().failed_ops > failed_before {
                     break; // wait_for_all reports it; the queued iterations skip their ops
                 }
+            } else if let (1, Some(left)) = (pushed, length.time_left(elapsed())) {
+                // A timed run learns how long an iteration takes before queuing a second.
+                self.shared.iterations.wait_at_most(first + 1, left);
+            }
+            // The wait may have run past the deadline, or a stop came: ask again.
+            if !wants_another(pushed) {
+                break;
             }
             self.push_iteration()?;
             pushed += 1;
@@ -527,4 +582,49 @@ fn pool_delta(before: &PoolStats, mut after: PoolStats) -> PoolStats {
     after.inline_runs -= before.inline_runs.min(after.inline_runs);
     after.panics -= before.panics.min(after.panics);
     after
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_timed_run_queues_no_iteration_that_would_start_after_the_deadline() {
+        let length = RunLength::Duration(100 * MS);
+        assert!(
+            length.wants_another(0, 500 * MS, false, None),
+            "one always runs"
+        );
+        assert!(length.wants_another(1, 10 * MS, false, None));
+        assert!(!length.wants_another(2, 100 * MS, false, Some(50 * MS)));
+        // 60 ms in, 30 ms an iteration: the one ahead ends at 90 ms, the next starts in time.
+        assert!(length.wants_another(2, 60 * MS, false, Some(30 * MS)));
+        // 80 ms in, 30 ms an iteration: the one ahead ends past the deadline.
+        assert!(!length.wants_another(2, 80 * MS, false, Some(30 * MS)));
+        assert!(
+            !length.wants_another(1, 10 * MS, true, None),
+            "a stop ends it"
+        );
+    }
+
+    #[test]
+    fn counted_runs_ignore_the_pace() {
+        let length = RunLength::Iterations(3);
+        assert!(length.wants_another(2, 1000 * MS, false, Some(1000 * MS)));
+        assert!(!length.wants_another(3, MS, false, None));
+        assert_eq!(length.time_left(MS), None);
+        assert_eq!(RunLength::Duration(5 * MS).time_left(2 * MS), Some(3 * MS));
+        assert_eq!(pace(90 * MS, 3), Some(30 * MS));
+        assert_eq!(pace(90 * MS, 0), None);
+    }
+
+    #[test]
+    fn the_latch_wait_gives_up_after_its_timeout() {
+        let latch = IterationLatch::default();
+        assert_eq!(latch.wait_at_most(1, 5 * MS), 0);
+        latch.finish(0);
+        assert_eq!(latch.wait_at_most(1, Duration::from_secs(60)), 1);
+    }
 }

@@ -3,6 +3,7 @@
 
 use crate::engine::{EngineError, FailureCause, OpFailure};
 use crate::pool::{PoolError, PoolKind};
+use crate::workload::graph::bytes_text;
 use crate::workload::{Context, Dtype};
 
 /// Why a run could not start or did not finish. Messages name the op, tensor or setting, and
@@ -49,14 +50,30 @@ pub enum RunError {
     },
     /// A tensor's buffer could not be allocated.
     #[error(
-        "tensor \"{tensor}\" needs {bytes} bytes, which could not be allocated; make the \
-         workload smaller (e.g. with --set)"
+        "tensor \"{tensor}\" needs {} ({bytes} bytes), which could not be allocated; make the \
+         workload smaller with --set (e.g. a smaller size or batch)",
+        bytes_text(*bytes)
     )]
     OutOfMemory {
         /// The tensor.
         tensor: String,
         /// Its size in bytes.
         bytes: u64,
+    },
+    /// The tensors need more memory than the machine has available.
+    #[error(
+        "the workload's tensors need {needed}, but only {available} of memory is available \
+         ({source_name}); make the workload smaller with --set (e.g. a smaller size or batch)",
+        needed = bytes_text(*needed),
+        available = bytes_text(*available),
+    )]
+    NotEnoughMemory {
+        /// Bytes the tensors need.
+        needed: u64,
+        /// Bytes available.
+        available: u64,
+        /// Where `available` comes from (`MemAvailable in /proc/meminfo`).
+        source_name: &'static str,
     },
     /// The engine could not be started (or failed outside an op).
     #[error("the {what} failed")]

@@ -5,7 +5,7 @@
 
 use crate::kernels::Tensor;
 use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use crate::workload::{Init, TensorDecl};
+use crate::workload::{Graph, Init, TensorDecl};
 
 use super::error::RunError;
 
@@ -61,7 +61,8 @@ pub(super) struct TensorStore {
 }
 
 impl TensorStore {
-    /// Allocates and initialises every tensor of `decls`.
+    /// Allocates and initialises every tensor of `decls` (check first with
+    /// [`check_memory`]).
     pub(super) fn allocate(decls: &[TensorDecl]) -> Result<Self, RunError> {
         let cells = decls
             .iter()
@@ -156,6 +157,69 @@ fn take_write<'a>(refs: &mut [Option<(usize, &'a mut Tensor)>], index: usize) ->
     refs[slot].take().expect("writes are distinct").1
 }
 
+/// Where [`memory_available`] reads.
+const MEMINFO: &str = "/proc/meminfo";
+
+/// Fails, before anything is allocated, when `graph`'s run needs more memory than is
+/// available ([`memory_needed`], [`check_fits`]).
+pub(super) fn check_memory(graph: &Graph) -> Result<(), RunError> {
+    check_fits(memory_needed(graph), memory_available())
+}
+
+/// Bytes a run of `graph` holds at least: every tensor, plus the copy an op takes of a
+/// tensor it reads and writes ([`TensorStore::with_operands`]), for the largest such tensor.
+pub(super) fn memory_needed(graph: &Graph) -> u64 {
+    let in_place_copy = graph
+        .ops
+        .iter()
+        .flat_map(|op| op.writes.iter().filter(|id| op.reads.contains(id)))
+        .map(|&id| f32_bytes(graph.tensor(id)))
+        .max()
+        .unwrap_or(0);
+    allocation_bytes(&graph.tensors).saturating_add(in_place_copy)
+}
+
+/// Bytes the store allocates for `decls`: every tensor is held as `f32` whatever its dtype.
+fn allocation_bytes(decls: &[TensorDecl]) -> u64 {
+    decls
+        .iter()
+        .fold(0u64, |sum, decl| sum.saturating_add(f32_bytes(decl)))
+}
+
+fn f32_bytes(decl: &TensorDecl) -> u64 {
+    decl.elements()
+        .saturating_mul(std::mem::size_of::<f32>() as u64)
+}
+
+/// Fails when `needed` bytes exceed the `available` memory, before anything is allocated
+/// (an allocation that fits the address space but not the memory ends in the OOM killer,
+/// with no message). `None`: unknown, no check (the loader's fixed cap still holds).
+pub(super) fn check_fits(needed: u64, available: Option<u64>) -> Result<(), RunError> {
+    match available {
+        Some(available) if needed > available => Err(RunError::NotEnoughMemory {
+            needed,
+            available,
+            source_name: "MemAvailable in /proc/meminfo",
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The memory available for new allocations (Linux: `MemAvailable`), `None` where it
+/// cannot be read.
+fn memory_available() -> Option<u64> {
+    mem_available_in(&std::fs::read_to_string(MEMINFO).ok()?)
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes (the file says kB, meaning KiB).
+fn mem_available_in(meminfo: &str) -> Option<u64> {
+    let line = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemAvailable:"))?;
+    let kib = line.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
 /// The tensor `decl` declares, filled per its `init`.
 fn initial_tensor(decl: &TensorDecl) -> Result<Tensor, RunError> {
     let out_of_memory = || RunError::OutOfMemory {
@@ -214,6 +278,63 @@ mod tests {
         assert_ne!(tensor, other);
         let ones = initial_tensor(&decl("b", &[2], Init::Ones)).unwrap();
         assert_eq!(ones.data, [1.0, 1.0]);
+    }
+
+    #[test]
+    fn tensors_that_exceed_the_available_memory_are_refused_with_sizes_and_the_fix() {
+        let decls = [
+            decl("x", &[1 << 28], Init::Zeros),
+            decl("y", &[1 << 28], Init::Ones),
+        ];
+        let needed = allocation_bytes(&decls);
+        assert_eq!(needed, 2 << 30);
+        assert!(check_fits(needed, Some(3 << 30)).is_ok());
+        assert!(check_fits(needed, None).is_ok(), "unknown memory: no check");
+        let message = check_fits(needed, Some(1536 << 20))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            message,
+            "the workload's tensors need 2.0 GiB, but only 1.5 GiB of memory is available \
+             (MemAvailable in /proc/meminfo); make the workload smaller with --set (e.g. a \
+             smaller size or batch)"
+        );
+    }
+
+    #[test]
+    fn an_op_that_reads_and_writes_a_tensor_needs_room_for_its_copy() {
+        let load =
+            |text: &str| crate::workload::load_str(text, "t.toml", &Default::default()).unwrap();
+        let chain = load(
+            r#"description = "in place"
+               tensor = [{ name = "x", shape = [1024] }, { name = "y", shape = [256] }]
+               [[op]]
+               name = "step"
+               kernel = "fold"
+               reads = ["x"]
+               writes = ["x"]
+            "#,
+        );
+        assert_eq!(memory_needed(&chain), (1024 + 256 + 1024) * 4);
+        let apart = load(
+            r#"description = "no aliasing"
+               tensor = [{ name = "x", shape = [1024] }, { name = "y", shape = [256] }]
+               [[op]]
+               name = "step"
+               kernel = "fold"
+               reads = ["x"]
+               writes = ["y"]
+            "#,
+        );
+        assert_eq!(memory_needed(&apart), (1024 + 256) * 4);
+    }
+
+    #[test]
+    fn mem_available_is_read_from_meminfo_in_kib() {
+        let meminfo = "MemTotal:       16000000 kB\nMemFree:  100 kB\nMemAvailable:    2048 kB\n";
+        assert_eq!(mem_available_in(meminfo), Some(2 << 20));
+        assert_eq!(mem_available_in("MemTotal: 5 kB\n"), None);
+        assert_eq!(mem_available_in("MemAvailable: lots\n"), None);
     }
 
     #[test]
