@@ -1,16 +1,31 @@
 //! The dashboard's state, as a pure state machine: [`App::observe`] takes each frame's
 //! data, [`App::update`] takes each [`Action`] and may answer with a [`Control`] for the
 //! source, whose outcome comes back through [`App::control_done`]. Nothing here touches the
-//! terminal or the clock, so the state tests drive it directly.
+//! terminal or the clock, so the state tests drive it directly: time is counted in frames
+//! ([`App::observe`], or [`App::tick`] once the data no longer changes), and a status message
+//! goes after [`STATUS_FRAMES`] of them.
 #![forbid(unsafe_code)]
+
+use std::time::Duration;
 
 use super::history::History;
 use super::panels::device_panels;
-use super::source::{Control, ControlError, DashboardData};
+use super::source::{Control, ControlError, DashboardData, DeviceKind};
+use super::view::format;
 use crate::profiler::stats::OpSnapshot;
 
 /// Timeline zoom levels: frames per column.
 pub const ZOOM_LEVELS: [usize; 5] = [1, 2, 4, 8, 16];
+
+/// Frames a status message stays: 4 s at the default 10 frames a second.
+pub const STATUS_FRAMES: u64 = 40;
+
+/// Frames the start-up warnings stay: 10 s at the default 10 frames a second.
+pub const WARNING_FRAMES: u64 = 100;
+
+/// A notice ([`Facts::notices`](super::source::Facts::notices)) that starts with this is a
+/// start-up warning: the footer shows it when the dashboard starts, the header leaves it out.
+pub const WARNING_PREFIX: &str = "warning: ";
 
 /// What the user asked for (from a key, see [`input`](super::input)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,8 +202,16 @@ pub struct App {
     pub filter: String,
     /// The selected row of the ops table.
     pub selected_op: usize,
-    /// The last control's outcome.
+    /// The last action's outcome, until it expires.
     pub status: Option<Status>,
+    /// Frames seen (observed or ticked).
+    frames: u64,
+    /// The frame at which `status` goes.
+    status_until: u64,
+    /// Whether the start-up warnings were shown.
+    warnings_shown: bool,
+    /// The workload's elapsed time at the last statistics reset (zero: never reset).
+    stats_since: Duration,
 }
 
 impl App {
@@ -213,14 +236,70 @@ impl App {
     }
 
     /// Takes a new frame's data: remembers it and adds it to the history. Once the
-    /// workload has finished, the final frame stays and later ones are ignored.
+    /// workload has finished, the final frame stays and later ones only count as a
+    /// [`tick`](App::tick).
     pub fn observe(&mut self, data: DashboardData) {
+        self.tick();
         if self.is_finished() {
             return;
         }
         self.history.record(&data);
         self.data = data;
         self.clamp_selection();
+        self.show_warnings();
+    }
+
+    /// One frame passed (without new data, once finished): an expired status goes.
+    pub fn tick(&mut self) {
+        self.frames += 1;
+        if self.frames >= self.status_until {
+            self.status = None;
+        }
+    }
+
+    /// The start-up warnings among the notices, without their prefix.
+    pub fn warnings(&self) -> impl Iterator<Item = &str> {
+        let notices = self.data.facts.notices.iter();
+        notices.filter_map(|notice| notice.strip_prefix(WARNING_PREFIX))
+    }
+
+    /// Shows the start-up warnings, once, in the status line.
+    fn show_warnings(&mut self) {
+        if self.warnings_shown {
+            return;
+        }
+        let warnings: Vec<&str> = self.warnings().collect();
+        if warnings.is_empty() {
+            return;
+        }
+        let text = format!("{WARNING_PREFIX}{}", warnings.join(" · "));
+        self.warnings_shown = true;
+        self.set_status(text, true, WARNING_FRAMES);
+    }
+
+    /// Ops per second over the whole run (since the last reset, if any), once it finished:
+    /// the ops counted over the elapsed time.
+    pub fn run_ops_per_s(&self) -> Option<f64> {
+        if !self.is_finished() {
+            return None;
+        }
+        let ops: u64 = self.data.snapshot.devices.iter().map(|d| d.ops).sum();
+        let seconds = self
+            .data
+            .facts
+            .elapsed
+            .saturating_sub(self.stats_since)
+            .as_secs_f64();
+        Some(if seconds > 0.0 {
+            ops as f64 / seconds
+        } else {
+            0.0
+        })
+    }
+
+    /// Whether the statistics were reset during the run.
+    pub fn stats_were_reset(&self) -> bool {
+        self.stats_since > Duration::ZERO
     }
 
     /// Frames per timeline column at the current zoom.
@@ -298,10 +377,14 @@ impl App {
             Action::FilterBackspace => {
                 self.filter.pop();
             }
-            Action::FilterAccept => self.mode = Mode::Normal,
+            Action::FilterAccept => {
+                self.mode = Mode::Normal;
+                self.say_filter();
+            }
             Action::FilterCancel => {
                 self.filter.clear();
                 self.mode = Mode::Normal;
+                self.say("filter cleared".into());
             }
             _ => {}
         }
@@ -323,16 +406,23 @@ impl App {
             Action::InterOpDown => return self.inter_op_control(-1),
             Action::IntraOpUp => return self.intra_op_control(1),
             Action::IntraOpDown => return self.intra_op_control(-1),
-            Action::ZoomIn => self.zoom = self.zoom.saturating_sub(1),
-            Action::ZoomOut => self.zoom = (self.zoom + 1).min(ZOOM_LEVELS.len() - 1),
+            Action::ZoomIn => self.zoom_by(-1),
+            Action::ZoomOut => self.zoom_by(1),
             Action::ExportTrace => return Some(Control::ExportTrace),
-            Action::ResetStats => return Some(Control::ResetStats),
-            Action::InvertSort => self.ascending = !self.ascending,
+            Action::ResetStats => return self.reset_control(),
+            Action::InvertSort => {
+                self.ascending = !self.ascending;
+                self.say_sort();
+            }
             Action::StartFilter => {
                 self.mode = Mode::Filter;
                 self.focus = Focus::Ops;
             }
-            Action::FilterCancel => self.filter.clear(),
+            Action::FilterCancel if !self.filter.is_empty() => {
+                self.filter.clear();
+                self.say("filter cleared".into());
+            }
+            Action::FilterCancel => {}
             Action::FilterChar(_) | Action::FilterBackspace | Action::FilterAccept => {}
         }
         None
@@ -344,37 +434,89 @@ impl App {
             Ok(text) => {
                 match control {
                     Control::Pause(paused) => self.paused = *paused,
-                    Control::ResetStats => self.history.clear(),
+                    Control::ResetStats => {
+                        self.history.clear();
+                        self.stats_since = self.data.facts.elapsed;
+                    }
                     _ => {}
                 }
-                self.status = Some(Status {
-                    text,
-                    is_error: false,
-                });
+                self.say(text);
             }
             Err(error) => self.fail(error.to_string()),
         }
     }
 
+    fn set_status(&mut self, text: String, is_error: bool, frames: u64) {
+        self.status = Some(Status { text, is_error });
+        self.status_until = self.frames + frames;
+    }
+
+    fn say(&mut self, text: String) {
+        self.set_status(text, false, STATUS_FRAMES);
+    }
+
     fn fail(&mut self, text: String) {
-        self.status = Some(Status {
-            text,
-            is_error: true,
-        });
+        self.set_status(text, true, STATUS_FRAMES);
+    }
+
+    /// Refuses (with a status) what a finished workload cannot do: `nothing` says what.
+    fn refused_as_finished(&mut self, nothing: &str) -> bool {
+        if self.is_finished() {
+            self.fail(format!("the workload has finished: {nothing}"));
+        }
+        self.is_finished()
     }
 
     fn pause_control(&mut self) -> Option<Control> {
-        if self.is_finished() {
-            self.fail("the workload has finished: nothing to pause".into());
+        if self.refused_as_finished("nothing to pause") {
             return None;
         }
         Some(Control::Pause(!self.paused))
     }
 
-    fn inter_op_control(&mut self, by: isize) -> Option<Control> {
-        let Some((device, threads)) = self.inter_op_target() else {
-            self.fail("no device here has an inter-op pool to resize".into());
+    fn reset_control(&mut self) -> Option<Control> {
+        if self.refused_as_finished("its final numbers stay (e exports the trace)") {
             return None;
+        }
+        Some(Control::ResetStats)
+    }
+
+    /// `+`/`-`: resizes the selected device's inter-op pool; on the intra-op panel, the
+    /// intra-op pool; on any other device, a refusal that says what to press instead.
+    fn inter_op_control(&mut self, by: isize) -> Option<Control> {
+        if self.refused_as_finished("nothing to resize") {
+            return None;
+        }
+        let selected = device_panels(&self.data)
+            .get(self.selected_device)
+            .map(|panel| {
+                (
+                    panel.title().to_string(),
+                    panel.layout.kind,
+                    panel.layout.inter_op,
+                )
+            });
+        let (device, threads) = match selected {
+            Some((_, DeviceKind::IntraOp, _)) => return self.intra_op_control(by),
+            Some((device, _, Some(threads))) => (device, threads),
+            Some((device, DeviceKind::Gpu, None)) => {
+                self.fail(format!(
+                    "{device} is a GPU with fixed streams, no inter-op pool: pick a CPU \
+                     device with ←/→ (]/[ resize the intra-op pool)"
+                ));
+                return None;
+            }
+            Some((device, _, None)) => {
+                self.fail(format!(
+                    "{device}'s inter-op pool cannot be resized with this engine; \
+                     ]/[ resize the intra-op pool"
+                ));
+                return None;
+            }
+            None => {
+                self.fail("no device here has an inter-op pool to resize".into());
+                return None;
+            }
         };
         let Some(threads) = threads.checked_add_signed(by).filter(|&n| n >= 1) else {
             self.fail(format!("{device} keeps at least 1 inter-op worker"));
@@ -384,6 +526,9 @@ impl App {
     }
 
     fn intra_op_control(&mut self, by: isize) -> Option<Control> {
+        if self.refused_as_finished("nothing to resize") {
+            return None;
+        }
         let current = self.data.facts.intra_op;
         match current.checked_add_signed(by).filter(|&n| n >= 1) {
             Some(threads) if current > 0 => Some(Control::SetIntraOp(threads)),
@@ -409,9 +554,47 @@ impl App {
         self.clamp_selection();
     }
 
+    /// Zooms the timeline `by` levels (negative: in), saying where it is now.
+    fn zoom_by(&mut self, by: isize) {
+        let last = ZOOM_LEVELS.len() - 1;
+        let zoom = self.zoom.min(last).saturating_add_signed(by).min(last);
+        let per_column = format::nanos(self.column_span(zoom).as_nanos() as f64);
+        if zoom == self.zoom {
+            let end = if by < 0 { "finest" } else { "widest" };
+            self.fail(format!("already at the {end} zoom ({per_column} a column)"));
+            return;
+        }
+        self.zoom = zoom;
+        self.say(format!("timeline: {per_column} a column"));
+    }
+
+    /// The time one timeline column covers at zoom level `zoom`.
+    fn column_span(&self, zoom: usize) -> Duration {
+        let frames = ZOOM_LEVELS[zoom.min(ZOOM_LEVELS.len() - 1)] as u32;
+        self.history.frame_interval() * frames
+    }
+
+    fn say_sort(&mut self) {
+        let arrow = if self.ascending { "▲" } else { "▼" };
+        self.say(format!("sorted by {} {arrow}", self.sort.heading()));
+    }
+
+    fn say_filter(&mut self) {
+        if self.filter.is_empty() {
+            self.say("no filter: every op shows".into());
+            return;
+        }
+        let shown = self.visible_ops().len();
+        let all = self.data.snapshot.ops.len();
+        self.say(format!("filter \"{}\": {shown} of {all} ops", self.filter));
+    }
+
     fn sideways(&mut self, by: isize) {
         match self.focus {
-            Focus::Ops => self.sort = self.sort.shifted(by),
+            Focus::Ops => {
+                self.sort = self.sort.shifted(by);
+                self.say_sort();
+            }
             Focus::Devices | Focus::Timeline => {
                 let count = device_panels(&self.data).len().max(1) as isize;
                 let next = (self.selected_device as isize + by).rem_euclid(count);
@@ -434,5 +617,199 @@ impl App {
         self.selected_op = self
             .selected_op
             .min(self.visible_ops().len().saturating_sub(1));
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::tui::fake::{FakeOptions, FakeSource};
+    use crate::tui::source::DashboardSource;
+
+    /// An app fed `frames` frames of a fake (two CPUs, a GPU, the intra-op pool) that
+    /// finishes after `finish_after` frames, if given.
+    fn fed(frames: u64, finish_after: Option<u64>) -> (App, FakeSource) {
+        let mut source = FakeSource::new(FakeOptions {
+            finish_after,
+            ..FakeOptions::default()
+        });
+        let mut app = App::new();
+        for _ in 0..frames {
+            app.observe(source.snapshot());
+        }
+        (app, source)
+    }
+
+    fn status_text(app: &App) -> &str {
+        app.status
+            .as_ref()
+            .map_or("", |status| status.text.as_str())
+    }
+
+    #[test]
+    fn a_finished_workload_refuses_resizes_and_resets_but_still_exports() {
+        let (mut app, _) = fed(5, Some(5));
+        assert!(app.is_finished());
+        for action in [
+            Action::InterOpUp,
+            Action::InterOpDown,
+            Action::IntraOpUp,
+            Action::IntraOpDown,
+            Action::ResetStats,
+            Action::TogglePause,
+        ] {
+            app.status = None;
+            assert_eq!(app.update(action), None, "{action:?}");
+            let status = app.status.clone().expect("a refusal");
+            assert!(status.is_error, "{action:?}: {status:?}");
+            assert!(
+                status.text.starts_with("the workload has finished"),
+                "{status:?}"
+            );
+        }
+        assert_eq!(app.update(Action::ExportTrace), Some(Control::ExportTrace));
+    }
+
+    #[test]
+    fn inter_op_keys_act_on_the_selected_device() {
+        let (mut app, _) = fed(3, None);
+        let titles: Vec<String> = device_panels(app.data())
+            .iter()
+            .map(|panel| panel.title().to_string())
+            .collect();
+        assert_eq!(titles, ["cpu0", "cpu1", "gpu0", "intra-op"]);
+        app.update(Action::Right);
+        let cpu1 = Control::SetInterOp {
+            device: "cpu1".into(),
+            threads: 5,
+        };
+        assert_eq!(app.update(Action::InterOpUp), Some(cpu1));
+        app.update(Action::Right);
+        assert_eq!(app.update(Action::InterOpUp), None, "a GPU is not resized");
+        let refusal = app.status.clone().unwrap();
+        assert!(refusal.is_error, "{refusal:?}");
+        assert!(refusal.text.starts_with("gpu0 is a GPU"), "{refusal:?}");
+        assert!(refusal.text.contains("←/→") && refusal.text.contains("]/["));
+        app.update(Action::Right);
+        assert_eq!(app.update(Action::InterOpUp), Some(Control::SetIntraOp(3)));
+        assert_eq!(
+            app.update(Action::InterOpDown),
+            Some(Control::SetIntraOp(1))
+        );
+    }
+
+    #[test]
+    fn a_status_expires_after_its_frames_even_once_finished() {
+        let (mut app, _) = fed(5, Some(5));
+        app.update(Action::ExportTrace);
+        app.control_done(&Control::ExportTrace, Ok("trace written".into()));
+        for _ in 1..STATUS_FRAMES {
+            app.tick();
+        }
+        assert_eq!(status_text(&app), "trace written");
+        app.tick();
+        assert_eq!(app.status, None);
+        // A running workload's frames count the same way.
+        let (mut app, mut source) = fed(3, None);
+        app.update(Action::InvertSort);
+        for _ in 0..STATUS_FRAMES {
+            assert!(app.status.is_some());
+            app.observe(source.snapshot());
+        }
+        assert_eq!(app.status, None);
+    }
+
+    #[test]
+    fn zoom_sort_invert_and_filter_say_what_they_did() {
+        let (mut app, _) = fed(10, None); // frames 100 ms apart
+        app.update(Action::ZoomOut);
+        assert_eq!(status_text(&app), "timeline: 200ms a column");
+        app.update(Action::ZoomIn);
+        assert_eq!(status_text(&app), "timeline: 100ms a column");
+        app.update(Action::ZoomIn);
+        assert_eq!(app.zoom, 0);
+        assert_eq!(
+            status_text(&app),
+            "already at the finest zoom (100ms a column)"
+        );
+        app.zoom = ZOOM_LEVELS.len() - 1;
+        app.update(Action::ZoomOut);
+        assert_eq!(
+            status_text(&app),
+            "already at the widest zoom (1.60s a column)"
+        );
+        app.update(Action::FocusPrev); // the ops table
+        app.update(Action::Right);
+        assert_eq!(status_text(&app), "sorted by mean ▼");
+        app.update(Action::InvertSort);
+        assert_eq!(status_text(&app), "sorted by mean ▲");
+        app.update(Action::StartFilter);
+        for c in "conv".chars() {
+            app.update(Action::FilterChar(c));
+        }
+        app.update(Action::FilterAccept);
+        assert_eq!(status_text(&app), "filter \"conv\": 1 of 12 ops");
+        app.update(Action::FilterCancel);
+        assert_eq!(status_text(&app), "filter cleared");
+    }
+
+    fn finished_data(ops: u64, ops_per_s: f64, elapsed: Duration) -> DashboardData {
+        let mut data = DashboardData::default();
+        data.facts.elapsed = elapsed;
+        data.facts.finished = true;
+        data.snapshot
+            .devices
+            .push(crate::profiler::stats::DeviceSnapshot {
+                name: "cpu0".into(),
+                ops,
+                ops_per_s,
+                ..Default::default()
+            });
+        data
+    }
+
+    #[test]
+    fn the_run_average_is_the_ops_counted_over_the_elapsed_time_once_finished() {
+        let (app, _) = fed(3, None);
+        assert_eq!(app.run_ops_per_s(), None, "not while it runs");
+        let mut app = App::new();
+        app.observe(finished_data(3000, 1000.0, Duration::from_secs(2)));
+        assert_eq!(app.run_ops_per_s(), Some(1500.0));
+        // After a reset, the ops counted start at the reset.
+        let mut app = App::new();
+        let mut running = finished_data(0, 0.0, Duration::from_secs(1));
+        running.facts.finished = false;
+        app.observe(running);
+        app.update(Action::ResetStats);
+        app.control_done(&Control::ResetStats, Ok("statistics reset".into()));
+        app.observe(finished_data(3000, 1000.0, Duration::from_secs(3)));
+        assert!(app.stats_were_reset());
+        assert_eq!(app.run_ops_per_s(), Some(1500.0));
+    }
+
+    #[test]
+    fn start_up_warnings_show_once_in_the_status_then_expire() {
+        let mut data = DashboardData::default();
+        data.facts.notices = vec![
+            "log: /tmp/x.log".into(),
+            format!("{WARNING_PREFIX}inter-op threads = 4 and engine CPU workers = 2"),
+        ];
+        let mut app = App::new();
+        app.observe(data.clone());
+        let status = app.status.clone().expect("the warning shows");
+        assert_eq!(
+            status.text,
+            "warning: inter-op threads = 4 and engine CPU workers = 2"
+        );
+        assert!(status.is_error);
+        assert_eq!(app.warnings().count(), 1);
+        for _ in 1..WARNING_FRAMES {
+            app.observe(data.clone());
+        }
+        assert!(app.status.is_some(), "warnings stay longer than messages");
+        app.observe(data.clone());
+        assert_eq!(app.status, None);
+        app.observe(data);
+        assert_eq!(app.status, None, "shown once");
     }
 }

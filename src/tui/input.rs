@@ -67,7 +67,7 @@ pub const KEYS: [KeyHelp; 14] = [
     ),
     line(
         "+  -",
-        "inter-op workers of the selected device +1 / -1",
+        "selected device's inter-op workers +1/-1 (intra-op: threads)",
         ("+/-", "inter"),
         &[
             (KeyCode::Char('+'), Action::InterOpUp),

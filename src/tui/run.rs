@@ -104,7 +104,9 @@ fn event_loop(
     let mut next_frame = Instant::now();
     while !app.should_quit {
         if Instant::now() >= next_frame {
-            if !app.is_finished() {
+            if app.is_finished() {
+                app.tick(); // the final frame stays; status messages still expire
+            } else {
                 app.observe(source.snapshot());
             }
             draw(terminal, &app, theme)?;

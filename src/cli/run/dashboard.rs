@@ -39,6 +39,13 @@ pub(super) fn run(args: &RunArgs, config: RuntimeConfig, graph: Graph) -> Result
     let engine = enginetop::engine::EngineOptions::from_config(&config);
     enginetop::profiler::stream_probe::describe_gpus(&profiler, &engine);
     info.notices.push(format!("log: {}", log.display()));
+    // Printed before the dashboard took the screen (and seen again after it): also shown
+    // at start in its footer, and logged.
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+        info.notices
+            .push(format!("{}{warning}", enginetop::tui::app::WARNING_PREFIX));
+    }
     tracing::info!(workload = %driver.graph().name, log = %log.display(), "dashboard run");
     let length = chosen_length(args, RunLength::UntilStopped);
     let report = Arc::new(ProfilerTable(profiler.clone()));

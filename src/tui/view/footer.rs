@@ -1,5 +1,6 @@
-//! The footer: a status line (the last control's outcome, or what has the focus) over the
-//! key hints, wrapped to the width so none is cut.
+//! The footer: a status line (the last action's outcome until it expires; else, once the
+//! workload finished, a notice saying so; else what has the focus) over the key hints, both
+//! wrapped to the width so none is cut (a long status takes up to [`STATUS_ROWS`] rows).
 #![forbid(unsafe_code)]
 
 use ratatui::layout::Rect;
@@ -8,39 +9,80 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::Ctx;
-use crate::tui::app::{Focus, Mode};
+use crate::tui::app::{Focus, Mode, WARNING_PREFIX};
 use crate::tui::input::KEYS;
+
+/// The most rows a status message takes (the rest is cut with `…`).
+pub const STATUS_ROWS: usize = 3;
 
 /// Rows the footer takes at `width`.
 pub fn height(ctx: &Ctx<'_>, width: u16) -> u16 {
-    1 + hint_lines(ctx, width).len() as u16
+    (status_lines(ctx, width).len() + hint_lines(ctx, width).len()) as u16
 }
 
 /// Draws the footer into `area`.
 pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
-    let mut lines = vec![status_line(ctx)];
+    let mut lines = status_lines(ctx, area.width);
     lines.extend(hint_lines(ctx, area.width));
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-fn status_line<'a>(ctx: &Ctx<'a>) -> Line<'a> {
+fn status_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
     let theme = ctx.theme;
     if let Some(status) = &ctx.app.status {
-        let style = if status.is_error {
-            theme.error()
-        } else {
-            theme.ok()
+        let (mark, style) = match status.is_error {
+            _ if status.text.starts_with(WARNING_PREFIX) => ("!", theme.warning()),
+            true => ("✗", theme.error()),
+            false => ("✓", theme.ok()),
         };
-        let mark = if status.is_error { "✗" } else { "✓" };
-        return Line::styled(format!(" {mark} {}", status.text), style);
+        let text = format!("{mark} {}", status.text);
+        let rows = wrap(&text, usize::from(width.max(2)) - 1, STATUS_ROWS);
+        return rows
+            .into_iter()
+            .map(|row| Line::styled(format!(" {row}"), style))
+            .collect();
     }
     if ctx.app.is_finished() {
-        return Line::styled(
+        return vec![Line::styled(
             " the workload has finished: these are its final numbers; q quits",
             theme.strong(),
-        );
+        )];
     }
-    Line::styled(format!(" focus: {}", focus_name(ctx)), theme.dim())
+    vec![Line::styled(
+        format!(" focus: {}", focus_name(ctx)),
+        theme.dim(),
+    )]
+}
+
+/// `text` in rows of at most `width` characters, broken at spaces where it can, at most
+/// `rows` of them (the last ends in `…` when some is left out).
+fn wrap(text: &str, width: usize, rows: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut lines: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for word in text.split(' ') {
+        let used = current.chars().count();
+        if used > 0 && used + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push(' ');
+        }
+        current.push_str(word);
+        while current.chars().count() > width {
+            let rest: String = current.chars().skip(width).collect();
+            lines.push(current.chars().take(width).collect());
+            current = rest;
+        }
+    }
+    lines.push(current);
+    if lines.len() > rows {
+        lines.truncate(rows);
+        let last = &mut lines[rows - 1];
+        let kept: String = last.chars().take(width.saturating_sub(1)).collect();
+        *last = format!("{kept}…");
+    }
+    lines
 }
 
 fn focus_name(ctx: &Ctx<'_>) -> String {
@@ -92,4 +134,101 @@ fn hint_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
         lines.push(Line::from(spans));
     }
     lines
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+
+    use super::*;
+    use crate::tui::app::{Action, App, STATUS_FRAMES};
+    use crate::tui::source::{Control, DashboardData};
+    use crate::tui::theme::Theme;
+
+    /// The footer at `width`, one string per row.
+    fn footer_rows(app: &App, width: u16) -> Vec<String> {
+        let ctx = Ctx::new(app, Theme::plain());
+        let rows = height(&ctx, width);
+        let mut terminal = Terminal::new(TestBackend::new(width, rows)).unwrap();
+        terminal
+            .draw(|frame| draw(frame, frame.area(), &ctx))
+            .unwrap();
+        let buffer = terminal.backend().buffer();
+        let cells: Vec<&str> = buffer.content().iter().map(|cell| cell.symbol()).collect();
+        cells
+            .chunks(usize::from(width))
+            .map(|row| row.concat().trim_end().to_string())
+            .collect()
+    }
+
+    fn finished() -> DashboardData {
+        let mut data = DashboardData::default();
+        data.facts.finished = true;
+        data.facts.elapsed = Duration::from_secs(1);
+        data
+    }
+
+    #[test]
+    fn a_message_gives_way_to_the_finished_notice_when_it_expires() {
+        let mut app = App::new();
+        app.observe(finished());
+        app.update(Action::IntraOpUp);
+        let refused = footer_rows(&app, 100);
+        assert_eq!(
+            refused[0],
+            " ✗ the workload has finished: nothing to resize"
+        );
+        app.control_done(
+            &Control::ExportTrace,
+            Ok("trace written to /tmp/t.json".into()),
+        );
+        assert_eq!(footer_rows(&app, 100)[0], " ✓ trace written to /tmp/t.json");
+        for _ in 0..STATUS_FRAMES {
+            app.tick();
+        }
+        assert_eq!(
+            footer_rows(&app, 100)[0],
+            " the workload has finished: these are its final numbers; q quits"
+        );
+    }
+
+    #[test]
+    fn the_focus_hint_comes_back_after_a_message() {
+        let mut app = App::new();
+        app.observe(DashboardData::default());
+        app.update(Action::ZoomOut);
+        assert_eq!(footer_rows(&app, 100)[0], " ✓ timeline: 200ms a column");
+        for _ in 0..STATUS_FRAMES {
+            app.observe(DashboardData::default());
+        }
+        assert!(footer_rows(&app, 100)[0].starts_with(" focus: devices"));
+    }
+
+    #[test]
+    fn a_long_start_up_warning_wraps_over_rows() {
+        let mut data = DashboardData::default();
+        let warning = "inter-op threads = 4 and engine CPU workers = 2 are both set, but \
+                       they are the same threads: running 4 (the inter-op count wins)";
+        data.facts.notices = vec![format!("warning: {warning}")];
+        let mut app = App::new();
+        app.observe(data);
+        let rows = footer_rows(&app, 60);
+        assert!(
+            rows[0].starts_with(" ! warning: inter-op threads = 4"),
+            "{rows:?}"
+        );
+        assert!(rows[2].ends_with("count wins)"), "{rows:?}");
+        assert!(rows[3].starts_with(" q quit"), "{rows:?}");
+    }
+
+    #[test]
+    fn a_long_status_wraps_at_spaces_and_is_cut_after_its_rows() {
+        assert_eq!(wrap("inter 3 on cpu0", 40, 3), ["inter 3 on cpu0"]);
+        assert_eq!(wrap("aaa bbb ccc", 7, 3), ["aaa bbb", "ccc"]);
+        assert_eq!(wrap("abcdefghij", 4, 3), ["abcd", "efgh", "ij"]);
+        assert_eq!(wrap("aaa bbb ccc ddd", 3, 2), ["aaa", "bb…"]);
+    }
 }

@@ -1,6 +1,7 @@
 //! The header: what runs (workload, engine, pool kind, elapsed, iterations, notices) and the
 //! state badge on the first row; the settings (`inter N`, `intra M`), throughput, GFLOP/s
-//! against the peak and dropped events on the second. Each row drops its least important
+//! against the peak and dropped events on the second: over the last moments while the workload
+//! runs, over the whole run (`run avg`) once it finished. Each row drops its least important
 //! parts first when the width is short; the badge, the settings and the dropped count always
 //! stay.
 #![forbid(unsafe_code)]
@@ -12,6 +13,7 @@ use ratatui::Frame;
 
 use super::format;
 use super::Ctx;
+use crate::tui::app::WARNING_PREFIX;
 use crate::workload::run::GflopsSplit;
 
 /// Rows the header takes.
@@ -93,7 +95,9 @@ fn identity_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
         (1, labelled("", format::elapsed(facts.elapsed))),
         (2, labelled("iter ", format::count(facts.iterations))),
     ];
-    for notice in &facts.notices {
+    // Start-up warnings show in the footer instead.
+    let notices = facts.notices.iter();
+    for notice in notices.filter(|notice| !notice.starts_with(WARNING_PREFIX)) {
         parts.push((5, vec![Span::styled(format!("  [{notice}]"), theme.dim())]));
     }
     parts
@@ -122,18 +126,7 @@ fn figures_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
         format!("  intra {}", data.facts.intra_op),
         theme.strong(),
     )];
-    let ops_per_s: f64 = data.snapshot.devices.iter().map(|d| d.ops_per_s).sum();
-    let mut parts = vec![
-        (0, inter),
-        (0, intra),
-        (
-            1,
-            vec![
-                sep(),
-                Span::raw(format!("{} ops/s", format::quantity(ops_per_s))),
-            ],
-        ),
-    ];
+    let mut parts = vec![(0, inter), (0, intra), (1, throughput(ctx))];
     if let Some(cpu) = data.facts.gflops {
         let split = GflopsSplit {
             cpu,
@@ -157,6 +150,31 @@ fn figures_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
     parts
 }
 
+/// ` │ 2734 ops/s` now, or ` │ run avg 2734 ops/s` once finished (`avg since reset` if the
+/// statistics were reset: the ops counted start there).
+fn throughput<'a>(ctx: &Ctx<'a>) -> Vec<Span<'a>> {
+    let app = ctx.app;
+    let sep = Span::styled(" │ ", ctx.theme.dim());
+    let (label, ops_per_s) = match app.run_ops_per_s() {
+        Some(rate) if app.stats_were_reset() => ("avg since reset ", rate),
+        Some(rate) => ("run avg ", rate),
+        None => (
+            "",
+            app.data()
+                .snapshot
+                .devices
+                .iter()
+                .map(|d| d.ops_per_s)
+                .sum(),
+        ),
+    };
+    vec![
+        sep,
+        Span::styled(label, ctx.theme.dim()),
+        Span::raw(format!("{} ops/s", format::quantity(ops_per_s))),
+    ]
+}
+
 /// ` │ dropped N`, in red when events were lost.
 fn dropped<'a>(ctx: &Ctx<'a>) -> Vec<Span<'a>> {
     let dropped = ctx.app.data().snapshot.dropped_events;
@@ -169,4 +187,63 @@ fn dropped<'a>(ctx: &Ctx<'a>) -> Vec<Span<'a>> {
         Span::styled(" │ ", ctx.theme.dim()),
         Span::styled(format!("dropped {}", format::count(dropped)), style),
     ]
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+
+    use super::*;
+    use crate::profiler::stats::DeviceSnapshot;
+    use crate::tui::app::App;
+    use crate::tui::source::DashboardData;
+    use crate::tui::theme::Theme;
+
+    fn header_text(app: &App) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(160, HEIGHT)).unwrap();
+        terminal
+            .draw(|frame| draw(frame, frame.area(), &Ctx::new(app, Theme::plain())))
+            .unwrap();
+        let buffer = terminal.backend().buffer();
+        buffer.content().iter().map(|cell| cell.symbol()).collect()
+    }
+
+    /// 3000 ops in 2 s, 1000 ops/s in the last window; a start-up warning among the notices.
+    fn data(finished: bool) -> DashboardData {
+        let mut data = DashboardData::default();
+        data.facts.elapsed = Duration::from_secs(2);
+        data.facts.finished = finished;
+        data.facts.notices = vec!["synthetic".into(), "warning: too many threads".into()];
+        data.snapshot.devices.push(DeviceSnapshot {
+            name: "cpu0".into(),
+            ops: 3000,
+            ops_per_s: 1000.0,
+            ..DeviceSnapshot::default()
+        });
+        data
+    }
+
+    #[test]
+    fn the_finished_header_shows_the_whole_runs_throughput_labelled() {
+        let mut app = App::new();
+        app.observe(data(false));
+        let running = header_text(&app);
+        assert!(running.contains("│ 1000 ops/s"), "{running}");
+        let mut app = App::new();
+        app.observe(data(true));
+        let finished = header_text(&app);
+        assert!(finished.contains("│ run avg 1500 ops/s"), "{finished}");
+    }
+
+    #[test]
+    fn start_up_warnings_are_left_to_the_footer() {
+        let mut app = App::new();
+        app.observe(data(false));
+        let text = header_text(&app);
+        assert!(text.contains("[synthetic]"), "{text}");
+        assert!(!text.contains("too many threads"), "{text}");
+    }
 }
