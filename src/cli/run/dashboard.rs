@@ -55,10 +55,9 @@ pub(super) fn run(args: &RunArgs, config: RuntimeConfig, graph: Graph) -> Result
     let summary = live.finish();
     shown?;
     let summary = summary?;
-    export_trace(args, &profiler)?;
-    print_summary(args, &summary)?;
+    print_summary(args, &summary)?; // first: a trace that fails to write keeps the numbers
     eprintln!("log: {}", log.display());
-    Ok(())
+    export_trace(args, &profiler)
 }
 
 /// `enginetop-<pid>.log` in the temporary directory.
