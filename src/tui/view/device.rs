@@ -2,7 +2,9 @@
 //! glyph, the thread, its current op, a utilization bar (share of the window running), steals
 //! (`st`) and the depth of its own queue (`q`); its priority pool's workers follow. A GPU
 //! shows one occupancy gauge per compute and copy stream. The title carries the inter-op
-//! count, the throughput and the total queue depth.
+//! count, the throughput and the total queue depth, dropping the least important whole when
+//! the width is short (the GPU's model first, the settings last). Rows out of sight are
+//! counted in the bottom border (`↓ 5 more`).
 //!
 //! The wide layout stacks every panel (panels that do not fit collapse to a summary row);
 //! the compact one shows the selected panel with every device's name as tabs in its title.
@@ -13,8 +15,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
 use ratatui::Frame;
 
-use super::format;
-use super::Ctx;
+use super::{first_shown, fit_parts, format, more_marker, Ctx, Part};
 use crate::profiler::stats::WorkerSnapshot;
 use crate::tui::app::Focus;
 use crate::tui::panels::{DevicePanel, PoolPanel, StreamPanel};
@@ -62,7 +63,7 @@ pub fn draw_stack(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let areas = Layout::vertical(constraints).split(area);
     for (index, (panel, &panel_area)) in ctx.panels.iter().zip(areas.iter()).enumerate() {
         let selected = index == ctx.app.selected_device;
-        let title = title_line(ctx, panel, selected);
+        let title = title_line(ctx, panel, selected, panel_area.width);
         draw_panel(frame, panel_area, ctx, panel, title, selected);
     }
 }
@@ -97,71 +98,85 @@ pub fn draw_selected(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let Some(panel) = ctx.panels.get(ctx.app.selected_device) else {
         return draw_stack(frame, area, ctx);
     };
-    let mut title = tabs(ctx);
-    title.spans.extend(title_figures(ctx, panel));
+    let mut parts = tabs(ctx);
+    parts.extend(title_figures(ctx, panel));
+    let title = fit_parts(parts, title_width(area.width));
     draw_panel(frame, area, ctx, panel, title, true);
 }
 
-fn tabs<'a>(ctx: &Ctx<'a>) -> Line<'a> {
-    let mut spans = vec![Span::raw(" ")];
+/// The cells a title has in a bordered block `width` wide.
+fn title_width(width: u16) -> usize {
+    usize::from(width.saturating_sub(2))
+}
+
+/// Every device's name as a tab; the other devices' go before the selected one's settings.
+fn tabs<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
+    let mut parts = vec![(0, vec![Span::raw(" ")])];
     for (index, panel) in ctx.panels.iter().enumerate() {
+        let mut spans = Vec::new();
         if index > 0 {
             spans.push(Span::styled("│", ctx.theme.dim()));
         }
         let name = format!(" {} ", panel.title());
-        spans.push(if index == ctx.app.selected_device {
-            Span::styled(name, ctx.theme.selected())
+        let selected = index == ctx.app.selected_device;
+        if selected {
+            spans.push(Span::styled(name, ctx.theme.selected()));
         } else {
-            Span::styled(name, ctx.theme.dim())
-        });
+            spans.push(Span::styled(name, ctx.theme.dim()));
+        }
+        parts.push((if selected { 0 } else { 3 }, spans));
     }
-    Line::from(spans)
+    parts
 }
 
-fn title_line<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, selected: bool) -> Line<'a> {
+fn title_line<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, selected: bool, width: u16) -> Line<'a> {
     let marker = if selected { " ▸ " } else { " " };
-    let mut spans = vec![
-        Span::raw(marker),
-        Span::styled(panel.title().to_string(), ctx.theme.strong()),
-    ];
-    spans.extend(title_figures(ctx, panel));
-    Line::from(spans)
+    let mut parts = vec![(
+        0,
+        vec![
+            Span::raw(marker),
+            Span::styled(panel.title().to_string(), ctx.theme.strong()),
+        ],
+    )];
+    parts.extend(title_figures(ctx, panel));
+    fit_parts(parts, title_width(width))
 }
 
-/// ` · inter 4 · 912 ops/s · queue 7 ` (or the streams of a GPU).
-fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Span<'a>> {
+/// ` · inter 4 · 912 ops/s · queue 7 ` (or the streams of a GPU), each part with how readily
+/// it goes: the GPU's model first, then the stream counts, the throughput, the queue, and
+/// the settings last.
+fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Part<'a>> {
     let dim = ctx.theme.dim();
     let mut parts = Vec::new();
     match panel.layout.kind {
         DeviceKind::Gpu => {
-            parts.extend(panel.layout.model.clone());
+            if let Some(model) = &panel.layout.model {
+                parts.push((6, model.clone()));
+            }
             let compute = panel
                 .streams
                 .iter()
                 .filter(|s| s.layout.is_compute())
                 .count();
             let copy = panel.streams.len() - compute;
-            parts.push(format!("{compute} compute, {copy} copy"));
+            parts.push((5, format!("{compute} compute, {copy} copy")));
         }
-        DeviceKind::IntraOp => parts.push(format!("{} threads", panel.pool.workers.len())),
+        DeviceKind::IntraOp => parts.push((1, format!("{} threads", panel.pool.workers.len()))),
         DeviceKind::Cpu => match panel.layout.inter_op {
-            Some(inter) => parts.push(format!("inter {inter}")),
-            None => parts.push(format!("{} workers", panel.pool.workers.len())),
+            Some(inter) => parts.push((1, format!("inter {inter}"))),
+            None => parts.push((1, format!("{} workers", panel.pool.workers.len()))),
         },
     }
-    parts.push(format!(
-        "{} ops/s",
-        format::quantity(panel.pool.ops_per_s())
-    ));
+    let ops_per_s = format::quantity(panel.pool.ops_per_s());
+    parts.push((4, format!("{ops_per_s} ops/s")));
     let queued = panel.pool.queue_depth() + panel.priority.as_ref().map_or(0, |p| p.queue_depth());
-    parts.push(format!("queue {queued}"));
-    let mut spans = Vec::new();
-    for part in parts {
-        spans.push(Span::styled(" · ", dim));
-        spans.push(Span::raw(part));
-    }
-    spans.push(Span::raw(" "));
-    spans
+    parts.push((2, format!("queue {queued}")));
+    let mut parts: Vec<Part<'a>> = parts
+        .into_iter()
+        .map(|(priority, text)| (priority, vec![Span::styled(" · ", dim), Span::raw(text)]))
+        .collect();
+    parts.push((0, vec![Span::raw(" ")]));
+    parts
 }
 
 fn draw_panel<'a>(
@@ -178,23 +193,27 @@ fn draw_panel<'a>(
     } else {
         ctx.theme.border()
     };
-    let block = Block::default()
+    let mut block = Block::default()
         .borders(Borders::ALL)
         .border_type(BorderType::Rounded)
         .border_style(border)
         .title(title);
     let inner = block.inner(area);
-    frame.render_widget(block, area);
     let width = usize::from(inner.width);
     let lines = if inner.height == 1 && row_count(panel) > 1 {
         vec![summary_line(ctx, panel)]
     } else {
-        let skip = if selected { ctx.app.device_scroll } else { 0 };
-        panel_lines(ctx, panel, width)
-            .into_iter()
-            .skip(skip)
-            .collect()
+        let lines = panel_lines(ctx, panel, width);
+        let visible = usize::from(inner.height);
+        let scroll = if selected { ctx.app.device_scroll } else { 0 };
+        let skip = first_shown(scroll, lines.len(), visible);
+        let below = lines.len().saturating_sub(skip + visible);
+        if let Some(marker) = more_marker(ctx, skip, below) {
+            block = block.title_bottom(marker);
+        }
+        lines.into_iter().skip(skip).collect()
     };
+    frame.render_widget(block, area);
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
@@ -281,7 +300,7 @@ fn worker_line<'a>(
         Span::styled(format!("{} ", state_glyph(worker.activity)), style),
         Span::raw(format!(
             "{:<width$} ",
-            format::fit(&worker.name, columns.name),
+            format::fit_name(&worker.name, columns.name),
             width = columns.name
         )),
     ];
@@ -290,7 +309,7 @@ fn worker_line<'a>(
         spans.push(Span::styled(
             format!(
                 "{:<width$} ",
-                format::fit(op, columns.op),
+                format::fit_name(op, columns.op),
                 width = columns.op
             ),
             style,
@@ -325,4 +344,89 @@ fn stream_line<'a>(ctx: &Ctx<'a>, stream: &StreamPanel<'a>, width: usize) -> Lin
         Span::raw(format!(" {}", format::percent(occupancy))),
         Span::styled(ops, theme.dim()),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::app::{Action, App};
+    use crate::tui::fake::FakeOptions;
+    use crate::tui::theme::Theme;
+    use crate::tui::view::tests::{app_after, render};
+
+    fn selected_panel(app: &App, width: u16, height: u16) -> String {
+        render(width, height, |frame, area| {
+            draw_selected(frame, area, &Ctx::new(app, Theme::plain()))
+        })
+    }
+
+    fn stacked(app: &App, width: u16, height: u16) -> String {
+        render(width, height, |frame, area| {
+            draw_stack(frame, area, &Ctx::new(app, Theme::plain()))
+        })
+    }
+
+    /// Eight inter-op workers and a priority worker: 9 rows.
+    fn nine_rows() -> App {
+        let options = FakeOptions {
+            inter_op: 8,
+            ..FakeOptions::default()
+        };
+        app_after(options, 10)
+    }
+
+    #[test]
+    fn hidden_worker_rows_are_counted_in_the_bottom_border() {
+        let app = nine_rows();
+        let text = selected_panel(&app, 80, 9);
+        let bottom = text.lines().last().unwrap();
+        assert!(bottom.contains("↓ 2 more"), "{text}");
+        let all = selected_panel(&app, 80, 11);
+        assert!(!all.contains("more"), "{all}");
+    }
+
+    #[test]
+    fn the_last_row_scrolled_to_leaves_no_blank_rows() {
+        let mut app = nine_rows();
+        app.update(Action::Bottom);
+        let text = selected_panel(&app, 80, 9);
+        let rows: Vec<&str> = text.lines().collect();
+        assert!(rows[1].contains("cpu0-w2"), "{text}");
+        assert!(rows[7].contains("cpu0-prio-0"), "{text}");
+        assert!(
+            rows[8].contains("↑ 2 above") && !rows[8].contains("more"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn titles_drop_whole_parts_and_keep_the_device_and_its_queue() {
+        let model = "simulated: 1000 GFLOP/s, 200.0 GB/s, copies 0.55 GB/s, launch 5 µs";
+        let mut data = app_after(FakeOptions::default(), 10).data().clone();
+        let gpu = data.devices.iter_mut().find(|d| d.title == "gpu0").unwrap();
+        gpu.model = Some(model.into());
+        let mut app = App::new();
+        app.observe(data);
+        app.update(Action::Right);
+        app.update(Action::Right);
+        for width in [60, 80, 89, 120, 200] {
+            for text in [stacked(&app, width, 30), selected_panel(&app, width, 8)] {
+                let title = text.lines().find(|l| l.contains("gpu0")).unwrap();
+                assert!(title.contains("queue"), "{width}: {title}");
+                assert!(
+                    title.contains(model) || !title.contains("simulated"),
+                    "{width}: {title}"
+                );
+                assert!(
+                    title.contains("2 compute, 2 copy") || !title.contains("compute"),
+                    "{width}: {title}"
+                );
+                assert!(
+                    title.contains("─╮"),
+                    "the title ends before the corner: {title}"
+                );
+            }
+        }
+        assert!(stacked(&app, 200, 30).contains(model));
+    }
 }

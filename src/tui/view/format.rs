@@ -68,6 +68,26 @@ pub fn bar(share: f64, width: usize) -> (String, String) {
     (filled, " ".repeat(width.saturating_sub(used)))
 }
 
+/// A name cut to `width` characters the one way every view cuts names: its first third,
+/// `…`, and the rest from its end, where names of one family differ
+/// (`s4b0_conv2_grad_in` at 14 is `s4b0…2_grad_in`, apart from `s4b0_conv1_grad_in` and
+/// `s4b0_conv2_grad_w`). Under 5 cells only the start stays (`ab…`).
+pub fn fit_name(name: &str, width: usize) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= width {
+        return name.to_string();
+    }
+    if width < 5 {
+        return fit(name, width);
+    }
+    let head = width / 3;
+    let tail = width - 1 - head;
+    let mut cut: String = chars[..head].iter().collect();
+    cut.push('…');
+    cut.extend(&chars[chars.len() - tail..]);
+    cut
+}
+
 /// `text` cut to `width` characters, with `…` when cut.
 pub fn fit(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
@@ -108,5 +128,30 @@ mod tests {
         assert_eq!(bar(0.5625, 4), ("██▎".into(), " ".into()));
         assert_eq!(fit("conv2d_backward", 8), "conv2d_…");
         assert_eq!(fit("relu", 8), "relu");
+    }
+
+    #[test]
+    fn cut_names_keep_their_distinguishing_end() {
+        assert_eq!(fit_name("s4b0_conv2_grad_in", 14), "s4b0…2_grad_in");
+        assert_eq!(fit_name("s4b0_conv2", 14), "s4b0_conv2");
+        assert_eq!(fit_name("cross_entropy", 12), "cros…entropy");
+        assert_eq!(fit_name("stem_conv_grad", 4), "ste…");
+        // Names of one family stay apart when cut, at every width that can tell them apart.
+        let family = [
+            "s4b0_conv1_grad_in",
+            "s4b0_conv2_grad_in",
+            "s4b0_conv2_grad_w",
+            "s4b1_conv2_grad_in",
+        ];
+        for width in 14..18 {
+            let cut: Vec<String> = family.iter().map(|n| fit_name(n, width)).collect();
+            for (i, a) in cut.iter().enumerate() {
+                assert!(!cut[i + 1..].contains(a), "{width}: {cut:?}");
+            }
+        }
+        for width in 0..20 {
+            let cut = fit_name("layer4_bottleneck2_conv3_backward_weights", width);
+            assert_eq!(cut.chars().count(), width, "{cut}");
+        }
     }
 }

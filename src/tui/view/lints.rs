@@ -9,12 +9,19 @@ use ratatui::Frame;
 
 use super::Ctx;
 
-/// The most rows the warnings take, in the wide and the compact layout.
-const MAX_ROWS: (usize, usize) = (3, 2);
+/// The most rows the warnings take, in the wide and the compact layout, and in the compact
+/// one on a screen under [`SHORT`] rows (where every row goes to the panels).
+const MAX_ROWS: (usize, usize, usize) = (3, 2, 1);
+/// Screens with fewer rows than this give the warnings one row.
+pub const SHORT: u16 = 24;
 
-/// Rows the warnings take.
-pub fn height(ctx: &Ctx<'_>, wide: bool) -> u16 {
-    let most = if wide { MAX_ROWS.0 } else { MAX_ROWS.1 };
+/// Rows the warnings take on a screen `rows` high.
+pub fn height(ctx: &Ctx<'_>, wide: bool, rows: u16) -> u16 {
+    let most = match (wide, rows < SHORT) {
+        (true, _) => MAX_ROWS.0,
+        (false, false) => MAX_ROWS.1,
+        (false, true) => MAX_ROWS.2,
+    };
     ctx.lints.len().min(most) as u16
 }
 
@@ -38,4 +45,21 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
         }
     }
     frame.render_widget(Paragraph::new(lines), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tui::fake::FakeOptions;
+    use crate::tui::view::tests::{app_after, screen};
+
+    #[test]
+    fn a_short_screen_gives_the_warnings_one_row_and_says_how_many_more() {
+        let app = app_after(FakeOptions::overloaded(), 60);
+        let warnings = |text: &str| text.lines().filter(|l| l.contains('⚠')).count();
+        let short = screen(&app, 80, 20);
+        assert_eq!(warnings(&short), 1, "{short}");
+        assert!(short.contains("(+2 more)"), "{short}");
+        assert_eq!(warnings(&screen(&app, 80, 24)), 2);
+        assert_eq!(warnings(&screen(&app, 160, 48)), 3);
+    }
 }

@@ -9,7 +9,13 @@
 //!                    timeline (full width)                timeline | ops table
 //! footer (status line + key hints wrapped to the width)
 //! ```
-//! The help overlay is drawn over everything when it is up.
+//! The help overlay is drawn over everything when it is up. Under [`MIN`] the screen is one
+//! centred line saying so instead of panels too small to read.
+//!
+//! Text that does not fit is never cut blindly: titles and labels drop their least important
+//! parts whole ([`fit_parts`]), names are cut the one way [`format::fit_name`] cuts them, and
+//! a panel with rows below (or above) what it shows says how many in its bottom border
+//! ([`more_marker`]).
 #![forbid(unsafe_code)]
 
 pub mod device;
@@ -22,10 +28,10 @@ pub mod ops;
 pub mod sparklines;
 pub mod timeline;
 
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::style::Style;
-use ratatui::text::Line;
-use ratatui::widgets::{Block, BorderType, Borders};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::app::{App, Focus, Mode};
@@ -35,6 +41,10 @@ use super::theme::Theme;
 
 /// The smallest screen that gets the wide layout.
 pub const WIDE: (u16, u16) = (120, 36);
+
+/// The smallest screen the dashboard draws panels on: the compact layout's header, a lint,
+/// three worker rows, the sparklines, two timeline and two ops rows, and the footer.
+pub const MIN: (u16, u16) = (60, 18);
 
 /// What every view reads: the state, the panels of the current frame, the warnings, the
 /// theme.
@@ -80,12 +90,15 @@ impl<'a> Ctx<'a> {
 
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame<'_>, app: &App, theme: Theme) {
-    let ctx = Ctx::new(app, theme);
     let area = frame.area();
+    if area.width < MIN.0 || area.height < MIN.1 {
+        return draw_too_small(frame, area, app, theme);
+    }
+    let ctx = Ctx::new(app, theme);
     let wide = area.width >= WIDE.0 && area.height >= WIDE.1;
     let [header_area, lints_area, body, footer_area] = Layout::vertical([
         Constraint::Length(header::HEIGHT),
-        Constraint::Length(lints::height(&ctx, wide)),
+        Constraint::Length(lints::height(&ctx, wide, area.height)),
         Constraint::Min(0),
         Constraint::Length(footer::height(&ctx, area.width)),
     ])
@@ -136,4 +149,210 @@ fn draw_compact(frame: &mut Frame<'_>, body: Rect, ctx: &Ctx<'_>) {
     sparklines::draw_compact(frame, sparks, ctx);
     timeline::draw(frame, timeline_area, ctx);
     ops::draw(frame, ops_area, ctx);
+}
+
+/// One line, centred, in place of panels that would not fit (three short ones, wrapped,
+/// when the line does not fit the width).
+fn draw_too_small(frame: &mut Frame<'_>, area: Rect, app: &App, theme: Theme) {
+    // In the help and the filter, q closes the help or types a q; Ctrl-C always quits.
+    let quit = if app.mode == Mode::Normal {
+        "(q quits)"
+    } else {
+        "(Ctrl-C quits)"
+    };
+    let size = format!("terminal too small: {}x{}", area.width, area.height);
+    let needs = format!("needs at least {}x{}", MIN.0, MIN.1);
+    let line = format!("{size}, {needs} {quit}");
+    let texts = if line.chars().count() <= usize::from(area.width) {
+        vec![line]
+    } else {
+        vec![size, needs, quit.to_string()]
+    };
+    let width = usize::from(area.width.max(1));
+    let rows: usize = texts
+        .iter()
+        .map(|t| t.chars().count().div_ceil(width))
+        .sum();
+    let lines: Vec<Line<'_>> = texts
+        .into_iter()
+        .map(|text| Line::styled(text, theme.warning()).centered())
+        .collect();
+    let [middle] = Layout::vertical([Constraint::Length(rows as u16)])
+        .flex(Flex::Center)
+        .areas(area);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), middle);
+}
+
+/// A part of a title or label and how readily it goes (0: never; higher goes first).
+pub type Part<'a> = (u8, Vec<Span<'a>>);
+
+/// The parts that fit in `width`, in their order, dropping the most expendable first (the
+/// later of two equally expendable). If the parts that never go are still too wide, the
+/// line is cut and ends in `…`.
+pub fn fit_parts(parts: Vec<Part<'_>>, width: usize) -> Line<'_> {
+    let widths: Vec<usize> = parts
+        .iter()
+        .map(|(_, spans)| spans.iter().map(Span::width).sum())
+        .collect();
+    let mut kept = vec![true; parts.len()];
+    let mut total: usize = widths.iter().sum();
+    let mut by_expendability: Vec<usize> = (0..parts.len()).rev().collect();
+    by_expendability.sort_by_key(|&index| std::cmp::Reverse(parts[index].0));
+    for index in by_expendability {
+        if total <= width || parts[index].0 == 0 {
+            break;
+        }
+        kept[index] = false;
+        total -= widths[index];
+    }
+    let spans: Vec<Span<'_>> = parts
+        .into_iter()
+        .zip(kept)
+        .filter(|(_, keep)| *keep)
+        .flat_map(|((_, spans), _)| spans)
+        .collect();
+    if total <= width {
+        return Line::from(spans);
+    }
+    Line::from(cut_spans(spans, width))
+}
+
+/// `spans` cut to `width` cells, the last one ending in `…`.
+fn cut_spans(spans: Vec<Span<'_>>, width: usize) -> Vec<Span<'_>> {
+    let mut left = width;
+    let mut cut = Vec::new();
+    for span in spans {
+        let chars = span.content.chars().count();
+        if chars < left {
+            left -= chars;
+            cut.push(span);
+            continue;
+        }
+        let text = format::fit(&span.content, left);
+        cut.push(Span::styled(text, span.style));
+        break;
+    }
+    cut
+}
+
+/// ` ↑ 2 above · ↓ 5 more ` for a bottom border, when rows are out of sight.
+pub fn more_marker<'a>(ctx: &Ctx<'_>, above: usize, below: usize) -> Option<Line<'a>> {
+    let mut parts = Vec::new();
+    if above > 0 {
+        parts.push(format!("↑ {above} above"));
+    }
+    if below > 0 {
+        parts.push(format!("↓ {below} more"));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let text = format!(" {} ", parts.join(" · "));
+    Some(Line::styled(text, ctx.theme.key()).right_aligned())
+}
+
+/// The first row to show of `rows` in `visible` rows when `scroll` asks for it: never so far
+/// that the last rows leave the bottom blank.
+pub fn first_shown(scroll: usize, rows: usize, visible: usize) -> usize {
+    scroll.min(rows.saturating_sub(visible))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+
+    use super::*;
+    use crate::tui::fake::{FakeOptions, FakeSource};
+    use crate::tui::source::DashboardSource;
+
+    /// An app fed `frames` frames of a fake built with `options`.
+    pub fn app_after(options: FakeOptions, frames: usize) -> App {
+        let mut source = FakeSource::new(options);
+        let mut app = App::new();
+        for _ in 0..frames {
+            app.observe(source.snapshot());
+        }
+        app
+    }
+
+    /// The text of a `width` x `height` buffer `draw` drew into, one line per row.
+    pub fn render(width: u16, height: u16, draw: impl FnOnce(&mut Frame<'_>, Rect)) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test backend");
+        terminal
+            .draw(|frame| draw(frame, frame.area()))
+            .expect("draws");
+        let buffer = terminal.backend().buffer();
+        let mut text = String::new();
+        for y in 0..height {
+            for x in 0..width {
+                text.push_str(buffer[(x, y)].symbol());
+            }
+            text.push('\n');
+        }
+        text
+    }
+
+    /// The whole screen at `width` x `height`.
+    pub fn screen(app: &App, width: u16, height: u16) -> String {
+        render(width, height, |frame, _| draw(frame, app, Theme::plain()))
+    }
+
+    #[test]
+    fn under_the_minimum_one_centred_line_says_so_and_how_to_quit() {
+        let app = app_after(FakeOptions::default(), 20);
+        for (width, height) in [(200, 5), (30, 8), (12, 4), (59, 40), (100, 17)] {
+            let text = screen(&app, width, height);
+            let words: Vec<&str> = text.split_whitespace().collect();
+            let joined = words.join(" ");
+            let wanted = format!(
+                "terminal too small: {width}x{height}, needs at least {}x{} (q quits)",
+                MIN.0, MIN.1
+            );
+            if width >= 60 {
+                assert!(joined.contains(&wanted), "{width}x{height}:\n{text}");
+            } else {
+                assert!(joined.starts_with("terminal too small"), "{text}");
+            }
+            assert!(!text.contains('╭') && !text.contains("RUNNING"), "{text}");
+        }
+        let text = screen(&app, 200, 5);
+        let row = text.lines().position(|l| l.contains("too small")).unwrap();
+        assert_eq!(row, 2, "centred vertically:\n{text}");
+        let line = text.lines().nth(row).unwrap();
+        let left = line.len() - line.trim_start().len();
+        let right = line.chars().count() - line.trim_end().chars().count();
+        assert!(left.abs_diff(right) <= 1, "centred: {line:?}");
+        let fits = screen(&app, MIN.0, MIN.1);
+        assert!(
+            !fits.contains("too small") && fits.contains("RUNNING"),
+            "{fits}"
+        );
+    }
+
+    #[test]
+    fn titles_drop_whole_parts_least_important_first() {
+        let parts = vec![
+            (0, vec![Span::raw(" gpu0")]),
+            (3, vec![Span::raw(" · simulated: 1000 GFLOP/s")]),
+            (1, vec![Span::raw(" · queue 15")]),
+            (2, vec![Span::raw(" · 402 ops/s")]),
+        ];
+        let text = |line: Line<'_>| line.to_string();
+        assert_eq!(text(fit_parts(parts.clone(), 80)), parts_text(&parts));
+        assert_eq!(
+            text(fit_parts(parts.clone(), 30)),
+            " gpu0 · queue 15 · 402 ops/s"
+        );
+        assert_eq!(text(fit_parts(parts.clone(), 20)), " gpu0 · queue 15");
+        assert_eq!(text(fit_parts(parts.clone(), 6)), " gpu0");
+        assert_eq!(text(fit_parts(parts, 4)), " gp…");
+    }
+
+    fn parts_text(parts: &[Part<'_>]) -> String {
+        parts
+            .iter()
+            .flat_map(|(_, spans)| spans.iter().map(|s| s.content.to_string()))
+            .collect()
+    }
 }

@@ -9,8 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Sparkline};
 use ratatui::Frame;
 
-use super::format;
-use super::Ctx;
+use super::{fit_parts, format, Ctx, Part};
 use crate::tui::app::Focus;
 use crate::tui::history::Sample;
 
@@ -63,7 +62,8 @@ pub fn draw_compact(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     draw_series(frame, right, ctx, &QUEUED);
 }
 
-/// A label row (`throughput 1.8k ops/s  max 2.0k`) over the sparkline.
+/// A label row (`throughput 1.8k ops/s  (1.7k-2.0k)`) over the sparkline; when the width is
+/// short the range goes, then the unit.
 fn draw_series(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, series: &Series) {
     let [label_area, line_area] =
         Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
@@ -76,17 +76,22 @@ fn draw_series(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, series: &Series
     let now = points.last().copied().unwrap_or(0);
     let max = points.iter().copied().max().unwrap_or(0);
     let min = points.iter().copied().min().unwrap_or(0);
-    let range = format!(
-        " {}  ({}-{})",
-        series.unit,
-        format::count(min),
-        format::count(max)
-    );
-    let label = Line::from(vec![
-        Span::styled(format!(" {} ", series.name), ctx.theme.dim()),
-        Span::styled(format::count(now), ctx.theme.strong()),
-        Span::styled(range, ctx.theme.dim()),
-    ]);
+    let range = format!("  ({}-{})", format::count(min), format::count(max));
+    let parts: Vec<Part<'_>> = vec![
+        (
+            0,
+            vec![
+                Span::styled(format!(" {} ", series.name), ctx.theme.dim()),
+                Span::styled(format::count(now), ctx.theme.strong()),
+            ],
+        ),
+        (
+            1,
+            vec![Span::styled(format!(" {}", series.unit), ctx.theme.dim())],
+        ),
+        (2, vec![Span::styled(range, ctx.theme.dim())]),
+    ];
+    let label = fit_parts(parts, usize::from(label_area.width));
     frame.render_widget(Paragraph::new(label), label_area);
     let floor = min / 4 * 3;
     let heights: Vec<u64> = points.iter().map(|&point| point - floor).collect();
@@ -100,4 +105,40 @@ fn draw_series(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, series: &Series
         ..line_area
     };
     frame.render_widget(sparkline, line_area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::fake::FakeOptions;
+    use crate::tui::theme::Theme;
+    use crate::tui::view::tests::{app_after, render};
+
+    #[test]
+    fn a_narrow_label_drops_the_range_then_the_unit_whole() {
+        let app = app_after(FakeOptions::default(), 20);
+        let label = |width: u16| {
+            let text = render(width, COMPACT_HEIGHT, |frame, area| {
+                draw_compact(frame, area, &Ctx::new(&app, Theme::plain()))
+            });
+            text.lines().next().unwrap().to_string()
+        };
+        let wide = label(100);
+        assert!(
+            wide.contains("ops/s  (") && wide.contains("tasks  ("),
+            "{wide}"
+        );
+        let narrow = label(60);
+        let throughput = narrow.split("queued").next().unwrap();
+        assert!(
+            throughput.contains("ops/s") && !throughput.contains('('),
+            "{narrow}"
+        );
+        let narrower = label(36);
+        assert!(
+            narrower.contains("throughput") && !narrower.contains("ops"),
+            "{narrower}"
+        );
+        assert!(narrower.contains("queued"), "{narrower}");
+    }
 }
