@@ -37,6 +37,11 @@ impl PoolPanel<'_> {
     pub fn ops_per_s(&self) -> f64 {
         self.device.map_or(0.0, |device| device.ops_per_s)
     }
+
+    /// Pool tasks finished per second over the window.
+    pub fn tasks_per_s(&self) -> f64 {
+        self.device.map_or(0.0, |device| device.tasks_per_s)
+    }
 }
 
 /// One stream and its statistics.

@@ -167,8 +167,12 @@ fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Part<'a>> {
             None => parts.push((1, format!("{} workers", panel.pool.workers.len()))),
         },
     }
-    let ops_per_s = format::quantity(panel.pool.ops_per_s());
-    parts.push((4, format!("{ops_per_s} ops/s")));
+    // The intra-op pool runs the ops' parallel_for pieces, not ops.
+    let (rate, unit) = match panel.layout.kind {
+        DeviceKind::IntraOp => (panel.pool.tasks_per_s(), "tasks/s"),
+        _ => (panel.pool.ops_per_s(), "ops/s"),
+    };
+    parts.push((4, format!("{} {unit}", format::quantity(rate))));
     let queued = panel.pool.queue_depth() + panel.priority.as_ref().map_or(0, |p| p.queue_depth());
     parts.push((2, format!("queue {queued}")));
     let mut parts: Vec<Part<'a>> = parts
@@ -428,5 +432,22 @@ mod tests {
             }
         }
         assert!(stacked(&app, 200, 30).contains(model));
+    }
+
+    #[test]
+    fn the_intra_op_pool_counts_tasks_not_ops() {
+        let mut app = app_after(FakeOptions::default(), 10);
+        while !app.data().devices[app.selected_device]
+            .title
+            .contains("intra")
+        {
+            app.update(Action::Right);
+        }
+        let text = selected_panel(&app, 120, 8);
+        let title = text.lines().find(|l| l.contains("intra-op")).unwrap();
+        assert!(
+            title.contains("tasks/s") && !title.contains("ops/s"),
+            "{title}"
+        );
     }
 }

@@ -33,7 +33,7 @@ const THROUGHPUT: Series = Series {
 
 const QUEUED: Series = Series {
     name: "queued",
-    unit: "tasks",
+    unit: "waiting",
     value: |sample| sample.queue_depth,
 };
 
@@ -125,7 +125,7 @@ mod tests {
         };
         let wide = label(100);
         assert!(
-            wide.contains("ops/s  (") && wide.contains("tasks  ("),
+            wide.contains("ops/s  (") && wide.contains("waiting  ("),
             "{wide}"
         );
         let narrow = label(60);
