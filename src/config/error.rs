@@ -175,6 +175,12 @@ pub enum ConfigWarning {
         /// The CPU worker count set.
         cpu_workers: usize,
     },
+    /// An inter-op (engine CPU worker) count is set, but the naive engine has no workers: it
+    /// runs every op on the pushing thread.
+    InterOpUnusedByNaive {
+        /// The count set.
+        inter: usize,
+    },
 }
 
 impl fmt::Display for ConfigWarning {
@@ -204,6 +210,12 @@ impl fmt::Display for ConfigWarning {
                 env::TF_NUM_INTEROP_THREADS,
                 env::ENGINETOP_CPU_WORKERS,
                 env::MXNET_CPU_WORKER_NTHREADS,
+            ),
+            ConfigWarning::InterOpUnusedByNaive { inter } => write!(
+                f,
+                "{inter} inter-op threads are set, but the naive engine has no workers: it runs \
+                 every op on the thread that pushes it, one at a time; pick --engine pooled or \
+                 per-device to run ops side by side"
             ),
         }
     }

@@ -383,8 +383,12 @@ impl RuntimeConfig {
 
     /// The inter-op pool size, `0` resolved. Unset, it is the engine's CPU worker count when
     /// that is set: in a workload run the two name the same threads (see
-    /// [`RuntimeConfig::warnings`] for when both are set).
+    /// [`RuntimeConfig::warnings`] for when both are set). The naive engine has no workers:
+    /// it runs every op on the thread that pushes it, one at a time, so its figure is 1.
     pub fn effective_inter_op_threads(&self) -> usize {
+        if self.engine_kind == EngineKind::Naive {
+            return 1;
+        }
         self.resolve_count(first_set(self.inter_op_threads, self.cpu_workers))
     }
 
@@ -506,6 +510,10 @@ impl RuntimeConfig {
         let (inter, cpu_workers) = (self.inter_op_threads, self.cpu_workers);
         if inter != 0 && cpu_workers != 0 && inter != cpu_workers {
             warnings.push(ConfigWarning::InterOpDiffersFromCpuWorkers { inter, cpu_workers });
+        }
+        let inter_set = first_set(inter, cpu_workers);
+        if self.engine_kind == EngineKind::Naive && inter_set > 1 {
+            warnings.push(ConfigWarning::InterOpUnusedByNaive { inter: inter_set });
         }
         warnings
     }

@@ -620,3 +620,34 @@ fn differing_inter_op_and_cpu_worker_counts_warn_and_the_inter_op_count_wins() {
         .iter()
         .all(|w| !matches!(w, ConfigWarning::InterOpDiffersFromCpuWorkers { .. })));
 }
+
+#[test]
+fn the_naive_engine_runs_on_one_thread_and_says_an_inter_op_count_is_unused() {
+    let overrides = ConfigOverrides {
+        inter_op_threads: Some(4),
+        engine_kind: Some(EngineKind::Naive),
+        ..ConfigOverrides::default()
+    };
+    let config = load(&[], &overrides);
+    assert_eq!(
+        config.resolved().inter_op,
+        1,
+        "ops run on the pushing thread"
+    );
+    let intra = config.resolved().intra_op;
+    assert_eq!(
+        config.kernel_threads(),
+        intra.min(config.schedulable_cpus.max(1))
+    );
+    let warnings = config.warnings();
+    assert_eq!(warnings, [ConfigWarning::InterOpUnusedByNaive { inter: 4 }]);
+    assert!(warnings[0]
+        .to_string()
+        .contains("--engine pooled or per-device"));
+    let naive = ConfigOverrides {
+        engine_kind: Some(EngineKind::Naive),
+        ..ConfigOverrides::default()
+    };
+    let defaults = load(&[], &naive);
+    assert!(defaults.warnings().is_empty());
+}
