@@ -90,6 +90,11 @@ pub(super) struct RunArgs {
     #[arg(long)]
     no_profile: bool,
 
+    /// Rows of the profiler's table in the summary, the ops with the most time first
+    /// (0 = every op name)
+    #[arg(long, value_name = "N", default_value_t = 40)]
+    profile_rows: usize,
+
     /// How to print the summary.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Table)]
     summary: SummaryFormat,
@@ -203,7 +208,7 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
     };
     let hooks = RunHooks {
         progress: std::io::stderr().is_terminal().then(progress_bar),
-        ..profiler_hooks(&profiler)
+        ..profiler_hooks(&profiler, args.profile_rows)
     };
     let show_progress = hooks.progress.is_some();
     let summary = run_workload(graph, &options, hooks).inspect_err(|_| {
@@ -230,7 +235,7 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
 
 /// The run's hooks into `profiler`: engine ops, the intra-op pool's workers, the summary's
 /// aggregate table. A disabled profiler gets none.
-pub(super) fn profiler_hooks(profiler: &Profiler) -> RunHooks {
+pub(super) fn profiler_hooks(profiler: &Profiler, table_rows: usize) -> RunHooks {
     if !profiler.is_enabled() {
         return RunHooks::default();
     }
@@ -249,22 +254,33 @@ pub(super) fn profiler_hooks(profiler: &Profiler) -> RunHooks {
         pool_observers: PoolProbe::engine_pools(profiler),
         stream_observer: Some(Arc::new(StreamProbe::new(profiler))),
         intra_pool_observer: Some(intra.into_observer()),
-        profiler: Some(Arc::new(ProfilerTable(profiler.clone()))),
+        profiler: Some(Arc::new(ProfilerTable::new(profiler, table_rows))),
         ..RunHooks::default()
     }
 }
 
-/// The profiler's part of the summary.
-pub(super) struct ProfilerTable(pub(super) Profiler);
+/// The profiler's part of the summary: its table, at most `rows` op names (0: all).
+pub(super) struct ProfilerTable {
+    profiler: Profiler,
+    rows: usize,
+}
+
+impl ProfilerTable {
+    pub(super) fn new(profiler: &Profiler, rows: usize) -> Self {
+        let rows = if rows == 0 { usize::MAX } else { rows };
+        let profiler = profiler.clone();
+        ProfilerTable { profiler, rows }
+    }
+}
 
 impl ProfilerReport for ProfilerTable {
     fn aggregate_table(&self) -> String {
-        self.0.flush();
-        self.0.summary().table()
+        self.profiler.flush();
+        self.profiler.summary().table_top(self.rows)
     }
 
     fn dropped_events(&self) -> u64 {
-        self.0.snapshot().dropped_events
+        self.profiler.snapshot().dropped_events
     }
 }
 

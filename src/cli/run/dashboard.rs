@@ -31,7 +31,7 @@ pub(super) fn run(args: &RunArgs, config: RuntimeConfig, graph: Graph) -> Result
     let profiler = Profiler::new(ProfilerOptions::default())?;
     let log = log_path();
     let _logging = init_logging(&profiler, LogTarget::File(log.clone()), LevelFilter::INFO)?;
-    let hooks = profiler_hooks(&profiler);
+    let hooks = profiler_hooks(&profiler, args.profile_rows);
     let mut info = live_info(args, &config, &graph)?;
     let driver = Driver::new(graph, &config, &hooks)?;
     describe_gpus(&driver, &config, &mut info);
@@ -48,7 +48,7 @@ pub(super) fn run(args: &RunArgs, config: RuntimeConfig, graph: Graph) -> Result
     }
     tracing::info!(workload = %driver.graph().name, log = %log.display(), "dashboard run");
     let length = chosen_length(args, RunLength::UntilStopped);
-    let report = Arc::new(ProfilerTable(profiler.clone()));
+    let report = Arc::new(ProfilerTable::new(&profiler, args.profile_rows));
     let (live, source) = LiveRun::start(driver, length, &profiler, Some(report), info)
         .context("could not start the `driver` thread")?;
     let shown = tui::run(source, tui::RunOptions::default());
