@@ -201,6 +201,11 @@ fn a_gpu_workload_is_refused_without_a_gpu_and_runs_on_a_simulated_one() {
     let second = run_workload(graph, &with_gpus(GpuSelection::Sim(1)), RunHooks::default())
         .expect("runs on a simulated GPU");
     assert_eq!(first.checksum, second.checksum);
+    // The summary says which GPU stood in (a CPU-only run names none).
+    let gpus = first.gpus.as_deref().unwrap_or_default();
+    assert!(gpus.starts_with("sim x1"), "{gpus}");
+    assert!(first.to_string().contains("GPUs          sim x1"));
+    assert!(first.json().contains("\"gpus\":\"sim x1"));
 }
 
 #[test]
@@ -263,6 +268,7 @@ fn progress_reaches_the_end_and_the_summary_adds_up() {
     let lane_ops: u64 = summary.utilization.iter().map(|lane| lane.ops).sum();
     assert_eq!(lane_ops, summary.ops);
     assert!(summary.gflops > 0.0 && summary.gflop_per_iteration > 0.0);
+    assert_eq!(summary.gpus, None, "no GPU op, no GPU line");
     assert_eq!(summary.peak_fraction, Some(summary.gflops / 100.0));
     let json: serde_json::Value = serde_json::from_str(&summary.json()).unwrap();
     for key in [

@@ -346,9 +346,16 @@ impl DevicesReport {
 /// `sim x1 (no CUDA driver ...; using a simulated GPU)`, `cuda x2 (CUDA found 2 GPU(s))`,
 /// `no GPUs`.
 fn choice_text(choice: &GpuChoice) -> String {
-    match choice.backend {
-        None => format!("no GPUs ({})", choice.why),
-        Some(backend) => format!("{backend} x{} ({})", choice.devices, choice.why),
+    choice.to_string()
+}
+
+impl fmt::Display for GpuChoice {
+    /// `sim x1 (no CUDA driver found ...; using a simulated GPU)`, `no GPUs (...)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.backend {
+            None => write!(f, "no GPUs ({})", self.why),
+            Some(backend) => write!(f, "{backend} x{} ({})", self.devices, self.why),
+        }
     }
 }
 

@@ -344,14 +344,21 @@ impl Driver {
         gemm_peak_gflops: Option<f64>,
         profiler: Option<&dyn ProfilerReport>,
     ) -> RunSummary {
-        RunSummary::new(
+        let mut summary = RunSummary::new(
             &self.graph,
             &self.settings(),
             report,
             gemm_peak_gflops,
             profiler,
             &self.warnings,
-        )
+        );
+        if self.graph.uses_gpu() {
+            summary.gpus = match self.engine.gpus() {
+                Ok(Some(choice)) => Some(choice.to_string()),
+                Ok(None) | Err(_) => None, // a refused GPU op already failed the run
+            };
+        }
+        summary
     }
 
     /// A hash of every tensor's bits, in tensor order: equal runs have equal checksums.

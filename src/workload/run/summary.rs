@@ -247,6 +247,9 @@ pub struct RunSummary {
     pub checksum: String,
     /// The configuration's warnings (oversubscription).
     pub warnings: Vec<String>,
+    /// Which GPUs the run's GPU ops ran on, and why (`sim x1 (no CUDA driver found ...;
+    /// using a simulated GPU)`), when it had any.
+    pub gpus: Option<String>,
     /// The profiler's aggregate table, when a profiler is connected.
     pub profiler_table: Option<String>,
     /// Profiler events dropped (full rings), when a profiler is connected.
@@ -290,6 +293,7 @@ impl RunSummary {
             intra_pool: IntraPoolSummary::new(&report.intra_pool),
             checksum: format!("{:016x}", report.checksum),
             warnings: warnings.to_vec(),
+            gpus: None,
             profiler_table: profiler.map(ProfilerReport::aggregate_table),
             dropped_events: profiler.map(ProfilerReport::dropped_events),
         }
@@ -386,6 +390,9 @@ impl RunSummary {
             "  GFLOP/s       {:>10.2}   ({:.3} GFLOP per iteration)",
             self.gflops, self.gflop_per_iteration
         )?;
+        if let Some(gpus) = &self.gpus {
+            writeln!(f, "  GPUs          {gpus}")?;
+        }
         if let Some(gpu) = self.gpu_gflops {
             writeln!(f, "    on CPU      {:>10.2}", self.cpu_gflops)?;
             writeln!(
