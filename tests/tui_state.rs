@@ -293,7 +293,7 @@ fn a_pool_keeps_one_worker_and_refusals_show_in_the_footer() {
 }
 
 #[test]
-fn the_gpu_selected_still_resizes_a_cpu_device() {
+fn a_gpu_selected_keeps_a_cpu_target_and_plus_resizes_the_cpu_selected_after() {
     let mut h = fresh();
     h.press(KeyCode::Right);
     h.press(KeyCode::Right);

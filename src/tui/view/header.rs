@@ -7,12 +7,12 @@
 #![forbid(unsafe_code)]
 
 use ratatui::layout::Rect;
-use ratatui::text::{Line, Span};
+use ratatui::text::Span;
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::format;
-use super::Ctx;
+use super::{fit_parts, Ctx};
 use crate::tui::app::WARNING_PREFIX;
 use crate::workload::run::GflopsSplit;
 
@@ -26,35 +26,10 @@ type Part<'a> = (u8, Vec<Span<'a>>);
 pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let width = usize::from(area.width);
     let lines = vec![
-        fit(identity_parts(ctx), width),
-        fit(figures_parts(ctx), width),
+        fit_parts(identity_parts(ctx), width),
+        fit_parts(figures_parts(ctx), width),
     ];
     frame.render_widget(Paragraph::new(lines), area);
-}
-
-/// The parts that fit in `width`, in their order, dropping the most expendable first.
-fn fit(parts: Vec<Part<'_>>, width: usize) -> Line<'_> {
-    let widths: Vec<usize> = parts
-        .iter()
-        .map(|(_, spans)| spans.iter().map(Span::width).sum())
-        .collect();
-    let mut kept = vec![true; parts.len()];
-    let mut total: usize = widths.iter().sum();
-    let mut by_expendability: Vec<usize> = (0..parts.len()).collect();
-    by_expendability.sort_by_key(|&index| std::cmp::Reverse(parts[index].0));
-    for index in by_expendability {
-        if total <= width || parts[index].0 == 0 {
-            break;
-        }
-        kept[index] = false;
-        total -= widths[index];
-    }
-    let spans = parts
-        .into_iter()
-        .zip(kept)
-        .filter(|(_, keep)| *keep)
-        .flat_map(|((_, spans), _)| spans);
-    Line::from(spans.collect::<Vec<_>>())
 }
 
 /// The badge: FINISHED, PAUSED or RUNNING.
