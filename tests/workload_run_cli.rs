@@ -557,3 +557,59 @@ fn a_trace_that_fails_after_the_run_still_prints_the_summary() {
     );
     assert_eq!(stderr.matches("(os error 28)").count(), 1, "{stderr}");
 }
+
+/// The engine's worker counts, GPU sync mode and spinning have flags as well as variables;
+/// bad values name the flag and the spellings.
+#[test]
+fn engine_settings_are_flags_too() {
+    let run = |extra: &[&str]| {
+        let output = enginetop(
+            &[
+                SMALL_CHAIN,
+                &["--iterations", "1", "--gemm-peak", "1"],
+                extra,
+            ]
+            .concat(),
+        );
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    assert!(run(&["--cpu-workers", "1"]).contains("1 inter x"));
+    let gpu = [
+        "--workload",
+        "pipeline",
+        "--set",
+        "device=gpu:0",
+        "--gpus",
+        "sim:1",
+        "--iterations",
+        "1",
+        "--gemm-peak",
+        "1",
+        "--gpu-workers",
+        "3",
+        "--gpu-copy-workers",
+        "2",
+        "--gpu-sync",
+        "sync",
+        "--spin",
+        "off",
+    ];
+    let output = enginetop(&gpu);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("gpu:0 workers      5 workers"),
+        "{}",
+        text(&output.stdout)
+    );
+    fails_with(
+        &[SMALL_CHAIN, &["--spin", "maybe"]].concat(),
+        2,
+        "--spin maybe is not a switch: expected true/false, 1/0, on/off or yes/no",
+    );
+    fails_with(
+        &[SMALL_CHAIN, &["--gpu-sync", "never"]].concat(),
+        2,
+        "--gpu-sync never is not a GPU sync mode: expected event",
+    );
+}

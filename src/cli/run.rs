@@ -15,7 +15,7 @@ use clap::Args;
 
 use enginetop::bench::gemm as gemm_bench;
 use enginetop::config::{ConfigOverrides, RuntimeConfig};
-use enginetop::engine::{EngineKind, EngineQueues};
+use enginetop::engine::{EngineKind, EngineQueues, GpuSyncMode};
 use enginetop::pool::{Pool, PoolKind};
 use enginetop::profiler::{
     DeviceId, EngineProbe, PoolProbe, Profiler, ProfilerOptions, QueueDepthSource, StreamProbe,
@@ -81,6 +81,37 @@ pub(super) struct RunArgs {
     /// (1 to 4096) [env: ENGINETOP_MAX_THREADS; default: 128 or one per CPU if more].
     #[arg(long, value_name = "N")]
     max_threads: Option<usize>,
+
+    /// The engine's CPU workers per CPU device, used when no inter-op count is set (MXNet's
+    /// name for the same threads; 0 = one per CPU) [env: ENGINETOP_CPU_WORKERS,
+    /// MXNET_CPU_WORKER_NTHREADS].
+    #[arg(long, value_name = "N")]
+    cpu_workers: Option<usize>,
+
+    /// Workers of the CPU priority pool, which runs prioritized ops (0 = MXNet's 4)
+    /// [env: ENGINETOP_CPU_PRIORITY_WORKERS, MXNET_CPU_PRIORITY_NTHREADS].
+    #[arg(long, value_name = "N")]
+    cpu_priority_workers: Option<usize>,
+
+    /// GPU compute workers per GPU, each with its own stream (0 = MXNet's 2)
+    /// [env: ENGINETOP_GPU_WORKERS, MXNET_GPU_WORKER_NTHREADS].
+    #[arg(long, value_name = "N")]
+    gpu_workers: Option<usize>,
+
+    /// GPU copy workers per GPU, each with its own stream (0 = MXNet's 2)
+    /// [env: ENGINETOP_GPU_COPY_WORKERS, MXNET_GPU_COPY_NTHREADS].
+    #[arg(long, value_name = "N")]
+    gpu_copy_workers: Option<usize>,
+
+    /// How GPU ops keep their dependencies: event (record an event, the next op waits on
+    /// it) or sync (a host sync after every op) [env: ENGINETOP_GPU_SYNC; default: event].
+    #[arg(long, value_name = "MODE", value_parser = enginetop::config::parse_gpu_sync_flag)]
+    gpu_sync: Option<GpuSyncMode>,
+
+    /// Whether one idle worker spins before parking: on or off
+    /// [env: ENGINETOP_SPIN; default: on].
+    #[arg(long, value_name = "on|off", value_parser = enginetop::config::parse_spin_flag)]
+    spin: Option<bool>,
 
     /// Export a Chrome trace of the run (the profiler's last seconds) to FILE.
     #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
@@ -177,6 +208,12 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         inter_op_threads: args.inter,
         intra_op_threads: args.intra,
         max_threads: args.max_threads,
+        cpu_workers: args.cpu_workers,
+        cpu_priority_workers: args.cpu_priority_workers,
+        gpu_workers: args.gpu_workers,
+        gpu_copy_workers: args.gpu_copy_workers,
+        gpu_sync: args.gpu_sync,
+        allow_spinning: args.spin,
         ..overrides
     })?;
     for warning in config.warnings() {

@@ -65,6 +65,18 @@ mod tests;
 
 pub use error::{ConfigError, ConfigWarning, Origin};
 pub use names::{env, flag};
+
+/// `--spin`'s value: `true`/`false`, `1`/`0`, `on`/`off`, `yes`/`no`, any case (as
+/// `ENGINETOP_SPIN`), or the error naming the flag and the spellings.
+pub fn parse_spin_flag(text: &str) -> Result<bool, String> {
+    parse::parse_switch(Origin::Flag(flag::SPIN), text).map_err(|err| err.to_string())
+}
+
+/// `--gpu-sync`'s value: `event` or `sync` (as `ENGINETOP_GPU_SYNC`), or the error naming the
+/// flag and the choices.
+pub fn parse_gpu_sync_flag(text: &str) -> Result<GpuSyncMode, String> {
+    parse::parse_gpu_sync(Origin::Flag(flag::GPU_SYNC), text).map_err(|err| err.to_string())
+}
 use parse::*;
 
 /// The largest `max_threads` we accept: pools allocate a slot per possible worker up front.
