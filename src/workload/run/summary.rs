@@ -20,6 +20,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::config::RuntimeConfig;
+use crate::device::discover::GpuSelection;
 use crate::engine::EngineKind;
 use crate::pool::{PoolKind, PoolStats};
 use crate::workload::Graph;
@@ -58,7 +59,7 @@ pub struct RunSettings {
     pub gemm_peak_threads: usize,
     /// The per-device engine's CPU priority workers.
     pub priority_workers: usize,
-    /// GPU compute plus copy workers per GPU.
+    /// GPU compute plus copy workers per GPU (0 with `--gpus none`).
     pub gpu_workers: usize,
 }
 
@@ -74,7 +75,10 @@ impl RunSettings {
             intra: threads.intra_op,
             gemm_peak_threads: config.kernel_threads(),
             priority_workers: workers.cpu_priority,
-            gpu_workers: workers.gpu + workers.gpu_copy,
+            gpu_workers: match config.gpus {
+                GpuSelection::None => 0, // no GPU to work for
+                _ => workers.gpu + workers.gpu_copy,
+            },
         }
     }
 
@@ -463,9 +467,22 @@ impl RunSummary {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::device::discover::GpuSelection;
     use crate::workload::run::{run_workload, RunHooks, RunLength, RunOptions};
     use crate::workload::{load_spec, Overrides};
+
+    #[test]
+    fn without_gpus_no_gpu_workers_are_reported() {
+        let config = |gpus| RuntimeConfig {
+            gpus,
+            ..RuntimeConfig::default()
+        };
+        assert_eq!(
+            RunSettings::from_config(&config(GpuSelection::None)).gpu_workers,
+            0
+        );
+        let sim = RunSettings::from_config(&config(GpuSelection::Sim(1)));
+        assert_eq!(sim.gpu_workers, 4, "MXNet's 2 compute and 2 copy workers");
+    }
 
     /// A workload with CPU and GPU ops: the GFLOP/s split adds up, only the CPU's share is
     /// compared with the peak, and the table names both.
