@@ -173,6 +173,15 @@ pub struct Status {
     pub is_error: bool,
 }
 
+/// How many rows the scrolling panels showed at their last draw (0: not drawn yet).
+#[derive(Clone, Debug, Default)]
+pub struct ShownRows {
+    /// The selected device panel's worker rows.
+    pub devices: std::cell::Cell<usize>,
+    /// The timeline's worker rows.
+    pub timeline: std::cell::Cell<usize>,
+}
+
 /// The dashboard's whole state.
 #[derive(Clone, Debug, Default)]
 pub struct App {
@@ -192,6 +201,10 @@ pub struct App {
     pub device_scroll: usize,
     /// First row shown in the timeline.
     pub timeline_scroll: usize,
+    /// Rows the selected device panel and the timeline showed when last drawn (the views
+    /// set them): a scroll stops where the last row is at the bottom, so `G` then `↑`
+    /// moves at once.
+    pub shown_rows: ShownRows,
     /// Index into [`ZOOM_LEVELS`].
     pub zoom: usize,
     /// The ops table's sort column.
@@ -611,9 +624,16 @@ impl App {
         let workers = panels
             .get(self.selected_device)
             .map_or(0, |panel| panel.all_workers().count());
-        self.device_scroll = self.device_scroll.min(workers.saturating_sub(1));
+        let last_first_row = |rows: usize, shown: usize| rows.saturating_sub(shown.max(1));
+        let devices_shown = self.shown_rows.devices.get();
+        self.device_scroll = self
+            .device_scroll
+            .min(last_first_row(workers, devices_shown));
         let rows: usize = panels.iter().map(|panel| panel.all_workers().count()).sum();
-        self.timeline_scroll = self.timeline_scroll.min(rows.saturating_sub(1));
+        let timeline_shown = self.shown_rows.timeline.get();
+        self.timeline_scroll = self
+            .timeline_scroll
+            .min(last_first_row(rows, timeline_shown));
         self.selected_op = self
             .selected_op
             .min(self.visible_ops().len().saturating_sub(1));

@@ -209,7 +209,12 @@ fn draw_panel<'a>(
     } else {
         let lines = panel_lines(ctx, panel, width);
         let visible = usize::from(inner.height);
-        let scroll = if selected { ctx.app.device_scroll } else { 0 };
+        let scroll = if selected {
+            ctx.app.shown_rows.devices.set(visible);
+            ctx.app.device_scroll
+        } else {
+            0
+        };
         let skip = first_shown(scroll, lines.len(), visible);
         let below = lines.len().saturating_sub(skip + visible);
         if let Some(marker) = more_marker(ctx, skip, below) {
@@ -387,6 +392,18 @@ mod tests {
         assert!(bottom.contains("↓ 2 more"), "{text}");
         let all = selected_panel(&app, 80, 11);
         assert!(!all.contains("more"), "{all}");
+    }
+
+    #[test]
+    fn after_the_last_row_one_up_scrolls_at_once() {
+        let mut app = nine_rows();
+        selected_panel(&app, 80, 9); // 7 rows shown
+        app.update(Action::Bottom);
+        assert_eq!(app.device_scroll, 2, "the last row at the bottom");
+        app.update(Action::Up);
+        let text = selected_panel(&app, 80, 9);
+        let rows: Vec<&str> = text.lines().collect();
+        assert!(rows[1].contains("cpu0-w1"), "{text}");
     }
 
     #[test]

@@ -43,6 +43,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let mut block = ctx.block(title, Focus::Timeline);
     let inner_width = usize::from(area.width.saturating_sub(2));
     let visible = usize::from(area.height.saturating_sub(3));
+    ctx.app.shown_rows.timeline.set(visible);
     let skip = first_shown(ctx.app.timeline_scroll, workers.len(), visible);
     let below = workers.len().saturating_sub(skip + visible);
     if let Some(marker) = more_marker(ctx, skip, below) {
