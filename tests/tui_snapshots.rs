@@ -238,6 +238,7 @@ fn worker_rows_show_their_current_op_truncated_to_fit() {
             Activity::Parked
         },
         shares: Default::default(),
+        shares_since_start: Default::default(),
         tasks: 0,
         ops: 0,
         steals: 0,

@@ -104,6 +104,21 @@ pub struct Shares {
     pub idle: f64,
 }
 
+impl From<[f64; 5]> for Shares {
+    /// Shares in the order of the timeline's states (running, stealing, spinning, parked,
+    /// idle).
+    fn from(shares: [f64; 5]) -> Self {
+        let [running, stealing, spinning, parked, idle] = shares;
+        Shares {
+            running,
+            stealing,
+            spinning,
+            parked,
+            idle,
+        }
+    }
+}
+
 /// One worker (a recording thread) in a [`Snapshot`].
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct WorkerSnapshot {
@@ -119,6 +134,8 @@ pub struct WorkerSnapshot {
     pub activity: Activity,
     /// Share of the window per activity.
     pub shares: Shares,
+    /// Share of the time since the run started (or the statistics were reset) per activity.
+    pub shares_since_start: Shares,
     /// Pool tasks it finished.
     pub tasks: u64,
     /// Ops it finished.
@@ -769,20 +786,14 @@ impl Stats {
             .into_iter()
             .filter_map(|&(thread, ref stats)| {
                 let state = stats.timeline.state()?;
-                let shares = stats.timeline.shares(now);
                 Some(WorkerSnapshot {
                     thread: thread.id(),
                     name: thread.name(),
                     device: stats.device.map(|device| device.name().to_string()),
                     worker: stats.worker,
                     activity: STATES[state],
-                    shares: Shares {
-                        running: shares[0],
-                        stealing: shares[1],
-                        spinning: shares[2],
-                        parked: shares[3],
-                        idle: shares[4],
-                    },
+                    shares: Shares::from(stats.timeline.shares(now)),
+                    shares_since_start: Shares::from(stats.timeline.shares_since_start(now)),
                     tasks: stats.tasks,
                     ops: stats.ops,
                     steals: stats.steals,

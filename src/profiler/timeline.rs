@@ -109,12 +109,14 @@ impl<T: Copy> BucketRing<T> {
     }
 }
 
-/// Time spent in each of `K` states over a sliding window.
+/// Time spent in each of `K` states over a sliding window, and since it was made.
 #[derive(Clone, Debug)]
 pub(crate) struct StateTimeline<const K: usize> {
     ring: BucketRing<[u64; K]>,
     /// The state since `since`, if any state was ever entered.
     current: Option<(usize, u64)>,
+    /// Every closed span's time per state since the timeline was made.
+    closed: [u64; K],
 }
 
 impl<const K: usize> StateTimeline<K> {
@@ -122,6 +124,7 @@ impl<const K: usize> StateTimeline<K> {
         StateTimeline {
             ring: BucketRing::new(geometry, [0; K]),
             current: None,
+            closed: [0; K],
         }
     }
 
@@ -137,6 +140,7 @@ impl<const K: usize> StateTimeline<K> {
                 return; // older than what we know: keep the newer state
             }
             self.add_span(previous, since, ts);
+            self.closed[previous] += ts - since;
         }
         self.current = Some((state, ts));
     }
@@ -177,16 +181,29 @@ impl<const K: usize> StateTimeline<K> {
 
     /// The share of observed time per state in the window at `now` (all zero if none).
     pub(crate) fn shares(&self, now: u64) -> [f64; K] {
-        let totals = self.totals(now);
-        let observed: u64 = totals.iter().sum();
-        let mut shares = [0.0; K];
-        if observed > 0 {
-            for (share, ns) in shares.iter_mut().zip(totals) {
-                *share = ns as f64 / observed as f64;
-            }
-        }
-        shares
+        shares_of(self.totals(now))
     }
+
+    /// The share of observed time per state since the timeline was made, up to `now`.
+    pub(crate) fn shares_since_start(&self, now: u64) -> [f64; K] {
+        let mut totals = self.closed;
+        if let Some((state, since)) = self.current {
+            totals[state] += now.saturating_sub(since);
+        }
+        shares_of(totals)
+    }
+}
+
+/// Each of `totals` as a share of their sum (all zero if it is zero).
+fn shares_of<const K: usize>(totals: [u64; K]) -> [f64; K] {
+    let observed: u64 = totals.iter().sum();
+    let mut shares = [0.0; K];
+    if observed > 0 {
+        for (share, ns) in shares.iter_mut().zip(totals) {
+            *share = ns as f64 / observed as f64;
+        }
+    }
+    shares
 }
 
 /// Events per second over a sliding window.
@@ -261,6 +278,17 @@ mod tests {
         let shares = timeline.shares(1000 * MS);
         assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-12);
         assert!((shares[2] - 400.0 / 900.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn shares_since_start_keep_what_slid_out_of_the_window() {
+        let mut timeline = StateTimeline::<2>::new(GEOMETRY);
+        timeline.enter(1, 0);
+        timeline.enter(0, 5_000 * MS);
+        // The window at 5.5 s holds 0.4 s of state 1; the whole run 5 s of it.
+        let since_start = timeline.shares_since_start(5_500 * MS);
+        assert!((since_start[1] - 5_000.0 / 5_500.0).abs() < 1e-12);
+        assert!((since_start[0] - 500.0 / 5_500.0).abs() < 1e-12);
     }
 
     #[test]

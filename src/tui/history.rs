@@ -160,6 +160,7 @@ mod tests {
             worker: Some(0),
             activity: Activity::Spinning,
             shares: Default::default(),
+            shares_since_start: Default::default(),
             tasks: 0,
             ops: 0,
             steals: 0,

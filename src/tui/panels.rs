@@ -188,6 +188,7 @@ mod tests {
             worker: Some(index),
             activity,
             shares: Default::default(),
+            shares_since_start: Default::default(),
             tasks: 0,
             ops: 0,
             steals: 0,

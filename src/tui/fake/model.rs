@@ -438,6 +438,7 @@ impl Model {
             worker: Some(thread.worker),
             activity,
             shares,
+            shares_since_start: shares,
             tasks: ops,
             ops,
             steals: self.steals.get(&thread.tid).copied().unwrap_or(0),

@@ -255,10 +255,21 @@ fn panel_lines<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, width: usize) -> Vec<
     lines
 }
 
+/// How busy `worker` was: over the window while the run goes, over the whole run (or since
+/// the last reset) once it has finished, as the header's `run avg` figures are.
+fn running_share(ctx: &Ctx<'_>, worker: &WorkerSnapshot) -> f64 {
+    if ctx.app.is_finished() {
+        worker.shares_since_start.running
+    } else {
+        worker.shares.running
+    }
+}
+
 /// One row for a collapsed panel: how many workers, how busy, how much is queued.
 fn summary_line<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Line<'a> {
     let workers: Vec<&WorkerSnapshot> = panel.all_workers().collect();
-    let busy = workers.iter().map(|w| w.shares.running).sum::<f64>() / workers.len().max(1) as f64;
+    let busy =
+        workers.iter().map(|w| running_share(ctx, w)).sum::<f64>() / workers.len().max(1) as f64;
     let glyphs: String = workers
         .iter()
         .take(32)
@@ -324,13 +335,11 @@ fn worker_line<'a>(
             style,
         ));
     }
-    let (filled, empty) = format::bar(worker.shares.running, columns.bar);
+    let running = running_share(ctx, worker);
+    let (filled, empty) = format::bar(running, columns.bar);
     spans.push(Span::styled(filled, theme.bar()));
     spans.push(Span::raw(empty));
-    spans.push(Span::raw(format!(
-        " {}",
-        format::percent(worker.shares.running)
-    )));
+    spans.push(Span::raw(format!(" {}", format::percent(running))));
     spans.push(Span::styled(" st ", theme.dim()));
     spans.push(Span::raw(format!("{:>5}", format::count(worker.steals))));
     spans.push(Span::styled("  q ", theme.dim()));
@@ -392,6 +401,28 @@ mod tests {
         assert!(bottom.contains("↓ 2 more"), "{text}");
         let all = selected_panel(&app, 80, 11);
         assert!(!all.contains("more"), "{all}");
+    }
+
+    #[test]
+    fn a_finished_run_shows_how_busy_each_worker_was_over_the_run() {
+        let mut data = app_after(FakeOptions::default(), 10).data().clone();
+        for worker in &mut data.snapshot.workers {
+            worker.shares.running = 0.2; // the last window: the run winding down
+            worker.shares_since_start.running = 0.9;
+        }
+        let row_of_w0 = |finished: bool| {
+            let mut data = data.clone();
+            data.facts.finished = finished;
+            let mut app = App::new();
+            app.observe(data);
+            let text = selected_panel(&app, 100, 12);
+            text.lines()
+                .find(|l| l.contains("cpu0-w0"))
+                .unwrap()
+                .to_string()
+        };
+        assert!(row_of_w0(false).contains(" 20%"), "{}", row_of_w0(false));
+        assert!(row_of_w0(true).contains(" 90%"), "{}", row_of_w0(true));
     }
 
     #[test]

@@ -80,6 +80,8 @@ fn lines<'a>(ctx: &Ctx<'a>, width: usize) -> Vec<Line<'a>> {
     lines.extend(legend(ctx, width));
     for note in [
         "GFLOP/s and % of peak: CPU ops vs the CPU GEMM peak; GPU ops apart",
+        "worker bar: share of time running ops (pool tasks for the intra-op pool), over the \
+         last seconds; once finished, over the whole run",
         "NO_COLOR=1 turns colour off",
     ] {
         let chunks = wrap(note, width.saturating_sub(2).max(10));

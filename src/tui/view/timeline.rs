@@ -192,6 +192,7 @@ mod tests {
             worker: Some(thread),
             activity: Activity::Parked,
             shares: Default::default(),
+            shares_since_start: Default::default(),
             tasks: 0,
             ops: 0,
             steals: 0,
