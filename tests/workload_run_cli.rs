@@ -613,3 +613,22 @@ fn engine_settings_are_flags_too() {
         "--gpu-sync never is not a GPU sync mode: expected event",
     );
 }
+
+/// `--trace-dir` is the dashboard's; a headless run says it writes nothing there.
+#[test]
+fn a_headless_run_says_trace_dir_is_the_dashboards() {
+    let dir = std::env::temp_dir().to_string_lossy().into_owned();
+    let output = enginetop(
+        &[
+            SMALL_CHAIN,
+            &["--iterations", "1", "--gemm-peak", "1", "--trace-dir", &dir],
+        ]
+        .concat(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("a headless run writes none there (use --trace FILE)"),
+        "{}",
+        text(&output.stderr)
+    );
+}

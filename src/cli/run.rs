@@ -226,6 +226,13 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
     if !args.headless && std::io::stdout().is_terminal() {
         return dashboard::run(args, config, graph);
     }
+    if let Some(dir) = &args.trace_dir {
+        eprintln!(
+            "warning: --trace-dir {} is where the dashboard's `e` writes traces; a headless run \
+             writes none there (use --trace FILE)",
+            dir.display()
+        );
+    }
     let peak_threads = config.kernel_threads();
     let peak_before = match args.measure_peak {
         true => Some(measure_peak(peak_threads)?),
