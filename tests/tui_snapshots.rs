@@ -4,6 +4,7 @@
 
 mod tui_support;
 
+use enginetop::tui::fake::worker_snapshot;
 use enginetop::tui::view::{self, device, footer, header, ops, timeline, Ctx};
 use enginetop::tui::{App, FakeOptions, Theme};
 use ratatui::backend::TestBackend;
@@ -227,22 +228,16 @@ fn timeline_span_is_the_history_it_has() {
 fn worker_rows_show_their_current_op_truncated_to_fit() {
     use enginetop::profiler::stats::{Activity, WorkerSnapshot};
     use enginetop::tui::DashboardData;
-    let worker = |thread: u32, op: Option<&str>| WorkerSnapshot {
-        thread,
-        name: format!("cpu0-w{thread}"),
-        device: Some("cpu0".into()),
-        worker: Some(thread),
-        activity: if op.is_some() {
+    let worker = |thread: u32, op: Option<&str>| {
+        let activity = if op.is_some() {
             Activity::Running
         } else {
             Activity::Parked
-        },
-        shares: Default::default(),
-        shares_since_start: Default::default(),
-        tasks: 0,
-        ops: 0,
-        steals: 0,
-        current_op: op.map(str::to_string),
+        };
+        WorkerSnapshot {
+            current_op: op.map(str::to_string),
+            ..worker_snapshot(thread, format!("cpu0-w{thread}"), "cpu0", thread, activity)
+        }
     };
     let mut data = DashboardData::default();
     data.snapshot

@@ -283,14 +283,15 @@ pub(super) fn profiler_hooks(profiler: &Profiler, table_rows: usize) -> RunHooks
     if !profiler.is_enabled() {
         return RunHooks::default();
     }
-    let intra = PoolProbe::new(profiler, DeviceId::register(live::INTRA_DEVICE));
+    let intra_device = DeviceId::register(live::INTRA_DEVICE);
+    let intra = PoolProbe::new(profiler, intra_device);
     let for_queues = profiler.clone();
     let watch_queues: QueueWatch = Arc::new(move |engine: &EngineQueues, intra: &Arc<Pool>| {
         let engine: Arc<dyn QueueDepthSource> = Arc::new(engine.clone());
+        // The engine's source names each queue's device itself (its pools'): no device here.
         for_queues.watch_queues(DeviceId::HOST, Arc::downgrade(&engine));
-        let intra_device = DeviceId::register(live::INTRA_DEVICE);
         for_queues.watch_queues(intra_device, Arc::downgrade(intra) as _);
-        Box::new(engine)
+        Box::new(engine) // the run holds it; the watch ends with the run
     });
     RunHooks {
         engine_observer: Some(Arc::new(EngineProbe::new(profiler))),

@@ -34,10 +34,12 @@
 //! A workload run's inter-op threads are its engine's CPU workers, so MXNet's
 //! `MXNET_CPU_WORKER_NTHREADS` (or `ENGINETOP_CPU_WORKERS`) sizes them when no inter-op count is
 //! set, and the other way round; set both to different counts and the inter-op count wins,
-//! with a warning.
-//! [`RuntimeConfig::warnings`] reports when `inter x intra` exceeds the CPUs. TensorFlow's own
-//! defaults (both `0`) do exactly that on any machine with more than one CPU, and so do ours:
-//! the warning is the honest answer, and counts whose product fits the CPUs silence it.
+//! with a warning. The naive engine has no workers (it runs every op on the pushing thread),
+//! so its inter-op count is 1, and a count set for it warns that it is unused. The priority
+//! and GPU pools' `0` means MXNet's defaults (4, 2 and 2).
+//! [`RuntimeConfig::warnings`] reports when counts you set make `inter x intra` exceed the
+//! CPUs. TensorFlow's own defaults (both `0`) do that on any machine with more than one CPU,
+//! and so do ours; the defaults are not warned about (the dashboard's lint shows them).
 //!
 //! # Files
 //! This file holds [`RuntimeConfig`] and its layering; `names.rs` the variable and flag names
@@ -65,6 +67,7 @@ mod tests;
 
 pub use error::{ConfigError, ConfigWarning, Origin};
 pub use names::{env, flag};
+use parse::*;
 
 /// `--spin`'s value: `true`/`false`, `1`/`0`, `on`/`off`, `yes`/`no`, any case (as
 /// `ENGINETOP_SPIN`), or the error naming the flag and the spellings.
@@ -77,7 +80,6 @@ pub fn parse_spin_flag(text: &str) -> Result<bool, String> {
 pub fn parse_gpu_sync_flag(text: &str) -> Result<GpuSyncMode, String> {
     parse::parse_gpu_sync(Origin::Flag(flag::GPU_SYNC), text).map_err(|err| err.to_string())
 }
-use parse::*;
 
 /// The largest `max_threads` we accept: pools allocate a slot per possible worker up front.
 pub const HARD_MAX_THREADS: usize = 4096;
@@ -520,12 +522,14 @@ impl RuntimeConfig {
             });
         }
         let (inter, cpu_workers) = (self.inter_op_threads, self.cpu_workers);
-        if inter != 0 && cpu_workers != 0 && inter != cpu_workers {
+        if self.engine_kind == EngineKind::Naive {
+            // Neither count is used, so which one wins does not matter.
+            let inter_set = first_set(inter, cpu_workers);
+            if inter_set > 1 {
+                warnings.push(ConfigWarning::InterOpUnusedByNaive { inter: inter_set });
+            }
+        } else if inter != 0 && cpu_workers != 0 && inter != cpu_workers {
             warnings.push(ConfigWarning::InterOpDiffersFromCpuWorkers { inter, cpu_workers });
-        }
-        let inter_set = first_set(inter, cpu_workers);
-        if self.engine_kind == EngineKind::Naive && inter_set > 1 {
-            warnings.push(ConfigWarning::InterOpUnusedByNaive { inter: inter_set });
         }
         warnings
     }

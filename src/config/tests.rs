@@ -650,4 +650,10 @@ fn the_naive_engine_runs_on_one_thread_and_says_an_inter_op_count_is_unused() {
     };
     let defaults = load(&[], &naive);
     assert!(defaults.warnings().is_empty());
+    // Both counts set and different: unused either way, so only that is said.
+    let both = load(&[("ENGINETOP_CPU_WORKERS", "2")], &overrides);
+    assert_eq!(
+        both.warnings(),
+        [ConfigWarning::InterOpUnusedByNaive { inter: 4 }]
+    );
 }

@@ -8,15 +8,19 @@
 //!   wait without reporting it, so "looking for work" would be a guess), `SpinStart` -> spinning, `SpinEnd` -> stealing, `Park` -> parked, `Unpark` ->
 //!   stealing, thread exit -> idle. "Stealing" is "looking for work between tasks": popping
 //!   its own queue is too short to tell apart from trying other queues. Shares are of the time
-//!   observed in the window (a thread first seen half-way through has half a window).
+//!   observed in the window (a thread first seen half-way through has half a window), and
+//!   again since the start (or the last reset), for a finished run's figures. When a thread's
+//!   ring dropped events ([`Stats::events_lost`]) its open ops are forgotten and it counts as
+//!   between tasks until its next event: a lost end must not leave it running for good.
 //! - **Steals** thief -> victim per pool, counted since the start.
 //! - **Devices**: ops and tasks per second over the window, errors and panics, queue depths
 //!   (the latest `QueueDepth` sample per queue), the pool's worker count (from resizes).
 //! - **Ops** per name, counted once at their `OpEnd`: count, errors, total, min, max, mean,
-//!   p50, p99 (an hdrhistogram at 2 significant digits, so percentiles are within 1%). The
-//!   duration is `OpEnd - OpStart` matched by op id (looked up on the ending thread's own
-//!   stack of open ops first, then among the others); an end whose start was dropped counts
-//!   with duration 0. `tracing` spans get the same table, keyed by span name.
+//!   p50, p99 (an hdrhistogram at 2 significant digits, so percentiles are within 1%, and
+//!   kept within [min, max]). The duration is `OpEnd - OpStart` matched by op id (looked up
+//!   on the ending thread's own stack of open ops first, then among the others); an end whose
+//!   start was dropped has no duration: it counts in its device's totals, not in the table.
+//!   `tracing` spans get the same table, keyed by span name.
 //! - **GPU streams**: occupancy (share of the window a kernel was running) and ops.
 //! - **Dropped events**: the rings' drop counts plus events lost on exiting threads.
 #![forbid(unsafe_code)]
@@ -348,6 +352,16 @@ struct ThreadStats {
 }
 
 impl ThreadStats {
+    /// What it does when it runs nothing: a pool worker looks for work, any other thread
+    /// idles (see the module docs).
+    fn between_tasks(&self) -> Activity {
+        if self.worker.is_some() {
+            Activity::Stealing
+        } else {
+            Activity::Idle
+        }
+    }
+
     /// The op it runs now: the newest op it started and has not ended, while it is running
     /// (an op whose end was dropped is forgotten once the thread stops running).
     fn current_op(&self) -> Option<NameId> {
@@ -551,13 +565,8 @@ impl Stats {
         stats.running_depth = 0;
         stats.open_ops.clear();
         stats.spans.clear();
-        let between_tasks = if stats.worker.is_some() {
-            Activity::Stealing
-        } else {
-            Activity::Idle
-        };
         if let Some(ts) = last_ts {
-            stats.timeline.enter(state_index(between_tasks), ts);
+            stats.timeline.enter(state_index(stats.between_tasks()), ts);
         }
     }
 
@@ -671,14 +680,8 @@ impl Stats {
         let thread = self.worker_thread(event);
         thread.running_depth = thread.running_depth.saturating_sub(1);
         if thread.running_depth == 0 {
-            let between_tasks = if thread.worker.is_some() {
-                Activity::Stealing
-            } else {
-                Activity::Idle
-            };
-            thread
-                .timeline
-                .enter(state_index(between_tasks), event.ts_ns);
+            let between_tasks = state_index(thread.between_tasks());
+            thread.timeline.enter(between_tasks, event.ts_ns);
         }
         thread
     }

@@ -1,5 +1,6 @@
 //! Sliding windows in fixed-width time buckets: time spent per state ([`StateTimeline`]) and
-//! events per second ([`RateCounter`]).
+//! events per second ([`RateCounter`]). A state timeline also sums its closed spans since it
+//! was made (a finished run's shares), a handful of additions per state change.
 //!
 //! Time is cut into buckets of `bucket_ns`; bucket `k` covers `[k * bucket_ns, (k + 1) *
 //! bucket_ns)`. The window at time `now` is the bucket holding `now` and the `buckets - 1`

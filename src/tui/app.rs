@@ -3,7 +3,9 @@
 //! source, whose outcome comes back through [`App::control_done`]. Nothing here touches the
 //! terminal or the clock, so the state tests drive it directly: time is counted in frames
 //! ([`App::observe`], or [`App::tick`] once the data no longer changes), and a status message
-//! goes after [`STATUS_FRAMES`] of them.
+//! goes after [`STATUS_FRAMES`] of them. One thing comes back from drawing: how many rows
+//! the scrolling panels showed (`shown_rows`, set by the views), so that a scroll stops with
+//! the last row at the bottom; until a first draw it stops at the last row.
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
@@ -175,11 +177,11 @@ pub struct Status {
 
 /// How many rows the scrolling panels showed at their last draw (0: not drawn yet).
 #[derive(Clone, Debug, Default)]
-pub struct ShownRows {
+pub(crate) struct ShownRows {
     /// The selected device panel's worker rows.
-    pub devices: std::cell::Cell<usize>,
+    pub(crate) devices: std::cell::Cell<usize>,
     /// The timeline's worker rows.
-    pub timeline: std::cell::Cell<usize>,
+    pub(crate) timeline: std::cell::Cell<usize>,
 }
 
 /// The dashboard's whole state.
@@ -204,7 +206,7 @@ pub struct App {
     /// Rows the selected device panel and the timeline showed when last drawn (the views
     /// set them): a scroll stops where the last row is at the bottom, so `G` then `↑`
     /// moves at once.
-    pub shown_rows: ShownRows,
+    pub(crate) shown_rows: ShownRows,
     /// Index into [`ZOOM_LEVELS`].
     pub zoom: usize,
     /// The ops table's sort column.

@@ -141,7 +141,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profiler::stats::{DeviceSnapshot, WorkerSnapshot};
+    use crate::profiler::stats::DeviceSnapshot;
 
     fn data(elapsed_ms: u64, depth: u64) -> DashboardData {
         let mut data = DashboardData::default();
@@ -153,19 +153,8 @@ mod tests {
             queue_depth: depth,
             ..DeviceSnapshot::default()
         });
-        data.snapshot.workers.push(WorkerSnapshot {
-            thread: 7,
-            name: "cpu0-w0".into(),
-            device: Some("cpu0".into()),
-            worker: Some(0),
-            activity: Activity::Spinning,
-            shares: Default::default(),
-            shares_since_start: Default::default(),
-            tasks: 0,
-            ops: 0,
-            steals: 0,
-            current_op: None,
-        });
+        let worker = crate::tui::fake::worker_snapshot(7, "cpu0-w0", "cpu0", 0, Activity::Spinning);
+        data.snapshot.workers.push(worker);
         data
     }
 

@@ -181,19 +181,8 @@ mod tests {
     use super::*;
 
     fn worker(thread: u32, index: u32, activity: Activity) -> WorkerSnapshot {
-        WorkerSnapshot {
-            thread,
-            name: format!("cpu0-w{index}"),
-            device: Some("cpu0".into()),
-            worker: Some(index),
-            activity,
-            shares: Default::default(),
-            shares_since_start: Default::default(),
-            tasks: 0,
-            ops: 0,
-            steals: 0,
-            current_op: None,
-        }
+        let name = format!("cpu0-w{index}");
+        crate::tui::fake::worker_snapshot(thread, name, "cpu0", index, activity)
     }
 
     #[test]

@@ -19,10 +19,35 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::source::{Control, ControlError, DashboardData, DashboardSource};
+use crate::profiler::stats::{Activity, Shares, WorkerSnapshot};
 use model::Model;
 
 /// The most workers a fake pool takes.
 pub const MAX_WORKERS: usize = 32;
+
+/// Pool worker `index` of `device`, thread `thread`, named `name`, doing `activity`, with no
+/// time observed and nothing counted yet: the model's rows and the tests' start from it.
+pub fn worker_snapshot(
+    thread: u32,
+    name: impl Into<String>,
+    device: &str,
+    index: u32,
+    activity: Activity,
+) -> WorkerSnapshot {
+    WorkerSnapshot {
+        thread,
+        name: name.into(),
+        device: Some(device.to_string()),
+        worker: Some(index),
+        activity,
+        shares: Shares::default(),
+        shares_since_start: Shares::default(),
+        tasks: 0,
+        ops: 0,
+        steals: 0,
+        current_op: None,
+    }
+}
 
 /// What the fake workload looks like.
 #[derive(Clone, Debug, PartialEq)]

@@ -432,17 +432,19 @@ impl Model {
     ) -> WorkerSnapshot {
         let ops = (self.step as f64 * shares.running * 9.0) as u64;
         WorkerSnapshot {
-            thread: thread.tid,
-            name: thread.name.clone(),
-            device: Some(thread.device.clone()),
-            worker: Some(thread.worker),
-            activity,
             shares,
             shares_since_start: shares,
             tasks: ops,
             ops,
             steals: self.steals.get(&thread.tid).copied().unwrap_or(0),
             current_op: (activity == Activity::Running).then(|| self.op_of(thread).to_string()),
+            ..super::worker_snapshot(
+                thread.tid,
+                thread.name.as_str(),
+                &thread.device,
+                thread.worker,
+                activity,
+            )
         }
     }
 

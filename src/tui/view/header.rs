@@ -12,15 +12,12 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::format;
-use super::{fit_parts, Ctx};
+use super::{fit_parts, Ctx, Part};
 use crate::tui::app::WARNING_PREFIX;
 use crate::workload::run::GflopsSplit;
 
 /// Rows the header takes.
 pub const HEIGHT: u16 = 2;
-
-/// A part of a row and how readily it goes (0: never; higher goes first).
-type Part<'a> = (u8, Vec<Span<'a>>);
 
 /// Draws the header into `area`.
 pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {

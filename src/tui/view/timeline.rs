@@ -39,7 +39,12 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let per_column = ctx.app.frames_per_column();
     let samples: Vec<&Sample> = ctx.app.history().newest(columns * per_column).collect();
     // The span the samples shown cover, not the span the width could hold.
-    let title = title(ctx, frame_interval(ctx), samples.len(), area.width);
+    let title = title(
+        ctx,
+        ctx.app.history().frame_interval(),
+        samples.len(),
+        area.width,
+    );
     let mut block = ctx.block(title, Focus::Timeline);
     let inner_width = usize::from(area.width.saturating_sub(2));
     let visible = usize::from(area.height.saturating_sub(3));
@@ -54,6 +59,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
         workers
             .iter()
             .skip(skip)
+            .take(visible)
             .map(|worker| row(ctx, worker, &samples, columns, label_width)),
     );
     frame.render_widget(Paragraph::new(lines).block(block), area);
@@ -77,20 +83,6 @@ fn title<'a>(ctx: &Ctx<'a>, per_frame: Duration, frames: usize, width: u16) -> L
         (2, vec![Span::styled(format!("· {column}/column "), dim)]),
     ];
     fit_parts(parts, usize::from(width.saturating_sub(2)))
-}
-
-/// The time between two frames, from the history's own timestamps (the profiler's clock,
-/// which runs on while the workload is paused; 100 ms until there are two).
-fn frame_interval(ctx: &Ctx<'_>) -> Duration {
-    let history = ctx.app.history();
-    let mut samples = history.samples();
-    match (samples.next(), samples.next_back()) {
-        (Some(first), Some(last)) if last.taken_ns > first.taken_ns => {
-            let span = Duration::from_nanos(last.taken_ns - first.taken_ns);
-            span / (history.len() as u32 - 1)
-        }
-        _ => Duration::from_millis(100),
-    }
 }
 
 /// The glyphs and what they mean, in `width` cells: the zoom hint goes first, then the
@@ -170,7 +162,7 @@ fn merge(spans: Vec<Span<'_>>) -> Vec<Span<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profiler::stats::{DeviceSnapshot, WorkerSnapshot};
+    use crate::profiler::stats::DeviceSnapshot;
     use crate::tui::app::{Action, App};
     use crate::tui::fake::FakeOptions;
     use crate::tui::source::DashboardData;
@@ -185,18 +177,9 @@ mod tests {
 
     #[test]
     fn long_labels_keep_their_distinguishing_end() {
-        let worker = |thread: u32| WorkerSnapshot {
-            thread,
-            name: format!("engine-worker-pool-{thread}"),
-            device: Some("cpu0".into()),
-            worker: Some(thread),
-            activity: Activity::Parked,
-            shares: Default::default(),
-            shares_since_start: Default::default(),
-            tasks: 0,
-            ops: 0,
-            steals: 0,
-            current_op: None,
+        let worker = |thread: u32| {
+            let name = format!("engine-worker-pool-{thread}");
+            crate::tui::fake::worker_snapshot(thread, name, "cpu0", thread, Activity::Parked)
         };
         let mut data = DashboardData::default();
         data.snapshot.devices.push(DeviceSnapshot {

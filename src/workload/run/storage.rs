@@ -166,17 +166,27 @@ pub(super) fn check_memory(graph: &Graph) -> Result<(), RunError> {
     check_fits(memory_needed(graph), memory_available())
 }
 
-/// Bytes a run of `graph` holds at least: every tensor, plus the copy an op takes of a
-/// tensor it reads and writes ([`TensorStore::with_operands`]), for the largest such tensor.
+/// Bytes a run of `graph` holds at least: every tensor, plus the copies one op takes of the
+/// tensors it reads and writes ([`TensorStore::with_operands`]), for the op whose copies
+/// are largest. A lower bound: ops running at once each hold their own copies.
 pub(super) fn memory_needed(graph: &Graph) -> u64 {
-    let in_place_copy = graph
+    let in_place_copies = graph
         .ops
         .iter()
-        .flat_map(|op| op.writes.iter().filter(|id| op.reads.contains(id)))
-        .map(|&id| f32_bytes(graph.tensor(id)))
+        .map(|op| {
+            let mut updated: Vec<_> = op
+                .writes
+                .iter()
+                .filter(|id| op.reads.contains(id))
+                .collect();
+            updated.dedup(); // copies_of_written_inputs takes one per tensor
+            updated.iter().fold(0u64, |sum, &&id| {
+                sum.saturating_add(f32_bytes(graph.tensor(id)))
+            })
+        })
         .max()
         .unwrap_or(0);
-    allocation_bytes(&graph.tensors).saturating_add(in_place_copy)
+    allocation_bytes(&graph.tensors).saturating_add(in_place_copies)
 }
 
 /// Bytes the store allocates for `decls`: every tensor is held as `f32` whatever its dtype.
