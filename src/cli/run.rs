@@ -324,6 +324,11 @@ impl ProfilerReport for ProfilerTable {
         self.profiler.summary().table_top(self.rows)
     }
 
+    fn aggregate_json(&self) -> serde_json::Value {
+        self.profiler.flush();
+        self.profiler.summary().to_json_top(self.rows)
+    }
+
     fn dropped_events(&self) -> u64 {
         self.profiler.snapshot().dropped_events
     }

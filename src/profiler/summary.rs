@@ -124,6 +124,39 @@ impl Summary {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("a summary always serializes")
     }
+
+    /// The JSON of [`table_top`](Self::table_top): at most `rows` rows per section, and
+    /// `operators_not_shown` / `spans_not_shown` counting the rest.
+    pub fn to_json_top(&self, rows: usize) -> serde_json::Value {
+        let (operators, operators_not_shown) = split_at_most(&self.operators, rows);
+        let (spans, spans_not_shown) = split_at_most(&self.spans, rows);
+        let top = TopJson {
+            operators,
+            operators_not_shown,
+            spans,
+            spans_not_shown,
+            sort_by: self.sort_by,
+            dropped_events: self.dropped_events,
+        };
+        serde_json::to_value(top).expect("a summary always serializes")
+    }
+}
+
+/// [`Summary`] cut to its first rows, as JSON.
+#[derive(serde::Serialize)]
+struct TopJson<'a> {
+    operators: &'a [OpSnapshot],
+    operators_not_shown: usize,
+    spans: &'a [OpSnapshot],
+    spans_not_shown: usize,
+    sort_by: SortKey,
+    dropped_events: u64,
+}
+
+/// The first `limit` of `rows`, and how many are left out.
+fn split_at_most(rows: &[OpSnapshot], limit: usize) -> (&[OpSnapshot], usize) {
+    let shown = limit.min(rows.len());
+    (&rows[..shown], rows.len() - shown)
 }
 
 fn sort_value(row: &OpSnapshot, key: SortKey) -> f64 {
@@ -141,7 +174,7 @@ fn ms(ns: f64) -> f64 {
 }
 
 fn section(out: &mut String, title: &str, all_rows: &[OpSnapshot], limit: usize) {
-    let rows = &all_rows[..limit.min(all_rows.len())];
+    let (rows, _) = split_at_most(all_rows, limit);
     let _ = writeln!(out, "\n{title}\n=================");
     let _ = writeln!(
         out,
@@ -282,5 +315,25 @@ mod tests {
             "{table}"
         );
         assert_eq!(summary().table_top(3), summary().table());
+    }
+
+    #[test]
+    fn the_top_json_has_the_tables_rows_as_numbers() {
+        let json = summary().to_json_top(2);
+        let rows = json["operators"].as_array().unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (&rows[0]["name"], &rows[1]["name"]),
+            (&"b".into(), &"a".into())
+        );
+        assert_eq!(rows[0]["total_ns"], 300_000_000);
+        assert_eq!(rows[0]["count"], 2);
+        assert_eq!(json["operators_not_shown"], 1);
+        assert_eq!(json["spans_not_shown"], 0);
+        assert_eq!(
+            (&json["sort_by"], &json["dropped_events"]),
+            (&"total".into(), &3.into())
+        );
+        assert_eq!(summary().to_json_top(9)["operators_not_shown"], 0);
     }
 }

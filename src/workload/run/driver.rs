@@ -52,22 +52,24 @@ impl RunLength {
         }
     }
 
-    /// Whether to push another iteration (every length runs at least one). `pace` is the
+    /// Whether to push another iteration (every length runs at least one). `pace` gives the
     /// time one iteration takes so far (elapsed time over iterations done; `None` before
-    /// one is done): a timed run queues another only if the iteration ahead of it should
-    /// finish before the time is up.
+    /// one is done), asked only by a timed run: it queues another only if the iteration
+    /// ahead of it should finish before the time is up.
     fn wants_another(
         self,
         pushed: u64,
         elapsed: Duration,
         stopped: bool,
-        pace: Option<Duration>,
+        pace: impl FnOnce() -> Option<Duration>,
     ) -> bool {
         match self {
             _ if pushed == 0 => true,
             _ if stopped => false,
             RunLength::Iterations(total) => pushed < total,
-            RunLength::Duration(total) => elapsed.saturating_add(pace.unwrap_or_default()) < total,
+            RunLength::Duration(total) => {
+                elapsed.saturating_add(pace().unwrap_or_default()) < total
+            }
             RunLength::UntilStopped => true,
         }
     }
@@ -122,26 +124,21 @@ impl IterationLatch {
         self.changed.notify_all();
     }
 
-    /// Waits until `count` iterations have finished; returns how many have.
-    fn wait_for(&self, count: u64) -> u64 {
+    /// Waits until `count` iterations have finished, or until `deadline` has passed when one
+    /// is given; returns how many have.
+    fn wait_for(&self, count: u64, deadline: Option<Instant>) -> u64 {
         let mut done = self.done.lock();
         while *done < count {
-            done = self.changed.wait(done);
-        }
-        *done
-    }
-
-    /// Waits until `count` iterations have finished or `timeout` has passed; returns how
-    /// many have.
-    fn wait_at_most(&self, count: u64, timeout: Duration) -> u64 {
-        let start = Instant::now();
-        let mut done = self.done.lock();
-        while *done < count {
-            let left = timeout.saturating_sub(start.elapsed());
-            if left.is_zero() {
-                break;
-            }
-            done = self.changed.wait_timeout(done, left);
+            done = match deadline {
+                None => self.changed.wait(done),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    self.changed.wait_timeout(done, left)
+                }
+            };
         }
         *done
     }
@@ -290,9 +287,8 @@ impl Driver {
         let (control, shared) = (Arc::clone(&self.control), Arc::clone(&self.shared));
         let wants_another = |pushed: u64| {
             let elapsed = elapsed();
-            let done = shared.iterations_done().saturating_sub(first);
-            let stopped = control.stop_requested();
-            length.wants_another(pushed, elapsed, stopped, pace(elapsed, done))
+            let pace = || pace(elapsed, shared.iterations_done().saturating_sub(first));
+            length.wants_another(pushed, elapsed, control.stop_requested(), pace)
         };
         while wants_another(pushed) {
             if pushed >= ITERATIONS_IN_FLIGHT {
@@ -307,7 +303,8 @@ impl Driver {
                 }
             } else if let (1, Some(left)) = (pushed, length.time_left(elapsed())) {
                 // A timed run learns how long an iteration takes before queuing a second.
-                self.shared.iterations.wait_at_most(first + 1, left);
+                let deadline = Instant::now() + left;
+                self.shared.iterations.wait_for(first + 1, Some(deadline));
             }
             // The wait may have run past the deadline, or a stop came: ask again.
             if !wants_another(pushed) {
@@ -481,7 +478,7 @@ impl Driver {
     }
 
     fn wait_for_iterations(&self, count: u64) -> u64 {
-        self.shared.iterations.wait_for(count)
+        self.shared.iterations.wait_for(count, None)
     }
 
     /// The error for a refused push of op `index`, once everything pushed before it ran.
@@ -601,26 +598,30 @@ mod tests {
     fn a_timed_run_queues_no_iteration_that_would_start_after_the_deadline() {
         let length = RunLength::Duration(100 * MS);
         assert!(
-            length.wants_another(0, 500 * MS, false, None),
+            length.wants_another(0, 500 * MS, false, || None),
             "one always runs"
         );
-        assert!(length.wants_another(1, 10 * MS, false, None));
-        assert!(!length.wants_another(2, 100 * MS, false, Some(50 * MS)));
+        assert!(length.wants_another(1, 10 * MS, false, || None));
+        assert!(!length.wants_another(2, 100 * MS, false, || Some(50 * MS)));
         // 60 ms in, 30 ms an iteration: the one ahead ends at 90 ms, the next starts in time.
-        assert!(length.wants_another(2, 60 * MS, false, Some(30 * MS)));
+        assert!(length.wants_another(2, 60 * MS, false, || Some(30 * MS)));
         // 80 ms in, 30 ms an iteration: the one ahead ends past the deadline.
-        assert!(!length.wants_another(2, 80 * MS, false, Some(30 * MS)));
+        assert!(!length.wants_another(2, 80 * MS, false, || Some(30 * MS)));
         assert!(
-            !length.wants_another(1, 10 * MS, true, None),
+            !length.wants_another(1, 10 * MS, true, || None),
             "a stop ends it"
         );
     }
 
     #[test]
-    fn counted_runs_ignore_the_pace() {
+    fn counted_runs_never_ask_the_pace() {
         let length = RunLength::Iterations(3);
-        assert!(length.wants_another(2, 1000 * MS, false, Some(1000 * MS)));
-        assert!(!length.wants_another(3, MS, false, None));
+        let unasked = || -> Option<Duration> {
+            unreachable!("only a timed run asks how long an iteration takes")
+        };
+        assert!(length.wants_another(2, 1000 * MS, false, unasked));
+        assert!(!length.wants_another(3, MS, false, unasked));
+        assert!(RunLength::UntilStopped.wants_another(9, MS, false, unasked));
         assert_eq!(length.time_left(MS), None);
         assert_eq!(RunLength::Duration(5 * MS).time_left(2 * MS), Some(3 * MS));
         assert_eq!(pace(90 * MS, 3), Some(30 * MS));
@@ -630,8 +631,10 @@ mod tests {
     #[test]
     fn the_latch_wait_gives_up_after_its_timeout() {
         let latch = IterationLatch::default();
-        assert_eq!(latch.wait_at_most(1, 5 * MS), 0);
+        assert_eq!(latch.wait_for(1, Some(Instant::now() + 5 * MS)), 0);
         latch.finish(0);
-        assert_eq!(latch.wait_at_most(1, Duration::from_secs(60)), 1);
+        let far = Instant::now() + Duration::from_secs(60);
+        assert_eq!(latch.wait_for(1, Some(far)), 1);
+        assert_eq!(latch.wait_for(1, None), 1);
     }
 }

@@ -72,6 +72,8 @@ impl Progress {
 pub trait ProfilerReport: Send + Sync {
     /// The aggregate table (per op name: count, total and mean time, ...), ready to print.
     fn aggregate_table(&self) -> String;
+    /// The same rows as JSON, for `--summary json` (times in nanoseconds).
+    fn aggregate_json(&self) -> serde_json::Value;
     /// Events dropped because a ring was full.
     fn dropped_events(&self) -> u64;
 }

@@ -254,8 +254,13 @@ pub struct RunSummary {
     /// Which GPUs the run's GPU ops ran on, and why (`sim x1 (no CUDA driver found ...;
     /// using a simulated GPU)`), when it had any.
     pub gpus: Option<String>,
-    /// The profiler's aggregate table, when a profiler is connected.
+    /// The profiler's aggregate table as text, when a profiler is connected (not in the
+    /// JSON, which has `profiler`).
+    #[serde(skip)]
     pub profiler_table: Option<String>,
+    /// The profiler's aggregate table as JSON rows (`operators`, `spans`, each row's times
+    /// in nanoseconds, and how many rows were not shown), when a profiler is connected.
+    pub profiler: Option<serde_json::Value>,
     /// Profiler events dropped (full rings), when a profiler is connected.
     pub dropped_events: Option<u64>,
 }
@@ -299,6 +304,7 @@ impl RunSummary {
             warnings: warnings.to_vec(),
             gpus: None,
             profiler_table: profiler.map(ProfilerReport::aggregate_table),
+            profiler: profiler.map(ProfilerReport::aggregate_json),
             dropped_events: profiler.map(ProfilerReport::dropped_events),
         }
     }
