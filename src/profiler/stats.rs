@@ -17,7 +17,7 @@
 //!   (the latest `QueueDepth` sample per queue), the pool's worker count (from resizes).
 //! - **Ops** per name, counted once at their `OpEnd`: count, errors, total, min, max, mean,
 //!   p50, p99 (an hdrhistogram at 2 significant digits, so percentiles are within 1%, and
-//!   kept within [min, max]; a row takes durations in batches, see [`PENDING_DURATIONS`]). The duration is `OpEnd - OpStart` matched by op id (looked up
+//!   kept within [min, max]; a row hands its durations to the histogram in batches of 8, since with thousands of op names each single record missed the caches). The duration is `OpEnd - OpStart` matched by op id (looked up
 //!   on the ending thread's own stack of open ops first, then among the others); an end whose
 //!   start was dropped has no duration: it counts in its device's totals, not in the table.
 //!   `tracing` spans get the same table, keyed by span name.
