@@ -552,7 +552,10 @@ fn a_trace_that_fails_after_the_run_still_prints_the_summary() {
     );
     let stderr = text(&output.stderr);
     assert!(
-        stderr.contains("error: could not write the trace to `/dev/full`: "),
+        stderr.ends_with(
+            "error: could not write the trace to `/dev/full` (check that its directory exists \
+             and is writable): No space left on device (os error 28)\n"
+        ),
         "{stderr}"
     );
     assert_eq!(stderr.matches("(os error 28)").count(), 1, "{stderr}");
