@@ -23,7 +23,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use enginetop::config::ConfigOverrides;
 use enginetop::device::discover::GpuSelection;
@@ -52,10 +52,28 @@ pub struct Cli {
     #[command(flatten)]
     run: run::RunArgs,
 
+    #[command(flatten)]
+    gpus: GpuArgs,
+}
+
+/// `--gpus`, declared on each command it changes (a run, `devices`, `bench gpu`) so that the
+/// others refuse it instead of ignoring it.
+#[derive(Debug, Args)]
+struct GpuArgs {
     /// GPUs: none, auto (CUDA if usable, else one simulated GPU), cuda, or sim:N
     /// [env: ENGINETOP_GPUS; default: auto].
-    #[arg(long, global = true, value_name = "none|auto|cuda|sim:N")]
+    #[arg(long, value_name = "none|auto|cuda|sim:N")]
     gpus: Option<GpuSelection>,
+}
+
+impl GpuArgs {
+    /// The settings these flags override (none given: the environment's, or the defaults).
+    fn overrides(&self) -> ConfigOverrides {
+        ConfigOverrides {
+            gpus: self.gpus,
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,16 +107,12 @@ fn error_line(err: &anyhow::Error) -> String {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    let overrides = ConfigOverrides {
-        gpus: cli.gpus,
-        ..Default::default()
-    };
     match cli.command {
-        Some(Command::Bench(args)) => bench::run(&args, &overrides),
+        Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Workloads(args)) => workloads::workloads(&args),
-        Some(Command::Devices(args)) => devices::devices(&args, &overrides),
+        Some(Command::Devices(args)) => devices::devices(&args),
         Some(Command::Trace(args)) => trace::run(&args),
-        None => run::run_main(&cli.run, overrides),
+        None => run::run_main(&cli.run, cli.gpus.overrides()),
     }
 }
 
