@@ -362,3 +362,36 @@ fn gpu_pushes_are_refused_with_the_fix() {
         "{err}"
     );
 }
+
+/// An op's error with a cause of its own, as a kernel reading a file might return.
+#[derive(Debug, thiserror::Error)]
+#[error("reading the weights")]
+struct ReadWeights(#[source] std::io::Error);
+
+/// A failure's message quotes the op's error; printed as a chain (`{:#}`, the binary's
+/// `error:` line) every cause appears once: the op's error is not repeated as a source.
+#[test]
+fn a_failure_printed_as_a_chain_names_each_cause_once() {
+    within_deadline("failure chain", || {
+        for engine in engines() {
+            let var = engine.new_variable();
+            engine
+                .push_sync(
+                    OpSpec::new("load").writes(std::slice::from_ref(&var)),
+                    |_| {
+                        let missing =
+                            std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+                        Err(ReadWeights(missing).into())
+                    },
+                )
+                .unwrap();
+            let err = engine.wait_for_var(&var).unwrap_err();
+            assert_eq!(err.to_string(), "op `load` failed: reading the weights");
+            assert_eq!(
+                format!("{:#}", anyhow::Error::new(err)),
+                "op `load` failed: reading the weights: no such file",
+                "{engine:?}"
+            );
+        }
+    });
+}

@@ -78,6 +78,23 @@ fn validate_rejects_a_broken_trace_with_its_problems() {
     assert!(text(&missing.stderr).contains("could not read"));
 }
 
+/// `--gpus` changes nothing a trace command does: it is refused, not silently ignored.
+#[test]
+fn trace_commands_refuse_gpus() {
+    let validate = enginetop(&["trace", "validate", "--gpus", "none", "x.json"]);
+    assert_eq!(
+        validate.status.code(),
+        Some(2),
+        "{}",
+        text(&validate.stderr)
+    );
+    assert!(
+        text(&validate.stderr).starts_with("error: unexpected argument '--gpus' found"),
+        "{}",
+        text(&validate.stderr)
+    );
+}
+
 #[test]
 fn bench_profiler_json_lines_carry_the_reference_keys() {
     let output = enginetop(&[

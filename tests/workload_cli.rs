@@ -103,3 +103,15 @@ fn bad_set_arguments_are_refused() {
         text(&missing_file.stderr).starts_with("error: no/such/file.toml: cannot read the file: ")
     );
 }
+
+/// `--gpus` changes nothing `workloads` prints: it is refused, not silently ignored.
+#[test]
+fn workloads_refuses_gpus() {
+    let output = enginetop(&["workloads", "--gpus", "none"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).starts_with("error: unexpected argument '--gpus' found"),
+        "{}",
+        text(&output.stderr)
+    );
+}

@@ -12,7 +12,7 @@ use enginetop::bench::gpu as gpu_bench;
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
 use enginetop::bench::profiler::{self as profiler_bench, ProfilerBenchConfig};
 use enginetop::bench::report;
-use enginetop::config::{ConfigOverrides, RuntimeConfig};
+use enginetop::config::RuntimeConfig;
 use enginetop::device::cuda;
 use enginetop::device::discover;
 use enginetop::device::sim::SimModel;
@@ -42,13 +42,13 @@ enum BenchTarget {
 }
 
 /// Runs the chosen benchmark family.
-pub(super) fn run(args: &BenchArgs, overrides: &ConfigOverrides) -> Result<()> {
+pub(super) fn run(args: &BenchArgs) -> Result<()> {
     match &args.target {
         BenchTarget::Pool(args) => bench_pool(args),
         BenchTarget::Engine(args) => bench_engine(args),
         BenchTarget::Gemm(args) => bench_gemm(args),
         BenchTarget::Profiler(args) => bench_profiler(args),
-        BenchTarget::Gpu(args) => bench_gpu(args, overrides),
+        BenchTarget::Gpu(args) => bench_gpu(args),
     }
 }
 
@@ -69,6 +69,8 @@ struct GpuBenchArgs {
     /// Reps per mode (the median is reported).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     reps: u32,
+    #[command(flatten)]
+    gpus: super::GpuArgs,
 }
 
 impl GpuBenchArgs {
@@ -392,8 +394,8 @@ fn bench_engine(args: &EngineBenchArgs) -> Result<()> {
 }
 
 /// `enginetop bench gpu`: the engine chain on GPU 0 of the configured GPUs, per mode.
-fn bench_gpu(args: &GpuBenchArgs, overrides: &ConfigOverrides) -> Result<()> {
-    let config = RuntimeConfig::load(overrides)?;
+fn bench_gpu(args: &GpuBenchArgs) -> Result<()> {
+    let config = RuntimeConfig::load(&args.gpus.overrides())?;
     let probe = cuda::probe();
     let choice = discover::choose(config.gpus, &probe)?;
     if let Some(notice) = &choice.notice {

@@ -2,7 +2,7 @@
 use anyhow::Result;
 use clap::Args;
 
-use enginetop::config::{ConfigOverrides, RuntimeConfig};
+use enginetop::config::RuntimeConfig;
 use enginetop::device::cuda;
 use enginetop::device::discover;
 
@@ -11,11 +11,14 @@ pub(super) struct DevicesArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+
+    #[command(flatten)]
+    gpus: super::GpuArgs,
 }
 
 /// `enginetop devices`: CPU cores and pools, GPUs per backend, what `auto` picks.
-pub(super) fn devices(args: &DevicesArgs, overrides: &ConfigOverrides) -> Result<()> {
-    let config = RuntimeConfig::load(overrides)?;
+pub(super) fn devices(args: &DevicesArgs) -> Result<()> {
+    let config = RuntimeConfig::load(&args.gpus.overrides())?;
     let report = discover::devices_report(&config, &cuda::probe());
     if args.json {
         println!("{}", serde_json::to_string(&report)?);

@@ -23,7 +23,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use enginetop::config::ConfigOverrides;
 use enginetop::device::discover::GpuSelection;
@@ -52,10 +52,28 @@ pub struct Cli {
     #[command(flatten)]
     run: run::RunArgs,
 
+    #[command(flatten)]
+    gpus: GpuArgs,
+}
+
+/// `--gpus`, declared on each command it changes (a run, `devices`, `bench gpu`) so that the
+/// others refuse it instead of ignoring it.
+#[derive(Debug, Args)]
+struct GpuArgs {
     /// GPUs: none, auto (CUDA if usable, else one simulated GPU), cuda, or sim:N
     /// [env: ENGINETOP_GPUS; default: auto].
-    #[arg(long, global = true, value_name = "none|auto|cuda|sim:N")]
+    #[arg(long, value_name = "none|auto|cuda|sim:N")]
     gpus: Option<GpuSelection>,
+}
+
+impl GpuArgs {
+    /// The settings these flags override (none given: the environment's, or the defaults).
+    fn overrides(&self) -> ConfigOverrides {
+        ConfigOverrides {
+            gpus: self.gpus,
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -76,63 +94,93 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", error_text(&err));
+            eprintln!("{}", error_line(&err));
             ExitCode::FAILURE
         }
     }
 }
 
-/// `err` and its causes, `: `-separated like `{:#}`, leaving out a cause that its error's
-/// message already quotes (`could not write ...: No such file ...; check ...` would else
-/// end with the OS error a second time).
-fn error_text(err: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in err.chain() {
-        let cause = cause.to_string();
-        if text.contains(&cause) {
-            continue;
-        }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&cause);
-    }
-    text
+/// The line printed for `err`: its message and each cause's, `: `-separated. Library errors
+/// never quote their source, so each cause appears once.
+fn error_line(err: &anyhow::Error) -> String {
+    format!("error: {err:#}")
 }
 
 fn run(cli: Cli) -> Result<()> {
-    let overrides = ConfigOverrides {
-        gpus: cli.gpus,
-        ..Default::default()
-    };
     match cli.command {
-        Some(Command::Bench(args)) => bench::run(&args, &overrides),
+        Some(Command::Bench(args)) => bench::run(&args),
         Some(Command::Workloads(args)) => workloads::workloads(&args),
-        Some(Command::Devices(args)) => devices::devices(&args, &overrides),
+        Some(Command::Devices(args)) => devices::devices(&args),
         Some(Command::Trace(args)) => trace::run(&args),
-        None => run::run_main(&cli.run, overrides),
+        None => run::run_main(&cli.run, cli.gpus.overrides()),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::error_text;
+    use enginetop::profiler::layer::{init_logging, LevelFilter, LogTarget};
+    use enginetop::profiler::Profiler;
 
-    #[derive(Debug, thiserror::Error)]
-    #[error("could not write `x`: {source}; check the path")]
-    struct Quoting {
-        source: std::io::Error,
+    use super::error_line;
+
+    /// What the binary prints when exporting a trace to `path` fails.
+    fn export_error_line(path: &str) -> String {
+        let err = Profiler::disabled().export_chrome_file(path).unwrap_err();
+        error_line(&err.into())
     }
 
     #[test]
-    fn a_cause_the_message_already_quotes_is_not_repeated() {
-        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
-        let err = anyhow::Error::new(Quoting { source: io() });
+    fn a_trace_in_a_missing_directory_names_the_os_error_once() {
+        let dir = format!("enginetop-no-such-dir-{}", std::process::id());
+        let path = std::env::temp_dir().join(dir).join("trace.json");
+        let path = path.to_str().unwrap();
         assert_eq!(
-            error_text(&err),
-            "could not write `x`: no such file; check the path"
+            export_error_line(path),
+            format!(
+                "error: could not write the trace to `{path}` (check that its directory exists \
+                 and is writable): No such file or directory (os error 2)"
+            )
         );
-        let wrapped = anyhow::Error::new(io()).context("reading the workload");
-        assert_eq!(error_text(&wrapped), "reading the workload: no such file");
+    }
+
+    #[test]
+    fn a_trace_on_a_full_device_names_the_os_error_once() {
+        if !std::path::Path::new("/dev/full").exists() {
+            return; // not Linux
+        }
+        assert_eq!(
+            export_error_line("/dev/full"),
+            "error: could not write the trace to `/dev/full` (check that its directory exists \
+             and is writable): No space left on device (os error 28)"
+        );
+    }
+
+    #[test]
+    fn a_log_file_in_a_missing_directory_names_the_os_error_once() {
+        let path = std::env::temp_dir()
+            .join(format!("enginetop-no-such-dir-{}", std::process::id()))
+            .join("enginetop.log");
+        let target = LogTarget::File(path.clone());
+        let err = init_logging(&Profiler::disabled(), target, LevelFilter::INFO)
+            .err()
+            .expect("the log file's directory does not exist");
+        assert_eq!(
+            error_line(&err.into()),
+            format!(
+                "error: could not open the log file `{}` (check that its directory exists and \
+                 is writable): No such file or directory (os error 2)",
+                path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn context_added_in_the_binary_comes_first() {
+        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let err = anyhow::Error::new(missing).context("reading the workload");
+        assert_eq!(
+            error_line(&err),
+            "error: reading the workload: no such file"
+        );
     }
 }

@@ -62,10 +62,12 @@ impl fmt::Display for OpFailure {
     }
 }
 
+/// The message already quotes the op's error, so the chain goes on with that error's own
+/// source: a `{:#}` or cause-by-cause print names each cause once.
 impl std::error::Error for OpFailure {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.cause {
-            FailureCause::Error(error) => Some(&**error),
+            FailureCause::Error(error) => error.source(),
             _ => None,
         }
     }
@@ -123,16 +125,17 @@ pub enum EngineError {
         /// The GPU context it named.
         context: Context,
     },
-    /// The GPU backend could not be set up for an op, or a GPU's workers not started.
-    #[error("cannot run op `{op}` on {context}: {source}")]
+    /// The GPU backend could not be set up for an op, or a GPU's workers not started. The
+    /// message quotes the GPU layer's error, which names the fix (so it is not also the
+    /// error's `source`: a printed chain names it once).
+    #[error("cannot run op `{op}` on {context}: {reason}")]
     Gpu {
         /// The op pushed.
         op: OpName,
         /// The GPU context it named.
         context: Context,
         /// What the GPU layer said (it names the fix).
-        #[source]
-        source: StreamError,
+        reason: StreamError,
     },
     /// A GPU index beyond the backend's devices.
     #[error(
@@ -149,9 +152,10 @@ pub enum EngineError {
         /// How many GPUs it has.
         count: u32,
     },
-    /// The selected GPUs cannot be used (resolving the selection, reopening at start).
+    /// The selected GPUs cannot be used (resolving the selection, reopening at start). The
+    /// message quotes the GPU layer's error (which is therefore not its `source`).
     #[error("the GPUs asked for cannot be used: {0}")]
-    GpuSetup(#[source] StreamError),
+    GpuSetup(StreamError),
     /// A CPU device index beyond the engine's device slots.
     #[error("cannot run op `{op}` on {context}: only cpu(0) to cpu({}) exist; use one of those", .max - 1)]
     NoSuchDevice {
@@ -206,5 +210,48 @@ impl EngineError {
             EngineError::OpFailed(failure) => Some(failure),
             _ => None,
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    /// The error's message and its causes', `: `-joined (what `{:#}` of anyhow prints).
+    fn chain_text(error: &dyn Error) -> String {
+        let mut text = error.to_string();
+        let mut cause = error.source();
+        while let Some(next) = cause {
+            text = format!("{text}: {next}");
+            cause = next.source();
+        }
+        text
+    }
+
+    fn no_cuda() -> StreamError {
+        StreamError::CudaUnavailable {
+            reason: "no driver".to_string(),
+        }
+    }
+
+    #[test]
+    fn gpu_errors_name_the_gpu_layers_error_once() {
+        let gpu = EngineError::Gpu {
+            op: OpName::from("h2d0"),
+            context: Context::gpu(0),
+            reason: no_cuda(),
+        };
+        assert_eq!(
+            chain_text(&gpu),
+            "cannot run op `h2d0` on gpu(0): CUDA is not available: no driver; use --gpus \
+             sim:1 for a simulated GPU"
+        );
+        assert_eq!(
+            chain_text(&EngineError::GpuSetup(no_cuda())),
+            "the GPUs asked for cannot be used: CUDA is not available: no driver; use --gpus \
+             sim:1 for a simulated GPU"
+        );
     }
 }

@@ -186,26 +186,34 @@ pub enum ProfilerError {
     /// The collector thread could not be started.
     #[error("could not start the `profiler` collector thread: {0}; run with --no-profile")]
     Spawn(std::io::Error),
-    /// Writing a trace failed.
-    #[error("could not write the trace to `{path}`: {source}; check that its directory exists and is writable")]
+    /// Writing a trace failed. The OS error is the source (not quoted): print the chain.
+    #[error(
+        "could not write the trace to `{path}` (check that its directory exists and is \
+         writable)"
+    )]
     WriteTrace {
         /// Where.
         path: String,
         /// Why.
+        #[source]
         source: std::io::Error,
     },
-    /// Writing to a caller's writer failed.
-    #[error("could not write the trace: {0}")]
+    /// Writing to a caller's writer failed. The I/O error is the source.
+    #[error("could not write the trace")]
     Io(#[from] std::io::Error),
     /// A global `tracing` subscriber is already installed.
     #[error("a global tracing subscriber is already installed; add `ProfilerLayer` to it instead of calling init_logging")]
     SubscriberAlreadySet,
-    /// The log file could not be opened.
-    #[error("could not open the log file `{path}`: {source}; check that its directory exists and is writable")]
+    /// The log file could not be opened. The OS error is the source (not quoted).
+    #[error(
+        "could not open the log file `{path}` (check that its directory exists and is \
+         writable)"
+    )]
     LogFile {
         /// Where.
         path: String,
         /// Why.
+        #[source]
         source: std::io::Error,
     },
     /// A summary sort key that is not one of ours.

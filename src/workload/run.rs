@@ -94,6 +94,7 @@ pub use driver::{Driver, RunLength, RunReport, ITERATIONS_IN_FLIGHT};
 pub use error::RunError;
 pub use hooks::{ProfilerReport, Progress, QueueWatch, RunHooks};
 pub use live::{DriverHandle, LiveProgress};
+pub use storage::memory_available;
 pub use summary::{
     gflops_rate, peak_fraction, GflopsSplit, IntraPoolSummary, LaneUsage, PeakSource, RunSettings,
     RunSummary,

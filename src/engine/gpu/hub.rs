@@ -149,10 +149,10 @@ impl GpuHub {
                 return Ok(());
             }
         }
-        let gpu_error = |source| EngineError::Gpu {
+        let gpu_error = |reason| EngineError::Gpu {
             op,
             context,
-            source,
+            reason,
         };
         let resolved = self.resolve().map_err(gpu_error)?;
         if context.id >= resolved.count {

@@ -215,9 +215,16 @@ pub(super) fn check_fits(needed: u64, available: Option<u64>) -> Result<(), RunE
     }
 }
 
-/// The memory available for new allocations (Linux: `MemAvailable`), `None` where it
-/// cannot be read.
-fn memory_available() -> Option<u64> {
+/// The memory available for new allocations, in bytes: `MemAvailable` of `/proc/meminfo`
+/// (Linux), `None` where it cannot be read. A run whose tensors need more is refused
+/// ([`RunError::NotEnoughMemory`]).
+///
+/// ```
+/// if let Some(bytes) = enginetop::workload::run::memory_available() {
+///     println!("{} MiB available", bytes >> 20);
+/// }
+/// ```
+pub fn memory_available() -> Option<u64> {
     mem_available_in(&std::fs::read_to_string(MEMINFO).ok()?)
 }
 
