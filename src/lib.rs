@@ -30,6 +30,7 @@ pub mod bench;
 pub mod config;
 pub mod device;
 pub mod engine;
+pub mod error_chain;
 pub mod kernels;
 pub mod pool;
 pub mod profiler;

@@ -525,7 +525,7 @@ fn spawn_once(pool: &Pool, tasks: usize) -> Duration {
 pub fn random_dag(config: &mut ProfilerBenchConfig) -> ProfilerBenchResult {
     let mut result = ProfilerBenchResult::new("random_dag", config.dag_threads, config.reps);
     let outcome = match config.random_dag.as_mut() {
-        Some(run) => overhead_ratio(config.reps, run).map_err(|err| err.to_string()),
+        Some(run) => overhead_ratio(config.reps, run).map_err(|err| crate::error_chain::text(&err)),
         None => engine_random_dag(config),
     };
     match outcome {
@@ -567,8 +567,10 @@ fn engine_random_dag(config: &ProfilerBenchConfig) -> Result<Overhead, String> {
             options.pool_observers = PoolProbe::engine_pools(profiler);
         }
         let outcome = Engine::new(options)
-            .map_err(|err| err.to_string())
-            .and_then(|engine| run_once(&engine, &workload, values).map_err(|e| e.to_string()));
+            .map_err(|err| crate::error_chain::text(&err))
+            .and_then(|engine| {
+                run_once(&engine, &workload, values).map_err(|err| crate::error_chain::text(&err))
+            });
         match outcome {
             Ok((elapsed, digest)) if digest == expected => elapsed,
             Ok(_) => {
@@ -581,7 +583,7 @@ fn engine_random_dag(config: &ProfilerBenchConfig) -> Result<Overhead, String> {
             }
         }
     })
-    .map_err(|err| err.to_string())?;
+    .map_err(|err| crate::error_chain::text(&err))?;
     match failure {
         Some(why) => Err(why),
         None => Ok(overhead),

@@ -387,6 +387,7 @@ fn gemm_peak(threads: usize) -> Option<f64> {
     match gemm_bench::cached_gemm_peak(threads) {
         Ok(peak) => Some(peak),
         Err(err) => {
+            let err = enginetop::error_chain::text(&err);
             eprintln!("warning: no GEMM peak to compare with: {err}");
             None
         }

@@ -112,6 +112,7 @@ impl RunError {
     fn from_failure(failure: OpFailure) -> Self {
         let cause = match &failure.cause {
             FailureCause::DroppedCompletion => "it dropped its completion".to_string(),
+            FailureCause::Error(error) => crate::error_chain::text(&**error),
             cause => cause.to_string(),
         };
         RunError::OpFailed {
@@ -126,5 +127,30 @@ impl RunError {
             RunError::OpFailed { op, .. } => Some(op),
             _ => None,
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::engine::OpName;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading the weights")]
+    struct Reading(#[source] std::io::Error);
+
+    #[test]
+    fn an_op_failure_keeps_its_errors_causes() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let failure = OpFailure {
+            op: OpName::new("load"),
+            cause: FailureCause::Error(Box::new(Reading(io))),
+        };
+        let error = RunError::from_engine("wait", EngineError::OpFailed(failure));
+        assert_eq!(
+            error.to_string(),
+            "op \"load\" failed: reading the weights: no such file"
+        );
+        assert_eq!(error.failed_op(), Some("load"));
     }
 }
