@@ -173,3 +173,30 @@ op = [
     assert_eq!(graph.ops[1].params.float("lr", 0.0), 0.01);
     assert_eq!(graph.op_flops(&graph.ops[0]), 8 * 16);
 }
+
+#[test]
+fn logic_short_circuits_and_and_binds_tighter_than_or() {
+    let graph = load(
+        r#"
+description = "logic"
+tensor = [{ name = "x", shape = [1] }]
+[params]
+n = 0
+
+[[block]]
+when = "n == 0 || 10 / n > 1"
+op = [{ name = "guarded", kernel = "fold", writes = ["x"] }]
+
+[[block]]
+when = "1 || 0 && 0"
+op = [{ name = "and_first", kernel = "fold", writes = ["x"] }]
+
+[[op]]
+name = "${n > 0 ? 'p' + 10 / n : 'zero'}"
+kernel = "fold"
+writes = ["x"]
+"#,
+    )
+    .unwrap();
+    assert_eq!(names(&graph), ["guarded", "and_first", "zero"]);
+}
