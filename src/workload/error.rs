@@ -152,8 +152,8 @@ pub enum Problem {
     },
     /// Templates nested deeper than the limit (a template that uses itself).
     #[error(
-        "template {template:?} is nested more than {max} deep: expected a template that does \
-         not use itself"
+        "template {template:?} is nested more than {max} deep: expected at most {max} levels \
+         of templates using templates, and no template that uses itself"
     )]
     TemplateDepth {
         /// The template being expanded.
@@ -298,6 +298,18 @@ pub enum Problem {
         op: String,
         /// The tensor.
         tensor: String,
+    },
+    /// Blocks, or the TOML tables and arrays that hold them, nested past a limit.
+    #[error("{what} nest {depth} deep here: expected at most {max} levels; {fix}")]
+    TooDeep {
+        /// What nests, in words.
+        what: String,
+        /// How deep, as far as known.
+        depth: String,
+        /// The limit.
+        max: usize,
+        /// What to do instead.
+        fix: &'static str,
     },
     /// An expansion or size limit was passed.
     #[error("{what} exceeds the limit: expected at most {max}")]
