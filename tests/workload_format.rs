@@ -200,3 +200,30 @@ writes = ["x"]
     .unwrap();
     assert_eq!(names(&graph), ["guarded", "and_first", "zero"]);
 }
+
+/// `n` u8 tensors of 2^32 elements (16 GiB each as f32) and `extra` more elements.
+fn u8_tensors(n: usize, extra: usize) -> String {
+    let mut text = String::from("description = \"big\"\ntensor = [\n");
+    for k in 0..n {
+        text += &format!("  {{ name = \"t{k}\", shape = [65536, 65536], dtype = \"u8\" }},\n");
+    }
+    if extra > 0 {
+        text += &format!("  {{ name = \"extra\", shape = [{extra}], dtype = \"u8\" }},\n");
+    }
+    text + "]\nop = [{ name = \"touch\", kernel = \"fold\", writes = [\"t0\"] }]\n"
+}
+
+#[test]
+fn the_memory_cap_counts_every_tensor_as_f32() {
+    // 4 x 2^32 elements x 4 bytes = 64 GiB exactly: at the cap (16 GiB at 1 byte each).
+    let at_cap = load(&u8_tensors(4, 0)).unwrap();
+    assert_eq!(at_cap.tensor_bytes(), 64 << 30);
+    let err = load(&u8_tensors(4, 1)).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "tensor \"extra\" has shape [1]: the tensors reach 64.0 GiB here, held as \
+             f32 (4 bytes an element, whatever the dtype): expected at most 64.0 GiB"
+        ),
+        "{err}"
+    );
+}
