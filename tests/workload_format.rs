@@ -201,6 +201,56 @@ writes = ["x"]
     assert_eq!(names(&graph), ["guarded", "and_first", "zero"]);
 }
 
+#[test]
+fn kernel_flags_take_true_false_one_and_zero_also_as_strings() {
+    let text = |flag: &str| {
+        format!(
+            r#"
+description = "flags"
+tensor = [{{ name = "a", shape = [4, 8] }}, {{ name = "b", shape = [4, 8] }}, {{ name = "c", shape = [4, 4] }}]
+op = [{{ name = "mm", kernel = "gemm", reads = ["a", "b"], writes = ["c"], params = {{ transpose_b = {flag} }} }}]
+"#
+        )
+    };
+    for flag in ["1", "true", "\"1\"", "\"true\"", "\"True\""] {
+        let graph = load(&text(flag)).unwrap_or_else(|err| panic!("{flag}: {err}"));
+        assert_eq!(graph.ops[0].params.int("transpose_b", 0), 1, "{flag}");
+    }
+    let err = load(&text("\"on\"")).unwrap_err().to_string();
+    assert!(
+        err.ends_with("parameter transpose_b = \"on\": expected true, false, 1 or 0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_boolean_parameter_takes_one_and_zero_from_set() {
+    let text = r#"
+description = "a flag"
+tensor = [{ name = "x", shape = [1] }]
+[params]
+fused = false
+
+[[block]]
+when = "fused"
+op = [{ name = "fused_op", kernel = "fold", writes = ["x"] }]
+
+[[op]]
+name = "plain"
+kernel = "fold"
+writes = ["x"]
+"#;
+    let with = |value: &str| {
+        let overrides = Overrides::from_args([format!("fused={value}")]).unwrap();
+        let graph = load_str(text, "t.toml", &overrides).unwrap();
+        graph.ops.len()
+    };
+    assert_eq!(
+        (with("1"), with("0"), with("true"), with("false")),
+        (2, 1, 2, 1)
+    );
+}
+
 /// `n` u8 tensors of 2^32 elements (16 GiB each as f32) and `extra` more elements.
 fn u8_tensors(n: usize, extra: usize) -> String {
     let mut text = String::from("description = \"big\"\ntensor = [\n");

@@ -105,14 +105,14 @@ pub enum Problem {
         known: String,
     },
     /// A `--set` value of the wrong type.
-    #[error("--set {name}={value} is not {expected}: expected {expected} like the file's {name} = {default}")]
+    #[error("--set {name}={value} {mismatch} (the file has {name} = {default})")]
     BadParamValue {
         /// Parameter name.
         name: String,
         /// What was passed.
         value: String,
-        /// The type expected, in words.
-        expected: &'static str,
+        /// The type expected and its accepted spellings: `is not a boolean: expected ...`.
+        mismatch: &'static str,
         /// The value in the file.
         default: String,
     },

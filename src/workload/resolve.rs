@@ -11,6 +11,7 @@ use super::expand::{Expanded, RawOp, RawTensor, SpannedText, LIST_NAMES};
 use super::expr::Value;
 use super::graph::{bytes_text, held_bytes, Graph, OpDecl, TensorDecl, TensorId};
 use super::kernel::{numel, KernelKind, KernelParams, Operand, Operands, ParamKind, ParamValue};
+use super::params::{literal_text, parse_flag, FLAG_SPELLINGS};
 
 /// Elements in one tensor.
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 32;
@@ -595,11 +596,14 @@ fn kernel_params(raw: &RawOp, kernel: KernelKind) -> LoadResult<KernelParams> {
                     ParamKind::Int { min, max: i64::MAX } => format!("an integer >= {min}"),
                     ParamKind::Int { min, max } => format!("an integer from {min} to {max}"),
                     ParamKind::PositiveFloat => "a number > 0".to_string(),
-                    ParamKind::Flag => "0, 1, false or true".to_string(),
+                    ParamKind::Flag => FLAG_SPELLINGS.to_string(),
                 };
                 error(
                     span,
-                    format!("parameter {name} = {value}: expected {expected}"),
+                    format!(
+                        "parameter {name} = {}: expected {expected}",
+                        literal_text(value)
+                    ),
                 )
             })?,
             None => match (spec.default, spec.name) {
@@ -629,6 +633,9 @@ fn param_value(kind: ParamKind, value: &Value) -> Option<ParamValue> {
         }
         (ParamKind::Flag, Value::Int(n)) if matches!(n, 0 | 1) => Some(ParamValue::Int(*n)),
         (ParamKind::Flag, Value::Bool(truth)) => Some(ParamValue::Int(i64::from(*truth))),
+        (ParamKind::Flag, Value::Text(text)) => {
+            parse_flag(text).map(|truth| ParamValue::Int(i64::from(truth)))
+        }
         (ParamKind::PositiveFloat, Value::Int(n)) if *n > 0 => Some(ParamValue::Float(*n as f64)),
         (ParamKind::PositiveFloat, Value::Float(f)) if f.is_finite() && *f > 0.0 => {
             Some(ParamValue::Float(*f))
