@@ -173,3 +173,107 @@ op = [
     assert_eq!(graph.ops[1].params.float("lr", 0.0), 0.01);
     assert_eq!(graph.op_flops(&graph.ops[0]), 8 * 16);
 }
+
+#[test]
+fn logic_short_circuits_and_and_binds_tighter_than_or() {
+    let graph = load(
+        r#"
+description = "logic"
+tensor = [{ name = "x", shape = [1] }]
+[params]
+n = 0
+
+[[block]]
+when = "n == 0 || 10 / n > 1"
+op = [{ name = "guarded", kernel = "fold", writes = ["x"] }]
+
+[[block]]
+when = "1 || 0 && 0"
+op = [{ name = "and_first", kernel = "fold", writes = ["x"] }]
+
+[[op]]
+name = "${n > 0 ? 'p' + 10 / n : 'zero'}"
+kernel = "fold"
+writes = ["x"]
+"#,
+    )
+    .unwrap();
+    assert_eq!(names(&graph), ["guarded", "and_first", "zero"]);
+}
+
+#[test]
+fn kernel_flags_take_true_false_one_and_zero_also_as_strings() {
+    let text = |flag: &str| {
+        format!(
+            r#"
+description = "flags"
+tensor = [{{ name = "a", shape = [4, 8] }}, {{ name = "b", shape = [4, 8] }}, {{ name = "c", shape = [4, 4] }}]
+op = [{{ name = "mm", kernel = "gemm", reads = ["a", "b"], writes = ["c"], params = {{ transpose_b = {flag} }} }}]
+"#
+        )
+    };
+    for flag in ["1", "true", "\"1\"", "\"true\"", "\"True\""] {
+        let graph = load(&text(flag)).unwrap_or_else(|err| panic!("{flag}: {err}"));
+        assert_eq!(graph.ops[0].params.int("transpose_b", 0), 1, "{flag}");
+    }
+    let err = load(&text("\"on\"")).unwrap_err().to_string();
+    assert!(
+        err.ends_with("parameter transpose_b = \"on\": expected true, false, 1 or 0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_boolean_parameter_takes_one_and_zero_from_set() {
+    let text = r#"
+description = "a flag"
+tensor = [{ name = "x", shape = [1] }]
+[params]
+fused = false
+
+[[block]]
+when = "fused"
+op = [{ name = "fused_op", kernel = "fold", writes = ["x"] }]
+
+[[op]]
+name = "plain"
+kernel = "fold"
+writes = ["x"]
+"#;
+    let with = |value: &str| {
+        let overrides = Overrides::from_args([format!("fused={value}")]).unwrap();
+        let graph = load_str(text, "t.toml", &overrides).unwrap();
+        graph.ops.len()
+    };
+    assert_eq!(
+        (with("1"), with("0"), with("true"), with("false")),
+        (2, 1, 2, 1)
+    );
+}
+
+/// `n` u8 tensors of 2^32 elements (16 GiB each as f32) and `extra` more elements.
+fn u8_tensors(n: usize, extra: usize) -> String {
+    let mut text = String::from("description = \"big\"\ntensor = [\n");
+    for k in 0..n {
+        text += &format!("  {{ name = \"t{k}\", shape = [65536, 65536], dtype = \"u8\" }},\n");
+    }
+    if extra > 0 {
+        text += &format!("  {{ name = \"extra\", shape = [{extra}], dtype = \"u8\" }},\n");
+    }
+    text + "]\nop = [{ name = \"touch\", kernel = \"fold\", writes = [\"t0\"] }]\n"
+}
+
+#[test]
+fn the_memory_cap_counts_every_tensor_as_f32() {
+    // 4 x 2^32 elements x 4 bytes = 64 GiB exactly: at the cap (16 GiB at 1 byte each).
+    let at_cap = load(&u8_tensors(4, 0)).unwrap();
+    assert_eq!(at_cap.tensor_bytes(), 64 << 30);
+    let err = load(&u8_tensors(4, 1)).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "tensor \"extra\" has shape [1]: the tensors reach 64.0 GiB here, held as \
+             f32 (4 bytes an element, whatever the dtype): expected at most 64.0 GiB"
+        ),
+        "{err}"
+    );
+}

@@ -105,14 +105,14 @@ pub enum Problem {
         known: String,
     },
     /// A `--set` value of the wrong type.
-    #[error("--set {name}={value} is not {expected}: expected {expected} like the file's {name} = {default}")]
+    #[error("--set {name}={value} {mismatch} (the file has {name} = {default})")]
     BadParamValue {
         /// Parameter name.
         name: String,
         /// What was passed.
         value: String,
-        /// The type expected, in words.
-        expected: &'static str,
+        /// The type expected and its accepted spellings: `is not a boolean: expected ...`.
+        mismatch: &'static str,
         /// The value in the file.
         default: String,
     },
@@ -152,8 +152,8 @@ pub enum Problem {
     },
     /// Templates nested deeper than the limit (a template that uses itself).
     #[error(
-        "template {template:?} is nested more than {max} deep: expected a template that does \
-         not use itself"
+        "template {template:?} is nested more than {max} deep: expected at most {max} levels \
+         of templates using templates, and no template that uses itself"
     )]
     TemplateDepth {
         /// The template being expanded.
@@ -298,6 +298,18 @@ pub enum Problem {
         op: String,
         /// The tensor.
         tensor: String,
+    },
+    /// Blocks, or the TOML tables and arrays that hold them, nested past a limit.
+    #[error("{what} nest {depth} deep here: expected at most {max} levels; {fix}")]
+    TooDeep {
+        /// What nests, in words.
+        what: String,
+        /// How deep, as far as known.
+        depth: String,
+        /// The limit.
+        max: usize,
+        /// What to do instead.
+        fix: &'static str,
     },
     /// An expansion or size limit was passed.
     #[error("{what} exceeds the limit: expected at most {max}")]

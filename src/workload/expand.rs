@@ -18,6 +18,9 @@ use super::schema::{
 
 /// Templates nested deeper than this are refused (a template that uses itself).
 pub const MAX_TEMPLATE_DEPTH: usize = 16;
+/// Blocks nested deeper than this are refused, counting the blocks inside the templates
+/// they use (below the TOML parser's own limit of 80 tables in one header).
+pub const MAX_BLOCK_DEPTH: usize = 64;
 /// Tensors plus ops plus list entries plus repetitions, all told.
 pub const MAX_WORK: u64 = 2_000_000;
 /// Dimensions in a shape.
@@ -89,6 +92,7 @@ pub fn expand(file: &WorkloadFile, params: &BTreeMap<String, Value>) -> LoadResu
         rng: Rng::new(seed),
         out: Expanded::default(),
         depth: 0,
+        block_depth: 0,
         setup: false,
         work: 0,
     };
@@ -104,7 +108,10 @@ struct Expander<'f> {
     templates: &'f BTreeMap<Sp<String>, Sp<TemplateSpec>>,
     rng: Rng,
     out: Expanded,
+    /// Templates being expanded, outermost first.
     depth: usize,
+    /// Blocks being expanded, templates' blocks included.
+    block_depth: usize,
     setup: bool,
     work: u64,
 }
@@ -170,6 +177,24 @@ impl<'f> Expander<'f> {
     }
 
     fn block(&mut self, spanned: &'f Sp<BlockSpec>, vars: &mut Vars, top: bool) -> LoadResult<()> {
+        if self.block_depth >= MAX_BLOCK_DEPTH {
+            return Err(Located::at(
+                spanned.span(),
+                blocks_too_deep(self.block_depth + 1),
+            ));
+        }
+        self.block_depth += 1;
+        let result = self.block_body(spanned, vars, top);
+        self.block_depth -= 1;
+        result
+    }
+
+    fn block_body(
+        &mut self,
+        spanned: &'f Sp<BlockSpec>,
+        vars: &mut Vars,
+        top: bool,
+    ) -> LoadResult<()> {
         let block = spanned.get_ref();
         if let (Some(phase), false) = (&block.phase, top) {
             return Err(Located::at(
@@ -600,6 +625,17 @@ fn bad_identifier(text: &str, what: &'static str) -> Problem {
         kind: what,
         name: text.to_string(),
         reason: "is not an identifier: expected letters, digits and _ (not starting with a digit)",
+    }
+}
+
+/// Blocks nested `depth` deep, past [`MAX_BLOCK_DEPTH`].
+pub(crate) fn blocks_too_deep(depth: usize) -> Problem {
+    Problem::TooDeep {
+        what: "blocks".to_string(),
+        depth: depth.to_string(),
+        max: MAX_BLOCK_DEPTH,
+        fix: "a template's blocks count from the block that uses it; flatten them: a block's \
+              repeat or a generated operand list usually replaces a level",
     }
 }
 

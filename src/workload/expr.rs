@@ -1,12 +1,19 @@
 //! Values, `${...}` templates and the small expression language of workload files.
 //!
 //! An expression is integer arithmetic (`+ - * / %`, parentheses, unary `-`), comparisons
-//! (`== != < <= > >=`), logic (`&& || !`), a choice (`cond ? a : b`), single-quoted strings
-//! (`'host'`; `+` joins a string with anything), variables (parameters, template arguments,
-//! block indices) and a few functions: `min(a, b)`, `max(a, b)`, `rand(lo, hi)` (a deterministic
-//! pseudo-random integer in `lo..=hi`, seeded by the `seed` parameter), `is_gpu(device)`,
-//! `is_cpu(device)`. Names and other strings embed expressions as `${...}`; numeric fields take
-//! an expression directly (`"batch * 2"`) or wrapped (`"${batch * 2}"`).
+//! (`== != < <= > >=`, not chained), logic (`&& || !`), a choice (`cond ? a : b`),
+//! single-quoted strings (`'host'`; `+` joins a string with anything), variables (parameters,
+//! template arguments, block indices) and a few functions: `min(a, b)`, `max(a, b)`,
+//! `rand(lo, hi)` (a deterministic pseudo-random integer in `lo..=hi`, seeded by the `seed`
+//! parameter), `is_gpu(device)`, `is_cpu(device)`. Names and other strings embed expressions
+//! as `${...}`; numeric fields take an expression directly (`"batch * 2"`) or wrapped
+//! (`"${batch * 2}"`).
+//!
+//! Precedence, lowest first, as in C and Rust: `?:` (right-associative), `||`, `&&`,
+//! comparisons, `+ -`, `* / %`, unary `- !`. `&&`, `||` and `?:` short-circuit: the side not
+//! taken is parsed and its names are checked (an unknown variable or function, or a wrong
+//! argument count, is an error there too), but nothing in it is computed, so
+//! `n == 0 || 100 / n > 2` does not divide by zero and a skipped `rand()` draws nothing.
 //!
 //! Evaluation never panics: overflow, division by zero and nesting deeper than
 //! [`MAX_NESTING`] are errors.
@@ -17,7 +24,7 @@ use std::fmt;
 
 use super::device::Context;
 
-/// Parentheses and unary operators nested deeper than this are refused.
+/// Parentheses, unary operators and `?:` nested deeper than this are refused.
 pub const MAX_NESTING: usize = 64;
 
 /// A value an expression can hold.
@@ -197,6 +204,7 @@ pub fn evaluate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, String>
         tokens: &tokens,
         at: 0,
         depth: 0,
+        skipping: false,
         vars,
         rng,
     };
@@ -232,6 +240,8 @@ const OPERATORS: [&str; 19] = [
     "==", "!=", "<=", ">=", "&&", "||", "+", "-", "*", "/", "%", "(", ")", ",", "<", ">", "!", "?",
     ":",
 ];
+
+const COMPARISONS: [&str; 6] = ["==", "!=", "<", "<=", ">", ">="];
 
 fn tokenize(text: &str) -> Result<Vec<Token>, String> {
     let mut tokens = Vec::new();
@@ -276,17 +286,30 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
     Ok(tokens)
 }
 
+/// A recursive-descent parser that evaluates as it parses, one function per precedence level
+/// (lowest first: [`Parser::choice`], [`Parser::either`], [`Parser::both`],
+/// [`Parser::comparison`], [`Parser::sum`], [`Parser::product`], [`Parser::unary`]).
+///
+/// Short-circuiting: the side of `&&`, `||` or `?:` that is not taken is still parsed, and
+/// its names (variables, functions and their argument counts) are still checked, but with
+/// `skipping` set nothing in it is computed: no overflow, division or type error, no
+/// `rand()` draw.
 struct Parser<'t, 'v, 'g, 'r> {
     tokens: &'t [Token],
     at: usize,
     depth: usize,
+    skipping: bool,
     vars: &'v Vars<'g>,
     rng: &'r mut Rng,
 }
 
 type Binary = fn(&Value, &Value) -> Result<Value, String>;
+type Level<'t, 'v, 'g, 'r> = fn(&mut Parser<'t, 'v, 'g, 'r>) -> Result<Value, String>;
 
-impl Parser<'_, '_, '_, '_> {
+/// What a skipped operand stands for; never computed with.
+const SKIPPED: Value = Value::Int(0);
+
+impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
     fn peek_op(&self, ops: &[&'static str]) -> Option<&'static str> {
         match self.tokens.get(self.at) {
             Some(Token::Op(op)) if ops.contains(op) => Some(op),
@@ -305,59 +328,110 @@ impl Parser<'_, '_, '_, '_> {
         }
     }
 
+    /// One level deeper (parentheses, unary operators, `?:`), refused past [`MAX_NESTING`].
+    fn descend(&mut self) -> Result<(), String> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(format!(
+                "it nests deeper than {MAX_NESTING} levels of parentheses, unary operators and \
+                 `?:`: expected at most {MAX_NESTING}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// `compute()`, or [`SKIPPED`] on a side that is not taken.
+    fn computed(&self, compute: impl FnOnce() -> Result<Value, String>) -> Result<Value, String> {
+        if self.skipping {
+            Ok(SKIPPED)
+        } else {
+            compute()
+        }
+    }
+
+    /// Parses with `level`, skipping evaluation when `skip` (or when already skipping).
+    fn parse_side(&mut self, skip: bool, level: Level<'t, 'v, 'g, 'r>) -> Result<Value, String> {
+        let outer = self.skipping;
+        self.skipping = outer || skip;
+        let value = level(self);
+        self.skipping = outer;
+        value
+    }
+
     fn binary_level(
         &mut self,
         ops: &[&'static str],
-        next: fn(&mut Self) -> Result<Value, String>,
+        next: Level<'t, 'v, 'g, 'r>,
         op_of: fn(&'static str) -> Binary,
     ) -> Result<Value, String> {
         let mut left = next(self)?;
         while let Some(op) = self.peek_op(ops) {
             self.at += 1;
             let right = next(self)?;
-            left = op_of(op)(&left, &right)?;
+            let combined = self.computed(|| op_of(op)(&left, &right))?;
+            left = combined;
         }
         Ok(left)
     }
 
+    /// `cond ? a : b`: the lowest level, right-associative; only the branch taken is
+    /// evaluated.
     fn choice(&mut self) -> Result<Value, String> {
-        let condition = self.logic()?;
+        let condition = self.either()?;
         if self.peek_op(&["?"]).is_none() {
             return Ok(condition);
         }
         self.at += 1;
-        self.depth += 1;
-        if self.depth > MAX_NESTING {
-            return Err(format!(
-                "it nests deeper than {MAX_NESTING}: expected a flatter one"
-            ));
-        }
-        let if_true = self.choice()?;
+        self.descend()?;
+        let take_first = !self.skipping && truthy(&condition)?;
+        let first = self.parse_side(!take_first, Self::choice)?;
         self.expect_op(":")?;
-        let if_false = self.choice()?;
+        let second = self.parse_side(take_first, Self::choice)?;
         self.depth -= 1;
-        Ok(if truthy(&condition)? {
-            if_true
-        } else {
-            if_false
-        })
+        Ok(if take_first { first } else { second })
     }
 
-    fn logic(&mut self) -> Result<Value, String> {
-        self.binary_level(&["&&", "||"], Self::comparison, |op| match op {
-            "&&" => |a, b| Ok(Value::Bool(truthy(a)? && truthy(b)?)),
-            _ => |a, b| Ok(Value::Bool(truthy(a)? || truthy(b)?)),
-        })
+    /// `a || b`: below `&&`; `b` is evaluated only when `a` is false.
+    fn either(&mut self) -> Result<Value, String> {
+        let mut value = self.both()?;
+        while self.peek_op(&["||"]).is_some() {
+            self.at += 1;
+            let left_true = !self.skipping && truthy(&value)?;
+            let right = self.parse_side(left_true, Self::both)?;
+            let combined = self.computed(|| Ok(Value::Bool(left_true || truthy(&right)?)))?;
+            value = combined;
+        }
+        Ok(value)
     }
 
+    /// `a && b`: above `||`; `b` is evaluated only when `a` is true.
+    fn both(&mut self) -> Result<Value, String> {
+        let mut value = self.comparison()?;
+        while self.peek_op(&["&&"]).is_some() {
+            self.at += 1;
+            let left_false = !self.skipping && !truthy(&value)?;
+            let right = self.parse_side(left_false, Self::comparison)?;
+            let combined = self.computed(|| Ok(Value::Bool(!left_false && truthy(&right)?)))?;
+            value = combined;
+        }
+        Ok(value)
+    }
+
+    /// `a < b`: one comparison; `a < b < c` is refused, as in Rust.
     fn comparison(&mut self) -> Result<Value, String> {
         let left = self.sum()?;
-        let Some(op) = self.peek_op(&["==", "!=", "<", "<=", ">", ">="]) else {
+        let Some(op) = self.peek_op(&COMPARISONS) else {
             return Ok(left);
         };
         self.at += 1;
         let right = self.sum()?;
-        compare(op, &left, &right)
+        if let Some(next) = self.peek_op(&COMPARISONS) {
+            return Err(format!(
+                "comparisons do not chain (`a {op} b {next} c`): expected one comparison, \
+                 e.g. `a {op} b && b {next} c`"
+            ));
+        }
+        self.computed(|| compare(op, &left, &right))
     }
 
     fn sum(&mut self) -> Result<Value, String> {
@@ -376,22 +450,17 @@ impl Parser<'_, '_, '_, '_> {
     }
 
     fn unary(&mut self) -> Result<Value, String> {
-        self.depth += 1;
-        if self.depth > MAX_NESTING {
-            return Err(format!(
-                "it nests deeper than {MAX_NESTING}: expected a flatter one"
-            ));
-        }
+        self.descend()?;
         let value = match self.peek_op(&["-", "!"]) {
             Some("-") => {
                 self.at += 1;
                 let value = self.unary()?;
-                arithmetic(&Value::Int(0), &value, "-", i64::checked_sub)
+                self.computed(|| arithmetic(&Value::Int(0), &value, "-", i64::checked_sub))
             }
             Some(_) => {
                 self.at += 1;
                 let value = self.unary()?;
-                truthy(&value).map(|truth| Value::Bool(!truth))
+                self.computed(|| truthy(&value).map(|truth| Value::Bool(!truth)))
             }
             None => self.atom(),
         };
@@ -419,6 +488,7 @@ impl Parser<'_, '_, '_, '_> {
         }
     }
 
+    /// A variable's value; an unknown name is an error on a skipped side too.
     fn variable(&self, name: &str) -> Result<Value, String> {
         self.vars.get(name).cloned().ok_or_else(|| {
             format!(
@@ -429,7 +499,10 @@ impl Parser<'_, '_, '_, '_> {
         })
     }
 
+    /// A call; an unknown function or a wrong argument count is an error on a skipped side
+    /// too.
     fn call(&mut self, name: &str) -> Result<Value, String> {
+        let function = Function::named(name)?;
         self.expect_op("(")?;
         let mut args = Vec::new();
         if self.peek_op(&[")"]).is_none() {
@@ -440,7 +513,11 @@ impl Parser<'_, '_, '_, '_> {
             }
         }
         self.expect_op(")")?;
-        call_function(name, &args, self.rng)
+        function.check_count(args.len())?;
+        if self.skipping {
+            return Ok(SKIPPED);
+        }
+        function.apply(&args, self.rng)
     }
 }
 
@@ -522,41 +599,96 @@ fn compare(op: &str, a: &Value, b: &Value) -> Result<Value, String> {
     Ok(Value::Bool(truth))
 }
 
+/// The functions an expression can call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Function {
+    Min,
+    Max,
+    Rand,
+    IsGpu,
+    IsCpu,
+}
+
 const FUNCTIONS: &str = "min(a, b), max(a, b), rand(lo, hi), is_gpu(device), is_cpu(device)";
 
-fn call_function(name: &str, args: &[Value], rng: &mut Rng) -> Result<Value, String> {
-    let two_ints = |args: &[Value]| match args {
-        [a, b] => ints(a, b, ","),
-        _ => Err(format!(
-            "{name}() takes 2 arguments: expected 2 integers, found {}",
-            args.len()
-        )),
-    };
-    match name {
-        "min" => two_ints(args).map(|(a, b)| Value::Int(a.min(b))),
-        "max" => two_ints(args).map(|(a, b)| Value::Int(a.max(b))),
-        "rand" => {
-            let (lo, hi) = two_ints(args)?;
-            if lo > hi {
-                return Err(format!("rand({lo}, {hi}) has lo > hi: expected lo <= hi"));
-            }
-            Ok(Value::Int(rng.in_range(lo, hi)))
+impl Function {
+    fn named(name: &str) -> Result<Function, String> {
+        match name {
+            "min" => Ok(Function::Min),
+            "max" => Ok(Function::Max),
+            "rand" => Ok(Function::Rand),
+            "is_gpu" => Ok(Function::IsGpu),
+            "is_cpu" => Ok(Function::IsCpu),
+            _ => Err(format!(
+                "unknown function `{name}`: expected one of {FUNCTIONS}"
+            )),
         }
-        "is_gpu" | "is_cpu" => {
-            let [Value::Text(text)] = args else {
-                return Err(format!(
-                    "{name}() takes one device string such as \"gpu:0\""
-                ));
-            };
-            let context = Context::parse(text).map_err(|_| {
-                format!("{name}({text:?}): expected a device such as cpu, cpu:0 or gpu:0")
-            })?;
-            Ok(Value::Bool(context.is_gpu() == (name == "is_gpu")))
-        }
-        _ => Err(format!(
-            "unknown function `{name}`: expected one of {FUNCTIONS}"
-        )),
     }
+
+    fn name(self) -> &'static str {
+        match self {
+            Function::Min => "min",
+            Function::Max => "max",
+            Function::Rand => "rand",
+            Function::IsGpu => "is_gpu",
+            Function::IsCpu => "is_cpu",
+        }
+    }
+
+    /// How many arguments it takes and what they are, in words.
+    fn signature(self) -> (usize, &'static str) {
+        match self {
+            Function::Min | Function::Max => (2, "2 integers"),
+            Function::Rand => (2, "2 integers lo <= hi"),
+            Function::IsGpu | Function::IsCpu => (1, "one device string such as 'gpu:0'"),
+        }
+    }
+
+    fn check_count(self, found: usize) -> Result<(), String> {
+        let (count, what) = self.signature();
+        if found == count {
+            return Ok(());
+        }
+        Err(format!(
+            "{}() takes {count} argument{}, found {found}: expected {what}",
+            self.name(),
+            if count == 1 { "" } else { "s" }
+        ))
+    }
+
+    fn apply(self, args: &[Value], rng: &mut Rng) -> Result<Value, String> {
+        let name = self.name();
+        match (self, args) {
+            (Function::Min, [a, b]) => ints(a, b, ",").map(|(a, b)| Value::Int(a.min(b))),
+            (Function::Max, [a, b]) => ints(a, b, ",").map(|(a, b)| Value::Int(a.max(b))),
+            (Function::Rand, [a, b]) => {
+                let (lo, hi) = ints(a, b, ",")?;
+                if lo > hi {
+                    return Err(format!("rand({lo}, {hi}) has lo > hi: expected lo <= hi"));
+                }
+                Ok(Value::Int(rng.in_range(lo, hi)))
+            }
+            (Function::IsGpu | Function::IsCpu, [Value::Text(text)]) => {
+                let context = Context::parse(text).map_err(|_| {
+                    format!("{name}({text:?}): expected a device such as cpu, cpu:0 or gpu:0")
+                })?;
+                Ok(Value::Bool(context.is_gpu() == (self == Function::IsGpu)))
+            }
+            _ => Err(format!(
+                "{name}() cannot take {}: expected {}",
+                comma_list_of_kinds(args),
+                self.signature().1
+            )),
+        }
+    }
+}
+
+/// `an integer and a string` for messages.
+fn comma_list_of_kinds(args: &[Value]) -> String {
+    args.iter()
+        .map(Value::kind)
+        .collect::<Vec<_>>()
+        .join(" and ")
 }
 
 #[cfg(test)]
@@ -612,6 +744,15 @@ mod tests {
             ("${device * 1}", "needs two integers"),
             ("${'open}", "closing `'`"),
             ("${1 ? 2}", "expected `:`"),
+            ("${1 < 2 < 3}", "comparisons do not chain (`a < b < c`)"),
+            ("${batch == 8 != 0}", "e.g. `a == b && b != c`"),
+            ("${(1 < 2) < 3}", "cannot compare a boolean with an integer"),
+            (
+                "${min(1)}",
+                "min() takes 2 arguments, found 1: expected 2 integers",
+            ),
+            ("${is_gpu()}", "is_gpu() takes 1 argument, found 0"),
+            ("${is_gpu(1)}", "is_gpu() cannot take an integer"),
         ];
         for (text, expected) in cases {
             let err = eval(text).unwrap_err();
@@ -622,11 +763,120 @@ mod tests {
     #[test]
     fn deep_nesting_is_refused_not_a_stack_overflow() {
         let deep = format!("${{{}1{}}}", "(".repeat(10_000), ")".repeat(10_000));
-        assert!(eval(&deep).unwrap_err().contains("nests deeper"));
+        assert_eq!(
+            eval(&deep).unwrap_err(),
+            "it nests deeper than 64 levels of parentheses, unary operators and `?:`: expected \
+             at most 64"
+        );
         let negations = format!("${{{}1}}", "-".repeat(10_000));
         assert!(eval(&negations).unwrap_err().contains("nests deeper"));
         let choices = format!("${{{}1}}", "1 ? ".repeat(10_000));
         assert!(eval(&choices).unwrap_err().contains("nests deeper"));
+    }
+
+    #[test]
+    fn and_binds_tighter_than_or() {
+        // Were `&&` and `||` one left-to-right level, each would give the other answer.
+        assert_eq!(eval("${1 || 0 && 0}"), Ok(Value::Bool(true)));
+        assert_eq!(eval("${0 && 0 || 1}"), Ok(Value::Bool(true)));
+        assert_eq!(eval("${(1 || 0) && 0}"), Ok(Value::Bool(false)));
+        assert_eq!(eval("${0 || 1 && 0 || 0}"), Ok(Value::Bool(false)));
+        assert_eq!(eval("${!0 && batch > 4}"), Ok(Value::Bool(true)));
+        // A lone operand keeps its type; `&&` and `||` give booleans.
+        assert_eq!(eval("${batch}"), Ok(Value::Int(8)));
+        assert_eq!(eval("${batch && 2}"), Ok(Value::Bool(true)));
+    }
+
+    #[test]
+    fn comparisons_bind_tighter_than_logic_and_arithmetic_tighter_than_comparisons() {
+        assert_eq!(eval("${1 + 1 == 2 && 3 * 2 > 5}"), Ok(Value::Bool(true)));
+        assert_eq!(
+            eval("${batch - 8 == 0 || 1 / 0 == 0}"),
+            Ok(Value::Bool(true))
+        );
+    }
+
+    #[test]
+    fn choice_is_lowest_and_right_associative() {
+        // `||` inside the condition: `(0 || 1) ? 'a' : 'b'`, not `0 || (1 ? 'a' : 'b')`.
+        assert_eq!(eval("${0 || 1 ? 'a' : 'b'}"), Ok(Value::Text("a".into())));
+        // `1 ? 2 : (0 ? 3 : 4)`; left-associative would be `(1 ? 2 : 0) ? 3 : 4` = 3.
+        assert_eq!(eval("${1 ? 2 : 0 ? 3 : 4}"), Ok(Value::Int(2)));
+        assert_eq!(eval("${0 ? 2 : 0 ? 3 : 4}"), Ok(Value::Int(4)));
+        // A choice in the middle needs no parentheses.
+        assert_eq!(eval("${1 ? 0 ? 5 : 6 : 7}"), Ok(Value::Int(6)));
+        assert_eq!(eval("${batch > 4 ? batch + 1 : 0}"), Ok(Value::Int(9)));
+    }
+
+    #[test]
+    fn the_side_not_taken_is_not_evaluated() {
+        let cases = [
+            ("${0 && 1 / 0 == 1}", Value::Bool(false)),
+            ("${1 || 1 / 0 == 1}", Value::Bool(true)),
+            ("${batch == 0 || 100 / batch > 2}", Value::Bool(true)),
+            ("${0 && 9223372036854775807 + 1}", Value::Bool(false)),
+            ("${1 || rand(3, 1)}", Value::Bool(true)),
+            ("${0 && 'text'}", Value::Bool(false)),
+            ("${0 && is_gpu('nowhere')}", Value::Bool(false)),
+            ("${1 ? 7 : 1 / 0}", Value::Int(7)),
+            ("${0 ? 1 / 0 : 7}", Value::Int(7)),
+            ("${0 && (1 ? 1 / 0 : 2)}", Value::Bool(false)),
+            ("${0 ? (1 || 1 / 0) : -batch}", Value::Int(-8)),
+            ("${1 || 0 && 1 / 0}", Value::Bool(true)),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(eval(text), Ok(expected), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_side_taken_still_reports_its_errors() {
+        let cases = [
+            ("${1 && 1 / 0 == 1}", "divides by zero"),
+            ("${0 || 1 / 0 == 1}", "divides by zero"),
+            ("${0 ? 1 : 1 / 0}", "divides by zero"),
+            ("${1 && 'text'}", "not a condition"),
+            ("${'text' || 1}", "not a condition"),
+        ];
+        for (text, expected) in cases {
+            let err = eval(text).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn names_and_syntax_are_checked_on_the_side_not_taken() {
+        let cases = [
+            ("${0 && nope}", "unknown variable `nope`"),
+            ("${1 || nope}", "unknown variable `nope`"),
+            ("${1 ? 2 : nope}", "unknown variable `nope`"),
+            ("${0 && foo(1)}", "unknown function `foo`"),
+            ("${1 || min(1, 2, 3)}", "min() takes 2 arguments, found 3"),
+            ("${0 && (1 +}", "expected a number"),
+            ("${1 || 1 < 2 < 3}", "comparisons do not chain"),
+        ];
+        for (text, expected) in cases {
+            let err = eval(text).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_skipped_rand_draws_nothing() {
+        let globals = BTreeMap::new();
+        let vars = Vars::new(&globals);
+        let draws = |text: &str| {
+            let mut rng = Rng::new(5);
+            let first = evaluate_int(text, &vars, &mut rng).unwrap();
+            (
+                first,
+                evaluate_int("rand(0, 1000000)", &vars, &mut rng).unwrap(),
+            )
+        };
+        let (_, after_plain) = draws("1");
+        assert_eq!(draws("0 && rand(0, 9) > 0"), (0, after_plain));
+        assert_eq!(draws("1 ? 4 : rand(0, 9)"), (4, after_plain));
+        assert_ne!(draws("1 && rand(0, 9) >= 0").1, after_plain);
     }
 
     #[test]

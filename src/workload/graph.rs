@@ -55,10 +55,23 @@ impl TensorDecl {
         numel(&self.shape).unwrap_or(u64::MAX)
     }
 
-    /// Size of its buffer in bytes.
+    /// Its size at its declared dtype, in bytes.
     pub fn bytes(&self) -> u64 {
         self.elements().saturating_mul(self.dtype.size_bytes())
     }
+
+    /// The bytes a run holds for it: every tensor is stored as `f32`, whatever its dtype.
+    pub fn held_bytes(&self) -> u64 {
+        held_bytes(self.elements())
+    }
+}
+
+/// Bytes a run holds per element: it stores every tensor as `f32`.
+pub(crate) const HELD_BYTES_PER_ELEMENT: u64 = std::mem::size_of::<f32>() as u64;
+
+/// The bytes a run holds for `elements` elements of any dtype.
+pub(crate) fn held_bytes(elements: u64) -> u64 {
+    elements.saturating_mul(HELD_BYTES_PER_ELEMENT)
 }
 
 /// `bytes` for people: `512 B`, `3.0 KiB`, `1.5 MiB`, `22.4 GiB`.
@@ -203,11 +216,11 @@ impl Graph {
             .fold(0u64, |sum, op| sum.saturating_add(self.op_flops(op)))
     }
 
-    /// Bytes of all tensor buffers.
+    /// Bytes of all tensor buffers as a run holds them (`f32`, whatever the dtypes).
     pub fn tensor_bytes(&self) -> u64 {
         self.tensors
             .iter()
-            .fold(0u64, |sum, tensor| sum.saturating_add(tensor.bytes()))
+            .fold(0u64, |sum, tensor| sum.saturating_add(tensor.held_bytes()))
     }
 
     /// Whether any tensor or op is on a GPU.

@@ -108,7 +108,7 @@ pub enum ParamKind {
     },
     /// A float greater than zero.
     PositiveFloat,
-    /// A switch: `0`/`1` or `false`/`true`, stored as 0 or 1.
+    /// A switch: `0`/`1` or `false`/`true` (also as strings, `"1"`, `"true"`), stored as 0 or 1.
     Flag,
 }
 

@@ -5,7 +5,8 @@
 //! A file (a complete one is in the example below) has these top-level keys:
 //! - `description` (required), `name`, `default_device`;
 //! - `[params]`: integers, floats, booleans or strings; `--set name=value` replaces one,
-//!   parsed as the declared type. A `seed` parameter seeds `rand()`;
+//!   parsed as the declared type (a boolean takes `true`, `false`, `1` or `0`). A `seed`
+//!   parameter seeds `rand()`;
 //! - `[[tensor]]`: `name`, `shape`, `dtype` (`f32` default; f64 f16 bf16 i32 i64 u8),
 //!   `device` (`cpu`, `cpu:N`, `gpu`, `gpu:N`), `init`;
 //! - `[[op]]`: `name`, `kernel` (see [`KernelKind`]), `reads` and `writes` (the kernel's

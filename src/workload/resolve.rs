@@ -9,12 +9,14 @@ use super::device::{Context, Dtype, FnProperty, Init};
 use super::error::{comma_list, LoadResult, Located, Position, Problem};
 use super::expand::{Expanded, RawOp, RawTensor, SpannedText, LIST_NAMES};
 use super::expr::Value;
-use super::graph::{bytes_text, Graph, OpDecl, TensorDecl, TensorId};
+use super::graph::{bytes_text, held_bytes, Graph, OpDecl, TensorDecl, TensorId};
 use super::kernel::{numel, KernelKind, KernelParams, Operand, Operands, ParamKind, ParamValue};
+use super::params::{literal_text, parse_flag, FLAG_SPELLINGS};
 
 /// Elements in one tensor.
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 32;
-/// Bytes of all tensors together.
+/// Bytes of all tensors together, as a run holds them (`f32`, 4 bytes an element, whatever
+/// the declared dtype).
 pub const MAX_TOTAL_BYTES: u64 = 64 << 30;
 
 /// What the graph is called and the parameters it was built with.
@@ -155,7 +157,7 @@ impl Resolver<'_> {
             Some(device) => parse_context(device)?,
             None => self.default_device,
         };
-        self.check_size(raw, dtype)?;
+        self.check_size(raw)?;
         let id = TensorId(self.tensors.len() as u32);
         self.by_name.insert(name.clone(), (id, span.clone()));
         self.tensors.push(TensorDecl {
@@ -168,7 +170,9 @@ impl Resolver<'_> {
         Ok(())
     }
 
-    fn check_size(&mut self, raw: &RawTensor, dtype: Dtype) -> LoadResult<()> {
+    /// Refuses a tensor past [`MAX_TENSOR_ELEMENTS`], or one that takes the memory a run
+    /// holds for all tensors so far past [`MAX_TOTAL_BYTES`].
+    fn check_size(&mut self, raw: &RawTensor) -> LoadResult<()> {
         let shape_text = super::kernel::shape_text(&raw.shape);
         let elements = numel(&raw.shape)
             .filter(|n| *n <= MAX_TENSOR_ELEMENTS)
@@ -184,9 +188,7 @@ impl Resolver<'_> {
                     },
                 )
             })?;
-        self.total_bytes = self
-            .total_bytes
-            .saturating_add(elements * dtype.size_bytes());
+        self.total_bytes = self.total_bytes.saturating_add(held_bytes(elements));
         if self.total_bytes > MAX_TOTAL_BYTES {
             return Err(Located::at(
                 raw.shape_span.clone(),
@@ -194,8 +196,9 @@ impl Resolver<'_> {
                     tensor: raw.name.0.clone(),
                     shape: shape_text,
                     detail: format!(
-                        "the tensors' memory reaches {} here: expected at most {}; make the \
-                         workload smaller with --set (e.g. a smaller size or batch)",
+                        "the tensors reach {} here, held as f32 (4 bytes an element, whatever \
+                         the dtype): expected at most {}; make the workload smaller with --set \
+                         (e.g. a smaller size or batch)",
                         bytes_text(self.total_bytes),
                         bytes_text(MAX_TOTAL_BYTES)
                     ),
@@ -593,11 +596,14 @@ fn kernel_params(raw: &RawOp, kernel: KernelKind) -> LoadResult<KernelParams> {
                     ParamKind::Int { min, max: i64::MAX } => format!("an integer >= {min}"),
                     ParamKind::Int { min, max } => format!("an integer from {min} to {max}"),
                     ParamKind::PositiveFloat => "a number > 0".to_string(),
-                    ParamKind::Flag => "0, 1, false or true".to_string(),
+                    ParamKind::Flag => FLAG_SPELLINGS.to_string(),
                 };
                 error(
                     span,
-                    format!("parameter {name} = {value}: expected {expected}"),
+                    format!(
+                        "parameter {name} = {}: expected {expected}",
+                        literal_text(value)
+                    ),
                 )
             })?,
             None => match (spec.default, spec.name) {
@@ -627,6 +633,9 @@ fn param_value(kind: ParamKind, value: &Value) -> Option<ParamValue> {
         }
         (ParamKind::Flag, Value::Int(n)) if matches!(n, 0 | 1) => Some(ParamValue::Int(*n)),
         (ParamKind::Flag, Value::Bool(truth)) => Some(ParamValue::Int(i64::from(*truth))),
+        (ParamKind::Flag, Value::Text(text)) => {
+            parse_flag(text).map(|truth| ParamValue::Int(i64::from(truth)))
+        }
         (ParamKind::PositiveFloat, Value::Int(n)) if *n > 0 => Some(ParamValue::Float(*n as f64)),
         (ParamKind::PositiveFloat, Value::Float(f)) if f.is_finite() && *f > 0.0 => {
             Some(ParamValue::Float(*f))
