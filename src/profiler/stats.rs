@@ -1108,7 +1108,7 @@ mod tests {
     #[test]
     fn percentiles_count_durations_still_waiting_for_the_histogram() {
         let mut durations = Durations::new();
-        let mut check = |durations: &mut Durations, median_ms: u64, longest_ms: u64| {
+        let check = |durations: &mut Durations, median_ms: u64, longest_ms: u64| {
             let row = durations.snapshot("batched");
             let near =
                 |ns: u64, ms: u64| (ns as f64 - (ms * MS) as f64).abs() <= 0.01 * (ms * MS) as f64;

@@ -181,24 +181,12 @@ pub(super) fn memory_needed(graph: &Graph) -> u64 {
                 .collect();
             updated.dedup(); // copies_of_written_inputs takes one per tensor
             updated.iter().fold(0u64, |sum, &&id| {
-                sum.saturating_add(f32_bytes(graph.tensor(id)))
+                sum.saturating_add(graph.tensor(id).held_bytes())
             })
         })
         .max()
         .unwrap_or(0);
-    allocation_bytes(&graph.tensors).saturating_add(in_place_copies)
-}
-
-/// Bytes the store allocates for `decls`: every tensor is held as `f32` whatever its dtype.
-fn allocation_bytes(decls: &[TensorDecl]) -> u64 {
-    decls
-        .iter()
-        .fold(0u64, |sum, decl| sum.saturating_add(f32_bytes(decl)))
-}
-
-fn f32_bytes(decl: &TensorDecl) -> u64 {
-    decl.elements()
-        .saturating_mul(std::mem::size_of::<f32>() as u64)
+    graph.tensor_bytes().saturating_add(in_place_copies)
 }
 
 /// Fails when `needed` bytes exceed the `available` memory, before anything is allocated
@@ -303,7 +291,7 @@ mod tests {
             decl("x", &[1 << 28], Init::Zeros),
             decl("y", &[1 << 28], Init::Ones),
         ];
-        let needed = allocation_bytes(&decls);
+        let needed = decls.iter().map(TensorDecl::held_bytes).sum();
         assert_eq!(needed, 2 << 30);
         assert!(check_fits(needed, Some(3 << 30)).is_ok());
         assert!(check_fits(needed, None).is_ok(), "unknown memory: no check");
