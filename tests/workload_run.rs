@@ -91,6 +91,27 @@ op = [{ name = "step", kernel = "sgd", reads = ["g"], writes = ["w"], params = {
     assert_eq!(driver.tensor("w").unwrap().data[0], want);
 }
 
+/// The engine-overhead workloads fold tensors in place; their checksum must say how much ran
+/// (a fold that cancelled its own input once gave `chain` one checksum for every length).
+#[test]
+fn the_engine_workloads_checksums_count_the_work_done() {
+    let naive = || config(EngineKind::Naive, PoolKind::Eigen, 1, 1);
+    for name in ["chain", "tree", "wavefront", "embarrassing", "random-dag"] {
+        let graph = small(name);
+        let once = checksum(&graph, naive(), 1).0;
+        assert_ne!(
+            once,
+            checksum(&graph, naive(), 2).0,
+            "{name}: 1 vs 2 iterations"
+        );
+    }
+    let chain = |length: &str| {
+        let overrides = Overrides::from_args([format!("length={length}")]).unwrap();
+        checksum(&load_spec("chain", &overrides).unwrap(), naive(), 1).0
+    };
+    assert_ne!(chain("3"), chain("4"), "chain: 3 vs 4 steps");
+}
+
 /// Evaluates a `sum_expr` graph one op after another, as the kernel defines it.
 fn sequential_sum_expr(graph: &Graph, iterations: usize) -> Vec<f32> {
     let mut values: Vec<f32> = vec![1.0; graph.tensors.len()];

@@ -507,9 +507,12 @@ const FOLD_PRIME: u32 = 0x0100_0193;
 const FOLD_STEP: u32 = 0x9e37_79b9;
 
 /// `out[i] = hash(out[i], input_1[i], input_2[i], ...)` (inputs indexed cyclically), mapped
-/// into `[0, 1)`: cheap, deterministic, and different for every order of the same ops.
+/// into `[0, 1)`: cheap, deterministic, and different for every order of the same ops. The
+/// hash rotates before it mixes a value in: with a bare xor, an op folding its own output
+/// (`chain`: `reads = ["x"], writes = ["x"]`) cancelled it (`x ^ x = 0`), so every step wrote
+/// one constant and the checksum said nothing about the run.
 fn fold(inputs: &[&Tensor], out: &mut Tensor) {
-    let mix = |hash: u32, value: u32| (hash ^ value).wrapping_mul(FOLD_PRIME);
+    let mix = |hash: u32, value: u32| (hash.rotate_left(5) ^ value).wrapping_mul(FOLD_PRIME);
     for (index, value) in out.data.iter_mut().enumerate() {
         let mut hash = value.to_bits();
         for input in inputs.iter().filter(|input| !input.is_empty()) {
@@ -549,6 +552,26 @@ mod tests {
         let first = alone.data[0];
         fold(&[], &mut alone);
         assert!(first != alone.data[0] && (0.0..1.0).contains(&alone.data[0]));
+    }
+
+    /// What `chain` does: each op folds the tensor's value from before it into itself.
+    fn folded_in_place(start: f32, steps: usize) -> f32 {
+        let mut x = tensor(&[start]);
+        for _ in 0..steps {
+            let before = x.clone();
+            fold(&[&before], &mut x);
+        }
+        x.data[0]
+    }
+
+    #[test]
+    fn folding_a_tensor_into_itself_depends_on_its_value_and_the_steps() {
+        assert_ne!(folded_in_place(1.0, 1), folded_in_place(0.5, 1));
+        assert_ne!(folded_in_place(0.0, 1), folded_in_place(1.0, 1));
+        let steps: Vec<f32> = (1..=4).map(|steps| folded_in_place(1.0, steps)).collect();
+        for (index, value) in steps.iter().enumerate() {
+            assert!(!steps[..index].contains(value), "{steps:?}");
+        }
     }
 
     #[test]
