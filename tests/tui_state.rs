@@ -7,7 +7,7 @@ mod tui_support;
 use std::path::PathBuf;
 
 use enginetop::profiler::validate::validate_file;
-use enginetop::tui::app::{Focus, Mode, SortColumn};
+use enginetop::tui::app::{Focus, Mode, SortColumn, StatusKind};
 use enginetop::tui::input::{KeyHelp, KEYS};
 use enginetop::tui::{Action, DashboardSource, FakeOptions};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -213,7 +213,7 @@ fn check_sideways(h: &mut Harness, code: KeyCode, action: Action, why: &str) {
 fn check_export(h: &mut Harness, code: KeyCode, why: &str) {
     h.press(code);
     let status = h.app.status.clone().expect("a status line");
-    assert!(!status.is_error, "{why}: {}", status.text);
+    assert_ne!(status.kind, StatusKind::Error, "{why}: {}", status.text);
     let path = status
         .text
         .strip_prefix("trace written to ")
@@ -277,7 +277,7 @@ fn a_pool_keeps_one_worker_and_refusals_show_in_the_footer() {
     h.press(KeyCode::Char('-'));
     let status = h.app.status.clone().unwrap();
     assert!(
-        status.is_error && status.text.contains("at least 1"),
+        status.kind == StatusKind::Error && status.text.contains("at least 1"),
         "{status:?}"
     );
     for _ in 0..40 {
@@ -286,7 +286,7 @@ fn a_pool_keeps_one_worker_and_refusals_show_in_the_footer() {
     }
     let status = h.app.status.clone().unwrap();
     assert!(
-        status.is_error && status.text.contains("1 to 32"),
+        status.kind == StatusKind::Error && status.text.contains("1 to 32"),
         "{status:?}"
     );
     assert!(h.screen(80, 24).contains("1 to 32"));
@@ -317,7 +317,7 @@ fn a_finished_workload_freezes_and_cannot_be_paused() {
     assert_eq!(h.app.data(), &frozen);
     h.press(KeyCode::Char(' '));
     assert!(!h.app.paused);
-    assert!(h.app.status.as_ref().unwrap().is_error);
+    assert_eq!(h.app.status.as_ref().unwrap().kind, StatusKind::Error);
     assert!(h.screen(80, 24).contains("FINISHED"));
     // The source itself keeps answering with the final frame.
     assert!(h.source.snapshot().facts.finished);

@@ -25,10 +25,6 @@ pub const STATUS_FRAMES: u64 = 40;
 /// Frames the start-up warnings stay: 10 s at the default 10 frames a second.
 pub const WARNING_FRAMES: u64 = 100;
 
-/// A notice ([`Facts::notices`](super::source::Facts::notices)) that starts with this is a
-/// start-up warning: the footer shows it when the dashboard starts, the header leaves it out.
-pub const WARNING_PREFIX: &str = "warning: ";
-
 /// What the user asked for (from a key, see [`input`](super::input)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -166,13 +162,24 @@ impl SortColumn {
     }
 }
 
-/// The footer's status line: the last control's outcome.
+/// What a status line tells: the footer marks and colours it by its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusKind {
+    /// What an action did (`inter 5 on cpu0`).
+    Info,
+    /// The start-up warnings ([`Facts::warnings`](super::source::Facts::warnings)).
+    Warning,
+    /// Why an action was refused or failed.
+    Error,
+}
+
+/// The footer's status line: the last control's outcome, or the start-up warnings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
     /// What to show.
     pub text: String,
-    /// Whether it is an error.
-    pub is_error: bool,
+    /// What it tells.
+    pub kind: StatusKind,
 }
 
 /// How many rows the scrolling panels showed at their last draw (0: not drawn yet).
@@ -272,24 +279,15 @@ impl App {
         }
     }
 
-    /// The start-up warnings among the notices, without their prefix.
-    pub fn warnings(&self) -> impl Iterator<Item = &str> {
-        let notices = self.data.facts.notices.iter();
-        notices.filter_map(|notice| notice.strip_prefix(WARNING_PREFIX))
-    }
-
     /// Shows the start-up warnings, once, in the status line.
     fn show_warnings(&mut self) {
-        if self.warnings_shown {
+        let warnings = &self.data.facts.warnings;
+        if self.warnings_shown || warnings.is_empty() {
             return;
         }
-        let warnings: Vec<&str> = self.warnings().collect();
-        if warnings.is_empty() {
-            return;
-        }
-        let text = format!("{WARNING_PREFIX}{}", warnings.join(" · "));
+        let text = warnings.join(" · ");
         self.warnings_shown = true;
-        self.set_status(text, true, WARNING_FRAMES);
+        self.set_status(text, StatusKind::Warning, WARNING_FRAMES);
     }
 
     /// Ops per second over the whole run (since the last reset, if any), once it finished:
@@ -461,17 +459,17 @@ impl App {
         }
     }
 
-    fn set_status(&mut self, text: String, is_error: bool, frames: u64) {
-        self.status = Some(Status { text, is_error });
+    fn set_status(&mut self, text: String, kind: StatusKind, frames: u64) {
+        self.status = Some(Status { text, kind });
         self.status_until = self.frames + frames;
     }
 
     fn say(&mut self, text: String) {
-        self.set_status(text, false, STATUS_FRAMES);
+        self.set_status(text, StatusKind::Info, STATUS_FRAMES);
     }
 
     fn fail(&mut self, text: String) {
-        self.set_status(text, true, STATUS_FRAMES);
+        self.set_status(text, StatusKind::Error, STATUS_FRAMES);
     }
 
     /// Refuses (with a status) what a finished workload cannot do: `nothing` says what.
@@ -683,7 +681,7 @@ mod tests {
             app.status = None;
             assert_eq!(app.update(action), None, "{action:?}");
             let status = app.status.clone().expect("a refusal");
-            assert!(status.is_error, "{action:?}: {status:?}");
+            assert_eq!(status.kind, StatusKind::Error, "{action:?}: {status:?}");
             assert!(
                 status.text.starts_with("the workload has finished"),
                 "{status:?}"
@@ -709,7 +707,7 @@ mod tests {
         app.update(Action::Right);
         assert_eq!(app.update(Action::InterOpUp), None, "a GPU is not resized");
         let refusal = app.status.clone().unwrap();
-        assert!(refusal.is_error, "{refusal:?}");
+        assert_eq!(refusal.kind, StatusKind::Error, "{refusal:?}");
         assert!(refusal.text.starts_with("gpu0 is a GPU"), "{refusal:?}");
         assert!(refusal.text.contains("←/→") && refusal.text.contains("]/["));
         app.update(Action::Right);
@@ -812,19 +810,19 @@ mod tests {
     #[test]
     fn start_up_warnings_show_once_in_the_status_then_expire() {
         let mut data = DashboardData::default();
-        data.facts.notices = vec![
-            "log: /tmp/x.log".into(),
-            format!("{WARNING_PREFIX}inter-op threads = 4 and engine CPU workers = 2"),
+        data.facts.notices = vec!["log: /tmp/x.log".into()];
+        data.facts.warnings = vec![
+            "inter-op threads = 4 and engine CPU workers = 2".into(),
+            "--trace-dir is unused".into(),
         ];
         let mut app = App::new();
         app.observe(data.clone());
-        let status = app.status.clone().expect("the warning shows");
+        let status = app.status.clone().expect("the warnings show");
         assert_eq!(
             status.text,
-            "warning: inter-op threads = 4 and engine CPU workers = 2"
+            "inter-op threads = 4 and engine CPU workers = 2 · --trace-dir is unused"
         );
-        assert!(status.is_error);
-        assert_eq!(app.warnings().count(), 1);
+        assert_eq!(status.kind, StatusKind::Warning);
         for _ in 1..WARNING_FRAMES {
             app.observe(data.clone());
         }

@@ -126,6 +126,9 @@ pub struct Facts {
     pub finished: bool,
     /// Short remarks for the header (`simulated GPU`).
     pub notices: Vec<String>,
+    /// Start-up warnings (conflicting settings): the footer shows them when the dashboard
+    /// starts, the header leaves them out.
+    pub warnings: Vec<String>,
 }
 
 /// Which kind of panel a device gets.

@@ -586,6 +586,7 @@ impl Model {
             cores: options.cores,
             finished: false,
             notices,
+            warnings: Vec::new(),
         }
     }
 

@@ -9,7 +9,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::Ctx;
-use crate::tui::app::{Focus, Mode, WARNING_PREFIX};
+use crate::tui::app::{Focus, Mode, StatusKind};
 use crate::tui::input::KEYS;
 
 /// The most rows a status message takes (the rest is cut with `…`).
@@ -30,10 +30,10 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
 fn status_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
     let theme = ctx.theme;
     if let Some(status) = &ctx.app.status {
-        let (mark, style) = match status.is_error {
-            _ if status.text.starts_with(WARNING_PREFIX) => ("!", theme.warning()),
-            true => ("✗", theme.error()),
-            false => ("✓", theme.ok()),
+        let (mark, style) = match status.kind {
+            StatusKind::Info => ("✓", theme.ok()),
+            StatusKind::Warning => ("! warning:", theme.warning()),
+            StatusKind::Error => ("✗", theme.error()),
         };
         let text = format!("{mark} {}", status.text);
         let rows = wrap(&text, usize::from(width.max(2)) - 1, STATUS_ROWS);
@@ -212,7 +212,7 @@ mod tests {
         let mut data = DashboardData::default();
         let warning = "inter-op threads = 4 and engine CPU workers = 2 are both set, but \
                        they are the same threads: running 4 (the inter-op count wins)";
-        data.facts.notices = vec![format!("warning: {warning}")];
+        data.facts.warnings = vec![warning.to_string()];
         let mut app = App::new();
         app.observe(data);
         let rows = footer_rows(&app, 60);

@@ -13,7 +13,6 @@ use ratatui::Frame;
 
 use super::format;
 use super::{fit_parts, Ctx, Part};
-use crate::tui::app::WARNING_PREFIX;
 use crate::workload::run::GflopsSplit;
 
 /// Rows the header takes.
@@ -67,9 +66,8 @@ fn identity_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
         (1, labelled("", format::elapsed(facts.elapsed))),
         (2, labelled("iter ", format::count(facts.iterations))),
     ];
-    // Start-up warnings show in the footer instead.
-    let notices = facts.notices.iter();
-    for notice in notices.filter(|notice| !notice.starts_with(WARNING_PREFIX)) {
+    // Start-up warnings (`Facts::warnings`) show in the footer instead.
+    for notice in &facts.notices {
         parts.push((5, vec![Span::styled(format!("  [{notice}]"), theme.dim())]));
     }
     parts
@@ -183,12 +181,13 @@ mod tests {
         buffer.content().iter().map(|cell| cell.symbol()).collect()
     }
 
-    /// 3000 ops in 2 s, 1000 ops/s in the last window; a start-up warning among the notices.
+    /// 3000 ops in 2 s, 1000 ops/s in the last window; a notice and a start-up warning.
     fn data(finished: bool) -> DashboardData {
         let mut data = DashboardData::default();
         data.facts.elapsed = Duration::from_secs(2);
         data.facts.finished = finished;
-        data.facts.notices = vec!["synthetic".into(), "warning: too many threads".into()];
+        data.facts.notices = vec!["synthetic".into()];
+        data.facts.warnings = vec!["too many threads".into()];
         data.snapshot.devices.push(DeviceSnapshot {
             name: "cpu0".into(),
             ops: 3000,
