@@ -293,10 +293,16 @@ impl App {
     /// Ops per second over the whole run (since the last reset, if any), once it finished:
     /// the ops counted over the elapsed time.
     pub fn run_ops_per_s(&self) -> Option<f64> {
+        let ops: u64 = self.data.snapshot.devices.iter().map(|d| d.ops).sum();
+        self.run_average(ops)
+    }
+
+    /// `count` (ops, tasks: counted since the start or the last reset) per second of the
+    /// run since then, once it finished; `None` while it runs.
+    pub fn run_average(&self, count: u64) -> Option<f64> {
         if !self.is_finished() {
             return None;
         }
-        let ops: u64 = self.data.snapshot.devices.iter().map(|d| d.ops).sum();
         let seconds = self
             .data
             .facts
@@ -304,7 +310,7 @@ impl App {
             .saturating_sub(self.stats_since)
             .as_secs_f64();
         Some(if seconds > 0.0 {
-            ops as f64 / seconds
+            count as f64 / seconds
         } else {
             0.0
         })

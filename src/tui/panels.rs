@@ -38,9 +38,19 @@ impl PoolPanel<'_> {
         self.device.map_or(0.0, |device| device.ops_per_s)
     }
 
+    /// Ops finished since the start (or the last reset).
+    pub fn ops(&self) -> u64 {
+        self.device.map_or(0, |device| device.ops)
+    }
+
     /// Pool tasks finished per second over the window.
     pub fn tasks_per_s(&self) -> f64 {
         self.device.map_or(0.0, |device| device.tasks_per_s)
+    }
+
+    /// Pool tasks finished since the start (or the last reset).
+    pub fn tasks(&self) -> u64 {
+        self.device.map_or(0, |device| device.tasks)
     }
 }
 

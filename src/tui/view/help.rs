@@ -80,8 +80,8 @@ fn lines<'a>(ctx: &Ctx<'a>, width: usize) -> Vec<Line<'a>> {
     lines.extend(legend(ctx, width));
     for note in [
         "GFLOP/s and % of peak: CPU ops vs the CPU GEMM peak; GPU ops apart",
-        "worker bar: share of time running ops (pool tasks for the intra-op pool), over the \
-         last seconds; once finished, over the whole run",
+        "ops/s and worker bars (share of time running ops, or tasks in the intra-op pool): \
+         the last seconds; once finished, the whole run (avg)",
         "NO_COLOR=1 turns colour off",
     ] {
         let chunks = wrap(note, width.saturating_sub(2).max(10));
