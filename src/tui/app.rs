@@ -173,6 +173,28 @@ pub enum StatusKind {
     Error,
 }
 
+/// What `+`/`-` change with the current selection ([`App::plus_minus`]): the one answer
+/// the header shows and the keys act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlusMinus {
+    /// The inter-op pool of the CPU device titled `device`, now `threads` workers.
+    InterOp {
+        /// The device's title.
+        device: String,
+        /// Its inter-op workers now.
+        threads: usize,
+    },
+    /// The intra-op pool (its panel is selected).
+    IntraOp,
+    /// Nothing: the selected device (if any) has no pool `+`/`-` can resize.
+    Nothing {
+        /// The selected device's title.
+        on: Option<String>,
+        /// The refusal `+`/`-` answer with.
+        why: String,
+    },
+}
+
 /// The footer's status line: the last control's outcome, or the start-up warnings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
@@ -354,9 +376,10 @@ impl App {
         ops
     }
 
-    /// The selected device's title and inter-op count, if it can be resized; else the
-    /// first device that can.
-    pub fn inter_op_target(&self) -> Option<(String, usize)> {
+    /// The inter-op count the header shows and the device it is: the selected device's, if
+    /// it can be resized; else the first that can (what `+`/`-` change is
+    /// [`plus_minus`](App::plus_minus)).
+    pub fn shown_inter_op(&self) -> Option<(String, usize)> {
         let resizable: Vec<(usize, String, usize)> = device_panels(&self.data)
             .iter()
             .enumerate()
@@ -369,6 +392,36 @@ impl App {
             .find(|(index, ..)| *index == self.selected_device)
             .or(resizable.first())?;
         Some((chosen.1.clone(), chosen.2))
+    }
+
+    /// What `+`/`-` change with the current selection: the selected CPU device's inter-op
+    /// pool; on the intra-op panel, the intra-op pool; on a GPU or a device this engine
+    /// cannot resize, nothing (with the refusal that says what to press instead).
+    pub fn plus_minus(&self) -> PlusMinus {
+        let panels = device_panels(&self.data);
+        let Some(panel) = panels.get(self.selected_device) else {
+            return PlusMinus::Nothing {
+                on: None,
+                why: "no device here has an inter-op pool to resize".into(),
+            };
+        };
+        let device = panel.title().to_string();
+        let why = match (panel.layout.kind, panel.layout.inter_op) {
+            (DeviceKind::IntraOp, _) => return PlusMinus::IntraOp,
+            (_, Some(threads)) => return PlusMinus::InterOp { device, threads },
+            (DeviceKind::Gpu, None) => format!(
+                "{device} is a GPU with fixed streams, no inter-op pool: pick a CPU device \
+                 with ←/→ (]/[ resize the intra-op pool)"
+            ),
+            (DeviceKind::Cpu, None) => format!(
+                "{device}'s inter-op pool cannot be resized with this engine; ]/[ resize the \
+                 intra-op pool"
+            ),
+        };
+        PlusMinus::Nothing {
+            on: Some(device),
+            why,
+        }
     }
 
     /// Applies `action`; returns the control to send to the source, if any.
@@ -500,40 +553,16 @@ impl App {
         Some(Control::ResetStats)
     }
 
-    /// `+`/`-`: resizes the selected device's inter-op pool; on the intra-op panel, the
-    /// intra-op pool; on any other device, a refusal that says what to press instead.
+    /// `+`/`-`: resizes what [`plus_minus`](App::plus_minus) says.
     fn inter_op_control(&mut self, by: isize) -> Option<Control> {
         if self.refused_as_finished("nothing to resize") {
             return None;
         }
-        let selected = device_panels(&self.data)
-            .get(self.selected_device)
-            .map(|panel| {
-                (
-                    panel.title().to_string(),
-                    panel.layout.kind,
-                    panel.layout.inter_op,
-                )
-            });
-        let (device, threads) = match selected {
-            Some((_, DeviceKind::IntraOp, _)) => return self.intra_op_control(by),
-            Some((device, _, Some(threads))) => (device, threads),
-            Some((device, DeviceKind::Gpu, None)) => {
-                self.fail(format!(
-                    "{device} is a GPU with fixed streams, no inter-op pool: pick a CPU \
-                     device with ←/→ (]/[ resize the intra-op pool)"
-                ));
-                return None;
-            }
-            Some((device, _, None)) => {
-                self.fail(format!(
-                    "{device}'s inter-op pool cannot be resized with this engine; \
-                     ]/[ resize the intra-op pool"
-                ));
-                return None;
-            }
-            None => {
-                self.fail("no device here has an inter-op pool to resize".into());
+        let (device, threads) = match self.plus_minus() {
+            PlusMinus::InterOp { device, threads } => (device, threads),
+            PlusMinus::IntraOp => return self.intra_op_control(by),
+            PlusMinus::Nothing { why, .. } => {
+                self.fail(why);
                 return None;
             }
         };

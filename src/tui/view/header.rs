@@ -13,6 +13,7 @@ use ratatui::Frame;
 
 use super::format;
 use super::{fit_parts, Ctx, Part};
+use crate::tui::app::PlusMinus;
 use crate::workload::run::GflopsSplit;
 
 /// Rows the header takes.
@@ -85,18 +86,7 @@ fn figures_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
     let data = ctx.app.data();
     let theme = ctx.theme;
     let sep = || Span::styled(" │ ", theme.dim());
-    let inter = match ctx.app.inter_op_target() {
-        Some((device, threads)) => vec![
-            Span::styled(format!(" inter {threads}"), theme.strong()),
-            Span::styled(format!(" ({device})"), theme.dim()),
-        ],
-        None => vec![Span::styled(" inter -", theme.strong())],
-    };
-    let intra = vec![Span::styled(
-        format!("  intra {}", data.facts.intra_op),
-        theme.strong(),
-    )];
-    let mut parts = vec![(0, inter), (0, intra), (1, throughput(ctx))];
+    let mut parts = vec![(0, settings(ctx)), (1, throughput(ctx))];
     if let Some(cpu) = data.facts.gflops {
         let split = GflopsSplit {
             cpu,
@@ -118,6 +108,47 @@ fn figures_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
         parts.push((5, vec![sep(), Span::styled(cores, theme.dim())]));
     }
     parts
+}
+
+/// ` +/- inter 4 (cpu0)  intra 2`: the inter-op count (of the selected device, else of the
+/// first resizable one) and the intra-op count, `+/-` marking the one those keys change now,
+/// or ending in `+/-: nothing on gpu0` when they change nothing ([`App::plus_minus`]). Once
+/// the run finished nothing is resized, and nothing is marked.
+///
+/// [`App::plus_minus`]: crate::tui::app::App::plus_minus
+fn settings<'a>(ctx: &Ctx<'a>) -> Vec<Span<'a>> {
+    let app = ctx.app;
+    let theme = ctx.theme;
+    let plus_minus = (!app.is_finished()).then(|| app.plus_minus());
+    let marked = |setting: String, marked: bool| {
+        let mut spans = vec![Span::raw(" ")];
+        if marked {
+            spans.push(Span::styled("+/- ", theme.key()));
+        }
+        spans.push(Span::styled(setting, theme.strong()));
+        spans
+    };
+    let changes_inter = matches!(plus_minus, Some(PlusMinus::InterOp { .. }));
+    let changes_intra = plus_minus == Some(PlusMinus::IntraOp);
+    let mut spans = match app.shown_inter_op() {
+        Some((device, threads)) => {
+            let mut spans = marked(format!("inter {threads}"), changes_inter);
+            spans.push(Span::styled(format!(" ({device})"), theme.dim()));
+            spans
+        }
+        None => marked("inter -".into(), false),
+    };
+    spans.push(Span::raw(" "));
+    spans.extend(marked(
+        format!("intra {}", app.data().facts.intra_op),
+        changes_intra,
+    ));
+    if let Some(PlusMinus::Nothing { on, .. }) = plus_minus {
+        let on = on.map_or(String::new(), |device| format!(" on {device}"));
+        spans.push(Span::styled("  +/-", theme.key()));
+        spans.push(Span::styled(format!(": nothing{on}"), theme.dim()));
+    }
+    spans
 }
 
 /// ` │ 2734 ops/s` now, or ` │ run avg 2734 ops/s` once finished (`avg since reset` if the
