@@ -1,7 +1,8 @@
 //! Device panels. A CPU device (or the intra-op pool) shows one row per worker: the state
 //! glyph, the thread, its current op, a utilization bar (share of the window running), steals
 //! (`st`) and the depth of its own queue (`q`); its priority pool's workers follow. A GPU
-//! shows one occupancy gauge per compute and copy stream. The title carries the inter-op
+//! shows one occupancy gauge per compute and copy stream, named after the worker thread that
+//! feeds it, as the timeline names that worker's row (`gpu0-copy-1 h2d`). The title carries the inter-op
 //! count, the throughput (once the run finished, its average over the run, as the header's
 //! `run avg`) and the total queue depth, dropping the least important whole when
 //! the width is short (the GPU's model first, the settings last). Rows out of sight are
@@ -238,11 +239,13 @@ fn draw_panel<'a>(
 }
 
 fn panel_lines<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, width: usize) -> Vec<Line<'a>> {
-    if !panel.streams.is_empty() {
+    let label_width = panel.streams.iter().map(|s| s.label.chars().count()).max();
+    if let Some(label_width) = label_width {
+        let label_width = label_width.min(width / 3);
         return panel
             .streams
             .iter()
-            .map(|stream| stream_line(ctx, stream, width))
+            .map(|stream| stream_line(ctx, stream, label_width, width))
             .collect();
     }
     let columns = Columns::for_width(width, panel);
@@ -359,9 +362,17 @@ fn worker_line<'a>(
     Line::from(spans)
 }
 
-fn stream_line<'a>(ctx: &Ctx<'a>, stream: &StreamPanel<'a>, width: usize) -> Line<'a> {
+/// One stream: its name (`label_width` wide, the worker feeding it), occupancy gauge and
+/// kernels finished.
+fn stream_line<'a>(
+    ctx: &Ctx<'a>,
+    stream: &StreamPanel<'a>,
+    label_width: usize,
+    width: usize,
+) -> Line<'a> {
     let theme = ctx.theme;
-    let label = format!("  {:<12} ", stream.layout.label());
+    let name = format::fit_name(&stream.label, label_width);
+    let label = format!("  {name:<label_width$} ");
     let (occupancy, ops) = stream.stats.map_or((0.0, 0), |s| (s.occupancy, s.ops));
     let ops = format!("  {:>6} ops", format::count(ops));
     let bar_width = width.saturating_sub(label.chars().count() + 5 + ops.chars().count());

@@ -210,13 +210,13 @@ mod tests {
         let mut app = app_after(FakeOptions::default(), 20);
         let text = timeline(&app, 100, 8);
         let bottom = text.lines().last().unwrap();
-        assert!(bottom.contains("↓ 11 more"), "16 rows, 5 shown:\n{text}");
+        assert!(bottom.contains("↓ 10 more"), "15 rows, 5 shown:\n{text}");
         app.update(Action::FocusNext);
         app.update(Action::Bottom);
         let text = timeline(&app, 100, 8);
         let rows: Vec<&str> = text.lines().collect();
         assert!(rows[6].contains("intra-1"), "{text}");
-        assert!(rows[7].contains("↑ 11 above"), "{text}");
+        assert!(rows[7].contains("↑ 10 above"), "{text}");
     }
 
     #[test]
