@@ -116,9 +116,9 @@ fn check(help: &KeyHelp, code: KeyCode, action: Action) {
         Action::ZoomIn | Action::ZoomOut => {
             h.app.zoom = 2;
             h.press(code);
-            let expected = if action == Action::ZoomIn { 2 } else { 8 };
-            assert_eq!(h.app.frames_per_column(), expected, "{why}");
-            let title = format!("{}ms/column", expected * 100);
+            let expected = if action == Action::ZoomIn { 200 } else { 800 };
+            assert_eq!(h.app.column_span().as_millis(), expected, "{why}");
+            let title = format!("{expected}ms/column");
             assert!(h.screen(160, 48).contains(&title), "{why}: {title}");
         }
         Action::ExportTrace => check_export(&mut h, code, &why),

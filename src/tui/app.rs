@@ -16,8 +16,15 @@ use super::source::{Control, ControlError, DashboardData, DeviceKind};
 use super::view::format;
 use crate::profiler::stats::OpSnapshot;
 
-/// Timeline zoom levels: frames per column.
-pub const ZOOM_LEVELS: [usize; 5] = [1, 2, 4, 8, 16];
+/// Timeline zoom levels: the time one column covers, however late frames come (at the
+/// default 10 frames a second the finest is one frame a column).
+pub const ZOOM_LEVELS: [Duration; 5] = [
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+    Duration::from_millis(400),
+    Duration::from_millis(800),
+    Duration::from_millis(1600),
+];
 
 /// Frames a status message stays: 4 s at the default 10 frames a second.
 pub const STATUS_FRAMES: u64 = 40;
@@ -343,8 +350,8 @@ impl App {
         self.stats_since > Duration::ZERO
     }
 
-    /// Frames per timeline column at the current zoom.
-    pub fn frames_per_column(&self) -> usize {
+    /// The time one timeline column covers at the current zoom.
+    pub fn column_span(&self) -> Duration {
         ZOOM_LEVELS[self.zoom.min(ZOOM_LEVELS.len() - 1)]
     }
 
@@ -606,7 +613,7 @@ impl App {
     fn zoom_by(&mut self, by: isize) {
         let last = ZOOM_LEVELS.len() - 1;
         let zoom = self.zoom.min(last).saturating_add_signed(by).min(last);
-        let per_column = format::nanos(self.column_span(zoom).as_nanos() as f64);
+        let per_column = format::nanos(ZOOM_LEVELS[zoom].as_nanos() as f64);
         if zoom == self.zoom {
             let end = if by < 0 { "finest" } else { "widest" };
             self.fail(format!("already at the {end} zoom ({per_column} a column)"));
@@ -614,12 +621,6 @@ impl App {
         }
         self.zoom = zoom;
         self.say(format!("timeline: {per_column} a column"));
-    }
-
-    /// The time one timeline column covers at zoom level `zoom`.
-    fn column_span(&self, zoom: usize) -> Duration {
-        let frames = ZOOM_LEVELS[zoom.min(ZOOM_LEVELS.len() - 1)] as u32;
-        self.history.frame_interval() * frames
     }
 
     fn say_sort(&mut self) {
@@ -776,7 +777,7 @@ mod tests {
 
     #[test]
     fn zoom_sort_invert_and_filter_say_what_they_did() {
-        let (mut app, _) = fed(10, None); // frames 100 ms apart
+        let (mut app, _) = fed(10, None);
         app.update(Action::ZoomOut);
         assert_eq!(status_text(&app), "timeline: 200ms a column");
         app.update(Action::ZoomIn);
