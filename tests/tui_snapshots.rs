@@ -118,8 +118,21 @@ fn timeline_zoomed_out_and_third_device_selected() {
     harness.press(KeyCode::Right);
     assert_screens("zoomed_gpu", &harness);
     let screen = harness.screen(160, 48);
-    for label in ["compute 0", "compute 1", "copy h2d 0", "copy d2h 0"] {
-        assert!(screen.contains(label), "stream {label} decoded:\n{screen}");
+    // Each stream is named after the worker feeding it, the name of that worker's
+    // timeline row.
+    let timeline_rows: Vec<&str> = screen
+        .lines()
+        .skip_while(|line| !line.contains(" timeline "))
+        .filter_map(|line| line.trim_start_matches('│').split_whitespace().next())
+        .collect();
+    for (label, worker) in [
+        ("gpu0-compute-0 ", "gpu0-compute-0"),
+        ("gpu0-compute-1 ", "gpu0-compute-1"),
+        ("gpu0-copy-0 h2d ", "gpu0-copy-0"),
+        ("gpu0-copy-0 d2h ", "gpu0-copy-0"),
+    ] {
+        assert!(screen.contains(label), "stream {label}:\n{screen}");
+        assert!(timeline_rows.contains(&worker), "{worker}:\n{screen}");
     }
 }
 

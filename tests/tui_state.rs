@@ -7,7 +7,7 @@ mod tui_support;
 use std::path::PathBuf;
 
 use enginetop::profiler::validate::validate_file;
-use enginetop::tui::app::{Focus, Mode, SortColumn};
+use enginetop::tui::app::{Focus, Mode, SortColumn, StatusKind};
 use enginetop::tui::input::{KeyHelp, KEYS};
 use enginetop::tui::{Action, DashboardSource, FakeOptions};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -116,9 +116,9 @@ fn check(help: &KeyHelp, code: KeyCode, action: Action) {
         Action::ZoomIn | Action::ZoomOut => {
             h.app.zoom = 2;
             h.press(code);
-            let expected = if action == Action::ZoomIn { 2 } else { 8 };
-            assert_eq!(h.app.frames_per_column(), expected, "{why}");
-            let title = format!("{}ms/column", expected * 100);
+            let expected = if action == Action::ZoomIn { 200 } else { 800 };
+            assert_eq!(h.app.column_span().as_millis(), expected, "{why}");
+            let title = format!("{expected}ms/column");
             assert!(h.screen(160, 48).contains(&title), "{why}: {title}");
         }
         Action::ExportTrace => check_export(&mut h, code, &why),
@@ -213,7 +213,7 @@ fn check_sideways(h: &mut Harness, code: KeyCode, action: Action, why: &str) {
 fn check_export(h: &mut Harness, code: KeyCode, why: &str) {
     h.press(code);
     let status = h.app.status.clone().expect("a status line");
-    assert!(!status.is_error, "{why}: {}", status.text);
+    assert_ne!(status.kind, StatusKind::Error, "{why}: {}", status.text);
     let path = status
         .text
         .strip_prefix("trace written to ")
@@ -277,7 +277,7 @@ fn a_pool_keeps_one_worker_and_refusals_show_in_the_footer() {
     h.press(KeyCode::Char('-'));
     let status = h.app.status.clone().unwrap();
     assert!(
-        status.is_error && status.text.contains("at least 1"),
+        status.kind == StatusKind::Error && status.text.contains("at least 1"),
         "{status:?}"
     );
     for _ in 0..40 {
@@ -286,22 +286,71 @@ fn a_pool_keeps_one_worker_and_refusals_show_in_the_footer() {
     }
     let status = h.app.status.clone().unwrap();
     assert!(
-        status.is_error && status.text.contains("1 to 32"),
+        status.kind == StatusKind::Error && status.text.contains("1 to 32"),
         "{status:?}"
     );
     assert!(h.screen(80, 24).contains("1 to 32"));
 }
 
-#[test]
-fn a_gpu_selected_keeps_a_cpu_target_and_plus_resizes_the_cpu_selected_after() {
-    let mut h = fresh();
-    h.press(KeyCode::Right);
-    h.press(KeyCode::Right);
-    assert_eq!(h.app.inter_op_target(), Some(("cpu0".into(), 4)));
-    h.press(KeyCode::Left);
-    h.press(KeyCode::Char('+'));
+/// The header's settings row (the second row of the screen).
+fn settings_row(h: &Harness) -> String {
+    h.screen(160, 48).lines().nth(1).unwrap().to_string()
+}
+
+/// Each device's inter-op count and the intra-op count, from the source's latest frame.
+fn pool_sizes(h: &mut Harness) -> (Vec<Option<usize>>, usize) {
     h.frames(1);
-    assert_eq!(h.app.data().devices[1].inter_op, Some(5));
+    let data = h.app.data();
+    let inter = data.devices.iter().map(|device| device.inter_op).collect();
+    (inter, data.facts.intra_op)
+}
+
+/// For every selection the header names what `+`/`-` change, and `+` changes just that.
+#[test]
+fn the_header_says_what_plus_changes_for_every_selection() {
+    let mut h = fresh();
+    let titles: Vec<String> = h
+        .app
+        .data()
+        .devices
+        .iter()
+        .map(|d| d.title.clone())
+        .collect();
+    assert_eq!(titles, ["cpu0", "cpu1", "gpu0", "intra-op"]);
+    // Each `+` below lands: cpu0 has 5 workers from the second selection on.
+    let expected_headers = [
+        " +/- inter 4 (cpu0)  intra 2 │",
+        " +/- inter 4 (cpu1)  intra 2 │",
+        " inter 5 (cpu0)  intra 2  +/-: nothing on gpu0 │",
+        " inter 5 (cpu0)  +/- intra 2 │",
+    ];
+    for (selected, header) in expected_headers.into_iter().enumerate() {
+        h.app.selected_device = selected;
+        let row = settings_row(&h);
+        assert!(row.starts_with(header), "{}: {row}", titles[selected]);
+        let (inter_before, intra_before) = pool_sizes(&mut h);
+        h.press(KeyCode::Char('+'));
+        let (inter_after, intra_after) = pool_sizes(&mut h);
+        let mut inter_expected = inter_before.clone();
+        let mut intra_expected = intra_before;
+        match titles[selected].as_str() {
+            "intra-op" => intra_expected += 1,
+            "gpu0" => {
+                let status = h.app.status.clone().unwrap();
+                assert_eq!(status.kind, StatusKind::Error, "{status:?}");
+            }
+            _ => inter_expected[selected] = inter_expected[selected].map(|n| n + 1),
+        }
+        assert_eq!(inter_after, inter_expected, "{}", titles[selected]);
+        assert_eq!(intra_after, intra_expected, "{}", titles[selected]);
+    }
+    // Once finished, nothing is marked: `+` resizes nothing.
+    let finished = FakeOptions {
+        finish_after: Some(5),
+        ..FakeOptions::default()
+    };
+    let h = Harness::new(finished, 5);
+    assert!(settings_row(&h).starts_with(" inter 4 (cpu0)  intra 2 │"));
 }
 
 #[test]
@@ -317,7 +366,7 @@ fn a_finished_workload_freezes_and_cannot_be_paused() {
     assert_eq!(h.app.data(), &frozen);
     h.press(KeyCode::Char(' '));
     assert!(!h.app.paused);
-    assert!(h.app.status.as_ref().unwrap().is_error);
+    assert_eq!(h.app.status.as_ref().unwrap().kind, StatusKind::Error);
     assert!(h.screen(80, 24).contains("FINISHED"));
     // The source itself keeps answering with the final frame.
     assert!(h.source.snapshot().facts.finished);

@@ -16,18 +16,21 @@ use super::source::{Control, ControlError, DashboardData, DeviceKind};
 use super::view::format;
 use crate::profiler::stats::OpSnapshot;
 
-/// Timeline zoom levels: frames per column.
-pub const ZOOM_LEVELS: [usize; 5] = [1, 2, 4, 8, 16];
+/// Timeline zoom levels: the time one column covers, however late frames come (at the
+/// default 10 frames a second the finest is one frame a column).
+pub const ZOOM_LEVELS: [Duration; 5] = [
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+    Duration::from_millis(400),
+    Duration::from_millis(800),
+    Duration::from_millis(1600),
+];
 
 /// Frames a status message stays: 4 s at the default 10 frames a second.
 pub const STATUS_FRAMES: u64 = 40;
 
 /// Frames the start-up warnings stay: 10 s at the default 10 frames a second.
 pub const WARNING_FRAMES: u64 = 100;
-
-/// A notice ([`Facts::notices`](super::source::Facts::notices)) that starts with this is a
-/// start-up warning: the footer shows it when the dashboard starts, the header leaves it out.
-pub const WARNING_PREFIX: &str = "warning: ";
 
 /// What the user asked for (from a key, see [`input`](super::input)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,13 +169,46 @@ impl SortColumn {
     }
 }
 
-/// The footer's status line: the last control's outcome.
+/// What a status line tells: the footer marks and colours it by its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusKind {
+    /// What an action did (`inter 5 on cpu0`).
+    Info,
+    /// The start-up warnings ([`Facts::warnings`](super::source::Facts::warnings)).
+    Warning,
+    /// Why an action was refused or failed.
+    Error,
+}
+
+/// What `+`/`-` change with the current selection ([`App::plus_minus`]): the one answer
+/// the header shows and the keys act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlusMinus {
+    /// The inter-op pool of the CPU device titled `device`, now `threads` workers.
+    InterOp {
+        /// The device's title.
+        device: String,
+        /// Its inter-op workers now.
+        threads: usize,
+    },
+    /// The intra-op pool (its panel is selected).
+    IntraOp,
+    /// Nothing: the selected device (if any) has no pool `+`/`-` can resize.
+    Nothing {
+        /// The selected device's title.
+        on: Option<String>,
+        /// The refusal `+`/`-` answer with.
+        why: String,
+    },
+}
+
+/// The footer's status line: the last control's outcome, or the start-up warnings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
     /// What to show.
     pub text: String,
-    /// Whether it is an error.
-    pub is_error: bool,
+    /// What it tells.
+    pub kind: StatusKind,
 }
 
 /// How many rows the scrolling panels showed at their last draw (0: not drawn yet).
@@ -272,33 +308,30 @@ impl App {
         }
     }
 
-    /// The start-up warnings among the notices, without their prefix.
-    pub fn warnings(&self) -> impl Iterator<Item = &str> {
-        let notices = self.data.facts.notices.iter();
-        notices.filter_map(|notice| notice.strip_prefix(WARNING_PREFIX))
-    }
-
     /// Shows the start-up warnings, once, in the status line.
     fn show_warnings(&mut self) {
-        if self.warnings_shown {
+        let warnings = &self.data.facts.warnings;
+        if self.warnings_shown || warnings.is_empty() {
             return;
         }
-        let warnings: Vec<&str> = self.warnings().collect();
-        if warnings.is_empty() {
-            return;
-        }
-        let text = format!("{WARNING_PREFIX}{}", warnings.join(" · "));
+        let text = warnings.join(" · ");
         self.warnings_shown = true;
-        self.set_status(text, true, WARNING_FRAMES);
+        self.set_status(text, StatusKind::Warning, WARNING_FRAMES);
     }
 
     /// Ops per second over the whole run (since the last reset, if any), once it finished:
     /// the ops counted over the elapsed time.
     pub fn run_ops_per_s(&self) -> Option<f64> {
+        let ops: u64 = self.data.snapshot.devices.iter().map(|d| d.ops).sum();
+        self.run_average(ops)
+    }
+
+    /// `count` (ops, tasks: counted since the start or the last reset) per second of the
+    /// run since then, once it finished; `None` while it runs.
+    pub fn run_average(&self, count: u64) -> Option<f64> {
         if !self.is_finished() {
             return None;
         }
-        let ops: u64 = self.data.snapshot.devices.iter().map(|d| d.ops).sum();
         let seconds = self
             .data
             .facts
@@ -306,7 +339,7 @@ impl App {
             .saturating_sub(self.stats_since)
             .as_secs_f64();
         Some(if seconds > 0.0 {
-            ops as f64 / seconds
+            count as f64 / seconds
         } else {
             0.0
         })
@@ -317,8 +350,8 @@ impl App {
         self.stats_since > Duration::ZERO
     }
 
-    /// Frames per timeline column at the current zoom.
-    pub fn frames_per_column(&self) -> usize {
+    /// The time one timeline column covers at the current zoom.
+    pub fn column_span(&self) -> Duration {
         ZOOM_LEVELS[self.zoom.min(ZOOM_LEVELS.len() - 1)]
     }
 
@@ -350,9 +383,10 @@ impl App {
         ops
     }
 
-    /// The selected device's title and inter-op count, if it can be resized; else the
-    /// first device that can.
-    pub fn inter_op_target(&self) -> Option<(String, usize)> {
+    /// The inter-op count the header shows and the device it is: the selected device's, if
+    /// it can be resized; else the first that can (what `+`/`-` change is
+    /// [`plus_minus`](App::plus_minus)).
+    pub fn shown_inter_op(&self) -> Option<(String, usize)> {
         let resizable: Vec<(usize, String, usize)> = device_panels(&self.data)
             .iter()
             .enumerate()
@@ -365,6 +399,36 @@ impl App {
             .find(|(index, ..)| *index == self.selected_device)
             .or(resizable.first())?;
         Some((chosen.1.clone(), chosen.2))
+    }
+
+    /// What `+`/`-` change with the current selection: the selected CPU device's inter-op
+    /// pool; on the intra-op panel, the intra-op pool; on a GPU or a device this engine
+    /// cannot resize, nothing (with the refusal that says what to press instead).
+    pub fn plus_minus(&self) -> PlusMinus {
+        let panels = device_panels(&self.data);
+        let Some(panel) = panels.get(self.selected_device) else {
+            return PlusMinus::Nothing {
+                on: None,
+                why: "no device here has an inter-op pool to resize".into(),
+            };
+        };
+        let device = panel.title().to_string();
+        let why = match (panel.layout.kind, panel.layout.inter_op) {
+            (DeviceKind::IntraOp, _) => return PlusMinus::IntraOp,
+            (_, Some(threads)) => return PlusMinus::InterOp { device, threads },
+            (DeviceKind::Gpu, None) => format!(
+                "{device} is a GPU with fixed streams, no inter-op pool: pick a CPU device \
+                 with ←/→ (]/[ resize the intra-op pool)"
+            ),
+            (DeviceKind::Cpu, None) => format!(
+                "{device}'s inter-op pool cannot be resized with this engine; ]/[ resize the \
+                 intra-op pool"
+            ),
+        };
+        PlusMinus::Nothing {
+            on: Some(device),
+            why,
+        }
     }
 
     /// Applies `action`; returns the control to send to the source, if any.
@@ -461,17 +525,17 @@ impl App {
         }
     }
 
-    fn set_status(&mut self, text: String, is_error: bool, frames: u64) {
-        self.status = Some(Status { text, is_error });
+    fn set_status(&mut self, text: String, kind: StatusKind, frames: u64) {
+        self.status = Some(Status { text, kind });
         self.status_until = self.frames + frames;
     }
 
     fn say(&mut self, text: String) {
-        self.set_status(text, false, STATUS_FRAMES);
+        self.set_status(text, StatusKind::Info, STATUS_FRAMES);
     }
 
     fn fail(&mut self, text: String) {
-        self.set_status(text, true, STATUS_FRAMES);
+        self.set_status(text, StatusKind::Error, STATUS_FRAMES);
     }
 
     /// Refuses (with a status) what a finished workload cannot do: `nothing` says what.
@@ -496,40 +560,16 @@ impl App {
         Some(Control::ResetStats)
     }
 
-    /// `+`/`-`: resizes the selected device's inter-op pool; on the intra-op panel, the
-    /// intra-op pool; on any other device, a refusal that says what to press instead.
+    /// `+`/`-`: resizes what [`plus_minus`](App::plus_minus) says.
     fn inter_op_control(&mut self, by: isize) -> Option<Control> {
         if self.refused_as_finished("nothing to resize") {
             return None;
         }
-        let selected = device_panels(&self.data)
-            .get(self.selected_device)
-            .map(|panel| {
-                (
-                    panel.title().to_string(),
-                    panel.layout.kind,
-                    panel.layout.inter_op,
-                )
-            });
-        let (device, threads) = match selected {
-            Some((_, DeviceKind::IntraOp, _)) => return self.intra_op_control(by),
-            Some((device, _, Some(threads))) => (device, threads),
-            Some((device, DeviceKind::Gpu, None)) => {
-                self.fail(format!(
-                    "{device} is a GPU with fixed streams, no inter-op pool: pick a CPU \
-                     device with ←/→ (]/[ resize the intra-op pool)"
-                ));
-                return None;
-            }
-            Some((device, _, None)) => {
-                self.fail(format!(
-                    "{device}'s inter-op pool cannot be resized with this engine; \
-                     ]/[ resize the intra-op pool"
-                ));
-                return None;
-            }
-            None => {
-                self.fail("no device here has an inter-op pool to resize".into());
+        let (device, threads) = match self.plus_minus() {
+            PlusMinus::InterOp { device, threads } => (device, threads),
+            PlusMinus::IntraOp => return self.intra_op_control(by),
+            PlusMinus::Nothing { why, .. } => {
+                self.fail(why);
                 return None;
             }
         };
@@ -573,7 +613,7 @@ impl App {
     fn zoom_by(&mut self, by: isize) {
         let last = ZOOM_LEVELS.len() - 1;
         let zoom = self.zoom.min(last).saturating_add_signed(by).min(last);
-        let per_column = format::nanos(self.column_span(zoom).as_nanos() as f64);
+        let per_column = format::nanos(ZOOM_LEVELS[zoom].as_nanos() as f64);
         if zoom == self.zoom {
             let end = if by < 0 { "finest" } else { "widest" };
             self.fail(format!("already at the {end} zoom ({per_column} a column)"));
@@ -581,12 +621,6 @@ impl App {
         }
         self.zoom = zoom;
         self.say(format!("timeline: {per_column} a column"));
-    }
-
-    /// The time one timeline column covers at zoom level `zoom`.
-    fn column_span(&self, zoom: usize) -> Duration {
-        let frames = ZOOM_LEVELS[zoom.min(ZOOM_LEVELS.len() - 1)] as u32;
-        self.history.frame_interval() * frames
     }
 
     fn say_sort(&mut self) {
@@ -683,7 +717,7 @@ mod tests {
             app.status = None;
             assert_eq!(app.update(action), None, "{action:?}");
             let status = app.status.clone().expect("a refusal");
-            assert!(status.is_error, "{action:?}: {status:?}");
+            assert_eq!(status.kind, StatusKind::Error, "{action:?}: {status:?}");
             assert!(
                 status.text.starts_with("the workload has finished"),
                 "{status:?}"
@@ -709,7 +743,7 @@ mod tests {
         app.update(Action::Right);
         assert_eq!(app.update(Action::InterOpUp), None, "a GPU is not resized");
         let refusal = app.status.clone().unwrap();
-        assert!(refusal.is_error, "{refusal:?}");
+        assert_eq!(refusal.kind, StatusKind::Error, "{refusal:?}");
         assert!(refusal.text.starts_with("gpu0 is a GPU"), "{refusal:?}");
         assert!(refusal.text.contains("←/→") && refusal.text.contains("]/["));
         app.update(Action::Right);
@@ -743,7 +777,7 @@ mod tests {
 
     #[test]
     fn zoom_sort_invert_and_filter_say_what_they_did() {
-        let (mut app, _) = fed(10, None); // frames 100 ms apart
+        let (mut app, _) = fed(10, None);
         app.update(Action::ZoomOut);
         assert_eq!(status_text(&app), "timeline: 200ms a column");
         app.update(Action::ZoomIn);
@@ -812,19 +846,19 @@ mod tests {
     #[test]
     fn start_up_warnings_show_once_in_the_status_then_expire() {
         let mut data = DashboardData::default();
-        data.facts.notices = vec![
-            "log: /tmp/x.log".into(),
-            format!("{WARNING_PREFIX}inter-op threads = 4 and engine CPU workers = 2"),
+        data.facts.notices = vec!["log: /tmp/x.log".into()];
+        data.facts.warnings = vec![
+            "inter-op threads = 4 and engine CPU workers = 2".into(),
+            "--trace-dir is unused".into(),
         ];
         let mut app = App::new();
         app.observe(data.clone());
-        let status = app.status.clone().expect("the warning shows");
+        let status = app.status.clone().expect("the warnings show");
         assert_eq!(
             status.text,
-            "warning: inter-op threads = 4 and engine CPU workers = 2"
+            "inter-op threads = 4 and engine CPU workers = 2 · --trace-dir is unused"
         );
-        assert!(status.is_error);
-        assert_eq!(app.warnings().count(), 1);
+        assert_eq!(status.kind, StatusKind::Warning);
         for _ in 1..WARNING_FRAMES {
             app.observe(data.clone());
         }

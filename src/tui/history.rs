@@ -10,11 +10,9 @@ use std::time::Duration;
 use super::source::DashboardData;
 use crate::profiler::stats::Activity;
 
-/// Samples kept: the widest timeline (about 200 columns) at the widest zoom.
+/// Samples kept: the widest timeline (about 200 columns) at the widest zoom (1.6 s a
+/// column) at the default 10 frames a second.
 pub const CAPACITY: usize = 200 * 16;
-
-/// The time between frames until two were taken: the default 10 frames a second.
-pub const DEFAULT_FRAME_INTERVAL: Duration = Duration::from_millis(100);
 
 /// One frame's figures.
 #[derive(Clone, Debug, PartialEq)]
@@ -118,18 +116,6 @@ impl History {
             .skip(self.samples.len().saturating_sub(count))
     }
 
-    /// The mean time between two samples, on the profiler's clock (which runs on while the
-    /// workload is paused); [`DEFAULT_FRAME_INTERVAL`] until two were taken.
-    pub fn frame_interval(&self) -> Duration {
-        match (self.samples.front(), self.samples.back()) {
-            (Some(first), Some(last)) if last.taken_ns > first.taken_ns => {
-                let span = Duration::from_nanos(last.taken_ns - first.taken_ns);
-                span / (self.samples.len() as u32 - 1)
-            }
-            _ => DEFAULT_FRAME_INTERVAL,
-        }
-    }
-
     /// The samples taken in the last `span` of elapsed time, oldest first.
     pub fn within(&self, span: Duration) -> impl Iterator<Item = &Sample> {
         let newest = self.samples.back().map_or(Duration::ZERO, |s| s.elapsed);
@@ -175,17 +161,5 @@ mod tests {
         assert_eq!(history.within(Duration::from_secs(1)).count(), 11);
         history.clear();
         assert!(history.is_empty());
-    }
-
-    #[test]
-    fn the_frame_interval_is_the_mean_gap_between_samples() {
-        let mut history = History::default();
-        assert_eq!(history.frame_interval(), DEFAULT_FRAME_INTERVAL);
-        for k in 0..5u64 {
-            let mut frame = data(k * 100, 0);
-            frame.snapshot.at_ns = k * 250_000_000;
-            history.record(&frame);
-        }
-        assert_eq!(history.frame_interval(), Duration::from_millis(250));
     }
 }

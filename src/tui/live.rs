@@ -49,6 +49,8 @@ pub struct LiveInfo {
     pub peak_gflops: Option<f64>,
     /// Remarks for the header (`simulated GPU`).
     pub notices: Vec<String>,
+    /// Start-up warnings, shown in the footer when the dashboard starts.
+    pub warnings: Vec<String>,
     /// The CPU devices the workload's ops run on (panel `cpu<i>` each).
     pub cpu_devices: Vec<u32>,
     /// The GPUs the workload's ops run on.
@@ -197,6 +199,7 @@ impl LiveSource {
             cores: self.info.cores,
             finished: false,
             notices: self.info.notices.clone(),
+            warnings: self.info.warnings.clone(),
         };
         if let Some(outcome) = self.outcome.lock().clone() {
             facts.finished = true;
@@ -371,6 +374,8 @@ mod tests {
         let dir = tempdir::Dir::new();
         let info = LiveInfo {
             engine: config.engine_kind,
+            notices: vec!["simulated GPU".into()],
+            warnings: vec!["inter-op threads = 4 and engine CPU workers = 2".into()],
             cpu_devices: vec![0],
             trace_dir: dir.path().to_path_buf(),
             ..LiveInfo::default()
@@ -394,6 +399,12 @@ mod tests {
         assert_eq!(data.facts.gpu_gflops, summary.gpu_gflops);
         let titles: Vec<&str> = data.devices.iter().map(|d| d.title.as_str()).collect();
         assert_eq!(titles, ["cpu0", "intra-op"]);
+        // The start-up warnings come apart from the header's notices.
+        assert_eq!(data.facts.notices, ["simulated GPU"]);
+        assert_eq!(
+            data.facts.warnings,
+            ["inter-op threads = 4 and engine CPU workers = 2"]
+        );
     }
 
     /// Controls reach the driver: resizes show in the next frame, exports write a file.

@@ -4,7 +4,8 @@
 
 use std::borrow::Cow;
 
-use super::source::{DashboardData, DeviceKind, DeviceLayout, StreamLayout};
+use super::source::{gpu_worker_name, DashboardData, DeviceKind, DeviceLayout, StreamLayout};
+use crate::device::gpu::WorkerRole;
 use crate::profiler::stats::{Activity, DeviceSnapshot, StreamSnapshot, WorkerSnapshot};
 
 /// One pool of workers (a device's inter-op pool, its priority pool, the intra-op pool).
@@ -38,9 +39,19 @@ impl PoolPanel<'_> {
         self.device.map_or(0.0, |device| device.ops_per_s)
     }
 
+    /// Ops finished since the start (or the last reset).
+    pub fn ops(&self) -> u64 {
+        self.device.map_or(0, |device| device.ops)
+    }
+
     /// Pool tasks finished per second over the window.
     pub fn tasks_per_s(&self) -> f64 {
         self.device.map_or(0.0, |device| device.tasks_per_s)
+    }
+
+    /// Pool tasks finished since the start (or the last reset).
+    pub fn tasks(&self) -> u64 {
+        self.device.map_or(0, |device| device.tasks)
     }
 }
 
@@ -49,6 +60,9 @@ impl PoolPanel<'_> {
 pub struct StreamPanel<'a> {
     /// Where the stream's events come from, and its role.
     pub layout: &'a StreamLayout,
+    /// Its name: the worker thread feeding it, as the timeline's row names it, and a copy
+    /// stream's direction ([`StreamLayout::label`]).
+    pub label: String,
     /// Its statistics, if it ran anything yet.
     pub stats: Option<&'a StreamSnapshot>,
 }
@@ -123,7 +137,7 @@ fn panel<'a>(data: &'a DashboardData, layout: Cow<'a, DeviceLayout>) -> DevicePa
         .priority
         .as_deref()
         .map(|device| pool_panel(data, device));
-    let streams = stream_panels(data, &layout);
+    let streams = stream_panels(data, &layout, &pool);
     DevicePanel {
         layout,
         pool,
@@ -132,7 +146,11 @@ fn panel<'a>(data: &'a DashboardData, layout: Cow<'a, DeviceLayout>) -> DevicePa
     }
 }
 
-fn stream_panels<'a>(data: &'a DashboardData, layout: &DeviceLayout) -> Vec<StreamPanel<'a>> {
+fn stream_panels<'a>(
+    data: &'a DashboardData,
+    layout: &DeviceLayout,
+    pool: &PoolPanel<'_>,
+) -> Vec<StreamPanel<'a>> {
     // The layout borrowed from `data` outlives this call; a synthesized one has no streams.
     let Some(owned) = data
         .devices
@@ -141,11 +159,13 @@ fn stream_panels<'a>(data: &'a DashboardData, layout: &DeviceLayout) -> Vec<Stre
     else {
         return Vec::new();
     };
+    let compute_workers = compute_workers_seen(&layout.title, pool);
     owned
         .streams
         .iter()
         .map(|stream| StreamPanel {
             layout: stream,
+            label: stream.label(&layout.title, compute_workers),
             stats: data
                 .snapshot
                 .streams
@@ -153,6 +173,17 @@ fn stream_panels<'a>(data: &'a DashboardData, layout: &DeviceLayout) -> Vec<Stre
                 .find(|stats| stats.device == stream.device && stats.stream == stream.stream),
         })
         .collect()
+}
+
+/// How many compute workers the GPU titled `gpu` has (`gpu0-compute-0`, `-1`, ... among
+/// `pool`'s threads), if any was seen.
+fn compute_workers_seen(gpu: &str, pool: &PoolPanel<'_>) -> Option<u32> {
+    let seen = |index: u32| {
+        let name = gpu_worker_name(gpu, WorkerRole::Compute, index);
+        pool.workers.iter().any(|worker| worker.name == name)
+    };
+    let count = (0..).take_while(|&index| seen(index)).count() as u32;
+    (count > 0).then_some(count)
 }
 
 /// The pool of `device`: its workers, less those a resize retired (their threads exited:

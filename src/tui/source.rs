@@ -24,6 +24,7 @@
 
 use std::time::Duration;
 
+use crate::device::gpu::WorkerRole;
 use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::Snapshot;
 
@@ -126,6 +127,9 @@ pub struct Facts {
     pub finished: bool,
     /// Short remarks for the header (`simulated GPU`).
     pub notices: Vec<String>,
+    /// Start-up warnings (conflicting settings): the footer shows them when the dashboard
+    /// starts, the header leaves them out.
+    pub warnings: Vec<String>,
 }
 
 /// Which kind of panel a device gets.
@@ -165,7 +169,7 @@ impl StreamLayout {
     /// let h2d = StreamId { device: 0, kind: StreamKind::CopyH2D, index: 1 };
     /// let layout = StreamLayout::of_code("gpu(0)", h2d.code());
     /// assert_eq!((layout.kind, layout.index), (StreamKind::CopyH2D, 1));
-    /// assert_eq!(layout.label(), "copy h2d 1");
+    /// assert_eq!(layout.label("gpu0", Some(2)), "gpu0-copy-1 h2d");
     /// ```
     pub fn of_code(device: &str, code: u32) -> StreamLayout {
         let (kind, index) = decode_stream_code(code);
@@ -182,13 +186,40 @@ impl StreamLayout {
         self.kind == StreamKind::Compute
     }
 
-    /// `compute 0`, `copy h2d 0`, `copy d2h 1`.
-    pub fn label(&self) -> String {
+    /// The worker thread that feeds the stream on the GPU titled `gpu` (`gpu0`), as the
+    /// engine names it and the timeline shows it (`device::gpu`): copy worker `k` owns the
+    /// `k`th stream each way, compute worker `k` the `k`th compute stream, and the
+    /// prioritized worker the compute stream after the `compute_workers` compute workers'
+    /// (all compute streams are the compute workers' while their count is unknown).
+    pub fn worker(&self, gpu: &str, compute_workers: Option<u32>) -> String {
+        let (role, index) = match (self.kind, compute_workers) {
+            (StreamKind::Compute, Some(workers)) if self.index >= workers => {
+                (WorkerRole::Prioritized, self.index - workers)
+            }
+            (StreamKind::Compute, _) => (WorkerRole::Compute, self.index),
+            (StreamKind::CopyH2D | StreamKind::CopyD2H, _) => (WorkerRole::Copy, self.index),
+        };
+        gpu_worker_name(gpu, role, index)
+    }
+
+    /// The stream's name in the GPU panel: the [`worker`](Self::worker) feeding it (the
+    /// timeline's row), and for a copy stream its direction (`gpu0-compute-1`,
+    /// `gpu0-copy-0 h2d`, `gpu0-copy-0 d2h`, `gpu0-prio-0`).
+    pub fn label(&self, gpu: &str, compute_workers: Option<u32>) -> String {
+        let worker = self.worker(gpu, compute_workers);
         match self.kind {
-            StreamKind::Compute => format!("compute {}", self.index),
-            copy => format!("copy {} {}", copy.as_str(), self.index),
+            StreamKind::Compute => worker,
+            copy => format!("{worker} {}", copy.as_str()),
         }
     }
+}
+
+/// The thread of GPU worker `index` of `role` on the GPU titled `gpu`: `gpu0-compute-1`,
+/// `gpu0-copy-0`, `gpu0-prio-0` (the engine's `gpu<d>-<role>-<k>`; a test starts the
+/// engine's workers and checks). Streams are named after it ([`StreamLayout::label`]) and
+/// the fake names its GPU threads with it, so the GPU panel and the timeline agree.
+pub fn gpu_worker_name(gpu: &str, role: WorkerRole, index: u32) -> String {
+    format!("{gpu}-{}-{index}", role.as_str())
 }
 
 /// The role and index packed into a [`StreamId::code`]; the inverse of that packing (its
@@ -241,11 +272,70 @@ mod tests {
                 assert_eq!(decode_stream_code(code), (kind, index), "{code:#x}");
             }
         }
-        let labels: Vec<String> = [0, 0x1_0000, 0x2_0001]
-            .into_iter()
-            .map(|code| StreamLayout::of_code("gpu(0)", code).label())
-            .collect();
-        assert_eq!(labels, ["compute 0", "copy h2d 0", "copy d2h 1"]);
         assert_eq!(decode_stream_code(0x9_0002), (StreamKind::Compute, 2));
+    }
+
+    #[test]
+    fn streams_are_named_after_the_worker_feeding_them() {
+        let labels = |compute_workers: Option<u32>| -> Vec<String> {
+            [0, 2, 0x1_0000, 0x2_0000, 0x2_0001]
+                .into_iter()
+                .map(|code| StreamLayout::of_code("gpu(0)", code).label("gpu0", compute_workers))
+                .collect()
+        };
+        let named = labels(Some(2));
+        let expected = [
+            "gpu0-compute-0",
+            "gpu0-prio-0",
+            "gpu0-copy-0 h2d",
+            "gpu0-copy-0 d2h",
+            "gpu0-copy-1 d2h",
+        ];
+        assert_eq!(named, expected);
+        assert_eq!(
+            labels(None)[1],
+            "gpu0-compute-2",
+            "compute workers not seen yet"
+        );
+    }
+
+    /// The engine's GPU workers, started as its hub starts them (compute, copy, then the
+    /// prioritized pool, on one device), run on the threads the streams are named after.
+    #[test]
+    fn stream_workers_are_named_as_the_engine_names_its_threads() {
+        use crate::device::gpu::{current_lane, GpuWorkers};
+        use crate::device::sim::{SimBackend, SimModel};
+        use crate::device::stream::GpuBackend;
+        use crate::pool::Task;
+
+        let device = SimBackend::new(1, SimModel::instant())
+            .open(0, None)
+            .unwrap();
+        let roles = [
+            WorkerRole::Compute,
+            WorkerRole::Copy,
+            WorkerRole::Prioritized,
+        ];
+        let pools: Vec<GpuWorkers> = roles
+            .iter()
+            .map(|&role| GpuWorkers::start(&device, role, 1).unwrap())
+            .collect();
+        for pool in &pools {
+            let (sender, receiver) = std::sync::mpsc::channel();
+            pool.schedule(
+                0,
+                Task::new(move || {
+                    let thread = std::thread::current().name().unwrap().to_string();
+                    let streams = current_lane().unwrap().stream_ids();
+                    sender.send((thread, streams)).unwrap();
+                }),
+            );
+            let (thread, streams) = receiver.recv().unwrap();
+            assert!(!streams.is_empty());
+            for stream in streams {
+                let layout = StreamLayout::of_code("gpu(0)", stream.code());
+                assert_eq!(layout.worker("gpu0", Some(1)), thread, "{stream}");
+            }
+        }
     }
 }

@@ -43,8 +43,7 @@ pub(super) fn run(args: &RunArgs, config: RuntimeConfig, graph: Graph) -> Result
     // at start in its footer, and logged.
     for warning in config.warnings() {
         tracing::warn!("{warning}");
-        info.notices
-            .push(format!("{}{warning}", enginetop::tui::app::WARNING_PREFIX));
+        info.warnings.push(warning.to_string());
     }
     tracing::info!(workload = %driver.graph().name, log = %log.display(), "dashboard run");
     let length = chosen_length(args, RunLength::UntilStopped);
@@ -115,6 +114,7 @@ fn live_info(args: &RunArgs, config: &RuntimeConfig, graph: &Graph) -> Result<Li
         cores: config.schedulable_cpus,
         peak_gflops,
         notices,
+        warnings: Vec::new(), // filled by `run`, which also logs them
         cpu_devices,
         gpus: devices(true),
         gpu_model: None,

@@ -3,7 +3,8 @@
 //! without a workload.
 //!
 //! It models two CPU devices with four inter-op workers and a one-worker priority pool each,
-//! a simulated GPU with two compute and two copy streams, and the intra-op pool, running a
+//! a simulated GPU with two compute and two copy streams (fed by two compute workers and a
+//! copy worker, named as the engine names them), and the intra-op pool, running a
 //! dozen op names. Every call to [`snapshot`](DashboardSource::snapshot) advances the model
 //! by one step ([`FakeOptions::step`], 100 ms by default) and everything it returns is a pure
 //! function of the step count, the options and the controls applied so far: the same calls

@@ -6,13 +6,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{FakeOptions, Scenario, MAX_WORKERS};
+use crate::device::gpu::WorkerRole;
 use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::stats::{
     Activity, DeviceSnapshot, OpSnapshot, QueueSnapshot, Shares, Snapshot, StreamSnapshot,
     WorkerSnapshot,
 };
 use crate::tui::source::{
-    ControlError, DashboardData, DeviceKind, DeviceLayout, Facts, StreamLayout,
+    gpu_worker_name, ControlError, DashboardData, DeviceKind, DeviceLayout, Facts, StreamLayout,
 };
 
 /// The ops the fake runs: name, share of all ops, mean duration at one intra-op thread.
@@ -46,12 +47,27 @@ const GPU_GFLOPS_PER_BUSY_STREAM: f64 = 150.0;
 /// The GPU's ops per second.
 const GPU_OPS_PER_S: f64 = 400.0;
 /// Streams of the simulated GPU by slot: compute 0 and 1, then a copy stream each way.
+/// Fed as the engine feeds them: a compute worker each, one copy worker for both copies.
 const STREAMS: [(u32, StreamId); 4] = [
     (0, gpu0_stream(StreamKind::Compute, 0)),
     (1, gpu0_stream(StreamKind::Compute, 1)),
     (2, gpu0_stream(StreamKind::CopyH2D, 0)),
     (3, gpu0_stream(StreamKind::CopyD2H, 0)),
 ];
+
+/// The simulated GPU's workers: role, index in their pool, and the slots of the [`STREAMS`]
+/// each feeds.
+const GPU_WORKERS: [(WorkerRole, u32, &[u32]); 3] = [
+    (WorkerRole::Compute, 0, &[0]),
+    (WorkerRole::Compute, 1, &[1]),
+    (WorkerRole::Copy, 0, &[2, 3]),
+];
+
+/// The streams GPU worker `w` of [`GPU_WORKERS`] feeds.
+pub(super) fn streams_fed_by(w: usize) -> Vec<StreamId> {
+    let slots = GPU_WORKERS[w].2.iter();
+    slots.map(|&slot| STREAMS[slot as usize].1).collect()
+}
 
 const fn gpu0_stream(kind: StreamKind, index: u32) -> StreamId {
     StreamId {
@@ -85,8 +101,8 @@ pub(super) enum Role {
     Cpu(usize),
     /// Priority worker of CPU device `d`.
     Priority(usize),
-    /// Worker feeding the GPU stream in slot `s` of [`STREAMS`].
-    Gpu(u32, StreamId),
+    /// GPU worker `w` of [`GPU_WORKERS`].
+    Gpu(usize),
     /// Intra-op thread.
     Intra,
 }
@@ -199,12 +215,13 @@ impl Model {
             }));
         }
         if options.gpu {
-            threads.extend(STREAMS.iter().map(|&(slot, stream)| FakeThread {
-                tid: 9000 + slot,
-                name: stream.to_string(),
+            let workers = GPU_WORKERS.iter().enumerate();
+            threads.extend(workers.map(|(w, &(role, index, _))| FakeThread {
+                tid: 9000 + w as u32,
+                name: gpu_worker_name("gpu0", role, index),
                 device: "gpu0".into(),
-                worker: slot,
-                role: Role::Gpu(slot, stream),
+                worker: w as u32,
+                role: Role::Gpu(w),
             }));
         }
         threads.extend((0..self.intra_op as u32).map(|k| FakeThread {
@@ -307,11 +324,21 @@ impl Model {
             if matches!(thread.role, Role::Cpu(_)) && unit(self.step, thread.tid as u64, 3) < 0.3 {
                 *self.steals.entry(thread.tid).or_default() += 1 + mix(self.step, 4, 0) % 3;
             }
-            if let Role::Gpu(stream, _) = thread.role {
-                let busy = self.stream_busy(stream);
-                *self.stream_ops.entry(stream).or_default() += busy * GPU_OPS_PER_S / 8.0;
+            if let Role::Gpu(w) = thread.role {
+                for &stream in GPU_WORKERS[w].2 {
+                    let busy = self.stream_busy(stream);
+                    *self.stream_ops.entry(stream).or_default() += busy * GPU_OPS_PER_S / 8.0;
+                }
             }
         }
+    }
+
+    /// Share of the window GPU worker `w` is busy: as busy as the busiest of its streams.
+    fn gpu_worker_busy(&self, w: usize) -> f64 {
+        let streams = GPU_WORKERS[w].2.iter();
+        streams
+            .map(|&stream| self.stream_busy(stream))
+            .fold(0.0, f64::max)
     }
 
     /// Share of the window stream `stream` is busy.
@@ -334,7 +361,7 @@ impl Model {
             _ if self.paused => 0.0,
             Role::Cpu(_) => self.cpu_load(options),
             Role::Priority(_) => 0.3,
-            Role::Gpu(stream, _) => self.stream_busy(stream),
+            Role::Gpu(w) => self.gpu_worker_busy(w),
             Role::Intra => 0.5 * self.cpu_load(options),
         };
         let spinner = self.is_spinner(options, thread);
@@ -416,7 +443,7 @@ impl Model {
     fn op_of(&self, thread: &FakeThread) -> &'static str {
         let pick = mix(self.step / 2, thread.tid as u64, 5) as usize;
         let names: &[usize] = match thread.role {
-            Role::Gpu(_, stream) if stream.kind != StreamKind::Compute => &[10, 11],
+            Role::Gpu(w) if GPU_WORKERS[w].0 == WorkerRole::Copy => &[10, 11],
             Role::Gpu(..) => &[0, 5, 1, 2],
             Role::Priority(_) => &[8, 9],
             Role::Cpu(_) | Role::Intra => &[0, 1, 2, 3, 4, 5, 6, 7],
@@ -586,6 +613,7 @@ impl Model {
             cores: options.cores,
             finished: false,
             notices,
+            warnings: Vec::new(),
         }
     }
 

@@ -6,7 +6,7 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use super::model::{mix, FakeThread, Model, Role, OPS};
+use super::model::{mix, streams_fed_by, FakeThread, Model, Role, OPS};
 use super::FakeOptions;
 use crate::profiler::chrome::{write_trace, TraceContext};
 use crate::profiler::{DeviceId, Event, EventKind, NameId, OpInfo, ThreadId};
@@ -47,8 +47,10 @@ fn thread_events(thread: &FakeThread, start: u64, events: &mut Vec<Event>) {
         let op = OpInfo::new(id);
         push(Event::op(EventKind::OpStart, device, name, op), begin);
         push(Event::op(EventKind::OpEnd, device, name, op), end);
-        if let Role::Gpu(_, stream) = thread.role {
-            let stream = stream.code();
+        if let Role::Gpu(w) = thread.role {
+            // A copy worker takes turns between its two streams.
+            let streams = streams_fed_by(w);
+            let stream = streams[k as usize % streams.len()].code();
             push(
                 Event::new(EventKind::StreamSubmit, device, name, stream, id),
                 begin,

@@ -1,8 +1,10 @@
 //! Device panels. A CPU device (or the intra-op pool) shows one row per worker: the state
 //! glyph, the thread, its current op, a utilization bar (share of the window running), steals
 //! (`st`) and the depth of its own queue (`q`); its priority pool's workers follow. A GPU
-//! shows one occupancy gauge per compute and copy stream. The title carries the inter-op
-//! count, the throughput and the total queue depth, dropping the least important whole when
+//! shows one occupancy gauge per compute and copy stream, named after the worker thread that
+//! feeds it, as the timeline names that worker's row (`gpu0-copy-1 h2d`). The title carries the inter-op
+//! count, the throughput (once the run finished, its average over the run, as the header's
+//! `run avg`) and the total queue depth, dropping the least important whole when
 //! the width is short (the GPU's model first, the settings last). Rows out of sight are
 //! counted in the bottom border (`↓ 5 more`).
 //!
@@ -167,12 +169,7 @@ fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Part<'a>> {
             None => parts.push((1, format!("{} workers", panel.pool.workers.len()))),
         },
     }
-    // The intra-op pool runs the ops' parallel_for pieces, not ops.
-    let (rate, unit) = match panel.layout.kind {
-        DeviceKind::IntraOp => (panel.pool.tasks_per_s(), "tasks/s"),
-        _ => (panel.pool.ops_per_s(), "ops/s"),
-    };
-    parts.push((4, format!("{} {unit}", format::quantity(rate))));
+    parts.push((4, throughput(ctx, panel)));
     let queued = panel.pool.queue_depth() + panel.priority.as_ref().map_or(0, |p| p.queue_depth());
     parts.push((2, format!("queue {queued}")));
     let mut parts: Vec<Part<'a>> = parts
@@ -181,6 +178,21 @@ fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Part<'a>> {
         .collect();
     parts.push((0, vec![Span::raw(" ")]));
     parts
+}
+
+/// `912 ops/s` over the window while the run goes; once it finished, `avg 845 ops/s` over
+/// the whole run (or since the last reset), as the header's `run avg` is. The intra-op pool
+/// counts tasks (the ops' parallel_for pieces), not ops.
+fn throughput(ctx: &Ctx<'_>, panel: &DevicePanel<'_>) -> String {
+    let pool = &panel.pool;
+    let (window_rate, count, unit) = match panel.layout.kind {
+        DeviceKind::IntraOp => (pool.tasks_per_s(), pool.tasks(), "tasks/s"),
+        _ => (pool.ops_per_s(), pool.ops(), "ops/s"),
+    };
+    match ctx.app.run_average(count) {
+        Some(run_rate) => format!("avg {} {unit}", format::quantity(run_rate)),
+        None => format!("{} {unit}", format::quantity(window_rate)),
+    }
 }
 
 fn draw_panel<'a>(
@@ -227,11 +239,13 @@ fn draw_panel<'a>(
 }
 
 fn panel_lines<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, width: usize) -> Vec<Line<'a>> {
-    if !panel.streams.is_empty() {
+    let label_width = panel.streams.iter().map(|s| s.label.chars().count()).max();
+    if let Some(label_width) = label_width {
+        let label_width = label_width.min(width / 3);
         return panel
             .streams
             .iter()
-            .map(|stream| stream_line(ctx, stream, width))
+            .map(|stream| stream_line(ctx, stream, label_width, width))
             .collect();
     }
     let columns = Columns::for_width(width, panel);
@@ -348,9 +362,17 @@ fn worker_line<'a>(
     Line::from(spans)
 }
 
-fn stream_line<'a>(ctx: &Ctx<'a>, stream: &StreamPanel<'a>, width: usize) -> Line<'a> {
+/// One stream: its name (`label_width` wide, the worker feeding it), occupancy gauge and
+/// kernels finished.
+fn stream_line<'a>(
+    ctx: &Ctx<'a>,
+    stream: &StreamPanel<'a>,
+    label_width: usize,
+    width: usize,
+) -> Line<'a> {
     let theme = ctx.theme;
-    let label = format!("  {:<12} ", stream.layout.label());
+    let name = format::fit_name(&stream.label, label_width);
+    let label = format!("  {name:<label_width$} ");
     let (occupancy, ops) = stream.stats.map_or((0.0, 0), |s| (s.occupancy, s.ops));
     let ops = format!("  {:>6} ops", format::count(ops));
     let bar_width = width.saturating_sub(label.chars().count() + 5 + ops.chars().count());
@@ -423,6 +445,43 @@ mod tests {
         };
         assert!(row_of_w0(false).contains(" 20%"), "{}", row_of_w0(false));
         assert!(row_of_w0(true).contains(" 90%"), "{}", row_of_w0(true));
+    }
+
+    #[test]
+    fn a_finished_runs_titles_show_each_devices_run_average() {
+        let mut data = app_after(FakeOptions::default(), 10).data().clone();
+        data.facts.elapsed = std::time::Duration::from_secs(4);
+        for device in &mut data.snapshot.devices {
+            device.ops_per_s = 2066.0; // the last window: the run winding down
+            device.ops = 9148; // 2287 ops/s over the 4 s run
+            device.tasks_per_s = 1000.0;
+            device.tasks = 6000;
+        }
+        let titles = |finished: bool| {
+            let mut data = data.clone();
+            data.facts.finished = finished;
+            let mut app = App::new();
+            app.observe(data);
+            let text = stacked(&app, 120, 40);
+            let title_of = |name: &str| {
+                let title = text.lines().find(|l| l.contains(&format!(" {name} ")));
+                title
+                    .unwrap_or_else(|| panic!("{name}: {text}"))
+                    .to_string()
+            };
+            [title_of("cpu0"), title_of("gpu0"), title_of("intra-op")]
+        };
+        let [cpu, gpu, intra] = titles(false);
+        assert!(cpu.contains("· 2066 ops/s"), "{cpu}");
+        assert!(gpu.contains("· 2066 ops/s"), "{gpu}");
+        assert!(intra.contains("· 1000 tasks/s"), "{intra}");
+        let [cpu, gpu, intra] = titles(true);
+        assert!(
+            cpu.contains("· avg 2287 ops/s") && !cpu.contains("2066"),
+            "{cpu}"
+        );
+        assert!(gpu.contains("· avg 2287 ops/s"), "{gpu}");
+        assert!(intra.contains("· avg 1500 tasks/s"), "{intra}");
     }
 
     #[test]

@@ -8,8 +8,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use super::Ctx;
-use crate::tui::app::{Focus, Mode, WARNING_PREFIX};
+use super::{format, Ctx};
+use crate::tui::app::{Focus, Mode, StatusKind};
 use crate::tui::input::KEYS;
 
 /// The most rows a status message takes (the rest is cut with `…`).
@@ -30,13 +30,14 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
 fn status_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
     let theme = ctx.theme;
     if let Some(status) = &ctx.app.status {
-        let (mark, style) = match status.is_error {
-            _ if status.text.starts_with(WARNING_PREFIX) => ("!", theme.warning()),
-            true => ("✗", theme.error()),
-            false => ("✓", theme.ok()),
+        let (mark, style) = match status.kind {
+            StatusKind::Info => ("✓", theme.ok()),
+            StatusKind::Warning => ("! warning:", theme.warning()),
+            StatusKind::Error => ("✗", theme.error()),
         };
         let text = format!("{mark} {}", status.text);
-        let rows = wrap(&text, usize::from(width.max(2)) - 1, STATUS_ROWS);
+        let width = usize::from(width.max(2)) - 1;
+        let rows = format::at_most_rows(format::wrap(&text, width), STATUS_ROWS, width);
         return rows
             .into_iter()
             .map(|row| Line::styled(format!(" {row}"), style))
@@ -52,37 +53,6 @@ fn status_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
         format!(" focus: {}", focus_name(ctx)),
         theme.dim(),
     )]
-}
-
-/// `text` in rows of at most `width` characters, broken at spaces where it can, at most
-/// `rows` of them (the last ends in `…` when some is left out).
-fn wrap(text: &str, width: usize, rows: usize) -> Vec<String> {
-    let width = width.max(1);
-    let mut lines: Vec<String> = Vec::new();
-    let mut current = String::new();
-    for word in text.split(' ') {
-        let used = current.chars().count();
-        if used > 0 && used + 1 + word.chars().count() > width {
-            lines.push(std::mem::take(&mut current));
-        }
-        if !current.is_empty() {
-            current.push(' ');
-        }
-        current.push_str(word);
-        while current.chars().count() > width {
-            let rest: String = current.chars().skip(width).collect();
-            lines.push(current.chars().take(width).collect());
-            current = rest;
-        }
-    }
-    lines.push(current);
-    if lines.len() > rows {
-        lines.truncate(rows);
-        let last = &mut lines[rows - 1];
-        let kept: String = last.chars().take(width.saturating_sub(1)).collect();
-        *last = format!("{kept}…");
-    }
-    lines
 }
 
 fn focus_name(ctx: &Ctx<'_>) -> String {
@@ -120,7 +90,7 @@ fn hint_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
     let mut spans: Vec<Span<'a>> = Vec::new();
     let mut used = 0;
     for (key, label) in hints {
-        let cost = 1 + key.chars().count() + 1 + label.chars().count() + 1;
+        let cost = 1 + format::cells(key) + 1 + format::cells(label) + 1;
         if used > 0 && used + cost > width {
             lines.push(Line::from(std::mem::take(&mut spans)));
             used = 0;
@@ -145,7 +115,7 @@ mod tests {
 
     use super::*;
     use crate::tui::app::{Action, App, STATUS_FRAMES};
-    use crate::tui::source::{Control, DashboardData};
+    use crate::tui::source::{Control, ControlError, DashboardData};
     use crate::tui::theme::Theme;
 
     /// The footer at `width`, one string per row.
@@ -212,7 +182,7 @@ mod tests {
         let mut data = DashboardData::default();
         let warning = "inter-op threads = 4 and engine CPU workers = 2 are both set, but \
                        they are the same threads: running 4 (the inter-op count wins)";
-        data.facts.notices = vec![format!("warning: {warning}")];
+        data.facts.warnings = vec![warning.to_string()];
         let mut app = App::new();
         app.observe(data);
         let rows = footer_rows(&app, 60);
@@ -225,10 +195,14 @@ mod tests {
     }
 
     #[test]
-    fn a_long_status_wraps_at_spaces_and_is_cut_after_its_rows() {
-        assert_eq!(wrap("inter 3 on cpu0", 40, 3), ["inter 3 on cpu0"]);
-        assert_eq!(wrap("aaa bbb ccc", 7, 3), ["aaa bbb", "ccc"]);
-        assert_eq!(wrap("abcdefghij", 4, 3), ["abcd", "efgh", "ij"]);
-        assert_eq!(wrap("aaa bbb ccc ddd", 3, 2), ["aaa", "bb…"]);
+    fn a_status_longer_than_its_rows_is_cut_with_an_ellipsis() {
+        let mut app = App::new();
+        app.observe(DashboardData::default());
+        let long = "trace not written: ".to_string() + &"no space left ".repeat(12);
+        app.control_done(&Control::ExportTrace, Err(ControlError::Failed(long)));
+        let rows = footer_rows(&app, 40);
+        assert!(rows[0].starts_with(" ✗ trace not written:"), "{rows:?}");
+        assert!(rows[STATUS_ROWS - 1].ends_with('…'), "{rows:?}");
+        assert!(rows[STATUS_ROWS].starts_with(" q quit"), "{rows:?}");
     }
 }

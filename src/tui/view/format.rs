@@ -1,7 +1,11 @@
-//! Numbers as short, fixed-width text: durations, counts, rates, elapsed time, bars.
+//! Numbers as short, fixed-width text (durations, counts, rates, elapsed time, bars), and
+//! text measured, cut and wrapped in terminal cells (a wide character takes two, `…` one:
+//! the measure ratatui lays out with).
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
+
+use ratatui::text::Span;
 
 /// A duration in nanoseconds with three significant digits, at most 6 characters
 /// (`812ns`, `4.20µs`, `420µs`, `1.23ms`, `123ms`, `2.50s`).
@@ -88,16 +92,79 @@ pub fn fit_name(name: &str, width: usize) -> String {
     cut
 }
 
-/// `text` cut to `width` characters, with `…` when cut.
+/// The cells `text` takes on a terminal (unicode width, as ratatui's [`Span::width`]).
+pub fn cells(text: &str) -> usize {
+    Span::raw(text).width()
+}
+
+/// The longest start of `text` that takes at most `width` cells.
+fn head_within(text: &str, width: usize) -> &str {
+    let mut used = 0;
+    for (index, c) in text.char_indices() {
+        used += cells(c.encode_utf8(&mut [0; 4]));
+        if used > width {
+            return &text[..index];
+        }
+    }
+    text
+}
+
+/// `text` cut to `width` cells, with `…` when cut.
 pub fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
+    if cells(text) <= width {
         return text.to_string();
     }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    if width > 0 {
-        cut.push('…');
+    ellipsized(text, width)
+}
+
+/// `text` cut to end in `…` within `width` cells, whether or not it fits whole (what a
+/// line with more after it ends in). Nothing at width 0.
+pub fn ellipsized(text: &str, width: usize) -> String {
+    if width == 0 {
+        return String::new();
     }
-    cut
+    format!("{}…", head_within(text, width - 1))
+}
+
+/// `text` in rows of at most `width` cells, broken at spaces; a word wider than a row is
+/// broken where the row ends. The footer's status and the help's lines wrap with it.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut rows: Vec<String> = Vec::new();
+    let mut row = String::new();
+    for word in text.split(' ') {
+        let needed = cells(&row) + usize::from(!row.is_empty()) + cells(word);
+        if !row.is_empty() && needed > width {
+            rows.push(std::mem::take(&mut row));
+        }
+        if !row.is_empty() {
+            row.push(' ');
+        }
+        row.push_str(word);
+        // A character wider than a row keeps a row of its own (it cannot be broken).
+        while cells(&row) > width && row.chars().nth(1).is_some() {
+            let head = match head_within(&row, width) {
+                "" => row.chars().next().map_or("", |c| &row[..c.len_utf8()]),
+                head => head,
+            };
+            let rest = row[head.len()..].to_string();
+            rows.push(head.to_string());
+            row = rest;
+        }
+    }
+    rows.push(row);
+    rows
+}
+
+/// The first `count` of `rows` (at least one), the last ending in `…` (within `width`
+/// cells) when some are left out.
+pub fn at_most_rows(mut rows: Vec<String>, count: usize, width: usize) -> Vec<String> {
+    let count = count.max(1);
+    if rows.len() > count {
+        rows.truncate(count);
+        rows[count - 1] = ellipsized(&rows[count - 1], width);
+    }
+    rows
 }
 
 #[cfg(test)]
@@ -128,6 +195,47 @@ mod tests {
         assert_eq!(bar(0.5625, 4), ("██▎".into(), " ".into()));
         assert_eq!(fit("conv2d_backward", 8), "conv2d_…");
         assert_eq!(fit("relu", 8), "relu");
+    }
+
+    #[test]
+    fn text_is_measured_and_cut_in_cells() {
+        assert_eq!(cells("relu"), 4);
+        assert_eq!(cells("数据"), 4, "wide characters take two cells");
+        assert_eq!(cells("…"), 1);
+        assert_eq!(fit("数据处理", 8), "数据处理");
+        assert_eq!(fit("数据处理", 7), "数据处…");
+        assert_eq!(
+            fit("数据处理", 6),
+            "数据…",
+            "a wide character never straddles the end"
+        );
+        assert_eq!(ellipsized("ab", 2), "a…");
+        assert_eq!(ellipsized("ab", 0), "");
+    }
+
+    #[test]
+    fn wrap_breaks_between_words_and_inside_words_wider_than_a_row() {
+        assert_eq!(
+            wrap("pause / resume the workload", 12),
+            ["pause /", "resume the", "workload"]
+        );
+        assert_eq!(wrap("inter 3 on cpu0", 40), ["inter 3 on cpu0"]);
+        assert_eq!(wrap("aaa bbb ccc", 7), ["aaa bbb", "ccc"]);
+        assert_eq!(wrap("abcdefghij", 4), ["abcd", "efgh", "ij"]);
+        assert_eq!(wrap("数据 处理器", 4), ["数据", "处理", "器"]);
+        assert_eq!(
+            wrap("数据", 1),
+            ["数", "据"],
+            "a character wider than the row"
+        );
+    }
+
+    #[test]
+    fn rows_past_the_count_go_and_the_last_kept_ends_in_an_ellipsis() {
+        let rows = wrap("aaa bbb ccc ddd", 3);
+        assert_eq!(at_most_rows(rows.clone(), 2, 3), ["aaa", "bb…"]);
+        assert_eq!(at_most_rows(rows.clone(), 4, 3), rows);
+        assert_eq!(at_most_rows(wrap("数据 处理", 4), 1, 4), ["数…"]);
     }
 
     #[test]

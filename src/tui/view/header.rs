@@ -13,7 +13,7 @@ use ratatui::Frame;
 
 use super::format;
 use super::{fit_parts, Ctx, Part};
-use crate::tui::app::WARNING_PREFIX;
+use crate::tui::app::PlusMinus;
 use crate::workload::run::GflopsSplit;
 
 /// Rows the header takes.
@@ -67,9 +67,8 @@ fn identity_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
         (1, labelled("", format::elapsed(facts.elapsed))),
         (2, labelled("iter ", format::count(facts.iterations))),
     ];
-    // Start-up warnings show in the footer instead.
-    let notices = facts.notices.iter();
-    for notice in notices.filter(|notice| !notice.starts_with(WARNING_PREFIX)) {
+    // Start-up warnings (`Facts::warnings`) show in the footer instead.
+    for notice in &facts.notices {
         parts.push((5, vec![Span::styled(format!("  [{notice}]"), theme.dim())]));
     }
     parts
@@ -87,18 +86,7 @@ fn figures_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
     let data = ctx.app.data();
     let theme = ctx.theme;
     let sep = || Span::styled(" │ ", theme.dim());
-    let inter = match ctx.app.inter_op_target() {
-        Some((device, threads)) => vec![
-            Span::styled(format!(" inter {threads}"), theme.strong()),
-            Span::styled(format!(" ({device})"), theme.dim()),
-        ],
-        None => vec![Span::styled(" inter -", theme.strong())],
-    };
-    let intra = vec![Span::styled(
-        format!("  intra {}", data.facts.intra_op),
-        theme.strong(),
-    )];
-    let mut parts = vec![(0, inter), (0, intra), (1, throughput(ctx))];
+    let mut parts = vec![(0, settings(ctx)), (1, throughput(ctx))];
     if let Some(cpu) = data.facts.gflops {
         let split = GflopsSplit {
             cpu,
@@ -120,6 +108,47 @@ fn figures_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
         parts.push((5, vec![sep(), Span::styled(cores, theme.dim())]));
     }
     parts
+}
+
+/// ` +/- inter 4 (cpu0)  intra 2`: the inter-op count (of the selected device, else of the
+/// first resizable one) and the intra-op count, `+/-` marking the one those keys change now,
+/// or ending in `+/-: nothing on gpu0` when they change nothing ([`App::plus_minus`]). Once
+/// the run finished nothing is resized, and nothing is marked.
+///
+/// [`App::plus_minus`]: crate::tui::app::App::plus_minus
+fn settings<'a>(ctx: &Ctx<'a>) -> Vec<Span<'a>> {
+    let app = ctx.app;
+    let theme = ctx.theme;
+    let plus_minus = (!app.is_finished()).then(|| app.plus_minus());
+    let marked = |setting: String, marked: bool| {
+        let mut spans = vec![Span::raw(" ")];
+        if marked {
+            spans.push(Span::styled("+/- ", theme.key()));
+        }
+        spans.push(Span::styled(setting, theme.strong()));
+        spans
+    };
+    let changes_inter = matches!(plus_minus, Some(PlusMinus::InterOp { .. }));
+    let changes_intra = plus_minus == Some(PlusMinus::IntraOp);
+    let mut spans = match app.shown_inter_op() {
+        Some((device, threads)) => {
+            let mut spans = marked(format!("inter {threads}"), changes_inter);
+            spans.push(Span::styled(format!(" ({device})"), theme.dim()));
+            spans
+        }
+        None => marked("inter -".into(), false),
+    };
+    spans.push(Span::raw(" "));
+    spans.extend(marked(
+        format!("intra {}", app.data().facts.intra_op),
+        changes_intra,
+    ));
+    if let Some(PlusMinus::Nothing { on, .. }) = plus_minus {
+        let on = on.map_or(String::new(), |device| format!(" on {device}"));
+        spans.push(Span::styled("  +/-", theme.key()));
+        spans.push(Span::styled(format!(": nothing{on}"), theme.dim()));
+    }
+    spans
 }
 
 /// ` │ 2734 ops/s` now, or ` │ run avg 2734 ops/s` once finished (`avg since reset` if the
@@ -183,12 +212,13 @@ mod tests {
         buffer.content().iter().map(|cell| cell.symbol()).collect()
     }
 
-    /// 3000 ops in 2 s, 1000 ops/s in the last window; a start-up warning among the notices.
+    /// 3000 ops in 2 s, 1000 ops/s in the last window; a notice and a start-up warning.
     fn data(finished: bool) -> DashboardData {
         let mut data = DashboardData::default();
         data.facts.elapsed = Duration::from_secs(2);
         data.facts.finished = finished;
-        data.facts.notices = vec!["synthetic".into(), "warning: too many threads".into()];
+        data.facts.notices = vec!["synthetic".into()];
+        data.facts.warnings = vec!["too many threads".into()];
         data.snapshot.devices.push(DeviceSnapshot {
             name: "cpu0".into(),
             ops: 3000,

@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
 use ratatui::Frame;
 
+use super::format::wrap;
 use super::{fit_parts, Ctx, Part};
 use crate::tui::input::KEYS;
 use crate::tui::theme::{state_glyph, LEGEND};
@@ -80,8 +81,8 @@ fn lines<'a>(ctx: &Ctx<'a>, width: usize) -> Vec<Line<'a>> {
     lines.extend(legend(ctx, width));
     for note in [
         "GFLOP/s and % of peak: CPU ops vs the CPU GEMM peak; GPU ops apart",
-        "worker bar: share of time running ops (pool tasks for the intra-op pool), over the \
-         last seconds; once finished, over the whole run",
+        "ops/s and worker bars (share of time running ops, or tasks in the intra-op pool): \
+         the last seconds; once finished, the whole run (avg)",
         "NO_COLOR=1 turns colour off",
     ] {
         let chunks = wrap(note, width.saturating_sub(2).max(10));
@@ -124,25 +125,6 @@ fn legend<'a>(ctx: &Ctx<'a>, width: usize) -> Vec<Line<'a>> {
     lines
 }
 
-/// `text` in rows of at most `width` characters, broken between words (a word longer than
-/// the width gets a row of its own).
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut rows: Vec<String> = Vec::new();
-    let mut row = String::new();
-    for word in text.split(' ') {
-        let needed = row.chars().count() + usize::from(!row.is_empty()) + word.chars().count();
-        if !row.is_empty() && needed > width {
-            rows.push(std::mem::take(&mut row));
-        }
-        if !row.is_empty() {
-            row.push(' ');
-        }
-        row.push_str(word);
-    }
-    rows.push(row);
-    rows
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,14 +165,5 @@ mod tests {
             wide.contains(CLOSE) && !wide.contains("more lines"),
             "{wide}"
         );
-    }
-
-    #[test]
-    fn wrap_breaks_between_words() {
-        assert_eq!(
-            wrap("pause / resume the workload", 12),
-            ["pause /", "resume the", "workload"]
-        );
-        assert_eq!(wrap("short", 12), ["short"]);
     }
 }

@@ -217,18 +217,20 @@ pub fn fit_parts(parts: Vec<Part<'_>>, width: usize) -> Line<'_> {
     Line::from(cut_spans(spans, width))
 }
 
-/// `spans` cut to `width` cells, the last one ending in `…`.
+/// `spans`, wider than `width` cells, cut to it: the first span that reaches the edge ends
+/// in `…` (even when it would fit exactly, since more follow it) and the rest go. Widths are
+/// display cells, as [`fit_parts`] measures them.
 fn cut_spans(spans: Vec<Span<'_>>, width: usize) -> Vec<Span<'_>> {
     let mut left = width;
     let mut cut = Vec::new();
     for span in spans {
-        let chars = span.content.chars().count();
-        if chars < left {
-            left -= chars;
+        let cells = span.width();
+        if cells < left {
+            left -= cells;
             cut.push(span);
             continue;
         }
-        let text = format::fit(&span.content, left);
+        let text = format::ellipsized(&span.content, left);
         cut.push(Span::styled(text, span.style));
         break;
     }
@@ -347,6 +349,28 @@ pub(crate) mod tests {
         assert_eq!(text(fit_parts(parts.clone(), 20)), " gpu0 · queue 15");
         assert_eq!(text(fit_parts(parts.clone(), 6)), " gpu0");
         assert_eq!(text(fit_parts(parts, 4)), " gp…");
+    }
+
+    #[test]
+    fn a_cut_line_counts_wide_characters_as_two_cells_and_ends_in_an_ellipsis() {
+        let parts = |name: &str| {
+            vec![
+                (0, vec![Span::raw(format!(" {name} "))]),
+                (0, vec![Span::raw("· 402 ops/s")]),
+            ]
+        };
+        // ` 数据 ` takes 6 cells (4 characters): at 6 it reaches the edge, more follow it.
+        let line = fit_parts(parts("数据"), 6);
+        assert_eq!(line.to_string(), " 数据…");
+        assert_eq!(line.width(), 6);
+        for width in 1..20 {
+            let line = fit_parts(parts("数据处理器"), width);
+            assert!(line.width() <= width, "{width}: {line}");
+            assert!(line.to_string().ends_with('…'), "{width}: {line}");
+        }
+        // A span that fills the width exactly, with more after it, still shows the cut.
+        let ascii = vec![(0, vec![Span::raw("ab")]), (0, vec![Span::raw("cd")])];
+        assert_eq!(fit_parts(ascii, 2).to_string(), "a…");
     }
 
     fn parts_text(parts: &[Part<'_>]) -> String {

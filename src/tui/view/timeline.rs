@@ -1,10 +1,14 @@
 //! The per-worker timeline: a Gantt of the last seconds, one row per worker (every panel's,
-//! in panel order), newest on the right. Each column is [`App::frames_per_column`] frames;
-//! a cell shows the state the worker was seen in most often in them (`█` running, `▒`
-//! stealing, `░` spinning, `·` parked). `>` / `<` zoom in and out. Labels are cut with
+//! in panel order), newest on the right. The time axis is honest: a column is a fixed span
+//! of time ([`App::column_span`], 100 ms to 1.6 s), the last one ending at the newest frame,
+//! and each frame's sample goes in the column its timestamp (the profiler's clock) falls in,
+//! so frames that come late under load do not stretch the axis. A cell shows the state the
+//! worker was seen in most often in its column (`█` running, `▒` stealing, `░` spinning,
+//! `·` parked); a column no frame fell in (a late frame) shows the last state seen before
+//! it, for up to [`HOLD`], then stays blank. `>` / `<` zoom in and out. Labels are cut with
 //! [`format::fit_name`]; rows out of sight are counted in the bottom border.
 //!
-//! [`App::frames_per_column`]: crate::tui::app::App::frames_per_column
+//! [`App::column_span`]: crate::tui::app::App::column_span
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
@@ -17,8 +21,12 @@ use ratatui::Frame;
 use super::{first_shown, fit_parts, format, more_marker, Ctx, Part};
 use crate::profiler::stats::{Activity, WorkerSnapshot};
 use crate::tui::app::Focus;
-use crate::tui::history::Sample;
+use crate::tui::history::{History, Sample};
 use crate::tui::theme::{timeline_glyph, LEGEND};
+
+/// How long a state stays shown after the sample that saw it when no later sample comes
+/// (frames that came late); past it the cells stay blank.
+pub const HOLD: Duration = Duration::from_secs(1);
 
 /// Rows the timeline would like (borders, legend and one per worker).
 pub fn wanted_height(ctx: &Ctx<'_>) -> u16 {
@@ -36,15 +44,8 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
         .unwrap_or(4)
         .clamp(4, 14);
     let columns = usize::from(area.width.saturating_sub(2)).saturating_sub(label_width + 1);
-    let per_column = ctx.app.frames_per_column();
-    let samples: Vec<&Sample> = ctx.app.history().newest(columns * per_column).collect();
-    // The span the samples shown cover, not the span the width could hold.
-    let title = title(
-        ctx,
-        ctx.app.history().frame_interval(),
-        samples.len(),
-        area.width,
-    );
+    let axis = Axis::new(ctx.app.history(), columns, ctx.app.column_span());
+    let title = title(ctx, &axis, area.width);
     let mut block = ctx.block(title, Focus::Timeline);
     let inner_width = usize::from(area.width.saturating_sub(2));
     let visible = usize::from(area.height.saturating_sub(3));
@@ -60,26 +61,77 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
             .iter()
             .skip(skip)
             .take(visible)
-            .map(|worker| row(ctx, worker, &samples, columns, label_width)),
+            .map(|worker| row(ctx, worker, &axis, label_width)),
     );
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
+/// The time axis: `columns` columns of `span` each, the last ending at the newest sample,
+/// and the samples that fall in them, each with its column (oldest first).
+struct Axis<'h> {
+    columns: usize,
+    span: Duration,
+    /// The newest sample's time (ns, the profiler's clock).
+    newest_ns: u64,
+    /// The samples in view and their columns, oldest first.
+    placed: Vec<(usize, &'h Sample)>,
+    /// Whether any sample fell in each column.
+    sampled: Vec<bool>,
+}
+
+impl<'h> Axis<'h> {
+    fn new(history: &'h History, columns: usize, span: Duration) -> Axis<'h> {
+        let newest_ns = history.samples().next_back().map_or(0, |s| s.taken_ns);
+        let mut axis = Axis {
+            columns,
+            span,
+            newest_ns,
+            placed: Vec::new(),
+            sampled: vec![false; columns],
+        };
+        let placed: Vec<(usize, &Sample)> = history
+            .samples()
+            .filter_map(|sample| Some((axis.column_of(sample)?, sample)))
+            .collect();
+        for &(column, _) in &placed {
+            axis.sampled[column] = true;
+        }
+        axis.placed = placed;
+        axis
+    }
+
+    /// The column `sample` falls in, if it is in view.
+    fn column_of(&self, sample: &Sample) -> Option<usize> {
+        let span_ns = (self.span.as_nanos() as u64).max(1);
+        let back = self.newest_ns.saturating_sub(sample.taken_ns) / span_ns;
+        let back = usize::try_from(back)
+            .ok()
+            .filter(|&back| back < self.columns)?;
+        Some(self.columns - 1 - back)
+    }
+
+    /// When `column` starts (ns, the profiler's clock; saturating at 0).
+    fn start_ns(&self, column: usize) -> u64 {
+        let from_the_end = (self.columns - column) as u64 * self.span.as_nanos() as u64;
+        self.newest_ns.saturating_sub(from_the_end)
+    }
+
+    /// The time the columns with samples cover, from the oldest such column to the end.
+    fn covered(&self) -> Duration {
+        let oldest = self.sampled.iter().position(|&sampled| sampled);
+        let oldest = oldest.unwrap_or(self.columns);
+        self.span * u32::try_from(self.columns - oldest).unwrap_or(u32::MAX)
+    }
+}
+
 /// ` timeline · last 6.0s · 100ms/column `, the column's span going first, then the span.
-fn title<'a>(ctx: &Ctx<'a>, per_frame: Duration, frames: usize, width: u16) -> Line<'a> {
-    let per_column = per_frame * ctx.app.frames_per_column() as u32;
-    let shown = per_frame * u32::try_from(frames).unwrap_or(u32::MAX);
+fn title<'a>(ctx: &Ctx<'a>, axis: &Axis<'_>, width: u16) -> Line<'a> {
     let dim = ctx.theme.dim();
-    let column = format::nanos(per_column.as_nanos() as f64);
+    let column = format::nanos(axis.span.as_nanos() as f64);
+    let shown = axis.covered().as_secs_f64();
     let parts: Vec<Part<'a>> = vec![
         (0, vec![Span::styled(" timeline ", ctx.theme.strong())]),
-        (
-            1,
-            vec![Span::styled(
-                format!("· last {:.1}s ", shown.as_secs_f64()),
-                dim,
-            )],
-        ),
+        (1, vec![Span::styled(format!("· last {shown:.1}s "), dim)]),
         (2, vec![Span::styled(format!("· {column}/column "), dim)]),
     ];
     fit_parts(parts, usize::from(width.saturating_sub(2)))
@@ -101,8 +153,7 @@ fn legend<'a>(ctx: &Ctx<'a>, width: usize) -> Line<'a> {
 fn row<'a>(
     ctx: &Ctx<'a>,
     worker: &WorkerSnapshot,
-    samples: &[&Sample],
-    columns: usize,
+    axis: &Axis<'_>,
     label_width: usize,
 ) -> Line<'a> {
     let label = format!(
@@ -111,34 +162,49 @@ fn row<'a>(
         width = label_width
     );
     let mut spans = vec![Span::styled(label, ctx.theme.dim())];
-    let per_column = ctx.app.frames_per_column();
-    // Newest on the right: pad on the left until the history fills the width.
-    let filled = samples.len().div_ceil(per_column);
-    spans.push(Span::raw(" ".repeat(columns.saturating_sub(filled))));
-    let first_chunk = samples.len() % per_column;
-    let mut chunks: Vec<&[&Sample]> = Vec::new();
-    if first_chunk > 0 {
-        chunks.push(&samples[..first_chunk]);
-    }
-    chunks.extend(samples[first_chunk..].chunks(per_column));
-    for chunk in chunks {
-        let activity = dominant(chunk, worker.thread);
+    for activity in cells(axis, worker.thread) {
         let style = activity.map_or(ctx.theme.dim(), |a| ctx.theme.activity(a));
         spans.push(Span::styled(timeline_glyph(activity), style));
     }
     Line::from(merge(spans))
 }
 
-/// The state `thread` was seen in most often in `samples` (ties go to the busier state).
-fn dominant(samples: &[&Sample], thread: u32) -> Option<Activity> {
-    let mut counts = [0usize; 4];
-    for sample in samples {
-        if let Some(activity) = sample.activity_of(thread) {
-            if let Some(index) = LEGEND.iter().position(|&(a, _)| a == activity) {
-                counts[index] += 1;
-            }
+/// What `thread` shows in each column, oldest first: the state seen most often in the
+/// column's samples (ties go to the busier state); in a column no sample fell in, the
+/// latest state seen before it, for up to [`HOLD`]; else (or when the column's samples did
+/// not see the thread) nothing.
+fn cells(axis: &Axis<'_>, thread: u32) -> Vec<Option<Activity>> {
+    let mut counts = vec![[0usize; LEGEND.len()]; axis.columns];
+    let mut latest: Vec<Option<(u64, Activity)>> = vec![None; axis.columns];
+    for &(column, sample) in &axis.placed {
+        let Some(activity) = sample.activity_of(thread) else {
+            continue;
+        };
+        if let Some(index) = LEGEND.iter().position(|&(a, _)| a == activity) {
+            counts[column][index] += 1;
+            latest[column] = Some((sample.taken_ns, activity));
         }
     }
+    let hold_ns = HOLD.as_nanos() as u64;
+    let mut held: Option<(u64, Activity)> = None;
+    (0..axis.columns)
+        .map(|column| {
+            if let Some(activity) = most_seen(&counts[column]) {
+                held = latest[column];
+                return Some(activity);
+            }
+            if axis.sampled[column] {
+                held = None;
+                return None;
+            }
+            let (seen_ns, activity) = held?;
+            (axis.start_ns(column).saturating_sub(seen_ns) < hold_ns).then_some(activity)
+        })
+        .collect()
+}
+
+/// The state counted most often in `counts` (by [`LEGEND`] order; ties go to the busier).
+fn most_seen(counts: &[usize; LEGEND.len()]) -> Option<Activity> {
     let (index, &most) = counts
         .iter()
         .enumerate()
@@ -173,6 +239,68 @@ mod tests {
         render(width, height, |frame, area| {
             draw(frame, area, &Ctx::new(app, Theme::plain()))
         })
+    }
+
+    /// One worker (`cpu0-w0`, thread 1) seen at each `(ms, activity)`, ms on the
+    /// profiler's clock.
+    fn app_with_frames(frames: &[(u64, Activity)]) -> App {
+        let mut app = App::new();
+        for &(ms, activity) in frames {
+            let mut data = DashboardData::default();
+            data.snapshot.at_ns = ms * 1_000_000;
+            data.snapshot.devices.push(DeviceSnapshot {
+                id: 1,
+                name: "cpu0".into(),
+                ..Default::default()
+            });
+            let worker = crate::tui::fake::worker_snapshot(1, "cpu0-w0", "cpu0", 0, activity);
+            data.snapshot.workers = vec![worker];
+            app.observe(data);
+        }
+        app
+    }
+
+    /// The title row and the worker's cells from its first sample on, at 80 wide.
+    fn title_and_cells(app: &App) -> (String, String) {
+        let text = timeline(app, 80, 4);
+        let rows: Vec<&str> = text.lines().collect();
+        let cells = rows[2].trim_matches('│').trim_start();
+        let cells = cells.trim_start_matches("cpu0-w0 ").trim();
+        (rows[0].to_string(), cells.to_string())
+    }
+
+    /// 20 frames 100 ms apart, then 10 coming late, 300 ms apart: each column is still
+    /// 100 ms, so the late 3 s take 30 columns, not 10 (a state holds until the next frame:
+    /// the last running one until 2.3 s).
+    #[test]
+    fn late_frames_keep_a_column_a_fixed_span_of_time() {
+        let mut frames: Vec<(u64, Activity)> =
+            (1..=20).map(|k| (k * 100, Activity::Running)).collect();
+        frames.extend((1..=10).map(|k| (2_000 + k * 300, Activity::Parked)));
+        let app = app_with_frames(&frames);
+        let (title, cells) = title_and_cells(&app);
+        assert!(title.contains("last 5.0s · 100ms/column"), "{title}");
+        assert_eq!(cells, format!("{}{}", "█".repeat(22), "·".repeat(28)));
+    }
+
+    /// A state shows in the columns after its frame for up to a second when no frame
+    /// comes; a longer gap stays blank rather than inventing what the worker did.
+    #[test]
+    fn a_gap_without_frames_holds_the_last_state_only_for_a_second() {
+        let frames = [
+            (100, Activity::Running),
+            (200, Activity::Running),
+            (3_200, Activity::Parked),
+        ];
+        let app = app_with_frames(&frames);
+        let (title, cells) = title_and_cells(&app);
+        assert!(title.contains("last 3.2s"), "{title}");
+        let cells: Vec<char> = cells.chars().collect();
+        assert_eq!(cells.len(), 32, "{cells:?}");
+        let running = cells.iter().filter(|&&c| c == '█').count();
+        assert_eq!(running, 2 + 10, "two frames and a second held: {cells:?}");
+        assert_eq!(cells[12..31].iter().collect::<String>(), " ".repeat(19));
+        assert_eq!(cells[31], '·');
     }
 
     #[test]
@@ -210,13 +338,13 @@ mod tests {
         let mut app = app_after(FakeOptions::default(), 20);
         let text = timeline(&app, 100, 8);
         let bottom = text.lines().last().unwrap();
-        assert!(bottom.contains("↓ 11 more"), "16 rows, 5 shown:\n{text}");
+        assert!(bottom.contains("↓ 10 more"), "15 rows, 5 shown:\n{text}");
         app.update(Action::FocusNext);
         app.update(Action::Bottom);
         let text = timeline(&app, 100, 8);
         let rows: Vec<&str> = text.lines().collect();
         assert!(rows[6].contains("intra-1"), "{text}");
-        assert!(rows[7].contains("↑ 11 above"), "{text}");
+        assert!(rows[7].contains("↑ 10 above"), "{text}");
     }
 
     #[test]
