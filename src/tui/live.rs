@@ -140,7 +140,7 @@ fn outcome_of(result: &Result<RunSummary, RunError>) -> Outcome {
             iterations: 0,
             elapsed: Duration::ZERO,
             gflops: GflopsSplit::default(),
-            error: Some(error.to_string()),
+            error: Some(crate::error_chain::text(&error)),
         },
     }
 }
@@ -251,10 +251,10 @@ impl LiveSource {
     fn export(&mut self) -> Result<String, ControlError> {
         self.exports += 1;
         let path = trace_path(&self.info.trace_dir, self.exports);
-        let report = self
-            .profiler
-            .export_chrome_file(&path)
-            .map_err(|error| ControlError::Failed(format!("trace not written: {error}")))?;
+        let report = self.profiler.export_chrome_file(&path).map_err(|error| {
+            let error = crate::error_chain::text(&error);
+            ControlError::Failed(format!("trace not written: {error}"))
+        })?;
         Ok(format!(
             "trace written to {} ({} events)",
             path.display(),
@@ -323,7 +323,7 @@ impl DashboardSource for LiveSource {
     }
 
     fn control(&mut self, control: Control) -> Result<String, ControlError> {
-        let failed = |error: RunError| ControlError::Failed(error.to_string());
+        let failed = |error: RunError| ControlError::Failed(crate::error_chain::text(&error));
         match control {
             Control::SetInterOp { .. } if self.info.engine == EngineKind::Naive => Err(
                 ControlError::Failed("the naive engine runs ops on the driver thread: it has no inter-op pool to resize (use --engine per-device)".into()),
@@ -405,6 +405,21 @@ mod tests {
             data.facts.warnings,
             ["inter-op threads = 4 and engine CPU workers = 2"]
         );
+    }
+
+    /// A failed export says why, down to the OS error.
+    #[test]
+    fn a_failed_export_names_the_os_error() {
+        let (run, mut source, dir) = live(RunLength::UntilStopped);
+        source.info.trace_dir = dir.path().join("missing");
+        let Err(ControlError::Failed(message)) = source.control(Control::ExportTrace) else {
+            panic!("an export into a missing directory succeeded");
+        };
+        assert!(
+            message.starts_with("trace not written: ") && message.contains("(os error 2)"),
+            "{message}"
+        );
+        run.finish().unwrap();
     }
 
     /// Controls reach the driver: resizes show in the next frame, exports write a file.
