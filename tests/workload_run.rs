@@ -112,6 +112,27 @@ fn the_engine_workloads_checksums_count_the_work_done() {
     assert_ne!(chain("3"), chain("4"), "chain: 3 vs 4 steps");
 }
 
+/// What `enginetop workloads` prints per iteration is what a run counts: the loader's
+/// estimate per kernel is the kernels' own count.
+#[test]
+fn the_flop_estimate_is_what_the_kernels_count() {
+    for shipped in SHIPPED {
+        let graph = small(shipped.name);
+        let options = RunOptions::new(
+            config(EngineKind::Naive, PoolKind::Eigen, 1, 1),
+            RunLength::Iterations(1),
+        );
+        let summary = run_workload(graph.clone(), &options, RunHooks::default()).unwrap();
+        let estimate = graph.iteration_flops() as f64 / 1e9;
+        assert!(
+            (summary.gflop_per_iteration - estimate).abs() <= 1e-9 * estimate.max(1.0),
+            "{}: run {} GFLOP, estimate {estimate}",
+            shipped.name,
+            summary.gflop_per_iteration
+        );
+    }
+}
+
 /// Evaluates a `sum_expr` graph one op after another, as the kernel defines it.
 fn sequential_sum_expr(graph: &Graph, iterations: usize) -> Vec<f32> {
     let mut values: Vec<f32> = vec![1.0; graph.tensors.len()];

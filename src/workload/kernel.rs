@@ -440,8 +440,10 @@ impl KernelKind {
         }
     }
 
-    /// Floating-point operations of one run, estimated from the shapes (saturating). The
-    /// kernels module will have exact counts; this is the one place the estimate lives.
+    /// Floating-point operations of one run, from the shapes (saturating): what the kernels
+    /// count when they run (`tests/workload_run.rs` checks every shipped workload), so
+    /// `enginetop workloads` and a run's GFLOP per iteration agree. The one place the
+    /// count lives before a run.
     pub fn flops(self, reads: &[&[usize]], writes: &[&[usize]], params: &KernelParams) -> u64 {
         use KernelKind::*;
         let elements = |shape: &[usize]| numel(shape).unwrap_or(u64::MAX);
@@ -469,23 +471,32 @@ impl KernelKind {
             BatchNormRelu => product(&[6, input]),
             // batch_norm's, add's and relu's.
             BatchNormAddRelu => product(&[7, input]),
-            LayerNorm => product(&[8, input]),
+            // Mean, variance, normalize, scale and shift: the kernel counts 7 a value.
+            LayerNorm => product(&[7, input]),
             Relu | Add | ReluGrad => output,
             // relu_grad's and add's.
             ReluGradAdd => product(&[2, output]),
-            Softmax => product(&[5, input]),
+            // Max, exp, sum and divide: the kernel counts 4 a value.
+            Softmax => product(&[4, input]),
             MaxPool | AvgPool => {
                 let size = params.int("size", 1).max(0) as u64;
                 product(&[output, size, size])
             }
-            // The forward convolution's GEMM: grad_output has the forward output's shape.
-            Conv2dGradInput => product(&[
-                2,
-                input,
-                dim(reads[1], 1),
-                dim(reads[1], 2),
-                dim(reads[1], 3),
-            ]),
+            // The forward convolution's GEMM (grad_output has the forward output's shape),
+            // then col2im's adds: one per column value, none for a pointwise convolution.
+            Conv2dGradInput => {
+                let patch = product(&[dim(reads[1], 1), dim(reads[1], 2), dim(reads[1], 3)]);
+                let pointwise = dim(reads[1], 2) * dim(reads[1], 3) == 1
+                    && params.int("stride", 1) == 1
+                    && params.int("pad", 0) == 0;
+                let out_channels = dim(reads[1], 0).max(1);
+                let col2im_adds = if pointwise {
+                    0
+                } else {
+                    product(&[input / out_channels, patch])
+                };
+                product(&[2, input, patch]).saturating_add(col2im_adds)
+            }
             Conv2dGradWeight => product(&[
                 2,
                 elements(reads[1]),
@@ -503,7 +514,8 @@ impl KernelKind {
             }
             // Softmax (4 a value) and the gradient (2).
             SoftmaxXentGrad => product(&[6, input]),
-            Sgd => product(&[2, output]),
+            // w -= lr (g + weight_decay w): the kernel counts 4 a value, decay or not.
+            Sgd => product(&[4, output]),
             SumExpr => product(&[output, reads.len() as u64]),
             Fold => reads
                 .iter()
