@@ -25,7 +25,8 @@
 //!
 //! Each round it adopts the rings registered since the last
 //! one, drains every ring (oldest events first, each stamped with the ring's thread), samples
-//! the watched queue depths when `queue_sample_interval` has passed, feeds the batch to
+//! the watched queue depths when `queue_sample_interval` has passed (keeping the ones that
+//! changed since their last record), feeds the batch to
 //! [`Stats`] and to the trace window, and sums the rings' drop counts. A ring whose thread
 //! exited is drained one last time and let go.
 //!
@@ -53,6 +54,7 @@
 //! once a ring fills).
 #![forbid(unsafe_code)]
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -242,6 +244,9 @@ struct Collector {
     /// Where in `batch` a ring's drops left a gap: (events before it, the ring's thread).
     gaps: Vec<(usize, ThreadId)>,
     depths: Vec<QueueDepth>,
+    /// Each sampled queue's depth as last recorded: a sample enters the batch only when it
+    /// differs (see [`Collector::sample_queues`]).
+    last_depths: HashMap<(DeviceId, NameId), u64>,
     /// Drop counts of rings already let go.
     retired_drops: u64,
     next_sample_ns: u64,
@@ -259,6 +264,7 @@ impl Collector {
             batch: Vec::new(),
             gaps: Vec::new(),
             depths: Vec::new(),
+            last_depths: HashMap::new(),
             retired_drops: 0,
             next_sample_ns: 0,
             thread: ThreadId::current(),
@@ -339,6 +345,11 @@ impl Collector {
         self.wait = next_wait(fullest, since, self.wait, &self.core.options);
     }
 
+    /// Samples every watched queue's depth and records the ones that changed since their
+    /// last record. A counter holds its value until the next, so a repeat says nothing; and
+    /// repeats of idle queues after a run ended kept the trace window's newest timestamp
+    /// moving, so ten seconds later its age bound had let every op of the run go (the
+    /// dashboard's `e` on a finished run wrote a trace of counters alone).
     fn sample_queues(&mut self) {
         let now = self.core.epoch.now_ns();
         if now < self.next_sample_ns {
@@ -355,6 +366,9 @@ impl Collector {
             self.depths.clear();
             source.queue_depths(watched.device, &mut self.depths);
             for &(device, label, depth) in &self.depths {
+                if self.last_depths.insert((device, label), depth) == Some(depth) {
+                    continue;
+                }
                 let mut event = Event::new(EventKind::QueueDepth, device, label, 0, depth).at(now);
                 event.thread = self.thread;
                 self.batch.push(event);

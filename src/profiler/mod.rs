@@ -38,7 +38,8 @@
 //! - Pools: install [`Profiler::pool_observer`] (or [`Profiler::instrument_pool`], which adds
 //!   nothing when profiling is off): task start/end, steals, spins, parks, resizes. Queue
 //!   depths are sampled by the collector every 10 ms ([`Profiler::watch_queues`]) rather than
-//!   recorded per push, so scheduling pays nothing for them.
+//!   recorded per push, so scheduling pays nothing for them; a sample is recorded when the
+//!   depth changed.
 //! - The engine and devices: [`Profiler::op_queued`], [`Profiler::op_start`],
 //!   [`Profiler::op_end`], the `stream_*` calls for GPU streams, [`Profiler::queue_depth`].
 //! - Users: `tracing` spans, through [`layer::ProfilerLayer`].
@@ -636,6 +637,72 @@ mod tests {
         let worker = worker.unwrap();
         assert_eq!(worker.current_op, None);
         assert_ne!(worker.activity, Activity::Running);
+    }
+
+    /// A queue at a fixed depth, or at whatever the test sets.
+    struct FixedQueue(std::sync::atomic::AtomicU64);
+
+    impl QueueDepthSource for FixedQueue {
+        fn queue_depths(&self, device: DeviceId, out: &mut Vec<QueueDepth>) {
+            let depth = self.0.load(std::sync::atomic::Ordering::Relaxed);
+            out.push((device, NameId::intern("fixed-w0"), depth));
+        }
+    }
+
+    /// Flushes until more than `span` has passed (each flush is a collector round, which
+    /// samples the queues when their interval has passed).
+    fn flush_for(profiler: &Profiler, span: Duration) {
+        let start = std::time::Instant::now();
+        while start.elapsed() <= span {
+            profiler.flush();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn an_idle_queue_after_the_ops_neither_repeats_nor_ages_them_out() {
+        let window = WindowOptions {
+            max_age: Duration::from_millis(20),
+            ..WindowOptions::default()
+        };
+        let profiler = Profiler::new(ProfilerOptions {
+            queue_sample_interval: Duration::from_millis(1),
+            window,
+            ..ProfilerOptions::default()
+        })
+        .unwrap();
+        let (device, name) = (DeviceId::register("idle-cpu"), NameId::intern("idle-op"));
+        let queue = Arc::new(FixedQueue(0.into()));
+        let watched: Arc<dyn QueueDepthSource> = queue.clone();
+        profiler.watch_queues(device, Arc::downgrade(&watched));
+        profiler.op_start(device, name, OpInfo::new(1));
+        profiler.op_end(device, name, OpInfo::new(1), false);
+        flush_for(&profiler, Duration::from_millis(60)); // 3 window ages of an idle queue
+        let window = || profiler.core.as_ref().unwrap().window_events().0;
+        let of_kind = |kind: EventKind| -> Vec<Event> {
+            window()
+                .into_iter()
+                .filter(|event| event.kind == kind)
+                .collect()
+        };
+        assert_eq!(
+            of_kind(EventKind::OpEnd).len(),
+            1,
+            "the op stays in the window"
+        );
+        assert_eq!(
+            of_kind(EventKind::QueueDepth).len(),
+            1,
+            "one sample of the idle queue"
+        );
+        queue.0.store(3, std::sync::atomic::Ordering::Relaxed);
+        flush_for(&profiler, Duration::from_millis(5));
+        // The new depth is recorded; it is newer than the window's age, so the rest went.
+        let depths: Vec<u64> = of_kind(EventKind::QueueDepth)
+            .iter()
+            .map(|e| e.arg)
+            .collect();
+        assert_eq!(depths, [3], "the depth once it changed");
     }
 
     #[test]
