@@ -115,3 +115,60 @@ fn workloads_refuses_gpus() {
         text(&output.stderr)
     );
 }
+
+/// A path that is not a regular file is refused before it is opened: opening a named pipe
+/// waits for a writer (the command used to hang), and a file over the size limit says so in
+/// bytes, with the fix.
+#[test]
+fn files_that_are_not_workload_files_are_refused_at_once() {
+    let dir = std::env::temp_dir().join(format!("enginetop-not-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("pipe.toml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|status| status.success()), "mkfifo");
+    let big = dir.join("big.toml");
+    std::fs::write(&big, "# padding\n".repeat(200_000)).unwrap();
+    let output = within_a_minute(&["workloads", fifo.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        text(&output.stderr),
+        format!(
+            "error: {}: cannot read the file: it is not a regular file (a pipe, socket or \
+             device): expected a TOML file\n",
+            fifo.display()
+        )
+    );
+    let output = enginetop(&["workloads", dir.to_str().unwrap()]);
+    assert!(text(&output.stderr).ends_with("it is a directory: expected a TOML file\n"));
+    let output = enginetop(&["workloads", big.to_str().unwrap()]);
+    assert_eq!(
+        text(&output.stderr),
+        format!(
+            "error: {}: the file is larger than 1048576 bytes: expected a workload file under \
+             that; repeat ops with [[block]] repeat and [templates] instead of writing each one \
+             out\n",
+            big.display()
+        )
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `enginetop args`, failing the test (not hanging it) if it runs for a minute.
+fn within_a_minute(args: &[&str]) -> Output {
+    let mut child = command()
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the enginetop binary starts");
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("enginetop {args:?} still runs after a minute");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}

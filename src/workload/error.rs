@@ -311,6 +311,15 @@ pub enum Problem {
         /// What to do instead.
         fix: &'static str,
     },
+    /// The file is larger than a workload file may be.
+    #[error(
+        "the file is larger than {max_bytes} bytes: expected a workload file under that; \
+         repeat ops with [[block]] repeat and [templates] instead of writing each one out"
+    )]
+    FileTooLarge {
+        /// The limit.
+        max_bytes: usize,
+    },
     /// An expansion or size limit was passed.
     #[error("{what} exceeds the limit: expected at most {max}")]
     Limit {

@@ -55,6 +55,16 @@ pub fn load_spec(spec: &str, overrides: &Overrides) -> Result<Graph, WorkloadErr
 }
 
 fn read_text(path: &Path) -> Result<String, Problem> {
+    // Before opening: opening a named pipe waits for a writer, possibly for ever.
+    let metadata = std::fs::metadata(path).map_err(|err| Problem::Io(err.to_string()))?;
+    if !metadata.is_file() {
+        let what = if metadata.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file (a pipe, socket or device)"
+        };
+        return Err(Problem::Io(format!("it is {what}: expected a TOML file")));
+    }
     let file = std::fs::File::open(path).map_err(|err| Problem::Io(err.to_string()))?;
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES as u64 + 1)
@@ -72,9 +82,8 @@ fn read_text(path: &Path) -> Result<String, Problem> {
 }
 
 fn too_large() -> Problem {
-    Problem::Limit {
-        what: "the file's size".to_string(),
-        max: MAX_FILE_BYTES as u64,
+    Problem::FileTooLarge {
+        max_bytes: MAX_FILE_BYTES,
     }
 }
 
