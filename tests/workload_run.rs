@@ -231,7 +231,19 @@ fn a_gpu_workload_is_refused_without_a_gpu_and_runs_on_a_simulated_one() {
     assert!(matches!(err, RunError::DeviceRefused { .. }), "{err}");
     let message = err.to_string();
     assert!(
-        message.starts_with("op \"copy_in\" runs on gpu:0, which this engine cannot run"),
+        message.starts_with(
+            "op \"copy_in\" runs on gpu:0, which this run cannot use: no GPU is selected \
+             (--gpus none; auto, cuda or sim:N select one); or run the workload on the CPU"
+        ),
+        "{message}"
+    );
+    let mut naive = with_gpus(GpuSelection::Sim(1));
+    naive.config.engine_kind = EngineKind::Naive;
+    let message = run_workload(graph.clone(), &naive, RunHooks::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("the naive engine runs no GPU ops (--engine per-device does)"),
         "{message}"
     );
     let first = run_workload(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::RuntimeConfig;
 use crate::engine::{
-    Engine, EngineError, EngineOptions, FnProperty, OpName, OpResult, OpSpec, Var,
+    Engine, EngineError, EngineKind, EngineOptions, FnProperty, OpName, OpResult, OpSpec, Var,
 };
 use crate::kernels::Tensor;
 use crate::pool::{Pool, PoolOptions, PoolStats};
@@ -485,18 +485,32 @@ impl Driver {
     fn refused(&self, index: usize, error: EngineError) -> RunError {
         let _ = self.engine.wait_for_all(); // the refusal is the error to report
         let op = &self.graph.ops[index];
-        match error {
-            EngineError::NoGpuBackend { .. } | EngineError::NoSuchDevice { .. } => {
-                RunError::DeviceRefused {
-                    op: op.name.clone(),
-                    device: op.device,
-                    reason: error.to_string(),
+        // The engine's own message repeats the op and device and speaks to API users: say
+        // what of this run's settings refuses the device, and its flag.
+        let reason = match error {
+            EngineError::NoGpuBackend { .. } if self.settings.engine != EngineKind::PerDevice => {
+                format!(
+                    "the {} engine runs no GPU ops (--engine per-device does)",
+                    self.settings.engine
+                )
+            }
+            EngineError::NoGpuBackend { .. } => {
+                "no GPU is selected (--gpus none; auto, cuda or sim:N select one)".to_string()
+            }
+            EngineError::NoSuchDevice { max, .. } => {
+                format!("only cpu:0 to cpu:{} exist", max.saturating_sub(1))
+            }
+            source => {
+                return RunError::Engine {
+                    what: "push",
+                    source,
                 }
             }
-            source => RunError::Engine {
-                what: "push",
-                source,
-            },
+        };
+        RunError::DeviceRefused {
+            op: op.name.clone(),
+            device: op.device,
+            reason,
         }
     }
 }

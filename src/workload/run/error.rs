@@ -22,15 +22,15 @@ pub enum RunError {
     /// The engine refuses an op's device (a GPU context without a GPU backend, a CPU device
     /// beyond the engine's).
     #[error(
-        "op \"{op}\" runs on {device}, which this engine cannot run: {reason}; run the workload \
-         on the CPU (e.g. --set device=cpu if it has that parameter)"
+        "op \"{op}\" runs on {device}, which this run cannot use: {reason}; or run the \
+         workload on the CPU (e.g. --set device=cpu if it has that parameter)"
     )]
     DeviceRefused {
         /// The first op on that device.
         op: String,
         /// The device.
         device: Context,
-        /// The engine's message.
+        /// Which setting refuses it, and its flag.
         reason: String,
     },
     /// A tensor a compute kernel touches is not `f32`.
