@@ -545,7 +545,7 @@ fn a_trace_that_fails_after_the_run_still_prints_the_summary() {
     assert!(
         stderr.ends_with(
             "error: could not write the trace to `/dev/full` (check that its directory exists \
-             and is writable): No space left on device (os error 28)\n"
+             and is writable, and that the disk has room): No space left on device (os error 28)\n"
         ),
         "{stderr}"
     );

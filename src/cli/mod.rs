@@ -138,7 +138,8 @@ mod tests {
             export_error_line(path),
             format!(
                 "error: could not write the trace to `{path}` (check that its directory exists \
-                 and is writable): No such file or directory (os error 2)"
+                 and is writable, and that the disk has room): No such file or directory \
+                 (os error 2)"
             )
         );
     }
@@ -151,7 +152,7 @@ mod tests {
         assert_eq!(
             export_error_line("/dev/full"),
             "error: could not write the trace to `/dev/full` (check that its directory exists \
-             and is writable): No space left on device (os error 28)"
+             and is writable, and that the disk has room): No space left on device (os error 28)"
         );
     }
 

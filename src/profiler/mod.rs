@@ -190,7 +190,7 @@ pub enum ProfilerError {
     /// Writing a trace failed. The OS error is the source (not quoted): print the chain.
     #[error(
         "could not write the trace to `{path}` (check that its directory exists and is \
-         writable)"
+         writable, and that the disk has room)"
     )]
     WriteTrace {
         /// Where.
