@@ -197,7 +197,7 @@ impl fmt::Display for ConfigWarning {
                      at once, but only {cpus} are schedulable; ",
                     inter.saturating_mul(intra)
                 )?;
-                write_oversubscription_fix(f, inter, cpus)
+                write_oversubscription_fix(f, inter, intra, cpus)
             }
             ConfigWarning::InterOpDiffersFromCpuWorkers { inter, cpu_workers } => write!(
                 f,
@@ -222,12 +222,21 @@ impl fmt::Display for ConfigWarning {
 }
 
 /// Suggests counts whose product fits in `cpus`: shrink intra-op if inter-op alone fits,
-/// otherwise both.
+/// otherwise inter-op (and intra-op to 1, unless it is 1 already).
 pub(super) fn write_oversubscription_fix(
     f: &mut fmt::Formatter<'_>,
     inter: usize,
+    intra: usize,
     cpus: usize,
 ) -> fmt::Result {
+    if inter > cpus && intra <= 1 {
+        return write!(
+            f,
+            "lower the inter-op count, e.g. {} {cpus} (or {}={cpus})",
+            flag::INTER_OP_THREADS,
+            env::ENGINETOP_INTER_OP_THREADS
+        );
+    }
     if inter <= cpus {
         let intra = (cpus / inter.max(1)).max(1);
         write!(

@@ -550,6 +550,12 @@ fn oversubscription_warning_reads_as_a_sentence_with_a_fix() {
         "8 inter-op x 2 intra-op threads = 16 threads may want a CPU at once, but only 4 \
          are schedulable; lower both, e.g. --inter-op-threads 4 --intra-op-threads 1"
     );
+    assert_eq!(
+        oversubscription(3, 1, 2)[0].to_string(),
+        "3 inter-op x 1 intra-op threads = 3 threads may want a CPU at once, but only 2 \
+         are schedulable; lower the inter-op count, e.g. --inter-op-threads 2 \
+         (or ENGINETOP_INTER_OP_THREADS=2)"
+    );
 }
 
 #[test]
