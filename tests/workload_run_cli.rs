@@ -202,6 +202,11 @@ fn bad_flags_are_clear_errors() {
         2,
         "the argument '--trace <FILE>' cannot be used with '--no-profile'",
     );
+    fails_with(
+        &[SMALL_CHAIN, &["--profile-rows", "3", "--no-profile"]].concat(),
+        2,
+        "the argument '--profile-rows <N>' cannot be used with '--no-profile'",
+    );
 }
 
 #[test]
