@@ -17,7 +17,13 @@ pub(super) struct TraceArgs {
 
 #[derive(Debug, Subcommand)]
 enum TraceAction {
-    /// Check a Chrome trace file: it must load cleanly in Perfetto and chrome://tracing.
+    /// Check a Chrome trace file: it must load cleanly in Perfetto and chrome://tracing,
+    /// and be readable there
+    ///
+    /// Beyond what the viewers require (a known `ph`, numeric pid/tid/ts, `dur` on slices,
+    /// balanced `B`/`E`, numeric counters, paired flows), every thread with events must be
+    /// named by `thread_name` metadata and no two slices on a thread may partially overlap:
+    /// the viewers load such traces, but show unnamed rows and stack slices wrongly.
     Validate {
         /// The trace (JSON).
         file: std::path::PathBuf,

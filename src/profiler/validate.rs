@@ -11,7 +11,8 @@
 //! - per (pid, tid): `B`/`E` balance and never go back in time, and no two slices (`X` or
 //!   `B`/`E`) partially overlap (compared in whole nanoseconds);
 //! - `C` has a non-empty `args` object of numbers; `i`/`I` scope `s`, if any, is g, p or t;
-//! - every (pid, tid) used has `thread_name` metadata;
+//! - every (pid, tid) used has `thread_name` metadata (stricter than the viewers, which load
+//!   a trace without it but show numbered rows no one can read);
 //! - flows (`s`/`t`/`f`) have integer ids, exactly one `s` and one `f` per id with the same
 //!   `cat` and `name`, and the `f` not before the `s`; async `b`/`e` pair up per (cat, id).
 #![forbid(unsafe_code)]
