@@ -123,7 +123,12 @@ pub(super) struct RunArgs {
 
     /// Rows of the profiler's table in the summary, the ops with the most time first
     /// (0 = every op name)
-    #[arg(long, value_name = "N", default_value_t = 40, conflicts_with = "no_profile")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 40,
+        conflicts_with = "no_profile"
+    )]
     profile_rows: usize,
 
     /// How to print the summary.

@@ -390,8 +390,15 @@ impl RunSummary {
         let s = &self.settings;
         writeln!(
             f,
-            "{}: {} iterations in {:.2} s ({} engine, {} pool, {} inter x {} intra)",
-            self.workload, self.iterations, self.elapsed_s, s.engine, s.pool, s.inter, s.intra
+            "{}: {} iteration{} in {:.2} s ({} engine, {} pool, {} inter x {} intra)",
+            self.workload,
+            self.iterations,
+            if self.iterations == 1 { "" } else { "s" },
+            self.elapsed_s,
+            s.engine,
+            s.pool,
+            s.inter,
+            s.intra
         )?;
         writeln!(f, "  iterations/s  {:>10.2}", self.iterations_per_s)?;
         writeln!(f, "  ops/s         {:>10.0}", self.ops_per_s)?;
@@ -538,6 +545,7 @@ mod tests {
         options.gemm_peak_gflops = Some(100.0);
         let measured = run_workload(graph, &options, RunHooks::default()).unwrap();
         let table = measured.to_string();
+        assert!(table.starts_with("chain: 1 iteration in "), "{table}");
         assert!(table.contains("GFLOP/s on 1 thread: CPU ops at"), "{table}");
         assert!(measured.json().contains(r#""gemm_peak_source":"measured""#));
 
