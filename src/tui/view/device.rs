@@ -239,7 +239,7 @@ fn draw_panel<'a>(
 }
 
 fn panel_lines<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, width: usize) -> Vec<Line<'a>> {
-    let label_width = panel.streams.iter().map(|s| s.label.chars().count()).max();
+    let label_width = panel.streams.iter().map(|s| format::cells(&s.label)).max();
     if let Some(label_width) = label_width {
         let label_width = label_width.min(width / 3);
         return panel
@@ -307,7 +307,7 @@ impl Columns {
     const FIXED: usize = 2 + 1 + 5 + 9 + 7;
 
     fn for_width(width: usize, panel: &DevicePanel<'_>) -> Columns {
-        let longest = panel.all_workers().map(|w| w.name.chars().count()).max();
+        let longest = panel.all_workers().map(|w| format::cells(&w.name)).max();
         let name = longest.unwrap_or(6).clamp(4, 14);
         // The op column gets a third of what is left past a 10-cell bar (12 to 24 cells),
         // or nothing when that is under 12; names longer than it end in `…`.
@@ -333,18 +333,16 @@ fn worker_line<'a>(
     let mut spans = vec![
         Span::styled(format!("{} ", state_glyph(worker.activity)), style),
         Span::raw(format!(
-            "{:<width$} ",
-            format::fit_name(&worker.name, columns.name),
-            width = columns.name
+            "{} ",
+            format::pad_right(&format::fit_name(&worker.name, columns.name), columns.name)
         )),
     ];
     if columns.op > 0 {
         let op = worker.current_op.as_deref().unwrap_or("");
         spans.push(Span::styled(
             format!(
-                "{:<width$} ",
-                format::fit_name(op, columns.op),
-                width = columns.op
+                "{} ",
+                format::pad_right(&format::fit_name(op, columns.op), columns.op)
             ),
             style,
         ));
@@ -372,10 +370,10 @@ fn stream_line<'a>(
 ) -> Line<'a> {
     let theme = ctx.theme;
     let name = format::fit_name(&stream.label, label_width);
-    let label = format!("  {name:<label_width$} ");
+    let label = format!("  {} ", format::pad_right(&name, label_width));
     let (occupancy, ops) = stream.stats.map_or((0.0, 0), |s| (s.occupancy, s.ops));
     let ops = format!("  {:>6} ops", format::count(ops));
-    let bar_width = width.saturating_sub(label.chars().count() + 5 + ops.chars().count());
+    let bar_width = width.saturating_sub(format::cells(&label) + 5 + format::cells(&ops));
     let (filled, empty) = format::bar(occupancy, bar_width);
     Line::from(vec![
         Span::styled(label, theme.dim()),
@@ -423,6 +421,41 @@ mod tests {
         assert!(bottom.contains("↓ 2 more"), "{text}");
         let all = selected_panel(&app, 80, 11);
         assert!(!all.contains("more"), "{all}");
+    }
+
+    #[test]
+    fn a_wide_op_name_keeps_its_column_and_the_row_its_steals_and_queue() {
+        let mut data = nine_rows().data().clone();
+        for (index, worker) in data.snapshot.workers.iter_mut().enumerate() {
+            worker.current_op = Some(format!("卷积层反向传播梯度计算_非常长的名字_{index}"));
+            worker.steals = 8;
+        }
+        let mut app = App::new();
+        app.observe(data);
+        for width in [80, 120, 160] {
+            let text = selected_panel(&app, width, 12);
+            let rows: Vec<&str> = text.lines().filter(|l| l.contains("-w")).collect();
+            assert!(!rows.is_empty(), "{text}");
+            let bar_ends: Vec<usize> = rows
+                .iter()
+                .map(|row| {
+                    let bytes = row.find(" st ").expect("the steals column shows");
+                    row[..bytes].chars().count() // a buffer cell is one char
+                })
+                .collect();
+            for row in &rows {
+                assert!(
+                    row.contains("st     8") && row.contains("  q "),
+                    "{width}:\n{text}"
+                );
+                assert!(row.ends_with('│'), "{width}:\n{text}");
+            }
+            assert!(
+                bar_ends.windows(2).all(|w| w[0] == w[1]),
+                "{width}: columns line up:\n{text}"
+            );
+            assert!(text.contains('…'), "{width}: the op is cut:\n{text}");
+        }
     }
 
     #[test]
