@@ -32,7 +32,7 @@ fn row_count(panel: &DevicePanel<'_>) -> usize {
     if panel.streams.is_empty() {
         panel.all_workers().count().max(1)
     } else {
-        panel.streams.len()
+        panel.streams.len() + workers_without_stream(panel).count()
     }
 }
 
@@ -242,11 +242,16 @@ fn panel_lines<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, width: usize) -> Vec<
     let label_width = panel.streams.iter().map(|s| format::cells(&s.label)).max();
     if let Some(label_width) = label_width {
         let label_width = label_width.min(width / 3);
-        return panel
+        let mut lines: Vec<Line<'a>> = panel
             .streams
             .iter()
             .map(|stream| stream_line(ctx, stream, label_width, width))
             .collect();
+        lines.extend(
+            workers_without_stream(panel)
+                .map(|worker| streamless_line(ctx, &worker.name, label_width)),
+        );
+        return lines;
     }
     let columns = Columns::for_width(width, panel);
     let mut lines: Vec<Line<'a>> = panel
@@ -358,6 +363,31 @@ fn worker_line<'a>(
     let queue = pool.queue_of(worker.worker);
     spans.push(Span::raw(queue.map_or("-".into(), |q| format!("{q:<3}"))));
     Line::from(spans)
+}
+
+/// A GPU's worker threads that feed none of the streams it has seen (the prioritized
+/// worker before its first op): the timeline has a row for them, so the panel lists them.
+fn workers_without_stream<'p>(
+    panel: &'p DevicePanel<'_>,
+) -> impl Iterator<Item = &'p WorkerSnapshot> {
+    panel.pool.workers.iter().copied().filter(|worker| {
+        !panel
+            .streams
+            .iter()
+            .any(|stream| stream.label.split(' ').next() == Some(worker.name.as_str()))
+    })
+}
+
+/// `  gpu0-prio-0    no stream used yet`.
+fn streamless_line<'a>(ctx: &Ctx<'a>, name: &str, label_width: usize) -> Line<'a> {
+    let name = format::fit_name(name, label_width);
+    Line::styled(
+        format!(
+            "  {} no stream used yet",
+            format::pad_right(&name, label_width)
+        ),
+        ctx.theme.dim(),
+    )
 }
 
 /// One stream: its name (`label_width` wide, the worker feeding it), occupancy gauge and
@@ -589,5 +619,33 @@ mod tests {
             title.contains("tasks/s") && !title.contains("ops/s"),
             "{title}"
         );
+    }
+
+    /// The GPU panel lists every GPU worker the timeline has a row for: the prioritized
+    /// worker, which has no stream until its first op, shows as such.
+    #[test]
+    fn a_gpu_worker_without_a_stream_still_has_a_row() {
+        let mut app = app_after(FakeOptions::default(), 10);
+        let mut data = app.data().clone();
+        let gpu = data.devices.iter().position(|d| d.title == "gpu0").unwrap();
+        let template = data
+            .snapshot
+            .workers
+            .iter()
+            .find(|w| w.name == "gpu0-compute-0")
+            .unwrap()
+            .clone();
+        let mut prio = template;
+        prio.name = "gpu0-prio-0".into();
+        prio.thread = 9999;
+        data.snapshot.workers.push(prio);
+        app = App::new();
+        app.observe(data);
+        for _ in 0..gpu {
+            app.update(Action::Right);
+        }
+        let text = selected_panel(&app, 100, 14);
+        assert!(text.contains("gpu0-prio-0"), "{text}");
+        assert!(text.contains("no stream used yet"), "{text}");
     }
 }
