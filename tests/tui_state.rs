@@ -82,6 +82,7 @@ fn check(help: &KeyHelp, code: KeyCode, action: Action) {
         Action::Up | Action::Down | Action::Top | Action::Bottom => {
             check_rows(&mut h, code, action, &why)
         }
+        Action::PageUp | Action::PageDown => check_pages(&mut h, code, action, &why),
         Action::Left | Action::Right => check_sideways(&mut h, code, action, &why),
         Action::InterOpUp | Action::InterOpDown => {
             let expected = if action == Action::InterOpUp { 5 } else { 3 };
@@ -164,6 +165,27 @@ fn check(help: &KeyHelp, code: KeyCode, action: Action) {
     }
 }
 
+/// Keys that arrive together (`+ + +` in one read, a held key) each count: they used to
+/// ask for the same size, the one after the last frame's, so three presses grew by one.
+#[test]
+fn every_resize_key_of_a_burst_counts() {
+    let mut h = fresh();
+    for _ in 0..3 {
+        h.press(KeyCode::Char('+'));
+    }
+    for _ in 0..3 {
+        h.press(KeyCode::Char(']'));
+    }
+    h.frames(1);
+    assert_eq!(h.app.data().devices[0].inter_op, Some(7));
+    assert_eq!(h.app.data().facts.intra_op, 5);
+    assert!(h.screen(80, 24).contains("inter 7 (cpu0)"));
+    h.press(KeyCode::Char('-'));
+    h.press(KeyCode::Char('-'));
+    h.frames(1);
+    assert_eq!(h.app.data().devices[0].inter_op, Some(5));
+}
+
 fn check_pause(h: &mut Harness, code: KeyCode, why: &str) {
     h.press(code);
     assert!(h.app.paused, "{why}");
@@ -189,6 +211,26 @@ fn check_rows(h: &mut Harness, code: KeyCode, action: Action, why: &str) {
         _ => last,
     };
     assert_eq!(h.app.selected_op, expected, "{why}");
+}
+
+/// A page moves the selection by the rows the ops table showed at its last draw (several
+/// at 80x24), stopping at either end.
+fn check_pages(h: &mut Harness, code: KeyCode, action: Action, why: &str) {
+    h.press(KeyCode::BackTab); // the ops table
+    let last = h.app.visible_ops().len() - 1;
+    h.screen(80, 24);
+    h.app.selected_op = if action == Action::PageDown { 0 } else { last };
+    h.press(code);
+    let moved = h
+        .app
+        .selected_op
+        .abs_diff(if action == Action::PageDown { 0 } else { last });
+    assert!(moved > 1, "{why}: moved {moved} rows");
+    h.press(code);
+    h.press(code);
+    h.press(code);
+    let end = if action == Action::PageDown { last } else { 0 };
+    assert_eq!(h.app.selected_op, end, "{why}");
 }
 
 fn check_sideways(h: &mut Harness, code: KeyCode, action: Action, why: &str) {

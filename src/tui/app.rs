@@ -49,6 +49,10 @@ pub enum Action {
     Up,
     /// Down a row.
     Down,
+    /// Up a page (the rows the focused panel, or the help, shows).
+    PageUp,
+    /// Down a page.
+    PageDown,
     /// Previous device, or previous sort column in the ops table.
     Left,
     /// Next device, or next sort column in the ops table.
@@ -218,6 +222,12 @@ pub(crate) struct ShownRows {
     pub(crate) devices: std::cell::Cell<usize>,
     /// The timeline's worker rows.
     pub(crate) timeline: std::cell::Cell<usize>,
+    /// The ops table's rows.
+    pub(crate) ops: std::cell::Cell<usize>,
+    /// The help overlay's rows inside its border.
+    pub(crate) help: std::cell::Cell<usize>,
+    /// The help's lines, shown or not.
+    pub(crate) help_lines: std::cell::Cell<usize>,
 }
 
 /// The dashboard's whole state.
@@ -239,6 +249,8 @@ pub struct App {
     pub device_scroll: usize,
     /// First row shown in the timeline.
     pub timeline_scroll: usize,
+    /// First line shown in the help overlay.
+    pub help_scroll: usize,
     /// Rows the selected device panel and the timeline showed when last drawn (the views
     /// set them): a scroll stops where the last row is at the bottom, so `G` then `↑`
     /// moves at once.
@@ -444,9 +456,24 @@ impl App {
         match action {
             Action::Quit => self.should_quit = true,
             Action::ToggleHelp => self.mode = Mode::Normal,
+            Action::Up
+            | Action::Down
+            | Action::PageUp
+            | Action::PageDown
+            | Action::Top
+            | Action::Bottom => self.scroll_help(action),
             _ => {}
         }
         None
+    }
+
+    /// Scrolls the help; it stops with its last line at the bottom of the overlay as last
+    /// drawn (before a first draw, at its last line).
+    fn scroll_help(&mut self, action: Action) {
+        let page = self.shown_rows.help.get();
+        self.help_scroll = moved(self.help_scroll, action, page);
+        let last_first = self.shown_rows.help_lines.get().saturating_sub(page.max(1));
+        self.help_scroll = self.help_scroll.min(last_first);
     }
 
     fn update_filter(&mut self, action: Action) -> Option<Control> {
@@ -474,11 +501,19 @@ impl App {
     fn update_normal(&mut self, action: Action) -> Option<Control> {
         match action {
             Action::Quit => self.should_quit = true,
-            Action::ToggleHelp => self.mode = Mode::Help,
+            Action::ToggleHelp => {
+                self.mode = Mode::Help;
+                self.help_scroll = 0;
+            }
             Action::TogglePause => return self.pause_control(),
             Action::FocusNext => self.focus = self.focus.next(),
             Action::FocusPrev => self.focus = self.focus.prev(),
-            Action::Up | Action::Down | Action::Top | Action::Bottom => self.scroll(action),
+            Action::Up
+            | Action::Down
+            | Action::PageUp
+            | Action::PageDown
+            | Action::Top
+            | Action::Bottom => self.scroll(action),
             Action::Left => self.sideways(-1),
             Action::Right => self.sideways(1),
             Action::InterOpUp => return self.inter_op_control(1),
@@ -511,6 +546,7 @@ impl App {
     pub fn control_done(&mut self, control: &Control, outcome: Result<String, ControlError>) {
         match outcome {
             Ok(text) => {
+                self.apply_accepted_resize(control);
                 match control {
                     Control::Pause(paused) => self.paused = *paused,
                     Control::ResetStats => {
@@ -522,6 +558,23 @@ impl App {
                 self.say(text);
             }
             Err(error) => self.fail(error.to_string()),
+        }
+    }
+
+    /// Takes an accepted resize into the shown counts at once, so that the next key of a
+    /// burst (`+ + + +`, a held key) counts from it rather than from the last frame's count
+    /// (every press of a burst asked for the same size before); the next frame's data
+    /// confirms it.
+    fn apply_accepted_resize(&mut self, control: &Control) {
+        match control {
+            Control::SetInterOp { device, threads } => {
+                let resized = self.data.devices.iter_mut().find(|d| d.title == *device);
+                if let Some(layout) = resized {
+                    layout.inter_op = Some(*threads);
+                }
+            }
+            Control::SetIntraOp(threads) => self.data.facts.intra_op = *threads,
+            _ => {}
         }
     }
 
@@ -595,17 +648,12 @@ impl App {
     }
 
     fn scroll(&mut self, action: Action) {
-        let position = match self.focus {
-            Focus::Devices => &mut self.device_scroll,
-            Focus::Timeline => &mut self.timeline_scroll,
-            Focus::Ops => &mut self.selected_op,
+        let (position, page) = match self.focus {
+            Focus::Devices => (&mut self.device_scroll, &self.shown_rows.devices),
+            Focus::Timeline => (&mut self.timeline_scroll, &self.shown_rows.timeline),
+            Focus::Ops => (&mut self.selected_op, &self.shown_rows.ops),
         };
-        *position = match action {
-            Action::Up => position.saturating_sub(1),
-            Action::Down => position.saturating_add(1),
-            Action::Top => 0,
-            _ => usize::MAX,
-        };
+        *position = moved(*position, action, page.get());
         self.clamp_selection();
     }
 
@@ -673,6 +721,20 @@ impl App {
         self.selected_op = self
             .selected_op
             .min(self.visible_ops().len().saturating_sub(1));
+    }
+}
+
+/// `position` after a scroll `action`, a page being `page` rows (at least 1); Bottom goes
+/// past the end, for the caller to clamp.
+fn moved(position: usize, action: Action, page: usize) -> usize {
+    let page = page.max(1);
+    match action {
+        Action::Up => position.saturating_sub(1),
+        Action::Down => position.saturating_add(1),
+        Action::PageUp => position.saturating_sub(page),
+        Action::PageDown => position.saturating_add(page),
+        Action::Top => 0,
+        _ => usize::MAX,
     }
 }
 
@@ -867,5 +929,33 @@ mod tests {
         assert_eq!(app.status, None);
         app.observe(data);
         assert_eq!(app.status, None, "shown once");
+    }
+
+    /// Presses sent as one burst (no frame between them) each count: the second `+` asks
+    /// for one more than the first got, not for the same size again.
+    #[test]
+    fn every_press_of_a_burst_counts_before_the_next_frame() {
+        let (mut app, _) = fed(3, None);
+        let press = |app: &mut App, action| {
+            let control = app.update(action).expect("a resize");
+            app.control_done(&control, Ok("done".into()));
+            control
+        };
+        let inter = |threads| Control::SetInterOp {
+            device: "cpu0".into(),
+            threads,
+        };
+        assert_eq!(press(&mut app, Action::InterOpUp), inter(5));
+        assert_eq!(press(&mut app, Action::InterOpUp), inter(6));
+        assert_eq!(press(&mut app, Action::InterOpUp), inter(7));
+        assert_eq!(press(&mut app, Action::InterOpDown), inter(6));
+        assert_eq!(press(&mut app, Action::IntraOpUp), Control::SetIntraOp(3));
+        assert_eq!(press(&mut app, Action::IntraOpUp), Control::SetIntraOp(4));
+        assert_eq!(press(&mut app, Action::IntraOpUp), Control::SetIntraOp(5));
+        assert_eq!(app.shown_inter_op(), Some(("cpu0".into(), 6)));
+        // A refused resize changes nothing.
+        let control = app.update(Action::InterOpUp).unwrap();
+        app.control_done(&control, Err(ControlError::Failed("no".into())));
+        assert_eq!(app.update(Action::InterOpUp), Some(inter(7)));
     }
 }

@@ -37,7 +37,7 @@ const fn line(
 }
 
 /// Every key, in help order (the footer shows those with a hint, in this order).
-pub const KEYS: [KeyHelp; 14] = [
+pub const KEYS: [KeyHelp; 15] = [
     line(
         "q  Ctrl-C",
         "quit",
@@ -126,13 +126,22 @@ pub const KEYS: [KeyHelp; 14] = [
     ),
     line(
         "↑ ↓  k j",
-        "scroll the workers / the timeline; select an op",
+        "scroll the workers / the timeline / this help; select an op",
         ("", ""),
         &[
             (KeyCode::Up, Action::Up),
             (KeyCode::Char('k'), Action::Up),
             (KeyCode::Down, Action::Down),
             (KeyCode::Char('j'), Action::Down),
+        ],
+    ),
+    line(
+        "PgUp PgDn",
+        "a page up / down (workers, timeline, ops, this help)",
+        ("", ""),
+        &[
+            (KeyCode::PageUp, Action::PageUp),
+            (KeyCode::PageDown, Action::PageDown),
         ],
     ),
     line(
@@ -188,6 +197,8 @@ fn normal_key(code: KeyCode) -> Option<Action> {
         KeyCode::BackTab => Action::FocusPrev,
         KeyCode::Up | KeyCode::Char('k') => Action::Up,
         KeyCode::Down | KeyCode::Char('j') => Action::Down,
+        KeyCode::PageUp => Action::PageUp,
+        KeyCode::PageDown => Action::PageDown,
         KeyCode::Left | KeyCode::Char('h') => Action::Left,
         KeyCode::Right | KeyCode::Char('l') => Action::Right,
         KeyCode::Home | KeyCode::Char('g') => Action::Top,
@@ -208,8 +219,19 @@ fn normal_key(code: KeyCode) -> Option<Action> {
     Some(action)
 }
 
+/// In the help: closing keys, and the keys that scroll it.
 fn help_key(code: KeyCode) -> Option<Action> {
-    matches!(code, KeyCode::Esc | KeyCode::Char('?' | 'q')).then_some(Action::ToggleHelp)
+    let action = match code {
+        KeyCode::Esc | KeyCode::Char('?' | 'q') => Action::ToggleHelp,
+        KeyCode::Up | KeyCode::Char('k') => Action::Up,
+        KeyCode::Down | KeyCode::Char('j') => Action::Down,
+        KeyCode::PageUp => Action::PageUp,
+        KeyCode::PageDown | KeyCode::Char(' ') => Action::PageDown,
+        KeyCode::Home | KeyCode::Char('g') => Action::Top,
+        KeyCode::End | KeyCode::Char('G') => Action::Bottom,
+        _ => return None,
+    };
+    Some(action)
 }
 
 fn filter_key(code: KeyCode) -> Option<Action> {
@@ -259,9 +281,33 @@ mod tests {
         let q = press(KeyCode::Char('q'));
         assert_eq!(action_for(&q, Mode::Filter), Some(Action::FilterChar('q')));
         assert_eq!(action_for(&q, Mode::Help), Some(Action::ToggleHelp));
+        let j = press(KeyCode::Char('j'));
+        assert_eq!(action_for(&j, Mode::Filter), Some(Action::FilterChar('j')));
         assert_eq!(
             action_for(&press(KeyCode::Enter), Mode::Filter),
             Some(Action::FilterAccept)
         );
+    }
+
+    #[test]
+    fn the_help_scrolls_with_the_keys_that_scroll_everywhere_else() {
+        for (code, action) in [
+            (KeyCode::Char('j'), Action::Down),
+            (KeyCode::Down, Action::Down),
+            (KeyCode::Char('k'), Action::Up),
+            (KeyCode::Up, Action::Up),
+            (KeyCode::PageDown, Action::PageDown),
+            (KeyCode::PageUp, Action::PageUp),
+            (KeyCode::Char('g'), Action::Top),
+            (KeyCode::Char('G'), Action::Bottom),
+            (KeyCode::End, Action::Bottom),
+        ] {
+            assert_eq!(
+                action_for(&press(code), Mode::Help),
+                Some(action),
+                "{code:?}"
+            );
+        }
+        assert_eq!(action_for(&press(KeyCode::Char('+')), Mode::Help), None);
     }
 }

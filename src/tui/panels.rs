@@ -13,7 +13,8 @@ use crate::profiler::stats::{Activity, DeviceSnapshot, StreamSnapshot, WorkerSna
 pub struct PoolPanel<'a> {
     /// The profiler device's statistics, if it saw an event.
     pub device: Option<&'a DeviceSnapshot>,
-    /// Its workers, by worker index (threads without an index last, by thread id).
+    /// Its workers, by role on a GPU ([`role_rank`]), then by worker index (threads
+    /// without an index last, by thread id).
     pub workers: Vec<&'a WorkerSnapshot>,
 }
 
@@ -160,7 +161,7 @@ fn stream_panels<'a>(
         return Vec::new();
     };
     let compute_workers = compute_workers_seen(&layout.title, pool);
-    owned
+    let mut streams: Vec<StreamPanel<'a>> = owned
         .streams
         .iter()
         .map(|stream| StreamPanel {
@@ -172,7 +173,32 @@ fn stream_panels<'a>(
                 .iter()
                 .find(|stats| stats.device == stream.device && stats.stream == stream.stream),
         })
-        .collect()
+        .collect();
+    streams.sort_by_key(|stream| {
+        let worker = stream.layout.worker(&layout.title, compute_workers);
+        (
+            role_rank(&worker),
+            stream.layout.index,
+            stream.layout.stream,
+        )
+    });
+    streams
+}
+
+/// Where a GPU worker thread's role puts it among its GPU's rows: compute workers, then
+/// copy workers, then the prioritized one (`gpu0-compute-1` before `gpu0-copy-0` before
+/// `gpu0-prio-0`), so the panel and the timeline list them in one order whatever order
+/// their threads started in. Other threads (CPU pools) all rank 0.
+pub fn role_rank(thread_name: &str) -> usize {
+    const ORDER: [WorkerRole; 3] = [
+        WorkerRole::Compute,
+        WorkerRole::Copy,
+        WorkerRole::Prioritized,
+    ];
+    ORDER
+        .iter()
+        .position(|role| thread_name.contains(&format!("-{}-", role.as_str())))
+        .unwrap_or(0)
 }
 
 /// How many compute workers the GPU titled `gpu` has (`gpu0-compute-0`, `-1`, ... among
@@ -195,7 +221,10 @@ fn pool_panel<'a>(data: &'a DashboardData, device: &str) -> PoolPanel<'a> {
         .iter()
         .filter(|worker| worker.device.as_deref() == Some(device) && !is_retired(worker))
         .collect();
-    workers.sort_by_key(|worker| (worker.worker.unwrap_or(u32::MAX), worker.thread));
+    workers.sort_by_key(|worker| {
+        let index = worker.worker.unwrap_or(u32::MAX);
+        (role_rank(&worker.name), index, worker.thread)
+    });
     PoolPanel {
         device: data.snapshot.device(device),
         workers,
@@ -234,5 +263,85 @@ mod tests {
         let panels = device_panels(&data);
         let threads: Vec<u32> = panels[0].pool.workers.iter().map(|w| w.thread).collect();
         assert_eq!(threads, [10, 13]);
+    }
+
+    /// A GPU's worker threads start in any order (thread ids differ run to run); its rows
+    /// are compute, copy, prio, each by index, in the panel's streams and the timeline.
+    #[test]
+    fn gpu_rows_keep_one_order_whatever_order_their_threads_started_in() {
+        let gpu_worker = |thread: u32, name: &str, index: u32| {
+            crate::tui::fake::worker_snapshot(
+                thread,
+                name.to_string(),
+                "gpu(0)",
+                index,
+                Activity::Parked,
+            )
+        };
+        let started = [
+            (1, "gpu0-copy-0", 0),
+            (2, "gpu0-compute-0", 0),
+            (3, "gpu0-prio-0", 0),
+            (4, "gpu0-copy-1", 1),
+            (5, "gpu0-compute-1", 1),
+        ];
+        let codes = |kind, index| {
+            crate::device::stream::StreamId {
+                device: 0,
+                kind,
+                index,
+            }
+            .code()
+        };
+        use crate::device::stream::StreamKind;
+        for order in [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [2, 0, 4, 1, 3]] {
+            let mut data = DashboardData::default();
+            data.snapshot.workers = order
+                .iter()
+                .map(|&i| gpu_worker(started[i].0, started[i].1, started[i].2))
+                .collect();
+            let mut streams = vec![
+                codes(StreamKind::CopyD2H, 0),
+                codes(StreamKind::Compute, 2),
+                codes(StreamKind::CopyH2D, 0),
+                codes(StreamKind::Compute, 1),
+                codes(StreamKind::Compute, 0),
+            ];
+            streams.rotate_left(order[0]);
+            data.devices.push(DeviceLayout {
+                title: "gpu0".into(),
+                kind: DeviceKind::Gpu,
+                workers: "gpu(0)".into(),
+                streams: streams
+                    .into_iter()
+                    .map(|code| StreamLayout::of_code("gpu(0)", code))
+                    .collect(),
+                ..DeviceLayout::default()
+            });
+            let panels = device_panels(&data);
+            let rows: Vec<&str> = panels[0].all_workers().map(|w| w.name.as_str()).collect();
+            assert_eq!(
+                rows,
+                [
+                    "gpu0-compute-0",
+                    "gpu0-compute-1",
+                    "gpu0-copy-0",
+                    "gpu0-copy-1",
+                    "gpu0-prio-0"
+                ]
+            );
+            let labels: Vec<&str> = panels[0].streams.iter().map(|s| s.label.as_str()).collect();
+            assert_eq!(
+                labels,
+                [
+                    "gpu0-compute-0",
+                    "gpu0-compute-1",
+                    "gpu0-copy-0 h2d",
+                    "gpu0-copy-0 d2h",
+                    "gpu0-prio-0"
+                ],
+                "{order:?}"
+            );
+        }
     }
 }

@@ -32,7 +32,7 @@ fn row_count(panel: &DevicePanel<'_>) -> usize {
     if panel.streams.is_empty() {
         panel.all_workers().count().max(1)
     } else {
-        panel.streams.len()
+        panel.streams.len() + workers_without_stream(panel).count()
     }
 }
 
@@ -239,14 +239,19 @@ fn draw_panel<'a>(
 }
 
 fn panel_lines<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, width: usize) -> Vec<Line<'a>> {
-    let label_width = panel.streams.iter().map(|s| s.label.chars().count()).max();
+    let label_width = panel.streams.iter().map(|s| format::cells(&s.label)).max();
     if let Some(label_width) = label_width {
         let label_width = label_width.min(width / 3);
-        return panel
+        let mut lines: Vec<Line<'a>> = panel
             .streams
             .iter()
             .map(|stream| stream_line(ctx, stream, label_width, width))
             .collect();
+        lines.extend(
+            workers_without_stream(panel)
+                .map(|worker| streamless_line(ctx, &worker.name, label_width)),
+        );
+        return lines;
     }
     let columns = Columns::for_width(width, panel);
     let mut lines: Vec<Line<'a>> = panel
@@ -307,7 +312,7 @@ impl Columns {
     const FIXED: usize = 2 + 1 + 5 + 9 + 7;
 
     fn for_width(width: usize, panel: &DevicePanel<'_>) -> Columns {
-        let longest = panel.all_workers().map(|w| w.name.chars().count()).max();
+        let longest = panel.all_workers().map(|w| format::cells(&w.name)).max();
         let name = longest.unwrap_or(6).clamp(4, 14);
         // The op column gets a third of what is left past a 10-cell bar (12 to 24 cells),
         // or nothing when that is under 12; names longer than it end in `…`.
@@ -333,18 +338,16 @@ fn worker_line<'a>(
     let mut spans = vec![
         Span::styled(format!("{} ", state_glyph(worker.activity)), style),
         Span::raw(format!(
-            "{:<width$} ",
-            format::fit_name(&worker.name, columns.name),
-            width = columns.name
+            "{} ",
+            format::pad_right(&format::fit_name(&worker.name, columns.name), columns.name)
         )),
     ];
     if columns.op > 0 {
         let op = worker.current_op.as_deref().unwrap_or("");
         spans.push(Span::styled(
             format!(
-                "{:<width$} ",
-                format::fit_name(op, columns.op),
-                width = columns.op
+                "{} ",
+                format::pad_right(&format::fit_name(op, columns.op), columns.op)
             ),
             style,
         ));
@@ -362,6 +365,31 @@ fn worker_line<'a>(
     Line::from(spans)
 }
 
+/// A GPU's worker threads that feed none of the streams it has seen (the prioritized
+/// worker before its first op): the timeline has a row for them, so the panel lists them.
+fn workers_without_stream<'p>(
+    panel: &'p DevicePanel<'_>,
+) -> impl Iterator<Item = &'p WorkerSnapshot> {
+    panel.pool.workers.iter().copied().filter(|worker| {
+        !panel
+            .streams
+            .iter()
+            .any(|stream| stream.label.split(' ').next() == Some(worker.name.as_str()))
+    })
+}
+
+/// `  gpu0-prio-0    no stream used yet`.
+fn streamless_line<'a>(ctx: &Ctx<'a>, name: &str, label_width: usize) -> Line<'a> {
+    let name = format::fit_name(name, label_width);
+    Line::styled(
+        format!(
+            "  {} no stream used yet",
+            format::pad_right(&name, label_width)
+        ),
+        ctx.theme.dim(),
+    )
+}
+
 /// One stream: its name (`label_width` wide, the worker feeding it), occupancy gauge and
 /// kernels finished.
 fn stream_line<'a>(
@@ -372,10 +400,10 @@ fn stream_line<'a>(
 ) -> Line<'a> {
     let theme = ctx.theme;
     let name = format::fit_name(&stream.label, label_width);
-    let label = format!("  {name:<label_width$} ");
+    let label = format!("  {} ", format::pad_right(&name, label_width));
     let (occupancy, ops) = stream.stats.map_or((0.0, 0), |s| (s.occupancy, s.ops));
     let ops = format!("  {:>6} ops", format::count(ops));
-    let bar_width = width.saturating_sub(label.chars().count() + 5 + ops.chars().count());
+    let bar_width = width.saturating_sub(format::cells(&label) + 5 + format::cells(&ops));
     let (filled, empty) = format::bar(occupancy, bar_width);
     Line::from(vec![
         Span::styled(label, theme.dim()),
@@ -423,6 +451,41 @@ mod tests {
         assert!(bottom.contains("↓ 2 more"), "{text}");
         let all = selected_panel(&app, 80, 11);
         assert!(!all.contains("more"), "{all}");
+    }
+
+    #[test]
+    fn a_wide_op_name_keeps_its_column_and_the_row_its_steals_and_queue() {
+        let mut data = nine_rows().data().clone();
+        for (index, worker) in data.snapshot.workers.iter_mut().enumerate() {
+            worker.current_op = Some(format!("卷积层反向传播梯度计算_非常长的名字_{index}"));
+            worker.steals = 8;
+        }
+        let mut app = App::new();
+        app.observe(data);
+        for width in [80, 120, 160] {
+            let text = selected_panel(&app, width, 12);
+            let rows: Vec<&str> = text.lines().filter(|l| l.contains("-w")).collect();
+            assert!(!rows.is_empty(), "{text}");
+            let bar_ends: Vec<usize> = rows
+                .iter()
+                .map(|row| {
+                    let bytes = row.find(" st ").expect("the steals column shows");
+                    row[..bytes].chars().count() // a buffer cell is one char
+                })
+                .collect();
+            for row in &rows {
+                assert!(
+                    row.contains("st     8") && row.contains("  q "),
+                    "{width}:\n{text}"
+                );
+                assert!(row.ends_with('│'), "{width}:\n{text}");
+            }
+            assert!(
+                bar_ends.windows(2).all(|w| w[0] == w[1]),
+                "{width}: columns line up:\n{text}"
+            );
+            assert!(text.contains('…'), "{width}: the op is cut:\n{text}");
+        }
     }
 
     #[test]
@@ -556,5 +619,33 @@ mod tests {
             title.contains("tasks/s") && !title.contains("ops/s"),
             "{title}"
         );
+    }
+
+    /// The GPU panel lists every GPU worker the timeline has a row for: the prioritized
+    /// worker, which has no stream until its first op, shows as such.
+    #[test]
+    fn a_gpu_worker_without_a_stream_still_has_a_row() {
+        let mut app = app_after(FakeOptions::default(), 10);
+        let mut data = app.data().clone();
+        let gpu = data.devices.iter().position(|d| d.title == "gpu0").unwrap();
+        let template = data
+            .snapshot
+            .workers
+            .iter()
+            .find(|w| w.name == "gpu0-compute-0")
+            .unwrap()
+            .clone();
+        let mut prio = template;
+        prio.name = "gpu0-prio-0".into();
+        prio.thread = 9999;
+        data.snapshot.workers.push(prio);
+        app = App::new();
+        app.observe(data);
+        for _ in 0..gpu {
+            app.update(Action::Right);
+        }
+        let text = selected_panel(&app, 100, 14);
+        assert!(text.contains("gpu0-prio-0"), "{text}");
+        assert!(text.contains("no stream used yet"), "{text}");
     }
 }

@@ -9,7 +9,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{format, Ctx};
-use crate::tui::app::{Focus, Mode, StatusKind};
+use crate::tui::app::{Focus, Mode, PlusMinus, StatusKind};
 use crate::tui::input::KEYS;
 
 /// The most rows a status message takes (the rest is cut with `…`).
@@ -67,30 +67,53 @@ fn focus_name(ctx: &Ctx<'_>) -> String {
     }
 }
 
-/// The hints: in the filter, how to leave it; else every key with a footer label.
-fn hints() -> Vec<(&'static str, &'static str)> {
+/// The hints: every key with a footer label, `+/-` saying what those keys change now (the
+/// header's answer, [`App::plus_minus`](crate::tui::app::App::plus_minus)).
+fn hints(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
     KEYS.iter()
         .map(|help| help.hint)
         .filter(|(keys, _)| !keys.is_empty())
+        .map(|(keys, label)| match keys {
+            PLUS_MINUS => (keys, plus_minus_label(ctx)),
+            _ => (keys, label.to_string()),
+        })
         .collect()
+}
+
+/// The footer hint's keys for `+`/`-`.
+const PLUS_MINUS: &str = "+/-";
+
+/// What `+`/`-` change with the current selection, in a word or three.
+fn plus_minus_label(ctx: &Ctx<'_>) -> String {
+    match ctx.app.plus_minus() {
+        PlusMinus::InterOp { .. } => "inter".into(),
+        PlusMinus::IntraOp => "intra".into(),
+        PlusMinus::Nothing {
+            on: Some(device), ..
+        } => format!("nothing on {device}"),
+        PlusMinus::Nothing { on: None, .. } => "nothing".into(),
+    }
 }
 
 fn hint_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
     let hints = match ctx.app.mode {
         Mode::Filter => vec![
-            ("Enter", "keep filter"),
-            ("Esc", "clear filter"),
-            ("Ctrl-C", "quit"),
+            ("Enter", "keep filter".into()),
+            ("Esc", "clear filter".into()),
+            ("Ctrl-C", "quit".into()),
         ],
-        Mode::Help => vec![("Esc/?/q", "close help")],
-        Mode::Normal => hints(),
+        Mode::Help => vec![
+            ("j/k PgDn", "scroll".into()),
+            ("Esc/?/q", "close help".into()),
+        ],
+        Mode::Normal => hints(ctx),
     };
     let width = usize::from(width.max(1));
     let mut lines = Vec::new();
     let mut spans: Vec<Span<'a>> = Vec::new();
     let mut used = 0;
     for (key, label) in hints {
-        let cost = 1 + format::cells(key) + 1 + format::cells(label) + 1;
+        let cost = 1 + format::cells(key) + 1 + format::cells(&label) + 1;
         if used > 0 && used + cost > width {
             lines.push(Line::from(std::mem::take(&mut spans)));
             used = 0;
@@ -204,5 +227,28 @@ mod tests {
         assert!(rows[0].starts_with(" ✗ trace not written:"), "{rows:?}");
         assert!(rows[STATUS_ROWS - 1].ends_with('…'), "{rows:?}");
         assert!(rows[STATUS_ROWS].starts_with(" q quit"), "{rows:?}");
+    }
+
+    /// The footer's `+/-` hint says what the header says those keys change.
+    #[test]
+    fn the_plus_minus_hint_follows_the_selected_device() {
+        let mut source = crate::tui::fake::FakeSource::new(Default::default());
+        let mut app = App::new();
+        for _ in 0..3 {
+            app.observe(crate::tui::source::DashboardSource::snapshot(&mut source));
+        }
+        let hint = |app: &App| footer_rows(app, 200).join("\n");
+        assert!(hint(&app).contains("+/- inter "), "{}", hint(&app));
+        app.update(Action::Right); // cpu1
+        assert!(hint(&app).contains("+/- inter "), "{}", hint(&app));
+        app.update(Action::Right); // gpu0
+        assert!(
+            hint(&app).contains("+/- nothing on gpu0 "),
+            "{}",
+            hint(&app)
+        );
+        app.update(Action::Right); // intra-op
+        assert!(hint(&app).contains("+/- intra "), "{}", hint(&app));
+        assert!(hint(&app).contains("]/[ intra "), "{}", hint(&app));
     }
 }

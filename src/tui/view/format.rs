@@ -72,24 +72,47 @@ pub fn bar(share: f64, width: usize) -> (String, String) {
     (filled, " ".repeat(width.saturating_sub(used)))
 }
 
-/// A name cut to `width` characters the one way every view cuts names: its first third,
-/// `…`, and the rest from its end, where names of one family differ
+/// A name cut to `width` cells the one way every view cuts names: its first third, `…`,
+/// and the rest from its true end, where names of one family differ
 /// (`s4b0_conv2_grad_in` at 14 is `s4b0…2_grad_in`, apart from `s4b0_conv1_grad_in` and
-/// `s4b0_conv2_grad_w`). Under 5 cells only the start stays (`ab…`).
+/// `s4b0_conv2_grad_w`). Under 5 cells only the start stays (`ab…`). Widths are display
+/// cells: a wide character takes two and never straddles a cut, so a cut name may be a
+/// cell short of `width` ([`pad_right`] fills it).
 pub fn fit_name(name: &str, width: usize) -> String {
-    let chars: Vec<char> = name.chars().collect();
-    if chars.len() <= width {
+    if cells(name) <= width {
         return name.to_string();
     }
     if width < 5 {
         return fit(name, width);
     }
-    let head = width / 3;
-    let tail = width - 1 - head;
-    let mut cut: String = chars[..head].iter().collect();
-    cut.push('…');
-    cut.extend(&chars[chars.len() - tail..]);
-    cut
+    let head = head_within(name, width / 3);
+    let tail = tail_within(name, width - 1 - cells(head));
+    format!("{head}…{tail}")
+}
+
+/// `text` padded with spaces on the right to `width` cells (as is when wider): `{:<w$}`
+/// measured in cells, not characters.
+pub fn pad_right(text: &str, width: usize) -> String {
+    let pad = width.saturating_sub(cells(text));
+    format!("{text}{}", " ".repeat(pad))
+}
+
+/// `text` padded with spaces on the left to `width` cells (as is when wider).
+pub fn pad_left(text: &str, width: usize) -> String {
+    let pad = width.saturating_sub(cells(text));
+    format!("{}{text}", " ".repeat(pad))
+}
+
+/// The longest end of `text` that takes at most `width` cells.
+fn tail_within(text: &str, width: usize) -> &str {
+    let mut used = 0;
+    for (index, c) in text.char_indices().rev() {
+        used += cells(c.encode_utf8(&mut [0; 4]));
+        if used > width {
+            return &text[index + c.len_utf8()..];
+        }
+    }
+    text
 }
 
 /// The cells `text` takes on a terminal (unicode width, as ratatui's [`Span::width`]).
@@ -261,5 +284,44 @@ mod tests {
             let cut = fit_name("layer4_bottleneck2_conv3_backward_weights", width);
             assert_eq!(cut.chars().count(), width, "{cut}");
         }
+    }
+
+    #[test]
+    fn wide_names_are_cut_in_cells_and_keep_their_true_end() {
+        let name = "卷积层反向传播梯度计算_非常长的名字_106";
+        assert_eq!(cells(name), 39);
+        assert_eq!(fit_name(name, 39), name);
+        assert_eq!(fit_name(name, 20), "卷积层…长的名字_106");
+        assert_eq!(fit_name(name, 14), "卷积…名字_106");
+        for width in 0..39 {
+            let cut = fit_name(name, width);
+            assert!(
+                cells(&cut) <= width && cells(&cut) + 1 >= width,
+                "{width}: {cut}"
+            );
+            if width >= 5 {
+                let (head, tail) = cut.split_once('…').expect("a middle cut");
+                assert!(
+                    name.starts_with(head) && name.ends_with(tail),
+                    "{width}: {cut}"
+                );
+            }
+            if width >= 8 {
+                assert!(cut.ends_with("_106"), "{width}: {cut}");
+            }
+        }
+        // Two names of one family, apart only at the end, stay apart.
+        let other = "卷积层反向传播梯度计算_非常长的名字_107";
+        for width in 10..39 {
+            assert_ne!(fit_name(name, width), fit_name(other, width), "{width}");
+        }
+    }
+
+    #[test]
+    fn padding_counts_cells() {
+        assert_eq!(pad_right("数据", 6), "数据  ");
+        assert_eq!(pad_left("数据", 5), " 数据");
+        assert_eq!(pad_right("relu", 2), "relu");
+        assert_eq!(cells(&pad_right(&fit_name("卷积层反向传播", 7), 7)), 7);
     }
 }

@@ -204,12 +204,44 @@ mod tests {
     use crate::tui::theme::Theme;
 
     fn header_text(app: &App) -> String {
-        let mut terminal = Terminal::new(TestBackend::new(160, HEIGHT)).unwrap();
+        header_rows(app, 160).concat()
+    }
+
+    /// The header's two rows at `width`.
+    fn header_rows(app: &App, width: u16) -> Vec<String> {
+        let mut terminal = Terminal::new(TestBackend::new(width, HEIGHT)).unwrap();
         terminal
             .draw(|frame| draw(frame, frame.area(), &Ctx::new(app, Theme::plain())))
             .unwrap();
         let buffer = terminal.backend().buffer();
-        buffer.content().iter().map(|cell| cell.symbol()).collect()
+        let cells: Vec<&str> = buffer.content().iter().map(|cell| cell.symbol()).collect();
+        cells
+            .chunks(usize::from(width))
+            .map(|row| row.concat())
+            .collect()
+    }
+
+    /// A figure the width leaves out is announced by a trailing `…` (it was dropped with
+    /// nothing to show for it: `│ dropped 0` then the end of the line).
+    #[test]
+    fn a_header_line_that_drops_a_figure_ends_in_an_ellipsis() {
+        let mut data = data(false);
+        data.facts.gflops = Some(236.5);
+        data.facts.gpu_gflops = Some(327.0);
+        data.facts.peak_gflops = Some(1000.0);
+        data.facts.cores = 2;
+        let mut app = App::new();
+        app.observe(data);
+        let wide = header_rows(&app, 160);
+        assert!(
+            wide[1].contains("│ 2 cores") && !wide[1].contains('…'),
+            "{wide:?}"
+        );
+        for width in [60, 80, 90] {
+            let rows = header_rows(&app, width);
+            assert!(!rows[1].contains("cores"), "{rows:?}");
+            assert!(rows[1].trim_end().ends_with(" …"), "{width}: {rows:?}");
+        }
     }
 
     /// 3000 ops in 2 s, 1000 ops/s in the last window; a notice and a start-up warning.

@@ -1,6 +1,7 @@
 //! The help overlay: every key (from [`KEYS`]) and the glyph legend, centred over the screen.
 //! On a narrow screen descriptions wrap under their text; on a short one the rows that do not
-//! fit are counted in the bottom border, which always says how to close the overlay.
+//! fit scroll (j k, arrows, PgUp PgDn, g G), the bottom border counting the lines above and
+//! below and always saying how to close the overlay.
 #![forbid(unsafe_code)]
 
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
@@ -8,8 +9,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
 use ratatui::Frame;
 
-use super::format::wrap;
-use super::{fit_parts, Ctx, Part};
+use super::format::{pad_right, wrap};
+use super::{first_shown, fit_parts, Ctx, Part};
 use crate::tui::input::KEYS;
 use crate::tui::theme::{state_glyph, LEGEND};
 
@@ -31,10 +32,12 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let [popup] = Layout::vertical([Constraint::Length(height)])
         .flex(Flex::Center)
         .areas(popup);
-    let hidden = lines
-        .len()
-        .saturating_sub(usize::from(height.saturating_sub(2)));
-    let close = close_line(ctx, hidden, usize::from(width.saturating_sub(2)));
+    let visible = usize::from(height.saturating_sub(2));
+    ctx.app.shown_rows.help.set(visible);
+    ctx.app.shown_rows.help_lines.set(lines.len());
+    let above = first_shown(ctx.app.help_scroll, lines.len(), visible);
+    let below = lines.len().saturating_sub(above + visible);
+    let close = close_line(ctx, above, below, usize::from(width.saturating_sub(2)));
     let block = Block::default()
         .borders(Borders::ALL)
         .border_type(BorderType::Rounded)
@@ -42,20 +45,26 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
         .title(Line::styled(" keys ", ctx.theme.strong()))
         .title_bottom(close.right_aligned());
     frame.render_widget(Clear, popup);
-    frame.render_widget(Paragraph::new(lines).block(block), popup);
+    let shown: Vec<Line<'_>> = lines.into_iter().skip(above).collect();
+    frame.render_widget(Paragraph::new(shown).block(block), popup);
 }
 
-/// The bottom border's text in `width` cells: how many rows are hidden, if any, and how to
-/// close, which always stays.
-fn close_line<'a>(ctx: &Ctx<'a>, hidden: usize, width: usize) -> Line<'a> {
+/// The bottom border's text in `width` cells: how many lines are above and below, if any,
+/// with the keys that scroll, and how to close, which always stays.
+fn close_line<'a>(ctx: &Ctx<'a>, above: usize, below: usize, width: usize) -> Line<'a> {
     let mut parts: Vec<Part<'a>> = Vec::new();
-    if hidden > 0 {
-        let warning = ctx.theme.warning();
-        parts.push((
-            1,
-            vec![Span::styled(format!(" ↓ {hidden} more lines"), warning)],
-        ));
-        parts.push((2, vec![Span::styled(" (enlarge the terminal)", warning)]));
+    let mut position = Vec::new();
+    if above > 0 {
+        position.push(format!("↑ {above} above"));
+    }
+    if below > 0 {
+        position.push(format!("↓ {below} more"));
+    }
+    if !position.is_empty() {
+        let key = ctx.theme.key();
+        let position = format!(" {}", position.join(" · "));
+        parts.push((1, vec![Span::styled(position, key)]));
+        parts.push((2, vec![Span::styled(" (j k PgUp PgDn scroll)", key)]));
         parts.push((1, vec![Span::raw(" ·")]));
     }
     parts.push((0, vec![Span::styled(format!(" {CLOSE} "), ctx.theme.key())]));
@@ -72,7 +81,7 @@ fn lines<'a>(ctx: &Ctx<'a>, width: usize) -> Vec<Line<'a>> {
         for (index, chunk) in wrap(help.does, text_width).into_iter().enumerate() {
             let keys = if index == 0 { help.keys } else { "" };
             lines.push(Line::from(vec![
-                Span::styled(format!(" {keys:<KEY_WIDTH$}"), theme.key()),
+                Span::styled(format!(" {}", pad_right(keys, KEY_WIDTH)), theme.key()),
                 Span::raw(format!("{chunk} ")),
             ]));
         }
@@ -146,24 +155,61 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("NO_COLOR=1 turns colour off"), "{text}");
-        assert!(
-            text.contains(CLOSE) && !text.contains("more lines"),
-            "{text}"
-        );
+        let bottom = bottom_border(&text);
+        assert!(bottom.contains(CLOSE) && !bottom.contains('↓'), "{text}");
+    }
+
+    fn bottom_border(text: &str) -> &str {
+        text.lines()
+            .find(|l| l.contains(CLOSE))
+            .expect("the help's bottom border")
     }
 
     #[test]
     fn a_short_screen_counts_the_rows_it_hides_and_still_says_how_to_close() {
         let text = help_screen(60, 18);
-        let bottom = text.lines().rev().find(|l| l.contains('╰')).unwrap();
+        let bottom = bottom_border(&text);
         assert!(
-            bottom.contains("more lines") && bottom.contains(CLOSE),
+            bottom.contains("↓ ") && bottom.contains(" more") && bottom.contains(CLOSE),
             "{text}"
         );
+        assert!(!bottom.contains("above"), "{text}");
         let wide = help_screen(160, 48);
+        let bottom = bottom_border(&wide);
+        assert!(bottom.contains(CLOSE) && !bottom.contains('↓'), "{wide}");
+    }
+
+    #[test]
+    fn a_short_help_scrolls_to_its_end_and_back() {
+        let mut app = app_after(FakeOptions::default(), 10);
+        app.update(Action::ToggleHelp);
+        let first = screen(&app, 60, 18);
         assert!(
-            wide.contains(CLOSE) && !wide.contains("more lines"),
-            "{wide}"
+            first.contains("quit") && !first.contains("NO_COLOR"),
+            "{first}"
         );
+        app.update(Action::Down);
+        let down = screen(&app, 60, 18);
+        assert!(bottom_border(&down).contains("↑ 1 above"), "{down}");
+        app.update(Action::Bottom);
+        let last = screen(&app, 60, 18);
+        assert!(last.contains("NO_COLOR=1 turns colour off"), "{last}");
+        let bottom = bottom_border(&last);
+        assert!(bottom.contains("above") && !bottom.contains('↓'), "{last}");
+        app.update(Action::PageDown);
+        assert_eq!(screen(&app, 60, 18), last, "it stops at its last line");
+        app.update(Action::PageUp);
+        app.update(Action::Top);
+        assert_eq!(screen(&app, 60, 18), first);
+        app.update(Action::PageDown);
+        let page = screen(&app, 60, 18);
+        assert!(
+            bottom_border(&page).contains("↑ 16 above"),
+            "a page is 16 lines: {page}"
+        );
+        // Closing and opening again starts at the top.
+        app.update(Action::ToggleHelp);
+        app.update(Action::ToggleHelp);
+        assert_eq!(screen(&app, 60, 18), first);
     }
 }

@@ -13,7 +13,7 @@
 //! centred line saying so instead of panels too small to read.
 //!
 //! Text that does not fit is never cut blindly: titles and labels drop their least important
-//! parts whole ([`fit_parts`]), names are cut the one way [`format::fit_name`] cuts them, and
+//! parts whole and end in ` …` when they did ([`fit_parts`]), names are cut the one way [`format::fit_name`] cuts them, and
 //! a panel with rows below (or above) what it shows says how many in its bottom border
 //! ([`more_marker`]).
 #![forbid(unsafe_code)]
@@ -163,16 +163,13 @@ fn draw_too_small(frame: &mut Frame<'_>, area: Rect, app: &App, theme: Theme) {
     let size = format!("terminal too small: {}x{}", area.width, area.height);
     let needs = format!("needs at least {}x{}", MIN.0, MIN.1);
     let line = format!("{size}, {needs} {quit}");
-    let texts = if line.chars().count() <= usize::from(area.width) {
+    let texts = if format::cells(&line) <= usize::from(area.width) {
         vec![line]
     } else {
         vec![size, needs, quit.to_string()]
     };
     let width = usize::from(area.width.max(1));
-    let rows: usize = texts
-        .iter()
-        .map(|t| t.chars().count().div_ceil(width))
-        .sum();
+    let rows: usize = texts.iter().map(|t| format::cells(t).div_ceil(width)).sum();
     let lines: Vec<Line<'_>> = texts
         .into_iter()
         .map(|text| Line::styled(text, theme.warning()).centered())
@@ -187,8 +184,9 @@ fn draw_too_small(frame: &mut Frame<'_>, area: Rect, app: &App, theme: Theme) {
 pub type Part<'a> = (u8, Vec<Span<'a>>);
 
 /// The parts that fit in `width`, in their order, dropping the most expendable first (the
-/// later of two equally expendable). If the parts that never go are still too wide, the
-/// line is cut and ends in `…`.
+/// later of two equally expendable). A line that dropped a part ends in ` …`, so nothing goes
+/// unannounced. If the parts that never go are still too wide, the line is cut and ends in
+/// `…`.
 pub fn fit_parts(parts: Vec<Part<'_>>, width: usize) -> Line<'_> {
     let widths: Vec<usize> = parts
         .iter()
@@ -196,25 +194,45 @@ pub fn fit_parts(parts: Vec<Part<'_>>, width: usize) -> Line<'_> {
         .collect();
     let mut kept = vec![true; parts.len()];
     let mut total: usize = widths.iter().sum();
+    let mut dropped_mark = 0;
     let mut by_expendability: Vec<usize> = (0..parts.len()).rev().collect();
     by_expendability.sort_by_key(|&index| std::cmp::Reverse(parts[index].0));
     for index in by_expendability {
-        if total <= width || parts[index].0 == 0 {
+        if total + dropped_mark <= width || parts[index].0 == 0 {
             break;
         }
         kept[index] = false;
         total -= widths[index];
+        dropped_mark = DROPPED.len() - 2; // ` …`: the ellipsis is 3 bytes, 1 cell
     }
-    let spans: Vec<Span<'_>> = parts
+    let mut spans: Vec<Span<'_>> = parts
         .into_iter()
         .zip(kept)
         .filter(|(_, keep)| *keep)
         .flat_map(|((_, spans), _)| spans)
         .collect();
+    if dropped_mark > 0 {
+        let marker = dropped_marker(&spans);
+        total += format::cells(marker);
+        spans.push(Span::raw(marker));
+    }
     if total <= width {
         return Line::from(spans);
     }
     Line::from(cut_spans(spans, width))
+}
+
+/// What ends a line that dropped parts.
+const DROPPED: &str = " …";
+
+/// ` …` after `spans`, or `…` when they end in a space already.
+fn dropped_marker(spans: &[Span<'_>]) -> &'static str {
+    let ends_in_space = spans.last().is_some_and(|s| s.content.ends_with(' '));
+    if ends_in_space {
+        &DROPPED[1..]
+    } else {
+        DROPPED
+    }
 }
 
 /// `spans`, wider than `width` cells, cut to it: the first span that reaches the edge ends
@@ -344,11 +362,19 @@ pub(crate) mod tests {
         assert_eq!(text(fit_parts(parts.clone(), 80)), parts_text(&parts));
         assert_eq!(
             text(fit_parts(parts.clone(), 30)),
-            " gpu0 · queue 15 · 402 ops/s"
+            " gpu0 · queue 15 · 402 ops/s …"
         );
-        assert_eq!(text(fit_parts(parts.clone(), 20)), " gpu0 · queue 15");
-        assert_eq!(text(fit_parts(parts.clone(), 6)), " gpu0");
+        assert_eq!(text(fit_parts(parts.clone(), 18)), " gpu0 · queue 15 …");
+        assert_eq!(text(fit_parts(parts.clone(), 17)), " gpu0 …");
+        assert_eq!(text(fit_parts(parts.clone(), 7)), " gpu0 …");
+        assert_eq!(text(fit_parts(parts.clone(), 6)), " gpu0…");
         assert_eq!(text(fit_parts(parts, 4)), " gp…");
+        // A part that ends in a space is followed by the ellipsis alone.
+        let spaced = vec![
+            (0, vec![Span::raw(" ops ")]),
+            (1, vec![Span::raw("· 4/4 ")]),
+        ];
+        assert_eq!(text(fit_parts(spaced, 8)), " ops …");
     }
 
     #[test]

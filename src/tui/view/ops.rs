@@ -3,7 +3,7 @@
 //! filtered by `/`.
 #![forbid(unsafe_code)]
 
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row, Table, TableState};
 use ratatui::Frame;
@@ -29,7 +29,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let ops = app.visible_ops();
     let block = ctx.block(title(ctx, ops.len(), area.width), Focus::Ops);
     let inner = block.inner(area);
-    let longest = ops.iter().map(|op| op.name.chars().count()).max();
+    let longest = ops.iter().map(|op| format::cells(&op.name)).max();
     let columns = shown_columns(app.sort, usize::from(inner.width), longest.unwrap_or(0));
     let name_width = name_width(&columns, usize::from(inner.width));
     let header =
@@ -47,7 +47,13 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
         state.select(Some(app.selected_op));
     }
     frame.render_stateful_widget(table, inner, &mut state);
+    if let Some(line) = no_match_line(ctx, ops.len(), usize::from(inner.width)) {
+        let [_, first_row] =
+            Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(inner);
+        frame.render_widget(line, first_row);
+    }
     let visible = usize::from(inner.height.saturating_sub(1));
+    app.shown_rows.ops.set(visible);
     let above = state.offset().min(ops.len());
     let below = ops.len().saturating_sub(above + visible);
     let block = match more_marker(ctx, above, below) {
@@ -55,6 +61,17 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
         None => block,
     };
     frame.render_widget(block, area);
+}
+
+/// `no op matches "xyz"` in place of the rows, when a filter leaves none (`None` when rows
+/// show, or no filter is set: an empty table then means no op has finished yet).
+fn no_match_line<'a>(ctx: &Ctx<'a>, shown: usize, width: usize) -> Option<Line<'a>> {
+    let filter = &ctx.app.filter;
+    if shown > 0 || filter.is_empty() {
+        return None;
+    }
+    let text = format::fit(&format!("no op matches \"{filter}\""), width);
+    Some(Line::styled(text, ctx.theme.dim()))
 }
 
 /// The columns that fit in `width`, in table order: the name, then figures by importance
@@ -280,5 +297,53 @@ mod tests {
         assert!(bottom.contains("↓ 2 more"), "{text}");
         let all = table(&app, 60, 8);
         assert!(!all.contains("more"), "{all}");
+    }
+
+    /// Ops named in wide characters, apart only at their end.
+    fn wide_ops() -> App {
+        let mut data = resnet_ops().data().clone();
+        for (index, op) in data.snapshot.ops.iter_mut().enumerate() {
+            op.name = format!("卷积层反向传播梯度计算_非常长的名字_{}", 104 + index);
+        }
+        let mut app = App::new();
+        app.observe(data);
+        app
+    }
+
+    #[test]
+    fn wide_names_are_cut_in_cells_with_an_ellipsis_and_their_true_end() {
+        let app = wide_ops();
+        for width in [30, 40, 60] {
+            let text = table(&app, width, 8);
+            let rows: Vec<&str> = text.lines().skip(2).take(4).collect();
+            for row in &rows {
+                assert_eq!(row.chars().count(), usize::from(width), "{width}:\n{text}");
+                assert!(
+                    row.contains('…'),
+                    "{width}: cut without an ellipsis:\n{text}"
+                );
+            }
+            for end in ["_104", "_105", "_106", "_107"] {
+                assert!(text.contains(&format!("{end} ")), "{width}: {end}:\n{text}");
+            }
+            assert!(text.contains("total▼") && text.contains("415ms"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_filter_that_matches_nothing_says_so() {
+        let mut app = resnet_ops();
+        app.update(Action::StartFilter);
+        for c in "xyz".chars() {
+            app.update(Action::FilterChar(c));
+        }
+        let text = table(&app, 40, 8);
+        assert!(text.contains("no op matches \"xyz\""), "{text}");
+        app.update(Action::FilterBackspace);
+        app.update(Action::FilterBackspace);
+        app.update(Action::FilterBackspace);
+        app.update(Action::FilterChar('c'));
+        assert!(!table(&app, 40, 8).contains("no op matches"));
+        assert!(!table(&App::new(), 40, 8).contains("no op matches"));
     }
 }

@@ -10,7 +10,7 @@ use ratatui::widgets::{Paragraph, Sparkline};
 use ratatui::Frame;
 
 use super::{fit_parts, format, Ctx, Part};
-use crate::tui::app::Focus;
+use crate::tui::app::{App, Focus};
 use crate::tui::history::Sample;
 
 /// Rows the wide layout gives the sparklines (borders included).
@@ -23,18 +23,22 @@ struct Series {
     name: &'static str,
     unit: &'static str,
     value: fn(&Sample) -> u64,
+    /// The figure over the whole run, once it finished (shown instead of the last point).
+    run_average: fn(&App) -> Option<f64>,
 }
 
 const THROUGHPUT: Series = Series {
     name: "throughput",
     unit: "ops/s",
     value: |sample| sample.ops_per_s.round() as u64,
+    run_average: App::run_ops_per_s,
 };
 
 const QUEUED: Series = Series {
     name: "queued",
     unit: "waiting",
     value: |sample| sample.queue_depth,
+    run_average: |_| None,
 };
 
 /// Draws both series in a bordered box, one above the other.
@@ -62,6 +66,16 @@ pub fn draw_compact(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     draw_series(frame, right, ctx, &QUEUED);
 }
 
+/// The label's figure: the newest point `now` while the run goes; once it finished, the
+/// run's average where the series has one (`avg 3025`, as the header's `run avg`), since
+/// the last point is only the run's last moment.
+fn headline(app: &App, series: &Series, now: u64) -> String {
+    match (series.run_average)(app) {
+        Some(average) => format!("avg {}", format::quantity(average)),
+        None => format::count(now),
+    }
+}
+
 /// A label row (`throughput 1.8k ops/s  (1.7k-2.0k)`) over the sparkline; when the width is
 /// short the range goes, then the unit.
 fn draw_series(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, series: &Series) {
@@ -73,7 +87,7 @@ fn draw_series(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, series: &Series
         .newest(usize::from(area.width.saturating_sub(1)))
         .map(series.value)
         .collect();
-    let now = points.last().copied().unwrap_or(0);
+    let headline = headline(ctx.app, series, points.last().copied().unwrap_or(0));
     let max = points.iter().copied().max().unwrap_or(0);
     let min = points.iter().copied().min().unwrap_or(0);
     let range = format!("  ({}-{})", format::count(min), format::count(max));
@@ -82,7 +96,7 @@ fn draw_series(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, series: &Series
             0,
             vec![
                 Span::styled(format!(" {} ", series.name), ctx.theme.dim()),
-                Span::styled(format::count(now), ctx.theme.strong()),
+                Span::styled(headline, ctx.theme.strong()),
             ],
         ),
         (
@@ -140,5 +154,43 @@ mod tests {
             "{narrower}"
         );
         assert!(narrower.contains("queued"), "{narrower}");
+    }
+
+    /// Once finished, the throughput's figure is the run's average (the header's), not the
+    /// run's last moment; the range stays the points'.
+    #[test]
+    fn a_finished_run_headlines_its_average_throughput() {
+        use crate::profiler::stats::DeviceSnapshot;
+        use crate::tui::source::DashboardData;
+        let frame = |ops_per_s: f64, finished: bool| {
+            let mut data = DashboardData::default();
+            data.facts.elapsed = std::time::Duration::from_secs(2);
+            data.facts.finished = finished;
+            data.snapshot.devices.push(DeviceSnapshot {
+                name: "cpu0".into(),
+                ops: 3000,
+                ops_per_s,
+                ..DeviceSnapshot::default()
+            });
+            data
+        };
+        let mut app = App::new();
+        for rate in [1400.0, 1600.0, 1550.0] {
+            app.observe(frame(rate, false));
+        }
+        let label = |app: &App| {
+            let text = render(100, COMPACT_HEIGHT, |frame, area| {
+                draw_compact(frame, area, &Ctx::new(app, Theme::plain()))
+            });
+            text.lines().next().unwrap().to_string()
+        };
+        let running = label(&app);
+        assert!(running.contains("throughput 1550 ops/s"), "{running}");
+        app.observe(frame(700.0, true));
+        let finished = label(&app);
+        assert!(
+            finished.contains("throughput avg 1500 ops/s  (700-1600)"),
+            "{finished}"
+        );
     }
 }

@@ -39,7 +39,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let workers: Vec<&WorkerSnapshot> = ctx.panels.iter().flat_map(|p| p.all_workers()).collect();
     let label_width = workers
         .iter()
-        .map(|w| w.name.chars().count())
+        .map(|w| format::cells(&w.name))
         .max()
         .unwrap_or(4)
         .clamp(4, 14);
@@ -156,11 +156,8 @@ fn row<'a>(
     axis: &Axis<'_>,
     label_width: usize,
 ) -> Line<'a> {
-    let label = format!(
-        "{:>width$} ",
-        format::fit_name(&worker.name, label_width),
-        width = label_width
-    );
+    let name = format::fit_name(&worker.name, label_width);
+    let label = format!("{} ", format::pad_left(&name, label_width));
     let mut spans = vec![Span::styled(label, ctx.theme.dim())];
     for activity in cells(axis, worker.thread) {
         let style = activity.map_or(ctx.theme.dim(), |a| ctx.theme.activity(a));
@@ -348,7 +345,7 @@ mod tests {
     }
 
     #[test]
-    fn a_narrow_title_and_legend_drop_whole_words() {
+    fn a_narrow_title_and_legend_drop_whole_words_and_say_so() {
         let app = app_after(FakeOptions::default(), 20);
         let text = timeline(&app, 35, 6);
         let rows: Vec<&str> = text.lines().collect();
@@ -360,9 +357,22 @@ mod tests {
         let legend = rows[1].trim_matches('│');
         for word in legend.split_whitespace() {
             assert!(
-                ["█", "▒", "░", "·", "running", "stealing", "spinning", "parked"].contains(&word),
+                ["█", "▒", "░", "·", "running", "stealing", "spinning", "parked", "…"]
+                    .contains(&word),
                 "{word:?} cut: {text}"
             );
         }
+        assert!(legend.trim_end().ends_with(" …"), "dropped words: {text}");
+        assert!(rows[0].contains("s …─"), "the title dropped a part: {text}");
+        // At 80 columns (the compact layout's half) `parked` and the zoom hint go, and say so.
+        let text = timeline(&app, 40, 6);
+        let legend = text.lines().nth(1).unwrap();
+        assert!(legend.contains("spinning  …"), "{text}");
+        let wide = timeline(&app, 100, 6);
+        let legend = wide.lines().nth(1).unwrap();
+        assert!(
+            legend.contains("</> zoom") && !legend.contains('…'),
+            "{wide}"
+        );
     }
 }
