@@ -67,12 +67,18 @@ fn focus_name(ctx: &Ctx<'_>) -> String {
     }
 }
 
+/// Footer keys a finished run refuses (pause, resize, reset): their hints go.
+const REFUSED_WHEN_FINISHED: [&str; 4] = ["space", "+/-", "]/[", "r"];
+
 /// The hints: every key with a footer label, `+/-` saying what those keys change now (the
-/// header's answer, [`App::plus_minus`](crate::tui::app::App::plus_minus)).
+/// header's answer, [`App::plus_minus`](crate::tui::app::App::plus_minus)); once the run has
+/// finished, only the keys that still do something.
 fn hints(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
+    let finished = ctx.app.is_finished();
     KEYS.iter()
         .map(|help| help.hint)
         .filter(|(keys, _)| !keys.is_empty())
+        .filter(|(keys, _)| !(finished && REFUSED_WHEN_FINISHED.contains(keys)))
         .map(|(keys, label)| match keys {
             PLUS_MINUS => (keys, plus_minus_label(ctx)),
             _ => (keys, label.to_string()),
@@ -250,5 +256,11 @@ mod tests {
         app.update(Action::Right); // intra-op
         assert!(hint(&app).contains("+/- intra "), "{}", hint(&app));
         assert!(hint(&app).contains("]/[ intra "), "{}", hint(&app));
+        app.observe(finished());
+        let finished_hint = hint(&app);
+        for refused in ["+/-", "]/[", "space", " r "] {
+            assert!(!finished_hint.contains(refused), "{finished_hint}");
+        }
+        assert!(finished_hint.contains("e export"), "{finished_hint}");
     }
 }
