@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use super::history::History;
-use super::panels::device_panels;
+use super::panels::{device_panels, DevicePanel};
 use super::source::{Control, ControlError, DashboardData, DeviceKind};
 use super::view::format;
 use crate::profiler::stats::OpSnapshot;
@@ -251,9 +251,9 @@ pub struct App {
     pub timeline_scroll: usize,
     /// First line shown in the help overlay.
     pub help_scroll: usize,
-    /// Rows the selected device panel and the timeline showed when last drawn (the views
-    /// set them): a scroll stops where the last row is at the bottom, so `G` then `↑`
-    /// moves at once.
+    /// Rows the selected device panel, the timeline, the ops table and the help showed when
+    /// last drawn (the views set them): a scroll stops where the last row is at the bottom,
+    /// so `G` then `↑` moves at once.
     pub(crate) shown_rows: ShownRows,
     /// Index into [`ZOOM_LEVELS`].
     pub zoom: usize,
@@ -370,13 +370,11 @@ impl App {
     /// The ops table's rows: filtered, then sorted.
     pub fn visible_ops(&self) -> Vec<&OpSnapshot> {
         let filter = self.filter.to_lowercase();
-        let mut ops: Vec<&OpSnapshot> = self
-            .data
-            .snapshot
-            .ops
-            .iter()
-            .filter(|op| op.name.to_lowercase().contains(&filter))
-            .collect();
+        // No filter: no lowercased copy of every name (10,000 of them in `chain`, twice a
+        // frame).
+        let matches =
+            |op: &&OpSnapshot| filter.is_empty() || op.name.to_lowercase().contains(&filter);
+        let mut ops: Vec<&OpSnapshot> = self.data.snapshot.ops.iter().filter(matches).collect();
         ops.sort_by(|a, b| {
             let order = match self.sort {
                 SortColumn::Name => b.name.cmp(&a.name),
@@ -471,9 +469,10 @@ impl App {
     /// drawn (before a first draw, at its last line).
     fn scroll_help(&mut self, action: Action) {
         let page = self.shown_rows.help.get();
-        self.help_scroll = moved(self.help_scroll, action, page);
         let last_first = self.shown_rows.help_lines.get().saturating_sub(page.max(1));
-        self.help_scroll = self.help_scroll.min(last_first);
+        // Clamped before moving too: after the terminal grew, the first `↑` moves at once.
+        let from = self.help_scroll.min(last_first);
+        self.help_scroll = moved(from, action, page).min(last_first);
     }
 
     fn update_filter(&mut self, action: Action) -> Option<Control> {
@@ -563,8 +562,9 @@ impl App {
 
     /// Takes an accepted resize into the shown counts at once, so that the next key of a
     /// burst (`+ + + +`, a held key) counts from it rather than from the last frame's count
-    /// (every press of a burst asked for the same size before); the next frame's data
-    /// confirms it.
+    /// (every press of a burst asked for the same size before). The next frame's data
+    /// replaces it with what the source reports (the live run reports the count last
+    /// asked for, which it applies to every CPU device's pool).
     fn apply_accepted_resize(&mut self, control: &Control) {
         match control {
             Control::SetInterOp { device, threads } => {
@@ -705,14 +705,12 @@ impl App {
     fn clamp_selection(&mut self) {
         let panels = device_panels(&self.data);
         self.selected_device = self.selected_device.min(panels.len().saturating_sub(1));
-        let workers = panels
+        let rows = panels
             .get(self.selected_device)
-            .map_or(0, |panel| panel.all_workers().count());
+            .map_or(0, DevicePanel::row_count);
         let last_first_row = |rows: usize, shown: usize| rows.saturating_sub(shown.max(1));
         let devices_shown = self.shown_rows.devices.get();
-        self.device_scroll = self
-            .device_scroll
-            .min(last_first_row(workers, devices_shown));
+        self.device_scroll = self.device_scroll.min(last_first_row(rows, devices_shown));
         let rows: usize = panels.iter().map(|panel| panel.all_workers().count()).sum();
         let timeline_shown = self.shown_rows.timeline.get();
         self.timeline_scroll = self

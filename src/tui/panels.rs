@@ -64,6 +64,8 @@ pub struct StreamPanel<'a> {
     /// Its name: the worker thread feeding it, as the timeline's row names it, and a copy
     /// stream's direction ([`StreamLayout::label`]).
     pub label: String,
+    /// The worker thread feeding it ([`StreamLayout::worker`]).
+    pub worker: String,
     /// Its statistics, if it ran anything yet.
     pub stats: Option<&'a StreamSnapshot>,
 }
@@ -96,6 +98,31 @@ impl DevicePanel<'_> {
     pub fn all_workers(&self) -> impl Iterator<Item = &WorkerSnapshot> + '_ {
         let priority = self.priority.iter().flat_map(|pool| pool.workers.iter());
         self.pool.workers.iter().chain(priority).copied()
+    }
+
+    /// A GPU's worker threads that feed none of the streams it has seen (the prioritized
+    /// worker before its first op): the timeline has a row for them, so the panel lists them.
+    pub fn workers_without_stream(&self) -> impl Iterator<Item = &WorkerSnapshot> + '_ {
+        let feeds_a_stream = |worker: &WorkerSnapshot| {
+            self.streams
+                .iter()
+                .any(|stream| stream.worker == worker.name)
+        };
+        self.pool
+            .workers
+            .iter()
+            .copied()
+            .filter(move |worker| !feeds_a_stream(worker))
+    }
+
+    /// The rows its panel lists (borders excluded): a GPU's streams and stream-less workers,
+    /// else every worker (at least one row, saying none was seen).
+    pub fn row_count(&self) -> usize {
+        if self.streams.is_empty() {
+            self.all_workers().count().max(1)
+        } else {
+            self.streams.len() + self.workers_without_stream().count()
+        }
     }
 }
 
@@ -167,6 +194,7 @@ fn stream_panels<'a>(
         .map(|stream| StreamPanel {
             layout: stream,
             label: stream.label(&layout.title, compute_workers),
+            worker: stream.worker(&layout.title, compute_workers),
             stats: data
                 .snapshot
                 .streams
@@ -175,9 +203,8 @@ fn stream_panels<'a>(
         })
         .collect();
     streams.sort_by_key(|stream| {
-        let worker = stream.layout.worker(&layout.title, compute_workers);
         (
-            role_rank(&worker),
+            role_rank(&stream.worker),
             stream.layout.index,
             stream.layout.stream,
         )
@@ -188,16 +215,18 @@ fn stream_panels<'a>(
 /// Where a GPU worker thread's role puts it among its GPU's rows: compute workers, then
 /// copy workers, then the prioritized one (`gpu0-compute-1` before `gpu0-copy-0` before
 /// `gpu0-prio-0`), so the panel and the timeline list them in one order whatever order
-/// their threads started in. Other threads (CPU pools) all rank 0.
+/// their threads started in. It reads the name's second `-` part, so a CPU priority pool's
+/// `cpu-prio-0` ranks 2 too (alone in its pool, it is not reordered); other threads rank 0.
 pub fn role_rank(thread_name: &str) -> usize {
     const ORDER: [WorkerRole; 3] = [
         WorkerRole::Compute,
         WorkerRole::Copy,
         WorkerRole::Prioritized,
     ];
+    let role = thread_name.split('-').nth(1);
     ORDER
         .iter()
-        .position(|role| thread_name.contains(&format!("-{}-", role.as_str())))
+        .position(|known| role == Some(known.as_str()))
         .unwrap_or(0)
 }
 

@@ -2,11 +2,12 @@
 //! glyph, the thread, its current op, a utilization bar (share of the window running), steals
 //! (`st`) and the depth of its own queue (`q`); its priority pool's workers follow. A GPU
 //! shows one occupancy gauge per compute and copy stream, named after the worker thread that
-//! feeds it, as the timeline names that worker's row (`gpu0-copy-1 h2d`). The title carries the inter-op
-//! count, the throughput (once the run finished, its average over the run, as the header's
-//! `run avg`) and the total queue depth, dropping the least important whole when
-//! the width is short (the GPU's model first, the settings last). Rows out of sight are
-//! counted in the bottom border (`↓ 5 more`).
+//! feeds it, as the timeline names that worker's row (`gpu0-copy-1 h2d`), then a row for each
+//! GPU worker that has fed no stream yet (`gpu0-prio-0  no stream used yet`). The title
+//! carries the inter-op count, the throughput (once the run finished, its average over the
+//! run, as the header's `run avg`) and the total queue depth, dropping the least important
+//! whole when the width is short (the GPU's model first, the settings last). Rows out of
+//! sight are counted in the bottom border (`↓ 5 more`).
 //!
 //! The wide layout stacks every panel (panels that do not fit collapse to a summary row);
 //! the compact one shows the selected panel with every device's name as tabs in its title.
@@ -27,27 +28,18 @@ use crate::tui::theme::state_glyph;
 /// Rows a panel collapsed to its summary takes (borders included).
 const COLLAPSED: u16 = 3;
 
-/// Rows of `panel` (borders excluded).
-fn row_count(panel: &DevicePanel<'_>) -> usize {
-    if panel.streams.is_empty() {
-        panel.all_workers().count().max(1)
-    } else {
-        panel.streams.len() + workers_without_stream(panel).count()
-    }
-}
-
 /// Rows the selected panel would like (borders included).
 pub fn wanted_height(ctx: &Ctx<'_>) -> u16 {
     ctx.panels
         .get(ctx.app.selected_device)
-        .map_or(COLLAPSED, |panel| row_count(panel) as u16 + 2)
+        .map_or(COLLAPSED, |panel| panel.row_count() as u16 + 2)
 }
 
 /// Rows every panel would like, stacked (borders included).
 pub fn stack_height(ctx: &Ctx<'_>) -> u16 {
     ctx.panels
         .iter()
-        .map(|panel| row_count(panel) as u16 + 2)
+        .map(|panel| panel.row_count() as u16 + 2)
         .sum::<u16>()
         .max(COLLAPSED)
 }
@@ -76,7 +68,7 @@ fn stack_heights(ctx: &Ctx<'_>, available: u16) -> Vec<u16> {
     let full: Vec<u16> = ctx
         .panels
         .iter()
-        .map(|panel| row_count(panel) as u16 + 2)
+        .map(|panel| panel.row_count() as u16 + 2)
         .collect();
     if full.iter().sum::<u16>() <= available {
         return full;
@@ -216,7 +208,7 @@ fn draw_panel<'a>(
         .title(title);
     let inner = block.inner(area);
     let width = usize::from(inner.width);
-    let lines = if inner.height == 1 && row_count(panel) > 1 {
+    let lines = if inner.height == 1 && panel.row_count() > 1 {
         vec![summary_line(ctx, panel)]
     } else {
         let lines = panel_lines(ctx, panel, width);
@@ -248,7 +240,8 @@ fn panel_lines<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, width: usize) -> Vec<
             .map(|stream| stream_line(ctx, stream, label_width, width))
             .collect();
         lines.extend(
-            workers_without_stream(panel)
+            panel
+                .workers_without_stream()
                 .map(|worker| streamless_line(ctx, &worker.name, label_width)),
         );
         return lines;
@@ -363,19 +356,6 @@ fn worker_line<'a>(
     let queue = pool.queue_of(worker.worker);
     spans.push(Span::raw(queue.map_or("-".into(), |q| format!("{q:<3}"))));
     Line::from(spans)
-}
-
-/// A GPU's worker threads that feed none of the streams it has seen (the prioritized
-/// worker before its first op): the timeline has a row for them, so the panel lists them.
-fn workers_without_stream<'p>(
-    panel: &'p DevicePanel<'_>,
-) -> impl Iterator<Item = &'p WorkerSnapshot> {
-    panel.pool.workers.iter().copied().filter(|worker| {
-        !panel
-            .streams
-            .iter()
-            .any(|stream| stream.label.split(' ').next() == Some(worker.name.as_str()))
-    })
 }
 
 /// `  gpu0-prio-0    no stream used yet`.
@@ -618,6 +598,25 @@ mod tests {
         assert!(
             title.contains("tasks/s") && !title.contains("ops/s"),
             "{title}"
+        );
+    }
+
+    /// A GPU panel lists more rows than it has workers (a copy worker feeds two streams):
+    /// scrolling reaches its last row.
+    #[test]
+    fn a_short_gpu_panel_scrolls_to_its_last_stream() {
+        let mut app = app_after(FakeOptions::default(), 10);
+        while app.data().devices[app.selected_device].title != "gpu0" {
+            app.update(Action::Right);
+        }
+        selected_panel(&app, 100, 5); // 3 rows shown
+        app.update(Action::Bottom);
+        let text = selected_panel(&app, 100, 5);
+        let rows: Vec<&str> = text.lines().collect();
+        assert!(rows[3].contains("gpu0-copy-0 d2h"), "{text}");
+        assert!(
+            rows[4].contains("above") && !rows[4].contains("more"),
+            "{text}"
         );
     }
 

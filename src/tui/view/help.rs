@@ -207,6 +207,13 @@ mod tests {
             bottom_border(&page).contains("↑ 16 above"),
             "a page is 16 lines: {page}"
         );
+        // Scrolled to the end of a small terminal, then drawn taller: one `↑` moves at once.
+        app.update(Action::Bottom);
+        screen(&app, 60, 18);
+        let taller = screen(&app, 60, 30);
+        app.update(Action::Up);
+        assert_ne!(screen(&app, 60, 30), taller, "the first up moved");
+        app.update(Action::Top);
         // Closing and opening again starts at the top.
         app.update(Action::ToggleHelp);
         app.update(Action::ToggleHelp);

@@ -203,7 +203,9 @@ pub fn fit_parts(parts: Vec<Part<'_>>, width: usize) -> Line<'_> {
         }
         kept[index] = false;
         total -= widths[index];
-        dropped_mark = DROPPED.len() - 2; // ` …`: the ellipsis is 3 bytes, 1 cell
+        // The marker's widest form; it is 1 cell narrower when the kept text ends in a
+        // space, so at an exact fit one more part than needed may go.
+        dropped_mark = format::cells(DROPPED);
     }
     let mut spans: Vec<Span<'_>> = parts
         .into_iter()
