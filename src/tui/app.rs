@@ -498,6 +498,10 @@ impl App {
     }
 
     fn update_normal(&mut self, action: Action) -> Option<Control> {
+        if let Some(nothing) = self.refused_as_finished(action) {
+            self.fail(format!("the workload has finished: {nothing}"));
+            return None;
+        }
         match action {
             Action::Quit => self.should_quit = true,
             Action::ToggleHelp => {
@@ -591,33 +595,23 @@ impl App {
         self.set_status(text, StatusKind::Error, STATUS_FRAMES);
     }
 
-    /// Refuses (with a status) what a finished workload cannot do: `nothing` says what.
-    fn refused_as_finished(&mut self, nothing: &str) -> bool {
-        if self.is_finished() {
-            self.fail(format!("the workload has finished: {nothing}"));
-        }
+    /// Why `action` is refused, once the workload has finished ([`refused_when_finished`]).
+    fn refused_as_finished(&self, action: Action) -> Option<&'static str> {
         self.is_finished()
+            .then(|| refused_when_finished(action))
+            .flatten()
     }
 
     fn pause_control(&mut self) -> Option<Control> {
-        if self.refused_as_finished("nothing to pause") {
-            return None;
-        }
         Some(Control::Pause(!self.paused))
     }
 
     fn reset_control(&mut self) -> Option<Control> {
-        if self.refused_as_finished("its final numbers stay (e exports the trace)") {
-            return None;
-        }
         Some(Control::ResetStats)
     }
 
     /// `+`/`-`: resizes what [`plus_minus`](App::plus_minus) says.
     fn inter_op_control(&mut self, by: isize) -> Option<Control> {
-        if self.refused_as_finished("nothing to resize") {
-            return None;
-        }
         let (device, threads) = match self.plus_minus() {
             PlusMinus::InterOp { device, threads } => (device, threads),
             PlusMinus::IntraOp => return self.intra_op_control(by),
@@ -634,9 +628,6 @@ impl App {
     }
 
     fn intra_op_control(&mut self, by: isize) -> Option<Control> {
-        if self.refused_as_finished("nothing to resize") {
-            return None;
-        }
         let current = self.data.facts.intra_op;
         match current.checked_add_signed(by).filter(|&n| n >= 1) {
             Some(threads) if current > 0 => Some(Control::SetIntraOp(threads)),
@@ -733,6 +724,20 @@ fn moved(position: usize, action: Action, page: usize) -> usize {
         Action::PageDown => position.saturating_add(page),
         Action::Top => 0,
         _ => usize::MAX,
+    }
+}
+
+/// What a finished workload cannot do for `action` (pause, reset, resize), in words; `None`
+/// for what it still does. The app refuses these keys with the reason; the footer leaves
+/// them out.
+pub fn refused_when_finished(action: Action) -> Option<&'static str> {
+    match action {
+        Action::TogglePause => Some("nothing to pause"),
+        Action::ResetStats => Some("its final numbers stay (e exports the trace)"),
+        Action::InterOpUp | Action::InterOpDown | Action::IntraOpUp | Action::IntraOpDown => {
+            Some("nothing to resize")
+        }
+        _ => None,
     }
 }
 

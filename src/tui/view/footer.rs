@@ -9,8 +9,8 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{format, Ctx};
-use crate::tui::app::{Focus, Mode, PlusMinus, StatusKind};
-use crate::tui::input::KEYS;
+use crate::tui::app::{refused_when_finished, Action, Focus, Mode, PlusMinus, StatusKind};
+use crate::tui::input::{KeyHelp, KEYS};
 
 /// The most rows a status message takes (the rest is cut with `…`).
 pub const STATUS_ROWS: usize = 3;
@@ -67,18 +67,19 @@ fn focus_name(ctx: &Ctx<'_>) -> String {
     }
 }
 
-/// Footer keys a finished run refuses (pause, resize, reset): their hints go.
-const REFUSED_WHEN_FINISHED: [&str; 4] = ["space", "+/-", "]/[", "r"];
-
 /// The hints: every key with a footer label, `+/-` saying what those keys change now (the
 /// header's answer, [`App::plus_minus`](crate::tui::app::App::plus_minus)); once the run has
 /// finished, only the keys that still do something.
 fn hints(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
     let finished = ctx.app.is_finished();
+    let refused = |help: &KeyHelp| {
+        let refused = |&(_, action): &(_, Action)| refused_when_finished(action).is_some();
+        finished && help.bindings.iter().any(refused)
+    };
     KEYS.iter()
+        .filter(|help| !refused(help))
         .map(|help| help.hint)
         .filter(|(keys, _)| !keys.is_empty())
-        .filter(|(keys, _)| !(finished && REFUSED_WHEN_FINISHED.contains(keys)))
         .map(|(keys, label)| match keys {
             PLUS_MINUS => (keys, plus_minus_label(ctx)),
             _ => (keys, label.to_string()),

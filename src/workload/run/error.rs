@@ -135,16 +135,13 @@ mod tests {
     use super::*;
     use crate::engine::OpName;
 
-    #[derive(Debug, thiserror::Error)]
-    #[error("reading the weights")]
-    struct Reading(#[source] std::io::Error);
-
     #[test]
     fn an_op_failure_keeps_its_errors_causes() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let reading = anyhow::Error::new(io).context("reading the weights");
         let failure = OpFailure {
             op: OpName::new("load"),
-            cause: FailureCause::Error(Box::new(Reading(io))),
+            cause: FailureCause::Error(reading.into()),
         };
         let error = RunError::from_engine("wait", EngineError::OpFailed(failure));
         assert_eq!(
