@@ -116,7 +116,7 @@ pub enum ConfigError {
     /// Not one of `none`, `auto`, `cuda`, `sim:N`.
     #[error(
         "{} is not a GPU selection: {}; {}",
-        .setting.assignment(.value), discover::expected(.problem), .setting.fix("sim:1")
+        .setting.assignment(.value), super::choices::expected(.problem), .setting.fix("sim:1")
     )]
     NotAGpuSelection {
         /// The variable, flag or field.

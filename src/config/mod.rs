@@ -42,9 +42,11 @@
 //! and so do ours; the defaults are not warned about (the dashboard's lint shows them).
 //!
 //! # Files
-//! This file holds [`RuntimeConfig`] and its layering; `names.rs` the variable and flag names
-//! ([`env`](mod@env), [`flag`]), `parse.rs` the value parsers, `error.rs` [`ConfigError`] and
-//! [`ConfigWarning`].
+//! This file holds [`RuntimeConfig`] and its layering; `choices.rs` the values settings choose
+//! among ([`PoolKind`], [`EngineKind`], [`GpuSelection`], [`GpuSyncMode`]), which the pool, the
+//! engine and the devices re-export, so that this module imports none of them; `names.rs` the
+//! variable and flag names ([`env`](mod@env), [`flag`]), `parse.rs` the value parsers,
+//! `error.rs` [`ConfigError`] and [`ConfigWarning`].
 //!
 //! # Adding a setting
 //! Add the field to [`RuntimeConfig`] (and its default), an `Option` to [`ConfigOverrides`], the
@@ -55,16 +57,17 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::device::discover::{self, GpuSelection};
-use crate::engine::{EngineKind, GpuSyncMode};
-use crate::pool::{PoolKind, DEFAULT_MAX_THREADS};
-
+mod choices;
 mod error;
 mod names;
 mod parse;
 #[cfg(test)]
 mod tests;
 
+pub use choices::{
+    BadGpuSyncMode, EngineKind, GpuSelection, GpuSelectionError, GpuSyncMode, PoolKind,
+    UnknownEngineKind, UnknownPoolKind, DEFAULT_MAX_THREADS, MAX_SIM_GPUS,
+};
 pub use error::{ConfigError, ConfigWarning, Origin};
 pub use names::{env, flag};
 use parse::*;

@@ -12,101 +12,13 @@
 #![forbid(unsafe_code)]
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use super::cuda::{CudaBackend, CudaProbe};
 use super::sim::{SimBackend, SimModel};
 use super::stream::{BackendKind, GpuBackend, GpuInfo, StreamError};
 use crate::config::RuntimeConfig;
-
-/// The most simulated GPUs `sim:N` may ask for.
-pub const MAX_SIM_GPUS: u32 = 16;
-
-/// What `--gpus` asks for.
-///
-/// ```
-/// use enginetop::device::discover::GpuSelection;
-///
-/// assert_eq!("sim:2".parse::<GpuSelection>().unwrap(), GpuSelection::Sim(2));
-/// assert_eq!(" AUTO ".parse::<GpuSelection>().unwrap(), GpuSelection::Auto);
-/// let err = "sim:0".parse::<GpuSelection>().unwrap_err();
-/// assert!(err.to_string().contains("sim:0 asks for no GPUs: use none"));
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum GpuSelection {
-    /// No GPUs.
-    None,
-    /// CUDA if usable, else one simulated GPU with a notice.
-    #[default]
-    Auto,
-    /// The real GPUs, or an error.
-    Cuda,
-    /// This many simulated GPUs.
-    Sim(u32),
-}
-
-impl fmt::Display for GpuSelection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GpuSelection::None => f.write_str("none"),
-            GpuSelection::Auto => f.write_str("auto"),
-            GpuSelection::Cuda => f.write_str("cuda"),
-            GpuSelection::Sim(count) => write!(f, "sim:{count}"),
-        }
-    }
-}
-
-impl serde::Serialize for GpuSelection {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-/// A `--gpus` value that is not one of the forms. Displays as
-/// `"sim:0" is not a GPU selection: expected none, auto, cuda or sim:N with N from 1 to 16
-/// (sim:0 asks for no GPUs: use none)`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{value:?} is not a GPU selection: {}", expected(.problem))]
-pub struct GpuSelectionError {
-    /// What was given.
-    pub value: String,
-    /// What is wrong with it, in a few words.
-    pub problem: String,
-}
-
-/// `expected none, auto, cuda or sim:N with N from 1 to 16 (<problem>)`.
-pub fn expected(problem: &str) -> String {
-    format!("expected none, auto, cuda or sim:N with N from 1 to {MAX_SIM_GPUS} ({problem})")
-}
-
-impl FromStr for GpuSelection {
-    type Err = GpuSelectionError;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let error = |problem: &str| GpuSelectionError {
-            value: text.to_string(),
-            problem: problem.to_string(),
-        };
-        let lowered = text.trim().to_ascii_lowercase();
-        match lowered.as_str() {
-            "none" => return Ok(GpuSelection::None),
-            "auto" => return Ok(GpuSelection::Auto),
-            "cuda" => return Ok(GpuSelection::Cuda),
-            "sim" => return Err(error("sim needs a count, e.g. sim:1")),
-            _ => {}
-        }
-        let Some(count) = lowered.strip_prefix("sim:") else {
-            return Err(error("not one of these"));
-        };
-        match count.trim().parse::<u32>() {
-            Ok(0) => Err(error("sim:0 asks for no GPUs: use none")),
-            Ok(count) if count <= MAX_SIM_GPUS => Ok(GpuSelection::Sim(count)),
-            Ok(_) => Err(error(&format!("at most {MAX_SIM_GPUS} simulated GPUs"))),
-            Err(_) => Err(error("N must be a whole number")),
-        }
-    }
-}
+pub use crate::config::{GpuSelection, GpuSelectionError, MAX_SIM_GPUS};
 
 /// What a [`GpuSelection`] comes to on this machine.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -380,37 +292,6 @@ mod tests {
             devices: (0..devices).map(gpu).collect(),
             problem,
         }
-    }
-
-    #[test]
-    fn every_form_parses_and_displays_back() {
-        for (text, selection) in [
-            ("none", GpuSelection::None),
-            ("auto", GpuSelection::Auto),
-            ("cuda", GpuSelection::Cuda),
-            ("sim:1", GpuSelection::Sim(1)),
-            ("sim:16", GpuSelection::Sim(16)),
-        ] {
-            assert_eq!(text.parse::<GpuSelection>(), Ok(selection));
-            assert_eq!(selection.to_string(), text);
-        }
-        assert_eq!("Sim: 3".parse::<GpuSelection>(), Ok(GpuSelection::Sim(3)));
-    }
-
-    #[test]
-    fn bad_forms_say_what_is_wrong_and_what_is_expected() {
-        let problem = |text: &str| text.parse::<GpuSelection>().unwrap_err().problem;
-        assert_eq!(problem("sim:0"), "sim:0 asks for no GPUs: use none");
-        assert_eq!(problem("sim:17"), "at most 16 simulated GPUs");
-        assert_eq!(problem("sim:two"), "N must be a whole number");
-        assert_eq!(problem("sim:-1"), "N must be a whole number");
-        assert_eq!(problem("sim"), "sim needs a count, e.g. sim:1");
-        assert_eq!(problem("gpu"), "not one of these");
-        assert_eq!(
-            "rocm".parse::<GpuSelection>().unwrap_err().to_string(),
-            "\"rocm\" is not a GPU selection: expected none, auto, cuda or sim:N with N from 1 \
-             to 16 (not one of these)"
-        );
     }
 
     #[test]

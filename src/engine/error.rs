@@ -180,13 +180,6 @@ pub enum EngineError {
         /// The var's id.
         var: u64,
     },
-    /// An engine name that is not one of ours or MXNet's.
-    #[error(
-        "unknown engine `{0}`: use one of naive, pooled, per-device (or MXNet's NaiveEngine, \
-         ThreadedEngine, ThreadedEnginePerDevice; for the *Async variants use per-device, whose \
-         GPU ops wait on events unless ENGINETOP_GPU_SYNC=sync)"
-    )]
-    UnknownEngine(String),
     /// A context that is not `cpu(i)` or `gpu(i)`.
     #[error("`{0}` is not a context: write cpu(0), cpu(1), gpu(0), ...")]
     BadContext(String),

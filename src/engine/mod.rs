@@ -92,13 +92,14 @@ mod types;
 pub(crate) mod var;
 
 pub use self::core::DispatchStats;
+pub use crate::config::{BadGpuSyncMode, EngineKind, GpuSyncMode, UnknownEngineKind};
 pub use error::{EngineError, FailureCause, OpError, OpFailure, OpResult};
-pub use gpu::{BadGpuSyncMode, GpuSyncMode, OpStream};
+pub use gpu::OpStream;
 pub use handle::{Engine, EngineOptions, EngineQueues, EngineStats, OpSpec};
 pub use name::OpName;
 pub use opr::{Completion, Operator, RunContext};
 pub use threaded::MAX_CPU_DEVICES;
-pub use types::{Context, DeviceType, EngineKind, FnProperty};
+pub use types::{Context, DeviceType, FnProperty};
 pub use var::Var;
 
 /// What the engine reports to an [`EngineObserver`] (the profiler records these).

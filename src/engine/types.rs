@@ -128,67 +128,6 @@ impl FnProperty {
     }
 }
 
-/// The three engines (`--engine`, `ENGINETOP_ENGINE`, `MXNET_ENGINE_TYPE`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EngineKind {
-    /// Runs each op on the pushing thread at push (MXNet's `NaiveEngine`): for debugging.
-    Naive,
-    /// Shared workers plus one IO worker for copies (MXNet's `ThreadedEngine`).
-    Pooled,
-    /// A worker pool per device plus a CPU priority pool (MXNet's `ThreadedEnginePerDevice`).
-    #[default]
-    PerDevice,
-}
-
-impl EngineKind {
-    /// Every kind, in the order benchmarks list them.
-    pub const ALL: [EngineKind; 3] = [EngineKind::Naive, EngineKind::Pooled, EngineKind::PerDevice];
-
-    /// The name users type.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Naive => "naive",
-            EngineKind::Pooled => "pooled",
-            EngineKind::PerDevice => "per-device",
-        }
-    }
-
-    /// MXNet's name for this engine (`MXNET_ENGINE_TYPE`).
-    pub fn mxnet_name(self) -> &'static str {
-        match self {
-            EngineKind::Naive => "NaiveEngine",
-            EngineKind::Pooled => "ThreadedEngine",
-            EngineKind::PerDevice => "ThreadedEnginePerDevice",
-        }
-    }
-}
-
-impl fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for EngineKind {
-    type Err = EngineError;
-
-    /// Ours (`naive`, `pooled`, `per-device`) or MXNet's (`NaiveEngine`, `ThreadedEngine`,
-    /// `ThreadedEnginePooled`, `ThreadedEnginePerDevice`).
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "naive" | "naiveengine" => Ok(EngineKind::Naive),
-            "pooled" | "threaded" | "threadedengine" | "threadedenginepooled" => {
-                Ok(EngineKind::Pooled)
-            }
-            "per-device" | "perdevice" | "per_device" | "threadedengineperdevice" => {
-                Ok(EngineKind::PerDevice)
-            }
-            _ => Err(EngineError::UnknownEngine(name.to_string())),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,18 +140,5 @@ mod tests {
         assert_eq!("cpu".parse::<Context>().unwrap(), Context::cpu(0));
         assert!("tpu(0)".parse::<Context>().is_err());
         assert!("cpu(x)".parse::<Context>().is_err());
-    }
-
-    #[test]
-    fn engine_names_include_mxnets() {
-        for kind in EngineKind::ALL {
-            assert_eq!(kind.as_str().parse::<EngineKind>().unwrap(), kind);
-            assert_eq!(kind.mxnet_name().parse::<EngineKind>().unwrap(), kind);
-        }
-        let message = "ThreadedEnginePerDeviceAsync"
-            .parse::<EngineKind>()
-            .unwrap_err()
-            .to_string();
-        assert!(message.contains("NaiveEngine"), "{message}");
     }
 }

@@ -67,9 +67,9 @@ pub mod simple;
 mod task;
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
+pub use crate::config::{PoolKind, UnknownPoolKind, DEFAULT_MAX_THREADS};
 pub use counters::{PoolStats, WorkerState, WorkerStats};
 pub use current::spawn_here;
 pub use task::Task;
@@ -113,57 +113,9 @@ pub trait ThreadPool: Send + Sync {
     fn kind(&self) -> PoolKind;
 }
 
-/// The pool implementations, chosen by name (`--pool simple|eigen|chase-lev`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PoolKind {
-    /// Work-sharing: one locked deque, LIFO stack of parked waiters.
-    Simple,
-    /// Eigen's NonBlockingThreadPool: per-worker RunQueue, work stealing.
-    Eigen,
-    /// The same worker loop over crossbeam's Chase-Lev deques.
-    ChaseLev,
-}
-
-impl PoolKind {
-    /// Every kind, in the order benchmarks and docs list them.
-    pub const ALL: [PoolKind; 3] = [PoolKind::Simple, PoolKind::Eigen, PoolKind::ChaseLev];
-
-    /// The name users type.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PoolKind::Simple => "simple",
-            PoolKind::Eigen => "eigen",
-            PoolKind::ChaseLev => "chase-lev",
-        }
-    }
-}
-
-impl fmt::Display for PoolKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for PoolKind {
-    type Err = PoolError;
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "simple" => Ok(PoolKind::Simple),
-            "eigen" | "non-blocking" | "nonblocking" => Ok(PoolKind::Eigen),
-            "chase-lev" | "chaselev" | "crossbeam" => Ok(PoolKind::ChaseLev),
-            _ => Err(PoolError::UnknownKind(name.to_string())),
-        }
-    }
-}
-
 /// Errors from making or resizing a pool.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PoolError {
-    /// A pool kind name that is not one of ours.
-    #[error("unknown pool kind `{0}`: use one of simple, eigen, chase-lev")]
-    UnknownKind(String),
     /// More threads than the pool was created to hold.
     #[error(
         "pool `{pool}` cannot have {requested} threads: it was created with max_threads = {max}; \
@@ -308,9 +260,6 @@ impl fmt::Debug for PoolOptions {
             .finish()
     }
 }
-
-/// Default ceiling for live resizes.
-pub const DEFAULT_MAX_THREADS: usize = 128;
 
 /// A pool of any kind: the handle users hold.
 ///

@@ -85,65 +85,7 @@ mod hub;
 mod op_stream;
 mod table;
 
-use std::fmt;
-use std::str::FromStr;
-
+pub use crate::config::GpuSyncMode;
 pub(crate) use exec::finish;
 pub(crate) use hub::{GpuHub, GpuSetup};
 pub use op_stream::OpStream;
-
-/// How dependencies between GPU ops are kept (the protocol: `src/engine/gpu/mod.rs`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GpuSyncMode {
-    /// Ops complete at launch; dependents wait on events (device) or fences (host).
-    #[default]
-    Event,
-    /// The worker synchronizes its stream after every op (MXNet without `Async`).
-    #[serde(rename = "sync")]
-    PerOp,
-}
-
-impl GpuSyncMode {
-    /// `event` or `sync`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            GpuSyncMode::Event => "event",
-            GpuSyncMode::PerOp => "sync",
-        }
-    }
-}
-
-impl fmt::Display for GpuSyncMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A GPU sync mode name that is not one of ours.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "`{0}` is not a GPU sync mode: use event (dependencies on events) or sync (a host sync \
-     after every op)"
-)]
-pub struct BadGpuSyncMode(pub String);
-
-impl FromStr for GpuSyncMode {
-    type Err = BadGpuSyncMode;
-
-    /// `event` (also `events`, `async`) or `sync` (also `op`, `per-op`).
-    ///
-    /// ```
-    /// use enginetop::engine::GpuSyncMode;
-    /// assert_eq!("Events".parse::<GpuSyncMode>().unwrap(), GpuSyncMode::Event);
-    /// assert_eq!("per-op".parse::<GpuSyncMode>().unwrap(), GpuSyncMode::PerOp);
-    /// assert!("never".parse::<GpuSyncMode>().is_err());
-    /// ```
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "event" | "events" | "async" => Ok(GpuSyncMode::Event),
-            "op" | "sync" | "per-op" | "per_op" => Ok(GpuSyncMode::PerOp),
-            _ => Err(BadGpuSyncMode(text.to_string())),
-        }
-    }
-}
