@@ -34,7 +34,6 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::stream::{GpuDevice, Stream, StreamError, StreamId, StreamKind};
-use crate::engine::{Context, EngineError, OpName};
 use crate::sync::thread_local;
 
 pub use workers::{GpuPoolStats, GpuWorkers};
@@ -59,11 +58,6 @@ impl Default for GpuWorkerCounts {
             copy: 2,
         }
     }
-}
-
-/// The refusal for an op pushed to a GPU context of an engine without GPUs.
-pub fn no_gpu_backend(op: OpName, context: Context) -> EngineError {
-    EngineError::NoGpuBackend { op, context }
 }
 
 /// Which of a GPU's pools a worker belongs to.

@@ -22,7 +22,6 @@ use super::block::OpHandle;
 use super::core::{Dispatch, DispatchStats};
 use super::opr::{run_ready, OpHeader};
 use super::{Context, EngineError, FnProperty, OpName};
-use crate::device::gpu::no_gpu_backend;
 
 /// Runs every ready op inline.
 pub(crate) struct Naive;
@@ -32,7 +31,10 @@ impl Dispatch for Naive {
         if ctx.is_cpu() {
             Ok(())
         } else {
-            Err(no_gpu_backend(name, ctx))
+            Err(EngineError::NoGpuBackend {
+                op: name,
+                context: ctx,
+            })
         }
     }
 

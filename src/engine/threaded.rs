@@ -40,7 +40,7 @@ use super::opr::{op_task, run_ready};
 use super::ready::{learn_route, ReadyQueue};
 use super::{Context, EngineError, FnProperty, OpName};
 use crate::device::cpu::{cpu_pool, observer_for, CpuWorkerOptions, PoolObservers, PriorityPool};
-use crate::device::gpu::{no_gpu_backend, GpuWorkerCounts};
+use crate::device::gpu::GpuWorkerCounts;
 use crate::pool::{Pool, PoolOptions};
 use crate::sync::{Arc, AtomicU32, Mutex, Ordering};
 
@@ -94,7 +94,10 @@ fn refuse_gpu(name: OpName, ctx: Context) -> Result<(), EngineError> {
     if ctx.is_cpu() {
         Ok(())
     } else {
-        Err(no_gpu_backend(name, ctx))
+        Err(EngineError::NoGpuBackend {
+            op: name,
+            context: ctx,
+        })
     }
 }
 
@@ -194,7 +197,10 @@ impl Dispatch for PerDevice {
         if !ctx.is_cpu() {
             return match &self.gpu {
                 Some(gpu) => gpu.check(name, ctx),
-                None => Err(no_gpu_backend(name, ctx)),
+                None => Err(EngineError::NoGpuBackend {
+                    op: name,
+                    context: ctx,
+                }),
             };
         }
         if ctx.id >= MAX_CPU_DEVICES {
