@@ -24,7 +24,7 @@
 //! # Fused residual add and ReLU
 //! [`batch_norm_add_relu_train`] is a bottleneck's tail, `out = relu(bn(y) + shortcut)`:
 //! the normalization pass reads the shortcut's plane beside the channel's (in cache) input
-//! plane and writes `out` only, where batch_norm, add and relu wrote three whole tensors and
+//! plane and writes `out` only, where batch_norm, add and relu write three whole tensors and
 //! read four. The sum is never stored, and its backward needs none: the sum's gradient is
 //! `dy` masked by `out > 0`, so the batch norm's gradient is
 //! [`batch_norm_relu_backward_recomputed`] with `out` as the mask, and the shortcut's is the
@@ -75,8 +75,8 @@
 //! the outputs): every channel's mean, every channel's `inv_std`, (backward) every channel's
 //! `dgamma` and `dbeta`, then every channel's output planes. A small channel's sums are short
 //! chains of dependent adds (a 16-lane reduction into `f64`, a division, a square root) that
-//! the next pass over the same channel waits on; channel after channel the core sat on those
-//! latencies, phase by phase the channels' chains are independent and overlap. Each channel's
+//! the next pass over the same channel waits on; channel after channel the core would sit on those
+//! latencies; phase by phase the channels' chains are independent and overlap. Each channel's
 //! values are made by the same code in the same order, so the bits do not change (the
 //! workload's checksum neither); the item's data (about 4096 values a tensor,
 //! 16 KiB, or one larger channel alone) stays in L1/L2 between the phases. An item holds at most `MAX_ITEM_CHANNELS`

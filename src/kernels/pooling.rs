@@ -13,14 +13,14 @@
 //! Each (image, channel) plane of the output (forward) or of the input gradient (backward) is
 //! made whole by one `parallel_for` item, or each image for [`global_avg_pool`]. Small planes
 //! are made several to an item: consecutive planes, as many as fit in about 4096 input values,
-//! leaving at least 16 items (`planes_per_item`); one item per 16-pixel plane cost more in
+//! leaving at least 16 items (`planes_per_item`); one item per 16-pixel plane costs more in
 //! `parallel_for`'s ranges than the plane's work. Each plane adds in a fixed order whatever
 //! item it is in, so nothing depends on the thread count or the grouping.
 //!
 //! A window as large as the input (resnet-like's global average pool, `avg_pool` of 4x4
 //! planes) makes one mean per plane, summed as `Window::mean` sums (the same bits) but
 //! eight planes side by side (`means_of_planes`), since one plane's sum is a chain of
-//! dependent adds the core waited on window after window; its gradient fills each plane with
+//! dependent adds the core would wait on window after window; its gradient fills each plane with
 //! the general path's `0 + dy / count`. The measurements behind this file's special cases:
 //! `bench/KERNELS.md`.
 //!

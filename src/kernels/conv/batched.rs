@@ -123,7 +123,7 @@ use crate::pool::ThreadPool;
 const TRANSPOSE_PIXELS: usize = 64;
 
 /// Side of the square tiles [`transpose_images`] copies one at a time: 16 rows of the
-/// destination, 16 cache lines. Copying a whole item channel by channel instead wrote
+/// destination, 16 cache lines. Copying a whole item channel by channel instead writes
 /// `TRANSPOSE_PIXELS` lines a power-of-two stride apart, which share 4 sets of the L1
 /// cache and evict each other.
 const TRANSPOSE_TILE: usize = 16;

@@ -31,8 +31,8 @@
 //! (up to [`PADDED_PLANE_MAX`] values), in which every tap's output rows lie whole: no row
 //! is clipped to the plane or skipped, and for output rows of 4, 8 or 16 values the width is
 //! a compile-time constant, so a row is one or two vector adds rather than a loop that an
-//! 8-value row ran through its scalar remainder (and the clipped 7-value rows of the edge
-//! taps always did). The interior is then copied out. Each pixel still receives one value per
+//! 8-value row would run through its scalar remainder (as the clipped 7-value rows of the
+//! edge taps always would). The interior is then copied out. Each pixel still receives one value per
 //! tap in (ky, kx) order, so the sums are bit for bit those of the row-by-row form, which
 //! stride 2 and bigger planes keep. The measurements behind these forms: `bench/KERNELS.md`.
 //!
