@@ -7,11 +7,10 @@
 //! The call is made *from a worker of that pool*, so exactly `threads` threads compute (a
 //! caller outside the pool would help with blocks while it waits, adding a thread). Untimed
 //! warm-up calls for at least 250 ms, then `reps` timed calls (default 9); the figure is
-//! `2 size^3 / median time`. With one warm-up call, as before, the median of 9 on this
-//! 2-core VM under the default scheduler was 128-172 GFLOP/s where 30 reps or `chrt -f 1`
-//! gave 204-265: the first few hundred milliseconds ran slow (threads settling on cores).
-//! With the 250 ms warm-up, five interleaved runs gave 214-233 under the default scheduler
-//! and 210-241 under `chrt -f 1`, so a peak no longer flatters the step it is compared with.
+//! `2 size^3 / median time`. The first few hundred milliseconds of calls run slow (threads
+//! settling on cores); timed, they would make the peak read low under the default scheduler
+//! and flatter the step it is compared with, so the warm-up lasts past them (the figures:
+//! `bench/README.md`).
 //! Sampled elements of `C` are checked against `f64` dot products, so a broken kernel fails
 //! the benchmark instead of reporting a fast wrong answer.
 //!

@@ -17,31 +17,23 @@
 //! and `relu_backward` each read and write a whole activation; fused, the forward writes one
 //! tensor instead of two and the backward writes the masked gradient into the channel's
 //! `dx` planes (in cache) instead of into a tensor of its own. Results are bitwise those of
-//! the separate kernels: the same per-value arithmetic, the same summation order. In
-//! resnet-like (stem and each bottleneck's first two batch norms fused, `--inter 1`, 2 intra
-//! threads) the batch-norm and relu ops took 35.1 ms of a ~300 ms step before and 31.7 ms
-//! after (P50 sums, median of 3 interleaved runs each): the fused forwards cost ~0.3 ms more
-//! than the batch norms alone, the fused backwards ~1.3 ms more than batch_norm_grad alone
-//! (the extra read and select), against 5 ms of separate relu and relu_grad passes.
+//! the separate kernels: the same per-value arithmetic, the same summation order. The fused
+//! passes cost an extra read and select, far less than the separate passes they replace
+//! (the measurements behind this file's choices: `bench/KERNELS.md`).
 //!
 //! # Fused residual add and ReLU
 //! [`batch_norm_add_relu_train`] is a bottleneck's tail, `out = relu(bn(y) + shortcut)`:
 //! the normalization pass reads the shortcut's plane beside the channel's (in cache) input
-//! plane and writes `out` only, where batch_norm, add and relu wrote three whole tensors and
+//! plane and writes `out` only, where batch_norm, add and relu write three whole tensors and
 //! read four. The sum is never stored, and its backward needs none: the sum's gradient is
 //! `dy` masked by `out > 0`, so the batch norm's gradient is
 //! [`batch_norm_relu_backward_recomputed`] with `out` as the mask, and the shortcut's is the
 //! same masked `dy` (a projection's batch norm masks it the same way; an identity shortcut's
 //! is masked as [`relu_backward_add`](super::relu_backward_add) sums it into the main path's
 //! gradient). Bitwise the separate kernels' results: `(x scale + shift) + r` rounds each
-//! step as they do. In resnet-like (`--inter 1`, 2 intra threads, per-op P50 sums, medians
-//! over 13 interleaved pairs of 6-iteration runs) the batch-norm, add and relu ops and their
-//! gradients took 40.8 ms of a step before and 33.8 ms after (median per-pair ratio 0.84):
-//! the forward batch norms went from 9.7 to 10.7 ms and the backward ones from 16.3 to
-//! 19.2 ms (the 16 fused forwards read the shortcut; the bn3 and projection gradients read
-//! the mask), against 11.3 ms of add, relu and relu_grad passes gone; the shortcut
-//! gradients' sums went from 3.3 to 4.3 ms (they read the mask and `dy` instead of a masked
-//! tensor). The whole step's change was within the runs' noise (elapsed ratio 0.99).
+//! step as they do. The fused forward reads the shortcut and the fused backward the mask,
+//! both in cache beside the channel's planes, in place of whole add, relu and relu_grad
+//! passes over memory.
 //!
 //! # Parallelism and determinism
 //! The training forwards ([`batch_norm_train`], [`batch_norm_train_activated`],
@@ -66,40 +58,32 @@
 //! `f64`, and the groups' sums are added in image order in `f64`. Planes of 1024 pixels or
 //! more are groups of one (each plane its own lanes). Smaller planes share their lanes so
 //! that reducing 16 lanes into `f64` (a chain of 16 dependent adds) is paid once per ~1024
-//! values instead of once per plane: at 8x8 pixels that reduction cost more than the sums
-//! (this grouping made the 8x8 and 4x4 batch norms of resnet-like ~20% faster, and changed
-//! their last bits; the order depends on the shape alone). Every value is computed by the
+//! values instead of once per plane: at 8x8 pixels that reduction costs more than the sums
+//! (the order depends on the shape alone). Every value is computed by the
 //! same per-plane code in the same order whichever path makes it, so the per-channel paths
 //! give bitwise what the separate passes ([`batch_norm_stats`], then
 //! [`batch_norm_backward`]) give, and nothing depends on the thread count.
 //!
 //! Small channels are made several to an item: consecutive channels, as many as fit in about
 //! 4096 values (a divisor of the channel count, leaving at least 16 items), each made by the
-//! same code as a channel alone, so the bits do not change. One item per channel cost far more than
-//! the channel's own work at stages 3 and 4 (2048 channels of 4 x 16 values: the item's
-//! lock, its share of `parallel_for`'s ranges and `for_each_strided_group`'s per-piece
-//! tables): alone at `--inter 1` (median per-pair ratios of P50s, 7 interleaved pairs) the
-//! 4x4 forwards took 0.47-0.80 of the time (2048 channels: 0.414 to 0.196 ms, 2.5 to 5.4 GB/s
-//! of compulsory traffic), the 4x4 backwards 0.62-0.90, the 8x8 ones 0.85-0.97; 32x32 and
-//! 64x64 (one channel to an item either way) were unchanged.
+//! same code as a channel alone, so the bits do not change. One item per channel costs far
+//! more than the channel's own work at stages 3 and 4 (2048 channels of 4 x 16 values: the
+//! item's lock, its share of `parallel_for`'s ranges and `for_each_strided_group`'s
+//! per-piece tables).
 //!
 //! Within an item the channels go phase by phase (`item_statistics`, then the sums, then
 //! the outputs): every channel's mean, every channel's `inv_std`, (backward) every channel's
 //! `dgamma` and `dbeta`, then every channel's output planes. A small channel's sums are short
 //! chains of dependent adds (a 16-lane reduction into `f64`, a division, a square root) that
-//! the next pass over the same channel waits on; channel after channel the core sat on those
-//! latencies, phase by phase the channels' chains are independent and overlap. Each channel's
+//! the next pass over the same channel waits on; channel after channel the core would sit on those
+//! latencies; phase by phase the channels' chains are independent and overlap. Each channel's
 //! values are made by the same code in the same order, so the bits do not change (the
 //! workload's checksum neither); the item's data (about 4096 values a tensor,
 //! 16 KiB, or one larger channel alone) stays in L1/L2 between the phases. An item holds at most `MAX_ITEM_CHANNELS`
-//! channels (the backward keeps their statistics in stack arrays). Measured alone (`--inter
-//! 1`, 10 ops per iteration, 4 interleaved pairs, median per-pair ratios of P50s): the 4x4
-//! forwards took 0.87-0.91 of the time (`[4, 2048, 4, 4]`: 0.131 to 0.118 ms, a later and
-//! quieter setup than the grouping's figures above) and the
-//! backwards 0.86-0.94; 8x8 and larger were unchanged within noise. Two things that did not
+//! channels (the backward keeps their statistics in stack arrays). Two things that do not
 //! pay: one pass making both backward sums (`sum dy` and `sum dy (x - mean)` in two sets of
-//! lanes) vectorized badly and was 1.3x slower at every size, and a pairwise reduction of the
-//! lanes (it would have changed the bits) was 1.2x slower at 32x32 through codegen effects.
+//! lanes) vectorizes badly, and a pairwise reduction of the lanes (it would change the bits)
+//! runs slower through codegen effects.
 #![forbid(unsafe_code)]
 
 use super::elementwise::relu_gradient;

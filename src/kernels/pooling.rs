@@ -13,45 +13,34 @@
 //! Each (image, channel) plane of the output (forward) or of the input gradient (backward) is
 //! made whole by one `parallel_for` item, or each image for [`global_avg_pool`]. Small planes
 //! are made several to an item: consecutive planes, as many as fit in about 4096 input values,
-//! leaving at least 16 items (`planes_per_item`); one item per 16-pixel plane cost more in
+//! leaving at least 16 items (`planes_per_item`); one item per 16-pixel plane costs more in
 //! `parallel_for`'s ranges than the plane's work. Each plane adds in a fixed order whatever
 //! item it is in, so nothing depends on the thread count or the grouping.
 //!
 //! A window as large as the input (resnet-like's global average pool, `avg_pool` of 4x4
 //! planes) makes one mean per plane, summed as `Window::mean` sums (the same bits) but
 //! eight planes side by side (`means_of_planes`), since one plane's sum is a chain of
-//! dependent adds the core waited on window after window; its gradient fills each plane with
-//! the general path's `0 + dy / count`. Measured on `[4, 2048, 4, 4]` (`--inter 1`, 10 ops
-//! an iteration, 4 interleaved pairs, medians of per-pair ratios of P50s): forward 0.165 ->
-//! 0.076 ms (x0.46), backward 0.187 -> 0.045 ms (x0.24), both with the grouping; the grouping
-//! alone gave the 2x2 pools of 8x8 planes 0.87 (backward) to 1.0 (forward) of the time and
-//! left larger planes unchanged.
+//! dependent adds the core would wait on window after window; its gradient fills each plane with
+//! the general path's `0 + dy / count`. The measurements behind this file's special cases:
+//! `bench/KERNELS.md`.
 //!
 //! # Inside a plane
 //! 2x2 windows at stride 2 without padding over an even-sized plane (ResNet-D's downsampling)
 //! tile it, every window whole, so they get loops of their own (`mean_of_pairs`,
 //! `share_over_pairs`): one flat loop per output row that vectorizes, and a backward pass that
 //! writes each input pixel once instead of zero-filling the plane and adding onto it. They
-//! compute the general path's expressions in its order, so the bits are the same. Measured on
-//! 2 threads over 1024 planes of 32x32 (`--inter 1`, 2x2 pool of `[4, 256, 32, 32]`), counting
-//! the bytes read and written: forward 3.7 -> 12.4 GB/s, backward 3.6 -> 17 GB/s (the `add`
-//! kernel streams about 22 GB/s here).
+//! compute the general path's expressions in its order, so the bits are the same.
 //!
 //! 3x3 windows at stride 2 with padding 1 (the ResNet stem) reduce each input row's column
 //! triples and then the rows with an associative step (`keep_greater`), in flat loops with
 //! no bounds checks, and restore the scan's one non-associative case (a NaN first tap) at the
 //! end; the backward takes each interior window's argmax as its first tap equal to that
 //! maximum, found with selects, and adds in the general path's order. Same bits (tested on
-//! data with ties, -0 and NaN). Measured on 2 threads, `[4, 64, 64, 64]` (`--inter 1`, 5
-//! interleaved pairs, medians of ratios): forward 2.9 -> 6.8 GB/s (x2.3), backward
-//! 3.0 -> 4.6 GB/s (x1.5). A plane with no NaN in it (one vectorized pass says so) takes the
+//! data with ties, -0 and NaN). A plane with no NaN in it (one vectorized pass says so) takes the
 //! plain step `value > best ? value : best` instead (a `maxps`, where `keep_greater`'s NaN
 //! test costs an unordered compare and a blend in SSE2) and has no NaN first tap to restore;
 //! a plane with one keeps the steps above, so the bits are the same either way. The argmax
-//! taps are `u32` plane indices (four to a vector instead of two). Measured the same way (4
-//! pairs each, 10 ops an iteration): the taps took the backward from 1.25 to 1.00 ms
-//! (x0.75), the NaN-free steps the forward from 0.449 to 0.303 ms (x0.68, 17 GB/s) and the
-//! backward to 0.80 ms (x0.87, 12 GB/s).
+//! taps are `u32` plane indices (four to a vector instead of two).
 //!
 //! Other windows are walked output row by output row; a window's in-bounds rows and columns come
 //! from its row and column index with a multiply and a clamp (no division per pixel). A
@@ -62,7 +51,7 @@
 //! taps in row-major window order (the same bits), but neighbouring outputs' comparisons are
 //! independent and overlap. The backward pass scans each window for its argmax one at a time
 //! with a branch on the comparison: a tap-by-tap version needs the winning index picked by a
-//! select, and LLVM turns that select back into a branch (it was slower than this).
+//! select, and LLVM turns that select back into a branch, which runs slower than this.
 #![forbid(unsafe_code)]
 
 use super::error::{expect_rank, expect_shape, KernelError};
@@ -737,8 +726,7 @@ const PLANES_AT_ONCE: usize = 8;
 /// The mean of each whole plane of `planes` (`width` wide, `means.len()` planes) into `means`:
 /// `Window::mean`'s sum (each row from [`empty_row_sum`] in `f64`, the rows from 0 in
 /// order), so the same bits, but [`PLANES_AT_ONCE`] planes side by side: one plane's sum is a
-/// chain of dependent adds, and a window at a time the core waited on it (the global average
-/// pool of resnet-like, 16-pixel planes, ran at about 3 GB/s).
+/// chain of dependent adds, and a window at a time the core waits on it.
 fn means_of_planes(planes: &[f32], width: usize, means: &mut [f32]) {
     let pixels = planes.len() / means.len().max(1);
     let height = pixels / width.max(1);
@@ -767,7 +755,7 @@ fn means_of_planes(planes: &[f32], width: usize, means: &mut [f32]) {
 /// [`avg_pool`] of one plane (`width` wide, even sides) by 2x2 tiles into `out`, output row by
 /// output row: each mean is `Window::mean`'s `((0 + (a + b)) + (c + d)) / 4` in `f64` with
 /// the same row-sum start, written as one flat loop over the outputs of a row so that it
-/// vectorizes (the window-at-a-time walk ran at 2.5 GB/s).
+/// vectorizes (the window-at-a-time walk does not).
 fn mean_of_pairs(plane: &[f32], width: usize, out: &mut [f32]) {
     let start = empty_row_sum();
     let pair_sum = |pair: &[f32]| (start + f64::from(pair[0])) + f64::from(pair[1]);

@@ -8,22 +8,15 @@
 //! # Speed
 //! Plain SGD reads the gradient and the weight and writes the weight: 12 bytes a value, a
 //! streaming loop. Each chunk runs in a function of its own that holds the hyper-parameters
-//! in locals: with them read through the closure's captured `params`, LLVM reloaded them on
-//! every element and left the loop scalar, 18 GB/s on 2 threads over ten 2.4M-weight tensors
-//! (the `add` kernel streams about 22 GB/s on this machine); as packed SSE it reaches about
-//! 26 GB/s, and the results are the same bits (no reduction, the same expression per value).
+//! in locals: read through the closure's captured `params`, LLVM reloads them on every
+//! element and leaves the loop scalar; as locals the loop is packed SSE, and the results are
+//! the same bits (no reduction, the same expression per value).
 //!
 //! # In the training step
-//! resnet-like's 107 updates (23.7M values, 285 MB a step) show in-step P50s about twice
-//! what their bytes take at 26 GB/s, yet they cost the step no more than that: with every
-//! `sgd` op deleted from the workload the step took a median 0.955 of its time (20
-//! interleaved pairs, default threads, `chrt -f 1`), 10 ms of about 220, about what 285 MB
-//! take at 26 GB/s (11 ms). An update runs beside the convolutions of the next layers and
-//! shares the two cores with them, so its own span stretches while the cores stay busy.
-//! Moving the updates off the priority pool (no `prioritized`: a median 1.017 of the time,
-//! 10 pairs) or running them on the priority worker alone (no `parallel_for`: medians of
-//! 1.01 to 1.04 of the GFLOP/s in four sets of 8 to 14 pairs, each set's spread 0.87-1.3)
-//! measured no faster beyond the noise. Their cost is their bytes.
+//! An update runs beside the convolutions of the next layers on the priority pool and shares
+//! the cores with them, so its own span stretches while the cores stay busy: its cost to the
+//! step is its bytes. Moving the updates off the priority pool, or onto the priority worker
+//! alone (no `parallel_for`), is no faster (the measurements: `bench/KERNELS.md`).
 #![forbid(unsafe_code)]
 
 use super::elementwise::ELEMENTWISE_CHUNK;
@@ -119,8 +112,8 @@ pub fn sgd_update(
 
 /// Plain SGD on one chunk: `w -= lr * (g + wd w)` for each weight of `w` and its gradient in
 /// `g` (at least as long). The hyper-parameters are copied into locals first: read through
-/// the captured `params`, LLVM reloaded them on every element and kept the loop scalar
-/// (`movss`/`mulss`, 18 GB/s on 2 threads); as locals the loop is packed SSE (`mulps`, 26).
+/// the captured `params`, LLVM reloads them on every element and keeps the loop scalar
+/// (`movss`/`mulss`); as locals the loop is packed SSE (`mulps`).
 fn step_plain(w: &mut [f32], g: &[f32], params: SgdParams) {
     let (lr, wd) = (params.learning_rate, params.weight_decay);
     for (w, &g) in w.iter_mut().zip(g) {

@@ -42,17 +42,11 @@
 //! barrier for 100 µs. The last block's notify ends a nap at once; the timeout only bounds
 //! how late a newly queued task is noticed.
 //!
-//! Measured (the resnet-like step at 2 inter-op x 2 intra-op threads on 2 cores, `chrt -f 1`,
-//! `perf sched` and `perf record -e sched:sched_switch -g`): this nap is where cores go idle.
-//! In the steady state our threads held 91% of both cores; of the moments a core passed from
-//! our threads to no thread of ours, 59% began with a caller napping here (its last blocks
-//! running elsewhere, nothing queued to help with) and 21% with an intra-op worker parking.
-//! Most such gaps last 60-200 µs (about 4% of both cores), the scale of waking a parked
-//! thread on that VM (48 µs p50, `enginetop bench pool --bench wake_cold`). Yielding the core
-//! up to 20 or 100 times before napping, and cutting kernels' loops into blocks for twice the
-//! pool's threads (a shorter tail), did not measure faster on the whole step (medians of
-//! per-pair GFLOP/s ratios between 0.95 and 1.09 from batch to batch of 7-9 interleaved
-//! pairs), so the wait stays Eigen's plain nap.
+//! This nap is where a training step's cores most often go idle (a caller whose last blocks
+//! run elsewhere, nothing queued to help with), for about as long as waking a parked thread
+//! takes. Yielding the core before napping, and cutting kernels' loops into blocks for twice
+//! the pool's threads (a shorter tail), ran no faster on the whole step, so the wait stays
+//! Eigen's plain nap (the figures: `bench/README.md`).
 //!
 //! Why that cannot deadlock: order the frames that can be stuck by when they started. A
 //! `parallel_for` frame waits only for the blocks of its own call, created after it started;

@@ -50,8 +50,8 @@
 //!    `front`, then `back`, then `front` again, and retries until both `front` loads agree.
 //!    Since index values never recur, equal loads mean `front` did not change while `back` was
 //!    read: the pair held at one instant.
-//! 3. *Release stores, acquire loads* (Eigen's 2026 fix: its index stores used to be relaxed,
-//!    which ARM64 exploited). A thread that pushes at one end and then pops at the other (the
+//! 3. *Release stores, acquire loads* (as in Eigen's 2026 fix: relaxed index stores let
+//!    ARM64 reorder them). A thread that pushes at one end and then pops at the other (the
 //!    owner in Eigen's empty test) makes its stores in that order; a reader that sees the pop's
 //!    index also sees the earlier push's index, so it cannot pair the post-pop front with a
 //!    pre-push back and compute zero. Conversely, a reader that sees a new `back` re-reads
@@ -64,11 +64,12 @@
 //! `EMPTY` hands the value back (`Err(value)`), so the caller decides (the pool runs it
 //! inline). Dropping the queue drops every value still `READY`.
 //!
-//! # `pop_back` locks (Eigen's 2019 fix)
-//! `pop_back` used to `try_lock` and report "nothing" when another thread held the mutex. A
-//! worker woken for a task could then miss it and go back to sleep, having eaten the wake-up,
-//! and the pool deadlocked. It now waits for the mutex. It still returns at once, without the
-//! lock, when the queue reads as empty: by the rule above that reading is never false.
+//! # `pop_back` waits for the lock (as in Eigen's 2019 fix)
+//! A `pop_back` that only tried the mutex and reported "nothing" when another thread held it
+//! would let a worker woken for a task miss it and go back to sleep, having eaten the
+//! wake-up: the pool would deadlock. So it waits for the mutex. It still returns at once,
+//! without the lock, when the queue reads as empty: by the rule above that reading is never
+//! false.
 //!
 //! `pop_back_half` takes, under one lock, up to half the queue (rounded up) from the back,
 //! one claimed slot at a time, and stops early at the first slot it cannot claim (the owner
@@ -994,8 +995,8 @@ mod loom_tests {
         });
     }
 
-    /// Two stealers, two elements: both get one. A `try_lock` in `pop_back` (before Eigen's
-    /// 2019 fix) makes one come back empty-handed while the other holds the lock.
+    /// Two stealers, two elements: both get one. A `try_lock` in `pop_back` (what Eigen's
+    /// 2019 fix removed) would make one come back empty-handed while the other holds the lock.
     #[test]
     fn loom_run_queue_pop_back_waits_for_the_lock() {
         loom::model(|| {

@@ -2,12 +2,10 @@
 //! time-stamp counter.
 //!
 //! # Why the TSC and not `std::time::Instant`
-//! Measured on the project's machines (2-core x86-64 VMs, clocksource `tsc`, back-to-back
-//! reads in a loop, `enginetop bench profiler` prints the same figures):
-//! `Instant::now()` costs 55-70 ns (a vDSO `clock_gettime` call plus the `Instant` arithmetic
-//! around it), a raw `rdtsc` (through `quanta::Clock::raw`) 20-25 ns, and `quanta`'s scaled
-//! `Clock::now` about the same as the raw read. Only the counter leaves room for the rest of a
-//! recording inside the 10 ns target on a quiet machine, so events are stamped with
+//! `Instant::now()` is a vDSO `clock_gettime` call plus the `Instant` arithmetic around it,
+//! several times the cost of a raw `rdtsc` (through `quanta::Clock::raw`); `quanta`'s scaled
+//! `Clock::now` costs about the same as the raw read. Only the counter leaves room for the
+//! rest of a recording inside the 10 ns target on a quiet machine, so events are stamped with
 //! `quanta::Clock::raw()`, scaled to nanoseconds by one multiply and shift (when drained; see
 //! below). `quanta` calibrates the counter
 //! against the OS clock once (a few ms, at the first use of the epoch) and falls back to the
@@ -17,10 +15,8 @@
 //! # Raw stamps on the recording path, nanoseconds in the collector
 //! Scaling a counter reading to nanoseconds is a subtraction, a 64x64-bit multiply and a
 //! shift; cheap, but on the recording path it sits between the counter read and the store of
-//! the event. In a standalone loop of "read the counter, store a 32-byte event" (thread CPU
-//! time, 2-core VM) the raw read cost 11.4 ns per event and the read plus quanta's conversion
-//! 13.8-14.2 ns; the counter read alone (`rdtsc`, back to back) is 10.3-10.9 ns there, which
-//! is the floor of any per-event timestamp on that machine. So events recorded "now" carry the
+//! the event, where it adds a fifth or so to the counter read, itself the floor of any
+//! per-event timestamp. So events recorded "now" carry the
 //! *raw* reading, tagged with [`RAW_STAMP`] (the top bit, which no nanosecond count since the
 //! epoch reaches in 292 years), and the collector turns it into nanoseconds ([`Epoch::resolve`]) when it drains the
 //! ring. Events recorded with a time of their own ([`record_at`](super::Profiler::record_at))
@@ -35,6 +31,9 @@
 //!
 //! The epoch also records the wall-clock time (`chrono`) at which it was taken, which Chrome
 //! traces carry in `otherData` while their `ts` stay relative.
+//!
+//! `enginetop bench profiler` measures both clocks (`clock_read`); the figures behind these
+//! choices: `bench/README.md`.
 #![forbid(unsafe_code)]
 
 use std::sync::LazyLock;

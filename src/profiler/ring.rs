@@ -37,17 +37,14 @@
 //! - Each push issues `prefetchw` for the line [`CLAIM_AHEAD`] slots ahead, so the line is
 //!   owned by the time the stores reach it (a hint: no fault, no observable access).
 //! - A fresh ring's pages are first touched by its first pass of pushes (a page fault per
-//!   4 KiB: about 1 ms per 2 MiB ring on the project's VMs, on a thread that is recording).
+//!   4 KiB, hundreds of them per ring, on a thread that is recording).
 //!   So when both halves of a ring are gone its slot array is kept (8 MiB of arrays at most, the oldest
 //!   dropped first) and a new
 //!   ring of the same capacity takes it: a thread that comes and goes (a resized pool, an
 //!   engine per benchmark rep) gets memory that is already mapped. A reused array still holds
 //!   old events, but only slots in `[tail, head)` are ever read, and a new ring starts empty.
 //!
-//! Measured with `enginetop bench profiler` (2-core VM, medians of runs interleaved with the
-//! previous binary): the two together with the four-store copy took random_dag's
-//! profiled/unprofiled ratio from 1.61 to 1.43 and `record_event`'s `no_clock` from 6.6 to
-//! 4.7 ns per event.
+//! `enginetop bench profiler` measures the effect (the figures: `bench/README.md`).
 //!
 //! # End of life
 //! When the owning thread exits, its [`Producer`] is dropped and marks the ring `closed`
@@ -303,7 +300,7 @@ impl Producer {
 /// A recording site assembles its event in registers or on the stack with narrow stores (a
 /// `u16` here, a `u8` there). Copying it whole would load 16 bytes at a time from those
 /// narrow stores, which the CPU cannot forward from its store buffer (each such load stalls
-/// until the stores retire; measured: about 5 ns per event). Field by field, it is eight
+/// until the stores retire). Field by field, it is eight
 /// stores into the ring. Packed here into the event's four 8-byte words, it is four: every
 /// store sits in the store buffer until its line is written, and a `lock`ed instruction of the
 /// engine after a recording waits for all of them, so fewer is cheaper.

@@ -182,8 +182,8 @@ const W_T_CHUNK_MAX_VALUES: usize = 1 << 18;
 /// scratch, then for every image computes those rows of `dcols_n = W^T dY_n` (reading `dY_n`
 /// in place) and adds them back onto the chunk's planes of the image (col2im). The chunk of
 /// `W^T` stays in its core's L2 for every image, and no item waits for the others'
-/// transposes. By chunks of 64 channels instead of whole groups of 128, resnet-like's 3x3
-/// `256 -> 256` at 8x8 ran 0.956x the time (see `batched.rs`).
+/// transposes; a chunk of half a group leaves half of L2 to the rest of the item's data
+/// (see `batched.rs`).
 fn channel_group_backward_data(
     pool: &dyn ThreadPool,
     g: &Conv2dGeometry,

@@ -5,6 +5,7 @@
 //! planes (the last stages of a ResNet: 8x8, 4x4 pixels) the per-image path's items (one per
 //! image and block of output channels, each re-reading its block of `W`) are too thin to run
 //! well, so [`BATCHED_MAX_PIXELS`] and below a call takes this path, in one of two forms.
+//! The measurements behind the forms and thresholds: `bench/KERNELS.md`.
 //!
 //! **One item per image, or per half of the channels**, on planes of at least
 //! [`PER_IMAGE_MIN_PIXELS`] pixels (8x8): each image's whole GEMM is one `parallel_for` item
@@ -29,40 +30,20 @@
 //! Why it wins: for a row-major `C`, the `gemm` crate (0.19, AVX-512, microkernel 64 x 6)
 //! computes `C^T = B^T A^T`; it never packs a row-major `A` (the weight: it broadcasts from it
 //! in place) and packs `B` (the columns) in every call whose `C` has more than 48 rows. Cut by
-//! rows of `Y_b` as before, every item packed the whole side-by-side `cols_b` again (4 items:
-//! 4 copies of 2.4 MB on 3x3, 256 channels); cut by images, each column is packed once, and
-//! the gather, the scatter and the `cols_b` buffer go away. Measured on resnet-like's stage 3
-//! at batch 4 (2 threads, medians of 5 interleaved pairs' P50 ratios, new/old, with the
-//! changes below): forward 3x3 `256 -> 256` 0.73, 1x1 `1024 -> 256` 0.68, `256 -> 1024`
-//! 0.74; input gradient 0.80, 0.75, 0.65 (transposing `W` first: 0.96 of reading it in place
-//! on the 3x3). On 4x4 planes (16 columns per image, a quarter of the microkernel's 64) it ran
-//! 1.2x to 2x slower, hence the threshold.
+//! rows of `Y_b`, every item would pack the whole side-by-side `cols_b` again (4 items: 4
+//! copies of 2.4 MB on 3x3, 256 channels); cut by images, each column is packed once, and the
+//! gather, the scatter and the `cols_b` buffer go away. On 4x4 planes (16 columns per image,
+//! a quarter of the microkernel's 64) the per-image GEMMs are too narrow, hence the threshold.
 //!
-//! Why the 3x3 input gradient goes by channel halves: per image, transposing all of `W`
-//! first took 13% of the samples (a pass of its own that both threads finish before any
-//! GEMM), and every image's GEMM then read all of `W^T` (2.4 MB at 256 channels), half of it
-//! written by the other core. By halves, each item's `W^T` (1.2 MB) stays in its core's L2
-//! for all four images and nothing waits between the transpose and the GEMMs. On resnet-like's
-//! 3x3 `256 -> 256` at 8x8, batch 4, its P50 ran 0.897 and 0.830 of the per-image path's
-//! (medians of two sets of 7 interleaved pairs; 0.848 over 5 in an earlier build); by quarters 0.925 (more `dY_n` packs,
-//! shorter GEMMs); the transposed batch-wide form below, `W` packed by the `gemm` crate,
-//! 1.01. Each half in chunks of 64 channels (590 KB of `W^T`, transposed chunk by chunk, each
-//! used for the four images while it is in L2) then ran 0.956 of the whole halves' time
-//! (median of 9 interleaved pairs' P50 ratios against the branch point; 0.944 and 0.933 over
-//! 9 and 7 in the experiment, chunks of 48, 32 and 16 channels 0.960, 0.955 and 0.971; one
-//! GEMM over all of `C_out` per value as before, so the output bits are unchanged); its
-//! strided form (16x16 to 8x8) 0.966, 9 pairs. Whole step: 0.999x and 1.009x the GFLOP/s
-//! (medians of 15 and 9 pairs, within its noise). Replacing the transposes by the crate's
-//! packing failed: one GEMM over the gathered batch cut by rows (the crate packs `W^T` for
-//! products more than 128 columns wide, then scatter and col2im) ran 1.36x slower, and its
-//! pointwise ones 1.28x and 1.51x. The pointwise ones by halves with `W^T` transposed first
-//! ran 1.06 and 1.09 of the per-image time; by halves reading `W^T` in place, 0.928 (`1024 -> 256`) and 0.974 (`256 ->
-//! 1024`), and their forwards by halves of the output channels 0.977 and 0.924 (medians of 7
-//! interleaved pairs; the strided 1x1 `512 -> 1024` from 16x16, by halves as the 3x3: 0.837).
-//! Over the whole resnet-like step, with the 4x4 changes below: 1.013x and 1.032x the
-//! GFLOP/s (medians of two sets of 8 interleaved pairs; output bits unchanged). The 3x3 forward by halves ran 1.065: it packs
-//! its im2col'd columns (590 KB an image at 256 channels) once in each item, so it stays per
-//! image.
+//! Why the 3x3 input gradient goes by channel halves: per image, all of `W` would be
+//! transposed first in a pass of its own that both threads finish before any GEMM, and every
+//! image's GEMM would then read all of `W^T` (2.4 MB at 256 channels), half of it written by
+//! the other core. By halves, each item's `W^T` (1.2 MB) stays in its core's L2 for all four
+//! images and nothing waits between the transpose and the GEMMs; by chunks of 64 channels
+//! (590 KB of `W^T`, each used for the four images while it is in L2) it leaves half of L2
+//! to the columns and gradients beside it.
+//! The 3x3 forward stays per image: by halves, each item would pack every image's im2col'd
+//! columns (590 KB an image at 256 channels) once more.
 //!
 //! **One GEMM over the batch** on smaller planes: the images' matrices side by side, `cols_b`
 //! `(C_in kh kw) x (N H_out W_out)`, column `n P + p` being image `n`'s column `p`, and one
@@ -70,43 +51,32 @@
 //! NCHW order:
 //! - forward: `cols_b` by im2col straight into the side-by-side layout (or gathered from the
 //!   input when pointwise), one GEMM cut into [`forward_rows`] blocks (two of 256 rows on 512
-//!   output channels: each item packs all of `cols_b`, so few items pack least; 0.85x the
-//!   time of eight 64-row items on 3x3, 512 channels, 4x4), scatter into the output;
+//!   output channels: each item packs all of `cols_b`, so few items pack least), scatter
+//!   into the output;
 //! - input gradient: `dY_b` gathered from `grad_output`, `dcols_b = W^T dY_b`, scattered back
 //!   to per-image columns (col2im when not pointwise). Over at most
 //!   [`TRANSPOSED_MAX_COLUMNS`] pixels it is computed transposed instead, `dcols_b^T = dY_b^T
 //!   W` (few rows, many columns), one item per block of at most [`TRANSPOSED_BLOCK_COLUMNS`]
-//!   (128) columns ([`transposed_block`]), each block its own row-major matrix: on 4x4 planes
-//!   of 512 channels (64 pixels) that ran 1.7x as fast, end to end. Each item's GEMM packs its
-//!   block of `W` and reads `dY_b` in place (the crate packs its right operand, `dY_b`, only
-//!   in products of more than 128 rows: blocks of 256, as before, packed all of `dY_b` again
-//!   in each of 18 items on 3x3, 512 channels). Then, pointwise, each image's planes go back
-//!   in 16x16 tiles: within the GEMM's own item, right after it, when the blocks are all of
-//!   one width (`untransposed_in_items` in `backward.rs`: each item untransposes its block,
-//!   still in its core's cache, into every image's planes of its channels), else in a pass
-//!   of its own ([`untranspose_blocks`]). Doing it within the items measured, against the
-//!   separate pass (median P50 ratios of 11 interleaved pairs, batch 4, 4x4; against the
-//!   branch point, which also lacked the AVX tiles below): 1x1 `2048 -> 512` 0.914 (0.928),
-//!   `512 -> 2048` 0.966 (0.983); the same GEMMs and copies, so the same bits. Otherwise
-//!   (not pointwise) col2im reads the blocks directly, one
-//!   item per (image, input channel) plane gathering its `kh kw x P` columns into its slot of
-//!   the per-image columns and adding them onto the plane while they are in L1
-//!   (`col2im_from_blocks` in `backward.rs`; the same values in the same order as
-//!   untransposing every image first, then col2im). Measured together, new/old P50 ratios
-//!   (medians of 7 interleaved pairs, batch 4, 4x4): 3x3 `512 -> 512` 0.913, 1x1 `2048 ->
-//!   512` 0.898, `512 -> 2048` 0.985.
-//!   Tried since on the 3x3 `512 -> 512` and measured slower (P50 ratios against this form,
-//!   medians of 5-7 interleaved pairs): items of 16 or 64 whole input channels (144 or 576
-//!   columns) col2im'ing their own block right after its GEMMs, 1.06 both (the crate's
-//!   16-column remainder kernel, then more packing time); blocks of 64 or 256 columns, 1.04
-//!   and 1.02 (noise); GEMM calls of at most 48 pixels so the crate reads `W` in place, 2.2;
-//!   the forward form `dX_b = W' cols_b` with `W'` made 24-32 rows at a time just before its
-//!   GEMM (reading `cols_b` in place), 1.3-1.6: making `W'` (flipped, or only its channel
-//!   axes swapped with the kernel flip moved into the columns) cost more than the crate's
-//!   packing of `W`, which reads the same 9.4 MB. Calls of at most 48 rows reading the
-//!   64-wide columns in place also ran slower on the 8x8 and 4x4 forwards and input
-//!   gradients (0.99-1.18, medians of 5 pairs, most 1.03-1.13) than letting the crate pack
-//!   them.
+//!   (128) columns ([`transposed_block`]), each block its own row-major matrix. Each item's
+//!   GEMM packs its block of `W` and reads `dY_b` in place (the crate packs its right
+//!   operand, `dY_b`, only in products of more than 128 rows, so wider blocks would pack all
+//!   of `dY_b` again in every item). Then, pointwise, each image's planes go back in 16x16
+//!   tiles: within the GEMM's own item, right after it, while the block is still in its
+//!   core's cache, when the blocks are all of one width (`untransposed_in_items` in
+//!   `backward.rs`: each item untransposes its block into every image's planes of its
+//!   channels), else in a pass of its own ([`untranspose_blocks`]). Otherwise (not
+//!   pointwise) col2im reads the blocks directly, one item per (image, input channel) plane
+//!   gathering its `kh kw x P` columns into its slot of the per-image columns and adding them
+//!   onto the plane while they are in L1 (`col2im_from_blocks` in `backward.rs`; the same
+//!   values in the same order as untransposing every image first, then col2im).
+//!
+//!   Tried on the 3x3 `512 -> 512` and slower, so not to be tried again: items of whole
+//!   input channels col2im'ing their own block after its GEMMs (the crate's 16-column
+//!   remainder kernel, then more packing); GEMM calls of at most 48 pixels so the crate reads
+//!   `W` in place; the forward form `dX_b = W' cols_b` with the flipped `W'` made just before
+//!   each GEMM (making `W'` costs more than the crate's packing of `W`, which reads the same
+//!   bytes). Calls of at most 48 rows reading the 64-wide columns in place also lose to the
+//!   crate's packing on the 8x8 and 4x4 forwards and input gradients.
 //!
 //! The weight gradient `dW = dY_b cols_b^T` always takes the batched form, its inner dimension
 //! running over all the images' pixels (see `weight_grad.rs`). Its transposed form im2cols
@@ -117,25 +87,18 @@
 //! `dY_b` (by blocks of columns, `dY_b` is gathered whole first).
 //!
 //! [`transpose_images`] (and [`transpose_block`], [`untranspose_blocks`]) copy 16x16 tiles,
-//! each loaded whole (16 row loads) and stored as 16 whole rows; element by element with
-//! strided stores it took 19% of the 3x3 input gradient. Where the CPU has x86-64-v3 (AVX2
-//! and FMA among others; detected at run time, once per [`transpose_block`] call) a tile
-//! goes as four 8x8 blocks, each transposed in registers (8 row loads, 24 shuffles, 8 row
-//! stores, through `pulp`'s safe wrappers of the intrinsics); the tile's
-//! array of rows, read back value by value, compiled to 256 scalar loads and 256 scalar
-//! stores a tile (the build targets plain x86-64). It is a copy, so no value changes. Their
-//! share of the profile (`perf record`, 20 iterations, against the GEMM microkernel's in the
-//! same profile): resnet-like's 3x3 `256 -> 256` input gradient at 8x8 (its chunks of
-//! `W^T`) 0.179 -> 0.146, the 3x3 `64 -> 64` weight gradient at 32x32 (its `dY`
-//! transposed once) 0.095 -> 0.077. What is left is mostly waiting for the source rows (the
-//! weight's lie a whole row of `W` apart, 9 KB): software prefetches of the next band of 16
-//! rows, or of the next chunk of `W` while the current one's GEMMs ran, left those shares
-//! where they were (the latter ran 1.08x the time). Going through the tiles by bands of
-//! columns of the source (each band of 16 destination rows written whole, contiguously)
-//! instead of by bands of its rows (every destination row a line at a time) took the input
-//! gradient's share to 0.131 (from 0.168 in the same session) and its P50 to 0.963 and
-//! 0.956 of the row-band order's (medians of two sets of 11 interleaved pairs; 0.987 of the
-//! branch point's, with the AVX tiles).
+//! each loaded whole (16 row loads) and stored as 16 whole rows, rather than element by
+//! element with strided stores. Where the CPU has x86-64-v3 (AVX2 and FMA among others;
+//! detected at run time, once per [`transpose_block`] call) a tile goes as four 8x8 blocks,
+//! each transposed in registers (8 row loads, 24 shuffles, 8 row stores, through `pulp`'s
+//! safe wrappers of the intrinsics); the tile's array of rows, read back value by value,
+//! compiles to 256 scalar loads and 256 scalar stores a tile (the build targets plain
+//! x86-64). It is a copy, so no value changes. The tiles go by bands of columns of the
+//! source, each band of 16 destination rows written whole, contiguously, rather than by
+//! bands of its rows (every destination row a line at a time). What is left is mostly
+//! waiting for the source rows (the weight's lie a whole row of `W` apart, 9 KB); software
+//! prefetches of the next band, or of the next chunk of `W` during the current one's GEMMs,
+//! do not shorten it.
 //!
 //! # Parallelism and determinism
 //! GEMMs are cut by images, halves of the input channels, rows (or blocks of columns) of their
@@ -160,9 +123,9 @@ use crate::pool::ThreadPool;
 const TRANSPOSE_PIXELS: usize = 64;
 
 /// Side of the square tiles [`transpose_images`] copies one at a time: 16 rows of the
-/// destination, 16 cache lines. Copying a whole item channel by channel instead wrote
+/// destination, 16 cache lines. Copying a whole item channel by channel instead writes
 /// `TRANSPOSE_PIXELS` lines a power-of-two stride apart, which share 4 sets of the L1
-/// cache and evicted each other (half of a 1x1 weight gradient's time on 32x32 planes).
+/// cache and evict each other.
 const TRANSPOSE_TILE: usize = 16;
 
 /// Output planes of at least this many pixels (8x8) run the batched path's GEMMs one image

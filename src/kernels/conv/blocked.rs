@@ -15,7 +15,7 @@
 //! lie a plane apart (`gemm_single_threaded_strided`), so no result is copied. The GEMM goes
 //! in calls of at most [`UNPACKED_MAX_ROWS`] (48) output channels ([`multiply_in_place`]), for
 //! which the `gemm` crate reads `cols_b` in place instead of first copying it into packed
-//! panels (8-10% of the s1 3x3 forward's and the stem's profiles). Any stride
+//! panels (a copy the size of the columns, per call). Any stride
 //! takes this path (the stem's 7x7 stride 2 included: its item first splits the image into
 //! phase planes, `im2col.rs`' [`ImageSource`], so each run's im2col is shifted copies); the input gradient and the
 //! channel-grouped weight gradient below only stride 1 ([`block_pixels`]).
@@ -35,9 +35,9 @@
 //! `cols_run dY_run^T` each accumulated into a `(C_in / G) kh kw x C_out` sum in its scratch,
 //! then writes the sum transposed into its columns of `dW`. `dY^T` is read in place as a
 //! column-major view, except on planes of a multiple of [`ALIASING_PIXELS`] (1024) pixels: there
-//! `dY`'s rows lie a multiple of 4 KiB apart, and the `gemm` crate, packing the view, read 64
-//! of them at once, one value each, all in one set of the L1 cache (27% of the s1 3x3 weight
-//! gradient's time); so the call first transposes every image's `dY` once
+//! `dY`'s rows lie a multiple of 4 KiB apart, and the `gemm` crate, packing the view, reads 64
+//! of them at once, one value each, all in one set of the L1 cache, where they evict each
+//! other; so the call first transposes every image's `dY` once
 //! (`transpose_images`, into the shared-operand buffer) and the GEMMs read it row-major. No partial sums to add, no im2col done twice.
 //! With fewer input channels than [`WEIGHT_GROUPS`] (the stem's 3: groups of 49 rows, 3 items
 //! for 2 threads) it is cut by pixels instead, any stride
@@ -47,51 +47,19 @@
 //! own slot of the caller's scratch; the slots are then added
 //! in part order and transposed into `dW`.
 //!
-//! # Measurements
-//! 2 shared cores, `--inter 1`, workloads of one op repeated 10 times per iteration at batch
-//! 4 (20 iterations), each op's P50, median over 5 interleaved pairs of the branch point's
-//! binary and this one, ms per call before -> after (medians of the runs) and the median of
-//! the pairs' speedups:
-//! - s1 3x3 (32x32, 64 channels): forward 1.85 -> 1.43 (1.17x), input gradient 1.58 -> 1.46
-//!   (1.08x), weight gradient 1.85 -> 1.76 (1.06x, im2col's cheaper padding only);
-//! - s2 3x3 (16x16, 128 channels): forward 1.28 -> 1.24 (1.03x), input gradient 1.42 -> 1.47
-//!   (1.00x), weight gradient 1.70 -> 1.61 (1.05x): within the noise;
-//! - the stem (7x7 stride 2 pad 3, `[4,3,128,128] -> [4,64,64,64]`), which took the whole
-//!   batch's im2col and the per-image weight gradient before: forward 2.65 -> 2.20 (1.23x),
-//!   weight gradient 3.00 -> 2.00 (1.51x). In the whole resnet-like step (`--inter 1`, 3
-//!   interleaved pairs, P50 of 6 iterations) `stem_conv` went 3.15 -> 2.26 ms (1.39x) and
-//!   `stem_conv_grad_w` 4.42 -> 2.72 ms (1.59x); the step's GFLOP/s moved within its noise
-//!   (median ratio 1.00 over 6 pairs, spread 0.84-1.33).
-//!
-//! These include im2col's cheaper padding and stride-2 gather (`im2col.rs`). Before, the
-//! forward was one item per run index over every image, copying each block's result rows
-//! into the planes (3% of the s1 forward, 10% of the stem's); the stem's forward on that
-//! form was only 1.06x faster than the whole-batch im2col, and its weight gradient by 3
-//! channel groups 0.67x as fast as the per-image form.
-//!
-//! Calls of at most 48 channels against one call per block (64 or 128 channels), 15
-//! interleaved pairs: s1 forward 0.96x, s2 forward 0.97x, the stem's 1.00x; s1 and s2 input
-//! gradients 0.97x (measured with the columns' rows padded to an odd number of cache lines, so
-//! that reads down a column spread over the L1 sets; that padding itself made no difference,
-//! 1.01x on s1 and 0.99x on the stem, so the rows stay `run` apart).
-//!
-//! Building `W'` once per call instead of once per item (4 per call at batch 4, each reading
-//! the weight 9 values at a time a row of `W` apart: 13% of the s2 input gradient's profile)
-//! and transposing `dY` once per call on 32x32 planes, measured the same way (5 interleaved
-//! pairs, this machine quiet: the ops ran near the GEMM peak): s2 3x3 input gradient 1.38 ->
-//! 1.28 ms (0.93x), s1 input gradient 1.44 -> 1.42 (0.99x), s1 weight gradient 1.71 -> 1.42
-//! (0.84x); s2 weight gradient and the forwards unchanged (0.99-1.00x). Transposing `dY` on
-//! s2 too (16x16, rows 1 KiB apart) measured 1.02x, and on the stem (its 1M values of `dY`,
-//! rows 16 KiB apart, for the pixel parts) 0.98x: the transpose cost what the packing lost.
-//! Holding `W'` and the items' columns in one buffer of the caller's (a slot per item, cold in
-//! L2 when its item starts) instead measured 1.05x on the s1 input gradient.
-//!
-//! Earlier (the run-index form, another machine load): `BLOCK_VALUES` of 2^16 and 2^17 were
-//! slower than 2^18 (s1 forward 2.16 and 1.87 ms against 1.84), and 2^19 too (2.02). In the
-//! per-image form 2^17 ran at 0.97-0.99x of 2^18 (s1 and s2 forward, the stem's forward, s1
-//! weight gradient; 5 pairs each). Transposing each run's `dY` into scratch in each item,
-//! before its GEMM, measured 1.04x on s1, 0.95x on s2 and 1.01x on the stem (once per call
-//! instead, above, it pays on s1).
+//! # Choices
+//! The measurements behind these: `bench/KERNELS.md`.
+//! - [`BLOCK_VALUES`] (2^18 values, 1 MiB of columns): much smaller blocks make thinner
+//!   GEMMs, larger ones leave L2; half of it runs about as fast.
+//! - `W'` is built once per call over the pool rather than once per item: each build reads
+//!   the weight 9 values at a time a row of `W` apart, once per item otherwise.
+//! - `dY` is transposed only where its rows alias ([`ALIASING_PIXELS`]); on other planes the
+//!   transpose costs what the packing loses, and a transpose of each run inside its item
+//!   does no better than one per call.
+//! - The columns' rows stay `run` apart: padding them to an odd number of cache lines made
+//!   no difference here.
+//! - `W'` and the items' columns are not held in one buffer of the caller's: a slot per item
+//!   is cold in L2 when its item starts.
 //!
 //! # Determinism
 //! The runs, channel blocks, groups and parts depend on the shapes alone, every output value

@@ -6,14 +6,10 @@
 //! output channels in one GEMM ([`image_row_block`]); smaller batches cut the channels into
 //! [`rows_per_block`] blocks so the pool has items. The `gemm` crate packs an item's right
 //! factor (the image, for a pointwise convolution) once per call, so blocks of 64 channels
-//! packed a 16x16 image of 128 channels 8 times for `128 -> 512`; the input gradient
-//! (`backward.rs`' `weight_transpose_times`) is cut the same way. On resnet-like at batch 4
-//! (`--inter 1`, 5 interleaved pairs, median ratio of each op's summed P50 against blocks of
-//! 64 rows): stage 2's pointwise forwards 0.88-0.91x (`128 -> 512`, `512 -> 128`, the
-//! projection), its input gradients 0.91-0.96x, stage 1's `256 -> 64` forward and input
-//! gradient 0.96x and `64 -> 256` forward 0.94x (ops whose block was already whole, and every
-//! other op, within 0.97-1.03x); alone (`s2c3_fwd`, `s2c1_in`, 3 pairs) 0.91x. Bits are the
-//! same: each output value is still one microkernel's sum over the whole `k`.
+//! would pack a 16x16 image of 128 channels 8 times for `128 -> 512`; the input gradient
+//! (`backward.rs`' `weight_transpose_times`) is cut the same way. Whole images pack each once
+//! (the measurements: `bench/KERNELS.md`). Bits are the same either way: each output value
+//! is one microkernel's sum over the whole `k`.
 #![forbid(unsafe_code)]
 
 use super::batched::{self, is_batched};

@@ -10,17 +10,12 @@
 //! pad-1 one) fills a row of its columns as one copy of the plane shifted by the tap's offset,
 //! then zeros the few columns that read the padding; others go output row by output row, one
 //! copy of up to `W_out` values each (30 to 32 for a 32-wide plane), or for stride 2 a gather
-//! whose stride is a compile-time constant so it vectorizes. On resnet-like's first two
-//! stages' forward the shifted copy made the blocked path 10-12% faster (1.87 -> 1.70 ms and
-//! 1.56 -> 1.38 ms per call).
+//! whose stride is a compile-time constant so it vectorizes.
 //!
 //! Both forms then zero the columns that read the left and right padding one column at a time
-//! down the output rows ([`zero_padding_columns`]): one or two values per row and edge, which
-//! as a `fill` each were a `memset` call each, 3.7% of the s1 3x3 forward. The stem's 7x7
-//! stride-2 gather was a `step_by` loop that took 28% of its blocked forward; the row-by-row
-//! form also walks output rows by index rather than dividing each pixel by the width (one
-//! division per output row of 64 values showed in its profile): the stem's forward 1.10x and
-//! its weight gradient 1.04x faster (medians of 5 interleaved pairs of each op's P50).
+//! down the output rows ([`zero_padding_columns`]): one or two values per row and edge, where
+//! a `fill` each would be a `memset` call each. The row-by-row form walks output rows by
+//! index rather than dividing each pixel by the width.
 //!
 //! A stride-2 convolution whose output is half as wide as its even input (the stem's 7x7 pad
 //! 3 on 128x128, any 3x3 pad 1) can instead take its columns from the input's phase planes
@@ -30,21 +25,16 @@
 //! `(oy + floor((ky - p) / 2), ox + floor((kx - p) / 2))`: as wide as the output, so the tap
 //! row is that plane shifted, one copy per run as at stride 1 ([`shifted_copy`]), and the
 //! stride-2 gather is done once per input value instead of once per tap (49 times for the
-//! stem). The blocked path's stem forward went from 24% of its profile in im2col to 13.5%
-//! (copies 9%, the split 3%): 1.57 -> 1.39 ms per call (0.90x, median of 5 interleaved pairs of
-//! the op's P50 at batch 4); its weight gradient, which splits each image once per part of
-//! its pixels (4), 0.97x.
+//! stem).
 //!
 //! col2im at stride 1 accumulates into a zeroed `(H + 2 p) x (W + 2 p)` plane on the stack
 //! (up to [`PADDED_PLANE_MAX`] values), in which every tap's output rows lie whole: no row
 //! is clipped to the plane or skipped, and for output rows of 4, 8 or 16 values the width is
 //! a compile-time constant, so a row is one or two vector adds rather than a loop that an
-//! 8-value row ran through its scalar remainder (and the clipped 7-value rows of the edge
-//! taps always did). The interior is then copied out. Each pixel still receives one value per
+//! 8-value row would run through its scalar remainder (as the clipped 7-value rows of the
+//! edge taps always would). The interior is then copied out. Each pixel still receives one value per
 //! tap in (ky, kx) order, so the sums are bit for bit those of the row-by-row form, which
-//! stride 2 and bigger planes keep. On resnet-like's 3x3 input gradients (batch 4, pad 1),
-//! stage 3 (256 channels, 8x8) ran 1.18x faster and stage 4 (512, 4x4) 1.05x (median of 9
-//! interleaved pairs of the mean of each op's P50, ratios 0.848 and 0.953).
+//! stride 2 and bigger planes keep. The measurements behind these forms: `bench/KERNELS.md`.
 //!
 //! [`PaddedPlane`] is the same idea the other way, for im2col at stride 1 on planes of up to
 //! [`PADDED_PLANE_MAX`] padded values: the plane copied inside a zero border, each output row
@@ -198,7 +188,7 @@ fn tap_row_by_output_rows(
 }
 
 /// `out[i] = sources[i * STRIDE]`, the stride known at compile time so the loop vectorizes
-/// (the stem's 7x7 stride-2 im2col spent 28% of its forward in a `step_by` gather).
+/// (a `step_by` gather does not).
 fn gather_every<const STRIDE: usize>(sources: &[f32], out: &mut [f32]) {
     let Some((last, body)) = out.split_last_mut() else {
         return;
@@ -219,7 +209,7 @@ fn gather_every_nth(sources: &[f32], stride: usize, out: &mut [f32]) {
 /// Zeros, in `row` (the columns `pixels` of one tap row), every pixel whose output column
 /// lies outside `lo..hi` (`width` columns per output row), one column at a time down the
 /// rows: a padding column is one to three values wide, and a `fill` per output row and edge
-/// became a `memset` call each, 4% of a 3x3 forward.
+/// would be a `memset` call each.
 fn zero_padding_columns(
     row: &mut [f32],
     pixels: Range<usize>,
@@ -503,9 +493,9 @@ fn add_tap_rows_of_width(tap: &[f32], targets: &mut [f32], padded_width: usize, 
 /// `(ky, kx)` of output pixel `(oy, ox)` is then its value `(oy + ky, ox + kx)`, so each output
 /// row of a tap row is one contiguous copy, with no clipping. Used on every stride-1 plane
 /// whose padded size is at most [`PADDED_PLANE_MAX`] values, in the place of
-/// [`im2col_plane_strided`]'s per-row clipping and zeroing (about 9 ns a tap row of 16 values,
-/// by its share of the profile); outputs 4 or 8 wide get fixed-size row copies, other widths
-/// one slice copy a row.
+/// [`im2col_plane_strided`]'s per-row clipping and zeroing, which costs more than the copy on
+/// rows this short; outputs 4 or 8 wide get fixed-size row copies, other widths one slice
+/// copy a row.
 pub(super) struct PaddedPlane<'a> {
     values: &'a mut [f32],
     width: usize,

@@ -3,16 +3,16 @@
 //! the blocked path, `blocked.rs`, does not take: every pointwise convolution there, and
 //! strided ones with 4 or more input channels; the stem, with 3, is the blocked path's by
 //! parts of its pixels), and on the batched path (`batched.rs`) direct, column-blocked or
-//! transposed.
+//! transposed. The measurements behind the forms and thresholds: `bench/KERNELS.md`.
 //!
 //! # Why a transpose
 //! Both factors of `dY cols^T` have the pixels, the inner dimension, as their contiguous
 //! axis. Fed to the `gemm` crate that way (`A B^T`, `B^T` a column-major view), the crate
-//! packs one operand transposed, reading 64 rows at once a plane apart: on 32x32 planes
-//! (4 KiB apart, all in the same L1 sets) packing took 39% of a 1x1 gradient's time against
-//! 29% in the microkernel (`cin 256 -> cout 64`: 96 GFLOP/s on 2 threads). So one factor is
-//! transposed first, by [`transpose_images`] in 16x16 tiles, into `pixels x channels`
-//! (images one after another: row `n P + p`), and the GEMM reads both row-major.
+//! packs one operand transposed, reading 64 rows at once a plane apart: on 32x32 planes those
+//! rows lie 4 KiB apart, all in the same L1 sets, and the packing outweighs the microkernel.
+//! So one factor is transposed first, by [`transpose_images`] in 16x16 tiles, into
+//! `pixels x channels` (images one after another: row `n P + p`), and the GEMM reads both
+//! row-major.
 //!
 //! # Per image
 //! The factor with fewer channels is the one transposed (the columns when `C_out >= C_in kh
@@ -29,23 +29,9 @@
 //! [`rows_per_block`] blocks and the images into the fewest parts that make 4 items (one
 //! part at batch 4). With one part and `dW`, the items write `dW` in place; else each part
 //! sums into its own slot of scratch, and a last loop adds the slots in part order into
-//! `dW`, or, for `dW^T`, into the first slot, which is then transposed in whole 16x16 tiles.
-//!
-//! Splitting stage 1's images instead of its rows took (resnet-like, `--inter 1`, batch 4,
-//! medians over 10 and 8 interleaved pairs of runs of each group's P50 ratio, new/old)
-//! `256 -> 64` to 0.91 and 0.92, `64 -> 256` to 0.94 and 0.93, its projection `64 -> 256` to
-//! 0.93 and 0.87; on stage 2 (16x16 planes, 2-4 times as many pixels as rows) it ran even
-//! (0.93-1.04 over `512 -> 128`, `128 -> 512`, `256 -> 512`, `256 -> 128`), hence the
-//! threshold. The part slots' sum used to transpose-and-add `dW^T` one value at a time,
-//! which took `512 -> 128` to 1.13x before the slots were added first and transposed once.
-//!
-//! Measured (2 shared cores, resnet-like's 1x1 weight gradients at batch 4, medians of 5
-//! interleaved runs of each op's P50, GFLOP/s, old -> new): stage 1 `64 -> 256` 42 -> 121,
-//! `256 -> 64` 96 -> 119, `64 -> 64` 55 -> 72; stage 2 `128 -> 512` 61 -> 142, `512 -> 128`
-//! 98 -> 130, `256 -> 512` 81 -> 153, `256 -> 128` 78 -> 92. The old form transposed `dY`
-//! always and split each image into runs of 512 pixels, each its own copy of `dW^T`; half its
-//! time on `256 -> 64` went to the transpose (one channel at a time, 64 rows 1 KiB apart).
-//! Reading `cols_n^T` in place instead of transposing it reached 87-120 on the same shapes.
+//! `dW`, or, for `dW^T`, into the first slot, which is then transposed in whole 16x16 tiles
+//! (adding first and transposing once reads each slot contiguously; transposing each slot
+//! onto `dW` value by value does not).
 //!
 //! # Batched
 //! With small planes `cols_b` holds every image side by side, `patch x N P`, and the batch's
@@ -55,138 +41,67 @@
 //! - **Column-blocked**, when `dW` has at least twice as many columns (`C_in kh kw`) as rows
 //!   (`C_out`). `dY_b` is gathered once (`C_out x N P`, small) into the caller's
 //!   shared-operand buffer and read as a row-major left factor, which the crate reads in
-//!   place. Then one item per block of [`column_item_channels`] input channels: enough to fill
-//!   whole panels of the crate's 64-row microkernel, about 512 columns (64 channels on 3x3,
-//!   576 columns; 512 pointwise), and at most half the channels rounded up to 16 (so a 3x3 on
-//!   5 channels is one item). Each item:
+//!   place (transposed, as a column-major left factor, the crate would pack it again in
+//!   every item). Then one item per block of [`column_item_channels`] input channels: enough
+//!   to fill whole panels of the crate's 64-row microkernel, about 512 columns (64 channels
+//!   on 3x3, 576 columns; 512 pointwise), and at most half the channels rounded up to 16 (so
+//!   a 3x3 on 5 channels is one item). Each item:
 //!   1. makes its channels' rows of `cols_b` in its thread's scratch ([`side_by_side_rows`]:
 //!      im2col, or a copy when pointwise), rows [`padded_stride`] apart, an odd number of
 //!      cache lines: the crate's packing reads 64 rows at once, one value from each, and rows
 //!      1 KiB apart (8x8 planes at batch 4) all fall in 4 of the L1 cache's 64 sets. Small
 //!      stride-1 planes go through a zero-bordered copy ([`PaddedPlane`]), so each output row
-//!      of a tap row is one fixed-size copy: 0.94 and 0.96 (operands cold) of the general
-//!      im2col's time on the 3x3 `512 -> 512` at 4x4, 7 pairs each, its im2col's share of
-//!      the profile 11% -> 7%; 1.01 and 0.99 on the 3x3 `256 -> 256` at 8x8, 9 and 7 pairs;
+//!      of a tap row is one fixed-size copy, with no clipping;
 //!   2. runs one whole-`K` GEMM reading those rows as a column-major right factor (the crate
 //!      packs them in narrow panels, each read along the pixels), written straight into its
 //!      columns of `dW` (a [`ColumnBlock`] of the strided destination; the blocks are
 //!      disjoint).
 //!
-//!   (`dY_b` used to be transposed, `N P x C_out`, and read as a column-major left factor,
-//!   which the crate packed again in every item: gathering it instead took stage 3's 3x3
-//!   `256 -> 256` to 0.94 of the time, stage 4's 1x1 `2048 -> 512` to 0.91, `1024 -> 512` to
-//!   0.91, 3x3 `512 -> 512` to 0.98; medians of 8 pairs, resnet-like as below.)
+//!   Each item making its own rows keeps them in its core's cache for its GEMM, where a
+//!   shared `cols_b` made in a pass of its own over the pool would be read back from memory.
 //! - **Direct**, otherwise when there are more output channels than pixels (`C_out > N P`), or the
 //!   kernel is pointwise: `dW = dY_b cols_b^T`, `cols_b` transposed first (for a pointwise kernel
 //!   that transpose is the only copy of the input). When `dW` has more rows than columns the GEMM
 //!   is cut into [`BATCHED_ITEMS`] (2) blocks of its rows, each packing the whole (small) right
-//!   factor once (against 8 blocks of 64 rows: 0.92-0.94 of the time on stage 3's `256 -> 1024` and
-//!   stage 4's `512 -> 512` and `2048 -> 512`, medians of 10 interleaved pairs), each item
-//!   gathering its own rows of `dY_b` into its thread's scratch right before its GEMM
-//!   ([`direct_by_rows`]; against a gather of all of `dY_b` in a pass of its own over the pool
-//!   first: 0.945 of the time on stage 3's `256 -> 1024`, 0.93 on stage 4's `512 -> 2048`, one op
-//!   repeated, medians of 5 interleaved pairs; in resnet-like at `--inter 1`, 6 pairs, 0.84 on
-//!   stage 3's, 0.98 on stage 4's, in a run whose unchanged ops moved 0.90-0.97); otherwise into
-//!   [`BATCHED_ITEMS`] (2) blocks of its columns written in place, each packing only its part of
-//!   `cols_b^T` (the crate reads the row-major `dY_b` in place): on stage 3's `1024 -> 256` 0.95 of
-//!   the row blocks' time (medians of 8 and 10 pairs: 0.946, 0.955), `512 -> 256` 1.00 and 0.92
-//!   (historical: both were measured in this form, but on their 8x8 planes both now have
-//!   `C_in >= 2 C_out` and take the column-blocked form).
+//!   factor once, so few blocks pack least; each item gathers its own rows of `dY_b` into its
+//!   thread's scratch right before its GEMM ([`direct_by_rows`]), in cache when the GEMM reads
+//!   them; otherwise into [`BATCHED_ITEMS`] (2) blocks of its columns written in place, each
+//!   packing only its part of `cols_b^T` (the crate reads the row-major `dY_b` in place).
 //! - **Transposed**, otherwise (a 3x3 kernel on few input channels): `dY` is transposed and
 //!   `dW^T = cols_b dY_b^T` computed in runs of about [`PART_PIXELS`] of the batch's pixels,
 //!   each into its own slot, one item per (run, block of `dW^T` rows), the later runs then
 //!   added onto the first in run order and the sum transposed into `dW` in 16x16 tiles
-//!   ([`transpose_images`]), as the per-image form does with its parts. On 4x4 planes of 512 channels it
-//!   took twice the direct form's time, its GEMM having only 64 pixels to add per value of
-//!   `dW^T` it writes, and the transpose after it re-reads all of `dW`.
+//!   ([`transpose_images`]), as the per-image form does with its parts. It is the form of
+//!   last resort: with few pixels its GEMM has little to add per value of `dW^T` it writes,
+//!   and the transpose after it re-reads all of `dW`.
 //!
 //! The column-blocked and direct forms write each value of `dW` once, with the whole `K`
 //! summed in one GEMM call; the transposed form writes `dW^T` slots (one per run of pixels
 //! above [`PART_PIXELS`]) and transposes them into `dW`.
 //! With `K` this short, `dW` (up to 512 x 4608 floats) is most of the memory a call touches,
 //! and in a training step it is cold (last touched by the previous step's update), so a
-//! second pass over it costs: the column-blocked form used to write block-major tiles and
-//! copy them into `dW`'s rows (15% of the stage-3 3x3 gradient), which is why the transposed
-//! form is left to the shapes where the others lose.
-//!
-//! Measured in resnet-like at `--inter 1` (2 threads, batch 4; medians over 8 interleaved
-//! pairs of runs of each group's per-op P50 ratio, new/old, against the previous choice of
-//! form): writing column blocks straight into `dW` took stage 3's 3x3 `256 -> 256` to 0.90;
-//! the column-blocked form instead of the direct one took stage 4's 1x1 `2048 -> 512` to
-//! 0.82 and `1024 -> 512` to 0.68 (`512 -> 512` 3x3: 0.99); the direct form instead of the
-//! transposed one took stage 3's 1x1 `1024 -> 256` to 0.80 and `512 -> 256` to 0.77. The
-//! column-blocked form (then with `dY_b` transposed and re-packed per item) lost where `dW`
-//! has more rows than columns (1x1 `256 -> 1024`, `512 -> 2048`, `1024 -> 2048`: 1.3-1.5x),
-//! and on the pointwise stage-3 shapes it ran 1.1-1.2x the direct form's time while its rows
-//! lay 1 KiB apart (hence the padded rows now; 256 B apart on 4x4 planes they did not
-//! conflict). The other way round, the direct form (by column blocks) ran
-//! 1.07x the column-blocked form's time on the 3x3 `256 -> 256` (it needs each image's
-//! im2col, then a transpose), 1.02x on the 3x3 `512 -> 512`, and 1.07-1.12x and 1.35-1.5x on
-//! stage 4's 1x1 `2048 -> 512` and `1024 -> 512`.
-//!
-//! All of this branch's changes together, against the build before them (resnet-like,
-//! `--inter 1`, medians of 10 interleaved pairs' per-op P50 ratios): stage 3 3x3 0.85, 1x1
-//! `1024 -> 256` 0.78, `512 -> 256` 0.77; stage 4 1x1 `2048 -> 512` 0.88, `1024 -> 512` 0.63,
-//! 3x3 0.96; stage 1 1x1 0.87-0.88; the step's GFLOP/s 1.026x at `--inter 1`, 0.99-1.005x
-//! (noise) at the default thread counts.
-//!
-//! Making each item's rows of `cols_b` itself, in its own scratch with padded rows, instead of
-//! im2col'ing all of `cols_b` (unpadded) in a pass of its own over the pool before two items
-//! of half the columns each, measured alone (one op repeated 10 times an iteration, medians
-//! of 5-7 interleaved pairs' P50 ratios, new/old): 3x3 `256 -> 256` 0.93 (unpadded rows ran
-//! 1.04x the padded ones), `512 -> 512` 0.98, 1x1 `2048 -> 512` 0.90 (0.98 with every
-//! operand cold), and `1024 -> 256` moved here from the direct form 0.92. In resnet-like at
-//! `--inter 1` (2 threads, batch 4; two sets of 6 and 8 interleaved pairs, per-op P50
-//! ratios over 6 to 40 ops a group, with the direct form's change below in the second):
-//! stage 3 3x3 `256 -> 256` 0.96 and 0.95 (first block 0.91), stage 4 3x3 0.93 and 0.96
-//! (first block 1.01, 1.04), 1x1 `2048 -> 512` 0.98 and 1.05, `1024 -> 512` 0.81 and 0.94;
-//! stage 3 1x1 `1024 -> 256` 0.86 and 0.79, `512 -> 256` 0.86 and 0.88. A third set (8 pairs,
-//! with [`PaddedPlane`] too) had stage 4's 1x1 `2048 -> 512` at 1.10 and `1024 -> 512` at 1.14,
-//! where those ops alone, each after its input gradient on fresh tensors, ran 0.98 (7 pairs):
-//! in the step those figures swing with whatever runs beside them. The step's GFLOP/s at the
-//! default thread counts: 1.004x with the first two changes (median of 10 pairs, spread
-//! 0.87-1.18), 1.005x with all three (12 pairs, 0.83-1.14): within the noise.
+//! second pass over it costs about as much as the GEMM's own stores: hence the GEMMs write
+//! `dW` in place wherever the shape allows.
 //!
 //! `cols_b` is written by im2col (or a copy, pointwise) straight into the side-by-side layout
 //! in the transposed form, and per item, into the item's rows, in the column-blocked form;
 //! the direct form makes each image's columns, then transposes them ([`transpose_images`],
 //! whole 16x16 tiles).
 //!
-//! # Tried and measured slower (or no faster)
-//! Where the batched forms' time goes, hot (one op repeated, `perf record`): the crate's
-//! microkernel 65-75% of cycles, its packing 3-7% (a scalar gather when the packed factor's
-//! rows are not contiguous), our im2col or row copies 1-7%. In resnet-like (`perf record
-//! --call-graph dwarf`, 6 iterations at `--inter 1`) the weight gradients' frames hold the
-//! microkernel at about 67% of their samples, the packing 4%, copies 7%, and 4% is SGD run by
-//! a caller waiting in `parallel_for` (the helping wait takes the priority lane's update
-//! tasks): the op's measured time then includes update work. A weight gradient written to a
-//! `dW` not in cache (30 distinct `dW` tensors) ran 1.08-1.15x the time of one rewritten (one
-//! run each), but every way tried to move that write out of the GEMM lost: the GEMM's stores
-//! evidently overlap their misses with its arithmetic, where a pass of its own does not. Each
-//! figure below is the median over interleaved pairs (5-7; new/old) of the median-over-ops P50
-//! of one op repeated (the first three on 3x3 `512 -> 512` at 4x4, 3x3 `256 -> 256` at 8x8,
-//! 1x1 `1024 -> 256` at 8x8 and 1x1 `2048 -> 512` at 4x4, in that order):
-//!
-//! - Each item's GEMM into a tile in its thread's scratch, then copied into `dW` with
-//!   non-temporal stores (whole lines; `dW` cold): 0.89 in a first set and 1.06 in a second,
-//!   1.01, 1.12, and 1.21 in each of two sets.
-//! - Reading one value per line of the item's block of `dW` before its im2col, so the GEMM's
-//!   stores find their lines in cache (`dW` cold): 1.19, 1.06, 1.06, 1.14.
-//! - The item's rows of `cols_b` transposed in 16x16 tiles to pixel-major, so the crate's
-//!   packing is a contiguous copy instead of its scalar gather: 1.09, 1.09, 1.03, 1.02.
-//! - The inner dimension (256 on 8x8 planes) in two GEMM calls, the second accumulating, so a
-//!   packed 64-row panel fits the L1 cache: 3x3 `256 -> 256` 1.06, 1x1 `1024 -> 256` 1.08.
-//! - [`COLUMN_ITEM_COLUMNS`] 256 (1x1 `1024 -> 256` 1.03, `2048 -> 512` 1.01) or 1024 (3x3
-//!   `256 -> 256` 0.98, `512 -> 512` 1.01, 1x1 `2048 -> 512` 0.97): within the noise.
-//! - The column-blocked form for every pointwise kernel, instead of direct by rows: stage 3's
-//!   `256 -> 1024` 1.19, stage 4's `512 -> 2048` 1.06.
-//! - Direct by rows with each item making all of `cols_b^T` itself (the two items the same
-//!   copy) instead of in a pass of its own over the pool: alone 0.88-0.98 on `256 -> 1024`
-//!   and 0.95 on `512 -> 2048`, but in resnet-like (`--inter 1`, 10 interleaved pairs, per-op
-//!   P50 ratios, unchanged ops 0.95-1.05) 1.03 and 1.08-1.13, and 1.09-1.17 on stage 3's
-//!   stride-2 projection `512 -> 1024`.
-//! - The batched forms for pointwise kernels on stage 2's 16x16 planes (`N P` = 1024) instead
-//!   of the per-image form: `512 -> 128` 1.02, `128 -> 512` 1.01.
+//! # Tried and rejected
+//! The crate's microkernel holds most of the batched forms' time; their packing and our
+//! copies a few percent each. What measured slower or no faster, so need not be tried again:
+//! - moving the write of a cold `dW` out of the GEMM (a tile in scratch copied into `dW` with
+//!   non-temporal stores, or touching `dW`'s lines before the im2col): the GEMM's stores
+//!   overlap their misses with its arithmetic, where a pass of its own does not;
+//! - transposing an item's rows of `cols_b` to pixel-major so the crate's packing is a
+//!   contiguous copy: the transpose costs more than the gather it saves;
+//! - the inner dimension in two GEMM calls, so a packed 64-row panel fits in L1;
+//! - other [`COLUMN_ITEM_COLUMNS`] (256, 1024): within the noise;
+//! - the column-blocked form for every pointwise kernel (it loses where `dW` has more rows
+//!   than columns), and the batched forms for pointwise kernels on 16x16 planes;
+//! - each direct-by-rows item making all of `cols_b^T` itself: faster alone, slower in a
+//!   training step, where both items' copies compete with the ops beside them.
 //!
 //! # Determinism
 //! The parts, runs, blocks and items depend on the shapes alone, each item is one thread's GEMM calls
@@ -418,13 +333,9 @@ fn gemm_into_column_blocks(
 }
 
 /// Items of the direct form: one per core of the 2-core target. Each item packs its own
-/// factors, so fewer items pack less: direct by rows, 8 items of 64 rows (as
-/// [`rows_per_block`] cuts them) ran 6-8% slower on resnet-like's stage-3 and -4 shapes.
-/// (Measured when the column-blocked form also ran this many items, over a shared, unpadded
-/// `cols_b` made in a pass of its own: 3x3, 256 channels, 8x8 planes, batch 4, 2 items of
-/// 1152 columns ran at 110 GFLOP/s, 4 at 102, 8 at 100. That form now sizes its items by
-/// [`column_item_channels`], 4 items of 576 columns on that shape, each making its own padded
-/// rows; this count only caps them.)
+/// factors, so fewer items pack less (blocks of 64 rows, as [`rows_per_block`] cuts them,
+/// lose). The column-blocked form sizes its items by [`column_item_channels`]; this count
+/// only caps them.
 const BATCHED_ITEMS: usize = 2;
 
 /// Rows or columns of `dW` per item of the direct form: `len` in [`BATCHED_ITEMS`] blocks, a
@@ -507,8 +418,8 @@ fn gather_rows(
     }
 }
 
-/// Items [`per_image_backward_weights`] is cut into, at least, when its images allow (8 ran
-/// no faster on resnet-like's stage-1 and -2 shapes: 0.94x to 1.01x).
+/// Items [`per_image_backward_weights`] is cut into, at least, when its images allow (more
+/// items add packing and slots without filling 2 cores any better).
 const PER_IMAGE_MIN_ITEMS: usize = 4;
 
 /// Batch pixels per row of the per-image GEMM from which [`PerImageSplit`] splits the images
@@ -758,9 +669,8 @@ fn partial_products(
 
 /// `dW (C x patch) = sum_i partials[i]^T`, each slot `patch x C`: the later slots added onto
 /// the first in slot order ([`add_slots`]), which is then transposed in whole tiles
-/// ([`transpose_images`]); `partials`' first slot is overwritten. (Transposing and adding
-/// value by value took 18% of a 1x1 `1024 -> 256` gradient on 8x8 planes, and 1.13x the time
-/// of this order on stage 2's per-image gradients.)
+/// ([`transpose_images`]); `partials`' first slot is overwritten. Adding first reads every
+/// slot contiguously; transposing each slot onto `dW` value by value reads it a row apart.
 fn sum_transposed(
     pool: &dyn ThreadPool,
     (patch, channels): (usize, usize),

@@ -179,9 +179,8 @@ fn operand_view(data: &[f32], trans: Transpose, cols: usize, rows: usize) -> Mat
 /// Rows of `C` per parallel item for a GEMM of this shape; never depends on the thread count.
 ///
 /// Every item is a separate `gemm` crate call that packs all of `B` (`k x n`) again, so an item
-/// of `r` rows spends about `1 / r` of its time re-packing relative to its `2 r k n` flops:
-/// measured at 1024^3 on one AVX-512 core, 64-row items run at 74% of one whole-matrix call,
-/// 128 at 84%, 256 at 93%. So: `m / 8` rows rounded up to a multiple of 16, kept within
+/// of `r` rows spends about `1 / r` of its time re-packing relative to its `2 r k n` flops
+/// (the measurements: `bench/KERNELS.md`). So: `m / 8` rows rounded up to a multiple of 16, kept within
 /// [`GEMM_MIN_ROWS`, `GEMM_MAX_ROWS`]; a GEMM of fewer than `2 * GEMM_MIN_ROWS` rows is one item.
 /// Then the blocks are evened out: an odd block count is raised by one (3 blocks on 2 threads
 /// take as long as 4, and 2, 4 and 8 threads all divide an even count better) and the rows

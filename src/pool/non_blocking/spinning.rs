@@ -3,16 +3,11 @@
 //! # Why spin
 //! Parking and waking a thread costs microseconds; a burst of tasks scheduled just after the
 //! last worker went to sleep pays that on every task. Keeping one worker polling for a bounded
-//! number of steal rounds lets such a burst find a thread awake.
-//!
-//! Measured on a 2-core VM (the resnet-like step, 2 inter-op x 2 intra-op threads, `chrt -f
-//! 1`): a waking parked worker starts 48 µs p50 after the push (113 µs p99; a spinning one
-//! 0.6 µs, `enginetop bench pool --bench wake_hot,wake_cold`); a spin that finds nothing
-//! lasts about 35 µs p50 (`SPIN_BUDGET` / 2 rounds), and spinning took about 2% of the
-//! cores. Neither direction measured faster on the whole step (median per-pair GFLOP/s ratio
-//! against this budget, interleaved): no spinning (`ENGINETOP_SPIN=0`) 1.07 over 5 pairs, then
-//! 1.00 over 7; a 6x budget 0.98 over 7; a spinner that yields the core every round or
-//! every 256 rounds 0.99 and 0.95 over 7. The budget stays Eigen's.
+//! number of steal rounds lets such a burst find a thread awake: a spinning worker starts a
+//! task far sooner than a parked one woken for it (`enginetop bench pool --bench
+//! wake_hot,wake_cold`), for a small share of the cores. The budget is Eigen's: no spinning,
+//! a longer budget, and a spinner that yields the core ran no faster on a training step (the
+//! figures: `bench/README.md`).
 //!
 //! # Two notify policies
 //! **Eigen 3.4's (the default).** A producer always calls `EventCount::notify` after
@@ -36,9 +31,8 @@
 //! # Why the default is Eigen 3.4's
 //! The accounting puts a read-modify-write by the producer and one by the spinner on the same
 //! cache line between the push and the task's start, so the line moves between cores on the
-//! wake-up path. Measured on a 2-core machine against Eigen 3.4 (wake_hot, interleaved):
-//! skipping cost about 0.1 us of p50 wake-up latency (0.76 vs 0.66 us) and saved nothing on
-//! spawn, tree or parallel_for, where workers rarely sleep. Its gain, one wake-up fewer, shows
+//! wake-up path: it makes `wake_hot`'s wake-up slower and saves nothing on spawn, tree or
+//! parallel_for, where workers rarely sleep. Its gain, one wake-up fewer, shows
 //! only while one worker spins and another sleeps, that is, when the pool is nearly idle.
 //! With the default, `no_notify` stays 0 and `stop` never reports a debt.
 //!
