@@ -203,7 +203,7 @@ fn run_in_order(run: RunContext, ops: Vec<(OpName, SyncBody)>) -> Result<(), OpF
         let cause = match panic::catch_unwind(AssertUnwindSafe(|| body(run))) {
             Ok(Ok(())) => continue,
             Ok(Err(error)) => FailureCause::Error(error),
-            Err(payload) => FailureCause::Panic(super::opr::panic_message(&*payload)),
+            Err(payload) => FailureCause::Panic(crate::pool::panic_message(&*payload)),
         };
         return Err(OpFailure { op: name, cause });
     }

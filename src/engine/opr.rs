@@ -34,7 +34,7 @@ use super::current::{self, RunningOp};
 use super::error::{ErrorRef, FailureCause, OpFailure};
 use super::var::{Access, Var};
 use super::{Context, DeviceType, FnProperty, OpName};
-use crate::pool::Task;
+use crate::pool::{panic_message, Task};
 use crate::sync::{Arc, AtomicUsize, Ordering};
 
 /// How many grants a queued op still waits for (see `block.rs` for who sets and counts it).
@@ -379,17 +379,6 @@ impl Operator {
 impl fmt::Debug for Operator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Operator({})", self.0.name)
-    }
-}
-
-/// The text of a panic payload (`&str` and `String` payloads; others get a placeholder).
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_string()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a panic with a non-string payload".to_string()
     }
 }
 

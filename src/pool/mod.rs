@@ -72,6 +72,7 @@ use std::sync::Arc;
 pub use crate::config::{PoolKind, UnknownPoolKind, DEFAULT_MAX_THREADS};
 pub use counters::{PoolStats, WorkerState, WorkerStats};
 pub use current::spawn_here;
+pub(crate) use task::panic_message;
 pub use task::Task;
 
 /// Eigen's `ThreadPoolInterface`, plus live resize, counters and a helping hand for waiters.

@@ -204,7 +204,7 @@ impl fmt::Debug for Task {
 }
 
 /// The text of a panic payload (`&str` and `String` payloads; others get a placeholder).
-pub fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_string()
     } else if let Some(text) = payload.downcast_ref::<String>() {

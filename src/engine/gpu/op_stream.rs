@@ -11,7 +11,8 @@ use super::fence::DeviceOutcome;
 use crate::device::stream::{GpuDevice, Stream, StreamError, StreamId};
 use crate::device::work::{GpuWork, HostGate, OpTag};
 use crate::engine::error::FailureCause;
-use crate::engine::opr::{panic_message, RunContext};
+use crate::engine::opr::RunContext;
+use crate::pool::panic_message;
 
 /// One GPU op's view of its worker: the stream it launches on, and where its device work
 /// reports failures.
