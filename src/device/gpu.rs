@@ -143,6 +143,8 @@ impl Lane {
     }
 }
 
+// Thread-local: a GPU worker owns its streams for its whole life; an op body running on it
+// finds them here, as CUDA code finds its current device.
 thread_local! {
     /// The lane of the GPU worker running on this thread (for its whole life).
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form

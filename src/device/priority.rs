@@ -130,6 +130,8 @@ impl PartialEq for Queued {
 
 impl Eq for Queued {}
 
+// Thread-local: whether the caller is one of this pool's workers is a fact about the
+// thread, read without touching the pool's shared state.
 thread_local! {
     /// The priority pool the calling thread works for (its shared state's address), or 0.
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form

@@ -46,6 +46,8 @@ struct Bulk {
 
 type BulkRef = Arc<Mutex<Bulk>>;
 
+// Thread-local: as in MXNet, a bulk gathers the ops one thread pushes back to back, so each
+// pushing thread has its own.
 thread_local! {
     /// This thread's bulks, by engine key.
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form

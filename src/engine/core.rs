@@ -507,6 +507,7 @@ impl Core {
 /// Stripes of [`Completed`]: enough that a few workers rarely share one.
 const COMPLETED_STRIPES: usize = 8;
 
+// Thread-local: a thread keeps the stripe it was dealt, so its adds stay on one cache line.
 thread_local! {
     /// The calling thread's stripe of every engine's completed count (`usize::MAX`: none yet).
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form

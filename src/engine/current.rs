@@ -11,6 +11,8 @@ use super::opr::{run_ready, Completion};
 use super::OpName;
 use crate::sync::thread_local;
 
+// Thread-local: an op runs on one thread (ops run inline nest on its stack), so "which op
+// is running here" is the thread's.
 thread_local! {
     /// The op this thread is running, innermost first (ops run inline can nest).
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
@@ -63,6 +65,7 @@ pub(crate) fn take_panicked() -> Option<Completion> {
 /// its pool's queue (so queued ops are not starved by a long chain).
 const CONTINUATION_BUDGET: u32 = 64;
 
+// Thread-local: a continuation is the op this worker runs next; no other thread may take it.
 thread_local! {
     /// A ready op this worker will run right after the current one, instead of queueing it.
     #[allow(clippy::missing_const_for_thread_local)]

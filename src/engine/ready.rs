@@ -58,6 +58,8 @@ use crate::pool::{spawn_here, Pool, Task};
 use crate::sync::{fence, spin_loop, thread_local, Arc, AtomicBool, AtomicUsize, Ordering};
 use std::cell::Cell;
 
+// Thread-local: draining is a role of the thread that runs the drain task, so asking "do I
+// drain this queue?" on every completion reads a cell, not a field other workers write.
 thread_local! {
     /// The queue whose drainer the calling thread is (its address; 0: none).
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form

@@ -21,6 +21,8 @@ use crate::sync::thread_local;
 /// the pool can build it straight into the queue slot it lands in (see [`TaskWriter`]).
 pub(crate) type Scheduler = Box<dyn Fn(TaskWriter<'_>)>;
 
+// Thread-local: Eigen's CurrentThreadId. A task scheduled from a worker goes to that
+// worker's own queue, and only the thread knows which worker it is.
 thread_local! {
     /// (pool id, worker index) of the calling thread; id 0 = not a pool worker.
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form

@@ -80,6 +80,8 @@ const NO_IDS: IdCache = IdCache {
     devices: Vec::new(),
 };
 
+// Thread-local: each recording thread caches the ids it interned, so an event takes no lock
+// on the process-wide name and device tables.
 #[cfg(not(loom))]
 thread_local! {
     static IDS: RefCell<IdCache> = const { RefCell::new(NO_IDS) };

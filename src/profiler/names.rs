@@ -261,11 +261,14 @@ fn recent_slot(name: &str) -> usize {
     (name.len().wrapping_mul(31) ^ last) % RECENT_SLOTS
 }
 
+// Thread-local: each thread's last few interned names, so interning a name it just used
+// takes no lock on the process-wide table.
 thread_local! {
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
     static RECENT: [Cell<Option<(&'static str, NameId)>>; RECENT_SLOTS] = Default::default();
 }
 
+// Thread-local: a thread's id is a fact about the thread, registered once on first use.
 thread_local! {
     /// The calling thread's [`ThreadId`] number, 0 until it registers.
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form

@@ -24,6 +24,8 @@ use crate::engine::var::{Access, Var};
 use crate::engine::{FnProperty, OpName};
 use crate::sync::{thread_local, Arc as SyncArc, Mutex};
 
+// Thread-local: an op body finds its stream the way a CUDA kernel finds the current stream,
+// from the worker thread running it, without a parameter through every kernel call.
 thread_local! {
     /// The stream of the GPU op this worker is running (set by its prologue).
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form

@@ -144,6 +144,7 @@ pub struct ChaseLevQueues {
     injector: Injector<Task>,
 }
 
+// Thread-local: a Chase-Lev deque's owner half may be used only by its owning thread.
 thread_local! {
     /// The owner half of the deque of the slot this thread runs.
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
