@@ -210,6 +210,52 @@ fn bad_flags_are_clear_errors() {
 }
 
 #[test]
+fn negative_numbers_are_refused_naming_the_flag_and_its_range() {
+    let refused = [
+        (
+            "--intra",
+            "-1",
+            "<M>': expected a whole number from 0 to 4096",
+        ),
+        (
+            "--inter",
+            "-1",
+            "<N>': expected a whole number from 0 to 4096",
+        ),
+        (
+            "--max-threads",
+            "-1",
+            "<N>': expected a whole number from 1 to 4096",
+        ),
+        (
+            "--gpu-workers",
+            "-2",
+            "<N>': expected a whole number from 0 to 4096",
+        ),
+        (
+            "--profile-rows",
+            "-1",
+            "<N>': expected a whole number from 0 up",
+        ),
+        (
+            "--iterations",
+            "-3",
+            "<N>': expected a whole number of iterations from 1",
+        ),
+        (
+            "--duration",
+            "-1",
+            "<S>': expected a number of seconds from 0.001 to 1e9",
+        ),
+        ("--gemm-peak", "-150", "<GFLOPS>': expected GFLOP/s above 0"),
+    ];
+    for (flag, value, message) in refused {
+        let message = format!("error: invalid value '{value}' for '{flag} {message}");
+        fails_with(&[SMALL_CHAIN, &[flag, value]].concat(), 2, &message);
+    }
+}
+
+#[test]
 fn trace_writes_a_chrome_trace_that_validates() {
     let path = std::env::temp_dir().join(format!("enginetop-run-{}.json", std::process::id()));
     let path_text = path.display().to_string();
