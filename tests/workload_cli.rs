@@ -55,11 +55,55 @@ fn an_unknown_workload_names_the_shipped_ones() {
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         text(&output.stderr),
-        "error: resnet: no workload named \"resnet\": expected one of the shipped workloads \
-         (resnet-like, transformer-like, pipeline, wavefront, chain, tree, random-dag, \
+        "error: resnet: no workload named \"resnet\" (did you mean resnet-like?): expected one \
+         of the shipped workloads (resnet-like, transformer-like, pipeline, wavefront, chain, tree, random-dag, \
          embarrassing) or the path of a .toml file\n"
     );
     assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn a_mistyped_workload_name_gets_the_closest_shipped_one() {
+    for (typed, meant) in [
+        ("resnet-lke", "resnet-like"),
+        ("transformer", "transformer-like"),
+    ] {
+        for args in [
+            &["workloads", typed][..],
+            &["--workload", typed, "--headless"],
+        ] {
+            let output = enginetop(args);
+            assert_eq!(output.status.code(), Some(1), "{args:?}");
+            let stderr = text(&output.stderr);
+            let guess = format!("no workload named \"{typed}\" (did you mean {meant}?): expected");
+            assert!(stderr.contains(&guess), "{args:?}: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn an_empty_file_is_answered_with_a_minimal_workload() {
+    let dir = std::env::temp_dir().join(format!("enginetop-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let empty = dir.join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    let output = enginetop(&["workloads", empty.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("the file is empty: expected at least a description and one op, e.g."),
+        "{stderr}"
+    );
+    let example: String = stderr
+        .lines()
+        .filter(|line| line.starts_with("    "))
+        .map(|line| format!("{}\n", line.trim_start()))
+        .collect();
+    let minimal = dir.join("minimal.toml");
+    std::fs::write(&minimal, example).unwrap();
+    let output = enginetop(&["workloads", minimal.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

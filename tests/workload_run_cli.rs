@@ -194,8 +194,8 @@ fn bad_flags_are_clear_errors() {
     fails_with(
         &["--workload", "resnet"],
         1,
-        "error: resnet: no workload named \"resnet\": expected one of the shipped workloads \
-         (resnet-like, transformer-like",
+        "error: resnet: no workload named \"resnet\" (did you mean resnet-like?): expected one \
+         of the shipped workloads (resnet-like, transformer-like",
     );
     fails_with(
         &[SMALL_CHAIN, &["--trace", "run.json", "--no-profile"]].concat(),
