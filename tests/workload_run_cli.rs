@@ -256,6 +256,64 @@ fn negative_numbers_are_refused_naming_the_flag_and_its_range() {
 }
 
 #[test]
+fn gpus_asked_for_by_a_cpu_only_workload_are_a_warning_saying_how_to_place_ops() {
+    let output = enginetop(&[SMALL_CHAIN, &["--iterations", "1", "--gpus", "sim:1"]].concat());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(
+            "warning: --gpus sim:1 asked for GPUs that will sit idle: chain places no op on a \
+             GPU: its ops take their device from the file"
+        ),
+        "{stderr}"
+    );
+    let pipeline = [
+        "--workload",
+        "pipeline",
+        "--set",
+        "batches=2",
+        "--iterations",
+        "1",
+    ];
+    let output = enginetop(&[&pipeline[..], &["--gpus", "sim:1"]].concat());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("pipeline places no op on a GPU: pass --set device=gpu:0 to place them"),
+        "{stderr}"
+    );
+    let on_gpu = [&pipeline[..], &["--gpus", "sim:1", "--set", "device=gpu:0"]].concat();
+    let output = enginetop(&on_gpu);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        !text(&output.stderr).contains("warning"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+#[test]
+fn gpus_cuda_without_cuda_is_refused_with_the_reason_and_the_fix() {
+    if enginetop::device::cuda::probe().usable() {
+        return; // this machine has CUDA: nothing to refuse
+    }
+    for workload in [&["--workload", "pipeline"][..], SMALL_CHAIN] {
+        let output = enginetop(&[workload, &["--iterations", "1", "--gpus", "cuda"]].concat());
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = text(&output.stderr);
+        assert!(
+            stderr.starts_with("error: --gpus cuda: CUDA is not available: "),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("use --gpus sim:1 for a simulated GPU"),
+            "{stderr}"
+        );
+        assert!(output.stdout.is_empty(), "nothing ran");
+    }
+}
+
+#[test]
 fn trace_writes_a_chrome_trace_that_validates() {
     let path = std::env::temp_dir().join(format!("enginetop-run-{}.json", std::process::id()));
     let path_text = path.display().to_string();

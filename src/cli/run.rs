@@ -29,6 +29,7 @@ use enginetop::workload::run::{
 use super::numbers;
 
 mod dashboard;
+mod gpus;
 
 /// How `--summary` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -275,8 +276,12 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         super::trace::check_trace_path("--trace", path)?;
     }
     let graph = workload::load_spec(spec, &workload::Overrides::from_args(&args.set)?)?;
+    let gpu_warnings = gpus::check(&config, &graph, overrides.gpus.is_some())?;
+    for warning in &gpu_warnings {
+        eprintln!("warning: {warning}");
+    }
     if !args.headless && std::io::stdout().is_terminal() {
-        return dashboard::run(args, config, graph);
+        return dashboard::run(args, config, graph, gpu_warnings);
     }
     if let Some(dir) = &args.trace_dir {
         eprintln!(
