@@ -220,3 +220,52 @@ fn within_a_minute(args: &[&str]) -> Output {
         }
     }
 }
+
+/// The lines of the fenced block of `language` that follows `after` in `text`.
+fn fenced_block_after<'t>(text: &'t str, after: &str, language: &str) -> Vec<&'t str> {
+    let start = text.find(after).expect("the marker is in the text");
+    let opening = format!("```{language}\n");
+    let body = &text[start..];
+    let body = &body[body.find(&opening).expect("a fenced block follows") + opening.len()..];
+    body[..body.find("```").expect("the block ends")]
+        .lines()
+        .collect()
+}
+
+/// `workloads/FORMAT.md`'s complete example: its file, then each `$ enginetop workloads ...`
+/// command of the text block under it run on that file, printing (stdout, then stderr)
+/// exactly the lines the document shows. The runs (`--workload`) print timings, so they are
+/// left out.
+#[test]
+fn the_format_documents_complete_example_prints_what_it_shows() {
+    let format =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/FORMAT.md"))
+            .unwrap();
+    let example = fenced_block_after(&format, "## A complete example", "toml");
+    let dir = std::env::temp_dir().join(format!("enginetop-format-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("diamond.toml"), example.join("\n") + "\n").unwrap();
+    let session = fenced_block_after(&format, "## A complete example", "text");
+    let mut commands = 0;
+    for (index, line) in session.iter().enumerate() {
+        let Some(args) = line.strip_prefix("$ enginetop workloads ") else {
+            continue;
+        };
+        let shown: Vec<&str> = session[index + 1..]
+            .iter()
+            .take_while(|line| !line.starts_with("$ "))
+            .copied()
+            .collect();
+        let args: Vec<&str> = ["workloads"].into_iter().chain(args.split(' ')).collect();
+        let output = command()
+            .args(&args)
+            .current_dir(&dir)
+            .output()
+            .expect("the enginetop binary starts");
+        let printed = text(&output.stdout) + &text(&output.stderr);
+        assert_eq!(printed.lines().collect::<Vec<_>>(), shown, "{line}");
+        commands += 1;
+    }
+    assert_eq!(commands, 3, "the example's `enginetop workloads` commands");
+    let _ = std::fs::remove_dir_all(&dir);
+}
