@@ -30,14 +30,26 @@ pub(super) fn at_least(min: usize) -> impl Fn(&str) -> Result<usize, String> + C
 }
 
 /// A thread count (`--inter`, `--intra`, the engine's worker counts): 0 (each flag's default
-/// count) to [`HARD_MAX_THREADS`]; the configuration then checks it against `--max-threads`.
+/// count) to [`HARD_MAX_THREADS`].
 pub(super) fn thread_count() -> impl Fn(&str) -> Result<usize, String> + Clone {
-    whole(0, HARD_MAX_THREADS)
+    checked_by_config(0, HARD_MAX_THREADS)
 }
 
 /// `--max-threads`: 1 to [`HARD_MAX_THREADS`].
 pub(super) fn max_threads() -> impl Fn(&str) -> Result<usize, String> + Clone {
-    whole(1, HARD_MAX_THREADS)
+    checked_by_config(1, HARD_MAX_THREADS)
+}
+
+/// A parser of the whole numbers whose range the configuration checks, naming the limit that
+/// applies and how to raise it (`expected at most max_threads = 128; ... --max-threads`):
+/// only what is no whole number at all (negative, a fraction, a word) is refused here, naming
+/// the widest range, `min` to `max`.
+fn checked_by_config(min: usize, max: usize) -> impl Fn(&str) -> Result<usize, String> + Clone {
+    move |text: &str| {
+        text.trim()
+            .parse::<usize>()
+            .map_err(|_| range_text(min, max))
+    }
 }
 
 /// `expected a whole number from MIN to MAX`.
@@ -61,5 +73,21 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn thread_counts_leave_the_limit_to_the_configuration() {
+        assert_eq!(thread_count()("100000"), Ok(100_000));
+        assert_eq!(max_threads()("0"), Ok(0));
+        for bad in ["-1", "2.5", "many"] {
+            let range = format!("expected a whole number from 0 to {HARD_MAX_THREADS}");
+            assert_eq!(thread_count()(bad), Err(range), "{bad:?}");
+        }
+        assert_eq!(
+            max_threads()("-1"),
+            Err(format!(
+                "expected a whole number from 1 to {HARD_MAX_THREADS}"
+            ))
+        );
     }
 }
