@@ -66,6 +66,33 @@ fn unknown_pool_is_refused_naming_the_valid_ones() {
 }
 
 #[test]
+fn negative_numbers_are_refused_naming_the_flag_and_its_range() {
+    for (args, message) in [
+        (
+            &["bench", "pool", "--threads", "-1"][..],
+            "'--threads <THREADS>': expected a whole number from 1 to 1024",
+        ),
+        (
+            &["bench", "gemm", "--size", "-64"][..],
+            "'--size <SIZE>': expected a whole number from 1 to 16384",
+        ),
+        (
+            &["bench", "engine", "--reps", "-3"][..],
+            "'--reps <REPS>': expected a whole number from 1 to 10000",
+        ),
+        (
+            &["bench", "gpu", "--ops", "-5"][..],
+            "'--ops <OPS>': expected a whole number from 1 to 1000000",
+        ),
+    ] {
+        let output = enginetop(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
 fn unknown_bench_and_zero_threads_are_refused() {
     for args in [
         &["bench", "pool", "--bench", "spawn,nosuch"][..],

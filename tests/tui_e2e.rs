@@ -8,7 +8,8 @@
 //! pauses (space) and sees PAUSED, quits (`q`), and checks that the process exited 0, printed
 //! its summary, and restored the terminal: the alternate screen is off, the cursor shows, the
 //! shell prompt is back and `stty` reports canonical mode with echo. A second run with
-//! `--iterations` checks that the final numbers stay on screen until `q`. The panic test
+//! `--iterations` and an idle simulated GPU checks the GPU warning in the footer, that Tab's
+//! new focus shows there, and that the final numbers stay on screen until `q`. The panic test
 //! drives the `dashboard_demo` example (its source can be made to panic). The tmux server has
 //! its own socket and is killed when the test ends, pass or fail. Without tmux the tests print
 //! why and pass (CI installs tmux).
@@ -337,9 +338,19 @@ fn a_finished_run_keeps_its_final_numbers_until_q() {
         println!("skipped: tmux is not installed (apt-get install tmux); CI installs it");
         return;
     }
-    let run = Run::start("finish", |work| dashboard_command(work, "--iterations 3"));
+    // resnet-like places no op on a GPU unless --set device=gpu:0: a simulated GPU is a
+    // start-up warning in the footer.
+    let run = Run::start("finish", |work| {
+        dashboard_command(work, "--iterations 3 --gpus sim:1")
+    });
+    run.tmux.wait_for("the idle GPU warning", |s| {
+        s.contains("! warning: --gpus sim:1 asked for GPUs that will sit idle")
+    });
     let screen = run.tmux.wait_for("FINISHED", |s| s.contains("FINISHED"));
     assert!(screen.contains("iter 3"), "the final numbers:\n{screen}");
+    run.tmux.key("Tab"); // the footer says where the focus went, over the warning or notice
+    run.tmux
+        .wait_for("the new focus", |s| s.contains("focus: timeline"));
     assert_eq!(run.tmux.pane("alternate_on"), "1", "still on screen");
     assert!(!run.file("exit-code").exists(), "it waits for q:\n{screen}");
     run.tmux.type_text("q");

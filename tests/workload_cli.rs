@@ -55,11 +55,55 @@ fn an_unknown_workload_names_the_shipped_ones() {
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         text(&output.stderr),
-        "error: resnet: no workload named \"resnet\": expected one of the shipped workloads \
-         (resnet-like, transformer-like, pipeline, wavefront, chain, tree, random-dag, \
+        "error: resnet: no workload named \"resnet\" (did you mean resnet-like?): expected one \
+         of the shipped workloads (resnet-like, transformer-like, pipeline, wavefront, chain, tree, random-dag, \
          embarrassing) or the path of a .toml file\n"
     );
     assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn a_mistyped_workload_name_gets_the_closest_shipped_one() {
+    for (typed, meant) in [
+        ("resnet-lke", "resnet-like"),
+        ("transformer", "transformer-like"),
+    ] {
+        for args in [
+            &["workloads", typed][..],
+            &["--workload", typed, "--headless"],
+        ] {
+            let output = enginetop(args);
+            assert_eq!(output.status.code(), Some(1), "{args:?}");
+            let stderr = text(&output.stderr);
+            let guess = format!("no workload named \"{typed}\" (did you mean {meant}?): expected");
+            assert!(stderr.contains(&guess), "{args:?}: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn an_empty_file_is_answered_with_a_minimal_workload() {
+    let dir = std::env::temp_dir().join(format!("enginetop-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let empty = dir.join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    let output = enginetop(&["workloads", empty.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("the file is empty: expected at least a description and one op, e.g."),
+        "{stderr}"
+    );
+    let example: String = stderr
+        .lines()
+        .filter(|line| line.starts_with("    "))
+        .map(|line| format!("{}\n", line.trim_start()))
+        .collect();
+    let minimal = dir.join("minimal.toml");
+    std::fs::write(&minimal, example).unwrap();
+    let output = enginetop(&["workloads", minimal.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -175,4 +219,53 @@ fn within_a_minute(args: &[&str]) -> Output {
             panic!("enginetop {args:?} still runs after a minute");
         }
     }
+}
+
+/// The lines of the fenced block of `language` that follows `after` in `text`.
+fn fenced_block_after<'t>(text: &'t str, after: &str, language: &str) -> Vec<&'t str> {
+    let start = text.find(after).expect("the marker is in the text");
+    let opening = format!("```{language}\n");
+    let body = &text[start..];
+    let body = &body[body.find(&opening).expect("a fenced block follows") + opening.len()..];
+    body[..body.find("```").expect("the block ends")]
+        .lines()
+        .collect()
+}
+
+/// `workloads/FORMAT.md`'s complete example: its file, then each `$ enginetop workloads ...`
+/// command of the text block under it run on that file, printing (stdout, then stderr)
+/// exactly the lines the document shows. The runs (`--workload`) print timings, so they are
+/// left out.
+#[test]
+fn the_format_documents_complete_example_prints_what_it_shows() {
+    let format =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/FORMAT.md"))
+            .unwrap();
+    let example = fenced_block_after(&format, "## A complete example", "toml");
+    let dir = std::env::temp_dir().join(format!("enginetop-format-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("diamond.toml"), example.join("\n") + "\n").unwrap();
+    let session = fenced_block_after(&format, "## A complete example", "text");
+    let mut commands = 0;
+    for (index, line) in session.iter().enumerate() {
+        let Some(args) = line.strip_prefix("$ enginetop workloads ") else {
+            continue;
+        };
+        let shown: Vec<&str> = session[index + 1..]
+            .iter()
+            .take_while(|line| !line.starts_with("$ "))
+            .copied()
+            .collect();
+        let args: Vec<&str> = ["workloads"].into_iter().chain(args.split(' ')).collect();
+        let output = command()
+            .args(&args)
+            .current_dir(&dir)
+            .output()
+            .expect("the enginetop binary starts");
+        let printed = text(&output.stdout) + &text(&output.stderr);
+        assert_eq!(printed.lines().collect::<Vec<_>>(), shown, "{line}");
+        commands += 1;
+    }
+    assert_eq!(commands, 3, "the example's `enginetop workloads` commands");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -194,8 +194,8 @@ fn bad_flags_are_clear_errors() {
     fails_with(
         &["--workload", "resnet"],
         1,
-        "error: resnet: no workload named \"resnet\": expected one of the shipped workloads \
-         (resnet-like, transformer-like",
+        "error: resnet: no workload named \"resnet\" (did you mean resnet-like?): expected one \
+         of the shipped workloads (resnet-like, transformer-like",
     );
     fails_with(
         &[SMALL_CHAIN, &["--trace", "run.json", "--no-profile"]].concat(),
@@ -207,6 +207,110 @@ fn bad_flags_are_clear_errors() {
         2,
         "the argument '--profile-rows <N>' cannot be used with '--no-profile'",
     );
+}
+
+#[test]
+fn negative_numbers_are_refused_naming_the_flag_and_its_range() {
+    let refused = [
+        (
+            "--intra",
+            "-1",
+            "<M>': expected a whole number from 0 to 4096",
+        ),
+        (
+            "--inter",
+            "-1",
+            "<N>': expected a whole number from 0 to 4096",
+        ),
+        (
+            "--max-threads",
+            "-1",
+            "<N>': expected a whole number from 1 to 4096",
+        ),
+        (
+            "--gpu-workers",
+            "-2",
+            "<N>': expected a whole number from 0 to 4096",
+        ),
+        (
+            "--profile-rows",
+            "-1",
+            "<N>': expected a whole number from 0 up",
+        ),
+        (
+            "--iterations",
+            "-3",
+            "<N>': expected a whole number of iterations from 1",
+        ),
+        (
+            "--duration",
+            "-1",
+            "<S>': expected a number of seconds from 0.001 to 1e9",
+        ),
+        ("--gemm-peak", "-150", "<GFLOPS>': expected GFLOP/s above 0"),
+    ];
+    for (flag, value, message) in refused {
+        let message = format!("error: invalid value '{value}' for '{flag} {message}");
+        fails_with(&[SMALL_CHAIN, &[flag, value]].concat(), 2, &message);
+    }
+}
+
+#[test]
+fn gpus_asked_for_by_a_cpu_only_workload_are_a_warning_saying_how_to_place_ops() {
+    let output = enginetop(&[SMALL_CHAIN, &["--iterations", "1", "--gpus", "sim:1"]].concat());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(
+            "warning: --gpus sim:1 asked for GPUs that will sit idle: chain places no op on a \
+             GPU: its ops take their device from the file"
+        ),
+        "{stderr}"
+    );
+    let pipeline = [
+        "--workload",
+        "pipeline",
+        "--set",
+        "batches=2",
+        "--iterations",
+        "1",
+    ];
+    let output = enginetop(&[&pipeline[..], &["--gpus", "sim:1"]].concat());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("pipeline places no op on a GPU: pass --set device=gpu:0 to place them"),
+        "{stderr}"
+    );
+    let on_gpu = [&pipeline[..], &["--gpus", "sim:1", "--set", "device=gpu:0"]].concat();
+    let output = enginetop(&on_gpu);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        !text(&output.stderr).contains("warning"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+#[test]
+fn gpus_cuda_without_cuda_is_refused_with_the_reason_and_the_fix() {
+    if enginetop::device::cuda::probe().usable() {
+        return; // this machine has CUDA: nothing to refuse
+    }
+    for workload in [&["--workload", "pipeline"][..], SMALL_CHAIN] {
+        let output = enginetop(&[workload, &["--iterations", "1", "--gpus", "cuda"]].concat());
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = text(&output.stderr);
+        assert!(
+            stderr.starts_with("error: --gpus cuda: CUDA is not available: "),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("use --gpus sim:1 for a simulated GPU"),
+            "{stderr}"
+        );
+        assert!(output.stdout.is_empty(), "nothing ran");
+    }
 }
 
 #[test]

@@ -55,7 +55,11 @@ pub(super) fn run(args: &BenchArgs) -> Result<()> {
 #[derive(Debug, Args)]
 struct GpuBenchArgs {
     /// Which sync modes to measure.
-    #[arg(long, default_value = "both", value_parser = PossibleValuesParser::new(["event", "sync", "both"]))]
+    #[arg(
+        long,
+        default_value = "both",
+        value_parser = PossibleValuesParser::new(["event", "sync", "both"]),
+    )]
     mode: String,
 
     /// Print one JSON object per mode instead of a table.
@@ -63,11 +67,21 @@ struct GpuBenchArgs {
     json: bool,
 
     /// Ops in the chain.
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(
+        long,
+        default_value_t = 200,
+        value_parser = super::numbers::whole::<u32>(1, 1_000_000),
+        allow_negative_numbers = true,
+    )]
     ops: u32,
 
     /// Reps per mode (the median is reported).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(
+        long,
+        default_value_t = 3,
+        value_parser = super::numbers::whole::<u32>(1, 1000),
+        allow_negative_numbers = true,
+    )]
     reps: u32,
     #[command(flatten)]
     gpus: super::GpuArgs,
@@ -112,11 +126,20 @@ struct EngineBenchArgs {
     engine: Vec<String>,
 
     /// The pool kind of the threaded engines' CPU workers.
-    #[arg(long, default_value = "eigen", value_parser = PossibleValuesParser::new(engine_pool_choices()))]
+    #[arg(
+        long,
+        default_value = "eigen",
+        value_parser = PossibleValuesParser::new(engine_pool_choices()),
+    )]
     pool: String,
 
     /// CPU worker threads.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(
+        long,
+        default_value_t = 2,
+        value_parser = super::numbers::whole::<u16>(1, 1024),
+        allow_negative_numbers = true,
+    )]
     threads: u16,
 
     /// Print one JSON object per line instead of a table.
@@ -124,7 +147,12 @@ struct EngineBenchArgs {
     json: bool,
 
     /// Reps per benchmark.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(
+        long,
+        default_value_t = 5,
+        value_parser = super::numbers::whole::<u32>(1, 10_000),
+        allow_negative_numbers = true,
+    )]
     reps: u32,
 
     /// Benchmarks to run (comma-separated).
@@ -182,7 +210,12 @@ impl EngineBenchArgs {
 #[derive(Debug, Args)]
 struct GemmBenchArgs {
     /// Workers of the intra-op pool (the GEMM is called from one of them).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(
+        long,
+        default_value_t = 2,
+        value_parser = super::numbers::whole::<u16>(1, 1024),
+        allow_negative_numbers = true,
+    )]
     threads: u16,
 
     /// Print one JSON object instead of a line of text.
@@ -190,13 +223,21 @@ struct GemmBenchArgs {
     json: bool,
 
     /// Side of the square matrices.
-    #[arg(long, default_value_t = gemm_bench::DEFAULT_SIZE as u32,
-          value_parser = clap::value_parser!(u32).range(1..=16_384))]
+    #[arg(
+        long,
+        default_value_t = gemm_bench::DEFAULT_SIZE as u32,
+        value_parser = super::numbers::whole::<u32>(1, 16_384),
+        allow_negative_numbers = true,
+    )]
     size: u32,
 
     /// Timed reps; the figure is over the median.
-    #[arg(long, default_value_t = gemm_bench::DEFAULT_REPS as u32,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(
+        long,
+        default_value_t = gemm_bench::DEFAULT_REPS as u32,
+        value_parser = super::numbers::whole::<u32>(1, 10_000),
+        allow_negative_numbers = true,
+    )]
     reps: u32,
 }
 
@@ -224,7 +265,12 @@ struct PoolBenchArgs {
     pool: Vec<String>,
 
     /// Worker threads in every pool.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(
+        long,
+        default_value_t = 2,
+        value_parser = super::numbers::whole::<u16>(1, 1024),
+        allow_negative_numbers = true,
+    )]
     threads: u16,
 
     /// Print one JSON object per line instead of a table.
@@ -232,7 +278,11 @@ struct PoolBenchArgs {
     json: bool,
 
     /// Reps per benchmark (default: 5, and 9 for parallel_for).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(
+        long,
+        value_parser = super::numbers::whole::<u32>(1, 10_000),
+        allow_negative_numbers = true,
+    )]
     reps: Option<u32>,
 
     /// Benchmarks to run (comma-separated).
@@ -297,11 +347,19 @@ struct ProfilerBenchArgs {
     json: bool,
 
     /// Reps per benchmark (default 5, 3 with --quick).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(
+        long,
+        value_parser = super::numbers::whole::<u32>(1, 10_000),
+        allow_negative_numbers = true,
+    )]
     reps: Option<u32>,
 
     /// Threads recording at once for the all-threads figure (default: every core).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(
+        long,
+        value_parser = super::numbers::whole::<u16>(1, 1024),
+        allow_negative_numbers = true,
+    )]
     threads: Option<u16>,
 
     /// About a tenth of the work, for smoke runs.

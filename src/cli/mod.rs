@@ -30,6 +30,7 @@ use enginetop::device::discover::GpuSelection;
 
 mod bench;
 mod devices;
+mod numbers;
 mod run;
 mod trace;
 mod workloads;
@@ -173,6 +174,69 @@ mod tests {
                 path.display()
             )
         );
+    }
+
+    /// Whether `arg` takes a number.
+    fn is_numeric(arg: &clap::Arg) -> bool {
+        use std::any::TypeId;
+        let id = arg.get_value_parser().type_id();
+        [
+            TypeId::of::<u16>(),
+            TypeId::of::<u32>(),
+            TypeId::of::<u64>(),
+            TypeId::of::<usize>(),
+            TypeId::of::<f64>(),
+            TypeId::of::<std::time::Duration>(),
+        ]
+        .into_iter()
+        .any(|numeric| id == numeric)
+    }
+
+    /// `(command path, flag)` for every numeric flag of `command` and its subcommands.
+    fn numeric_flags(command: &clap::Command, path: Vec<String>) -> Vec<(Vec<String>, String)> {
+        let mut flags: Vec<(Vec<String>, String)> = command
+            .get_arguments()
+            .filter(|arg| is_numeric(arg))
+            .filter_map(|arg| Some((path.clone(), format!("--{}", arg.get_long()?))))
+            .collect();
+        for sub in command.get_subcommands() {
+            let mut sub_path = path.clone();
+            sub_path.push(sub.get_name().to_string());
+            flags.extend(numeric_flags(sub, sub_path));
+        }
+        flags
+    }
+
+    #[test]
+    fn every_numeric_flag_refuses_a_negative_number_naming_itself_and_its_range() {
+        use clap::{CommandFactory, Parser};
+        let flags = numeric_flags(&super::Cli::command(), vec!["enginetop".into()]);
+        let names: Vec<&str> = flags.iter().map(|(_, flag)| flag.as_str()).collect();
+        for expected in [
+            "--intra",
+            "--inter",
+            "--iterations",
+            "--duration",
+            "--profile-rows",
+        ] {
+            assert!(names.contains(&expected), "{expected} not in {names:?}");
+        }
+        assert!(
+            names.contains(&"--size") && names.contains(&"--ops"),
+            "{names:?}"
+        );
+        for (path, flag) in flags {
+            let argv = path.iter().map(String::as_str).chain([flag.as_str(), "-1"]);
+            let err = super::Cli::try_parse_from(argv).expect_err(&flag);
+            let message = err.to_string();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{path:?} {flag}: {message}"
+            );
+            assert!(message.contains(&format!("for '{flag} <")), "{message}");
+            assert!(message.contains("expected"), "{message}");
+        }
     }
 
     #[test]

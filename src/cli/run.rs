@@ -26,7 +26,10 @@ use enginetop::workload::run::{
     run_workload, ProfilerReport, Progress, QueueWatch, RunHooks, RunLength, RunOptions, RunSummary,
 };
 
+use super::numbers;
+
 mod dashboard;
+mod gpus;
 
 /// How `--summary` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -50,11 +53,17 @@ pub(super) struct RunArgs {
 
     /// Iterations to run [default: as many as fit in 3 seconds; under the dashboard, until
     /// you quit].
-    #[arg(long, value_name = "N", value_parser = parse_iterations, conflicts_with = "duration")]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = parse_iterations,
+        allow_negative_numbers = true,
+        conflicts_with = "duration"
+    )]
     iterations: Option<u64>,
 
     /// Run iterations until this many seconds have passed (e.g. 10 or 2.5).
-    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    #[arg(long, value_name = "S", value_parser = parse_seconds, allow_negative_numbers = true)]
     duration: Option<Duration>,
 
     /// The dependency engine: naive, pooled, per-device (or MXNet's names)
@@ -69,38 +78,75 @@ pub(super) struct RunArgs {
 
     /// Inter-op threads: the engine's CPU workers, ops running at once (0 = one per CPU)
     /// [env: ENGINETOP_INTER_OP_THREADS, TF_NUM_INTEROP_THREADS; default: 0].
-    #[arg(long = "inter", visible_alias = "inter-op-threads", value_name = "N")]
+    #[arg(
+        long = "inter",
+        visible_alias = "inter-op-threads",
+        value_name = "N",
+        value_parser = numbers::thread_count(),
+        allow_negative_numbers = true
+    )]
     inter: Option<usize>,
 
     /// Intra-op threads: the kernels' pool, threads inside one op (0 = one per CPU)
     /// [env: ENGINETOP_INTRA_OP_THREADS, TF_NUM_INTRAOP_THREADS; default: 0].
-    #[arg(long = "intra", visible_alias = "intra-op-threads", value_name = "M")]
+    #[arg(
+        long = "intra",
+        visible_alias = "intra-op-threads",
+        value_name = "M",
+        value_parser = numbers::thread_count(),
+        allow_negative_numbers = true
+    )]
     intra: Option<usize>,
 
     /// The most threads one pool may have: larger --inter/--intra counts are refused
     /// (1 to 4096) [env: ENGINETOP_MAX_THREADS; default: 128 or one per CPU if more].
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = numbers::max_threads(),
+        allow_negative_numbers = true,
+    )]
     max_threads: Option<usize>,
 
     /// The engine's CPU workers per CPU device, used when no inter-op count is set (MXNet's
     /// name for the same threads; 0 = one per CPU) [env: ENGINETOP_CPU_WORKERS,
     /// MXNET_CPU_WORKER_NTHREADS].
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = numbers::thread_count(),
+        allow_negative_numbers = true,
+    )]
     cpu_workers: Option<usize>,
 
     /// Workers of the CPU priority pool, which runs prioritized ops (0 = MXNet's 4)
     /// [env: ENGINETOP_CPU_PRIORITY_WORKERS, MXNET_CPU_PRIORITY_NTHREADS].
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = numbers::thread_count(),
+        allow_negative_numbers = true,
+    )]
     cpu_priority_workers: Option<usize>,
 
     /// GPU compute workers per GPU, each with its own stream (0 = MXNet's 2)
     /// [env: ENGINETOP_GPU_WORKERS, MXNET_GPU_WORKER_NTHREADS].
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = numbers::thread_count(),
+        allow_negative_numbers = true,
+    )]
     gpu_workers: Option<usize>,
 
     /// GPU copy workers per GPU, each with its own stream (0 = MXNet's 2)
     /// [env: ENGINETOP_GPU_COPY_WORKERS, MXNET_GPU_COPY_NTHREADS].
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = numbers::thread_count(),
+        allow_negative_numbers = true,
+    )]
     gpu_copy_workers: Option<usize>,
 
     /// How GPU ops keep their dependencies: event (record an event, the next op waits on
@@ -127,6 +173,8 @@ pub(super) struct RunArgs {
         long,
         value_name = "N",
         default_value_t = 40,
+        value_parser = numbers::at_least(0),
+        allow_negative_numbers = true,
         conflicts_with = "no_profile"
     )]
     profile_rows: usize,
@@ -146,7 +194,7 @@ pub(super) struct RunArgs {
 
     /// Compare with this GEMM peak (GFLOP/s) instead of the measured one (measured once per
     /// machine and cached; `enginetop bench gemm` refreshes it).
-    #[arg(long, value_name = "GFLOPS", value_parser = parse_gflops)]
+    #[arg(long, value_name = "GFLOPS", value_parser = parse_gflops, allow_negative_numbers = true)]
     gemm_peak: Option<f64>,
 
     /// Measure the GEMM peak just before and just after the run and compare with their mean
@@ -228,8 +276,12 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         super::trace::check_trace_path("--trace", path)?;
     }
     let graph = workload::load_spec(spec, &workload::Overrides::from_args(&args.set)?)?;
+    let gpu_warnings = gpus::check(&config, &graph, overrides.gpus.is_some())?;
+    for warning in &gpu_warnings {
+        eprintln!("warning: {warning}");
+    }
     if !args.headless && std::io::stdout().is_terminal() {
-        return dashboard::run(args, config, graph);
+        return dashboard::run(args, config, graph, gpu_warnings);
     }
     if let Some(dir) = &args.trace_dir {
         eprintln!(

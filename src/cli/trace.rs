@@ -39,11 +39,20 @@ struct TraceDemoArgs {
     out: std::path::PathBuf,
 
     /// The pool kind to run.
-    #[arg(long, default_value = "eigen", value_parser = PossibleValuesParser::new(["simple", "eigen", "chase-lev"]))]
+    #[arg(
+        long,
+        default_value = "eigen",
+        value_parser = PossibleValuesParser::new(["simple", "eigen", "chase-lev"]),
+    )]
     pool: String,
 
     /// Worker threads (the demo grows the pool to twice this, back, and up again).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=512))]
+    #[arg(
+        long,
+        default_value_t = 2,
+        value_parser = super::numbers::whole::<u16>(1, 512),
+        allow_negative_numbers = true,
+    )]
     threads: u16,
 }
 

@@ -166,6 +166,11 @@ impl SortColumn {
         }
     }
 
+    /// Whether the column is first shown ascending: names A to Z; figures largest first.
+    fn starts_ascending(self) -> bool {
+        self == SortColumn::Name
+    }
+
     fn shifted(self, by: isize) -> SortColumn {
         let index = Self::ALL.iter().position(|&c| c == self).unwrap_or(0) as isize;
         let count = Self::ALL.len() as isize;
@@ -259,7 +264,9 @@ pub struct App {
     pub zoom: usize,
     /// The ops table's sort column.
     pub sort: SortColumn,
-    /// Whether the ops table is in ascending order (descending by default, names ascending).
+    /// Whether the sort column's values grow down the table (the smallest figure, or the
+    /// first name, at the top), shown as `▲`; else `▼`, the same in every column. ←/→ start
+    /// each column in its natural order: names A to Z, figures largest first.
     pub ascending: bool,
     /// The ops filter (case-insensitive substring of the name).
     pub filter: String,
@@ -376,19 +383,18 @@ impl App {
             |op: &&OpSnapshot| filter.is_empty() || op.name.to_lowercase().contains(&filter);
         let mut ops: Vec<&OpSnapshot> = self.data.snapshot.ops.iter().filter(matches).collect();
         ops.sort_by(|a, b| {
-            let order = match self.sort {
-                SortColumn::Name => b.name.cmp(&a.name),
+            let ascending = match self.sort {
+                SortColumn::Name => a.name.cmp(&b.name),
                 SortColumn::Count => a.count.cmp(&b.count),
                 SortColumn::Total => a.total_ns.cmp(&b.total_ns),
                 SortColumn::Mean => a.mean_ns.total_cmp(&b.mean_ns),
                 SortColumn::P99 => a.p99_ns.cmp(&b.p99_ns),
             };
-            let order = order.then_with(|| b.name.cmp(&a.name));
-            if self.ascending {
-                order
-            } else {
-                order.reverse()
-            }
+            let order = match self.ascending {
+                true => ascending,
+                false => ascending.reverse(),
+            };
+            order.then_with(|| a.name.cmp(&b.name)) // ties: names A to Z
         });
         ops
     }
@@ -509,8 +515,8 @@ impl App {
                 self.help_scroll = 0;
             }
             Action::TogglePause => return self.pause_control(),
-            Action::FocusNext => self.focus = self.focus.next(),
-            Action::FocusPrev => self.focus = self.focus.prev(),
+            Action::FocusNext => self.move_focus(self.focus.next()),
+            Action::FocusPrev => self.move_focus(self.focus.prev()),
             Action::Up
             | Action::Down
             | Action::PageUp
@@ -662,6 +668,19 @@ impl App {
         self.say(format!("timeline: {per_column} a column"));
     }
 
+    /// Focuses `focus` and says so in the status line (a warning or an earlier message
+    /// there would otherwise hide the footer's focus line, and once the run has finished
+    /// the finished notice does).
+    fn move_focus(&mut self, focus: Focus) {
+        self.focus = focus;
+        let panels = device_panels(&self.data);
+        let device = panels
+            .get(self.selected_device)
+            .map_or("-", |panel| panel.title());
+        let text = focus_text(focus, device);
+        self.say(text);
+    }
+
     fn say_sort(&mut self) {
         let arrow = if self.ascending { "▲" } else { "▼" };
         self.say(format!("sorted by {} {arrow}", self.sort.heading()));
@@ -681,6 +700,7 @@ impl App {
         match self.focus {
             Focus::Ops => {
                 self.sort = self.sort.shifted(by);
+                self.ascending = self.sort.starts_ascending();
                 self.say_sort();
             }
             Focus::Devices | Focus::Timeline => {
@@ -724,6 +744,16 @@ fn moved(position: usize, action: Action, page: usize) -> usize {
         Action::PageDown => position.saturating_add(page),
         Action::Top => 0,
         _ => usize::MAX,
+    }
+}
+
+/// What has the focus and what the arrows do there, for the footer: `device` is the
+/// selected device panel's title.
+pub fn focus_text(focus: Focus, device: &str) -> String {
+    match focus {
+        Focus::Devices => format!("focus: devices ({device}): ←/→ pick a device, ↑/↓ scroll"),
+        Focus::Timeline => "focus: timeline: ↑/↓ scroll, </> zoom".to_string(),
+        Focus::Ops => "focus: ops: ←/→ sort column, i invert, / filter".to_string(),
     }
 }
 

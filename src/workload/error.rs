@@ -82,14 +82,25 @@ pub enum Problem {
     Io(String),
     /// Neither a shipped workload nor a file.
     #[error(
-        "no workload named {name:?}: expected one of the shipped workloads ({known}) or the \
-         path of a .toml file"
+        "no workload named {name:?}{guess}: expected one of the shipped workloads ({known}) or \
+         the path of a .toml file"
     )]
     NotAWorkload {
         /// What the user passed.
         name: String,
+        /// ` (did you mean resnet-like?)` when a shipped name is close, else empty.
+        guess: String,
         /// The shipped names.
         known: String,
+    },
+    /// A file with nothing in it but comments and blank lines.
+    #[error(
+        "the file is empty: expected at least a description and one op, e.g. these three \
+         lines:\n{example}(workloads/FORMAT.md describes the format)"
+    )]
+    Empty {
+        /// A minimal workload, one indented line per TOML line.
+        example: &'static str,
     },
     /// A `--set` argument without `=`.
     #[error("--set {0:?} is not name=value: expected e.g. --set batch=16")]
@@ -321,12 +332,14 @@ pub enum Problem {
         max_bytes: usize,
     },
     /// An expansion or size limit was passed.
-    #[error("{what} exceeds the limit: expected at most {max}")]
+    #[error("{what} exceeds the limit: expected at most {max}; {fix}")]
     Limit {
         /// What grew too big, with its size.
         what: String,
         /// The limit.
         max: u64,
+        /// How to shrink the workload.
+        fix: String,
     },
     /// A name that is empty or has characters we do not allow.
     #[error("{kind} name {name:?} {reason}")]
@@ -344,6 +357,13 @@ pub enum Problem {
     )]
     NoOps,
 }
+
+/// The smallest useful workload file, indented for an error message: a description, a
+/// tensor and one op.
+pub(crate) const MINIMAL_WORKLOAD: &str = "    description = \"one op\"
+    tensor = [{ name = \"x\", shape = [4], init = \"ones\" }]
+    op = [{ name = \"step\", kernel = \"fold\", writes = [\"x\"] }]
+";
 
 /// A problem and the byte range it is about, before it is turned into a [`WorkloadError`].
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -88,6 +88,7 @@ pub fn expand(file: &WorkloadFile, params: &BTreeMap<String, Value>) -> LoadResu
         _ => 0,
     };
     let mut expander = Expander {
+        shrink: shrink_fix(params),
         templates: &file.templates,
         rng: Rng::new(seed),
         out: Expanded::default(),
@@ -104,7 +105,29 @@ pub fn expand(file: &WorkloadFile, params: &BTreeMap<String, Value>) -> LoadResu
     Ok(expander.out)
 }
 
+/// How to bring the expansion under [`MAX_WORK`]: the integer parameters (what repeat
+/// counts are made of) with their values, to lower with `--set`, or a block's `repeat`.
+fn shrink_fix(params: &BTreeMap<String, Value>) -> String {
+    let counts: Vec<String> = params
+        .iter()
+        .filter(|(_, value)| matches!(value, Value::Int(_)))
+        .map(|(name, value)| format!("{name} = {value}"))
+        .collect();
+    if counts.is_empty() {
+        return "shrink the workload: lower a [[block]]'s repeat, or write fewer ops and list \
+                entries"
+            .to_string();
+    }
+    format!(
+        "shrink the workload: lower the parameters its repeats use with --set NAME=VALUE \
+         (its integer [params]: {}), or a [[block]]'s repeat",
+        comma_list(counts)
+    )
+}
+
 struct Expander<'f> {
+    /// [`shrink_fix`]'s advice, for the limit errors.
+    shrink: String,
     templates: &'f BTreeMap<Sp<String>, Sp<TemplateSpec>>,
     rng: Rng,
     out: Expanded,
@@ -132,6 +155,7 @@ impl<'f> Expander<'f> {
             Problem::Limit {
                 what: "the expansion (tensors, ops, list entries and repetitions)".to_string(),
                 max: MAX_WORK,
+                fix: self.shrink.clone(),
             },
         ))
     }
@@ -538,6 +562,7 @@ impl<'f> Expander<'f> {
                 Problem::Limit {
                     what: format!("{what} = {value}"),
                     max: MAX_WORK,
+                    fix: self.shrink.clone(),
                 },
             ));
         }

@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::error::{LoadResult, Located, Problem, WorkloadError};
+use super::error::{LoadResult, Located, Problem, WorkloadError, MINIMAL_WORKLOAD};
 use super::graph::Graph;
 use super::params::{self, Overrides};
 use super::resolve::{build_graph, Header};
@@ -47,8 +47,11 @@ pub fn load_spec(spec: &str, overrides: &Overrides) -> Result<Graph, WorkloadErr
     if path.exists() || spec.ends_with(".toml") || spec.contains(std::path::MAIN_SEPARATOR) {
         return load_path(path, overrides);
     }
+    let guess = shipped::closest_shipped(spec)
+        .map_or(String::new(), |name| format!(" (did you mean {name}?)"));
     Err(Located::nowhere(Problem::NotAWorkload {
         name: spec.to_string(),
+        guess,
         known: shipped::names(),
     })
     .into_error(spec, ""))
@@ -91,7 +94,12 @@ fn build(text: &str, file: &str, overrides: &Overrides) -> LoadResult<Graph> {
     if text.len() > MAX_FILE_BYTES {
         return Err(Located::nowhere(too_large()));
     }
-    let parsed: WorkloadFile = toml::from_str(text).map_err(|err| toml_error(&err, text))?;
+    let parsed: WorkloadFile = toml::from_str(text).map_err(|err| match is_empty(text) {
+        true => Located::nowhere(Problem::Empty {
+            example: MINIMAL_WORKLOAD,
+        }),
+        false => toml_error(&err, text),
+    })?;
     let params = params::resolve(&parsed.params, overrides)?;
     let expanded = super::expand::expand(&parsed, &params)?;
     let header = Header {
@@ -103,6 +111,11 @@ fn build(text: &str, file: &str, overrides: &Overrides) -> LoadResult<Graph> {
         params: params.into_iter().collect(),
     };
     build_graph(expanded, header, text)
+}
+
+/// Whether `text` holds no TOML key at all (only blank lines and comments).
+fn is_empty(text: &str) -> bool {
+    toml::from_str::<toml::Table>(text).is_ok_and(|table| table.is_empty())
 }
 
 /// The TOML parser's limit: tables in one dotted key or header, and inline arrays and tables
@@ -239,6 +252,24 @@ mod tests {
             text += &format!("[[{}]]\n", vec!["block"; level].join("."));
         }
         text
+    }
+
+    #[test]
+    fn the_empty_file_message_shows_a_workload_that_loads() {
+        let err = load("# nothing yet\n\n").unwrap_err();
+        assert_eq!(
+            *err.problem,
+            Problem::Empty {
+                example: MINIMAL_WORKLOAD
+            }
+        );
+        let example: String = MINIMAL_WORKLOAD
+            .lines()
+            .map(|line| format!("{}\n", line.trim_start()))
+            .collect();
+        let graph = load(&example).expect("the example in the message loads");
+        assert_eq!(graph.iteration_ops().len(), 1);
+        assert!(err.to_string().contains(MINIMAL_WORKLOAD));
     }
 
     #[test]

@@ -113,4 +113,4 @@ pub use graph::{Graph, OpDecl, OpId, TensorDecl, TensorId};
 pub use kernel::{KernelKind, KernelParams, Operands, ParamKind, ParamSpec, ParamValue};
 pub use load::{load_path, load_spec, load_str, MAX_FILE_BYTES};
 pub use params::Overrides;
-pub use shipped::{catalog, summary, ShippedWorkload, SHIPPED};
+pub use shipped::{catalog, closest_shipped, summary, ShippedWorkload, SHIPPED};

@@ -284,7 +284,12 @@ impl Resolver<'_> {
         let mut close: Vec<(usize, &str)> = self
             .tensors
             .iter()
-            .map(|tensor| (edit_distance(unknown, &tensor.name), tensor.name.as_str()))
+            .map(|tensor| {
+                (
+                    strsim::levenshtein(unknown, &tensor.name),
+                    tensor.name.as_str(),
+                )
+            })
             .filter(|(distance, _)| *distance <= limit)
             .collect();
         close.sort();
@@ -651,33 +656,5 @@ fn param_value(kind: ParamKind, value: &Value) -> Option<ParamValue> {
             .filter(|n| (min..=max).contains(n))
             .map(ParamValue::Int),
         _ => None,
-    }
-}
-
-/// Levenshtein distance over characters (for suggestions; inputs are names).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::edit_distance;
-
-    #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("act9", "act1"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 }

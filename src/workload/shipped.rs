@@ -46,6 +46,35 @@ pub fn find(name: &str) -> Option<&'static ShippedWorkload> {
     SHIPPED.iter().find(|workload| workload.name == name)
 }
 
+/// The most edits (insertions, deletions, substitutions, swaps of neighbours) between a
+/// mistyped name and the shipped name [`closest`] offers.
+const MAX_EDITS: usize = 3;
+
+/// What the user probably meant by `name`: the shipped name that starts with it (three
+/// characters or more), else the one closest by edit distance (Damerau-Levenshtein) if it is
+/// at most [`MAX_EDITS`] away.
+///
+/// ```
+/// use enginetop::workload::closest_shipped;
+///
+/// assert_eq!(closest_shipped("resnet-lke"), Some("resnet-like"));
+/// assert_eq!(closest_shipped("transformer"), Some("transformer-like"));
+/// assert_eq!(closest_shipped("my-model.tml"), None);
+/// ```
+pub fn closest_shipped(name: &str) -> Option<&'static str> {
+    let names = || SHIPPED.iter().map(|workload| workload.name);
+    if name.len() >= 3 {
+        if let Some(longer) = names().find(|shipped| shipped.starts_with(name)) {
+            return Some(longer);
+        }
+    }
+    names()
+        .map(|shipped| (shipped, strsim::damerau_levenshtein(name, shipped)))
+        .filter(|&(_, edits)| edits <= MAX_EDITS)
+        .min_by_key(|&(_, edits)| edits)
+        .map(|(shipped, _)| shipped)
+}
+
 /// The shipped names, comma-separated.
 pub fn names() -> String {
     super::error::comma_list(SHIPPED.iter().map(|workload| workload.name))

@@ -21,7 +21,13 @@ use enginetop::workload::{Context, Graph};
 use super::{chosen_length, export_trace, print_summary, profiler_hooks, ProfilerTable, RunArgs};
 
 /// Runs `graph` under the dashboard until the user quits; then prints the summary.
-pub(super) fn run(args: &RunArgs, config: RuntimeConfig, graph: Graph) -> Result<()> {
+/// `run_warnings`: the run's own warnings besides the configuration's (already printed).
+pub(super) fn run(
+    args: &RunArgs,
+    config: RuntimeConfig,
+    graph: Graph,
+    run_warnings: Vec<String>,
+) -> Result<()> {
     if args.no_profile {
         anyhow::bail!(
             "the dashboard draws the profiler's statistics, so it cannot run with --no-profile: \
@@ -41,9 +47,13 @@ pub(super) fn run(args: &RunArgs, config: RuntimeConfig, graph: Graph) -> Result
     info.notices.push(format!("log: {}", log.display()));
     // Printed before the dashboard took the screen (and seen again after it): also shown
     // at start in its footer, and logged.
-    for warning in config.warnings() {
+    let config_warnings = config
+        .warnings()
+        .into_iter()
+        .map(|warning| warning.to_string());
+    for warning in config_warnings.chain(run_warnings) {
         tracing::warn!("{warning}");
-        info.warnings.push(warning.to_string());
+        info.warnings.push(warning);
     }
     tracing::info!(workload = %driver.graph().name, log = %log.display(), "dashboard run");
     let length = chosen_length(args, RunLength::UntilStopped);

@@ -9,7 +9,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{format, Ctx};
-use crate::tui::app::{refused_when_finished, Action, Focus, Mode, PlusMinus, StatusKind};
+use crate::tui::app::{focus_text, refused_when_finished, Action, Mode, PlusMinus, StatusKind};
 use crate::tui::input::{KeyHelp, KEYS};
 
 /// The most rows a status message takes (the rest is cut with `…`).
@@ -49,22 +49,14 @@ fn status_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
             theme.strong(),
         )];
     }
-    vec![Line::styled(
-        format!(" focus: {}", focus_name(ctx)),
-        theme.dim(),
-    )]
-}
-
-fn focus_name(ctx: &Ctx<'_>) -> String {
     let device = ctx
         .panels
         .get(ctx.app.selected_device)
         .map_or("-", |panel| panel.title());
-    match ctx.app.focus {
-        Focus::Devices => format!("devices ({device}): ←/→ pick a device, ↑/↓ scroll"),
-        Focus::Timeline => "timeline: ↑/↓ scroll, </> zoom".to_string(),
-        Focus::Ops => "ops: ←/→ sort column, i invert, / filter".to_string(),
-    }
+    vec![Line::styled(
+        format!(" {}", focus_text(ctx.app.focus, device)),
+        theme.dim(),
+    )]
 }
 
 /// The hints: every key with a footer label, `+/-` saying what those keys change now (the
@@ -205,6 +197,29 @@ mod tests {
             app.observe(DashboardData::default());
         }
         assert!(footer_rows(&app, 100)[0].starts_with(" focus: devices"));
+    }
+
+    /// Tab shows the new focus at once, over a start-up warning or the finished notice.
+    #[test]
+    fn the_new_focus_shows_after_tab_whatever_the_status_line_held() {
+        let mut data = DashboardData::default();
+        data.facts.warnings = vec!["4 inter-op x 1 intra-op threads".to_string()];
+        let mut app = App::new();
+        app.observe(data);
+        assert!(footer_rows(&app, 100)[0].starts_with(" ! warning: 4 inter-op"));
+        app.update(Action::FocusNext);
+        assert_eq!(
+            footer_rows(&app, 100)[0],
+            " ✓ focus: timeline: ↑/↓ scroll, </> zoom"
+        );
+        app.observe(finished());
+        app.update(Action::FocusNext);
+        assert_eq!(
+            footer_rows(&app, 100)[0],
+            " ✓ focus: ops: ←/→ sort column, i invert, / filter"
+        );
+        app.update(Action::FocusPrev);
+        assert!(footer_rows(&app, 100)[0].starts_with(" ✓ focus: timeline"));
     }
 
     #[test]

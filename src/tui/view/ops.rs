@@ -1,6 +1,7 @@
 //! The top ops table: count, total, mean and p99 per op name, sorted by the chosen column
-//! (`▼` descending, `▲` ascending; ←/→ pick it when the table has the focus, `i` inverts) and
-//! filtered by `/`.
+//! (`▲` ascending: the smallest figure or the first name at the top; `▼` descending; the same
+//! in every column, as htop's `△`/`▽`; ←/→ pick it when the table has the focus, `i` inverts)
+//! and filtered by `/`.
 #![forbid(unsafe_code)]
 
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -297,6 +298,63 @@ mod tests {
         assert!(bottom.contains("↓ 2 more"), "{text}");
         let all = table(&app, 60, 8);
         assert!(!all.contains("more"), "{all}");
+    }
+
+    /// The first figure or name under the heading of the sort column, in every row.
+    fn column_order(app: &App) -> Vec<String> {
+        app.visible_ops()
+            .iter()
+            .map(|op| match app.sort {
+                SortColumn::Name => op.name.clone(),
+                SortColumn::Count => format!("{:020}", op.count),
+                SortColumn::Total => format!("{:020}", op.total_ns),
+                SortColumn::Mean => format!("{:020.3}", op.mean_ns),
+                SortColumn::P99 => format!("{:020}", op.p99_ns),
+            })
+            .collect()
+    }
+
+    /// `▲` means the values grow down the table and `▼` that they shrink, in the name column
+    /// as in the figures; each column starts in its natural order (names A to Z, figures
+    /// largest first), and `i` turns the order and the arrow over together.
+    #[test]
+    fn the_sort_arrow_means_the_same_in_every_column() {
+        let mut app = resnet_ops();
+        app.update(crate::tui::app::Action::FocusPrev); // the ops table
+        for _ in SortColumn::ALL {
+            app.update(crate::tui::app::Action::Right);
+            for inverted in [false, true] {
+                let order = column_order(&app);
+                let mut ascending = order.clone();
+                ascending.sort();
+                let heading = app.sort.heading();
+                let text = table(&app, 80, 10);
+                let arrow = match order == ascending {
+                    true => "▲",
+                    false => {
+                        ascending.reverse();
+                        assert_eq!(order, ascending, "{heading} is not sorted:\n{text}");
+                        "▼"
+                    }
+                };
+                assert!(
+                    text.contains(&format!("{heading}{arrow}")),
+                    "{heading}: rows {order:?}, expected {arrow}:\n{text}"
+                );
+                assert_eq!(app.ascending, arrow == "▲", "{heading}");
+                let natural = app.sort == SortColumn::Name; // names A to Z, figures largest first
+                assert_eq!(app.ascending, natural != inverted, "{heading}");
+                app.update(crate::tui::app::Action::InvertSort);
+            }
+            app.update(crate::tui::app::Action::InvertSort); // back to the natural order
+        }
+        app.update(crate::tui::app::Action::Left); // p99, fresh: largest first
+        assert!(!app.ascending);
+        while app.sort != SortColumn::Name {
+            app.update(crate::tui::app::Action::Right);
+        }
+        assert!(app.ascending, "names start A to Z");
+        assert!(table(&app, 80, 10).contains("op▲"));
     }
 
     /// Ops named in wide characters, apart only at their end.
