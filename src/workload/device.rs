@@ -109,7 +109,6 @@ macro_rules! vocabulary {
         }
     };
 }
-pub(crate) use vocabulary;
 
 vocabulary! {
     /// MXNet's `FnProperty`: which queue an op goes to (`DeleteVar` is engine-internal and not

@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use super::device::{Context, Dtype, FnProperty, Init};
 use super::expr::Value;
-use super::kernel::{numel, KernelKind, KernelParams};
+use crate::kernels::{numel, KernelKind, KernelParams};
 
 /// Index of a tensor in [`Graph::tensors`] (one engine variable per tensor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

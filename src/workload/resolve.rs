@@ -10,8 +10,10 @@ use super::error::{comma_list, LoadResult, Located, Position, Problem};
 use super::expand::{Expanded, RawOp, RawTensor, SpannedText, LIST_NAMES};
 use super::expr::Value;
 use super::graph::{bytes_text, held_bytes, Graph, OpDecl, TensorDecl, TensorId};
-use super::kernel::{numel, KernelKind, KernelParams, Operand, Operands, ParamKind, ParamValue};
 use super::params::{literal_text, parse_flag, FLAG_SPELLINGS};
+use crate::kernels::{
+    numel, shape_text, KernelKind, KernelParams, Operand, Operands, ParamKind, ParamValue,
+};
 
 /// Elements in one tensor.
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 32;
@@ -173,7 +175,7 @@ impl Resolver<'_> {
     /// Refuses a tensor past [`MAX_TENSOR_ELEMENTS`], or one that takes the memory a run
     /// holds for all tensors so far past [`MAX_TOTAL_BYTES`].
     fn check_size(&mut self, raw: &RawTensor) -> LoadResult<()> {
-        let shape_text = super::kernel::shape_text(&raw.shape);
+        let shape_text = shape_text(&raw.shape);
         let elements = numel(&raw.shape)
             .filter(|n| *n <= MAX_TENSOR_ELEMENTS)
             .ok_or_else(|| {

@@ -7,9 +7,9 @@ use std::fmt::Write;
 use super::device::Context;
 use super::expr::Value;
 use super::graph::Graph;
-use super::kernel::KernelKind;
 use super::load::load_str;
 use super::params::Overrides;
+use crate::kernels::KernelKind;
 
 /// A workload file shipped in `workloads/`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
