@@ -8,8 +8,9 @@
 
 use std::ops::Range;
 
-use super::device::{Context, Dtype, FnProperty, Init};
+use super::device::{is_gpu, Dtype, Init};
 use super::expr::Value;
+use crate::engine::{Context, FnProperty};
 use crate::kernels::{numel, KernelKind, KernelParams};
 
 /// Index of a tensor in [`Graph::tensors`] (one engine variable per tensor).
@@ -225,8 +226,8 @@ impl Graph {
 
     /// Whether any tensor or op is on a GPU.
     pub fn uses_gpu(&self) -> bool {
-        self.tensors.iter().any(|tensor| tensor.device.is_gpu())
-            || self.ops.iter().any(|op| op.device.is_gpu())
+        self.tensors.iter().any(|tensor| is_gpu(tensor.device))
+            || self.ops.iter().any(|op| is_gpu(op.device))
     }
 }
 

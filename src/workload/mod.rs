@@ -106,8 +106,9 @@ pub mod run;
 pub mod schema;
 mod shipped;
 
+pub use crate::engine::{Context, FnProperty};
 pub use crate::kernels::{KernelKind, KernelParams, ParamValue};
-pub use device::{Context, Dtype, FnProperty, Init};
+pub use device::{Dtype, Init};
 pub use error::{Position, Problem, WorkloadError};
 pub use graph::{Graph, OpDecl, OpId, TensorDecl, TensorId};
 pub use load::{load_path, load_spec, load_str, MAX_FILE_BYTES};

@@ -4,11 +4,12 @@
 
 use std::fmt::Write;
 
-use super::device::Context;
+use super::device::ContextText;
 use super::expr::Value;
 use super::graph::Graph;
 use super::load::load_str;
 use super::params::Overrides;
+use crate::engine::Context;
 use crate::kernels::KernelKind;
 
 /// A workload file shipped in `workloads/`.
@@ -116,7 +117,11 @@ pub fn summary(graph: &Graph) -> String {
     devices.extend(graph.tensors.iter().map(|tensor| tensor.device));
     devices.sort_unstable();
     devices.dedup();
-    let _ = writeln!(out, "devices: {}", super::error::comma_list(devices));
+    let _ = writeln!(
+        out,
+        "devices: {}",
+        super::error::comma_list(devices.into_iter().map(ContextText))
+    );
     out
 }
 
