@@ -101,7 +101,7 @@ kernel_kinds! {
 
 impl KernelKind {
     /// Every name, comma-separated, for messages.
-    pub fn names() -> String {
+    pub(crate) fn names() -> String {
         KernelKind::ALL
             .iter()
             .map(|kind| kind.name())

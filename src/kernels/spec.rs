@@ -214,12 +214,12 @@ impl KernelKind {
     }
 
     /// Whether it is a host/device copy.
-    pub fn is_copy(self) -> bool {
+    pub(crate) fn is_copy(self) -> bool {
         matches!(self, KernelKind::CopyH2d | KernelKind::CopyD2h)
     }
 
     /// Whether its tensors must share one dtype (all but the engine-overhead kernels).
-    pub fn needs_one_dtype(self) -> bool {
+    pub(crate) fn needs_one_dtype(self) -> bool {
         !matches!(self, KernelKind::Fold | KernelKind::SleepUs)
     }
 }
