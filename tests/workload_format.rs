@@ -135,9 +135,9 @@ op = [
     assert_eq!(
         summary,
         [
-            (Context::Gpu(1), FnProperty::CopyToGpu, 0),
-            (Context::Gpu(1), FnProperty::GpuPrioritized, 0),
-            (Context::Gpu(1), FnProperty::CopyFromGpu, -3),
+            (Context::gpu(1), FnProperty::CopyToGpu, 0),
+            (Context::gpu(1), FnProperty::GpuPrioritized, 0),
+            (Context::gpu(1), FnProperty::CopyFromGpu, -3),
         ]
     );
     assert!(graph.uses_gpu());

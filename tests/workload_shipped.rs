@@ -182,9 +182,9 @@ fn resnet_like_on_a_gpu_receives_its_batches_through_copies() {
         .collect();
     assert_eq!(copies.len(), 2);
     for copy in copies {
-        assert_eq!(copy.device, Context::Gpu(0));
+        assert_eq!(copy.device, Context::gpu(0));
         assert_eq!(copy.property, FnProperty::CopyToGpu);
-        assert_eq!(graph.tensor(copy.reads[0]).device, Context::Cpu(0));
+        assert_eq!(graph.tensor(copy.reads[0]).device, Context::cpu(0));
     }
     let updates = graph.ops.iter().filter(|op| op.kernel == KernelKind::Sgd);
     assert!(updates
@@ -220,7 +220,7 @@ fn transformer_like_has_per_head_attention_and_mlp_gemms() {
     let kinds: Vec<KernelKind> = gpu.ops.iter().map(|op| op.kernel).collect();
     assert_eq!(kinds.first(), Some(&KernelKind::CopyH2d));
     assert_eq!(kinds.last(), Some(&KernelKind::CopyD2h));
-    assert_eq!(gpu.ops.last().unwrap().device, Context::Gpu(1));
+    assert_eq!(gpu.ops.last().unwrap().device, Context::gpu(1));
 }
 
 #[test]

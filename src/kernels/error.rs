@@ -4,17 +4,9 @@
 //! `conv2d: input has 3 channels but the weight expects 4`.
 #![forbid(unsafe_code)]
 
-use super::kind::KernelKind;
-
-/// Why a kernel refused to run, or a tensor or kernel name could not be made.
+/// Why a kernel refused to run, or a tensor could not be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KernelError {
-    /// A kernel name that is not one of ours.
-    #[error("unknown kernel `{name}`: use one of {valid}", valid = KernelKind::names_joined())]
-    UnknownKind {
-        /// The name given.
-        name: String,
-    },
     /// A tensor's data does not fill its shape.
     #[error(
         "a tensor of shape {shape:?} holds {expected} values but {got} were given; \

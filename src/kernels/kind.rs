@@ -1,189 +1,150 @@
-//! [`KernelKind`]: the kernels by the names workload files use.
+//! [`KernelKind`]: every kernel, by the name a workload file gives it, and the registration
+//! table that ties each name to its [`KernelSpec`] (operands, parameters, shape rule, FLOPs;
+//! see [`rules`]). Adding a kernel: its body in its own file, its spec in `rules`, one line
+//! here, and its call in the workload driver's `KernelCall`.
 #![forbid(unsafe_code)]
 
 use std::fmt;
 use std::str::FromStr;
 
-use super::error::KernelError;
+use super::spec::{rules, KernelSpec};
 
-/// Every kernel, by the name a workload file gives it (`kind = "conv2d"`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KernelKind {
-    /// Matrix multiply, `C = alpha op(A) op(B) + beta C`.
-    Gemm,
-    /// 2-D convolution (im2col + GEMM).
-    Conv2d,
-    /// Gradient of a convolution with respect to its input.
-    Conv2dBackwardData,
-    /// Gradient of a convolution with respect to its weight.
-    Conv2dBackwardWeights,
-    /// Batch-norm with running statistics (inference).
-    BatchNorm,
-    /// Batch-norm with batch statistics (training forward).
-    BatchNormTrain,
-    /// Gradient of training batch-norm.
-    BatchNormBackward,
-    /// Training batch-norm with a fused relu: `max(bn(x), 0)`.
-    BatchNormReluTrain,
-    /// Gradient of batch-norm with a fused relu (reads the forward output as the mask).
-    BatchNormReluBackward,
-    /// Training batch-norm with a fused residual add and relu: `max(bn(x) + r, 0)`.
-    BatchNormAddReluTrain,
+/// Generates [`KernelKind`] from the registration table: the enum, `ALL`, `name()` and
+/// `spec()`.
+macro_rules! kernel_kinds {
+    ($($(#[$vmeta:meta])* $variant:ident = $text:literal => $spec:path,)+) => {
+        /// Every kernel, by the name a workload file gives it (`kernel = "conv2d"`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum KernelKind {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl KernelKind {
+            /// Every kernel, in registration order.
+            pub const ALL: &'static [KernelKind] = &[$(KernelKind::$variant,)+];
+
+            /// The name a workload file uses.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(KernelKind::$variant => $text,)+
+                }
+            }
+
+            /// Its operands, parameters, shape rule and FLOP count.
+            pub(crate) fn spec(self) -> &'static KernelSpec {
+                match self {
+                    $(KernelKind::$variant => &$spec,)+
+                }
+            }
+        }
+    };
+}
+
+kernel_kinds! {
+    /// Matrix product: `a [m,k] x b [k,n] -> c [m,n]`.
+    Gemm = "gemm" => rules::GEMM,
+    /// 2-D convolution, NCHW.
+    Conv2d = "conv2d" => rules::CONV2D,
+    /// Batch normalisation over N and the spatial dims, per channel.
+    BatchNorm = "batch_norm" => rules::BATCH_NORM,
+    /// `relu(batch_norm(x))` in one pass (batch norm with a fused activation).
+    BatchNormRelu = "batch_norm_relu" => rules::BATCH_NORM_RELU,
+    /// `relu(batch_norm(x) + residual)` in one pass: a residual block's last batch norm,
+    /// its residual add and its relu.
+    BatchNormAddRelu = "batch_norm_add_relu" => rules::BATCH_NORM_ADD_RELU,
     /// `max(x, 0)`.
-    Relu,
+    Relu = "relu" => rules::RELU,
+    /// Elementwise sum of two tensors.
+    Add = "add" => rules::ADD,
+    /// Max pooling, NCHW.
+    MaxPool = "max_pool" => rules::MAX_POOL,
+    /// Average pooling, NCHW.
+    AvgPool = "avg_pool" => rules::AVG_POOL,
+    /// Softmax over the last dimension.
+    Softmax = "softmax" => rules::SOFTMAX,
+    /// Layer normalisation over the last dimension.
+    LayerNorm = "layer_norm" => rules::LAYER_NORM,
+    /// `weight -= lr * grad`, in place.
+    Sgd = "sgd" => rules::SGD,
+    /// Gradient of conv2d with respect to its input.
+    Conv2dGradInput = "conv2d_grad_input" => rules::CONV2D_GRAD_INPUT,
+    /// Gradient of conv2d with respect to its weight.
+    Conv2dGradWeight = "conv2d_grad_weight" => rules::CONV2D_GRAD_WEIGHT,
+    /// Gradient of training batch norm: input gradient and scale/shift gradients.
+    BatchNormGrad = "batch_norm_grad" => rules::BATCH_NORM_GRAD,
+    /// Gradient of `batch_norm_relu` (and of `batch_norm_add_relu` with respect to its
+    /// input): the relu's gradient applied to the incoming one as it is read (the forward
+    /// output is the mask), then batch_norm_grad's.
+    BatchNormReluGrad = "batch_norm_relu_grad" => rules::BATCH_NORM_RELU_GRAD,
     /// Gradient of relu.
-    ReluBackward,
-    /// Gradient of relu summed into another gradient (where a residual's paths meet).
-    ReluBackwardAdd,
-    /// Element-wise sum (a residual connection).
-    Add,
-    /// Max pooling over windows.
-    MaxPool,
+    ReluGrad = "relu_grad" => rules::RELU_GRAD,
+    /// `addend + relu_grad(grad_output, forward)` in one pass: where a residual block's
+    /// shortcut gradient (the masked one) meets its main path's.
+    ReluGradAdd = "relu_grad_add" => rules::RELU_GRAD_ADD,
     /// Gradient of max pooling.
-    MaxPoolBackward,
-    /// Global average pooling (NCHW to NC).
-    AvgPool,
-    /// Gradient of global average pooling.
-    AvgPoolBackward,
-    /// Row-wise softmax.
-    Softmax,
+    MaxPoolGrad = "max_pool_grad" => rules::MAX_POOL_GRAD,
+    /// Gradient of average pooling.
+    AvgPoolGrad = "avg_pool_grad" => rules::AVG_POOL_GRAD,
     /// Gradient of softmax cross-entropy with respect to the logits.
-    SoftmaxCrossEntropyBackward,
-    /// Row-wise layer normalization.
-    LayerNorm,
-    /// Gradient of layer normalization.
-    LayerNormBackward,
-    /// Stochastic gradient descent update, optionally with momentum.
-    Sgd,
+    SoftmaxXentGrad = "softmax_xent_grad" => rules::SOFTMAX_XENT_GRAD,
+    /// Host-to-device copy (runs on the GPU's copy queue).
+    CopyH2d = "copy_h2d" => rules::COPY_H2D,
+    /// Device-to-host copy (runs on the GPU's copy queue).
+    CopyD2h = "copy_d2h" => rules::COPY_D2H,
+    /// MXNet's RandSumExpr step: `out = sum(terms) / (terms + 1)`, then sleep `us`.
+    SumExpr = "sum_expr" => rules::SUM_EXPR,
+    /// A cheap hash fold of the inputs into the output (engine-overhead workloads).
+    Fold = "fold" => rules::FOLD,
+    /// Sleeps `us` microseconds (IO-like stages).
+    SleepUs = "sleep_us" => rules::SLEEP_US,
 }
 
 impl KernelKind {
-    /// Every kind, forward ops first.
-    pub const ALL: [KernelKind; 23] = [
-        KernelKind::Gemm,
-        KernelKind::Conv2d,
-        KernelKind::BatchNorm,
-        KernelKind::BatchNormTrain,
-        KernelKind::BatchNormReluTrain,
-        KernelKind::BatchNormAddReluTrain,
-        KernelKind::Relu,
-        KernelKind::Add,
-        KernelKind::MaxPool,
-        KernelKind::AvgPool,
-        KernelKind::Softmax,
-        KernelKind::LayerNorm,
-        KernelKind::Conv2dBackwardData,
-        KernelKind::Conv2dBackwardWeights,
-        KernelKind::BatchNormBackward,
-        KernelKind::BatchNormReluBackward,
-        KernelKind::ReluBackward,
-        KernelKind::ReluBackwardAdd,
-        KernelKind::MaxPoolBackward,
-        KernelKind::AvgPoolBackward,
-        KernelKind::SoftmaxCrossEntropyBackward,
-        KernelKind::LayerNormBackward,
-        KernelKind::Sgd,
-    ];
-
-    /// The name workload files use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KernelKind::Gemm => "gemm",
-            KernelKind::Conv2d => "conv2d",
-            KernelKind::Conv2dBackwardData => "conv2d_backward_data",
-            KernelKind::Conv2dBackwardWeights => "conv2d_backward_weights",
-            KernelKind::BatchNorm => "batch_norm",
-            KernelKind::BatchNormTrain => "batch_norm_train",
-            KernelKind::BatchNormBackward => "batch_norm_backward",
-            KernelKind::BatchNormReluTrain => "batch_norm_relu_train",
-            KernelKind::BatchNormReluBackward => "batch_norm_relu_backward",
-            KernelKind::BatchNormAddReluTrain => "batch_norm_add_relu_train",
-            KernelKind::Relu => "relu",
-            KernelKind::ReluBackward => "relu_backward",
-            KernelKind::ReluBackwardAdd => "relu_backward_add",
-            KernelKind::Add => "add",
-            KernelKind::MaxPool => "max_pool",
-            KernelKind::MaxPoolBackward => "max_pool_backward",
-            KernelKind::AvgPool => "avg_pool",
-            KernelKind::AvgPoolBackward => "avg_pool_backward",
-            KernelKind::Softmax => "softmax",
-            KernelKind::SoftmaxCrossEntropyBackward => "softmax_cross_entropy_backward",
-            KernelKind::LayerNorm => "layer_norm",
-            KernelKind::LayerNormBackward => "layer_norm_backward",
-            KernelKind::Sgd => "sgd",
-        }
+    /// Every name, comma-separated, for messages.
+    pub(crate) fn names() -> String {
+        KernelKind::ALL
+            .iter()
+            .map(|kind| kind.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
+}
 
-    /// Whether this is the gradient of some forward kernel.
-    pub fn is_backward(self) -> bool {
-        self.as_str().ends_with("_backward")
-            || matches!(
-                self,
-                KernelKind::Conv2dBackwardData
-                    | KernelKind::Conv2dBackwardWeights
-                    | KernelKind::ReluBackwardAdd
-            )
-    }
+impl FromStr for KernelKind {
+    type Err = ();
 
-    /// Every name, comma-separated (for error messages and help text).
-    pub fn names_joined() -> String {
-        KernelKind::ALL.map(KernelKind::as_str).join(", ")
+    /// The kernel of exactly this name; the caller words the error (it knows where the
+    /// name came from).
+    fn from_str(text: &str) -> Result<Self, ()> {
+        KernelKind::ALL
+            .iter()
+            .copied()
+            .find(|kind| kind.name() == text)
+            .ok_or(())
     }
 }
 
 impl fmt::Display for KernelKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.write_str(self.name())
     }
 }
 
-impl FromStr for KernelKind {
-    type Err = KernelError;
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        let wanted = name.trim();
-        KernelKind::ALL
-            .into_iter()
-            .find(|kind| kind.as_str() == wanted)
-            .ok_or_else(|| KernelError::UnknownKind {
-                name: name.to_string(),
-            })
-    }
-}
-
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
     #[test]
-    fn names_round_trip_through_from_str_and_serde() {
+    fn names_round_trip_and_are_unique() {
         for kind in KernelKind::ALL {
-            assert_eq!(kind.as_str().parse::<KernelKind>().unwrap(), kind);
-            let json = serde_json::to_string(&kind).unwrap();
-            assert_eq!(json, format!("\"{kind}\""));
-            assert_eq!(serde_json::from_str::<KernelKind>(&json).unwrap(), kind);
+            assert_eq!(kind.name().parse::<KernelKind>(), Ok(*kind));
+            assert_eq!(kind.to_string(), kind.name());
         }
-    }
-
-    #[test]
-    fn unknown_name_lists_every_valid_one() {
-        let message = "conv3d".parse::<KernelKind>().unwrap_err().to_string();
-        assert!(message.starts_with("unknown kernel `conv3d`"), "{message}");
-        for kind in KernelKind::ALL {
-            assert!(message.contains(kind.as_str()), "{message} lacks {kind}");
-        }
-    }
-
-    #[test]
-    fn backward_kinds_are_marked() {
-        assert!(KernelKind::Conv2dBackwardWeights.is_backward());
-        assert!(KernelKind::ReluBackward.is_backward());
-        assert!(KernelKind::BatchNormReluBackward.is_backward());
-        assert!(KernelKind::ReluBackwardAdd.is_backward());
-        assert!(!KernelKind::BatchNormAddReluTrain.is_backward());
-        assert!(!KernelKind::BatchNormReluTrain.is_backward());
-        assert!(!KernelKind::Conv2d.is_backward());
-        assert!(!KernelKind::Sgd.is_backward());
+        let mut names: Vec<&str> = KernelKind::ALL.iter().map(|kind| kind.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KernelKind::ALL.len());
+        assert!("conv2d_backward_data".parse::<KernelKind>().is_err());
+        assert!(KernelKind::names().starts_with("gemm, conv2d, batch_norm, "));
     }
 }

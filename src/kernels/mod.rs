@@ -13,6 +13,10 @@
 //! | [`layer_norm`](mod@layer_norm) | [`layer_norm`](fn@layer_norm) | [`layer_norm_backward`] |
 //! | [`sgd`] | [`sgd_update`] (plain or with momentum) | - |
 //!
+//! [`KernelKind`] names every kernel the way workload files do (`conv2d_grad_input`), with the
+//! workload-only ones (copies, `sum_expr`, `fold`, `sleep_us`), and registers each with its
+//! facts: operands, parameters, shape rule and FLOP count, which the workload loader checks.
+//!
 //! That is enough for a ResNet-like training step (conv, batch-norm, relu, residual add, pooling,
 //! a fully connected GEMM, softmax cross-entropy, then all their gradients and an SGD update)
 //! and a transformer-like one (GEMMs, softmax, layer-norm, add). Not here: the backward of
@@ -71,6 +75,7 @@ mod rows;
 mod scratch;
 pub mod sgd;
 pub mod softmax;
+mod spec;
 mod tensor;
 mod work;
 
@@ -94,5 +99,7 @@ pub use pooling::{
 };
 pub use sgd::{sgd_update, SgdParams};
 pub use softmax::{softmax, softmax_cross_entropy_backward};
+pub(crate) use spec::{numel, shape_text, Operand, Operands, ParamKind};
+pub use spec::{KernelParams, ParamValue};
 pub use tensor::Tensor;
 pub use work::Work;

@@ -1,70 +1,59 @@
-//! The small vocabularies of a workload file: device contexts, MXNet's `FnProperty`, dtypes
-//! and tensor initialisers. Each parses from the exact lowercase name and prints it back.
+//! The small vocabularies of a workload file: device contexts and MXNet's `FnProperty` (the
+//! engine's [`Context`] and [`FnProperty`], spelled the file's way), dtypes and tensor
+//! initialisers. Each parses from the exact lowercase name and prints it back.
 #![forbid(unsafe_code)]
 
 use std::fmt;
 
+use crate::engine::{Context, DeviceType, FnProperty};
+
 use super::error::Problem;
 
-/// Where a tensor lives and an op runs: `cpu`, `cpu:N`, `gpu`, `gpu:N`.
-///
-/// ```
-/// use enginetop::workload::Context;
-///
-/// assert_eq!(Context::parse("gpu:1"), Ok(Context::Gpu(1)));
-/// assert_eq!(Context::parse("cpu"), Ok(Context::Cpu(0)));
-/// assert!(Context::parse("tpu:0").is_err());
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Context {
-    /// A CPU device (MXNet numbers CPU contexts too; `cpu` is `cpu:0`).
-    Cpu(u32),
-    /// A GPU device.
-    Gpu(u32),
-}
-
 /// Device numbers above this are refused (a typo rather than a machine).
-pub const MAX_DEVICE_ID: u32 = 1023;
+pub(crate) const MAX_DEVICE_ID: u32 = 1023;
 
-impl Context {
-    /// Parses `cpu`, `cpu:N`, `gpu`, `gpu:N` (N at most `MAX_DEVICE_ID`, 1023).
-    pub fn parse(text: &str) -> Result<Self, Problem> {
-        Self::parse_exact(text).map_err(|()| Problem::BadDevice {
-            value: text.to_string(),
-        })
-    }
+/// Parses a workload file's device: `cpu`, `cpu:N`, `gpu`, `gpu:N` (N at most
+/// `MAX_DEVICE_ID`, 1023; `cpu` is `cpu:0`).
+pub(crate) fn parse_context(text: &str) -> Result<Context, Problem> {
+    parse_context_exact(text).ok_or_else(|| Problem::BadDevice {
+        value: text.to_string(),
+    })
+}
 
-    fn parse_exact(text: &str) -> Result<Self, ()> {
-        let (kind, id) = match text.split_once(':') {
-            Some((kind, digits))
-                if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) =>
-            {
-                (kind, digits.parse::<u32>().map_err(|_| ())?)
-            }
-            Some(_) => return Err(()),
-            None => (text, 0),
-        };
-        if id > MAX_DEVICE_ID {
-            return Err(());
+fn parse_context_exact(text: &str) -> Option<Context> {
+    let (kind, id) = match text.split_once(':') {
+        Some((kind, digits))
+            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            (kind, digits.parse::<u32>().ok()?)
         }
-        match kind {
-            "cpu" => Ok(Context::Cpu(id)),
-            "gpu" => Ok(Context::Gpu(id)),
-            _ => Err(()),
-        }
+        Some(_) => return None,
+        None => (text, 0),
+    };
+    if id > MAX_DEVICE_ID {
+        return None;
     }
-
-    /// Whether this is a GPU.
-    pub fn is_gpu(self) -> bool {
-        matches!(self, Context::Gpu(_))
+    match kind {
+        "cpu" => Some(Context::cpu(id)),
+        "gpu" => Some(Context::gpu(id)),
+        _ => None,
     }
 }
 
-impl fmt::Display for Context {
+/// Whether a context is a GPU.
+pub(crate) fn is_gpu(context: Context) -> bool {
+    context.device == DeviceType::Gpu
+}
+
+/// A context the way a workload file writes it (`cpu:0`, `gpu:1`), for messages.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ContextText(pub(crate) Context);
+
+impl fmt::Display for ContextText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Context::Cpu(id) => write!(f, "cpu:{id}"),
-            Context::Gpu(id) => write!(f, "gpu:{id}"),
+        match self.0.device {
+            DeviceType::Cpu => write!(f, "cpu:{}", self.0.id),
+            DeviceType::Gpu => write!(f, "gpu:{}", self.0.id),
         }
     }
 }
@@ -109,40 +98,48 @@ macro_rules! vocabulary {
         }
     };
 }
-pub(crate) use vocabulary;
 
-vocabulary! {
-    /// MXNet's `FnProperty`: which queue an op goes to (`DeleteVar` is engine-internal and not
-    /// accepted in files). Files may also write `prioritized`, which becomes
-    /// `cpu_prioritized` or `gpu_prioritized` by the op's device.
-    FnProperty {
-        /// An ordinary op on its device's normal queue.
-        Normal = "normal",
-        /// A copy from a GPU to the host (GPU copy queue).
-        CopyFromGpu = "copy_from_gpu",
-        /// A copy from the host to a GPU (GPU copy queue).
-        CopyToGpu = "copy_to_gpu",
-        /// CPU priority queue (MXNet runs parameter updates there).
-        CpuPrioritized = "cpu_prioritized",
-        /// GPU priority queue.
-        GpuPrioritized = "gpu_prioritized",
-        /// Completes asynchronously; run inline on the pushing thread when ready.
-        Async = "async",
-        /// Runs even when an input carries an error.
-        NoSkip = "no_skip",
-    }
+/// The properties a workload file may name, by name, in the order of MXNet's
+/// `FnProperty` (`DeleteVar` is engine-internal and not accepted in files). Files may also
+/// write `prioritized`, which becomes `cpu_prioritized` or `gpu_prioritized` by the op's
+/// device.
+const PROPERTIES: [(FnProperty, &str); 7] = [
+    (FnProperty::Normal, "normal"),
+    (FnProperty::CopyFromGpu, "copy_from_gpu"),
+    (FnProperty::CopyToGpu, "copy_to_gpu"),
+    (FnProperty::CpuPrioritized, "cpu_prioritized"),
+    (FnProperty::GpuPrioritized, "gpu_prioritized"),
+    (FnProperty::Async, "async"),
+    (FnProperty::NoSkip, "no_skip"),
+];
+
+/// The property of exactly this name, if a file may name it.
+pub(crate) fn parse_property(text: &str) -> Option<FnProperty> {
+    PROPERTIES
+        .iter()
+        .find(|(_, name)| *name == text)
+        .map(|(property, _)| *property)
 }
 
-impl FnProperty {
-    /// The device kind this property needs: `Some(true)` a GPU, `Some(false)` a CPU.
-    pub fn needs_gpu(self) -> Option<bool> {
-        match self {
-            FnProperty::CopyFromGpu | FnProperty::CopyToGpu | FnProperty::GpuPrioritized => {
-                Some(true)
-            }
-            FnProperty::CpuPrioritized => Some(false),
-            FnProperty::Normal | FnProperty::Async | FnProperty::NoSkip => None,
-        }
+/// A property's name as a file writes it (`delete_var` for the one files may not name).
+pub(crate) fn property_name(property: FnProperty) -> &'static str {
+    PROPERTIES
+        .iter()
+        .find(|(known, _)| *known == property)
+        .map_or("delete_var", |(_, name)| name)
+}
+
+/// Every property a file may name, comma-separated, for messages.
+pub(crate) fn property_names() -> String {
+    super::error::comma_list(PROPERTIES.iter().map(|(_, name)| name))
+}
+
+/// The device kind a property needs: `Some(true)` a GPU, `Some(false)` a CPU.
+pub(crate) fn needs_gpu(property: FnProperty) -> Option<bool> {
+    match property {
+        FnProperty::CopyFromGpu | FnProperty::CopyToGpu | FnProperty::GpuPrioritized => Some(true),
+        FnProperty::CpuPrioritized => Some(false),
+        FnProperty::Normal | FnProperty::Async | FnProperty::NoSkip | FnProperty::DeleteVar => None,
     }
 }
 
@@ -190,14 +187,14 @@ vocabulary! {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
     #[test]
     fn contexts_parse_strictly() {
-        assert_eq!(Context::parse("gpu"), Ok(Context::Gpu(0)));
-        assert_eq!(Context::parse("cpu:3"), Ok(Context::Cpu(3)));
+        assert_eq!(parse_context("gpu").ok(), Some(Context::gpu(0)));
+        assert_eq!(parse_context("cpu:3").ok(), Some(Context::cpu(3)));
         for bad in [
             "",
             "cpu:",
@@ -207,19 +204,31 @@ mod tests {
             "gpu:99999999999",
             "gpu:1024",
             "cpu:0:1",
+            "cpu(0)",
         ] {
-            assert!(Context::parse(bad).is_err(), "{bad}");
+            assert!(parse_context(bad).is_err(), "{bad}");
         }
-        assert_eq!(Context::Gpu(2).to_string(), "gpu:2");
+        assert_eq!(ContextText(Context::gpu(2)).to_string(), "gpu:2");
+        assert_eq!(ContextText(Context::cpu(0)).to_string(), "cpu:0");
+        assert!(is_gpu(Context::gpu(0)) && !is_gpu(Context::cpu(1)));
     }
 
     #[test]
     fn vocabularies_round_trip() {
-        for property in FnProperty::ALL {
-            assert_eq!(property.name().parse::<FnProperty>(), Ok(*property));
+        for (property, name) in PROPERTIES {
+            assert_eq!(parse_property(name), Some(property));
+            assert_eq!(property_name(property), name);
         }
+        assert_eq!(parse_property("delete_var"), None);
+        assert_eq!(property_name(FnProperty::DeleteVar), "delete_var");
+        assert_eq!(
+            property_names(),
+            "normal, copy_from_gpu, copy_to_gpu, cpu_prioritized, gpu_prioritized, async, no_skip"
+        );
+        assert_eq!(needs_gpu(FnProperty::CopyToGpu), Some(true));
+        assert_eq!(needs_gpu(FnProperty::CpuPrioritized), Some(false));
+        assert_eq!(needs_gpu(FnProperty::NoSkip), None);
         assert_eq!("bf16".parse::<Dtype>(), Ok(Dtype::Bf16));
-        assert!("delete_var".parse::<FnProperty>().is_err());
         assert_eq!(Init::names(), "zeros, ones, random");
     }
 }

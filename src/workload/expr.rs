@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::device::Context;
+use super::device::{is_gpu, parse_context};
 
 /// Parentheses, unary operators and `?:` nested deeper than this are refused.
 pub const MAX_NESTING: usize = 64;
@@ -669,10 +669,10 @@ impl Function {
                 Ok(Value::Int(rng.in_range(lo, hi)))
             }
             (Function::IsGpu | Function::IsCpu, [Value::Text(text)]) => {
-                let context = Context::parse(text).map_err(|_| {
+                let context = parse_context(text).map_err(|_| {
                     format!("{name}({text:?}): expected a device such as cpu, cpu:0 or gpu:0")
                 })?;
-                Ok(Value::Bool(context.is_gpu() == (self == Function::IsGpu)))
+                Ok(Value::Bool(is_gpu(context) == (self == Function::IsGpu)))
             }
             _ => Err(format!(
                 "{name}() cannot take {}: expected {}",

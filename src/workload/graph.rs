@@ -8,9 +8,10 @@
 
 use std::ops::Range;
 
-use super::device::{Context, Dtype, FnProperty, Init};
+use super::device::{is_gpu, Dtype, Init};
 use super::expr::Value;
-use super::kernel::{numel, KernelKind, KernelParams};
+use crate::engine::{Context, FnProperty};
+use crate::kernels::{numel, KernelKind, KernelParams};
 
 /// Index of a tensor in [`Graph::tensors`] (one engine variable per tensor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -225,8 +226,8 @@ impl Graph {
 
     /// Whether any tensor or op is on a GPU.
     pub fn uses_gpu(&self) -> bool {
-        self.tensors.iter().any(|tensor| tensor.device.is_gpu())
-            || self.ops.iter().any(|op| op.device.is_gpu())
+        self.tensors.iter().any(|tensor| is_gpu(tensor.device))
+            || self.ops.iter().any(|op| is_gpu(op.device))
     }
 }
 

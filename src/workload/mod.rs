@@ -84,7 +84,7 @@
 //! plus `also_*` dependencies, deduplicated the MXNet way), `device`, `property`, `priority`
 //! and `params`; the kernel gets `reads` / `writes` in operand order. [`Graph::op_flops`]
 //! and [`Graph::iteration_flops`] estimate the work for GFLOP/s. Kernel names live in
-//! [`KernelKind`] alone; swap it for the kernels module's enum when that lands.
+//! [`KernelKind`] alone (the kernels module's registration table).
 //!
 //! # Errors
 //! A bad file gives a [`WorkloadError`]: `file:line:column: problem: expected ...`, for
@@ -99,7 +99,6 @@ mod error;
 mod expand;
 pub mod expr;
 mod graph;
-mod kernel;
 mod load;
 mod params;
 mod resolve;
@@ -107,10 +106,11 @@ pub mod run;
 pub mod schema;
 mod shipped;
 
-pub use device::{Context, Dtype, FnProperty, Init};
+pub use crate::engine::{Context, FnProperty};
+pub use crate::kernels::{KernelKind, KernelParams, ParamValue};
+pub use device::{Dtype, Init};
 pub use error::{Position, Problem, WorkloadError};
 pub use graph::{Graph, OpDecl, OpId, TensorDecl, TensorId};
-pub use kernel::{KernelKind, KernelParams, Operands, ParamKind, ParamSpec, ParamValue};
 pub use load::{load_path, load_spec, load_str, MAX_FILE_BYTES};
 pub use params::Overrides;
 pub use shipped::{catalog, closest_shipped, summary, ShippedWorkload, SHIPPED};

@@ -5,13 +5,18 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::device::{Context, Dtype, FnProperty, Init};
+use super::device::{
+    is_gpu, needs_gpu, parse_property, property_name, property_names, ContextText, Dtype, Init,
+};
 use super::error::{comma_list, LoadResult, Located, Position, Problem};
 use super::expand::{Expanded, RawOp, RawTensor, SpannedText, LIST_NAMES};
 use super::expr::Value;
 use super::graph::{bytes_text, held_bytes, Graph, OpDecl, TensorDecl, TensorId};
-use super::kernel::{numel, KernelKind, KernelParams, Operand, Operands, ParamKind, ParamValue};
 use super::params::{literal_text, parse_flag, FLAG_SPELLINGS};
+use crate::engine::{Context, FnProperty};
+use crate::kernels::{
+    numel, shape_text, KernelKind, KernelParams, Operand, Operands, ParamKind, ParamValue,
+};
 
 /// Elements in one tensor.
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 32;
@@ -31,7 +36,7 @@ pub(crate) struct Header {
 pub(crate) fn build_graph(expanded: Expanded, header: Header, text: &str) -> LoadResult<Graph> {
     let default_device = match &expanded.default_device {
         Some(device) => parse_context(device)?,
-        None => Context::Cpu(0),
+        None => Context::cpu(0),
     };
     let mut resolver = Resolver {
         text,
@@ -102,7 +107,7 @@ fn repeated_hint(first: &Range<usize>, again: &Range<usize>) -> &'static str {
 }
 
 fn parse_context((text, span): &SpannedText) -> LoadResult<Context> {
-    Context::parse(text).map_err(|problem| Located::at(span.clone(), problem))
+    super::device::parse_context(text).map_err(|problem| Located::at(span.clone(), problem))
 }
 
 struct Resolver<'t> {
@@ -173,7 +178,7 @@ impl Resolver<'_> {
     /// Refuses a tensor past [`MAX_TENSOR_ELEMENTS`], or one that takes the memory a run
     /// holds for all tensors so far past [`MAX_TOTAL_BYTES`].
     fn check_size(&mut self, raw: &RawTensor) -> LoadResult<()> {
-        let shape_text = super::kernel::shape_text(&raw.shape);
+        let shape_text = shape_text(&raw.shape);
         let elements = numel(&raw.shape)
             .filter(|n| *n <= MAX_TENSOR_ELEMENTS)
             .ok_or_else(|| {
@@ -378,27 +383,29 @@ impl Resolver<'_> {
             } else {
                 (target, source)
             };
-            if host.device.is_gpu() || !gpu.device.is_gpu() {
+            if is_gpu(host.device) || !is_gpu(gpu.device) {
                 return Err(mismatch(format!(
                     "({kernel}) copies {:?} on {} to {:?} on {}: expected a {} copy; use {} for the other direction",
-                    source.name, source.device, target.name, target.device,
+                    source.name, ContextText(source.device), target.name, ContextText(target.device),
                     if kernel == KernelKind::CopyH2d { "cpu -> gpu" } else { "gpu -> cpu" },
                     if kernel == KernelKind::CopyH2d { "copy_d2h" } else { "copy_h2d" },
                 )));
             }
             if device != gpu.device {
+                let device = ContextText(device);
                 return Err(mismatch(format!(
                     "({kernel}) runs on {device} but copies to/from {:?} on {}: expected device = \"{}\" (copies run on their GPU), or leave device out",
-                    gpu.name, gpu.device, gpu.device
+                    gpu.name, ContextText(gpu.device), ContextText(gpu.device)
                 )));
             }
             return Ok(());
         }
         for (verb, ids) in [("reads", reads), ("writes", writes)] {
             if let Some(other) = ids.iter().map(tensor).find(|t| t.device != device) {
+                let device = ContextText(device);
                 return Err(mismatch(format!(
                     "runs on {device} but {verb} tensor {:?} on {}: expected every tensor it reads and writes on {device}; move the tensor or add a copy_h2d / copy_d2h op",
-                    other.name, other.device
+                    other.name, ContextText(other.device)
                 )));
             }
         }
@@ -503,9 +510,9 @@ fn property(raw: &RawOp, kernel: KernelKind, device: Context) -> LoadResult<FnPr
         None if kernel == KernelKind::CopyH2d => FnProperty::CopyToGpu,
         None if kernel == KernelKind::CopyD2h => FnProperty::CopyFromGpu,
         None => FnProperty::Normal,
-        Some((text, _)) if text == "prioritized" && device.is_gpu() => FnProperty::GpuPrioritized,
+        Some((text, _)) if text == "prioritized" && is_gpu(device) => FnProperty::GpuPrioritized,
         Some((text, _)) if text == "prioritized" => FnProperty::CpuPrioritized,
-        Some((text, span)) => text.parse::<FnProperty>().map_err(|()| {
+        Some((text, span)) => parse_property(text).ok_or_else(|| {
             Located::at(
                 span.clone(),
                 Problem::BadProperty {
@@ -513,7 +520,7 @@ fn property(raw: &RawOp, kernel: KernelKind, device: Context) -> LoadResult<FnPr
                     value: text.clone(),
                     known: format!(
                         "{}, or prioritized (cpu_ or gpu_ by the op's device)",
-                        FnProperty::names()
+                        property_names()
                     ),
                 },
             )
@@ -523,14 +530,15 @@ fn property(raw: &RawOp, kernel: KernelKind, device: Context) -> LoadResult<FnPr
         .property
         .as_ref()
         .map_or(raw.name.1.clone(), |(_, span)| span.clone());
-    if let Some(needs_gpu) = property.needs_gpu() {
-        if needs_gpu != device.is_gpu() {
+    if let Some(needs_gpu) = needs_gpu(property) {
+        if needs_gpu != is_gpu(device) {
+            let (device, name) = (ContextText(device), property_name(property));
             return Err(Located::at(
                 span,
                 Problem::DeviceMismatch {
                     op: raw.name.0.clone(),
                     detail: format!(
-                        "has property {property} but runs on {device}: expected {property} only on {} devices{}",
+                        "has property {name} but runs on {device}: expected {name} only on {} devices{}",
                         if needs_gpu { "gpu" } else { "cpu" },
                         if matches!(property, FnProperty::CpuPrioritized | FnProperty::GpuPrioritized) {
                             "; write property = \"prioritized\" to follow the device"
@@ -552,9 +560,10 @@ fn property(raw: &RawOp, kernel: KernelKind, device: Context) -> LoadResult<FnPr
             span,
             Problem::WrongValue {
                 what: format!("op {:?} ({kernel}) property", raw.name.0),
-                found: property.name().to_string(),
+                found: property_name(property).to_string(),
                 expected: format!(
-                    "{property} only on {copy} ops; use normal or a prioritized property"
+                    "{} only on {copy} ops; use normal or a prioritized property",
+                    property_name(property)
                 ),
             },
         )),

@@ -4,12 +4,13 @@
 
 use std::fmt::Write;
 
-use super::device::Context;
+use super::device::ContextText;
 use super::expr::Value;
 use super::graph::Graph;
-use super::kernel::KernelKind;
 use super::load::load_str;
 use super::params::Overrides;
+use crate::engine::Context;
+use crate::kernels::KernelKind;
 
 /// A workload file shipped in `workloads/`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,7 +146,11 @@ pub fn summary(graph: &Graph) -> String {
     devices.extend(graph.tensors.iter().map(|tensor| tensor.device));
     devices.sort_unstable();
     devices.dedup();
-    let _ = writeln!(out, "devices: {}", super::error::comma_list(devices));
+    let _ = writeln!(
+        out,
+        "devices: {}",
+        super::error::comma_list(devices.into_iter().map(ContextText))
+    );
     out
 }
 

@@ -11,12 +11,12 @@ use anyhow::{Context as _, Result};
 
 use enginetop::config::RuntimeConfig;
 use enginetop::device::stream::BackendKind;
-use enginetop::engine::EngineOptions;
+use enginetop::engine::{DeviceType, EngineOptions};
 use enginetop::profiler::layer::{init_logging, LevelFilter, LogTarget};
 use enginetop::profiler::{Profiler, ProfilerOptions};
 use enginetop::tui::{self, LiveInfo, LiveRun};
 use enginetop::workload::run::{Driver, RunLength};
-use enginetop::workload::{Context, Graph};
+use enginetop::workload::Graph;
 
 use super::{chosen_length, export_trace, print_summary, profiler_hooks, ProfilerTable, RunArgs};
 
@@ -106,11 +106,8 @@ fn live_info(args: &RunArgs, config: &RuntimeConfig, graph: &Graph) -> Result<Li
         let ids: BTreeSet<u32> = graph
             .ops
             .iter()
-            .filter_map(|op| match op.device {
-                Context::Cpu(id) if !gpu => Some(id),
-                Context::Gpu(id) if gpu => Some(id),
-                _ => None,
-            })
+            .filter(|op| (op.device.device == DeviceType::Gpu) == gpu)
+            .map(|op| op.device.id)
             .collect();
         ids.into_iter().collect()
     };

@@ -5,9 +5,9 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::engine::{Context, DeviceType};
 use crate::engine::{EngineKind, FnProperty};
 use crate::sync::{AtomicU64, Ordering};
-use crate::workload::Context;
 
 /// The worker pool an op runs on, for the engine that runs it: what its busy time is
 /// counted against.
@@ -30,15 +30,15 @@ pub(super) enum Lane {
 impl Lane {
     /// Where `engine` runs an op on `device` with `property`.
     pub(super) fn of(engine: EngineKind, device: Context, property: FnProperty) -> Lane {
-        match (engine, device) {
+        match (engine, device.device) {
             (EngineKind::Naive, _) => Lane::Driver,
             (EngineKind::Pooled, _) if property.is_copy() => Lane::Io,
-            (_, Context::Gpu(id)) => Lane::Gpu(id),
-            (EngineKind::Pooled, Context::Cpu(_)) => Lane::SharedWorkers,
-            (EngineKind::PerDevice, Context::Cpu(_)) if property == FnProperty::CpuPrioritized => {
+            (_, DeviceType::Gpu) => Lane::Gpu(device.id),
+            (EngineKind::Pooled, DeviceType::Cpu) => Lane::SharedWorkers,
+            (EngineKind::PerDevice, DeviceType::Cpu) if property == FnProperty::CpuPrioritized => {
                 Lane::Priority
             }
-            (EngineKind::PerDevice, Context::Cpu(id)) => Lane::CpuWorkers(id),
+            (EngineKind::PerDevice, DeviceType::Cpu) => Lane::CpuWorkers(device.id),
         }
     }
 }
@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn lanes_follow_the_engine_that_runs_the_op() {
-        let cpu = Context::Cpu(1);
+        let cpu = Context::cpu(1);
         let prio = FnProperty::CpuPrioritized;
         assert_eq!(Lane::of(EngineKind::Naive, cpu, prio), Lane::Driver);
         assert_eq!(Lane::of(EngineKind::Pooled, cpu, prio), Lane::SharedWorkers);
@@ -146,11 +146,11 @@ mod tests {
         );
         let copy = FnProperty::CopyToGpu;
         assert_eq!(
-            Lane::of(EngineKind::Pooled, Context::Gpu(0), copy),
+            Lane::of(EngineKind::Pooled, Context::gpu(0), copy),
             Lane::Io
         );
         assert_eq!(
-            Lane::of(EngineKind::PerDevice, Context::Gpu(0), copy),
+            Lane::of(EngineKind::PerDevice, Context::gpu(0), copy),
             Lane::Gpu(0)
         );
     }

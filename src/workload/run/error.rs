@@ -1,10 +1,12 @@
 //! [`RunError`]: why a workload run could not start or did not finish.
 #![forbid(unsafe_code)]
 
+use crate::engine::Context;
 use crate::engine::{EngineError, FailureCause, OpFailure};
 use crate::pool::{PoolError, PoolKind};
+use crate::workload::device::ContextText;
 use crate::workload::graph::bytes_text;
-use crate::workload::{Context, Dtype};
+use crate::workload::Dtype;
 
 /// Why a run could not start or did not finish. Messages name the op, tensor or setting, and
 /// the fix.
@@ -22,8 +24,9 @@ pub enum RunError {
     /// The engine refuses an op's device (a GPU context without a GPU backend, a CPU device
     /// beyond the engine's).
     #[error(
-        "op \"{op}\" runs on {device}, which this run cannot use: {reason}; or run the \
-         workload on the CPU (e.g. --set device=cpu if it has that parameter)"
+        "op \"{op}\" runs on {shown}, which this run cannot use: {reason}; or run the \
+         workload on the CPU (e.g. --set device=cpu if it has that parameter)",
+        shown = ContextText(*device)
     )]
     DeviceRefused {
         /// The first op on that device.

@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use crate::engine::{self, EngineKind, OpName, Var};
-use crate::workload::{Context, Dtype, FnProperty, Graph, OpDecl, TensorId};
+use crate::workload::{Dtype, Graph, OpDecl, TensorId};
 
 use super::call::KernelCall;
 use super::counters::Lane;
@@ -47,7 +47,7 @@ impl PreparedOp {
         let var_list = |ids: Vec<TensorId>| -> Vec<Var> {
             ids.into_iter().map(|id| vars[id.index()].clone()).collect()
         };
-        let prop = engine_property(op.property);
+        let prop = op.property;
         let lane = Lane::of(engine, op.device, prop);
         let lane_slot = lanes
             .iter()
@@ -59,7 +59,7 @@ impl PreparedOp {
         let indices = |ids: &[TensorId]| ids.iter().map(|id| id.index()).collect();
         PreparedOp {
             name: OpName::new(&op.name),
-            ctx: engine_context(op.device),
+            ctx: op.device,
             prop,
             priority: op.priority,
             const_vars: var_list(op.const_vars()),
@@ -69,27 +69,6 @@ impl PreparedOp {
             flops_estimate: graph.op_flops(op) as f64,
             lane_slot,
         }
-    }
-}
-
-/// The engine's context for a workload device.
-pub(super) fn engine_context(device: Context) -> engine::Context {
-    match device {
-        Context::Cpu(id) => engine::Context::cpu(id),
-        Context::Gpu(id) => engine::Context::gpu(id),
-    }
-}
-
-/// The engine's property for a workload op's.
-pub(super) fn engine_property(property: FnProperty) -> engine::FnProperty {
-    match property {
-        FnProperty::Normal => engine::FnProperty::Normal,
-        FnProperty::CopyFromGpu => engine::FnProperty::CopyFromGpu,
-        FnProperty::CopyToGpu => engine::FnProperty::CopyToGpu,
-        FnProperty::CpuPrioritized => engine::FnProperty::CpuPrioritized,
-        FnProperty::GpuPrioritized => engine::FnProperty::GpuPrioritized,
-        FnProperty::Async => engine::FnProperty::Async,
-        FnProperty::NoSkip => engine::FnProperty::NoSkip,
     }
 }
 

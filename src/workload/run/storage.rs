@@ -270,7 +270,7 @@ mod tests {
             name: name.to_string(),
             shape: shape.to_vec(),
             dtype: Dtype::F32,
-            device: Context::Cpu(0),
+            device: Context::cpu(0),
             init,
         }
     }
