@@ -23,7 +23,7 @@ pub(super) fn check(config: &RuntimeConfig, graph: &Graph, from_flag: bool) -> R
         true => format!("--gpus {}", config.gpus),
         false => format!("ENGINETOP_GPUS={}", config.gpus),
     };
-    let places_gpu_ops = graph.ops.iter().any(|op| op.device.is_gpu());
+    let places_gpu_ops = graph.ops.iter().any(|op| !op.device.is_cpu());
     let idle = || {
         format!(
             "{} places no op on a GPU: {}",
