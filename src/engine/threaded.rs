@@ -38,7 +38,7 @@ use super::gpu::GpuHub;
 use super::opr::OpHeader;
 use super::opr::{op_task, run_ready};
 use super::ready::{learn_route, ReadyQueue};
-use super::{Context, EngineError, FnProperty, OpName};
+use super::{Context, EngineError, EngineKind, EngineSetting, FnProperty, OpName};
 use crate::device::cpu::{cpu_pool, observer_for, CpuWorkerOptions, PoolObservers, PriorityPool};
 use crate::device::gpu::{no_gpu_backend, GpuWorkerCounts};
 use crate::pool::{Pool, PoolOptions};
@@ -90,9 +90,23 @@ impl Workers {
     }
 }
 
-fn refuse_gpu(name: OpName, ctx: Context) -> Result<(), EngineError> {
+/// The CPU contexts every engine accepts: `cpu(0)` to `cpu(MAX_CPU_DEVICES - 1)`, the same on
+/// each, so a workload that runs on one engine runs on the others.
+pub(crate) fn check_cpu_device(name: OpName, ctx: Context) -> Result<(), EngineError> {
+    if ctx.id < MAX_CPU_DEVICES {
+        return Ok(());
+    }
+    Err(EngineError::NoSuchDevice {
+        op: name,
+        context: ctx,
+        max: MAX_CPU_DEVICES,
+    })
+}
+
+/// The check of an engine without GPUs: a CPU context in range.
+pub(crate) fn check_cpu_only(name: OpName, ctx: Context) -> Result<(), EngineError> {
     if ctx.is_cpu() {
-        Ok(())
+        check_cpu_device(name, ctx)
     } else {
         Err(no_gpu_backend(name, ctx))
     }
@@ -197,13 +211,7 @@ impl Dispatch for PerDevice {
                 None => Err(no_gpu_backend(name, ctx)),
             };
         }
-        if ctx.id >= MAX_CPU_DEVICES {
-            return Err(EngineError::NoSuchDevice {
-                op: name,
-                context: ctx,
-                max: MAX_CPU_DEVICES,
-            });
-        }
+        check_cpu_device(name, ctx)?;
         self.ensure(ctx, prop)
     }
 
@@ -332,7 +340,7 @@ impl Pooled {
 
 impl Dispatch for Pooled {
     fn check(&self, name: OpName, ctx: Context, _prop: FnProperty) -> Result<(), EngineError> {
-        refuse_gpu(name, ctx)
+        check_cpu_only(name, ctx)
     }
 
     fn runs_at_push(&self, op: &OpHeader) -> bool {
@@ -390,7 +398,11 @@ impl Dispatch for Pooled {
     }
 
     fn set_priority_workers(&self, _threads: usize) -> Result<(), EngineError> {
-        Ok(()) // prioritized ops share the workers in the pooled engine
+        // The handle refuses it first (settings.rs): prioritized ops share the workers.
+        Err(EngineError::NoSuchSetting {
+            engine: EngineKind::Pooled,
+            setting: EngineSetting::PriorityWorkers,
+        })
     }
 
     fn stats(&self) -> DispatchStats {

@@ -165,7 +165,7 @@ impl FromStr for PoolKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PoolError {
     /// A pool kind name that is not one of ours.
-    #[error("unknown pool kind `{0}`: use one of simple, eigen, chase-lev")]
+    #[error("unknown pool kind `{}`: use one of simple, eigen, chase-lev", crate::error_chain::Cut(.0))]
     UnknownKind(String),
     /// More threads than the pool was created to hold.
     #[error(

@@ -329,7 +329,7 @@ pub enum Problem {
         max: u64,
     },
     /// A name that is empty or has characters we do not allow.
-    #[error("{kind} name {name:?} {reason}")]
+    #[error("{kind} name {:?} {reason}", crate::error_chain::Cut(.name))]
     BadName {
         /// `tensor`, `op`, `param`, ...
         kind: &'static str,
