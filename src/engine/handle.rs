@@ -7,7 +7,7 @@ use super::core::{Core, Dispatch, DispatchStats, Latch};
 use super::gpu::{GpuHub, GpuSetup, GpuSyncMode};
 use super::naive::Naive;
 use super::opr::{fill_deps, Completion, Deps, OpHeader, Operator, OperatorInner, RunContext};
-use super::settings::EngineSetting;
+use super::settings::{EngineSetting, WorkerCounts};
 use super::threaded::{PerDevice, Pooled, WorkerConfig};
 use super::var::Var;
 use super::{Context, EngineError, EngineKind, EngineObserver, FnProperty, OpName, OpResult};
@@ -633,6 +633,12 @@ impl Engine {
 
     fn check_setting(&self, setting: EngineSetting, threads: usize) -> Result<(), EngineError> {
         setting.check(self.kind(), threads, self.shared.max_threads)
+    }
+
+    /// Workers per pool role, the same call on every engine (0 for a role it does not have);
+    /// follows live resizes.
+    pub fn workers(&self) -> WorkerCounts {
+        self.core().dispatcher.workers()
     }
 
     /// A live view of the engine and its workers.

@@ -98,7 +98,7 @@ pub use gpu::{BadGpuSyncMode, GpuSyncMode, OpStream};
 pub use handle::{Engine, EngineOptions, EngineQueues, EngineStats, OpSpec};
 pub use name::OpName;
 pub use opr::{Completion, Operator, RunContext};
-pub use settings::EngineSetting;
+pub use settings::{EngineSetting, WorkerCounts};
 pub use threaded::MAX_CPU_DEVICES;
 pub use types::{Context, DeviceType, EngineKind, FnProperty};
 pub use var::Var;

@@ -22,7 +22,7 @@ use super::block::OpHandle;
 use super::core::{Dispatch, DispatchStats};
 use super::opr::{run_ready, OpHeader};
 use super::threaded::check_cpu_only;
-use super::{Context, EngineError, EngineKind, EngineSetting, FnProperty, OpName};
+use super::{Context, EngineError, EngineKind, EngineSetting, FnProperty, OpName, WorkerCounts};
 
 /// Runs every ready op inline.
 pub(crate) struct Naive;
@@ -63,6 +63,10 @@ impl Dispatch for Naive {
 
     fn stats(&self) -> DispatchStats {
         DispatchStats::default()
+    }
+
+    fn workers(&self) -> WorkerCounts {
+        WorkerCounts::default() // the threads that make ops ready run them
     }
 }
 

@@ -101,6 +101,32 @@ impl fmt::Display for EngineSetting {
     }
 }
 
+/// How many workers each of an engine's pool roles has: the same call on every engine
+/// ([`Engine::workers`](super::Engine::workers)); a role the engine does not have is 0.
+///
+/// ```
+/// use enginetop::engine::{Engine, EngineKind, EngineOptions};
+/// let engine = Engine::new(EngineOptions::new(EngineKind::PerDevice, 2)).unwrap();
+/// engine.set_cpu_workers(3).unwrap();
+/// assert_eq!(engine.workers().cpu, 3);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WorkerCounts {
+    /// CPU workers: per CPU device (per-device, the devices started later included) or
+    /// shared by every op (pooled).
+    pub cpu: usize,
+    /// The CPU priority pool's workers (per-device).
+    pub priority: usize,
+    /// The IO worker for copies (pooled).
+    pub io: usize,
+    /// Compute workers per GPU (per-device with GPUs).
+    pub gpu_compute: usize,
+    /// Copy workers per GPU (per-device with GPUs).
+    pub gpu_copy: usize,
+    /// `GpuPrioritized` workers per GPU (per-device with GPUs).
+    pub gpu_priority: usize,
+}
+
 /// The fix for a count out of `1..=max` (the tail of [`EngineError::WorkerCount`]).
 pub(crate) fn count_fix(requested: usize, max: usize) -> String {
     if requested == 0 {
@@ -264,5 +290,31 @@ mod tests {
             );
             engine.wait_for_all().unwrap();
         }
+    }
+
+    /// One call gives every engine's worker counts, and it follows resizes.
+    #[test]
+    fn workers_reports_each_role_on_every_engine() {
+        let naive = engine(EngineKind::Naive);
+        assert_eq!(naive.workers(), WorkerCounts::default());
+        let pooled = engine(EngineKind::Pooled);
+        pooled.set_cpu_workers(3).unwrap();
+        let expected = WorkerCounts {
+            cpu: 3,
+            io: 1,
+            ..WorkerCounts::default()
+        };
+        assert_eq!(pooled.workers(), expected);
+        assert_eq!(pooled.stats().workers.pools[0].num_threads, 3);
+        let per_device = engine(EngineKind::PerDevice);
+        per_device.set_cpu_workers(4).unwrap();
+        per_device.set_priority_workers(2).unwrap(); // before the priority pool starts
+        push_both(&per_device);
+        let counts = per_device.workers();
+        assert_eq!((counts.cpu, counts.priority, counts.io), (4, 2, 0));
+        assert_eq!((counts.gpu_compute, counts.gpu_copy), (0, 0), "no GPUs");
+        let stats = per_device.stats().workers;
+        assert_eq!(stats.pools[0].num_threads, 4);
+        assert_eq!(stats.priority.map(|p| p.num_threads), Some(2));
     }
 }

@@ -38,9 +38,9 @@ use super::gpu::GpuHub;
 use super::opr::OpHeader;
 use super::opr::{op_task, run_ready};
 use super::ready::{learn_route, ReadyQueue};
-use super::{Context, EngineError, EngineKind, EngineSetting, FnProperty, OpName};
+use super::{Context, EngineError, EngineKind, EngineSetting, FnProperty, OpName, WorkerCounts};
 use crate::device::cpu::{cpu_pool, observer_for, CpuWorkerOptions, PoolObservers, PriorityPool};
-use crate::device::gpu::{no_gpu_backend, GpuWorkerCounts};
+use crate::device::gpu::{no_gpu_backend, GpuWorkerCounts, GPU_PRIORITY_WORKERS};
 use crate::pool::{Pool, PoolOptions};
 use crate::sync::{Arc, AtomicU32, Mutex, Ordering};
 
@@ -306,6 +306,19 @@ impl Dispatch for PerDevice {
             ready_ops: cpu().map(|workers| workers.ready.len()).collect(),
         }
     }
+
+    fn workers(&self) -> WorkerCounts {
+        let config = *self.config.lock();
+        let gpu = |count: usize| if self.gpu.is_some() { count } else { 0 };
+        WorkerCounts {
+            cpu: config.cpu.threads,
+            priority: config.priority_threads,
+            io: 0,
+            gpu_compute: gpu(config.gpu.compute),
+            gpu_copy: gpu(config.gpu.copy),
+            gpu_priority: gpu(GPU_PRIORITY_WORKERS),
+        }
+    }
 }
 
 /// The pooled engine's workers: shared workers and one IO worker.
@@ -414,6 +427,14 @@ impl Dispatch for Pooled {
                 ready_ops: vec![pools.workers.ready.len(), 0],
             },
             None => DispatchStats::default(),
+        }
+    }
+
+    fn workers(&self) -> WorkerCounts {
+        WorkerCounts {
+            cpu: self.config.lock().cpu.threads,
+            io: 1,
+            ..WorkerCounts::default()
         }
     }
 }
