@@ -25,19 +25,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
     };
+    // An op's vars: one var, or a slice or array of vars or of `&Var`.
+    engine.push_sync(OpSpec::new("load").writes(&input), op(&[], 0, |_| 10))?;
+    let spec = OpSpec::new("add_one").reads(&input).writes(&left);
+    engine.push_sync(spec, op(&[0], 1, |x| x[0] + 1))?;
+    let spec = OpSpec::new("times_two").reads(&input).writes(&right);
+    engine.push_sync(spec, op(&[0], 2, |x| x[0] * 2))?;
+    let sum = op(&[1, 2], 3, |x| x[0] + x[1]);
     engine.push_sync(
-        OpSpec::new("load").writes(&[input.clone()]),
-        op(&[], 0, |_| 10),
+        OpSpec::new("sum").reads(&[&left, &right]).writes(&output),
+        sum,
     )?;
-    let reads_input = [input.clone()];
-    let spec = OpSpec::new("add_one").reads(&reads_input);
-    engine.push_sync(spec.writes(&[left.clone()]), op(&[0], 1, |x| x[0] + 1))?;
-    let spec = OpSpec::new("times_two").reads(&reads_input);
-    engine.push_sync(spec.writes(&[right.clone()]), op(&[0], 2, |x| x[0] * 2))?;
-    let both = [left.clone(), right.clone()];
-    let sum = [output.clone()];
-    let spec = OpSpec::new("sum").reads(&both).writes(&sum);
-    engine.push_sync(spec, op(&[1, 2], 3, |x| x[0] + x[1]))?;
     engine.wait_for_var(&output)?;
     println!(
         "(10 + 1) + (10 * 2) = {}",
@@ -45,7 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // A failing op: its error reaches whoever waits on a var it wrote.
-    let failing = OpSpec::new("broken").writes(std::slice::from_ref(&output));
+    let failing = OpSpec::new("broken").writes(&output);
     engine.push_sync(failing, |_| Err("the input was empty".into()))?;
     match engine.wait_for_var(&output) {
         Err(error) => println!("wait_for_var reports: {error}"),

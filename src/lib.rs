@@ -54,14 +54,14 @@
 //! let data = Arc::new(Mutex::new((0, 0)));
 //! let d = data.clone();
 //! engine
-//!     .push_sync(OpSpec::new("fill_a").writes(&[a.clone()]), move |_| {
+//!     .push_sync(OpSpec::new("fill_a").writes(&a), move |_| {
 //!         d.lock().unwrap().0 = 21;
 //!         Ok(())
 //!     })
 //!     .unwrap();
 //! let d = data.clone();
 //! engine
-//!     .push_sync(OpSpec::new("double").reads(&[a.clone()]).writes(&[b.clone()]), move |_| {
+//!     .push_sync(OpSpec::new("double").reads(&a).writes(&b), move |_| {
 //!         let mut data = d.lock().unwrap();
 //!         data.1 = data.0 * 2; // runs after fill_a: it reads a
 //!         Ok(())
@@ -86,7 +86,7 @@
 //! let engine = Engine::new(options).unwrap();
 //! let x = engine.new_variable();
 //! for _ in 0..10 {
-//!     engine.push_sync(OpSpec::new("step").writes(&[x.clone()]), |_| Ok(())).unwrap();
+//!     engine.push_sync(OpSpec::new("step").writes(&x), |_| Ok(())).unwrap();
 //! }
 //! engine.wait_for_all().unwrap();
 //! drop(engine);

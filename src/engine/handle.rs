@@ -10,6 +10,7 @@ use super::opr::{fill_deps, Completion, Deps, OpHeader, Operator, OperatorInner,
 use super::settings::{EngineSetting, WorkerCounts};
 use super::threaded::{PerDevice, Pooled, WorkerConfig};
 use super::var::Var;
+use super::var_list::VarList;
 use super::{Context, EngineError, EngineKind, EngineObserver, FnProperty, OpName, OpResult};
 use crate::config::RuntimeConfig;
 use crate::device::cpu::{CpuWorkerOptions, PoolObservers};
@@ -252,9 +253,9 @@ pub struct OpSpec<'a> {
     /// Where it runs (default `cpu(0)`).
     pub ctx: Context,
     /// Vars it reads.
-    pub reads: &'a [Var],
+    pub reads: VarList<'a>,
     /// Vars it writes.
-    pub writes: &'a [Var],
+    pub writes: VarList<'a>,
     /// What kind of op it is (default `Normal`).
     pub prop: FnProperty,
     /// Its priority (only the priority pool orders by it; higher first).
@@ -267,8 +268,8 @@ impl<'a> OpSpec<'a> {
         OpSpec {
             name: name.into(),
             ctx: Context::cpu(0),
-            reads: &[],
-            writes: &[],
+            reads: VarList::EMPTY,
+            writes: VarList::EMPTY,
             prop: FnProperty::Normal,
             priority: 0,
         }
@@ -280,15 +281,15 @@ impl<'a> OpSpec<'a> {
         self
     }
 
-    /// Sets the vars read.
-    pub fn reads(mut self, reads: &'a [Var]) -> Self {
-        self.reads = reads;
+    /// Sets the vars read: one var, or a slice, array or `Vec` of vars or of `&Var`.
+    pub fn reads(mut self, reads: impl Into<VarList<'a>>) -> Self {
+        self.reads = reads.into();
         self
     }
 
-    /// Sets the vars written.
-    pub fn writes(mut self, writes: &'a [Var]) -> Self {
-        self.writes = writes;
+    /// Sets the vars written: one var, or a slice, array or `Vec` of vars or of `&Var`.
+    pub fn writes(mut self, writes: impl Into<VarList<'a>>) -> Self {
+        self.writes = writes.into();
         self
     }
 
@@ -362,7 +363,7 @@ impl EngineQueues {
 /// for _ in 0..3 {
 ///     let value = value.clone();
 ///     engine
-///         .push_sync(OpSpec::new("double").writes(std::slice::from_ref(&x)), move |_| {
+///         .push_sync(OpSpec::new("double").writes(&x), move |_| {
 ///             value.store(value.load(Ordering::Relaxed) * 2, Ordering::Relaxed);
 ///             Ok(())
 ///         })
@@ -563,7 +564,7 @@ impl Engine {
                 name: OpName::WAIT_FOR_VAR,
                 is_wait: true,
             };
-            let fill = |deps: &mut Deps| fill_deps(deps, std::slice::from_ref(var), &[]);
+            let fill = |deps: &mut Deps| fill_deps(deps, var, VarList::EMPTY);
             Core::push(core, header, fill, move |_, completion| {
                 completion.done();
                 signal.set();
@@ -713,7 +714,7 @@ fn check_not_deleted(spec: &OpSpec<'_>) -> Result<(), EngineError> {
     match spec
         .reads
         .iter()
-        .chain(spec.writes)
+        .chain(spec.writes.iter())
         .find(|var| var.is_deleted())
     {
         Some(var) => Err(EngineError::VarDeleted {

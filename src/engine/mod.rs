@@ -91,6 +91,7 @@ mod settings;
 mod threaded;
 mod types;
 pub(crate) mod var;
+mod var_list;
 
 pub use self::core::DispatchStats;
 pub use error::{EngineError, FailureCause, OpError, OpFailure, OpResult};
@@ -102,6 +103,7 @@ pub use settings::{EngineSetting, WorkerCounts};
 pub use threaded::MAX_CPU_DEVICES;
 pub use types::{Context, DeviceType, EngineKind, FnProperty};
 pub use var::Var;
+pub use var_list::VarList;
 
 /// What the engine reports to an [`EngineObserver`] (the profiler records these).
 ///
