@@ -24,6 +24,82 @@
 //! `parallel_for`) -> profiler rings -> collector -> dashboard or headless summary, and the
 //! Chrome trace export.
 //! Every atomic goes through the `sync` facade so the loom models check the shipped code.
+//!
+//! # Using it as a library
+//! A pool: spawn closures; dropping the pool runs everything queued, then joins its threads.
+//! ```
+//! use enginetop::pool::{Pool, PoolKind, PoolOptions};
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use std::sync::Arc;
+//!
+//! let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "example")).unwrap();
+//! let sum = Arc::new(AtomicU64::new(0));
+//! for i in 1..=100 {
+//!     let sum = sum.clone();
+//!     pool.spawn(move || { sum.fetch_add(i, Ordering::Relaxed); });
+//! }
+//! pool.set_num_threads(4).unwrap(); // resized live, nothing queued is lost
+//! drop(pool);
+//! assert_eq!(sum.load(Ordering::Relaxed), 5050);
+//! ```
+//!
+//! An engine: each op names the vars it reads and writes; ops run in parallel where their
+//! vars allow, and a write waits for the reads before it.
+//! ```
+//! use enginetop::engine::{Engine, EngineKind, EngineOptions, OpSpec};
+//! use std::sync::{Arc, Mutex};
+//!
+//! let engine = Engine::new(EngineOptions::new(EngineKind::PerDevice, 2)).unwrap();
+//! let (a, b) = (engine.new_variable(), engine.new_variable());
+//! let data = Arc::new(Mutex::new((0, 0)));
+//! let d = data.clone();
+//! engine
+//!     .push_sync(OpSpec::new("fill_a").writes(&a), move |_| {
+//!         d.lock().unwrap().0 = 21;
+//!         Ok(())
+//!     })
+//!     .unwrap();
+//! let d = data.clone();
+//! engine
+//!     .push_sync(OpSpec::new("double").reads(&a).writes(&b), move |_| {
+//!         let mut data = d.lock().unwrap();
+//!         data.1 = data.0 * 2; // runs after fill_a: it reads a
+//!         Ok(())
+//!     })
+//!     .unwrap();
+//! engine.wait_for_var(&b).unwrap();
+//! assert_eq!(data.lock().unwrap().1, 42);
+//! assert_eq!(engine.workers().cpu, 2);
+//! ```
+//!
+//! Profiling and a trace: hand the engine the profiler's probes, run, then read the
+//! statistics or export a Chrome trace (open it in Perfetto or `chrome://tracing`).
+//! ```
+//! use enginetop::engine::{Engine, EngineKind, EngineOptions, OpSpec};
+//! use enginetop::profiler::{EngineProbe, PoolProbe, Profiler, ProfilerOptions};
+//! use std::sync::Arc;
+//!
+//! let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+//! let mut options = EngineOptions::new(EngineKind::PerDevice, 2)
+//!     .observer(Arc::new(EngineProbe::new(&profiler)));
+//! options.pool_observers = PoolProbe::engine_pools(&profiler);
+//! let engine = Engine::new(options).unwrap();
+//! let x = engine.new_variable();
+//! for _ in 0..10 {
+//!     engine.push_sync(OpSpec::new("step").writes(&x), |_| Ok(())).unwrap();
+//! }
+//! engine.wait_for_all().unwrap();
+//! drop(engine);
+//!
+//! let summary = profiler.summary(); // MXNet's profiler table; summary.table() prints it
+//! let step = summary.operators.iter().find(|op| op.name == "step").unwrap();
+//! assert_eq!(step.count, 10);
+//! let mut trace = Vec::new();
+//! profiler.export_chrome(&mut trace).unwrap(); // or export_chrome_file(path)
+//! enginetop::profiler::validate::validate_json(&trace).unwrap();
+//! ```
+//! `examples/pool.rs` and `examples/engine.rs` are the same as small programs
+//! (`cargo run --release --example engine`).
 #![warn(missing_docs)]
 
 pub mod bench;

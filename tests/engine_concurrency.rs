@@ -9,8 +9,8 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use common::within_deadline;
 use enginetop::engine::{
-    Context, Engine, EngineEvent, EngineKind, EngineObserver, EngineOptions, FnProperty, OpSpec,
-    Var,
+    Context, Engine, EngineError, EngineEvent, EngineKind, EngineObserver, EngineOptions,
+    FnProperty, OpSpec, Var,
 };
 use enginetop::pool::{PoolEvent, PoolKind, PoolObserver};
 
@@ -226,7 +226,14 @@ fn random_dags_with_random_workers_and_live_resizes_match_a_sequential_run() {
                 let mut rng = fastrand::Rng::with_seed(seed ^ 0xabc);
                 std::thread::spawn(move || {
                     while !done.load(Ordering::SeqCst) {
-                        engine.set_cpu_workers(rng.usize(1..=4)).unwrap();
+                        let resized = engine.set_cpu_workers(rng.usize(1..=4));
+                        if kind == EngineKind::Naive {
+                            // No workers to size: refused, the same way every time.
+                            let refused = matches!(resized, Err(EngineError::NoSuchSetting { .. }));
+                            assert!(refused, "{resized:?}");
+                        } else {
+                            resized.unwrap();
+                        }
                         resizes.fetch_add(1, Ordering::SeqCst);
                         std::thread::yield_now();
                     }

@@ -79,7 +79,7 @@ fn push(engine: &Engine, vars: &[Var], kind: EngineKind, index: usize) {
     pushed.unwrap_or_else(|err| panic!("pushing {index}: {err}"));
 }
 
-/// Runs the ops on a profiled `kind` engine, resizing its CPU workers halfway; returns the
+/// Runs the ops on a profiled `kind` engine, resizing its CPU workers (if any) halfway; returns the
 /// profiler, everything flushed.
 fn profiled_run(kind: EngineKind) -> Profiler {
     let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
@@ -89,8 +89,8 @@ fn profiled_run(kind: EngineKind) -> Profiler {
     let engine = Engine::new(options).unwrap();
     let vars: Vec<Var> = (0..VARS).map(|_| engine.new_variable()).collect();
     for index in 0..OPS {
-        if index == OPS / 2 {
-            engine.set_cpu_workers(WORKERS.1).unwrap();
+        if index == OPS / 2 && kind != EngineKind::Naive {
+            engine.set_cpu_workers(WORKERS.1).unwrap(); // the naive engine has no workers
         }
         push(&engine, &vars, kind, index);
     }

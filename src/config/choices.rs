@@ -121,15 +121,19 @@ impl FromStr for EngineKind {
 
 /// A pool kind name that is not one of ours.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown pool kind `{0}`: use one of simple, eigen, chase-lev")]
+#[error(
+    "unknown pool kind `{}`: use one of simple, eigen, chase-lev",
+    crate::error_chain::Cut(.0)
+)]
 pub struct UnknownPoolKind(pub String);
 
 /// An engine name that is not one of ours or MXNet's.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown engine `{0}`: use one of naive, pooled, per-device (or MXNet's NaiveEngine, \
+    "unknown engine `{}`: use one of naive, pooled, per-device (or MXNet's NaiveEngine, \
      ThreadedEngine, ThreadedEnginePerDevice; for the *Async variants use per-device, whose \
-     GPU ops wait on events unless ENGINETOP_GPU_SYNC=sync)"
+     GPU ops wait on events unless ENGINETOP_GPU_SYNC=sync)",
+    crate::error_chain::Cut(.0)
 )]
 pub struct UnknownEngineKind(pub String);
 

@@ -482,7 +482,12 @@ impl RuntimeConfig {
     pub fn resolved_engine_workers(&self) -> ResolvedEngineWorkers {
         ResolvedEngineWorkers {
             cpu: self.effective_inter_op_threads(),
-            cpu_priority: first_set(self.cpu_priority_workers, DEFAULT_CPU_PRIORITY_WORKERS),
+            // The default fits under max_threads, which bounds every pool (a set count was
+            // checked against it already).
+            cpu_priority: first_set(
+                self.cpu_priority_workers,
+                DEFAULT_CPU_PRIORITY_WORKERS.min(self.max_threads),
+            ),
             gpu: first_set(self.gpu_workers, DEFAULT_GPU_WORKERS),
             gpu_copy: first_set(self.gpu_copy_workers, DEFAULT_GPU_WORKERS),
         }

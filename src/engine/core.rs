@@ -47,6 +47,8 @@ pub(crate) trait Dispatch: Send + Sync {
     fn set_priority_workers(&self, threads: usize) -> Result<(), EngineError>;
     /// Live counters of the worker pools.
     fn stats(&self) -> DispatchStats;
+    /// Workers per pool role, as configured now (resizes included).
+    fn workers(&self) -> super::WorkerCounts;
 }
 
 /// What the workers of one engine look like right now.

@@ -9,8 +9,10 @@
 
 use std::fmt;
 
+use super::settings::EngineSetting;
 use super::{Context, OpName};
 use crate::device::stream::{BackendKind, StreamError};
+use crate::error_chain::Cut;
 use crate::pool::PoolError;
 use crate::sync::{Arc, Mutex};
 
@@ -181,11 +183,36 @@ pub enum EngineError {
         var: u64,
     },
     /// A context that is not `cpu(i)` or `gpu(i)`.
-    #[error("`{0}` is not a context: write cpu(0), cpu(1), gpu(0), ...")]
+    #[error("`{}` is not a context: write cpu(0), cpu(1), gpu(0), ...", Cut(.0))]
     BadContext(String),
-    /// A worker pool could not be started or resized.
-    #[error("the engine's worker pool could not be started or resized")]
-    Pool(#[from] PoolError),
+    /// A worker pool could not be started or resized. The message quotes the pool's error,
+    /// which names the limit and the fix (so it is not also the `source`: a printed chain
+    /// names it once).
+    #[error("the engine's worker pool could not be started or resized: {0}")]
+    Pool(PoolError),
+    /// A worker count out of its range (see [`EngineSetting`]).
+    #[error(
+        "the {engine} engine cannot have {setting} = {requested}: {}",
+        super::settings::count_fix(*.requested, *.max)
+    )]
+    WorkerCount {
+        /// The engine's kind.
+        engine: super::EngineKind,
+        /// Which count.
+        setting: EngineSetting,
+        /// The count asked for.
+        requested: usize,
+        /// The most this engine allows.
+        max: usize,
+    },
+    /// A worker count the engine does not have.
+    #[error("the {engine} engine has no {setting} to set: {}", .setting.instead(*.engine))]
+    NoSuchSetting {
+        /// The engine's kind.
+        engine: super::EngineKind,
+        /// The setting asked for.
+        setting: EngineSetting,
+    },
     /// A priority-pool thread could not be started.
     #[error("could not start engine thread `{name}`: {reason}")]
     Spawn {
@@ -194,6 +221,12 @@ pub enum EngineError {
         /// The OS error.
         reason: String,
     },
+}
+
+impl From<PoolError> for EngineError {
+    fn from(error: PoolError) -> Self {
+        EngineError::Pool(error)
+    }
 }
 
 impl EngineError {
@@ -246,5 +279,24 @@ mod tests {
             "the GPUs asked for cannot be used: CUDA is not available: no driver; use --gpus \
              sim:1 for a simulated GPU"
         );
+    }
+
+    /// A pool refusal says why (the limit and the fix) in the engine error's own message, and
+    /// a printed chain says it once.
+    #[test]
+    fn pool_errors_carry_their_reason_in_the_message_once() {
+        let error = EngineError::from(PoolError::TooManyThreads {
+            pool: "cpu0".to_string(),
+            requested: 9,
+            max: 8,
+        });
+        let message = error.to_string();
+        assert!(
+            message.contains("max_threads = 8") && message.contains("larger max_threads"),
+            "{message}"
+        );
+        assert!(error.source().is_none());
+        assert_eq!(chain_text(&error), message);
+        assert_eq!(crate::error_chain::text(&error), message);
     }
 }

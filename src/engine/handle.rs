@@ -7,8 +7,10 @@ use super::core::{Core, Dispatch, DispatchStats, Latch};
 use super::gpu::{GpuHub, GpuSetup, GpuSyncMode};
 use super::naive::Naive;
 use super::opr::{fill_deps, Completion, Deps, OpHeader, Operator, OperatorInner, RunContext};
+use super::settings::{EngineSetting, WorkerCounts};
 use super::threaded::{PerDevice, Pooled, WorkerConfig};
 use super::var::Var;
+use super::var_list::VarList;
 use super::{Context, EngineError, EngineKind, EngineObserver, FnProperty, OpName, OpResult};
 use crate::config::RuntimeConfig;
 use crate::device::cpu::{CpuWorkerOptions, PoolObservers};
@@ -26,9 +28,10 @@ pub struct EngineOptions {
     pub kind: EngineKind,
     /// The pool implementation of the CPU worker pools.
     pub pool_kind: PoolKind,
-    /// Workers per CPU device (per-device) or shared workers (pooled); at least 1.
+    /// Workers per CPU device (per-device) or shared workers (pooled); 1 to `max_threads`.
     pub cpu_workers: usize,
-    /// Workers of the CPU priority pool (per-device).
+    /// Workers of the CPU priority pool (per-device); 1 to `max_threads` (at most
+    /// [`MAX_PRIORITY_THREADS`](crate::device::cpu::MAX_PRIORITY_THREADS)).
     pub cpu_priority_workers: usize,
     /// GPU compute and copy workers per GPU.
     pub gpu_workers: GpuWorkerCounts,
@@ -43,7 +46,7 @@ pub struct EngineOptions {
     pub gpu_sync: GpuSyncMode,
     /// Where GPU stream events go (the profiler).
     pub stream_observer: Option<std::sync::Arc<dyn StreamObserver>>,
-    /// The most workers a live resize may ask for.
+    /// The most workers of one pool, at start or in a live resize.
     pub max_threads: usize,
     /// Let one idle worker spin before parking.
     pub allow_spinning: bool,
@@ -66,7 +69,7 @@ impl EngineOptions {
         EngineOptions {
             kind,
             pool_kind: PoolKind::Eigen,
-            cpu_workers: cpu_workers.max(1),
+            cpu_workers,
             cpu_priority_workers: 4,
             gpu_workers: GpuWorkerCounts::default(),
             gpus: GpuSelection::None,
@@ -112,9 +115,15 @@ impl EngineOptions {
         self
     }
 
-    /// Sets the priority pool's size.
+    /// Sets the priority pool's size (checked by [`Engine::new`]: 1 to `max_threads`).
     pub fn cpu_priority_workers(mut self, threads: usize) -> Self {
-        self.cpu_priority_workers = threads.max(1);
+        self.cpu_priority_workers = threads;
+        self
+    }
+
+    /// Sets the most workers one pool may have, at start or in a live resize.
+    pub fn max_threads(mut self, max_threads: usize) -> Self {
+        self.max_threads = max_threads;
         self
     }
 
@@ -181,15 +190,29 @@ impl EngineOptions {
         })
     }
 
+    /// Checks the worker counts of the settings this engine kind has (see `settings.rs`).
+    fn check_settings(&self) -> Result<(), EngineError> {
+        let counts = [
+            (EngineSetting::CpuWorkers, self.cpu_workers),
+            (EngineSetting::PriorityWorkers, self.cpu_priority_workers),
+        ];
+        for (setting, threads) in counts {
+            if setting.limit(self.kind, self.max_threads).is_some() {
+                setting.check(self.kind, threads, self.max_threads)?;
+            }
+        }
+        Ok(())
+    }
+
     fn worker_config(&self) -> WorkerConfig {
         WorkerConfig {
             cpu: CpuWorkerOptions {
                 pool_kind: self.pool_kind,
-                threads: self.cpu_workers.max(1),
-                max_threads: self.max_threads.max(self.cpu_workers),
+                threads: self.cpu_workers,
+                max_threads: self.max_threads,
                 allow_spinning: self.allow_spinning,
             },
-            priority_threads: self.cpu_priority_workers.max(1),
+            priority_threads: self.cpu_priority_workers,
             gpu: self.gpu_workers,
         }
     }
@@ -230,9 +253,9 @@ pub struct OpSpec<'a> {
     /// Where it runs (default `cpu(0)`).
     pub ctx: Context,
     /// Vars it reads.
-    pub reads: &'a [Var],
+    pub reads: VarList<'a>,
     /// Vars it writes.
-    pub writes: &'a [Var],
+    pub writes: VarList<'a>,
     /// What kind of op it is (default `Normal`).
     pub prop: FnProperty,
     /// Its priority (only the priority pool orders by it; higher first).
@@ -245,8 +268,8 @@ impl<'a> OpSpec<'a> {
         OpSpec {
             name: name.into(),
             ctx: Context::cpu(0),
-            reads: &[],
-            writes: &[],
+            reads: VarList::EMPTY,
+            writes: VarList::EMPTY,
             prop: FnProperty::Normal,
             priority: 0,
         }
@@ -258,15 +281,15 @@ impl<'a> OpSpec<'a> {
         self
     }
 
-    /// Sets the vars read.
-    pub fn reads(mut self, reads: &'a [Var]) -> Self {
-        self.reads = reads;
+    /// Sets the vars read: one var, or a slice, array or `Vec` of vars or of `&Var`.
+    pub fn reads(mut self, reads: impl Into<VarList<'a>>) -> Self {
+        self.reads = reads.into();
         self
     }
 
-    /// Sets the vars written.
-    pub fn writes(mut self, writes: &'a [Var]) -> Self {
-        self.writes = writes;
+    /// Sets the vars written: one var, or a slice, array or `Vec` of vars or of `&Var`.
+    pub fn writes(mut self, writes: impl Into<VarList<'a>>) -> Self {
+        self.writes = writes.into();
         self
     }
 
@@ -340,7 +363,7 @@ impl EngineQueues {
 /// for _ in 0..3 {
 ///     let value = value.clone();
 ///     engine
-///         .push_sync(OpSpec::new("double").writes(std::slice::from_ref(&x)), move |_| {
+///         .push_sync(OpSpec::new("double").writes(&x), move |_| {
 ///             value.store(value.load(Ordering::Relaxed) * 2, Ordering::Relaxed);
 ///             Ok(())
 ///         })
@@ -357,6 +380,8 @@ pub struct Engine {
 /// Shuts the core down when the last handle goes.
 struct Shared {
     core: Arc<Core>,
+    /// The engine's `max_threads`: the range of its worker-count settings.
+    max_threads: usize,
 }
 
 impl Drop for Shared {
@@ -368,6 +393,8 @@ impl Drop for Shared {
 impl Engine {
     /// Starts an engine as `options` describe.
     pub fn new(options: EngineOptions) -> Result<Engine, EngineError> {
+        options.check_settings()?;
+        let max_threads = options.max_threads;
         let workers = options.worker_config();
         let gpu = options.gpu_hub();
         let dispatcher: Box<dyn Dispatch> = match options.kind {
@@ -383,6 +410,7 @@ impl Engine {
         Ok(Engine {
             shared: Arc::new(Shared {
                 core: Arc::new(core),
+                max_threads,
             }),
         })
     }
@@ -536,7 +564,7 @@ impl Engine {
                 name: OpName::WAIT_FOR_VAR,
                 is_wait: true,
             };
-            let fill = |deps: &mut Deps| fill_deps(deps, std::slice::from_ref(var), &[]);
+            let fill = |deps: &mut Deps| fill_deps(deps, var, VarList::EMPTY);
             Core::push(core, header, fill, move |_, completion| {
                 completion.done();
                 signal.set();
@@ -588,15 +616,30 @@ impl Engine {
         self.core().bulks.size()
     }
 
-    /// Resizes the CPU worker pools (per-device: every CPU device; pooled: the shared
-    /// workers) while ops run; nothing queued is lost.
+    /// Resizes the CPU worker pools (per-device: every CPU device, and those started later;
+    /// pooled: the shared workers) while ops run; nothing queued is lost. 1 to `max_threads`;
+    /// the naive engine, which has no workers, refuses it ([`EngineError::NoSuchSetting`]).
     pub fn set_cpu_workers(&self, threads: usize) -> Result<(), EngineError> {
+        self.check_setting(EngineSetting::CpuWorkers, threads)?;
         self.core().dispatcher.set_cpu_workers(threads)
     }
 
-    /// Resizes the CPU priority pool (per-device engine).
+    /// Resizes the CPU priority pool (per-device engine; the others refuse it, saying where
+    /// their `CpuPrioritized` ops run). 1 to `max_threads`, checked whether or not the pool
+    /// has started.
     pub fn set_priority_workers(&self, threads: usize) -> Result<(), EngineError> {
+        self.check_setting(EngineSetting::PriorityWorkers, threads)?;
         self.core().dispatcher.set_priority_workers(threads)
+    }
+
+    fn check_setting(&self, setting: EngineSetting, threads: usize) -> Result<(), EngineError> {
+        setting.check(self.kind(), threads, self.shared.max_threads)
+    }
+
+    /// Workers per pool role, the same call on every engine (0 for a role it does not have);
+    /// follows live resizes.
+    pub fn workers(&self) -> WorkerCounts {
+        self.core().dispatcher.workers()
     }
 
     /// A live view of the engine and its workers.
@@ -671,7 +714,7 @@ fn check_not_deleted(spec: &OpSpec<'_>) -> Result<(), EngineError> {
     match spec
         .reads
         .iter()
-        .chain(spec.writes)
+        .chain(spec.writes.iter())
         .find(|var| var.is_deleted())
     {
         Some(var) => Err(EngineError::VarDeleted {

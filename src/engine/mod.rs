@@ -87,9 +87,11 @@ mod name;
 pub(crate) mod opr;
 mod ready;
 mod recycle;
+mod settings;
 mod threaded;
 mod types;
 pub(crate) mod var;
+mod var_list;
 
 pub use self::core::DispatchStats;
 pub use crate::config::{BadGpuSyncMode, EngineKind, GpuSyncMode, UnknownEngineKind};
@@ -98,9 +100,11 @@ pub use gpu::OpStream;
 pub use handle::{Engine, EngineOptions, EngineQueues, EngineStats, OpSpec};
 pub use name::OpName;
 pub use opr::{Completion, Operator, RunContext};
+pub use settings::{EngineSetting, WorkerCounts};
 pub use threaded::MAX_CPU_DEVICES;
 pub use types::{Context, DeviceType, FnProperty};
 pub use var::Var;
+pub use var_list::VarList;
 
 /// What the engine reports to an [`EngineObserver`] (the profiler records these).
 ///

@@ -21,21 +21,15 @@ use std::panic::{self, AssertUnwindSafe};
 use super::block::OpHandle;
 use super::core::{Dispatch, DispatchStats};
 use super::opr::{run_ready, OpHeader};
-use super::{Context, EngineError, FnProperty, OpName};
+use super::threaded::check_cpu_only;
+use super::{Context, EngineError, EngineKind, EngineSetting, FnProperty, OpName, WorkerCounts};
 
 /// Runs every ready op inline.
 pub(crate) struct Naive;
 
 impl Dispatch for Naive {
     fn check(&self, name: OpName, ctx: Context, _prop: FnProperty) -> Result<(), EngineError> {
-        if ctx.is_cpu() {
-            Ok(())
-        } else {
-            Err(EngineError::NoGpuBackend {
-                op: name,
-                context: ctx,
-            })
-        }
+        check_cpu_only(name, ctx)
     }
 
     fn runs_at_push(&self, _op: &OpHeader) -> bool {
@@ -52,16 +46,27 @@ impl Dispatch for Naive {
         Ok(())
     }
 
+    // The handle refuses these first (settings.rs): the naive engine has no workers to size.
     fn set_cpu_workers(&self, _threads: usize) -> Result<(), EngineError> {
-        Ok(()) // the pushing thread is the only worker
+        Err(EngineError::NoSuchSetting {
+            engine: EngineKind::Naive,
+            setting: EngineSetting::CpuWorkers,
+        })
     }
 
     fn set_priority_workers(&self, _threads: usize) -> Result<(), EngineError> {
-        Ok(())
+        Err(EngineError::NoSuchSetting {
+            engine: EngineKind::Naive,
+            setting: EngineSetting::PriorityWorkers,
+        })
     }
 
     fn stats(&self) -> DispatchStats {
         DispatchStats::default()
+    }
+
+    fn workers(&self) -> WorkerCounts {
+        WorkerCounts::default() // the threads that make ops ready run them
     }
 }
 

@@ -33,6 +33,7 @@ use super::core::Core;
 use super::current::{self, RunningOp};
 use super::error::{ErrorRef, FailureCause, OpFailure};
 use super::var::{Access, Var};
+use super::var_list::VarList;
 use super::{Context, DeviceType, FnProperty, OpName};
 use crate::pool::{panic_message, Task};
 use crate::sync::{Arc, AtomicUsize, Ordering};
@@ -76,9 +77,14 @@ const INSERTION_MAX: usize = 8;
 
 /// Fills `deps` (empty) with MXNet's dedup of `reads` and `writes`: a var both read and
 /// written counts as a write; duplicates count once. The result is sorted in lock order.
-pub(crate) fn fill_deps(deps: &mut Deps, reads: &[Var], writes: &[Var]) {
+pub(crate) fn fill_deps<'r, 'w>(
+    deps: &mut Deps,
+    reads: impl Into<VarList<'r>>,
+    writes: impl Into<VarList<'w>>,
+) {
+    let (reads, writes) = (reads.into(), writes.into());
     debug_assert!(deps.is_empty(), "a recycled block has no dependencies");
-    if let ([], [only]) = (reads, writes) {
+    if let (true, Some(only)) = (reads.is_empty(), writes.only()) {
         // The most common op: one output, no input.
         return deps.push(Dep {
             var: only.clone(),
@@ -89,10 +95,10 @@ pub(crate) fn fill_deps(deps: &mut Deps, reads: &[Var], writes: &[Var]) {
         return sort_deps(deps, reads, writes);
     }
     // Writes first, so a read of a var also written finds the write and is dropped.
-    for var in writes {
+    for var in writes.iter() {
         insert_dep(deps, var, Access::Write);
     }
-    for var in reads {
+    for var in reads.iter() {
         insert_dep(deps, var, Access::Read);
     }
 }
@@ -115,7 +121,7 @@ fn insert_dep(deps: &mut Deps, var: &Var, access: Access) {
 }
 
 /// [`fill_deps`] for many vars: collect, sort, dedup.
-fn sort_deps(deps: &mut Deps, reads: &[Var], writes: &[Var]) {
+fn sort_deps(deps: &mut Deps, reads: VarList<'_>, writes: VarList<'_>) {
     let tagged = |access| {
         move |var: &Var| Dep {
             var: var.clone(),

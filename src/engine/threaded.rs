@@ -38,9 +38,9 @@ use super::gpu::GpuHub;
 use super::opr::OpHeader;
 use super::opr::{op_task, run_ready};
 use super::ready::{learn_route, ReadyQueue};
-use super::{Context, EngineError, FnProperty, OpName};
+use super::{Context, EngineError, EngineKind, EngineSetting, FnProperty, OpName, WorkerCounts};
 use crate::device::cpu::{cpu_pool, observer_for, CpuWorkerOptions, PoolObservers, PriorityPool};
-use crate::device::gpu::GpuWorkerCounts;
+use crate::device::gpu::{GpuWorkerCounts, GPU_PRIORITY_WORKERS};
 use crate::pool::{Pool, PoolOptions};
 use crate::sync::{Arc, AtomicU32, Mutex, Ordering};
 
@@ -90,9 +90,23 @@ impl Workers {
     }
 }
 
-fn refuse_gpu(name: OpName, ctx: Context) -> Result<(), EngineError> {
+/// The CPU contexts every engine accepts: `cpu(0)` to `cpu(MAX_CPU_DEVICES - 1)`, the same on
+/// each, so a workload that runs on one engine runs on the others.
+pub(crate) fn check_cpu_device(name: OpName, ctx: Context) -> Result<(), EngineError> {
+    if ctx.id < MAX_CPU_DEVICES {
+        return Ok(());
+    }
+    Err(EngineError::NoSuchDevice {
+        op: name,
+        context: ctx,
+        max: MAX_CPU_DEVICES,
+    })
+}
+
+/// The check of an engine without GPUs: a CPU context in range.
+pub(crate) fn check_cpu_only(name: OpName, ctx: Context) -> Result<(), EngineError> {
     if ctx.is_cpu() {
-        Ok(())
+        check_cpu_device(name, ctx)
     } else {
         Err(EngineError::NoGpuBackend {
             op: name,
@@ -203,13 +217,7 @@ impl Dispatch for PerDevice {
                 }),
             };
         }
-        if ctx.id >= MAX_CPU_DEVICES {
-            return Err(EngineError::NoSuchDevice {
-                op: name,
-                context: ctx,
-                max: MAX_CPU_DEVICES,
-            });
-        }
+        check_cpu_device(name, ctx)?;
         self.ensure(ctx, prop)
     }
 
@@ -304,6 +312,19 @@ impl Dispatch for PerDevice {
             ready_ops: cpu().map(|workers| workers.ready.len()).collect(),
         }
     }
+
+    fn workers(&self) -> WorkerCounts {
+        let config = *self.config.lock();
+        let gpu = |count: usize| if self.gpu.is_some() { count } else { 0 };
+        WorkerCounts {
+            cpu: config.cpu.threads,
+            priority: config.priority_threads,
+            io: 0,
+            gpu_compute: gpu(config.gpu.compute),
+            gpu_copy: gpu(config.gpu.copy),
+            gpu_priority: gpu(GPU_PRIORITY_WORKERS),
+        }
+    }
 }
 
 /// The pooled engine's workers: shared workers and one IO worker.
@@ -338,7 +359,7 @@ impl Pooled {
 
 impl Dispatch for Pooled {
     fn check(&self, name: OpName, ctx: Context, _prop: FnProperty) -> Result<(), EngineError> {
-        refuse_gpu(name, ctx)
+        check_cpu_only(name, ctx)
     }
 
     fn runs_at_push(&self, op: &OpHeader) -> bool {
@@ -396,7 +417,11 @@ impl Dispatch for Pooled {
     }
 
     fn set_priority_workers(&self, _threads: usize) -> Result<(), EngineError> {
-        Ok(()) // prioritized ops share the workers in the pooled engine
+        // The handle refuses it first (settings.rs): prioritized ops share the workers.
+        Err(EngineError::NoSuchSetting {
+            engine: EngineKind::Pooled,
+            setting: EngineSetting::PriorityWorkers,
+        })
     }
 
     fn stats(&self) -> DispatchStats {
@@ -408,6 +433,14 @@ impl Dispatch for Pooled {
                 ready_ops: vec![pools.workers.ready.len(), 0],
             },
             None => DispatchStats::default(),
+        }
+    }
+
+    fn workers(&self) -> WorkerCounts {
+        WorkerCounts {
+            cpu: self.config.lock().cpu.threads,
+            io: 1,
+            ..WorkerCounts::default()
         }
     }
 }

@@ -39,7 +39,9 @@
 //! # Shutdown and cancel
 //! Dropping a pool sets `done` and wakes everyone. A worker exits only when `done` is set and
 //! every worker is idle *and* a final check finds every queue empty, so every task queued before
-//! (or by tasks running during) the drop still runs. [`ThreadPool::cancel`] instead stops the
+//! (or by tasks running during) the drop still runs. A drop by one of the pool's own tasks (the
+//! last `Arc<Pool>` let go on a worker) cannot wait for its own thread: it hands the joins to a
+//! shutdown thread and returns, and the pool drains and exits the same way. [`ThreadPool::cancel`] instead stops the
 //! workers at their next loop turn and drops what is queued, returning how many it dropped.
 //!
 //! # Resizing a running pool
@@ -63,6 +65,7 @@ pub mod non_blocking;
 pub mod parallel_for;
 pub mod run_queue;
 pub mod session;
+mod shutdown;
 pub mod simple;
 mod task;
 

@@ -10,7 +10,8 @@
 //!
 //! # Shutdown, cancel, resize
 //! Drop sets `done` and wakes every parked worker; workers keep popping until the FIFO is
-//! empty, then exit, so every queued task runs. `cancel` empties the FIFO (counting what it
+//! empty, then exit, so every queued task runs. A drop inside one of the pool's own tasks
+//! leaves the joins to a shutdown thread (`super::shutdown`): a worker cannot join itself. `cancel` empties the FIFO (counting what it
 //! dropped) and stops the workers. A resize moves `active` under the lock; a worker whose index
 //! is at or above it retires at its next look at the FIFO, and a parked one is woken to do so.
 //! A worker whose index is below `active` again before it looked simply stays.
@@ -20,7 +21,7 @@ use std::collections::VecDeque;
 
 use super::counters::{PoolStats, WorkerCounters, WorkerState};
 use super::task::{PanicLog, TaskWriter};
-use super::{current, PoolError, PoolEvent, PoolKind, PoolOptions, Task, ThreadPool};
+use super::{current, shutdown, PoolError, PoolEvent, PoolKind, PoolOptions, Task, ThreadPool};
 use crate::sync::{thread, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 
 /// The work-sharing pool.
@@ -339,19 +340,41 @@ impl ThreadPool for SimplePool {
 
 impl Drop for SimplePool {
     fn drop(&mut self) {
-        let mut state = self.shared.state.lock();
+        let handles = std::mem::take(&mut *self.threads.lock());
+        let shared = self.shared.clone();
+        if current::index_in(self.pool_id()).is_none() {
+            return shared.shut_down(handles);
+        }
+        // Dropped by one of its own tasks: this thread is a worker the shutdown joins, so the
+        // joins happen elsewhere (see `shutdown`) while this task returns.
+        let name = shared.options.name.clone();
+        let elsewhere = shared.clone();
+        if !shutdown::on_own_thread(&name, move || elsewhere.shut_down(handles)) {
+            shared.signal_done(); // workers drain the queue and exit, unjoined
+        }
+    }
+}
+
+impl Shared {
+    /// Sets `done` and wakes every parked worker: from here workers exit once the FIFO is empty.
+    fn signal_done(&self) {
+        let mut state = self.state.lock();
         state.done = true;
-        self.shared.wake_all(&mut state);
-        drop(state);
-        for handle in self.threads.lock().iter_mut().filter_map(Option::take) {
+        self.wake_all(&mut state);
+    }
+
+    /// The drop: signal, join every worker, then run here whatever is left.
+    fn shut_down(&self, handles: Vec<Option<thread::JoinHandle<()>>>) {
+        self.signal_done();
+        for handle in handles.into_iter().flatten() {
             let _ = handle.join();
         }
         // A pool created with 0 threads, or every worker gone: run what is left here.
         // Those tasks may schedule more, which lands here too.
         loop {
-            let task = self.shared.state.lock().queue.pop_front();
+            let task = self.state.lock().queue.pop_front();
             match task {
-                Some(task) => self.shared.run_inline(task),
+                Some(task) => self.run_inline(task),
                 None => break,
             }
         }

@@ -342,7 +342,7 @@ pub enum Problem {
         fix: String,
     },
     /// A name that is empty or has characters we do not allow.
-    #[error("{kind} name {name:?} {reason}")]
+    #[error("{kind} name {:?} {reason}", crate::error_chain::Cut(.name))]
     BadName {
         /// `tensor`, `op`, `param`, ...
         kind: &'static str,

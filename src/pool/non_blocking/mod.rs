@@ -27,6 +27,13 @@
 //! every queue empty) is proven for. A retiring worker may also be asleep with its wake-up
 //! taken by another sleeper (EventCount signals are shared, "retire" is per worker), so drop
 //! keeps notifying until each retiring slot reports it has left (`wake_until_retired`).
+//!
+//! # Dropped by one of its own tasks
+//! The exit rule waits for every active worker to block, and the worker running the drop is
+//! inside a task: a drop there that joined would wait for itself forever. Such a drop moves the
+//! same protocol (retired joins, `done`, active joins) to a shutdown thread and returns; its
+//! worker finishes the task, blocks with the others once the queues are empty, and exits, and
+//! the shutdown thread joins it like any other (`super::shutdown`).
 
 mod queues;
 mod spinning;
@@ -38,7 +45,7 @@ use crossbeam_utils::CachePadded;
 use super::counters::{PoolStats, WorkerCounters};
 use super::event_count::EventCount;
 use super::task::{PanicLog, TaskWriter};
-use super::{current, PoolError, PoolEvent, PoolKind, PoolOptions, Task, ThreadPool};
+use super::{current, shutdown, PoolError, PoolEvent, PoolKind, PoolOptions, Task, ThreadPool};
 use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
 pub(crate) use queues::{ChaseLevQueues, EigenQueues, StealQueues};
 use spinning::SpinningState;
@@ -415,24 +422,39 @@ impl<Q: StealQueues> ThreadPool for StealingPool<Q> {
 
 impl<Q: StealQueues> Drop for StealingPool<Q> {
     fn drop(&mut self) {
-        let mut handles = self.handles.lock();
-        let shared = &self.shared;
-        if let Some(me) = current::index_in(self.pool_id()) {
-            // Dropped by one of its own tasks: a thread cannot join itself. Detach this worker;
-            // it leaves by the normal exit rule once its current task returns.
-            handles[me] = None;
+        let handles = std::mem::take(&mut *self.handles.lock());
+        let shared = self.shared.clone();
+        if current::index_in(self.pool_id()).is_none() {
+            return shared.shut_down(handles);
         }
-        let active = shared.active.load(Ordering::SeqCst);
+        // Dropped by one of its own tasks: the exit rule waits for this very worker to block,
+        // so the joins happen on a shutdown thread while this task returns (see the module
+        // docs and `pool::shutdown`).
+        let name = shared.options.name.clone();
+        let elsewhere = shared.clone();
+        if !shutdown::on_own_thread(&name, move || elsewhere.shut_down(handles)) {
+            // No thread for the joins: signal the shutdown and leave the workers unjoined; they
+            // still run every queued task and exit by the same rule.
+            shared.done.store(true, Ordering::SeqCst);
+            shared.event_count.notify(true);
+        }
+    }
+}
+
+impl<Q: StealQueues> Shared<Q> {
+    /// The drop's protocol: join the retired workers, set `done`, join the active ones.
+    fn shut_down(&self, mut handles: Vec<Option<thread::JoinHandle<()>>>) {
+        let active = self.active.load(Ordering::SeqCst);
         // Retired workers first: once they are gone only active workers can add work.
         for (index, handle) in handles.iter_mut().enumerate().skip(active) {
             if let Some(handle) = handle.take() {
-                shared.wake_until_retired(index);
+                self.wake_until_retired(index);
                 let _ = handle.join();
             }
         }
-        shared.done.store(true, Ordering::SeqCst);
-        shared.event_count.notify(true);
-        for handle in handles.iter_mut().filter_map(Option::take) {
+        self.done.store(true, Ordering::SeqCst);
+        self.event_count.notify(true);
+        for handle in handles.into_iter().flatten() {
             let _ = handle.join();
         }
     }
@@ -511,6 +533,25 @@ mod loom_tests {
         }));
         drop(pool);
         assert_each_ran_once(&runs);
+    }
+
+    /// The last handle dropped inside one of the pool's own tasks: the drop returns at once,
+    /// the task queued behind it still runs, and the shutdown thread joins the worker that ran
+    /// the drop (a worker left blocked forever, or one joining itself, is a loom deadlock).
+    #[test]
+    fn loom_pool_dropped_inside_its_own_task_shuts_down() {
+        loom::model(|| {
+            let options = PoolOptions::new(PoolKind::Eigen, 1, "loom")
+                .max_threads(1)
+                .allow_spinning(false);
+            let pool = Arc::new(EigenPool::new(options).expect("pool starts"));
+            let ran = Arc::new(crate::pool::barrier::Barrier::new(1));
+            let (last, signal) = (pool.clone(), ran.clone());
+            pool.schedule(Task::new(move || drop(last)));
+            pool.schedule(Task::new(move || signal.notify()));
+            drop(pool);
+            ran.wait();
+        });
     }
 
     /// Newer Eigen's accounting: the producer skips its notify because the worker spins, so
