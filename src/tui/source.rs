@@ -130,6 +130,23 @@ pub struct Facts {
     /// Start-up warnings (conflicting settings): the footer shows them when the dashboard
     /// starts, the header leaves them out.
     pub warnings: Vec<String>,
+    /// Once finished, the (inter, intra) counts the run had for the longest share of its
+    /// time, when it was resized (the summary's headline figures).
+    pub threads_over_run: Option<(usize, usize)>,
+    /// Once finished, each worker pool's figures over the whole run (the summary's).
+    pub pool_usage: Vec<PoolUsage>,
+}
+
+/// How busy a panel's worker pool was over a finished run, time-weighted over the thread
+/// counts it had: the summary's `utilization` row of the same pool.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PoolUsage {
+    /// The panel ([`DeviceLayout::title`]: `cpu0`, `gpu0`).
+    pub panel: String,
+    /// Its threads on average over the run.
+    pub workers: f64,
+    /// The share of its threads' time spent in ops, within [0, 1].
+    pub busy: f64,
 }
 
 /// Which kind of panel a device gets.

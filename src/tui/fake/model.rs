@@ -614,6 +614,7 @@ impl Model {
             finished: false,
             notices,
             warnings: Vec::new(),
+            ..Facts::default()
         }
     }
 

@@ -24,6 +24,7 @@ use crate::tui::app::Focus;
 use crate::tui::panels::{DevicePanel, PoolPanel, StreamPanel};
 use crate::tui::source::DeviceKind;
 use crate::tui::theme::state_glyph;
+use crate::workload::run::{plural, worker_count};
 
 /// Rows a panel collapsed to its summary takes (borders included).
 const COLLAPSED: u16 = 3;
@@ -155,11 +156,20 @@ fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Part<'a>> {
             let copy = panel.streams.len() - compute;
             parts.push((5, format!("{compute} compute, {copy} copy")));
         }
-        DeviceKind::IntraOp => parts.push((1, format!("{} threads", panel.pool.workers.len()))),
+        DeviceKind::IntraOp => {
+            let threads = panel.pool.workers.len();
+            parts.push((1, format!("{threads} thread{}", plural(threads as u64))));
+        }
         DeviceKind::Cpu => match panel.layout.inter_op {
             Some(inter) => parts.push((1, format!("inter {inter}"))),
-            None => parts.push((1, format!("{} workers", panel.pool.workers.len()))),
+            None => {
+                let workers = panel.pool.workers.len();
+                parts.push((1, format!("{workers} worker{}", plural(workers as u64))));
+            }
         },
+    }
+    if let Some(usage) = run_usage(ctx, panel) {
+        parts.push((3, usage));
     }
     parts.push((4, throughput(ctx, panel)));
     let queued = panel.pool.queue_depth() + panel.priority.as_ref().map_or(0, |p| p.queue_depth());
@@ -170,6 +180,24 @@ fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Part<'a>> {
         .collect();
     parts.push((0, vec![Span::raw(" ")]));
     parts
+}
+
+/// `busy 51.6% of 2.6 workers over the run` once the run finished: the summary's figure for
+/// the panel's pool, time-weighted over the thread counts it had.
+fn run_usage(ctx: &Ctx<'_>, panel: &DevicePanel<'_>) -> Option<String> {
+    if !ctx.app.is_finished() {
+        return None;
+    }
+    let facts = &ctx.app.data().facts;
+    let usage = facts
+        .pool_usage
+        .iter()
+        .find(|usage| usage.panel == panel.title())?;
+    Some(format!(
+        "busy {:.1}% of {} workers over the run",
+        usage.busy * 100.0,
+        worker_count(usage.workers)
+    ))
 }
 
 /// `912 ops/s` over the window while the run goes; once it finished, `avg 845 ops/s` over
