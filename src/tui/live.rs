@@ -30,7 +30,8 @@ use crate::engine::EngineKind;
 use crate::profiler::{Profiler, Snapshot};
 use crate::sync::{thread, Arc, Mutex};
 use crate::workload::run::{
-    Driver, DriverHandle, GflopsSplit, ProfilerReport, RunError, RunLength, RunSummary,
+    Driver, DriverHandle, GflopsSplit, GpuWorkerRoles, ProfilerReport, RunError, RunLength,
+    RunSummary,
 };
 
 /// How long the header's GFLOP/s averages over.
@@ -93,6 +94,7 @@ impl LiveRun {
         info: LiveInfo,
     ) -> std::io::Result<(LiveRun, LiveSource)> {
         let handle = driver.handle();
+        let gpu_workers = driver.settings().gpu_workers;
         let outcome: OutcomeSlot = Arc::new(Mutex::new(None));
         let slot = outcome.clone();
         let peak = info.peak_gflops;
@@ -114,6 +116,7 @@ impl LiveRun {
             outcome,
             samples: VecDeque::new(),
             exports: 0,
+            gpu_workers,
         };
         Ok((LiveRun { handle, thread }, source))
     }
@@ -173,6 +176,8 @@ pub struct LiveSource {
     /// (when, FLOPs done, of which on GPUs) over the last [`RATE_WINDOW`], oldest first.
     samples: VecDeque<(Instant, u64, u64)>,
     exports: u32,
+    /// A GPU's workers by role (the driver's settings), when the run has GPUs.
+    gpu_workers: Option<GpuWorkerRoles>,
 }
 
 impl std::fmt::Debug for LiveSource {
@@ -256,10 +261,12 @@ impl LiveSource {
                 streams: Vec::new(),
                 inter_op: resizable.then_some(inter),
                 model: None,
+                gpu_workers: None,
             })
             .collect();
         for &gpu in &self.info.gpus {
-            layout.push(gpu_layout(gpu, snapshot, self.info.gpu_model.clone()));
+            let (model, roles) = (self.info.gpu_model.clone(), self.gpu_workers);
+            layout.push(gpu_layout(gpu, snapshot, model, roles));
         }
         layout.push(DeviceLayout {
             title: "intra-op".into(),
@@ -302,7 +309,12 @@ pub const INTRA_DEVICE: &str = "intra-op";
 pub use crate::profiler::pool_probe::engine_pool_device;
 
 /// GPU `gpu`'s panel: its streams as the profiler has seen them (compute first).
-fn gpu_layout(gpu: u32, snapshot: &Snapshot, model: Option<String>) -> DeviceLayout {
+fn gpu_layout(
+    gpu: u32,
+    snapshot: &Snapshot,
+    model: Option<String>,
+    gpu_workers: Option<GpuWorkerRoles>,
+) -> DeviceLayout {
     let device = format!("gpu({gpu})");
     let mut streams: Vec<StreamLayout> = snapshot
         .streams
@@ -319,6 +331,7 @@ fn gpu_layout(gpu: u32, snapshot: &Snapshot, model: Option<String>) -> DeviceLay
         streams,
         inter_op: None,
         model,
+        gpu_workers,
     }
 }
 

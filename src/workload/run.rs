@@ -99,8 +99,8 @@ pub use hooks::{ProfilerReport, Progress, QueueWatch, RunHooks};
 pub use live::{DriverHandle, LiveProgress};
 pub use storage::memory_available;
 pub use summary::{
-    gflops_rate, peak_fraction, ConfigSpan, GflopsSplit, IntraPoolSummary, LaneUsage, PeakSource,
-    RunSettings, RunSummary,
+    gflops_rate, peak_fraction, ConfigSpan, GflopsSplit, GpuWorkerRoles, IntraPoolSummary,
+    LaneUsage, PeakSource, RunSettings, RunSummary,
 };
 pub(crate) use summary::{plural, worker_count};
 

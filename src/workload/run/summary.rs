@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use crate::config::RuntimeConfig;
 use crate::device::discover::GpuSelection;
+use crate::device::gpu::GPU_PRIORITY_WORKERS;
 use crate::engine::EngineKind;
 use crate::pool::{PoolKind, PoolStats};
 use crate::workload::Graph;
@@ -68,8 +69,42 @@ pub struct RunSettings {
     pub gemm_peak_threads: usize,
     /// The per-device engine's CPU priority workers.
     pub priority_workers: usize,
-    /// GPU compute plus copy workers per GPU (0 with `--gpus none`).
-    pub gpu_workers: usize,
+    /// Worker threads per GPU by role (`None` with `--gpus none`: no GPU to work for).
+    pub gpu_workers: Option<GpuWorkerRoles>,
+}
+
+/// A GPU's worker threads by role, as the engine starts them (`gpu0-compute-<k>`,
+/// `gpu0-copy-<k>`, `gpu0-prio-<k>`): the one count the summary, the JSON and the dashboard
+/// give.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GpuWorkerRoles {
+    /// Compute workers (`--gpu-workers`).
+    pub compute: usize,
+    /// Copy workers (`--gpu-copy-workers`), each with an h2d and a d2h stream.
+    pub copy: usize,
+    /// Prioritized workers (`GpuPrioritized` ops), each with a compute stream of its own.
+    pub prio: usize,
+}
+
+impl GpuWorkerRoles {
+    /// Every role together.
+    pub fn total(&self) -> usize {
+        self.compute + self.copy + self.prio
+    }
+}
+
+impl fmt::Display for GpuWorkerRoles {
+    /// `2 compute, 2 copy, 1 prio workers`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} compute, {} copy, {} prio worker{}",
+            self.compute,
+            self.copy,
+            self.prio,
+            plural(self.prio as u64)
+        )
+    }
 }
 
 impl RunSettings {
@@ -85,8 +120,12 @@ impl RunSettings {
             gemm_peak_threads: config.kernel_threads(),
             priority_workers: workers.cpu_priority,
             gpu_workers: match config.gpus {
-                GpuSelection::None => 0, // no GPU to work for
-                _ => workers.gpu + workers.gpu_copy,
+                GpuSelection::None => None,
+                _ => Some(GpuWorkerRoles {
+                    compute: workers.gpu,
+                    copy: workers.gpu_copy,
+                    prio: GPU_PRIORITY_WORKERS,
+                }),
             },
         }
     }
@@ -97,7 +136,7 @@ impl RunSettings {
             Lane::Driver | Lane::Io => 1,
             Lane::SharedWorkers | Lane::CpuWorkers(_) => self.inter,
             Lane::Priority => self.priority_workers,
-            Lane::Gpu(_) => self.gpu_workers,
+            Lane::Gpu(_) => self.gpu_workers.map_or(0, |roles| roles.total()),
         }
     }
 }
@@ -162,8 +201,18 @@ impl GflopsSplit {
         self.cpu + self.gpu.unwrap_or(0.0)
     }
 
-    /// The CPU's GFLOP/s as a fraction of the CPU GEMM `peak` (GPU work never counts).
+    /// The CPU's GFLOP/s as a fraction of the CPU GEMM `peak` (GPU work never counts);
+    /// `None` too when GPU ops did the only FLOPs: the figure does not apply, it is not 0.
+    ///
+    /// ```
+    /// use enginetop::workload::run::GflopsSplit;
+    /// let gpu_only = GflopsSplit { cpu: 0.0, gpu: Some(20.0) };
+    /// assert_eq!(gpu_only.peak_fraction(Some(40.0)), None);
+    /// ```
     pub fn peak_fraction(&self, peak: Option<f64>) -> Option<f64> {
+        if self.cpu == 0.0 && self.gpu.is_some_and(|gpu| gpu > 0.0) {
+            return None;
+        }
         peak_fraction(self.cpu, peak)
     }
 }
@@ -378,7 +427,11 @@ impl RunSummary {
         RunSummary {
             gemm_peak_gflops: peak,
             gemm_peak_source: PeakSource::Now,
-            peak_fraction: peak_fraction(self.cpu_gflops, peak),
+            peak_fraction: GflopsSplit {
+                cpu: self.cpu_gflops,
+                gpu: self.gpu_gflops,
+            }
+            .peak_fraction(peak),
             ..self
         }
     }
@@ -498,6 +551,10 @@ impl RunSummary {
                     fraction * 100.0
                 )?
             }
+            (Some(peak), None) => writeln!(
+                f,
+                "  GEMM peak     {peak:>10.2}   GFLOP/s: CPU ops at - of peak (only GPU ops did FLOPs)"
+            )?,
             _ => writeln!(f, "  GEMM peak     {:>10}   (not measured)", "-")?,
         }
         writeln!(f, "  checksum      {:>16}", self.checksum)
@@ -604,16 +661,23 @@ mod tests {
             gpus,
             ..RuntimeConfig::default()
         };
-        assert_eq!(
-            RunSettings::from_config(&config(GpuSelection::None)).gpu_workers,
-            0
-        );
+        let none = RunSettings::from_config(&config(GpuSelection::None));
+        assert_eq!(none.gpu_workers, None);
+        let json = serde_json::to_value(&none).unwrap();
+        assert!(json["gpu_workers"].is_null(), "{json}");
         let sim = RunSettings::from_config(&config(GpuSelection::Sim(1)));
-        assert_eq!(sim.gpu_workers, 4, "MXNet's 2 compute and 2 copy workers");
+        let roles = sim.gpu_workers.unwrap();
+        assert_eq!(
+            (roles.compute, roles.copy, roles.prio),
+            (2, 2, 1),
+            "MXNet's 2 compute and 2 copy workers, and the prioritized one"
+        );
+        assert_eq!(sim.workers(Lane::Gpu(0)), 5);
+        assert_eq!(roles.to_string(), "2 compute, 2 copy, 1 prio worker");
     }
 
-    /// A workload with CPU and GPU ops: the GFLOP/s split adds up, only the CPU's share is
-    /// compared with the peak, and the table names both.
+    /// A workload whose FLOPs all run on GPUs: the GFLOP/s split adds up, the CPU peak
+    /// share is null, and the GPU workers are counted by role, the prioritized one too.
     #[test]
     fn gpu_flops_are_apart_from_the_cpu_peak() {
         let overrides = [
@@ -637,12 +701,30 @@ mod tests {
         assert!(gpu > 0.0, "the GEMMs run on the GPU: {summary:?}");
         let sum = summary.cpu_gflops + gpu;
         assert!((sum - summary.gflops).abs() <= 1e-9 * summary.gflops.max(1.0));
-        let fraction = summary.peak_fraction.unwrap();
-        assert!((fraction - summary.cpu_gflops / 1e-3).abs() <= 1e-6 * fraction.max(1.0));
+        // Only GPU ops did FLOPs (the CPU's reads are sleeps): the CPU's share of its peak
+        // does not apply, null in the JSON and `-` in the table, not 0.
+        assert_eq!(summary.cpu_gflops, 0.0, "{summary:?}");
+        assert_eq!(summary.peak_fraction, None);
+        assert!(summary.json().contains(r#""peak_fraction":null"#));
         let table = summary.to_string();
         assert!(
-            table.contains("on GPU") && table.contains("CPU ops at"),
+            table.contains("on GPU") && table.contains("CPU ops at - of peak"),
             "{table}"
+        );
+        // The GPU's workers, every role counted once: the summary's lane and the JSON.
+        let roles = summary.settings.gpu_workers.unwrap();
+        let lane = summary
+            .utilization
+            .iter()
+            .find(|lane| lane.kind == Lane::Gpu(0))
+            .unwrap();
+        assert_eq!(lane.workers.round() as usize, roles.total());
+        assert!(
+            summary
+                .json()
+                .contains(r#""gpu_workers":{"compute":2,"copy":2,"prio":1}"#),
+            "{}",
+            summary.json()
         );
     }
 
@@ -662,6 +744,9 @@ mod tests {
         let table = measured.to_string();
         assert!(table.starts_with("chain: 1 iteration in "), "{table}");
         assert!(table.contains("GFLOP/s on 1 thread: CPU ops at"), "{table}");
+        let intra = format!("intra-op pool: 1 {} thread ran ", measured.intra_pool.kind);
+        assert!(table.contains(&intra), "{table}");
+        assert!(table.contains(" 1 inter x 1 intra)\n"), "{table}");
         assert!(measured.json().contains(r#""gemm_peak_source":"measured""#));
 
         let given = measured.clone().with_given_peak();
