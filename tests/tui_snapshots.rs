@@ -118,18 +118,18 @@ fn timeline_zoomed_out_and_third_device_selected() {
     harness.press(KeyCode::Right);
     assert_screens("zoomed_gpu", &harness);
     let screen = harness.screen(160, 48);
-    // Each stream is named after the worker feeding it, the name of that worker's
-    // timeline row.
+    // Each stream is named as a stream, and after the worker feeding it, the name of that
+    // worker's timeline row.
     let timeline_rows: Vec<&str> = screen
         .lines()
         .skip_while(|line| !line.contains(" timeline "))
         .filter_map(|line| line.trim_start_matches('│').split_whitespace().next())
         .collect();
     for (label, worker) in [
-        ("gpu0-compute-0 ", "gpu0-compute-0"),
-        ("gpu0-compute-1 ", "gpu0-compute-1"),
-        ("gpu0-copy-0 h2d ", "gpu0-copy-0"),
-        ("gpu0-copy-0 d2h ", "gpu0-copy-0"),
+        ("stream compute0 (gpu0-compute-0) ", "gpu0-compute-0"),
+        ("stream compute1 (gpu0-compute-1) ", "gpu0-compute-1"),
+        ("stream h2d0 (gpu0-copy-0) ", "gpu0-copy-0"),
+        ("stream d2h0 (gpu0-copy-0) ", "gpu0-copy-0"),
     ] {
         assert!(screen.contains(label), "stream {label}:\n{screen}");
         assert!(timeline_rows.contains(&worker), "{worker}:\n{screen}");

@@ -197,15 +197,18 @@ impl fmt::Display for DevicesReport {
         let cpu = &self.cpu;
         writeln!(f, "CPU")?;
         writeln!(f, "  schedulable cores  {}", cpu.schedulable_cores)?;
+        let threads = |count: usize| format!("{count} thread{}", if count == 1 { "" } else { "s" });
         writeln!(
             f,
-            "  inter-op pool      {}, {} threads",
-            cpu.pool, cpu.inter_op_threads
+            "  inter-op pool      {}, {}",
+            cpu.pool,
+            threads(cpu.inter_op_threads)
         )?;
         writeln!(
             f,
-            "  intra-op pool      {}, {} threads",
-            cpu.pool, cpu.intra_op_threads
+            "  intra-op pool      {}, {}",
+            cpu.pool,
+            threads(cpu.intra_op_threads)
         )?;
         writeln!(
             f,

@@ -109,6 +109,19 @@ pub struct StreamId {
 }
 
 impl StreamId {
+    /// The stream's name wherever its occupancy shows (the dashboard's GPU panel, the
+    /// trace's stream track): `stream compute0`, `stream h2d1`, apart from the worker
+    /// threads' names (`gpu0-compute-0`) that host-side activity goes under.
+    ///
+    /// ```
+    /// use enginetop::device::stream::{StreamId, StreamKind};
+    /// let h2d = StreamId { device: 0, kind: StreamKind::CopyH2D, index: 1 };
+    /// assert_eq!(h2d.label(), "stream h2d1");
+    /// ```
+    pub fn label(&self) -> String {
+        format!("stream {}{}", self.kind.as_str(), self.index)
+    }
+
     /// The stream within its device as one `u32` for compact event records: the role in the
     /// high 16 bits (0 compute, 1 h2d, 2 d2h), the index in the low 16.
     ///

@@ -7,7 +7,7 @@
 //!   with `thread_name` metadata (`cpu0-w3`). A thread's events go to its *home* device: the
 //!   device of its first worker event (task, op start, spin, park, steal), else the host.
 //! - GPU streams, Kineto style: under the GPU's pid, one track per stream
-//!   (`tid = 1_000_000 + stream`, named `stream compute 0`, `stream h2d 1`), kernels as `X` events with
+//!   (`tid = 1_000_000 + stream`, named `stream compute0`, `stream h2d1`), kernels as `X` events with
 //!   `args.stream`, and a flow arrow from the host-side submit to the kernel.
 //! - Ops: an `X` event per op (`cat: "op"`, args `op_id`, `priority`, `property`, `error`).
 //!   Each `OpQueued` becomes a 1 ns `X` marker (`cat: "queue"`) on the queuing thread, and a
@@ -624,8 +624,7 @@ impl Builder {
         }
         for track in tracks {
             let name = if track.tid >= STREAM_TID_BASE {
-                let stream = StreamId::from_code(0, track.tid - STREAM_TID_BASE);
-                format!("stream {} {}", stream.kind.as_str(), stream.index)
+                StreamId::from_code(0, track.tid - STREAM_TID_BASE).label()
             } else {
                 ThreadId::from_raw(track.tid).name()
             };
@@ -968,7 +967,7 @@ mod tests {
         assert_eq!(kernel["args"]["stream"], 2);
         assert!(trace_events(&trace)
             .iter()
-            .any(|event| event["args"]["name"] == "stream compute 2"));
+            .any(|event| event["args"]["name"] == "stream compute2"));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //!   stealing, thread exit -> idle. "Stealing" is "looking for work between tasks": popping
 //!   its own queue is too short to tell apart from trying other queues. Shares are of the time
 //!   observed in the window (a thread first seen half-way through has half a window), and
-//!   again since the start (or the last reset), for a finished run's figures. When a thread's
+//!   again over its lifetime since the start (or the last reset), for a finished run's
+//!   figures: from its first state change to its exit (a resize's retired thread stops
+//!   counting when it exits), so each thread's shares add up to 1 over the time it lived. When a thread's
 //!   ring dropped events ([`Stats::events_lost`]) its open ops are forgotten and it counts as
 //!   between tasks until its next event: a lost end must not leave it running for good.
 //! - **Steals** thief -> victim per pool, counted since the start.
@@ -140,8 +142,13 @@ pub struct WorkerSnapshot {
     pub activity: Activity,
     /// Share of the window per activity.
     pub shares: Shares,
-    /// Share of the time since the run started (or the statistics were reset) per activity.
+    /// Share of its lifetime since the run started (or the statistics were reset) per
+    /// activity: from its first state change to its exit, or to now while it lives.
     pub shares_since_start: Shares,
+    /// That lifetime, in nanoseconds (what `shares_since_start` add up over).
+    pub lifetime_ns: u64,
+    /// Whether its thread has exited (a resize retired it, or its pool stopped).
+    pub exited: bool,
     /// Pool tasks it finished.
     pub tasks: u64,
     /// Ops it finished.
@@ -610,9 +617,7 @@ impl Stats {
         if let Some(&slot) = self.thread_slots.get(&thread) {
             let stats = &mut self.threads[slot].1;
             stats.running_depth = 0;
-            if stats.timeline.state().is_some() {
-                stats.timeline.enter(state_index(Activity::Idle), ts);
-            }
+            stats.timeline.end(state_index(Activity::Idle), ts);
         }
     }
 
@@ -832,6 +837,8 @@ impl Stats {
                     activity: STATES[state],
                     shares: Shares::from(stats.timeline.shares(now)),
                     shares_since_start: Shares::from(stats.timeline.shares_since_start(now)),
+                    lifetime_ns: stats.timeline.observed_since_start(now),
+                    exited: stats.timeline.has_ended(),
                     tasks: stats.tasks,
                     ops: stats.ops,
                     steals: stats.steals,
@@ -909,6 +916,9 @@ fn restarted<const K: usize>(
     let mut fresh = StateTimeline::new(geometry);
     if let Some(state) = timeline.state() {
         fresh.enter(state, now);
+        if timeline.has_ended() {
+            fresh.end(state, now); // an exited thread has no lifetime after a reset
+        }
     }
     fresh
 }
@@ -1036,6 +1046,31 @@ mod tests {
         assert!(close(shares.idle, 200.0 / 900.0), "{shares:?}");
         assert_eq!(snapshot.workers[0].activity, Activity::Idle);
         assert_eq!(snapshot.op("stats-test-op").unwrap().total_ns, 200 * MS);
+    }
+
+    /// A thread a resize retired stops counting at its exit: its shares since the start are
+    /// of its lifetime (they add up to 1 over it), not diluted by idle time after it.
+    #[test]
+    fn an_exited_threads_shares_since_the_start_are_of_its_lifetime() {
+        let pool = DeviceId::register("stats-test-retired");
+        let mut script = Script { events: Vec::new() };
+        script.at(0, 905, worker(EventKind::TaskStart, pool, 1));
+        script.at(300, 905, worker(EventKind::TaskEnd, pool, 1));
+        script.at(400, 905, worker(EventKind::Park, pool, 1));
+        let mut stats = stats_of(&script);
+        stats.thread_exited(ThreadId::from_raw(905), 500 * MS);
+        let snapshot = stats.snapshot(2000 * MS);
+        let retired = &snapshot.workers[0];
+        assert!(retired.exited);
+        assert_eq!(retired.lifetime_ns, 500 * MS);
+        let shares = retired.shares_since_start;
+        assert!(close(shares.running, 0.6), "{shares:?}");
+        assert!(close(shares.stealing, 0.2), "{shares:?}");
+        assert!(close(shares.parked, 0.2), "{shares:?}");
+        assert_eq!(shares.idle, 0.0, "{shares:?}");
+        // A reset after the exit leaves it no lifetime, not a growing idle one.
+        stats.reset(2000 * MS);
+        assert_eq!(stats.snapshot(3000 * MS).workers[0].lifetime_ns, 0);
     }
 
     /// A thread outside any pool (a GPU worker) is idle between its ops, not "stealing".

@@ -118,6 +118,9 @@ pub(crate) struct StateTimeline<const K: usize> {
     current: Option<(usize, u64)>,
     /// Every closed span's time per state since the timeline was made.
     closed: [u64; K],
+    /// When what it follows ended (a thread's exit): time since then counts in no state
+    /// since the start, so the shares since the start are of its lifetime.
+    ended: Option<u64>,
 }
 
 impl<const K: usize> StateTimeline<K> {
@@ -126,6 +129,7 @@ impl<const K: usize> StateTimeline<K> {
             ring: BucketRing::new(geometry, [0; K]),
             current: None,
             closed: [0; K],
+            ended: None,
         }
     }
 
@@ -136,6 +140,9 @@ impl<const K: usize> StateTimeline<K> {
 
     /// Enters `state` at `ts`, closing the span of the previous state.
     pub(crate) fn enter(&mut self, state: usize, ts: u64) {
+        if self.ended.is_some() {
+            return; // nothing happens after the end
+        }
         if let Some((previous, since)) = self.current {
             if ts < since {
                 return; // older than what we know: keep the newer state
@@ -185,13 +192,40 @@ impl<const K: usize> StateTimeline<K> {
         shares_of(self.totals(now))
     }
 
-    /// The share of observed time per state since the timeline was made, up to `now`.
-    pub(crate) fn shares_since_start(&self, now: u64) -> [f64; K] {
+    /// Ends it at `ts` in `state` (a thread's exit): the window still sees `state` from
+    /// then on, the totals since the start stop there.
+    pub(crate) fn end(&mut self, state: usize, ts: u64) {
+        if self.current.is_some() {
+            self.enter(state, ts);
+            self.ended = Some(ts.max(self.current.map_or(ts, |(_, since)| since)));
+        }
+    }
+
+    /// Whether it was ended.
+    pub(crate) fn has_ended(&self) -> bool {
+        self.ended.is_some()
+    }
+
+    /// Nanoseconds per state since the timeline was made, up to `now` or its end.
+    fn totals_since_start(&self, now: u64) -> [u64; K] {
         let mut totals = self.closed;
         if let Some((state, since)) = self.current {
-            totals[state] += now.saturating_sub(since);
+            let until = self.ended.map_or(now, |ended| ended.min(now));
+            totals[state] += until.saturating_sub(since);
         }
-        shares_of(totals)
+        totals
+    }
+
+    /// The share of observed time per state since the timeline was made, up to `now` or its
+    /// end: they add up to 1 over its lifetime.
+    pub(crate) fn shares_since_start(&self, now: u64) -> [f64; K] {
+        shares_of(self.totals_since_start(now))
+    }
+
+    /// Nanoseconds observed since the timeline was made, up to `now` or its end: the
+    /// lifetime the shares since the start are of.
+    pub(crate) fn observed_since_start(&self, now: u64) -> u64 {
+        self.totals_since_start(now).iter().sum()
     }
 }
 

@@ -24,13 +24,14 @@ use std::time::{Duration, Instant};
 
 use super::source::{
     Control, ControlError, DashboardData, DashboardSource, DeviceKind, DeviceLayout, Facts,
-    StreamLayout,
+    PoolUsage, StreamLayout,
 };
 use crate::engine::EngineKind;
 use crate::profiler::{Profiler, Snapshot};
 use crate::sync::{thread, Arc, Mutex};
 use crate::workload::run::{
-    Driver, DriverHandle, GflopsSplit, ProfilerReport, RunError, RunLength, RunSummary,
+    Driver, DriverHandle, GflopsSplit, GpuWorkerRoles, ProfilerReport, RunError, RunLength,
+    RunSummary,
 };
 
 /// How long the header's GFLOP/s averages over.
@@ -67,6 +68,9 @@ struct Outcome {
     iterations: u64,
     elapsed: Duration,
     gflops: GflopsSplit,
+    /// The counts the run had for the longest time, when it was resized.
+    threads_over_run: Option<(usize, usize)>,
+    pool_usage: Vec<PoolUsage>,
     error: Option<String>,
 }
 
@@ -90,6 +94,7 @@ impl LiveRun {
         info: LiveInfo,
     ) -> std::io::Result<(LiveRun, LiveSource)> {
         let handle = driver.handle();
+        let gpu_workers = driver.settings().gpu_workers;
         let outcome: OutcomeSlot = Arc::new(Mutex::new(None));
         let slot = outcome.clone();
         let peak = info.peak_gflops;
@@ -111,6 +116,7 @@ impl LiveRun {
             outcome,
             samples: VecDeque::new(),
             exports: 0,
+            gpu_workers,
         };
         Ok((LiveRun { handle, thread }, source))
     }
@@ -134,12 +140,27 @@ fn outcome_of(result: &Result<RunSummary, RunError>) -> Outcome {
                 cpu: summary.cpu_gflops,
                 gpu: summary.gpu_gflops,
             },
+            threads_over_run: (summary.config_history.len() > 1)
+                .then_some((summary.settings.inter, summary.settings.intra)),
+            pool_usage: summary
+                .utilization
+                .iter()
+                .filter_map(|lane| {
+                    Some(PoolUsage {
+                        panel: lane.kind.panel()?,
+                        workers: lane.workers,
+                        busy: lane.utilization,
+                    })
+                })
+                .collect(),
             error: None,
         },
         Err(error) => Outcome {
             iterations: 0,
             elapsed: Duration::ZERO,
             gflops: GflopsSplit::default(),
+            threads_over_run: None,
+            pool_usage: Vec::new(),
             error: Some(crate::error_chain::text(&error)),
         },
     }
@@ -155,6 +176,8 @@ pub struct LiveSource {
     /// (when, FLOPs done, of which on GPUs) over the last [`RATE_WINDOW`], oldest first.
     samples: VecDeque<(Instant, u64, u64)>,
     exports: u32,
+    /// A GPU's workers by role (the driver's settings), when the run has GPUs.
+    gpu_workers: Option<GpuWorkerRoles>,
 }
 
 impl std::fmt::Debug for LiveSource {
@@ -200,6 +223,8 @@ impl LiveSource {
             finished: false,
             notices: self.info.notices.clone(),
             warnings: self.info.warnings.clone(),
+            threads_over_run: None,
+            pool_usage: Vec::new(),
         };
         if let Some(outcome) = self.outcome.lock().clone() {
             facts.finished = true;
@@ -210,6 +235,8 @@ impl LiveSource {
                     facts.elapsed = outcome.elapsed;
                     facts.gflops = Some(outcome.gflops.cpu);
                     facts.gpu_gflops = outcome.gflops.gpu;
+                    facts.threads_over_run = outcome.threads_over_run;
+                    facts.pool_usage = outcome.pool_usage;
                 }
             }
         }
@@ -234,10 +261,12 @@ impl LiveSource {
                 streams: Vec::new(),
                 inter_op: resizable.then_some(inter),
                 model: None,
+                gpu_workers: None,
             })
             .collect();
         for &gpu in &self.info.gpus {
-            layout.push(gpu_layout(gpu, snapshot, self.info.gpu_model.clone()));
+            let (model, roles) = (self.info.gpu_model.clone(), self.gpu_workers);
+            layout.push(gpu_layout(gpu, snapshot, model, roles));
         }
         layout.push(DeviceLayout {
             title: "intra-op".into(),
@@ -280,7 +309,12 @@ pub const INTRA_DEVICE: &str = "intra-op";
 pub use crate::profiler::pool_probe::engine_pool_device;
 
 /// GPU `gpu`'s panel: its streams as the profiler has seen them (compute first).
-fn gpu_layout(gpu: u32, snapshot: &Snapshot, model: Option<String>) -> DeviceLayout {
+fn gpu_layout(
+    gpu: u32,
+    snapshot: &Snapshot,
+    model: Option<String>,
+    gpu_workers: Option<GpuWorkerRoles>,
+) -> DeviceLayout {
     let device = format!("gpu({gpu})");
     let mut streams: Vec<StreamLayout> = snapshot
         .streams
@@ -297,6 +331,7 @@ fn gpu_layout(gpu: u32, snapshot: &Snapshot, model: Option<String>) -> DeviceLay
         streams,
         inter_op: None,
         model,
+        gpu_workers,
     }
 }
 
@@ -364,9 +399,18 @@ mod tests {
 
     fn live(length: RunLength) -> (LiveRun, LiveSource, tempdir::Dir) {
         let graph = load_spec("chain", &Overrides::from_args(["length=20"]).unwrap()).unwrap();
+        live_on(graph, (1, 1), length)
+    }
+
+    /// `graph` on `threads` (inter, intra), with a profiler.
+    fn live_on(
+        graph: crate::workload::Graph,
+        (inter, intra): (usize, usize),
+        length: RunLength,
+    ) -> (LiveRun, LiveSource, tempdir::Dir) {
         let config = RuntimeConfig {
-            inter_op_threads: 1,
-            intra_op_threads: 1,
+            inter_op_threads: inter,
+            intra_op_threads: intra,
             ..RuntimeConfig::default()
         };
         let driver = Driver::new(graph, &config, &RunHooks::default()).unwrap();
@@ -405,6 +449,153 @@ mod tests {
             data.facts.warnings,
             ["inter-op threads = 4 and engine CPU workers = 2"]
         );
+    }
+
+    /// Waits (up to a minute) until the run has finished `count` more iterations.
+    fn wait_for_iterations(source: &LiveSource, count: u64) {
+        let target = source.handle.progress().iterations + count;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while source.handle.progress().iterations < target {
+            assert!(Instant::now() < deadline, "no progress in a minute");
+            std::thread::yield_now();
+        }
+    }
+
+    /// The pipeline with reads (sleeps) that keep 4 workers busy whatever the CPUs do.
+    fn busy_pipeline() -> crate::workload::Graph {
+        let overrides = [
+            "batches=16",
+            "slots=8",
+            "rows=8",
+            "features=16",
+            "hidden=16",
+            "read_us=2000",
+        ];
+        load_spec("pipeline", &Overrides::from_args(overrides).unwrap()).unwrap()
+    }
+
+    /// Drives `keys` (`+`, `-`, `]`, `[`) through the dashboard's controls, a few
+    /// iterations apart, from `threads`; returns the final frame and the summary.
+    fn resized_run(
+        threads: (usize, usize),
+        keys: &[char],
+    ) -> (DashboardData, RunSummary, (usize, usize)) {
+        let (run, mut source, _dir) = live_on(busy_pipeline(), threads, RunLength::UntilStopped);
+        let (mut inter, mut intra) = threads;
+        wait_for_iterations(&source, 3);
+        for key in keys {
+            let control = match key {
+                '+' | '-' => {
+                    inter = if *key == '+' { inter + 1 } else { inter - 1 };
+                    Control::SetInterOp {
+                        device: "cpu0".into(),
+                        threads: inter,
+                    }
+                }
+                _ => {
+                    intra = if *key == ']' { intra + 1 } else { intra - 1 };
+                    Control::SetIntraOp(intra)
+                }
+            };
+            source.control(control).unwrap();
+            wait_for_iterations(&source, 2);
+        }
+        let summary = run.finish().unwrap();
+        (source.snapshot(), summary, (inter, intra))
+    }
+
+    /// The figures of a resized run: the summary's history ends at the counts the keys left,
+    /// its spans cover the run; every lane's busy time fits in the thread time its pool had
+    /// (at most one op's tail per retired thread over) and every share is within [0, 1];
+    /// each profiled worker's states add up over its lifetime; the final frame shows the
+    /// summary's figures.
+    fn check_resized_run(data: &DashboardData, summary: &RunSummary, end: (usize, usize)) {
+        let history = &summary.config_history;
+        let last = history.last().unwrap();
+        assert_eq!((last.inter, last.intra), end, "{history:?}");
+        assert_eq!(history[0].start_s, 0.0);
+        for pair in history.windows(2) {
+            assert_eq!(pair[0].end_s, pair[1].start_s, "{history:?}");
+        }
+        for lane in &summary.utilization {
+            assert!((0.0..=1.0).contains(&lane.utilization), "{lane:?}");
+            let tail_s = 0.05 * history.len() as f64;
+            assert!(lane.busy_s <= lane.worker_s + tail_s, "{lane:?}");
+        }
+        assert!(data.facts.finished);
+        for worker in &data.snapshot.workers {
+            let s = worker.shares_since_start;
+            let sum = s.running + s.stealing + s.spinning + s.parked + s.idle;
+            if worker.lifetime_ns > 0 {
+                assert!((sum - 1.0).abs() < 1e-9, "{worker:?}");
+            }
+            assert!(worker.lifetime_ns <= data.snapshot.at_ns, "{worker:?}");
+            if worker.worker.is_some() && worker.exited {
+                // A pool worker is never idle while it lives: only after its exit.
+                assert_eq!(s.idle, 0.0, "{worker:?}");
+            }
+        }
+        let mostly = (summary.settings.inter, summary.settings.intra);
+        let resized = history.len() > 1;
+        assert_eq!(data.facts.threads_over_run, resized.then_some(mostly));
+        let lane = summary
+            .utilization
+            .iter()
+            .find(|lane| lane.kind == crate::workload::run::Lane::CpuWorkers(0))
+            .unwrap();
+        let usage = &data.facts.pool_usage;
+        assert_eq!(usage.len(), 1, "{usage:?}");
+        assert_eq!(
+            (usage[0].panel.as_str(), usage[0].workers, usage[0].busy),
+            ("cpu0", lane.workers, lane.utilization)
+        );
+    }
+
+    /// The run: 4 inter-op threads, then `-` three times. The summary divides the
+    /// busy time by the threads the run had (4, 3, 2, 1 over time), not by the last count.
+    #[test]
+    fn a_shrunk_runs_busy_share_is_of_the_threads_it_had() {
+        let (data, summary, end) = resized_run((4, 1), &['-', '-', '-']);
+        check_resized_run(&data, &summary, end);
+        let lane = &summary.utilization[0];
+        assert!(lane.workers > 1.0 && lane.workers < 4.0, "{lane:?}");
+        assert!(summary.config_history.len() == 4, "{summary:?}");
+        let table = summary.to_string();
+        assert!(table.contains("x 1 intra, 1 x 1 at the end)"), "{table}");
+        assert!(table.contains("  inter x intra 4x1 0.00-"), "{table}");
+    }
+
+    /// Random `+`/`-`/`]`/`[` sequences (seeded): every figure stays within the run.
+    #[test]
+    fn random_live_resizes_keep_every_share_within_the_run() {
+        for seed in 0..3 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let (mut inter, mut intra) = (2, 1);
+            let keys: Vec<char> = (0..6)
+                .map(|_| {
+                    let key = match rng.u8(0..4) {
+                        0 if inter < 4 => '+',
+                        1 if inter > 1 => '-',
+                        2 if intra < 3 => ']',
+                        _ if intra > 1 => '[',
+                        _ => ']',
+                    };
+                    match key {
+                        '+' => inter += 1,
+                        '-' => inter -= 1,
+                        ']' => intra += 1,
+                        _ => intra -= 1,
+                    }
+                    key
+                })
+                .collect();
+            let (data, summary, end) = resized_run((2, 1), &keys);
+            assert_eq!(end, (inter, intra), "{keys:?}");
+            check_resized_run(&data, &summary, end);
+            let pool = &summary.intra_pool;
+            assert_eq!(pool.threads_at_end, intra);
+            assert_eq!(pool.tasks_per_worker.len(), pool.threads, "{keys:?}");
+        }
     }
 
     /// A failed export says why, down to the OS error.
@@ -448,7 +639,8 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         source.control(Control::ResetStats).unwrap();
         let summary = run.finish().unwrap(); // stopping resumes a paused run
-        assert_eq!((summary.settings.inter, summary.settings.intra), (2, 2));
+        let last = summary.config_history.last().unwrap();
+        assert_eq!((last.inter, last.intra), (2, 2));
     }
 
     /// A scratch directory removed on drop (no tempfile crate in the dependencies).

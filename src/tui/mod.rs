@@ -38,6 +38,6 @@ pub use live::{LiveInfo, LiveRun, LiveSource};
 pub use run::{run, RunOptions, TuiError};
 pub use source::{
     Control, ControlError, DashboardData, DashboardSource, DeviceKind, DeviceLayout, Facts,
-    StreamLayout,
+    PoolUsage, StreamLayout,
 };
 pub use theme::{ColorChoice, Theme};

@@ -187,7 +187,10 @@ fn stream_panels<'a>(
     else {
         return Vec::new();
     };
-    let compute_workers = compute_workers_seen(&layout.title, pool);
+    let compute_workers = match layout.gpu_workers {
+        Some(roles) => Some(roles.compute as u32),
+        None => compute_workers_seen(&layout.title, pool),
+    };
     let mut streams: Vec<StreamPanel<'a>> = owned
         .streams
         .iter()
@@ -363,11 +366,11 @@ mod tests {
             assert_eq!(
                 labels,
                 [
-                    "gpu0-compute-0",
-                    "gpu0-compute-1",
-                    "gpu0-copy-0 h2d",
-                    "gpu0-copy-0 d2h",
-                    "gpu0-prio-0"
+                    "stream compute0 (gpu0-compute-0)",
+                    "stream compute1 (gpu0-compute-1)",
+                    "stream h2d0 (gpu0-copy-0)",
+                    "stream d2h0 (gpu0-copy-0)",
+                    "stream compute2 (gpu0-prio-0)"
                 ],
                 "{order:?}"
             );

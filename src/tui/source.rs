@@ -27,6 +27,7 @@ use std::time::Duration;
 use crate::device::gpu::WorkerRole;
 use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::Snapshot;
+use crate::workload::run::GpuWorkerRoles;
 
 /// What the dashboard runs against: the workload driver (or [`FakeSource`](super::FakeSource)).
 ///
@@ -130,6 +131,23 @@ pub struct Facts {
     /// Start-up warnings (conflicting settings): the footer shows them when the dashboard
     /// starts, the header leaves them out.
     pub warnings: Vec<String>,
+    /// Once finished, the (inter, intra) counts the run had for the longest share of its
+    /// time, when it was resized (the summary's headline figures).
+    pub threads_over_run: Option<(usize, usize)>,
+    /// Once finished, each worker pool's figures over the whole run (the summary's).
+    pub pool_usage: Vec<PoolUsage>,
+}
+
+/// How busy a panel's worker pool was over a finished run, time-weighted over the thread
+/// counts it had: the summary's `utilization` row of the same pool.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PoolUsage {
+    /// The panel ([`DeviceLayout::title`]: `cpu0`, `gpu0`).
+    pub panel: String,
+    /// Its threads on average over the run.
+    pub workers: f64,
+    /// The share of its threads' time spent in ops, within [0, 1].
+    pub busy: f64,
 }
 
 /// Which kind of panel a device gets.
@@ -169,7 +187,7 @@ impl StreamLayout {
     /// let h2d = StreamId { device: 0, kind: StreamKind::CopyH2D, index: 1 };
     /// let layout = StreamLayout::of_code("gpu(0)", h2d.code());
     /// assert_eq!((layout.kind, layout.index), (StreamKind::CopyH2D, 1));
-    /// assert_eq!(layout.label("gpu0", Some(2)), "gpu0-copy-1 h2d");
+    /// assert_eq!(layout.label("gpu0", Some(2)), "stream h2d1 (gpu0-copy-1)");
     /// ```
     pub fn of_code(device: &str, code: u32) -> StreamLayout {
         let (kind, index) = decode_stream_code(code);
@@ -202,15 +220,25 @@ impl StreamLayout {
         gpu_worker_name(gpu, role, index)
     }
 
-    /// The stream's name in the GPU panel: the [`worker`](Self::worker) feeding it (the
-    /// timeline's row), and for a copy stream its direction (`gpu0-compute-1`,
-    /// `gpu0-copy-0 h2d`, `gpu0-copy-0 d2h`, `gpu0-prio-0`).
+    /// The stream's name in the GPU panel: the stream, as the trace's stream track names it
+    /// ([`StreamId::label`]), and the [`worker`](Self::worker) feeding it (the timeline's
+    /// row): `stream compute1 (gpu0-compute-1)`, `stream h2d0 (gpu0-copy-0)`,
+    /// `stream compute2 (gpu0-prio-0)`. Its figure is the stream's occupancy, not the
+    /// worker thread's activity.
     pub fn label(&self, gpu: &str, compute_workers: Option<u32>) -> String {
         let worker = self.worker(gpu, compute_workers);
-        match self.kind {
-            StreamKind::Compute => worker,
-            copy => format!("{worker} {}", copy.as_str()),
-        }
+        format!("{} ({worker})", self.stream_label())
+    }
+
+    /// The stream alone, as the trace's stream track names it (`stream h2d0`): the
+    /// [`label`](Self::label) where that does not fit.
+    pub fn stream_label(&self) -> String {
+        let stream = StreamId {
+            device: 0,
+            kind: self.kind,
+            index: self.index,
+        };
+        stream.label()
     }
 }
 
@@ -244,8 +272,11 @@ pub struct DeviceLayout {
     pub streams: Vec<StreamLayout>,
     /// Its inter-op worker count as configured now, if `+`/`-` may resize it.
     pub inter_op: Option<usize>,
-    /// What the device is, for its title: a GPU's name, or `simulated: <model's numbers>`.
+    /// What the device is, for its bottom border: a GPU's name, or `simulated: <model's
+    /// numbers>`.
     pub model: Option<String>,
+    /// A GPU's worker threads by role, as the engine started them (the run's settings).
+    pub gpu_workers: Option<GpuWorkerRoles>,
 }
 
 #[cfg(all(test, not(loom)))]
@@ -285,16 +316,16 @@ mod tests {
         };
         let named = labels(Some(2));
         let expected = [
-            "gpu0-compute-0",
-            "gpu0-prio-0",
-            "gpu0-copy-0 h2d",
-            "gpu0-copy-0 d2h",
-            "gpu0-copy-1 d2h",
+            "stream compute0 (gpu0-compute-0)",
+            "stream compute2 (gpu0-prio-0)",
+            "stream h2d0 (gpu0-copy-0)",
+            "stream d2h0 (gpu0-copy-0)",
+            "stream d2h1 (gpu0-copy-1)",
         ];
         assert_eq!(named, expected);
         assert_eq!(
             labels(None)[1],
-            "gpu0-compute-2",
+            "stream compute2 (gpu0-compute-2)",
             "compute workers not seen yet"
         );
     }

@@ -84,21 +84,25 @@ mod counters;
 mod device_work;
 mod driver;
 mod error;
+mod history;
 mod hooks;
 mod live;
 mod plan;
 mod storage;
 mod summary;
 
+#[cfg(all(test, not(loom)))]
+pub(crate) use counters::Lane; // the dashboard tests find a lane by its kind
 pub use driver::{Driver, RunLength, RunReport, ITERATIONS_IN_FLIGHT};
 pub use error::RunError;
 pub use hooks::{ProfilerReport, Progress, QueueWatch, RunHooks};
 pub use live::{DriverHandle, LiveProgress};
 pub use storage::memory_available;
 pub use summary::{
-    gflops_rate, peak_fraction, GflopsSplit, IntraPoolSummary, LaneUsage, PeakSource, RunSettings,
-    RunSummary,
+    gflops_rate, peak_fraction, ConfigSpan, GflopsSplit, GpuWorkerRoles, IntraPoolSummary,
+    LaneUsage, PeakSource, RunSettings, RunSummary,
 };
+pub(crate) use summary::{plural, worker_count};
 
 use crate::config::RuntimeConfig;
 

@@ -43,6 +43,8 @@ pub fn worker_snapshot(
         activity,
         shares: Shares::default(),
         shares_since_start: Shares::default(),
+        lifetime_ns: 0,
+        exited: false,
         tasks: 0,
         ops: 0,
         steals: 0,

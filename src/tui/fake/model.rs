@@ -63,6 +63,16 @@ const GPU_WORKERS: [(WorkerRole, u32, &[u32]); 3] = [
     (WorkerRole::Copy, 0, &[2, 3]),
 ];
 
+/// How many of [`GPU_WORKERS`] have each role.
+fn gpu_worker_roles() -> crate::workload::run::GpuWorkerRoles {
+    let count = |role| GPU_WORKERS.iter().filter(|(r, _, _)| *r == role).count();
+    crate::workload::run::GpuWorkerRoles {
+        compute: count(WorkerRole::Compute),
+        copy: count(WorkerRole::Copy),
+        prio: count(WorkerRole::Prioritized),
+    }
+}
+
 /// The streams GPU worker `w` of [`GPU_WORKERS`] feeds.
 pub(super) fn streams_fed_by(w: usize) -> Vec<StreamId> {
     let slots = GPU_WORKERS[w].2.iter();
@@ -614,6 +624,7 @@ impl Model {
             finished: false,
             notices,
             warnings: Vec::new(),
+            ..Facts::default()
         }
     }
 
@@ -630,6 +641,7 @@ impl Model {
                 streams: Vec::new(),
                 inter_op: Some(workers),
                 model: None,
+                gpu_workers: None,
             })
             .collect();
         if options.gpu {
@@ -644,6 +656,7 @@ impl Model {
                     .collect(),
                 inter_op: None,
                 model: None,
+                gpu_workers: Some(gpu_worker_roles()),
             });
         }
         layout.push(DeviceLayout {

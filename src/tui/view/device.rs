@@ -1,13 +1,15 @@
 //! Device panels. A CPU device (or the intra-op pool) shows one row per worker: the state
 //! glyph, the thread, its current op, a utilization bar (share of the window running), steals
 //! (`st`) and the depth of its own queue (`q`); its priority pool's workers follow. A GPU
-//! shows one occupancy gauge per compute and copy stream, named after the worker thread that
-//! feeds it, as the timeline names that worker's row (`gpu0-copy-1 h2d`), then a row for each
+//! shows one occupancy gauge per compute and copy stream, named as the trace's stream track
+//! and after the worker thread that feeds it, as the timeline names that worker's row
+//! (`stream h2d1 (gpu0-copy-1)`), then a row for each
 //! GPU worker that has fed no stream yet (`gpu0-prio-0  no stream used yet`). The title
-//! carries the inter-op count, the throughput (once the run finished, its average over the
-//! run, as the header's `run avg`) and the total queue depth, dropping the least important
-//! whole when the width is short (the GPU's model first, the settings last). Rows out of
-//! sight are counted in the bottom border (`↓ 5 more`).
+//! carries the inter-op count (a GPU: its workers by role), the throughput (once the run
+//! finished, its average over the run, as the header's `run avg`, and the pool's busy share
+//! over the run, the summary's) and the total queue depth, dropping the least important
+//! whole when the width is short (the settings last). The bottom border has a GPU's model
+//! and counts the rows out of sight (`↓ 5 more`).
 //!
 //! The wide layout stacks every panel (panels that do not fit collapse to a summary row);
 //! the compact one shows the selected panel with every device's name as tabs in its title.
@@ -24,6 +26,7 @@ use crate::tui::app::Focus;
 use crate::tui::panels::{DevicePanel, PoolPanel, StreamPanel};
 use crate::tui::source::DeviceKind;
 use crate::tui::theme::state_glyph;
+use crate::workload::run::{plural, worker_count};
 
 /// Rows a panel collapsed to its summary takes (borders included).
 const COLLAPSED: u16 = 3;
@@ -136,30 +139,34 @@ fn title_line<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, selected: bool, width:
     fit_parts(parts, title_width(width))
 }
 
-/// ` · inter 4 · 912 ops/s · queue 7 ` (or the streams of a GPU), each part with how readily
-/// it goes: the GPU's model first, then the stream counts, the throughput, the queue, and
-/// the settings last.
+/// ` · inter 4 · 912 ops/s · queue 7 ` (or a GPU's workers by role), each part with how
+/// readily it goes: the worker counts first, the throughput, the queue, and the settings
+/// last. A GPU's model goes in the bottom border.
 fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Part<'a>> {
     let dim = ctx.theme.dim();
     let mut parts = Vec::new();
     match panel.layout.kind {
-        DeviceKind::Gpu => {
-            if let Some(model) = &panel.layout.model {
-                parts.push((6, model.clone()));
+        DeviceKind::Gpu => match panel.layout.gpu_workers {
+            Some(roles) => parts.push((5, roles.to_string())),
+            None => {
+                let streams = panel.streams.len();
+                parts.push((5, format!("{streams} stream{}", plural(streams as u64))));
             }
-            let compute = panel
-                .streams
-                .iter()
-                .filter(|s| s.layout.is_compute())
-                .count();
-            let copy = panel.streams.len() - compute;
-            parts.push((5, format!("{compute} compute, {copy} copy")));
+        },
+        DeviceKind::IntraOp => {
+            let threads = panel.pool.workers.len();
+            parts.push((1, format!("{threads} thread{}", plural(threads as u64))));
         }
-        DeviceKind::IntraOp => parts.push((1, format!("{} threads", panel.pool.workers.len()))),
         DeviceKind::Cpu => match panel.layout.inter_op {
             Some(inter) => parts.push((1, format!("inter {inter}"))),
-            None => parts.push((1, format!("{} workers", panel.pool.workers.len()))),
+            None => {
+                let workers = panel.pool.workers.len();
+                parts.push((1, format!("{workers} worker{}", plural(workers as u64))));
+            }
         },
+    }
+    if let Some(usage) = run_usage(ctx, panel) {
+        parts.push((3, usage));
     }
     parts.push((4, throughput(ctx, panel)));
     let queued = panel.pool.queue_depth() + panel.priority.as_ref().map_or(0, |p| p.queue_depth());
@@ -170,6 +177,24 @@ fn title_figures<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>) -> Vec<Part<'a>> {
         .collect();
     parts.push((0, vec![Span::raw(" ")]));
     parts
+}
+
+/// `busy 51.6% of 2.6 workers over the run` once the run finished: the summary's figure for
+/// the panel's pool, time-weighted over the thread counts it had.
+fn run_usage(ctx: &Ctx<'_>, panel: &DevicePanel<'_>) -> Option<String> {
+    if !ctx.app.is_finished() {
+        return None;
+    }
+    let facts = &ctx.app.data().facts;
+    let usage = facts
+        .pool_usage
+        .iter()
+        .find(|usage| usage.panel == panel.title())?;
+    Some(format!(
+        "busy {:.1}% of {} workers over the run",
+        usage.busy * 100.0,
+        worker_count(usage.workers)
+    ))
 }
 
 /// `912 ops/s` over the window while the run goes; once it finished, `avg 845 ops/s` over
@@ -206,6 +231,9 @@ fn draw_panel<'a>(
         .border_type(BorderType::Rounded)
         .border_style(border)
         .title(title);
+    if let Some(model) = &panel.layout.model {
+        block = block.title_bottom(Line::styled(format!(" {model} "), ctx.theme.dim()));
+    }
     let inner = block.inner(area);
     let width = usize::from(inner.width);
     let lines = if inner.height == 1 && panel.row_count() > 1 {
@@ -233,7 +261,7 @@ fn draw_panel<'a>(
 fn panel_lines<'a>(ctx: &Ctx<'a>, panel: &DevicePanel<'a>, width: usize) -> Vec<Line<'a>> {
     let label_width = panel.streams.iter().map(|s| format::cells(&s.label)).max();
     if let Some(label_width) = label_width {
-        let label_width = label_width.min(width / 3);
+        let label_width = label_width.min(width * 2 / 5);
         let mut lines: Vec<Line<'a>> = panel
             .streams
             .iter()
@@ -370,8 +398,8 @@ fn streamless_line<'a>(ctx: &Ctx<'a>, name: &str, label_width: usize) -> Line<'a
     )
 }
 
-/// One stream: its name (`label_width` wide, the worker feeding it), occupancy gauge and
-/// kernels finished.
+/// One stream: its name (`label_width` wide: the stream and the worker feeding it, or the
+/// stream alone where both do not fit), occupancy gauge and kernels finished.
 fn stream_line<'a>(
     ctx: &Ctx<'a>,
     stream: &StreamPanel<'a>,
@@ -379,7 +407,11 @@ fn stream_line<'a>(
     width: usize,
 ) -> Line<'a> {
     let theme = ctx.theme;
-    let name = format::fit_name(&stream.label, label_width);
+    let name = if format::cells(&stream.label) <= label_width {
+        stream.label.clone()
+    } else {
+        format::fit_name(&stream.layout.stream_label(), label_width)
+    };
     let label = format!("  {} ", format::pad_right(&name, label_width));
     let (occupancy, ops) = stream.stats.map_or((0.0, 0), |s| (s.occupancy, s.ops));
     let ops = format!("  {:>6} ops", format::count(ops));
@@ -567,12 +599,10 @@ mod tests {
             for text in [stacked(&app, width, 30), selected_panel(&app, width, 8)] {
                 let title = text.lines().find(|l| l.contains("gpu0")).unwrap();
                 assert!(title.contains("queue"), "{width}: {title}");
+                assert!(!title.contains("simulated"), "{width}: {title}");
                 assert!(
-                    title.contains(model) || !title.contains("simulated"),
-                    "{width}: {title}"
-                );
-                assert!(
-                    title.contains("2 compute, 2 copy") || !title.contains("compute"),
+                    title.contains("2 compute, 1 copy, 0 prio workers")
+                        || !title.contains("compute"),
                     "{width}: {title}"
                 );
                 assert!(
@@ -581,7 +611,18 @@ mod tests {
                 );
             }
         }
-        assert!(stacked(&app, 200, 30).contains(model));
+        // At 200 columns nothing of the GPU's title is cut, and its model is in the
+        // bottom border.
+        let text = stacked(&app, 200, 30);
+        let title = text.lines().find(|l| l.contains("gpu0")).unwrap();
+        assert!(
+            title.contains("2 compute, 1 copy, 0 prio workers") && !title.contains('…'),
+            "{title}"
+        );
+        assert!(
+            text.lines().any(|l| l.contains(model) && l.contains('╰')),
+            "{text}"
+        );
     }
 
     #[test]
@@ -613,7 +654,7 @@ mod tests {
         app.update(Action::Bottom);
         let text = selected_panel(&app, 100, 5);
         let rows: Vec<&str> = text.lines().collect();
-        assert!(rows[3].contains("gpu0-copy-0 d2h"), "{text}");
+        assert!(rows[3].contains("stream d2h0 (gpu0-copy-0)"), "{text}");
         assert!(
             rows[4].contains("above") && !rows[4].contains("more"),
             "{text}"

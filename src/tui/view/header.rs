@@ -113,7 +113,8 @@ fn figures_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
 /// ` +/- inter 4 (cpu0)  intra 2`: the inter-op count (of the selected device, else of the
 /// first resizable one) and the intra-op count, `+/-` marking the one those keys change now,
 /// or ending in `+/-: nothing on gpu0` when they change nothing ([`App::plus_minus`]). Once
-/// the run finished nothing is resized, and nothing is marked.
+/// the run finished nothing is resized, and nothing is marked; a resized run adds the counts
+/// it had for the longest time, as the summary's headline names them.
 ///
 /// [`App::plus_minus`]: crate::tui::app::App::plus_minus
 fn settings<'a>(ctx: &Ctx<'a>) -> Vec<Span<'a>> {
@@ -143,6 +144,12 @@ fn settings<'a>(ctx: &Ctx<'a>) -> Vec<Span<'a>> {
         format!("intra {}", app.data().facts.intra_op),
         changes_intra,
     ));
+    if let (true, Some((inter, intra))) = (app.is_finished(), app.data().facts.threads_over_run) {
+        spans.push(Span::styled(
+            format!("  (mostly {inter} x {intra} over the run)"),
+            theme.dim(),
+        ));
+    }
     if let Some(PlusMinus::Nothing { on, .. }) = plus_minus {
         let on = on.map_or(String::new(), |device| format!(" on {device}"));
         spans.push(Span::styled("  +/-", theme.key()));

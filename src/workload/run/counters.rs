@@ -12,7 +12,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// The worker pool an op runs on, for the engine that runs it: what its busy time is
 /// counted against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(super) enum Lane {
+pub(crate) enum Lane {
     /// The pushing thread (the naive engine runs every op there).
     Driver,
     /// The pooled engine's shared workers (every CPU op, prioritized or not).
@@ -39,6 +39,18 @@ impl Lane {
                 Lane::Priority
             }
             (EngineKind::PerDevice, DeviceType::Cpu) => Lane::CpuWorkers(device.id),
+        }
+    }
+}
+
+impl Lane {
+    /// The dashboard panel whose workers are this lane's threads (`cpu0`, `gpu1`), if one
+    /// panel has them all.
+    pub(crate) fn panel(self) -> Option<String> {
+        match self {
+            Lane::CpuWorkers(id) => Some(format!("cpu{id}")),
+            Lane::Gpu(id) => Some(format!("gpu{id}")),
+            Lane::Driver | Lane::SharedWorkers | Lane::Priority | Lane::Io => None,
         }
     }
 }

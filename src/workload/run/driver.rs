@@ -17,6 +17,7 @@ use crate::workload::Graph;
 use super::counters::{Lane, LaneTotals, RunCounters};
 use super::device_work::DeviceWork;
 use super::error::RunError;
+use super::history::ConfigHistory;
 use super::hooks::{ProfilerReport, Progress, RunHooks};
 use super::live::{DriverHandle, RunControl};
 use super::plan::{check_dtypes, PreparedOp};
@@ -107,6 +108,10 @@ pub struct RunReport {
     pub(super) lanes: Vec<LaneTotals>,
     /// The intra-op pool's counters over the run.
     pub(super) intra_pool: PoolStats,
+    /// The thread counts over the run's wall-clock time.
+    pub(super) history: ConfigHistory,
+    /// The run's wall-clock time, pauses included (what `history` spans).
+    pub(super) wall: Duration,
 }
 
 /// Counts finished iterations; the driver waits on it.
@@ -315,6 +320,7 @@ impl Driver {
         }
         let drained = self.engine.wait_for_all();
         let elapsed = elapsed();
+        let (history, wall) = self.control.history();
         drained.map_err(|error| RunError::from_engine("wait for the run's ops", error))?;
         progress(Progress {
             iterations_done: pushed,
@@ -330,6 +336,8 @@ impl Driver {
             checksum: self.checksum(),
             lanes: self.shared.counters.lanes(),
             intra_pool: pool_delta(&pool_before, self.shared.intra.stats()),
+            history,
+            wall,
         })
     }
 

@@ -6,7 +6,11 @@
 //! - **Thread counts** are applied by the handle directly to the engine
 //!   (`Engine::set_cpu_workers`) and the intra-op pool (`Pool::set_num_threads`), both of
 //!   which resize live without losing queued work; the new count is then stored in an atomic
-//!   the summary reads, so the last successful resize is what the summary reports.
+//!   (what the dashboard shows now) and in the run's [`ConfigHistory`] (what the summary
+//!   integrates over). Resizes hold the history's lock while they apply, so two handles
+//!   resizing at once record in the order the pools saw them. A growing resize is recorded
+//!   before its threads start and a shrinking one after the pool accepted it, so the history
+//!   counts every thread for as long as it lived.
 //! - **Pause** is a flag under a mutex with a condition variable. The driver checks it
 //!   before every op push ([`RunControl::wait_while_paused`]): a relaxed atomic load when not
 //!   paused, a wait on the condvar when paused. Ops already pushed run to the end; nothing
@@ -29,6 +33,7 @@ use crate::engine::Engine;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
 
 use super::error::RunError;
+use super::history::ConfigHistory;
 
 /// What the driver and its handles share.
 #[derive(Debug)]
@@ -44,6 +49,17 @@ pub(super) struct RunControl {
     first_iteration: AtomicU64,
     /// When the current run's timed part started.
     started: Mutex<Option<Instant>>,
+    /// The thread counts over the current run's wall-clock time.
+    history: Mutex<ConfigHistory>,
+}
+
+/// Which pool a resize applies to.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Resize {
+    /// The engine's CPU workers.
+    Inter(usize),
+    /// The intra-op pool.
+    Intra(usize),
 }
 
 impl RunControl {
@@ -57,6 +73,7 @@ impl RunControl {
             stop: AtomicBool::new(false),
             first_iteration: AtomicU64::new(0),
             started: Mutex::new(None),
+            history: Mutex::new(ConfigHistory::new(inter, intra)),
         }
     }
 
@@ -70,12 +87,46 @@ impl RunControl {
         self.intra.load(Ordering::Relaxed)
     }
 
-    pub(super) fn set_inter(&self, threads: usize) {
-        self.inter.store(threads, Ordering::Relaxed);
+    /// Applies `resize` with `apply` (the pool's own resize) and records it: the counts
+    /// become the new ones, and the history gets a segment from when the threads existed
+    /// (see the module docs).
+    pub(super) fn resize<E>(
+        &self,
+        resize: Resize,
+        apply: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut history = self.history.lock();
+        let (inter, intra) = (self.inter(), self.intra());
+        let (to, grows) = match resize {
+            Resize::Inter(threads) => ((threads, intra), threads > inter),
+            Resize::Intra(threads) => ((inter, threads), threads > intra),
+        };
+        if grows {
+            history.record(self.since_start(), to.0, to.1);
+        }
+        if let Err(error) = apply() {
+            history.record(self.since_start(), inter, intra);
+            return Err(error);
+        }
+        if !grows {
+            history.record(self.since_start(), to.0, to.1);
+        }
+        self.inter.store(to.0, Ordering::Relaxed);
+        self.intra.store(to.1, Ordering::Relaxed);
+        Ok(())
     }
 
-    pub(super) fn set_intra(&self, threads: usize) {
-        self.intra.store(threads, Ordering::Relaxed);
+    /// Wall-clock time since the current run's timed part started (zero before).
+    fn since_start(&self) -> Duration {
+        self.started
+            .lock()
+            .map_or(Duration::ZERO, |started| started.elapsed())
+    }
+
+    /// The current run's thread counts over time, and its wall-clock time so far.
+    pub(super) fn history(&self) -> (ConfigHistory, Duration) {
+        let history = self.history.lock();
+        (history.clone(), self.since_start())
     }
 
     /// Whether the run should end after what it pushed.
@@ -115,8 +166,10 @@ impl RunControl {
     /// The timed part of a run starts now, after `first` iterations of earlier runs.
     pub(super) fn run_started(&self, first: u64) {
         self.first_iteration.store(first, Ordering::Relaxed);
+        let mut history = self.history.lock();
         let now = Instant::now();
         *self.started.lock() = Some(now);
+        *history = ConfigHistory::new(self.inter(), self.intra());
         self.pause_lock.lock().restart(now);
     }
 
@@ -218,27 +271,26 @@ pub struct DriverHandle {
 impl DriverHandle {
     /// Resizes the engine's CPU worker pools (the inter-op threads) while ops run.
     pub fn set_inter_op_threads(&self, threads: usize) -> Result<(), RunError> {
-        self.engine
-            .set_cpu_workers(threads)
+        self.control
+            .resize(Resize::Inter(threads), || {
+                self.engine.set_cpu_workers(threads)
+            })
             .map_err(|source| RunError::Engine {
                 what: "inter-op resize",
                 source,
-            })?;
-        self.control.set_inter(threads);
-        Ok(())
+            })
     }
 
     /// Resizes the intra-op pool while ops run.
     pub fn set_intra_op_threads(&self, threads: usize) -> Result<(), RunError> {
         let pool = &self.shared.intra;
-        pool.set_num_threads(threads)
+        self.control
+            .resize(Resize::Intra(threads), || pool.set_num_threads(threads))
             .map_err(|source| RunError::IntraPool {
                 kind: pool.kind(),
                 threads,
                 source,
-            })?;
-        self.control.set_intra(threads);
-        Ok(())
+            })
     }
 
     /// Stops (`true`) or resumes (`false`) pushing ops; ops already pushed finish.
@@ -263,6 +315,13 @@ impl DriverHandle {
             intra: self.control.intra(),
             paused: self.control.is_paused(),
         }
+    }
+
+    /// The thread counts of the current (or last) run over its wall-clock time, and that
+    /// time so far: what a live tuner reads back.
+    #[allow(dead_code)] // `enginetop tune` reads it
+    pub(crate) fn config_history(&self) -> (ConfigHistory, Duration) {
+        self.control.history()
     }
 
     /// The engine (its stats).

@@ -1,19 +1,27 @@
 //! [`RunSummary`]: what a run achieved, as a table for people or one JSON object.
 //!
 //! ```text
-//! resnet-like: 20 iterations in 1.52 s (per-device engine, eigen pool, 2 inter x 2 intra)
+//! resnet-like: 20 iterations in 1.52 s (per-device engine, eigen pool, mostly 2 inter x 2
+//!   intra, 1 x 2 at the end)
+//!   inter x intra 2x2 0.00-1.20 s, 1x2 1.20-1.55 s
 //!   iterations/s    13.2
 //!   ops/s           6797
 //!   GFLOP/s         13.6   (1.031 GFLOP per iteration)
 //!   GEMM peak      108.4   GFLOP/s on 2 threads: CPU ops at 12.5% of peak
 //!   checksum       6b1e0c6f2f5a9d13
-//! worker pools (busy = op time / (elapsed x workers)):
-//!   cpu:0 workers     2 workers   8180 ops   2.71 s busy   89.2%
+//! worker pools (busy = op time / thread time; workers = average over the run):
+//!   cpu:0 workers     1.8 workers   8180 ops   2.71 s busy   97.4%
 //!   cpu priority      4 workers   2140 ops   0.04 s busy    0.7%
 //! intra-op pool: 2 eigen threads ran 50211 tasks (w0 25102, w1 25109); callers ran 31034
 //!   of their own, 412 steals
 //! profiler: not connected (the aggregate table and dropped events come with the profiler)
 //! ```
+//!
+//! Every per-thread figure divides by the threads the run had while it ran: the driver's
+//! [`ConfigHistory`] holds the inter- and intra-op counts over the run's wall-clock time,
+//! and a lane's busy share is its ops' time over the integral of its thread count (a lane
+//! that was never resized: the count times the wall-clock time). The headline names the
+//! counts the run had for the longest share of its time, and the last ones when they differ.
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -21,12 +29,14 @@ use std::time::Duration;
 
 use crate::config::RuntimeConfig;
 use crate::device::discover::GpuSelection;
+use crate::device::gpu::GPU_PRIORITY_WORKERS;
 use crate::engine::EngineKind;
 use crate::pool::{PoolKind, PoolStats};
 use crate::workload::Graph;
 
 use super::counters::Lane;
 use super::driver::RunReport;
+use super::history::{utilization, ConfigHistory};
 use super::hooks::ProfilerReport;
 
 /// Where a summary's GEMM peak came from.
@@ -59,8 +69,42 @@ pub struct RunSettings {
     pub gemm_peak_threads: usize,
     /// The per-device engine's CPU priority workers.
     pub priority_workers: usize,
-    /// GPU compute plus copy workers per GPU (0 with `--gpus none`).
-    pub gpu_workers: usize,
+    /// Worker threads per GPU by role (`None` with `--gpus none`: no GPU to work for).
+    pub gpu_workers: Option<GpuWorkerRoles>,
+}
+
+/// A GPU's worker threads by role, as the engine starts them (`gpu0-compute-<k>`,
+/// `gpu0-copy-<k>`, `gpu0-prio-<k>`): the one count the summary, the JSON and the dashboard
+/// give.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GpuWorkerRoles {
+    /// Compute workers (`--gpu-workers`).
+    pub compute: usize,
+    /// Copy workers (`--gpu-copy-workers`), each with an h2d and a d2h stream.
+    pub copy: usize,
+    /// Prioritized workers (`GpuPrioritized` ops), each with a compute stream of its own.
+    pub prio: usize,
+}
+
+impl GpuWorkerRoles {
+    /// Every role together.
+    pub fn total(&self) -> usize {
+        self.compute + self.copy + self.prio
+    }
+}
+
+impl fmt::Display for GpuWorkerRoles {
+    /// `2 compute, 2 copy, 1 prio workers`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} compute, {} copy, {} prio worker{}",
+            self.compute,
+            self.copy,
+            self.prio,
+            plural(self.prio as u64)
+        )
+    }
 }
 
 impl RunSettings {
@@ -76,8 +120,12 @@ impl RunSettings {
             gemm_peak_threads: config.kernel_threads(),
             priority_workers: workers.cpu_priority,
             gpu_workers: match config.gpus {
-                GpuSelection::None => 0, // no GPU to work for
-                _ => workers.gpu + workers.gpu_copy,
+                GpuSelection::None => None,
+                _ => Some(GpuWorkerRoles {
+                    compute: workers.gpu,
+                    copy: workers.gpu_copy,
+                    prio: GPU_PRIORITY_WORKERS,
+                }),
             },
         }
     }
@@ -88,7 +136,7 @@ impl RunSettings {
             Lane::Driver | Lane::Io => 1,
             Lane::SharedWorkers | Lane::CpuWorkers(_) => self.inter,
             Lane::Priority => self.priority_workers,
-            Lane::Gpu(_) => self.gpu_workers,
+            Lane::Gpu(_) => self.gpu_workers.map_or(0, |roles| roles.total()),
         }
     }
 }
@@ -153,8 +201,18 @@ impl GflopsSplit {
         self.cpu + self.gpu.unwrap_or(0.0)
     }
 
-    /// The CPU's GFLOP/s as a fraction of the CPU GEMM `peak` (GPU work never counts).
+    /// The CPU's GFLOP/s as a fraction of the CPU GEMM `peak` (GPU work never counts);
+    /// `None` too when GPU ops did the only FLOPs: the figure does not apply, it is not 0.
+    ///
+    /// ```
+    /// use enginetop::workload::run::GflopsSplit;
+    /// let gpu_only = GflopsSplit { cpu: 0.0, gpu: Some(20.0) };
+    /// assert_eq!(gpu_only.peak_fraction(Some(40.0)), None);
+    /// ```
     pub fn peak_fraction(&self, peak: Option<f64>) -> Option<f64> {
+        if self.cpu == 0.0 && self.gpu.is_some_and(|gpu| gpu > 0.0) {
+            return None;
+        }
         peak_fraction(self.cpu, peak)
     }
 }
@@ -165,14 +223,48 @@ pub struct LaneUsage {
     /// The pool: `cpu:0 workers`, `cpu priority`, `engine workers`, `io worker`, `driver
     /// thread` (the naive engine runs ops on the pushing thread).
     pub lane: String,
-    /// Its threads.
-    pub workers: usize,
+    /// The same, typed.
+    #[serde(skip)]
+    pub(crate) kind: Lane,
+    /// Its threads on average over the run's wall-clock time (the counts it had, weighted
+    /// by how long it had each).
+    pub workers: f64,
+    /// Thread-seconds its threads existed: the integral of its thread count over the run.
+    pub worker_s: f64,
     /// Ops it ran.
     pub ops: u64,
     /// Seconds its ops ran, summed.
     pub busy_s: f64,
-    /// `busy_s / (elapsed_s x workers)`: the share of its threads' time spent in ops.
+    /// `busy_s / worker_s`: the share of its threads' time spent in ops, within [0, 1].
     pub utilization: f64,
+}
+
+/// The thread counts a run had from `start_s` to `end_s` (wall-clock seconds since its
+/// start).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct ConfigSpan {
+    /// When the counts took effect.
+    pub start_s: f64,
+    /// When the next resize (or the run's end) replaced them.
+    pub end_s: f64,
+    /// Inter-op threads.
+    pub inter: usize,
+    /// Intra-op threads.
+    pub intra: usize,
+}
+
+impl ConfigSpan {
+    fn of(history: &ConfigHistory, wall: Duration) -> Vec<ConfigSpan> {
+        history
+            .spans(wall)
+            .map(|(segment, span)| ConfigSpan {
+                start_s: segment.start.min(wall).as_secs_f64(),
+                end_s: (segment.start.min(wall) + span).as_secs_f64(),
+                inter: segment.inter,
+                intra: segment.intra,
+            })
+            .collect()
+    }
 }
 
 /// What the intra-op pool did during the run (counts; the pools keep no busy time).
@@ -180,11 +272,13 @@ pub struct LaneUsage {
 pub struct IntraPoolSummary {
     /// Pool kind.
     pub kind: PoolKind,
-    /// Workers.
+    /// Workers that existed during the run (the most it had at once).
     pub threads: usize,
+    /// Workers at the run's end.
+    pub threads_at_end: usize,
     /// `parallel_for` tasks its workers ran.
     pub tasks_run: u64,
-    /// The same per worker.
+    /// The same per worker that existed, by index.
     pub tasks_per_worker: Vec<u64>,
     /// Tasks run by threads outside the pool: an op's thread helping with its own blocks.
     pub run_by_callers: u64,
@@ -193,16 +287,15 @@ pub struct IntraPoolSummary {
 }
 
 impl IntraPoolSummary {
-    fn new(stats: &PoolStats) -> Self {
+    /// The pool's counts over a run that had at most `existed` workers at once.
+    fn new(stats: &PoolStats, existed: usize) -> Self {
+        let workers = &stats.workers[..stats.workers.len().min(existed)];
         IntraPoolSummary {
             kind: stats.kind,
-            threads: stats.num_threads,
+            threads: existed,
+            threads_at_end: stats.num_threads,
             tasks_run: stats.tasks_run(),
-            tasks_per_worker: stats
-                .workers
-                .iter()
-                .map(|worker| worker.tasks_run)
-                .collect(),
+            tasks_per_worker: workers.iter().map(|worker| worker.tasks_run).collect(),
             run_by_callers: stats.inline_runs,
             steals: stats.workers.iter().map(|worker| worker.steals).sum(),
         }
@@ -215,9 +308,12 @@ impl IntraPoolSummary {
 pub struct RunSummary {
     /// The workload's name.
     pub workload: String,
-    /// Engine, pool and threads.
+    /// Engine, pool and threads: `inter` and `intra` are the counts the run had for the
+    /// longest share of its time (`config_history` has them all).
     #[serde(flatten)]
     pub settings: RunSettings,
+    /// The thread counts over the run, oldest first (one span when nothing was resized).
+    pub config_history: Vec<ConfigSpan>,
     /// Iterations run.
     pub iterations: u64,
     /// Seconds from the first push to the last op's end.
@@ -283,9 +379,15 @@ impl RunSummary {
             graph.uses_gpu(),
         );
         let peak = gemm_peak_gflops.filter(|peak| *peak > 0.0);
+        let longest = report.history.longest(report.wall);
         RunSummary {
             workload: graph.name.clone(),
-            settings: settings.clone(),
+            settings: RunSettings {
+                inter: longest.inter,
+                intra: longest.intra,
+                ..settings.clone()
+            },
+            config_history: ConfigSpan::of(&report.history, report.wall),
             iterations: report.iterations,
             elapsed_s: seconds,
             iterations_per_s: per_second(report.iterations as f64),
@@ -299,7 +401,7 @@ impl RunSummary {
             gemm_peak_source: PeakSource::Measured,
             peak_fraction: split.peak_fraction(peak),
             utilization: lane_usage(settings, report),
-            intra_pool: IntraPoolSummary::new(&report.intra_pool),
+            intra_pool: IntraPoolSummary::new(&report.intra_pool, report.history.max_intra()),
             checksum: format!("{:016x}", report.checksum),
             warnings: warnings.to_vec(),
             gpus: None,
@@ -325,7 +427,11 @@ impl RunSummary {
         RunSummary {
             gemm_peak_gflops: peak,
             gemm_peak_source: PeakSource::Now,
-            peak_fraction: peak_fraction(self.cpu_gflops, peak),
+            peak_fraction: GflopsSplit {
+                cpu: self.cpu_gflops,
+                gpu: self.gpu_gflops,
+            }
+            .peak_fraction(peak),
             ..self
         }
     }
@@ -336,26 +442,31 @@ impl RunSummary {
     }
 }
 
+/// Each lane's busy time over the thread-seconds its pool had: the inter-op lanes follow the
+/// resize history, the others keep their count for the whole run.
 fn lane_usage(settings: &RunSettings, report: &RunReport) -> Vec<LaneUsage> {
-    let seconds = report.elapsed.as_secs_f64();
+    let wall = report.wall.max(report.elapsed);
+    let wall_s = wall.as_secs_f64();
     let mut lanes = report.lanes.clone();
     lanes.sort_by_key(|totals| totals.lane);
     lanes
         .iter()
         .map(|totals| {
-            let workers = settings.workers(totals.lane);
+            let worker_s = match totals.lane {
+                Lane::SharedWorkers | Lane::CpuWorkers(_) => {
+                    report.history.thread_seconds(wall, |segment| segment.inter)
+                }
+                lane => settings.workers(lane) as f64 * wall_s,
+            };
             let busy_s = totals.busy.as_secs_f64();
-            let capacity = seconds * workers as f64;
             LaneUsage {
                 lane: totals.lane.to_string(),
-                workers,
+                kind: totals.lane,
+                workers: if wall_s > 0.0 { worker_s / wall_s } else { 0.0 },
+                worker_s,
                 ops: totals.ops,
                 busy_s,
-                utilization: if capacity > 0.0 {
-                    busy_s / capacity
-                } else {
-                    0.0
-                },
+                utilization: utilization(busy_s, worker_s),
             }
         })
         .collect()
@@ -388,18 +499,26 @@ impl fmt::Display for RunSummary {
 impl RunSummary {
     fn write_headline(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.settings;
+        let threads = match self.config_history.as_slice() {
+            [] | [_] => format!("{} inter x {} intra", s.inter, s.intra),
+            [.., last] => format!(
+                "mostly {} inter x {} intra, {} x {} at the end",
+                s.inter, s.intra, last.inter, last.intra
+            ),
+        };
         writeln!(
             f,
-            "{}: {} iteration{} in {:.2} s ({} engine, {} pool, {} inter x {} intra)",
+            "{}: {} iteration{} in {:.2} s ({} engine, {} pool, {threads})",
             self.workload,
             self.iterations,
-            if self.iterations == 1 { "" } else { "s" },
+            plural(self.iterations),
             self.elapsed_s,
             s.engine,
             s.pool,
-            s.inter,
-            s.intra
         )?;
+        if self.config_history.len() > 1 {
+            self.write_config_history(f)?;
+        }
         writeln!(f, "  iterations/s  {:>10.2}", self.iterations_per_s)?;
         writeln!(f, "  ops/s         {:>10.0}", self.ops_per_s)?;
         writeln!(
@@ -419,10 +538,8 @@ impl RunSummary {
         }
         match (self.gemm_peak_gflops, self.peak_fraction) {
             (Some(peak), Some(fraction)) => {
-                let on_threads = match s.gemm_peak_threads {
-                    1 => "on 1 thread".to_string(),
-                    threads => format!("on {threads} threads"),
-                };
+                let threads = s.gemm_peak_threads;
+                let on_threads = format!("on {threads} thread{}", plural(threads as u64));
                 let source = match self.gemm_peak_source {
                     PeakSource::Measured => on_threads,
                     PeakSource::Given => "as given (--gemm-peak)".to_string(),
@@ -434,19 +551,43 @@ impl RunSummary {
                     fraction * 100.0
                 )?
             }
+            (Some(peak), None) => writeln!(
+                f,
+                "  GEMM peak     {peak:>10.2}   GFLOP/s: CPU ops at - of peak (only GPU ops did FLOPs)"
+            )?,
             _ => writeln!(f, "  GEMM peak     {:>10}   (not measured)", "-")?,
         }
         writeln!(f, "  checksum      {:>16}", self.checksum)
     }
 
+    /// The thread counts over time: `4x1 0.00-4.10 s, 3x1 4.10-6.20 s, ...` (the first and
+    /// last few when there are many).
+    fn write_config_history(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 6;
+        let span =
+            |c: &ConfigSpan| format!("{}x{} {:.2}-{:.2} s", c.inter, c.intra, c.start_s, c.end_s);
+        let history = &self.config_history;
+        let mut parts: Vec<String> = history.iter().take(SHOWN / 2).map(span).collect();
+        if history.len() > SHOWN {
+            parts.push(format!("{} more", history.len() - SHOWN));
+            parts.extend(history[history.len() - SHOWN / 2..].iter().map(span));
+        } else {
+            parts.extend(history.iter().skip(SHOWN / 2).map(span));
+        }
+        writeln!(f, "  inter x intra {}", parts.join(", "))
+    }
+
     fn write_lanes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "worker pools (busy = op time / (elapsed x workers)):")?;
+        writeln!(
+            f,
+            "worker pools (busy = op time / thread time; workers = average over the run):"
+        )?;
         for lane in &self.utilization {
             writeln!(
                 f,
                 "  {:<16} {:>3} workers {:>9} ops {:>8.2} s busy {:>6.1}%",
                 lane.lane,
-                lane.workers,
+                worker_count(lane.workers),
                 lane.ops,
                 lane.busy_s,
                 lane.utilization * 100.0
@@ -463,17 +604,48 @@ impl RunSummary {
             .enumerate()
             .map(|(index, tasks)| format!("w{index} {tasks}"))
             .collect();
+        let threads = match pool.threads_at_end {
+            end if end == pool.threads => {
+                format!(
+                    "{} {} thread{}",
+                    pool.threads,
+                    pool.kind,
+                    plural(pool.threads as u64)
+                )
+            }
+            end => format!(
+                "{} {} thread{} over the run ({end} at the end)",
+                pool.threads,
+                pool.kind,
+                plural(pool.threads as u64)
+            ),
+        };
         writeln!(
             f,
-            "intra-op pool: {} {} threads ran {} tasks ({}); callers ran {} of their own, {} \
-             steals",
-            pool.threads,
-            pool.kind,
+            "intra-op pool: {threads} ran {} tasks ({}); callers ran {} of their own, {} steals",
             pool.tasks_run,
             per_worker.join(", "),
             pool.run_by_callers,
             pool.steals
         )
+    }
+}
+
+/// `""` for one, `"s"` for any other count.
+pub(crate) fn plural(count: u64) -> &'static str {
+    if count == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// An average worker count: whole when it is one (`4`), else to one decimal (`2.6`).
+pub(crate) fn worker_count(workers: f64) -> String {
+    if (workers - workers.round()).abs() < 0.05 {
+        format!("{:.0}", workers)
+    } else {
+        format!("{workers:.1}")
     }
 }
 
@@ -489,16 +661,23 @@ mod tests {
             gpus,
             ..RuntimeConfig::default()
         };
-        assert_eq!(
-            RunSettings::from_config(&config(GpuSelection::None)).gpu_workers,
-            0
-        );
+        let none = RunSettings::from_config(&config(GpuSelection::None));
+        assert_eq!(none.gpu_workers, None);
+        let json = serde_json::to_value(&none).unwrap();
+        assert!(json["gpu_workers"].is_null(), "{json}");
         let sim = RunSettings::from_config(&config(GpuSelection::Sim(1)));
-        assert_eq!(sim.gpu_workers, 4, "MXNet's 2 compute and 2 copy workers");
+        let roles = sim.gpu_workers.unwrap();
+        assert_eq!(
+            (roles.compute, roles.copy, roles.prio),
+            (2, 2, 1),
+            "MXNet's 2 compute and 2 copy workers, and the prioritized one"
+        );
+        assert_eq!(sim.workers(Lane::Gpu(0)), 5);
+        assert_eq!(roles.to_string(), "2 compute, 2 copy, 1 prio worker");
     }
 
-    /// A workload with CPU and GPU ops: the GFLOP/s split adds up, only the CPU's share is
-    /// compared with the peak, and the table names both.
+    /// A workload whose FLOPs all run on GPUs: the GFLOP/s split adds up, the CPU peak
+    /// share is null, and the GPU workers are counted by role, the prioritized one too.
     #[test]
     fn gpu_flops_are_apart_from_the_cpu_peak() {
         let overrides = [
@@ -522,12 +701,30 @@ mod tests {
         assert!(gpu > 0.0, "the GEMMs run on the GPU: {summary:?}");
         let sum = summary.cpu_gflops + gpu;
         assert!((sum - summary.gflops).abs() <= 1e-9 * summary.gflops.max(1.0));
-        let fraction = summary.peak_fraction.unwrap();
-        assert!((fraction - summary.cpu_gflops / 1e-3).abs() <= 1e-6 * fraction.max(1.0));
+        // Only GPU ops did FLOPs (the CPU's reads are sleeps): the CPU's share of its peak
+        // does not apply, null in the JSON and `-` in the table, not 0.
+        assert_eq!(summary.cpu_gflops, 0.0, "{summary:?}");
+        assert_eq!(summary.peak_fraction, None);
+        assert!(summary.json().contains(r#""peak_fraction":null"#));
         let table = summary.to_string();
         assert!(
-            table.contains("on GPU") && table.contains("CPU ops at"),
+            table.contains("on GPU") && table.contains("CPU ops at - of peak"),
             "{table}"
+        );
+        // The GPU's workers, every role counted once: the summary's lane and the JSON.
+        let roles = summary.settings.gpu_workers.unwrap();
+        let lane = summary
+            .utilization
+            .iter()
+            .find(|lane| lane.kind == Lane::Gpu(0))
+            .unwrap();
+        assert_eq!(lane.workers.round() as usize, roles.total());
+        assert!(
+            summary
+                .json()
+                .contains(r#""gpu_workers":{"compute":2,"copy":2,"prio":1}"#),
+            "{}",
+            summary.json()
         );
     }
 
@@ -547,6 +744,9 @@ mod tests {
         let table = measured.to_string();
         assert!(table.starts_with("chain: 1 iteration in "), "{table}");
         assert!(table.contains("GFLOP/s on 1 thread: CPU ops at"), "{table}");
+        let intra = format!("intra-op pool: 1 {} thread ran ", measured.intra_pool.kind);
+        assert!(table.contains(&intra), "{table}");
+        assert!(table.contains(" 1 inter x 1 intra)\n"), "{table}");
         assert!(measured.json().contains(r#""gemm_peak_source":"measured""#));
 
         let given = measured.clone().with_given_peak();
