@@ -17,6 +17,7 @@
 //! - [`bench`](mod@bench): the benchmarks `enginetop bench` runs.
 //! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
 //!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
+//! - [`tune`]: the live search over inter-op x intra-op thread counts on a running workload.
 //! - [`tui`]: the live dashboard over the profiler's statistics, and the seam
 //!   ([`tui::DashboardSource`]) the workload driver plugs into.
 //!
@@ -112,4 +113,5 @@ pub mod pool;
 pub mod profiler;
 mod sync;
 pub mod tui;
+pub mod tune;
 pub mod workload;

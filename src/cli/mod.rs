@@ -14,6 +14,9 @@
 //! enginetop bench gemm [--threads T] [--json] [--size N] [--reps N]
 //! enginetop bench profiler [--json] [--reps N] [--threads T] [--quick] [--bench ...]
 //! enginetop bench gpu [--mode event|sync|both] [--json] [--ops N] [--reps N] [--gpus ...]
+//! enginetop tune --workload NAME|PATH [--set NAME=VALUE]... [--budget SECONDS]
+//!                [--objective throughput|latency] [--space inter,intra] [--summary table|json]
+//!                [--max-threads N] [--engine ...] [--pool ...]
 //! enginetop workloads [WORKLOAD [--set NAME=VALUE]...]
 //! enginetop devices [--json] [--gpus none|auto|cuda|sim:N]
 //! enginetop trace demo [--out FILE] [--pool simple|eigen|chase-lev] [--threads T]
@@ -33,6 +36,7 @@ mod devices;
 mod numbers;
 mod run;
 mod trace;
+mod tune;
 mod workloads;
 
 /// enginetop: Eigen's thread pools and MXNet's dependency engine, re-created and made visible.
@@ -87,6 +91,8 @@ enum Command {
     Devices(devices::DevicesArgs),
     /// Record and check Chrome traces.
     Trace(trace::TraceArgs),
+    /// Find the best inter-op x intra-op thread counts for a workload, measured live.
+    Tune(tune::TuneArgs),
 }
 
 /// Parses the command line and runs it; errors are printed with their causes.
@@ -113,6 +119,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Workloads(args)) => workloads::workloads(&args),
         Some(Command::Devices(args)) => devices::devices(&args),
         Some(Command::Trace(args)) => trace::run(&args),
+        Some(Command::Tune(args)) => tune::tune(&args, ConfigOverrides::default()),
         None => run::run_main(&cli.run, cli.gpus.overrides()),
     }
 }

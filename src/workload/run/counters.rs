@@ -127,6 +127,14 @@ impl RunCounters {
         self.flops.load(Ordering::Relaxed)
     }
 
+    /// Ops finished so far, every lane.
+    pub(super) fn ops(&self) -> u64 {
+        self.lanes
+            .iter()
+            .map(|(_, counters)| counters.ops.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// Every lane's totals, in slot order.
     pub(super) fn lanes(&self) -> Vec<LaneTotals> {
         self.lanes

@@ -169,6 +169,12 @@ impl Shared {
         *self.iterations.done.lock()
     }
 
+    /// Waits until `count` iterations have finished since the driver started, or until
+    /// `deadline`; returns how many have.
+    pub(super) fn wait_for_iterations(&self, count: u64, deadline: Instant) -> u64 {
+        self.iterations.wait_for(count, Some(deadline))
+    }
+
     /// The body of op `index`: lock, compute, count.
     fn run_op(&self, index: usize) -> OpResult {
         let op = &self.ops[index];

@@ -227,6 +227,8 @@ impl PauseClock {
 pub struct LiveProgress {
     /// Iterations finished in this run.
     pub iterations: u64,
+    /// Ops finished in this run (the iteration markers not counted).
+    pub ops: u64,
     /// FLOPs of the ops finished in this run.
     pub flops: u64,
     /// Of which ops on GPU contexts.
@@ -308,6 +310,7 @@ impl DriverHandle {
         let done = self.shared.iterations_done();
         LiveProgress {
             iterations: done.saturating_sub(self.control.first_iteration.load(Ordering::Relaxed)),
+            ops: self.shared.counters.ops(),
             flops: self.shared.counters.flops(),
             gpu_flops: self.shared.gpu_flops.load(Ordering::Relaxed),
             elapsed: self.control.elapsed(),
@@ -322,6 +325,16 @@ impl DriverHandle {
     #[allow(dead_code)] // `enginetop tune` reads it
     pub(crate) fn config_history(&self) -> (ConfigHistory, Duration) {
         self.control.history()
+    }
+
+    /// Waits until `count` iterations of this run have finished, or until `deadline`;
+    /// returns how many have (the tuner's measurement windows end on iteration ends).
+    pub fn wait_for_iterations(&self, count: u64, deadline: Instant) -> u64 {
+        let first = self.control.first_iteration.load(Ordering::Relaxed);
+        let done = self
+            .shared
+            .wait_for_iterations(first.saturating_add(count), deadline);
+        done.saturating_sub(first)
     }
 
     /// The engine (its stats).

@@ -1,0 +1,189 @@
+//! `enginetop tune --workload NAME|PATH ...`: search the inter-op x intra-op counts on one
+//! running workload, resized live between windows, and print the surface, the best, the
+//! default, the gain and the flags that reproduce the best.
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use enginetop::config::{ConfigOverrides, RuntimeConfig};
+use enginetop::engine::EngineKind;
+use enginetop::pool::PoolKind;
+use enginetop::tune::{self, Objective, Phase, ProbeEvent, Space, TuneOptions, TuneStop};
+use enginetop::workload;
+use enginetop::workload::run::{Driver, RunHooks};
+
+/// `--objective`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ObjectiveArg {
+    /// Iterations per second (higher is better).
+    Throughput,
+    /// Step time (lower is better).
+    Latency,
+}
+
+/// `--summary`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum SummaryFormat {
+    /// A table and a heat map for people.
+    Table,
+    /// One JSON object.
+    Json,
+}
+
+/// `enginetop tune`.
+#[derive(Debug, Args)]
+pub(super) struct TuneArgs {
+    /// Tune this workload: a shipped name (see `enginetop workloads`) or a .toml path.
+    #[arg(long, value_name = "NAME|PATH", required = true)]
+    workload: String,
+
+    /// Override one of the workload's [params] (repeatable), e.g. --set batch=4.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    set: Vec<String>,
+
+    /// Seconds the whole search may take (each point gets an equal share of windows).
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_budget)]
+    budget: Duration,
+
+    /// What is better: throughput (iterations/s) or latency (step time).
+    #[arg(long, value_enum, default_value_t = ObjectiveArg::Throughput)]
+    objective: ObjectiveArg,
+
+    /// The dimensions searched, comma-separated: inter, intra (spin and pool are not
+    /// searchable yet).
+    #[arg(long, value_name = "DIMS", default_value = "inter,intra", value_parser = parse_space)]
+    space: Space,
+
+    /// How to print the result.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Table)]
+    summary: SummaryFormat,
+
+    /// The most threads one pool may have: no point searched goes past it (1 to 4096)
+    /// [env: ENGINETOP_MAX_THREADS; default: 128 or one per CPU if more].
+    #[arg(long, value_name = "N")]
+    max_threads: Option<usize>,
+
+    /// The dependency engine: naive, pooled, per-device [env: ENGINETOP_ENGINE; default:
+    /// per-device].
+    #[arg(long, value_name = "ENGINE", value_parser = |name: &str| name.parse::<EngineKind>())]
+    engine: Option<EngineKind>,
+
+    /// The pool kind: simple, eigen, chase-lev [env: ENGINETOP_POOL; default: eigen].
+    #[arg(long, value_name = "POOL", value_parser = |name: &str| name.parse::<PoolKind>())]
+    pool: Option<PoolKind>,
+}
+
+/// The shortest and longest `--budget`.
+const BUDGET_SECONDS: std::ops::RangeInclusive<f64> = 1.0..=86_400.0;
+
+fn parse_budget(text: &str) -> Result<Duration, String> {
+    match text.trim().trim_end_matches('s').parse::<f64>() {
+        Ok(seconds) if BUDGET_SECONDS.contains(&seconds) => Ok(Duration::from_secs_f64(seconds)),
+        _ => Err("expected seconds from 1 to 86400, e.g. 60".to_string()),
+    }
+}
+
+fn parse_space(text: &str) -> Result<Space, String> {
+    text.parse::<Space>().map_err(|error| error.to_string())
+}
+
+/// Runs the search and prints its result.
+pub(super) fn tune(args: &TuneArgs, overrides: ConfigOverrides) -> Result<()> {
+    let config = RuntimeConfig::load(&ConfigOverrides {
+        engine_kind: args.engine,
+        pool_kind: args.pool,
+        max_threads: args.max_threads,
+        ..overrides
+    })?;
+    let objective = match args.objective {
+        ObjectiveArg::Throughput => Objective::Throughput,
+        ObjectiveArg::Latency => Objective::Latency,
+    };
+    let options = TuneOptions::for_config(&config, args.budget, objective, args.space)?;
+    let graph = workload::load_spec(&args.workload, &workload::Overrides::from_args(&args.set)?)?;
+    let name = graph.name.clone();
+    let driver = Driver::new(graph, &config, &RunHooks::default())?;
+    let live = std::io::stderr().is_terminal();
+    let mut observe = |event: &ProbeEvent| {
+        if live {
+            show_probe(event);
+        }
+    };
+    let tuned = tune::tune_driver(driver, &options, &TuneStop::new(), &mut observe)?;
+    if live {
+        eprint!("\r\x1b[2K");
+    }
+    let flags = reproduce(args, &tuned.report);
+    let text = match args.summary {
+        SummaryFormat::Table => table(&name, &options, &tuned.report, &flags),
+        SummaryFormat::Json => {
+            let mut json = tune::json(&tuned.report);
+            json["workload"] = name.clone().into();
+            json["flags"] = flags.clone().into();
+            if let Ok(run) = &tuned.run {
+                json["iterations"] = run.iterations.into();
+                json["checksum"] = format!("{:016x}", run.checksum).into();
+            }
+            format!("{json:#}\n")
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to stdout")?;
+    // The points measured are printed first: a run that failed mid-search keeps them.
+    tuned
+        .run
+        .map(drop)
+        .context("the workload failed while it was being tuned")
+}
+
+/// The progress line on stderr: `tuning: probe 3/12 inter 2 intra 1 ...`.
+fn show_probe(event: &ProbeEvent) {
+    let phase = match event.phase {
+        Phase::Calibrate => "calibrating",
+        Phase::Scan => "scan",
+        Phase::Confirm => "confirm",
+    };
+    let best = event
+        .best
+        .map_or(String::new(), |(point, _)| format!("; best so far {point}"));
+    eprint!(
+        "\r\x1b[2Ktuning: probe {}/{} {} ({phase}){best}",
+        event.index, event.planned, event.point
+    );
+    let _ = std::io::stderr().flush();
+}
+
+/// The table output: what was searched, the table, the heat map, the verdict, the flags.
+fn table(name: &str, options: &TuneOptions, report: &tune::TuneReport, flags: &str) -> String {
+    format!(
+        "tune: {name}, {} on {} CPUs (machines shared with other work give noisy figures)\n\n{}\n{}\n{}reproduce: {flags}\n",
+        report.objective.as_str(),
+        options.cpus,
+        tune::table(report),
+        tune::heat_map(report),
+        tune::text_report(report),
+    )
+}
+
+/// The command line that runs the workload with the best counts.
+fn reproduce(args: &TuneArgs, report: &tune::TuneReport) -> String {
+    let mut flags = format!("enginetop --workload {}", args.workload);
+    for set in &args.set {
+        flags.push_str(&format!(" --set {set}"));
+    }
+    if let Some(best) = report.best {
+        flags.push_str(&format!(" --inter {} --intra {}", best.inter, best.intra));
+    }
+    if let Some(engine) = args.engine {
+        flags.push_str(&format!(" --engine {engine}"));
+    }
+    if let Some(pool) = args.pool {
+        flags.push_str(&format!(" --pool {pool}"));
+    }
+    flags
+}

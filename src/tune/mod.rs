@@ -1,0 +1,86 @@
+//! The live search over thread counts: one running workload, resized between measurement
+//! windows through its [`DriverHandle`](crate::workload::run::DriverHandle), until the
+//! budget is spent (`enginetop tune`, and the dashboard's `t`).
+//!
+//! # The search
+//! The space is a grid of inter-op x intra-op counts ([`Space`]): 1, 2, 4, ... up to twice
+//! the schedulable CPUs, plus the CPU count itself, never past `max_threads`; the default
+//! (one inter and one intra thread per CPU) is always in it. [`search`] then
+//! 1. **calibrates**: one window at the run's counts decides how a window is measured
+//!    ([`Basis`]): whole iterations when several fit in a window, else the ops' throughput
+//!    (FLOPs when the workload counts them, else ops) turned into iterations per second with
+//!    the graph's work per iteration;
+//! 2. **scans**: every point once, the default first;
+//! 3. **confirms**: the leaders of the scan (the two best and the two with the fewest
+//!    threads among those within [`SCAN_TOLERANCE`] of the best), the default, and the next
+//!    best of the scan up to five points are measured again in rounds, interleaved
+//!    (A B C A B C), until each has [`CONFIRM_SAMPLES`] or the budget runs out: one scan
+//!    window on a noisy machine can be off by half, and interleaving spreads a machine's drift
+//!    over every leader alike;
+//! 4. **picks**: the leader is the confirmed point with the best pessimistic figure (its
+//!    median less its spread: a point fast only now and then does not lead); any confirmed
+//!    point within noise of it ([`within_noise`]: the two spreads together, at least
+//!    [`MIN_NOISE`] of the median) with fewer threads wins instead: fewer threads leave cores
+//!    to the rest of the machine for the same speed. Spreads are median absolute deviations,
+//!    so one disturbed window of five moves neither figure much.
+//!
+//! # Budget and windows
+//! The budget is divided over every window planned (calibration, scan, the confirm rounds);
+//! each window's slot is a settling period ([`SETTLE_FRACTION`] of it, discarded: queued work
+//! from the previous counts drains and workers start) and the measurement. A budget that
+//! leaves a window shorter than [`MIN_WINDOW`] is refused, naming the least that fits. A
+//! window never starts unless its slot fits in what is left.
+//!
+//! # Stopping
+//! A stop request ([`TuneStop`]), the run ending (it failed, or the user stopped it) or a
+//! resize refused ends the search at once; the report keeps every window measured so far
+//! and says why it ended ([`Outcome`]).
+//!
+//! # Measuring
+//! [`search`] drives a [`Probe`]: [`DriverProbe`] on a real run, a deterministic noisy fake
+//! in the tests. The workload's results do not depend on the counts (its checksum is the
+//! same for every count, as for every run), so a tuned run computes what any run computes.
+#![forbid(unsafe_code)]
+
+mod error;
+mod probe;
+mod render;
+mod run;
+mod search;
+mod space;
+mod stats;
+
+pub use error::TuneError;
+pub use probe::{DriverProbe, IterationWork};
+pub use render::{heat_map, json, table, text_report};
+pub use run::{tune_driver, TunedRun};
+pub use search::{
+    search, Basis, Gain, Halt, Outcome, Phase, PointResult, Probe, ProbeEvent, TuneOptions,
+    TuneReport, CONFIRM_SAMPLES, MIN_NOISE, MIN_WINDOW, SCAN_TOLERANCE, SETTLE_FRACTION,
+};
+pub use space::{Dimension, Objective, Point, Space};
+pub use stats::within_noise;
+
+use crate::sync::{Arc, AtomicBool, Ordering};
+
+/// A cloneable stop button for a running search: checked between windows and while a window
+/// waits.
+#[derive(Clone, Debug, Default)]
+pub struct TuneStop(Arc<AtomicBool>);
+
+impl TuneStop {
+    /// A button not pressed.
+    pub fn new() -> Self {
+        TuneStop::default()
+    }
+
+    /// Asks the search to end after what it measured.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether a stop was asked for.
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}

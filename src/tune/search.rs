@@ -1,0 +1,516 @@
+//! [`search`]: calibrate, scan, confirm the leaders interleaved, pick (the algorithm is in the
+//! [module docs](super)). Pure logic over a [`Probe`], so the tests drive it with a fake.
+#![forbid(unsafe_code)]
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::space::{Objective, Point, Space};
+use super::stats::{median, spread, within_noise};
+use super::{TuneError, TuneStop};
+
+/// The shortest measurement window: shorter ones measure the scheduler's whims.
+pub const MIN_WINDOW: Duration = Duration::from_millis(100);
+/// The settling period before each window, as a fraction of the window (discarded).
+pub const SETTLE_FRACTION: f64 = 0.25;
+/// Windows each confirmed point gets (its scan window included), budget permitting.
+pub const CONFIRM_SAMPLES: usize = 5;
+/// The most points confirmed (the default included).
+const CONFIRM_POINTS: usize = 5;
+/// A scan figure within this fraction of the best scan figure makes a point a contender.
+pub const SCAN_TOLERANCE: f64 = 0.5;
+/// Two medians closer than this fraction of the larger are always within noise.
+pub const MIN_NOISE: f64 = 0.1;
+/// The part of a slot left for a window's overrun (it ends on an iteration end).
+const HEADROOM: f64 = 0.9;
+
+/// How a window is measured: what the workload's progress is counted in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Basis {
+    /// Whole iterations (an iteration is short next to a window).
+    Iterations,
+    /// Ops finished, over the ops of one iteration.
+    Ops,
+    /// FLOPs done, over the FLOPs of one iteration.
+    Flops,
+}
+
+impl Basis {
+    /// The name shown in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Basis::Iterations => "whole iterations",
+            Basis::Ops => "op throughput",
+            Basis::Flops => "GFLOP/s",
+        }
+    }
+}
+
+/// Why a probe could not measure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Halt {
+    /// The search was asked to stop.
+    Stopped,
+    /// The run ended, or refused a resize: the reason.
+    Ended(String),
+}
+
+/// What the search measures with: a running workload ([`DriverProbe`](super::DriverProbe)),
+/// or a fake.
+pub trait Probe {
+    /// Measures one window at the run's current counts (after settling) and decides how
+    /// windows are measured.
+    fn calibrate(&mut self, window: Duration) -> Result<Basis, Halt>;
+
+    /// Resizes to `point`, settles, and measures one `window`: iterations per second
+    /// ([`Objective::Throughput`]) or seconds per step ([`Objective::Latency`]).
+    fn measure(&mut self, point: Point, window: Duration) -> Result<f64, Halt>;
+
+    /// Time since the search started.
+    fn elapsed(&self) -> Duration;
+}
+
+/// What [`search`] needs to know.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TuneOptions {
+    /// How long the whole search may take.
+    pub budget: Duration,
+    /// What is better.
+    pub objective: Objective,
+    /// The dimensions varied.
+    pub space: Space,
+    /// The run's counts when the search starts (the fixed dimensions keep them).
+    pub start: Point,
+    /// CPUs the process may use.
+    pub cpus: usize,
+    /// No count goes past this.
+    pub max_threads: usize,
+}
+
+/// Which part of the search a window belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The first window, at the run's counts.
+    Calibrate,
+    /// Every point once.
+    Scan,
+    /// The leaders again, interleaved.
+    Confirm,
+}
+
+/// One window, before (`value: None`) and after it is measured, for progress displays.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeEvent {
+    /// The window's number, from 1.
+    pub index: usize,
+    /// Windows planned in all.
+    pub planned: usize,
+    /// Its part of the search.
+    pub phase: Phase,
+    /// The counts measured.
+    pub point: Point,
+    /// The figure, once measured.
+    pub value: Option<f64>,
+    /// The best scan or confirmed figure so far.
+    pub best: Option<(Point, f64)>,
+}
+
+/// One point's windows and what they say.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PointResult {
+    /// The configuration.
+    #[serde(flatten)]
+    pub point: Point,
+    /// The median figure.
+    pub median: f64,
+    /// The figures' median absolute deviation.
+    pub spread: f64,
+    /// Every window's figure, in the order measured.
+    pub samples: Vec<f64>,
+}
+
+impl PointResult {
+    /// `point` measured as `samples`.
+    pub fn new(point: Point, samples: Vec<f64>) -> Self {
+        PointResult {
+            point,
+            median: median(&samples),
+            spread: spread(&samples),
+            samples,
+        }
+    }
+
+    fn push(&mut self, sample: f64) {
+        self.samples.push(sample);
+        self.median = median(&self.samples);
+        self.spread = spread(&self.samples);
+    }
+
+    /// The spread as a fraction of the median.
+    pub fn relative_spread(&self) -> f64 {
+        match self.median {
+            median if median != 0.0 => self.spread / median.abs(),
+            _ => 0.0,
+        }
+    }
+}
+
+/// How much the best beats the default.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Gain {
+    /// The best's speed over the default's (1.0: as fast).
+    pub ratio: f64,
+    /// The ratio's uncertainty from the two points' spreads (plus or minus).
+    pub spread: f64,
+}
+
+/// How the search ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// It ran its course (every confirm round, or the budget was spent).
+    Finished,
+    /// It was stopped before.
+    Stopped,
+    /// The run ended or refused a resize: why.
+    Ended(String),
+}
+
+/// What a search found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TuneReport {
+    /// What was better.
+    pub objective: Objective,
+    /// How windows were measured (`None`: the search ended before calibrating).
+    pub basis: Option<Basis>,
+    /// Each window's measured length (its settling period not counted).
+    pub window: Duration,
+    /// The budget given.
+    pub budget: Duration,
+    /// Time the search took.
+    pub elapsed: Duration,
+    /// Every point measured, in grid order.
+    pub points: Vec<PointResult>,
+    /// The pick (`None`: nothing was measured).
+    pub best: Option<Point>,
+    /// The default configuration.
+    pub default: Point,
+    /// The best over the default, when both were measured.
+    pub gain: Option<Gain>,
+    /// How the search ended.
+    pub outcome: Outcome,
+}
+
+impl TuneReport {
+    /// The windows of `point`, if it was measured.
+    pub fn point(&self, point: Point) -> Option<&PointResult> {
+        self.points.iter().find(|result| result.point == point)
+    }
+}
+
+/// Searches `options`' space with `probe`, telling `observe` about each window; stops early
+/// when `stop` is pressed. Refuses a budget too short for the grid before measuring.
+pub fn search(
+    probe: &mut dyn Probe,
+    options: &TuneOptions,
+    stop: &TuneStop,
+    observe: &mut dyn FnMut(&ProbeEvent),
+) -> Result<TuneReport, TuneError> {
+    let plan = Plan::new(options)?;
+    let mut run = Search {
+        probe,
+        options,
+        plan: &plan,
+        stop,
+        observe,
+        index: 0,
+        results: plan
+            .grid
+            .iter()
+            .map(|&point| PointResult::new(point, Vec::new()))
+            .collect(),
+        basis: None,
+    };
+    let outcome = match run.run() {
+        Ok(()) | Err(End::BudgetSpent) => Outcome::Finished,
+        Err(End::Halt(Halt::Stopped)) => Outcome::Stopped,
+        Err(End::Halt(Halt::Ended(reason))) => Outcome::Ended(reason),
+    };
+    Ok(run.report(outcome))
+}
+
+/// The grid and how the budget is cut.
+struct Plan {
+    grid: Vec<Point>,
+    default: Point,
+    /// Windows planned: calibration, scan, confirm rounds.
+    planned: usize,
+    /// Settling plus window, per window.
+    slot: Duration,
+    window: Duration,
+}
+
+impl Plan {
+    fn new(options: &TuneOptions) -> Result<Plan, TuneError> {
+        let (space, start) = (options.space, options.start);
+        let mut grid = space.grid(start, options.cpus, options.max_threads);
+        let default = space.default_point(start, options.cpus, options.max_threads);
+        if !grid.contains(&default) {
+            grid.push(default);
+            grid.sort();
+        }
+        let confirm = CONFIRM_POINTS.min(grid.len()) * (CONFIRM_SAMPLES - 1);
+        let planned = 1 + grid.len() + confirm;
+        let slot = options.budget / planned as u32;
+        let window = slot.mul_f64(HEADROOM / (1.0 + SETTLE_FRACTION));
+        if window < MIN_WINDOW {
+            let needed = MIN_WINDOW.mul_f64((1.0 + SETTLE_FRACTION) / HEADROOM) * planned as u32;
+            return Err(TuneError::BudgetTooShort {
+                budget: options.budget,
+                points: grid.len(),
+                min_window: MIN_WINDOW,
+                needed,
+            });
+        }
+        Ok(Plan {
+            grid,
+            default,
+            planned,
+            slot,
+            window,
+        })
+    }
+}
+
+/// A search in progress.
+struct Search<'a> {
+    probe: &'a mut dyn Probe,
+    options: &'a TuneOptions,
+    plan: &'a Plan,
+    stop: &'a TuneStop,
+    observe: &'a mut dyn FnMut(&ProbeEvent),
+    index: usize,
+    /// One per grid point, in grid order.
+    results: Vec<PointResult>,
+    basis: Option<Basis>,
+}
+
+impl Search<'_> {
+    fn run(&mut self) -> Result<(), End> {
+        if self.stop.is_stopped() {
+            return Err(End::Halt(Halt::Stopped));
+        }
+        let start = self.options.start;
+        self.announce(Phase::Calibrate, start, None);
+        self.basis = Some(self.probe.calibrate(self.plan.window)?);
+        let mut scan_order = vec![self.plan.default];
+        scan_order.extend(self.plan.grid.iter().filter(|&&p| p != self.plan.default));
+        for point in scan_order {
+            self.window(Phase::Scan, point)?;
+        }
+        let leaders = self.leaders();
+        for _round in 1..CONFIRM_SAMPLES {
+            for &point in &leaders {
+                if self.samples(point) < CONFIRM_SAMPLES {
+                    self.window(Phase::Confirm, point)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Measures `point` once, if its slot fits in the budget (else ends the search).
+    fn window(&mut self, phase: Phase, point: Point) -> Result<(), End> {
+        if self.stop.is_stopped() {
+            return Err(End::Halt(Halt::Stopped));
+        }
+        if self.probe.elapsed() + self.plan.slot > self.options.budget {
+            return Err(End::BudgetSpent);
+        }
+        self.announce(phase, point, None);
+        let value = self.probe.measure(point, self.plan.window)?;
+        self.result_mut(point).push(value);
+        self.announce(phase, point, Some(value));
+        Ok(())
+    }
+
+    fn announce(&mut self, phase: Phase, point: Point, value: Option<f64>) {
+        if value.is_none() {
+            self.index += 1;
+        }
+        let best = pick(&self.results, self.options.objective).and_then(|best| {
+            let result = self.results.iter().find(|r| r.point == best)?;
+            Some((best, result.median))
+        });
+        (self.observe)(&ProbeEvent {
+            index: self.index,
+            planned: self.plan.planned,
+            phase,
+            point,
+            value,
+            best,
+        });
+    }
+
+    fn samples(&self, point: Point) -> usize {
+        self.results
+            .iter()
+            .find(|r| r.point == point)
+            .map_or(0, |r| r.samples.len())
+    }
+
+    fn result_mut(&mut self, point: Point) -> &mut PointResult {
+        let index = self
+            .results
+            .iter()
+            .position(|r| r.point == point)
+            .expect("every point measured is in the grid");
+        &mut self.results[index]
+    }
+
+    /// The points confirmed: the two best of the scan and the two with the fewest threads
+    /// among those within [`SCAN_TOLERANCE`] of the best, the default, then the next best
+    /// of the scan up to [`CONFIRM_POINTS`] (a small grid is confirmed whole).
+    fn leaders(&self) -> Vec<Point> {
+        let objective = self.options.objective;
+        let measured: Vec<&PointResult> = self
+            .results
+            .iter()
+            .filter(|r| !r.samples.is_empty())
+            .collect();
+        let Some(top) = measured.iter().copied().reduce(|a, b| {
+            if objective.better(b.median, a.median) {
+                b
+            } else {
+                a
+            }
+        }) else {
+            return Vec::new();
+        };
+        let mut near: Vec<&PointResult> = measured
+            .into_iter()
+            .filter(|r| objective.speedup(top.median, r.median) <= 1.0 + SCAN_TOLERANCE)
+            .collect();
+        near.sort_by(|a, b| rank(objective, a, b));
+        let mut leaders: Vec<Point> = near.iter().take(2).map(|r| r.point).collect();
+        near.sort_by(|a, b| {
+            a.point
+                .threads()
+                .cmp(&b.point.threads())
+                .then(rank(objective, a, b))
+        });
+        leaders.extend(near.iter().take(2).map(|r| r.point));
+        leaders.push(self.plan.default);
+        // Then the next best of the scan, up to the points the budget planned for.
+        let mut rest: Vec<&PointResult> = self
+            .results
+            .iter()
+            .filter(|r| !r.samples.is_empty())
+            .collect();
+        rest.sort_by(|a, b| rank(objective, a, b));
+        leaders.extend(rest.iter().map(|r| r.point));
+        let mut seen = Vec::new();
+        leaders.retain(|point| {
+            let new = !seen.contains(point);
+            seen.push(*point);
+            new
+        });
+        leaders.truncate(CONFIRM_POINTS);
+        leaders
+    }
+
+    fn report(self, outcome: Outcome) -> TuneReport {
+        let objective = self.options.objective;
+        let points: Vec<PointResult> = self
+            .results
+            .into_iter()
+            .filter(|r| !r.samples.is_empty())
+            .collect();
+        let best = pick(&points, objective);
+        let find = |point: Point| points.iter().find(|r| r.point == point);
+        let gain = best
+            .and_then(find)
+            .zip(find(self.plan.default))
+            .map(|(best, default)| gain(objective, best, default));
+        TuneReport {
+            objective,
+            basis: self.basis,
+            window: self.plan.window,
+            budget: self.options.budget,
+            elapsed: self.probe.elapsed(),
+            points,
+            best,
+            default: self.plan.default,
+            gain,
+            outcome,
+        }
+    }
+}
+
+/// Why the search ended before its last window.
+enum End {
+    /// The probe could not measure.
+    Halt(Halt),
+    /// The next window's slot does not fit in what is left of the budget.
+    BudgetSpent,
+}
+
+impl From<Halt> for End {
+    fn from(halt: Halt) -> Self {
+        End::Halt(halt)
+    }
+}
+
+/// Best first: by median, per `objective`.
+fn rank(objective: Objective, a: &PointResult, b: &PointResult) -> std::cmp::Ordering {
+    match objective {
+        Objective::Throughput => b.median.total_cmp(&a.median),
+        Objective::Latency => a.median.total_cmp(&b.median),
+    }
+}
+
+/// The pick among `results` (the points measured more than once; all measured points while
+/// none is): the leader is the best pessimistic figure (median less its spread, or plus it
+/// for a step time), so a point that is fast only sometimes does not lead; then the fewest
+/// threads within noise of the leader.
+fn pick(results: &[PointResult], objective: Objective) -> Option<Point> {
+    let repeated: Vec<&PointResult> = results.iter().filter(|r| r.samples.len() > 1).collect();
+    let eligible: Vec<&PointResult> = match repeated.is_empty() {
+        true => results.iter().filter(|r| !r.samples.is_empty()).collect(),
+        false => repeated,
+    };
+    let pessimistic = |r: &PointResult| match objective {
+        Objective::Throughput => r.median - r.spread,
+        Objective::Latency => r.median + r.spread,
+    };
+    let leader = eligible.iter().copied().reduce(|a, b| {
+        match objective.better(pessimistic(b), pessimistic(a)) {
+            true => b,
+            false => a,
+        }
+    })?;
+    eligible
+        .iter()
+        .filter(|r| within_noise(r, leader))
+        .min_by(|a, b| {
+            a.point
+                .threads()
+                .cmp(&b.point.threads())
+                .then(rank(objective, a, b))
+        })
+        .map(|r| r.point)
+}
+
+/// `best` over `default`, with the uncertainty of the two spreads.
+fn gain(objective: Objective, best: &PointResult, default: &PointResult) -> Gain {
+    let ratio = objective.speedup(best.median, default.median);
+    let ratio = if ratio.is_finite() { ratio } else { 0.0 };
+    Gain {
+        ratio,
+        spread: ratio * (best.relative_spread() + default.relative_spread()),
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -1,0 +1,250 @@
+//! The search against a fake probe: a known landscape, seeded noise, a virtual clock.
+use super::*;
+
+/// A probe whose point `p` measures `landscape(p)` times a seeded noise factor in
+/// `1 ± noise`, each window costing its slot on a virtual clock.
+struct Fake {
+    landscape: fn(Point) -> f64,
+    noise: f64,
+    rng: fastrand::Rng,
+    clock: Duration,
+    /// Every point measured, in order.
+    measured: Vec<Point>,
+    /// After this many windows, the probe halts with this.
+    halt_after: Option<(usize, Halt)>,
+}
+
+impl Fake {
+    fn new(landscape: fn(Point) -> f64, noise: f64, seed: u64) -> Fake {
+        Fake {
+            landscape,
+            noise,
+            rng: fastrand::Rng::with_seed(seed),
+            clock: Duration::ZERO,
+            measured: Vec::new(),
+            halt_after: None,
+        }
+    }
+
+    fn slot(window: Duration) -> Duration {
+        window.mul_f64(1.0 + SETTLE_FRACTION)
+    }
+}
+
+impl Probe for Fake {
+    fn calibrate(&mut self, window: Duration) -> Result<Basis, Halt> {
+        self.clock += Fake::slot(window);
+        Ok(Basis::Iterations)
+    }
+
+    fn measure(&mut self, point: Point, window: Duration) -> Result<f64, Halt> {
+        if let Some((after, halt)) = &self.halt_after {
+            if self.measured.len() == *after {
+                return Err(halt.clone());
+            }
+        }
+        self.clock += Fake::slot(window);
+        self.measured.push(point);
+        let factor = 1.0 + self.noise * (2.0 * self.rng.f64() - 1.0);
+        Ok((self.landscape)(point) * factor)
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.clock
+    }
+}
+
+fn options(budget_s: u64) -> TuneOptions {
+    TuneOptions {
+        budget: Duration::from_secs(budget_s),
+        objective: Objective::Throughput,
+        space: Space::default(),
+        start: Point { inter: 2, intra: 2 },
+        cpus: 2,
+        max_threads: 128,
+    }
+}
+
+fn run(fake: &mut Fake, options: &TuneOptions) -> TuneReport {
+    search(fake, options, &TuneStop::new(), &mut |_| {}).unwrap()
+}
+
+const fn point(inter: usize, intra: usize) -> Point {
+    Point { inter, intra }
+}
+
+/// A chain of GEMMs on 2 cores: only intra-op threads help, up to the cores; more threads
+/// than cores cost a little.
+fn gemm_chain(p: Point) -> f64 {
+    let useful = p.intra.min(2) as f64;
+    let over = (p.inter * p.intra).saturating_sub(2) as f64;
+    10.0 * useful - 0.2 * over
+}
+
+/// Independent small ops on 2 cores: only inter-op workers help.
+fn independent(p: Point) -> f64 {
+    let useful = p.inter.min(2) as f64;
+    let over = (p.inter * p.intra).saturating_sub(2) as f64;
+    10.0 * useful - 0.2 * over
+}
+
+#[test]
+fn known_landscapes_are_found_through_noise_with_the_tie_rule() {
+    for seed in 0..20 {
+        let mut fake = Fake::new(gemm_chain, 0.06, seed);
+        let report = run(&mut fake, &options(30));
+        assert_eq!(report.best, Some(point(1, 2)), "seed {seed}: {report:#?}");
+        let mut fake = Fake::new(independent, 0.06, seed);
+        let report = run(&mut fake, &options(30));
+        assert_eq!(report.best, Some(point(2, 1)), "seed {seed}: {report:#?}");
+    }
+}
+
+#[test]
+fn within_noise_the_fewest_threads_win() {
+    // Flat from 2 threads up (1 thread is half as fast): every tie goes to 2 threads, and of
+    // the two 2-thread points to the better median.
+    fn flat(p: Point) -> f64 {
+        if p.threads() >= 3 {
+            100.0
+        } else {
+            50.0
+        }
+    }
+    for seed in 0..10 {
+        let report = run(&mut Fake::new(flat, 0.03, seed), &options(30));
+        let best = report.best.unwrap();
+        assert_eq!(best.threads(), 3, "seed {seed}: {best}");
+    }
+    // A clear winner with more threads is not overruled by the tie rule.
+    fn more_is_better(p: Point) -> f64 {
+        (p.inter * p.intra) as f64
+    }
+    let report = run(&mut Fake::new(more_is_better, 0.02, 1), &options(30));
+    assert_eq!(report.best, Some(point(4, 4)));
+}
+
+#[test]
+fn latency_picks_the_shortest_step() {
+    /// Seconds per step of a GEMM chain that oversubscription hurts badly.
+    fn step(p: Point) -> f64 {
+        let over = (p.inter * p.intra).saturating_sub(2) as f64;
+        1.0 / (10.0 * p.intra.min(2) as f64 - 4.0 * over).max(1.0)
+    }
+    let mut options = options(30);
+    options.objective = Objective::Latency;
+    let report = run(&mut Fake::new(step, 0.1, 3), &options);
+    assert_eq!(report.best, Some(point(1, 2)));
+    let gain = report.gain.unwrap();
+    // The default (2, 2) takes 1/12 s a step, the best 1/20 s.
+    assert!((gain.ratio - 20.0 / 12.0).abs() < 0.2, "{gain:?}");
+}
+
+#[test]
+fn the_budget_is_kept_and_a_short_one_is_refused() {
+    for budget in [5, 12, 30, 120] {
+        let mut fake = Fake::new(gemm_chain, 0.1, 7);
+        let report = run(&mut fake, &options(budget));
+        assert!(
+            report.elapsed <= report.budget,
+            "{budget} s: {:?}",
+            report.elapsed
+        );
+        assert_eq!(report.outcome, Outcome::Finished);
+        assert!(report.window >= MIN_WINDOW);
+    }
+    let error = search(
+        &mut Fake::new(gemm_chain, 0.1, 7),
+        &options(1),
+        &TuneStop::new(),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("too short for 9 points") && message.contains("give --budget 5"),
+        "{message}"
+    );
+}
+
+#[test]
+fn no_point_goes_past_max_threads() {
+    let mut options = options(30);
+    options.cpus = 8;
+    options.max_threads = 3;
+    let mut fake = Fake::new(|p| (p.inter + p.intra) as f64, 0.05, 2);
+    let report = run(&mut fake, &options);
+    assert!(!fake.measured.is_empty());
+    assert!(fake.measured.iter().all(|p| p.inter <= 3 && p.intra <= 3));
+    assert_eq!(report.default, point(3, 3), "one per CPU, capped");
+    assert!(report.point(point(3, 3)).is_some());
+}
+
+#[test]
+fn leaders_are_confirmed_interleaved() {
+    let mut fake = Fake::new(gemm_chain, 0.05, 5);
+    let report = run(&mut fake, &options(60));
+    let scan = report.points.len();
+    let confirm = &fake.measured[scan..];
+    // The rounds visit the same leaders in the same order, one window each.
+    let round: Vec<Point> = confirm[..confirm.len() / (CONFIRM_SAMPLES - 1)].to_vec();
+    assert!(round.len() >= 2, "{confirm:?}");
+    for chunk in confirm.chunks(round.len()) {
+        assert_eq!(chunk, &round[..chunk.len()]);
+    }
+    assert!(round.contains(&report.default));
+    for leader in &round {
+        assert_eq!(
+            report.point(*leader).unwrap().samples.len(),
+            CONFIRM_SAMPLES
+        );
+    }
+    assert_eq!(
+        fake.measured[0], report.default,
+        "the scan starts at the default"
+    );
+}
+
+#[test]
+fn a_stop_or_an_ended_run_reports_what_it_had() {
+    for (halt, outcome) in [
+        (Halt::Stopped, Outcome::Stopped),
+        (
+            Halt::Ended("the run ended".into()),
+            Outcome::Ended("the run ended".into()),
+        ),
+    ] {
+        let mut fake = Fake::new(gemm_chain, 0.05, 9);
+        fake.halt_after = Some((4, halt));
+        let report = run(&mut fake, &options(30));
+        assert_eq!(report.outcome, outcome);
+        assert_eq!(
+            report.points.iter().map(|r| r.samples.len()).sum::<usize>(),
+            4
+        );
+        assert!(report.best.is_some());
+        assert!(report.point(report.default).is_some());
+    }
+    // A stop pressed before the search starts measures nothing.
+    let stop = TuneStop::new();
+    stop.stop();
+    let mut fake = Fake::new(gemm_chain, 0.05, 9);
+    let report = search(&mut fake, &options(30), &stop, &mut |_| {}).unwrap();
+    assert_eq!((report.outcome, report.best), (Outcome::Stopped, None));
+}
+
+#[test]
+fn every_window_is_announced_before_and_after() {
+    let mut events = Vec::new();
+    let mut fake = Fake::new(gemm_chain, 0.05, 4);
+    let report = search(&mut fake, &options(30), &TuneStop::new(), &mut |event| {
+        events.push(event.clone())
+    })
+    .unwrap();
+    let measured = events.iter().filter(|e| e.value.is_some()).count();
+    assert_eq!(measured, fake.measured.len());
+    assert_eq!(events[0].phase, Phase::Calibrate);
+    let last = events.last().unwrap();
+    assert!(last.index <= last.planned);
+    assert_eq!(last.best.map(|(p, _)| p), report.best);
+}

@@ -1,0 +1,251 @@
+//! What the tuner searches: points (inter-op x intra-op counts), the dimensions a user may
+//! name, and the grid of counts per dimension.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use super::TuneError;
+
+/// One configuration: the engine's CPU workers (inter-op) and the kernels' pool (intra-op).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Point {
+    /// Inter-op threads (the engine's CPU workers).
+    pub inter: usize,
+    /// Intra-op threads (the kernels' pool).
+    pub intra: usize,
+}
+
+impl Point {
+    /// Threads the point starts: what the tie rule counts.
+    pub fn threads(self) -> usize {
+        self.inter + self.intra
+    }
+}
+
+impl fmt::Display for Point {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "inter {} intra {}", self.inter, self.intra)
+    }
+}
+
+/// What is better: more iterations per second, or a shorter step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Objective {
+    /// Iterations per second (higher is better).
+    #[default]
+    Throughput,
+    /// Step time, seconds per iteration (lower is better).
+    Latency,
+}
+
+impl Objective {
+    /// Whether figure `a` beats figure `b`.
+    pub fn better(self, a: f64, b: f64) -> bool {
+        match self {
+            Objective::Throughput => a > b,
+            Objective::Latency => a < b,
+        }
+    }
+
+    /// How much faster `best` is than `base`, as a ratio (1.0: as fast).
+    pub fn speedup(self, best: f64, base: f64) -> f64 {
+        match self {
+            Objective::Throughput => best / base,
+            Objective::Latency => base / best,
+        }
+    }
+
+    /// The figure's unit, for tables.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Objective::Throughput => "iterations/s",
+            Objective::Latency => "ms/step",
+        }
+    }
+
+    /// `value` in [`unit`](Self::unit) (step times are kept in seconds).
+    pub fn shown(self, value: f64) -> f64 {
+        match self {
+            Objective::Throughput => value,
+            Objective::Latency => value * 1e3,
+        }
+    }
+
+    /// The flag's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Objective::Throughput => "throughput",
+            Objective::Latency => "latency",
+        }
+    }
+}
+
+/// A dimension a user may name in `--space`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dimension {
+    /// The inter-op count.
+    Inter,
+    /// The intra-op count.
+    Intra,
+    /// Whether idle workers spin (not searchable yet).
+    Spin,
+    /// The pool kind (not searchable yet).
+    Pool,
+}
+
+impl FromStr for Dimension {
+    type Err = TuneError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "inter" => Ok(Dimension::Inter),
+            "intra" => Ok(Dimension::Intra),
+            "spin" => Ok(Dimension::Spin),
+            "pool" => Ok(Dimension::Pool),
+            other => Err(TuneError::UnknownDimension(other.to_string())),
+        }
+    }
+}
+
+/// The dimensions searched: inter-op, intra-op, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Space {
+    /// Whether the inter-op count varies.
+    pub inter: bool,
+    /// Whether the intra-op count varies.
+    pub intra: bool,
+}
+
+impl Default for Space {
+    fn default() -> Self {
+        Space {
+            inter: true,
+            intra: true,
+        }
+    }
+}
+
+impl FromStr for Space {
+    type Err = TuneError;
+
+    /// A comma-separated list of dimensions: `inter,intra`, `inter`, `intra`.
+    ///
+    /// ```
+    /// use enginetop::tune::Space;
+    /// let space: Space = "intra".parse().unwrap();
+    /// assert!(space.intra && !space.inter);
+    /// assert!("inter,spin".parse::<Space>().unwrap_err().to_string().contains("not searchable yet"));
+    /// ```
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let mut space = Space {
+            inter: false,
+            intra: false,
+        };
+        for name in text.split(',').filter(|name| !name.trim().is_empty()) {
+            match name.parse::<Dimension>()? {
+                Dimension::Inter => space.inter = true,
+                Dimension::Intra => space.intra = true,
+                dimension @ (Dimension::Spin | Dimension::Pool) => {
+                    return Err(TuneError::NotSearchable(dimension))
+                }
+            }
+        }
+        if !space.inter && !space.intra {
+            return Err(TuneError::EmptySpace);
+        }
+        Ok(space)
+    }
+}
+
+impl Space {
+    /// The grid: every searched count from [`counts`], the others fixed at `start`'s.
+    pub fn grid(self, start: Point, cpus: usize, max_threads: usize) -> Vec<Point> {
+        let inters = match self.inter {
+            true => counts(cpus, max_threads),
+            false => vec![start.inter],
+        };
+        let intras = match self.intra {
+            true => counts(cpus, max_threads),
+            false => vec![start.intra],
+        };
+        inters
+            .iter()
+            .flat_map(|&inter| intras.iter().map(move |&intra| Point { inter, intra }))
+            .collect()
+    }
+
+    /// The default configuration (one thread per CPU in each searched dimension, at most
+    /// `max_threads`; `start`'s count in the others).
+    pub fn default_point(self, start: Point, cpus: usize, max_threads: usize) -> Point {
+        let per_cpu = cpus.clamp(1, max_threads.max(1));
+        Point {
+            inter: if self.inter { per_cpu } else { start.inter },
+            intra: if self.intra { per_cpu } else { start.intra },
+        }
+    }
+}
+
+/// The counts searched in one dimension: powers of two up to twice `cpus`, and `cpus`
+/// itself, none past `max_threads`, ascending.
+///
+/// ```
+/// use enginetop::tune::Space;
+/// # use enginetop::tune::Point;
+/// let start = Point { inter: 2, intra: 2 };
+/// let grid = Space::default().grid(start, 2, 128);
+/// assert_eq!(grid.len(), 9); // {1, 2, 4} x {1, 2, 4}
+/// assert!(Space::default().grid(start, 6, 8).iter().all(|p| p.inter <= 8 && p.intra <= 8));
+/// ```
+pub(crate) fn counts(cpus: usize, max_threads: usize) -> Vec<usize> {
+    let cpus = cpus.max(1);
+    let top = cpus.saturating_mul(2).min(max_threads.max(1));
+    let mut counts: Vec<usize> = std::iter::successors(Some(1usize), |&n| n.checked_mul(2))
+        .take_while(|&n| n <= top)
+        .collect();
+    if cpus <= top {
+        counts.push(cpus);
+    }
+    counts.sort_unstable();
+    counts.dedup();
+    counts
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_powers_of_two_and_the_cpus_never_past_max_threads() {
+        assert_eq!(counts(2, 128), [1, 2, 4]);
+        assert_eq!(counts(6, 128), [1, 2, 4, 6, 8]);
+        assert_eq!(counts(6, 5), [1, 2, 4]);
+        assert_eq!(counts(2, 1), [1]);
+        assert_eq!(counts(1, 128), [1, 2]);
+    }
+
+    #[test]
+    fn spaces_parse_and_refuse_what_cannot_be_searched() {
+        assert_eq!("inter,intra".parse::<Space>().unwrap(), Space::default());
+        let only_inter: Space = " inter ".parse().unwrap();
+        assert_eq!((only_inter.inter, only_inter.intra), (true, false));
+        let start = Point { inter: 3, intra: 5 };
+        assert!(only_inter.grid(start, 2, 128).iter().all(|p| p.intra == 5));
+        assert_eq!(
+            only_inter.default_point(start, 2, 128),
+            Point { inter: 2, intra: 5 }
+        );
+        for (text, message) in [
+            ("pool", "`pool` is not searchable yet"),
+            ("inter,spin", "`spin` is not searchable yet"),
+            ("threads", "unknown dimension `threads`"),
+            ("", "names no dimension"),
+        ] {
+            let error = text.parse::<Space>().unwrap_err().to_string();
+            assert!(error.contains(message), "{text}: {error}");
+        }
+    }
+}
