@@ -44,15 +44,29 @@ pub(crate) fn exact_duration(ts: f64, end: f64, plain: f64) -> f64 {
             return dur;
         }
         dur = if sum < end {
-            dur.next_up()
+            next_up(dur)
         } else {
-            dur.next_down()
+            next_down(dur)
         };
     }
     while dur > 0.0 && ts + dur > end {
-        dur = dur.next_down();
+        dur = next_down(dur);
     }
     dur.max(0.0)
+}
+
+/// The next double above `x` (finite, `>= 0`).
+fn next_up(x: f64) -> f64 {
+    f64::from_bits(x.to_bits() + 1)
+}
+
+/// The next double below `x` (finite, `>= 0`; 0 stays 0).
+fn next_down(x: f64) -> f64 {
+    if x > 0.0 {
+        f64::from_bits(x.to_bits() - 1)
+    } else {
+        0.0
+    }
 }
 
 /// The slices of one track, in nanoseconds, for binding flows.
@@ -150,7 +164,7 @@ mod tests {
         let (ts, end) = (micros(5_302_098), micros(22_093_408));
         let written = exact_duration(ts, end, micros(16_791_310));
         assert!(ts + written < end);
-        assert!(ts + written.next_up() > end, "the largest that falls short");
+        assert!(ts + next_up(written) > end, "the largest that falls short");
     }
 
     #[test]
