@@ -154,7 +154,10 @@ fn resizes(trace: &Value) -> Vec<(u64, u64)> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|event| event["ph"] == "i" && event["name"] == "resize")
+        .filter(|event| {
+            let name = event["name"].as_str().unwrap_or_default();
+            event["ph"] == "i" && name.starts_with("resize ")
+        })
         .map(|event| {
             let args = &event["args"];
             (args["from"].as_u64().unwrap(), args["to"].as_u64().unwrap())

@@ -98,27 +98,44 @@ fn every_op_appears_exactly_once_in_export_and_summary() {
     assert_eq!(report.unmatched, 0);
 
     let trace: Value = serde_json::from_slice(&json).unwrap();
-    let mut seen: HashMap<u64, (usize, &Value)> = HashMap::new();
+    // Per name, phase, error flag and priority: how many op slices the trace has, against
+    // what was recorded (slices carry no per-call id; `queued` instants do).
+    type Key = (String, String, bool, i64);
+    let mut seen: HashMap<Key, u64> = HashMap::new();
+    let mut queued: HashMap<u64, usize> = HashMap::new();
     for event in trace["traceEvents"].as_array().unwrap() {
         if event["cat"] == "op" && (event["ph"] == "X" || event["ph"] == "b") {
-            let id = event["args"]["op_id"].as_u64().unwrap();
-            let entry = seen.entry(id).or_insert((0, event));
-            entry.0 += 1;
+            let key = (
+                event["name"].as_str().unwrap().to_string(),
+                event["ph"].as_str().unwrap().to_string(),
+                event["args"]["error"].as_bool().unwrap(),
+                event["args"]["priority"].as_i64().unwrap(),
+            );
+            *seen.entry(key).or_default() += 1;
+        }
+        if event["ph"] == "i" && event["name"] == "queued" {
+            *queued
+                .entry(event["args"]["op_id"].as_u64().unwrap())
+                .or_default() += 1;
         }
     }
-    assert_eq!(seen.len() as u64, total);
+    let mut expected: HashMap<Key, u64> = HashMap::new();
     for thread in 0..THREADS {
         for k in 0..OPS_PER_THREAD {
             let info = op(thread, k);
-            let (times, event) = seen[&info.id];
-            assert_eq!(times, 1, "op {} appears {times} times", info.id);
-            assert_eq!(event["name"], name_of(k));
-            assert_eq!(event["args"]["error"], failed(k));
-            assert_eq!(event["args"]["priority"], info.priority);
-            let expected_phase = if k % 10 == 9 { "b" } else { "X" };
-            assert_eq!(event["ph"], expected_phase, "op {}", info.id);
+            let phase = if k % 10 == 9 { "b" } else { "X" };
+            let key = (
+                name_of(k).to_string(),
+                phase.to_string(),
+                failed(k),
+                i64::from(info.priority),
+            );
+            *expected.entry(key).or_default() += 1;
+            assert_eq!(queued.get(&info.id), Some(&1), "op {} queued", info.id);
         }
     }
+    assert_eq!(seen, expected);
+    assert_eq!(queued.len() as u64, total);
 
     let summary = profiler.summary();
     for (name, (count, errors)) in expected_counts() {
@@ -173,8 +190,9 @@ fn push_engine_ops(kind: EngineKind, probe: Arc<dyn EngineObserver>) {
 }
 
 /// Every op pushed to a profiled engine, on every engine kind, comes out of the export
-/// exactly once, with its queueing marker and one queued -> start flow (all ops here start
-/// and end on one thread); ids, priorities and properties are the engine's.
+/// exactly once, with its `queued` instant, and at most one queued -> start flow (all ops
+/// here start and end on one thread): an op queued by this test's thread, which has no
+/// slice for a flow to start from, gets none.
 #[test]
 fn every_engine_op_appears_once_with_one_queued_to_start_flow() {
     for kind in EngineKind::ALL {
@@ -183,32 +201,31 @@ fn every_engine_op_appears_once_with_one_queued_to_start_flow() {
         let mut json = Vec::new();
         let report = profiler.export_chrome(&mut json).unwrap();
         validate_json(&json).unwrap_or_else(|problems| panic!("{kind}: {problems}"));
-        assert_eq!(
-            (report.ops, report.flows, report.unmatched),
-            (ENGINE_OPS, ENGINE_OPS, 0),
-            "{kind}"
-        );
+        assert_eq!((report.ops, report.unmatched), (ENGINE_OPS, 0), "{kind}");
+        assert!(report.flows <= ENGINE_OPS, "{kind}: {} flows", report.flows);
         let trace: Value = serde_json::from_slice(&json).unwrap();
-        let mut slices: HashMap<u64, usize> = HashMap::new();
+        let mut slices = 0;
         let mut markers: HashMap<u64, usize> = HashMap::new();
         let mut failed = 0;
         for event in trace["traceEvents"].as_array().unwrap() {
             let id = event["args"]["op_id"].as_u64();
             match (event["cat"].as_str(), event["ph"].as_str(), id) {
-                (Some("op"), Some("X"), Some(id)) => {
-                    *slices.entry(id).or_default() += 1;
+                (Some("op"), Some("X"), None) => {
+                    slices += 1;
                     failed += usize::from(event["args"]["error"] == true);
                     let priority = event["args"]["priority"].as_i64().unwrap();
                     assert!((0..3).contains(&priority), "{kind}: {event}");
                 }
-                (Some("queue"), Some("X"), Some(id)) => *markers.entry(id).or_default() += 1,
+                (Some("queue"), Some("i"), Some(id)) => *markers.entry(id).or_default() += 1,
                 _ => {}
             }
         }
-        assert_eq!(slices.len(), ENGINE_OPS, "{kind}: distinct op ids");
-        assert!(slices.values().all(|&n| n == 1), "{kind}: an op twice");
-        assert_eq!(markers.len(), ENGINE_OPS, "{kind}: queued markers");
-        assert!(markers.keys().all(|id| slices.contains_key(id)), "{kind}");
+        assert_eq!(slices, ENGINE_OPS, "{kind}: op slices");
+        assert_eq!(markers.len(), ENGINE_OPS, "{kind}: queued instants");
+        assert!(
+            markers.values().all(|&n| n == 1),
+            "{kind}: an op queued twice"
+        );
         assert!(failed >= ENGINE_OPS / 50, "{kind}: {failed} failed ops");
         let summary = profiler.summary();
         let count = |name: &str| {

@@ -78,6 +78,37 @@ fn validate_rejects_a_broken_trace_with_its_problems() {
     assert!(text(&missing.stderr).contains("could not read"));
 }
 
+/// A trace whose `otherData` says events were dropped or evicted validates with a warning
+/// naming the counts; `--strict` makes it an error.
+#[test]
+fn validate_warns_about_lost_events_and_strict_fails_on_them() {
+    let lossy = temp_file("lossy.trace.json");
+    std::fs::write(
+        &lossy,
+        r#"{"traceEvents":[{"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"w"}},
+            {"name":"op","ph":"X","ts":0,"dur":5,"pid":1,"tid":1}],
+            "otherData":{"dropped_events":3335,"evicted_events":12}}"#,
+    )
+    .unwrap();
+    let path = lossy.to_str().unwrap();
+    let check = enginetop(&["trace", "validate", path]);
+    assert!(check.status.success(), "stderr: {}", text(&check.stderr));
+    let stderr = text(&check.stderr);
+    assert!(stderr.contains("warning:"), "{stderr}");
+    assert!(
+        stderr.contains("3335 dropped") && stderr.contains("12 evicted"),
+        "{stderr}"
+    );
+    let strict = enginetop(&["trace", "validate", "--strict", path]);
+    assert!(!strict.status.success());
+    assert!(
+        text(&strict.stderr).contains("3335 dropped"),
+        "{}",
+        text(&strict.stderr)
+    );
+    let _ = std::fs::remove_file(lossy);
+}
+
 /// `--gpus` changes nothing a trace command does: it is refused, not silently ignored.
 #[test]
 fn trace_commands_refuse_gpus() {

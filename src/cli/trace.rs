@@ -20,13 +20,21 @@ enum TraceAction {
     /// Check a Chrome trace file: it must load cleanly in Perfetto and chrome://tracing,
     /// and be readable there
     ///
-    /// Beyond what the viewers require (a known `ph`, numeric pid/tid/ts, `dur` on slices,
-    /// balanced `B`/`E`, numeric counters, paired flows), every thread with events must be
-    /// named by `thread_name` metadata and no two slices on a thread may partially overlap:
-    /// the viewers load such traces, but show unnamed rows and stack slices wrongly.
+    /// Times are read as viewers read them: `ts` and `dur` as doubles in microseconds, a
+    /// slice's end as `ts + dur` in doubles. Beyond what the viewers require (a known `ph`,
+    /// numeric pid/tid/ts, `dur` on slices, balanced `B`/`E`, numeric counters, paired
+    /// flows), every thread with events must be named by `thread_name` metadata, no two
+    /// slices on a thread may partially overlap (at equal `ts` the longer comes first), no
+    /// slice may be a 1 ns marker, and no slice `args` key may differ on every call of a
+    /// name: the viewers load such traces, but show unnamed rows, stack slices wrongly and
+    /// split an op's calls into one frame each. A trace that says it lacks events
+    /// (`otherData.dropped_events`, `evicted_events`) gets a warning with the counts.
     Validate {
         /// The trace (JSON).
         file: std::path::PathBuf,
+        /// Fail (exit 1) when the trace lacks events it says were dropped or evicted.
+        #[arg(long)]
+        strict: bool,
     },
     /// Run a short profiled pool workload and export its Chrome trace.
     Demo(TraceDemoArgs),
@@ -59,7 +67,7 @@ struct TraceDemoArgs {
 /// Runs the chosen trace action.
 pub(super) fn run(args: &TraceArgs) -> Result<()> {
     match &args.action {
-        TraceAction::Validate { file } => trace_validate(file),
+        TraceAction::Validate { file, strict } => trace_validate(file, *strict),
         TraceAction::Demo(args) => trace_demo(args),
     }
 }
@@ -104,8 +112,9 @@ pub(super) fn check_trace_path(flag: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `enginetop trace validate FILE`: prints what the trace holds, or every problem (exit 1).
-pub(super) fn trace_validate(file: &std::path::Path) -> Result<()> {
+/// `enginetop trace validate FILE`: prints what the trace holds, or every problem (exit 1);
+/// warns when the trace lacks events, and fails on that too when `strict`.
+pub(super) fn trace_validate(file: &std::path::Path, strict: bool) -> Result<()> {
     let summary = validate::validate_file(file)
         .map_err(|problems| anyhow::anyhow!("{}: {problems}", file.display()))?;
     println!(
@@ -116,7 +125,28 @@ pub(super) fn trace_validate(file: &std::path::Path) -> Result<()> {
         summary.slices,
         summary.flows
     );
+    if summary.lacks_events() {
+        let lacking = lacking_events(&summary);
+        if strict {
+            anyhow::bail!("{}: {lacking} (--strict)", file.display());
+        }
+        eprintln!(
+            "warning: {}: {lacking}; --strict makes this an error",
+            file.display()
+        );
+    }
     Ok(())
+}
+
+/// What a trace that lacks events lacks, and what that means for it.
+fn lacking_events(summary: &validate::TraceSummary) -> String {
+    let dropped = summary.dropped_events.unwrap_or(0);
+    let evicted = summary.evicted_events.unwrap_or(0);
+    format!(
+        "the trace lacks events: {dropped} dropped (a profiler ring was full: the collector \
+         fell behind) and {evicted} evicted (older than its window, or past its size); ops \
+         and states around them are missing from it"
+    )
 }
 
 /// `enginetop trace demo`: a profiled pool workload, exported and validated.
@@ -141,5 +171,5 @@ fn trace_demo(args: &TraceDemoArgs) -> Result<()> {
         export.flows,
         profiler.snapshot().dropped_events
     );
-    trace_validate(&args.out)
+    trace_validate(&args.out, false)
 }

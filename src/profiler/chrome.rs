@@ -9,20 +9,34 @@
 //! - GPU streams, Kineto style: under the GPU's pid, one track per stream
 //!   (`tid = 1_000_000 + stream`, named `stream compute0`, `stream h2d1`), kernels as `X` events with
 //!   `args.stream`, and a flow arrow from the host-side submit to the kernel.
-//! - Ops: an `X` event per op (`cat: "op"`, args `op_id`, `priority`, `property`, `error`).
-//!   Each `OpQueued` becomes a 1 ns `X` marker (`cat: "queue"`) on the queuing thread, and a
-//!   flow (`s` -> `f`, `"bp": "e"`, integer ids) runs from it to the op's slice. An op that
-//!   ended on another thread than it started on is an async `b`/`e` pair instead.
-//! - Pools: `task`, `spinning` and `parked` slices, `steal` instants (thread scope) and
-//!   `resize` instants (process scope), queue depths as `C` counters named `queue <label>`.
+//! - Ops: an `X` event per op (`cat: "op"`, args `priority`, `property`, `error`: the same
+//!   for every call of an op name, so viewers that name a frame by `name` plus `args`, such
+//!   as speedscope, group an op name's calls into one frame). Each `OpQueued` becomes a
+//!   `queued` instant (`i`, thread scope, `cat: "queue"`) on the queuing thread carrying the
+//!   per-call identity (`op_id`, `op`, `device`), and a flow (`s` -> `f`, `"bp": "e"`,
+//!   integer ids) runs to the op's slice. An op that ended on another thread than it started
+//!   on is an async `b`/`e` pair instead (its `b` carries `op_id`).
+//! - Only work is a slice: queued moments and kernel launches are instants, never slices.
+//!   A flow starts inside a slice of its thread (the one enclosing the moment, else the last
+//!   one that ended before it, e.g. the op whose end made this one ready) and finishes inside
+//!   its op's slice; a moment with no slice before it on its thread gets no flow (see
+//!   [`super::trace_time`]).
+//! - Pools: `task`, `spinning` and `parked` slices, `steal` instants (thread scope), and an
+//!   instant per pool resize (process scope) named `resize <device>: <from> -> <to>`; queue
+//!   depths as `C` counters named `queue <label>`. A thread that was parked when the window
+//!   began is parked from the window's start; one still parked or spinning at its end stays
+//!   so to the window's last event. Every thread the window knows of gets its track, even
+//!   one with no event in the window ([`TraceContext::threads`]).
 //! - `tracing` spans: `X` slices (`cat: "span"`).
 //!
 //! Timestamps are microseconds (with nanosecond fractions) relative to the window's first
 //! event; the wall-clock time of that event is `otherData.start_time` (RFC 3339), next to the
-//! dropped and evicted event counts. Slices on one track always nest: a slice that would
-//! overlap its parent's end (an event lost, a span left open across a task) is clamped to it
-//! and counted in [`ExportReport::clamped`]. Starts and ends whose partner is outside the
-//! window are left out and counted in [`ExportReport::unmatched`].
+//! dropped and evicted event counts. Slices on one track always nest, also as viewers read
+//! them (doubles, `ts + dur`: see [`super::trace_time`]), and at equal `ts` the longer slice
+//! comes first: a slice that would overlap its parent's end (an event lost, a span left open
+//! across a task) is clamped to it and counted in [`ExportReport::clamped`]. Starts and ends
+//! whose partner is outside the window are left out and counted in
+//! [`ExportReport::unmatched`].
 #![forbid(unsafe_code)]
 
 use std::borrow::Cow;
@@ -33,8 +47,10 @@ use crate::device::stream::StreamId;
 use std::io::{self, Write};
 
 use super::clock::Epoch;
-use super::event::{property_name, Event, EventKind};
+use super::event::{property_name, Event, EventKind, NO_WORKER};
 use super::names::{DeviceId, ThreadId};
+use super::trace_time::{exact_duration, inside, micros, SliceIndex};
+use super::window::is_worker_event;
 
 /// Where GPU stream tracks start in a device's `tid` space.
 pub const STREAM_TID_BASE: u32 = 1_000_000;
@@ -49,6 +65,22 @@ pub struct TraceContext {
     /// Device descriptions: written as `process_labels` of the device's process and into
     /// `otherData.device_labels`, for devices with events in the trace.
     pub device_labels: Vec<(DeviceId, String)>,
+    /// Threads whose earlier events the window let go: each gets its track, and one that
+    /// was parked then is parked from the window's start.
+    pub threads: Vec<WindowThread>,
+}
+
+/// A thread as it was when the trace window began (after the events it let go).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowThread {
+    /// The thread.
+    pub thread: ThreadId,
+    /// The device of its first worker event, if it had one.
+    pub device: Option<DeviceId>,
+    /// Parked at the window's start.
+    pub parked: bool,
+    /// It has exited: it gets a track only if it has events in the window.
+    pub exited: bool,
 }
 
 /// What an export wrote.
@@ -74,7 +106,7 @@ pub fn write_trace(
     context: &TraceContext,
     out: impl Write,
 ) -> io::Result<ExportReport> {
-    let mut builder = Builder::new(events);
+    let mut builder = Builder::new(events, &context.threads);
     for event in events {
         builder.add(event);
     }
@@ -87,6 +119,11 @@ pub fn write_trace(
 enum Args {
     None,
     Op {
+        priority: i32,
+        property: &'static str,
+        error: bool,
+    },
+    AsyncOp {
         op_id: u64,
         priority: i32,
         property: &'static str,
@@ -94,6 +131,7 @@ enum Args {
     },
     Queued {
         op_id: u64,
+        op: &'static str,
         device: &'static str,
     },
     Task {
@@ -106,6 +144,7 @@ enum Args {
         from_injector: bool,
     },
     Resize {
+        device: &'static str,
         from: u32,
         to: u64,
     },
@@ -114,10 +153,11 @@ enum Args {
     },
     Kernel {
         stream: u32,
-        op_id: u64,
     },
-    Span {
-        span_id: u64,
+    Launch {
+        stream: u32,
+        op_id: u64,
+        op: &'static str,
     },
     Name {
         name: String,
@@ -176,16 +216,13 @@ impl Record {
         record
     }
 
-    /// A 1 ns slice at `event`'s time on `track`, named after the event: where something
-    /// happened to an op (queued, launched), the start of its flow arrow.
-    fn marker(event: &Event, cat: &'static str, track: Track) -> Self {
-        Record::slice(
-            event.name.as_str(),
-            cat,
-            track,
-            event.ts_ns,
-            event.ts_ns + 1,
-        )
+    /// A thread-scoped instant at `event`'s time on `track`: where something happened to an
+    /// op (queued, launched), not work.
+    fn moment(event: &Event, name: &'static str, cat: &'static str, track: Track) -> Self {
+        let mut record = Record::new("i", name, track, event.ts_ns);
+        record.cat = cat;
+        record.scope = Some("t");
+        record
     }
 
     fn args(mut self, args: Args) -> Self {
@@ -247,23 +284,9 @@ fn pid_of(device: DeviceId) -> u32 {
 /// Where a thread's events go: its first worker event's device, else the host.
 fn home_devices(events: &[Event]) -> HashMap<ThreadId, u32> {
     let mut home = HashMap::new();
-    for event in events {
-        let is_worker_event = matches!(
-            event.kind,
-            EventKind::TaskStart
-                | EventKind::TaskEnd
-                | EventKind::OpStart
-                | EventKind::OpEnd
-                | EventKind::SpinStart
-                | EventKind::SpinEnd
-                | EventKind::Park
-                | EventKind::Unpark
-                | EventKind::Steal
-        );
-        if is_worker_event {
-            home.entry(event.thread)
-                .or_insert_with(|| pid_of(event.device));
-        }
+    for event in events.iter().filter(|event| is_worker_event(event.kind)) {
+        home.entry(event.thread)
+            .or_insert_with(|| pid_of(event.device));
     }
     home
 }
@@ -273,6 +296,17 @@ fn home_devices(events: &[Event]) -> HashMap<ThreadId, u32> {
 struct Open {
     event: Event,
     track: Track,
+}
+
+/// A flow arrow waiting for the slices it binds to: from a moment on a thread's track to the
+/// slice `to` (an index into the records).
+#[derive(Clone, Copy, Debug)]
+struct PendingFlow {
+    name: &'static str,
+    cat: &'static str,
+    from: Track,
+    from_ns: u64,
+    to: usize,
 }
 
 /// Turns profiler events into trace records, pairing starts with ends.
@@ -295,15 +329,22 @@ struct Builder {
     submits: HashMap<(DeviceId, u32, u64), VecDeque<Open>>,
     /// Kernels started and not yet ended, in the same per-key order.
     kernels: HashMap<(DeviceId, u32, u64), VecDeque<Open>>,
+    /// Flows to bind once every slice is known.
+    flows: Vec<PendingFlow>,
+    /// Tracks of threads with no record of their own (known to the window, quiet in it).
+    quiet_tracks: BTreeSet<Track>,
+    /// The window's last event (where states still open at the end stop).
+    end_ns: u64,
     next_id: u64,
 }
 
 impl Builder {
-    fn new(events: &[Event]) -> Self {
-        Builder {
+    fn new(events: &[Event], threads: &[WindowThread]) -> Self {
+        let mut builder = Builder {
             records: Vec::with_capacity(events.len()),
             home: home_devices(events),
             base_ns: events.first().map_or(0, |event| event.ts_ns),
+            end_ns: events.last().map_or(0, |event| event.ts_ns),
             report: ExportReport {
                 events_in: events.len(),
                 ..ExportReport::default()
@@ -317,7 +358,36 @@ impl Builder {
             queued_for_running: HashMap::new(),
             submits: HashMap::new(),
             kernels: HashMap::new(),
+            flows: Vec::new(),
+            quiet_tracks: BTreeSet::new(),
             next_id: 1,
+        };
+        if !events.is_empty() {
+            let in_window: BTreeSet<ThreadId> = events.iter().map(|event| event.thread).collect();
+            for thread in threads {
+                builder.carry_in(thread, in_window.contains(&thread.thread));
+            }
+        }
+        builder
+    }
+
+    /// Gives a thread the window began with its track, and opens its park at the window's
+    /// start if it was parked then.
+    fn carry_in(&mut self, thread: &WindowThread, in_window: bool) {
+        if thread.exited && !in_window {
+            return;
+        }
+        if let Some(device) = thread.device {
+            self.home.entry(thread.thread).or_insert(pid_of(device));
+        }
+        let mut start = Event::default().at(self.base_ns);
+        start.thread = thread.thread;
+        start.kind = EventKind::Park;
+        start.aux = NO_WORKER;
+        let open = self.open(&start);
+        self.quiet_tracks.insert(open.track);
+        if thread.parked {
+            self.parks.insert(thread.thread, open);
         }
     }
 
@@ -387,11 +457,12 @@ impl Builder {
 
     fn op_queued(&mut self, event: &Event) {
         let open = self.open(event);
-        let marker = Record::marker(event, "queue", open.track).args(Args::Queued {
+        let moment = Record::moment(event, "queued", "queue", open.track).args(Args::Queued {
             op_id: event.op_id(),
+            op: event.name.as_str(),
             device: event.device.name(),
         });
-        self.records.push(marker);
+        self.records.push(moment);
         self.queued.insert(event.op_id(), open);
     }
 
@@ -411,16 +482,18 @@ impl Builder {
             return;
         };
         let end_track = self.thread_track(event);
-        let args = Args::Op {
-            op_id: event.op_id(),
-            priority: event.priority(),
-            property: property_name(event.property()),
-            error: event.is_error(),
-        };
+        let (priority, property) = (event.priority(), property_name(event.property()));
+        let error = event.is_error();
         let name = event.name.as_str();
         self.report.ops += 1;
         if end_track != start.track {
             let id = self.fresh_id();
+            let args = Args::AsyncOp {
+                op_id: event.op_id(),
+                priority,
+                property,
+                error,
+            };
             let mut begin = Record::new("b", name, start.track, start.event.ts_ns).args(args);
             begin.cat = "op";
             begin.id = Some(id);
@@ -431,24 +504,78 @@ impl Builder {
             return;
         }
         let slice = Record::slice(name, "op", start.track, start.event.ts_ns, event.ts_ns);
+        let args = Args::Op {
+            priority,
+            property,
+            error,
+        };
         self.records.push(slice.args(args));
         if let Some(queued) = queued {
-            self.flow("queued", "op_flow", queued, start);
+            self.flow("queued", "op_flow", queued);
         }
     }
 
-    /// A flow arrow from `from`'s slice to the slice starting at `to`.
-    fn flow(&mut self, name: &'static str, cat: &'static str, from: Open, to: Open) {
-        let id = self.fresh_id();
-        let mut start = Record::new("s", name, from.track, from.event.ts_ns);
-        start.cat = cat;
-        start.id = Some(id);
-        let mut finish = Record::new("f", name, to.track, to.event.ts_ns);
-        finish.cat = cat;
-        finish.id = Some(id);
-        finish.bind_enclosing = true;
-        self.records.extend([start, finish]);
-        self.report.flows += 1;
+    /// A flow arrow from the moment `from` on its thread to the slice just pushed.
+    fn flow(&mut self, name: &'static str, cat: &'static str, from: Open) {
+        self.flows.push(PendingFlow {
+            name,
+            cat,
+            from: from.track,
+            from_ns: from.event.ts_ns,
+            to: self.records.len() - 1,
+        });
+    }
+
+    /// Writes each pending flow whose ends can bind inside slices (see
+    /// [`super::trace_time`]): the `s` inside a slice of its thread, the `f` strictly inside
+    /// its slice, never before the `s`.
+    fn bind_flows(&mut self) {
+        let mut by_track: HashMap<Track, Vec<(u64, u64)>> = HashMap::new();
+        for record in self.records.iter().filter(|record| record.ph == "X") {
+            let track = Track {
+                pid: record.pid,
+                tid: record.tid,
+            };
+            by_track
+                .entry(track)
+                .or_default()
+                .push((record.ts_ns, record.end_ns()));
+        }
+        let index: HashMap<Track, SliceIndex> = by_track
+            .into_iter()
+            .map(|(track, slices)| (track, SliceIndex::new(slices)))
+            .collect();
+        for flow in std::mem::take(&mut self.flows) {
+            let target = &self.records[flow.to];
+            let (to_track, to_start, to_end) = (
+                Track {
+                    pid: target.pid,
+                    tid: target.tid,
+                },
+                target.ts_ns,
+                target.end_ns(),
+            );
+            let from_ns = index
+                .get(&flow.from)
+                .and_then(|slices| slices.bind(flow.from_ns));
+            let Some(from_ns) = from_ns.filter(|_| to_end >= to_start + 2) else {
+                continue;
+            };
+            let to_ns = inside(to_start, to_end, to_start);
+            if from_ns > to_ns {
+                continue;
+            }
+            let id = self.fresh_id();
+            let mut start = Record::new("s", flow.name, flow.from, from_ns);
+            start.cat = flow.cat;
+            start.id = Some(id);
+            let mut finish = Record::new("f", flow.name, to_track, to_ns);
+            finish.cat = flow.cat;
+            finish.id = Some(id);
+            finish.bind_enclosing = true;
+            self.records.extend([start, finish]);
+            self.report.flows += 1;
+        }
     }
 
     fn fresh_id(&mut self) -> u64 {
@@ -477,8 +604,7 @@ impl Builder {
         let start = stack.remove(position);
         let name = event.name.as_str();
         let slice = Record::slice(name, "span", start.track, start.event.ts_ns, event.ts_ns);
-        self.records
-            .push(slice.args(Args::Span { span_id: event.arg }));
+        self.records.push(slice);
     }
 
     fn begin_state(&mut self, event: &Event, spinning: bool) {
@@ -503,12 +629,29 @@ impl Builder {
             self.report.unmatched += 1;
             return;
         };
+        self.state_slice(start, event.ts_ns, spinning, event.worker());
+    }
+
+    /// The `spinning` or `parked` slice from `start` to `end_ns`.
+    fn state_slice(&mut self, start: Open, end_ns: u64, spinning: bool, worker: Option<u32>) {
         let name = if spinning { "spinning" } else { "parked" };
-        let slice = Record::slice(name, "pool", start.track, start.event.ts_ns, event.ts_ns);
+        let slice = Record::slice(name, "pool", start.track, start.event.ts_ns, end_ns);
         self.records.push(slice.args(Args::Task {
-            worker: event.worker(),
+            worker,
             panicked: false,
         }));
+    }
+
+    /// Spins and parks still open at the window's end last to its last event.
+    fn close_states(&mut self) {
+        let spins: Vec<Open> = self.spins.drain().map(|(_, open)| open).collect();
+        let parks: Vec<Open> = self.parks.drain().map(|(_, open)| open).collect();
+        for (opens, spinning) in [(spins, true), (parks, false)] {
+            for open in opens {
+                let worker = open.event.worker();
+                self.state_slice(open, self.end_ns, spinning, worker);
+            }
+        }
     }
 
     fn steal(&mut self, event: &Event) {
@@ -523,13 +666,14 @@ impl Builder {
     }
 
     fn resize(&mut self, event: &Event) {
-        let mut instant = Record::new("i", "resize", Self::device_track(event), event.ts_ns);
+        let device = event.device.name();
+        let (from, to) = (event.aux, event.arg);
+        let name = format!("resize {device}: {from} -> {to}");
+        let mut instant = Record::new("i", name, Self::device_track(event), event.ts_ns);
         instant.cat = "pool";
         instant.scope = Some("p");
-        self.records.push(instant.args(Args::Resize {
-            from: event.aux,
-            to: event.arg,
-        }));
+        self.records
+            .push(instant.args(Args::Resize { device, from, to }));
     }
 
     fn queue_depth(&mut self, event: &Event) {
@@ -542,11 +686,12 @@ impl Builder {
 
     fn stream_submitted(&mut self, event: &Event) {
         let open = self.open(event);
-        let marker = Record::marker(event, "launch", open.track).args(Args::Kernel {
+        let moment = Record::moment(event, "launch", "launch", open.track).args(Args::Launch {
             stream: event.stream(),
             op_id: event.op_id(),
+            op: event.name.as_str(),
         });
-        self.records.push(marker);
+        self.records.push(moment);
         self.submits
             .entry((event.device, event.stream(), event.op_id()))
             .or_default()
@@ -563,23 +708,23 @@ impl Builder {
         let slice = Record::slice(name, "kernel", start.track, start.event.ts_ns, event.ts_ns);
         self.records.push(slice.args(Args::Kernel {
             stream: event.stream(),
-            op_id: event.op_id(),
         }));
         self.report.ops += 1;
         if let Some(submit) = pop_first(&mut self.submits, &key) {
-            self.flow("launch", "ac2g", submit, start);
+            self.flow("launch", "ac2g", submit);
         }
     }
 
-    /// Counts what never ended, adds metadata, nests, sorts and writes.
+    /// Counts what never ended, closes states, nests, binds flows, adds metadata, sorts and
+    /// writes.
     fn finish(mut self, context: &TraceContext, out: impl Write) -> io::Result<ExportReport> {
         self.report.unmatched += self.tasks.values().map(Vec::len).sum::<usize>()
             + self.spans.values().map(Vec::len).sum::<usize>()
-            + self.spins.len()
-            + self.parks.len()
             + self.ops.len()
             + self.kernels.values().map(VecDeque::len).sum::<usize>();
+        self.close_states();
         self.report.clamped = nest_slices(&mut self.records);
+        self.bind_flows();
         let labelled = self.add_metadata(&context.device_labels);
         self.records
             .sort_by_key(|record| (record.ts_ns, record.order(), Reverse(record.dur_ns)));
@@ -592,7 +737,7 @@ impl Builder {
     /// `thread_name` for every track used; returns the (device name, label) pairs written.
     fn add_metadata(&mut self, labels: &[(DeviceId, String)]) -> Vec<(String, String)> {
         let mut labelled = Vec::new();
-        let tracks: BTreeSet<Track> = self
+        let mut tracks: BTreeSet<Track> = self
             .records
             .iter()
             .map(|record| Track {
@@ -600,6 +745,7 @@ impl Builder {
                 tid: record.tid,
             })
             .collect();
+        tracks.extend(self.quiet_tracks.iter().copied());
         let pids: BTreeSet<u32> = tracks.iter().map(|track| track.pid).collect();
         let base = self.base_ns;
         for pid in pids {
@@ -685,10 +831,6 @@ fn nest_slices(records: &mut [Record]) -> usize {
     clamped
 }
 
-fn micros(ns: u64) -> f64 {
-    ns as f64 / 1000.0
-}
-
 fn write_json(
     records: &[Record],
     base_ns: u64,
@@ -697,16 +839,20 @@ fn write_json(
     mut out: impl Write,
 ) -> io::Result<()> {
     out.write_all(b"{\"traceEvents\":[\n")?;
+    let mut ends = ViewerEnds::default();
     for (index, record) in records.iter().enumerate() {
         if index > 0 {
             out.write_all(b",\n")?;
         }
+        let ts_ns = record.ts_ns.saturating_sub(base_ns);
+        let ts = micros(ts_ns);
+        let dur = record.dur_ns.map(|dur| ends.duration(record, ts_ns, dur));
         let wire = Wire {
             name: &record.name,
             cat: record.cat,
             ph: record.ph,
-            ts: micros(record.ts_ns.saturating_sub(base_ns)),
-            dur: record.dur_ns.map(micros),
+            ts,
+            dur,
             pid: record.pid,
             tid: record.tid,
             id: record.id,
@@ -720,6 +866,36 @@ fn write_json(
     serde_json::to_writer(&mut out, &other_data(base_ns, context, labelled))?;
     out.write_all(b"}\n")?;
     Ok(())
+}
+
+/// Per track, the open slices' ends in nanoseconds and as a viewer computes them: a slice's
+/// written end is capped at its parent's (see [`super::trace_time`]).
+#[derive(Default)]
+struct ViewerEnds {
+    open: HashMap<Track, Vec<(u64, f64)>>,
+}
+
+impl ViewerEnds {
+    /// The `dur` to write for `record` (an `X` at `ts_ns` from the trace's start, lasting
+    /// `dur_ns`); records come sorted by start, longer first.
+    fn duration(&mut self, record: &Record, ts_ns: u64, dur_ns: u64) -> f64 {
+        let track = Track {
+            pid: record.pid,
+            tid: record.tid,
+        };
+        let stack = self.open.entry(track).or_default();
+        while stack.last().is_some_and(|&(end_ns, _)| end_ns <= ts_ns) {
+            stack.pop();
+        }
+        let (ts, end_ns) = (micros(ts_ns), ts_ns + dur_ns);
+        let mut target = micros(end_ns);
+        if let Some(&(_, parent_end)) = stack.last() {
+            target = target.min(parent_end);
+        }
+        let dur = exact_duration(ts, target, micros(dur_ns));
+        stack.push((end_ns, ts + dur));
+        dur
+    }
 }
 
 fn other_data(
@@ -824,12 +1000,30 @@ mod tests {
         assert_eq!(other, &serde_json::json!({ "chrome-test-gpu(0)": label }));
     }
 
+    fn named<'a>(trace: &'a Value, name: &str) -> Vec<&'a Value> {
+        trace_events(trace)
+            .iter()
+            .filter(|event| event["name"] == name)
+            .collect()
+    }
+
+    /// `ts + dur` as a viewer computes it.
+    fn viewer_end(slice: &Value) -> f64 {
+        slice["ts"].as_f64().unwrap() + slice["dur"].as_f64().unwrap()
+    }
+
     #[test]
     fn ops_become_slices_with_args_and_a_flow_from_their_queueing() {
         let cpu = DeviceId::register("chrome-test-cpu");
-        let name = NameId::intern("chrome-test-add");
+        let (name, producer) = (
+            NameId::intern("chrome-test-add"),
+            NameId::intern("chrome-test-producer"),
+        );
         let op = OpInfo::new(11).priority(2).property(3);
+        let (made, orphan) = (OpInfo::new(10), OpInfo::new(12).priority(2).property(3));
         let mut events = [
+            on(1, 0, Event::op(EventKind::OpStart, cpu, producer, made)),
+            on(1, 1_000, Event::op(EventKind::OpEnd, cpu, producer, made)),
             on(1, 1_000, Event::op(EventKind::OpQueued, cpu, name, op)),
             on(2, 3_000, Event::op(EventKind::OpStart, cpu, name, op)),
             on(
@@ -837,39 +1031,204 @@ mod tests {
                 7_500,
                 Event::op(EventKind::OpEnd, cpu, name, op).with_error(true),
             ),
+            on(3, 8_000, Event::op(EventKind::OpQueued, cpu, name, orphan)),
+            on(2, 9_000, Event::op(EventKind::OpStart, cpu, name, orphan)),
+            on(2, 9_500, Event::op(EventKind::OpEnd, cpu, name, orphan)),
         ];
         let (trace, report) = export(&mut events);
-        assert_eq!((report.ops, report.flows, report.unmatched), (1, 1, 0));
-        let slice = trace_events(&trace)
-            .iter()
-            .find(|event| event["cat"] == "op")
-            .unwrap();
+        assert_eq!((report.ops, report.flows, report.unmatched), (3, 1, 0));
+        let slice = named(&trace, "chrome-test-add")[0];
         assert_eq!(slice["ph"], "X");
-        assert_eq!(slice["name"], "chrome-test-add");
-        assert_eq!(slice["ts"], 2.0);
+        assert_eq!(slice["ts"], 3.0);
         assert_eq!(slice["dur"], 4.5);
         assert_eq!(slice["pid"], u32::from(cpu.id()) + 1);
         let args = &slice["args"];
         assert_eq!(
-            (args["op_id"].as_u64(), args["priority"].as_i64()),
-            (Some(11), Some(2))
+            args,
+            &serde_json::json!({"priority": 2, "property": "cpu_prioritized", "error": true}),
+            "no per-call id on the slice"
         );
+        let queued: Vec<&Value> = named(&trace, "queued")
+            .into_iter()
+            .filter(|event| event["ph"] == "i")
+            .collect();
+        assert_eq!(queued.len(), 2, "one instant per queued op, flow or not");
         assert_eq!(
-            (args["property"].as_str(), args["error"].as_bool()),
-            (Some("cpu_prioritized"), Some(true))
+            (queued[0]["ph"].as_str(), queued[0]["s"].as_str()),
+            (Some("i"), Some("t"))
         );
+        assert_eq!(queued[0]["ts"], 1.0);
+        assert_eq!(queued[0]["args"]["op_id"], 11);
+        assert_eq!(queued[0]["args"]["op"], "chrome-test-add");
+        assert!(trace_events(&trace)
+            .iter()
+            .all(|event| event["ph"] != "X" || event["dur"].as_f64().unwrap() > 0.001));
         let flows: Vec<&Value> = trace_events(&trace)
             .iter()
             .filter(|event| event["ph"] == "s" || event["ph"] == "f")
             .collect();
-        assert_eq!(flows.len(), 2);
-        assert_eq!(flows[0]["ts"], 0.0);
+        assert_eq!(
+            flows.len(),
+            2,
+            "the orphan's queuing thread has no slice to start from"
+        );
+        assert_eq!(
+            flows[0]["ts"], 0.999,
+            "inside the op whose end made it ready"
+        );
+        assert_eq!(flows[0]["tid"], T + 1);
+        assert_eq!(flows[1]["ts"], 3.001, "strictly inside the op's slice");
         assert_eq!(flows[1]["bp"], "e");
         assert_eq!(trace["displayTimeUnit"], "ns");
         assert!(trace["otherData"]["start_time"]
             .as_str()
             .unwrap()
             .contains('T'));
+    }
+
+    /// The numbers: `36431.557 + 6.982` is `36438.539000000004` in doubles, past the
+    /// next op's start; and an end no sum from `5302.098` reaches (`22093.408`) shared by a
+    /// parent and its child. Both nest as a viewer reads them, parent first at equal `ts`.
+    #[test]
+    fn slices_nest_after_a_viewers_double_arithmetic() {
+        let pool = DeviceId::register("chrome-test-doubles");
+        let (first, second) = (
+            NameId::intern("chrome-test-expr235"),
+            NameId::intern("chrome-test-expr241"),
+        );
+        let op = |kind, name, id, ts| on(9, ts, Event::op(kind, pool, name, OpInfo::new(id)));
+        let mut events = [
+            on(9, 0, Event::worker_event(EventKind::TaskStart, pool, 0)),
+            op(EventKind::OpStart, second, 4, 0),
+            op(EventKind::OpEnd, second, 4, 500),
+            on(9, 1_000, Event::worker_event(EventKind::TaskEnd, pool, 0)),
+            op(EventKind::OpStart, first, 1, 36_431_557),
+            op(EventKind::OpEnd, first, 1, 36_438_539),
+            op(EventKind::OpStart, second, 2, 36_438_539),
+            op(EventKind::OpEnd, second, 2, 36_440_000),
+            on(
+                10,
+                5_302_098,
+                Event::worker_event(EventKind::TaskStart, pool, 1),
+            ),
+            op(EventKind::OpStart, first, 3, 10_000_000),
+            on(
+                10,
+                22_093_408,
+                Event::worker_event(EventKind::TaskEnd, pool, 1),
+            ),
+        ];
+        events[9].thread = ThreadId::from_raw(T + 10);
+        let mut end = op(EventKind::OpEnd, first, 3, 22_093_408);
+        end.thread = ThreadId::from_raw(T + 10);
+        let mut events = events.to_vec();
+        events.push(end);
+        let (trace, report) = export(&mut events);
+        assert_eq!(report.clamped, 0);
+        let ts = |event: &Value| event["ts"].as_f64().unwrap();
+        let mut ops = named(&trace, "chrome-test-expr235");
+        ops.sort_by(|a, b| ts(b).total_cmp(&ts(a)));
+        let next = named(&trace, "chrome-test-expr241")[1];
+        assert_eq!((ts(ops[0]), ts(next)), (36_431.557, 36_438.539));
+        assert!(
+            ts(ops[0]) + 6.982 > ts(next),
+            "the rounding this guards against"
+        );
+        assert!(viewer_end(ops[0]) <= ts(next));
+        let task = named(&trace, "task")
+            .into_iter()
+            .find(|task| task["tid"] == T + 10)
+            .unwrap();
+        assert!(
+            ts(ops[1]) + 12_093.408 > viewer_end(task),
+            "no sum reaches the task's end"
+        );
+        assert!(viewer_end(ops[1]) <= viewer_end(task));
+        let at = |slice: &Value| trace_events(&trace).iter().position(|e| e == slice);
+        let (first_task, first_op) = (
+            named(&trace, "task")[0],
+            named(&trace, "chrome-test-expr241")[0],
+        );
+        assert_eq!((ts(first_task), ts(first_op)), (0.0, 0.0));
+        assert!(
+            at(first_task) < at(first_op),
+            "the parent first at equal ts"
+        );
+    }
+
+    /// Threads the window began with: a parked one is parked from the window's start, a quiet
+    /// one still gets its named track, an exited quiet one none; a park never ended lasts to
+    /// the window's end.
+    #[test]
+    fn threads_quiet_in_the_window_keep_their_tracks_and_parks() {
+        let pool = DeviceId::register("chrome-test-quiet");
+        let mut events = [
+            on(
+                11,
+                1_000,
+                Event::worker_event(EventKind::TaskStart, pool, 0),
+            ),
+            on(11, 2_000, Event::worker_event(EventKind::TaskEnd, pool, 0)),
+            on(11, 2_500, Event::worker_event(EventKind::Park, pool, 0)),
+            on(14, 3_000, Event::worker_event(EventKind::Unpark, pool, 3)),
+            on(
+                11,
+                5_000,
+                Event::new(EventKind::QueueDepth, pool, NameId::UNNAMED, 0, 1),
+            ),
+        ];
+        let thread = |id: u32, parked, exited| WindowThread {
+            thread: ThreadId::from_raw(T + id),
+            device: Some(pool),
+            parked,
+            exited,
+        };
+        let context = TraceContext {
+            threads: vec![
+                thread(12, true, false),
+                thread(13, false, false),
+                thread(14, true, false),
+                thread(15, true, true),
+            ],
+            ..TraceContext::default()
+        };
+        events.sort_by_key(|event| event.ts_ns);
+        let mut json = Vec::new();
+        let report = write_trace(&events, &context, &mut json).unwrap();
+        validate_json(&json).unwrap_or_else(|errors| panic!("{errors}"));
+        assert_eq!(report.unmatched, 0);
+        let trace: Value = serde_json::from_slice(&json).unwrap();
+        let parked: Vec<(u64, f64, f64)> = named(&trace, "parked")
+            .iter()
+            .map(|e| {
+                (
+                    e["tid"].as_u64().unwrap(),
+                    e["ts"].as_f64().unwrap(),
+                    viewer_end(e),
+                )
+            })
+            .collect();
+        let t = |id: u32| u64::from(T + id);
+        assert!(parked.contains(&(t(12), 0.0, 4.0)), "{parked:?}");
+        assert!(parked.contains(&(t(14), 0.0, 2.0)), "{parked:?}");
+        assert!(parked.contains(&(t(11), 1.5, 4.0)), "{parked:?}");
+        assert_eq!(parked.len(), 3, "{parked:?}");
+        let names: Vec<u64> = named(&trace, "thread_name")
+            .iter()
+            .map(|e| e["tid"].as_u64().unwrap())
+            .collect();
+        for id in [11, 12, 13, 14] {
+            assert!(
+                names.contains(&t(id)),
+                "thread {id} has no track: {names:?}"
+            );
+        }
+        assert!(
+            !names.contains(&t(15)),
+            "an exited quiet thread has no track"
+        );
+        let pid = u64::from(pool.id()) + 1;
+        assert!(named(&trace, "thread_name").iter().all(|e| e["pid"] == pid));
     }
 
     #[test]
@@ -933,7 +1292,11 @@ mod tests {
             (1, 1, 1)
         );
         assert_eq!(
-            (named("steal"), named("resize"), named("queue w0")),
+            (
+                named("steal"),
+                named("resize chrome-test-pool: 0 -> 2"),
+                named("queue w0")
+            ),
             (1, 1, 1)
         );
         let thread_names: Vec<&str> = trace_events(&trace)
@@ -952,8 +1315,11 @@ mod tests {
         let gpu = DeviceId::register("chrome-test-gpu");
         let name = NameId::intern("chrome-test-kernel");
         let stream = |kind| Event::new(kind, gpu, name, 2, 77);
+        let host = |kind| on(7, 0, Event::op(kind, gpu, name, OpInfo::new(77)));
         let mut events = [
+            host(EventKind::OpStart).at(50),
             on(7, 100, stream(EventKind::StreamSubmit)),
+            host(EventKind::OpEnd).at(200),
             on(7, 300, stream(EventKind::StreamStart)),
             on(7, 900, stream(EventKind::StreamEnd)),
         ];
@@ -964,7 +1330,15 @@ mod tests {
             .find(|event| event["cat"] == "kernel")
             .unwrap();
         assert_eq!(kernel["tid"], STREAM_TID_BASE + 2);
-        assert_eq!(kernel["args"]["stream"], 2);
+        assert_eq!(kernel["args"], serde_json::json!({"stream": 2}));
+        let launch = named(&trace, "launch");
+        let launch: Vec<&&Value> = launch.iter().filter(|e| e["ph"] == "i").collect();
+        assert_eq!(launch[0]["args"]["op_id"], 77);
+        let start = named(&trace, "launch")
+            .into_iter()
+            .find(|e| e["ph"] == "s")
+            .unwrap();
+        assert_eq!(start["ts"], 0.05, "inside the host op that launched it");
         assert!(trace_events(&trace)
             .iter()
             .any(|event| event["args"]["name"] == "stream compute2"));

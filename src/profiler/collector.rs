@@ -58,6 +58,7 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use super::chrome::WindowThread;
 use super::clock::Epoch;
 use super::event::{Event, EventKind};
 use super::names::{DeviceId, NameId, ThreadId};
@@ -195,10 +196,11 @@ impl Core {
         self.stats.lock().reset(now);
     }
 
-    /// The trace window, sorted by timestamp, and how many events it let go.
-    pub(crate) fn window_events(&self) -> (Vec<Event>, u64) {
+    /// The trace window, sorted by timestamp, how many events it let go, and the threads
+    /// whose earlier events it let go.
+    pub(crate) fn window_events(&self) -> (Vec<Event>, u64, Vec<WindowThread>) {
         let window = self.window.lock();
-        (window.sorted(), window.evicted())
+        (window.sorted(), window.evicted(), window.threads_before())
     }
 
     /// Waits until a collector round that started after this call has finished. Returns at
@@ -402,7 +404,9 @@ impl Collector {
             }
             stats.set_dropped(dropped);
         }
-        self.core.window.lock().extend(&self.batch);
+        let mut window = self.core.window.lock();
+        window.extend(&self.batch);
+        window.threads_exited(exited);
     }
 }
 

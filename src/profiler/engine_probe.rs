@@ -215,7 +215,7 @@ mod tests {
         probe.on_event(queued(4));
         profiler.flush();
         let name = NameId::intern("probe-at-once");
-        let (window, _) = profiler.core.as_ref().unwrap().window_events();
+        let (window, ..) = profiler.core.as_ref().unwrap().window_events();
         let ours: Vec<&Event> = window.iter().filter(|event| event.name == name).collect();
         let kinds: Vec<(EventKind, u64)> = ours.iter().map(|e| (e.kind, e.op_id())).collect();
         use EventKind::{OpEnd, OpQueued, OpStart};

@@ -92,6 +92,7 @@ pub mod stats;
 pub mod stream_probe;
 pub mod summary;
 mod timeline;
+mod trace_time;
 pub mod validate;
 mod window;
 
@@ -521,14 +522,15 @@ impl Profiler {
     /// Writes the trace window as Chrome trace JSON to `out`. Flushes first.
     pub fn export_chrome(&self, out: impl Write) -> Result<ExportReport, ProfilerError> {
         self.flush();
-        let (events, evicted) = match &self.core {
+        let (events, evicted, threads) = match &self.core {
             Some(core) => core.window_events(),
-            None => (Vec::new(), 0),
+            None => (Vec::new(), 0, Vec::new()),
         };
         let context = chrome::TraceContext {
             dropped_events: self.snapshot().dropped_events,
             evicted_events: evicted,
             device_labels: self.device_labels(),
+            threads,
         };
         Ok(chrome::write_trace(&events, &context, out)?)
     }

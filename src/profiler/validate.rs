@@ -1,15 +1,25 @@
-//! A Chrome trace validator: the checks a trace must pass to load cleanly in Perfetto and
-//! chrome://tracing.
+//! A Chrome trace validator: the checks a trace must pass to load cleanly in Perfetto,
+//! chrome://tracing and speedscope, read the way they read it.
 //!
 //! Used by the tests on every exported trace and by `enginetop trace validate FILE` (CI's
-//! smoke step). Checks:
+//! smoke step). Times are taken as viewers take them: `ts` and `dur` parsed as doubles in
+//! microseconds, a slice ending at `ts + dur` computed in doubles, events at equal `ts` in
+//! file order. Checks:
 //! - it parses, as `{"traceEvents": [...]}` or a bare array;
 //! - every event has a known `ph`, integer `pid` and `tid` (`tid` may be missing on
 //!   `process_*` metadata), a finite `ts >= 0` (optional on metadata), and a `name` unless it
 //!   is an `E`;
 //! - `X` has a finite `dur >= 0`;
 //! - per (pid, tid): `B`/`E` balance and never go back in time, and no two slices (`X` or
-//!   `B`/`E`) partially overlap (compared in whole nanoseconds);
+//!   `B`/`E`) partially overlap: a slice that starts inside another ends by its end, and of
+//!   two slices starting at the same `ts` the longer (the parent) comes first;
+//! - no slice is a marker rather than work: an `X` of at most 1 ns (`dur <= 0.001`) that a
+//!   flow starts from at its `ts` is a moment drawn as a slice to anchor the flow, which
+//!   splits the track (make it an instant; start the flow inside the work around it);
+//! - no `args` key of a slice holds a per-call identifier: speedscope names a frame by
+//!   `name` plus `args`, so a key whose value differs on every call of a name on one track
+//!   (2 calls or more; booleans are flags, not identifiers) splits the name into one frame
+//!   per call;
 //! - `C` has a non-empty `args` object of numbers; `i`/`I` scope `s`, if any, is g, p or t;
 //! - every (pid, tid) used has `thread_name` metadata (stricter than the viewers, which load
 //!   a trace without it but show numbered rows no one can read);
@@ -26,6 +36,9 @@ use serde_json::Value;
 const KNOWN_PHASES: [&str; 18] = [
     "X", "B", "E", "i", "I", "C", "M", "s", "t", "f", "b", "e", "n", "O", "N", "D", "P", "R",
 ];
+
+/// The smallest slice that is work, in microseconds: anything at most this long is a marker.
+const MARKER_DUR_US: f64 = 0.001;
 
 /// One thing wrong with a trace.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -113,7 +126,11 @@ pub enum TraceProblem {
         index: usize,
     },
     /// Two slices on a track overlap without nesting.
-    #[error("pid {pid} tid {tid}: the slice of event {index} partially overlaps the slice of event {other}")]
+    #[error(
+        "pid {pid} tid {tid}: the slice of event {index} partially overlaps the slice of event \
+         {other} as a viewer reads them (ts + dur in double microseconds; equal starts in file \
+         order, the longer first)"
+    )]
     PartialOverlap {
         /// Track.
         pid: i64,
@@ -123,6 +140,35 @@ pub enum TraceProblem {
         index: usize,
         /// The slice it overlaps.
         other: usize,
+    },
+    /// A marker drawn as a slice.
+    #[error(
+        "event {index} ({name:?}): a slice of {dur} us that a flow starts from is a marker, \
+         not work; make it an instant (`ph: i`) and start the flow inside the work around it"
+    )]
+    MarkerSlice {
+        /// Position in `traceEvents`.
+        index: usize,
+        /// Its name.
+        name: String,
+        /// Its duration (microseconds).
+        dur: String,
+    },
+    /// An `args` key whose value differs on every call of slice names.
+    #[error(
+        "`args.{key}` differs on every call of {names} slice name(s) on a track (e.g. \
+         {example:?}, {calls} calls), so speedscope shows each call as its own frame; move \
+         the per-call value to an instant or a flow"
+    )]
+    PerCallArg {
+        /// The `args` key.
+        key: String,
+        /// (Track, name) pairs whose calls it splits.
+        names: usize,
+        /// One such name.
+        example: String,
+        /// That name's calls on its track.
+        calls: usize,
     },
     /// A counter without numeric series.
     #[error("event {index}: a C event needs a non-empty `args` object whose values are numbers")]
@@ -178,14 +224,32 @@ pub enum TraceProblem {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceProblems(pub Vec<TraceProblem>);
 
+/// Problems of one kind shown before the rest of that kind is counted.
+const SHOWN_PER_KIND: usize = 5;
+
 impl fmt::Display for TraceProblems {
+    /// Every kind of problem, each with its first few cases and how many more there are.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "the trace has {} problem(s):", self.0.len())?;
-        for problem in self.0.iter().take(20) {
-            writeln!(f, "  - {problem}")?;
+        let mut kinds: Vec<(std::mem::Discriminant<TraceProblem>, Vec<&TraceProblem>)> = Vec::new();
+        for problem in &self.0 {
+            let kind = std::mem::discriminant(problem);
+            match kinds.iter_mut().find(|(known, _)| *known == kind) {
+                Some((_, cases)) => cases.push(problem),
+                None => kinds.push((kind, vec![problem])),
+            }
         }
-        if self.0.len() > 20 {
-            writeln!(f, "  ... and {} more", self.0.len() - 20)?;
+        for (_, cases) in kinds {
+            for problem in cases.iter().take(SHOWN_PER_KIND) {
+                writeln!(f, "  - {problem}")?;
+            }
+            if cases.len() > SHOWN_PER_KIND {
+                writeln!(
+                    f,
+                    "    ... and {} more like it",
+                    cases.len() - SHOWN_PER_KIND
+                )?;
+            }
         }
         Ok(())
     }
@@ -206,6 +270,17 @@ pub struct TraceSummary {
     pub slices: usize,
     /// Complete flows.
     pub flows: usize,
+    /// `otherData.dropped_events`, if the trace says: events lost before the trace was made.
+    pub dropped_events: Option<u64>,
+    /// `otherData.evicted_events`, if the trace says: events its window let go.
+    pub evicted_events: Option<u64>,
+}
+
+impl TraceSummary {
+    /// Events the trace says it lacks (dropped and evicted), if any.
+    pub fn lacks_events(&self) -> bool {
+        self.dropped_events.unwrap_or(0) + self.evicted_events.unwrap_or(0) > 0
+    }
 }
 
 /// Validates the trace in the file at `path`.
@@ -245,15 +320,32 @@ pub fn validate_json(bytes: &[u8]) -> Result<TraceSummary, TraceProblems> {
     for (index, event) in events.iter().enumerate() {
         checker.event(index, event);
     }
-    checker.finish(events.len())
+    let mut summary = checker.finish(events.len())?;
+    let other = value.get("otherData");
+    let count = |key: &str| {
+        other
+            .and_then(|other| other.get(key))
+            .and_then(Value::as_u64)
+    };
+    summary.dropped_events = count("dropped_events");
+    summary.evicted_events = count("evicted_events");
+    Ok(summary)
 }
 
-/// A slice on a track, in whole nanoseconds.
+/// A slice on a track, in microseconds as a viewer computes them.
 #[derive(Clone, Copy, Debug)]
 struct Slice {
-    start: i128,
-    end: i128,
+    start: f64,
+    end: f64,
     index: usize,
+}
+
+/// What the slices of one name on one track hold in `args`: how many there are and, per
+/// key, the distinct values seen (booleans left out: a flag is not an identifier).
+#[derive(Default)]
+struct NameArgs {
+    calls: usize,
+    values: BTreeMap<String, BTreeSet<String>>,
 }
 
 type TrackKey = (i64, i64);
@@ -265,15 +357,17 @@ struct Checker {
     named: BTreeSet<TrackKey>,
     used: BTreeSet<TrackKey>,
     slices: HashMap<TrackKey, Vec<Slice>>,
-    /// B/E events per track, in input order: (ts in ns, is_begin, index).
-    begin_ends: HashMap<TrackKey, Vec<(i128, bool, usize)>>,
+    /// B/E events per track, in input order: (ts, is_begin, index).
+    begin_ends: HashMap<TrackKey, Vec<(f64, bool, usize)>>,
     /// Flow events per id: (phase, cat, name, ts).
-    flows: BTreeMap<i64, Vec<(String, String, String, i128)>>,
+    flows: BTreeMap<i64, Vec<(String, String, String, f64)>>,
+    /// Slice `args` per track and slice name.
+    slice_args: HashMap<(TrackKey, String), NameArgs>,
+    /// Slices of at most 1 ns: (track, ts bits) -> (index, name, dur).
+    tiny_slices: Vec<(TrackKey, u64, usize, String, String)>,
+    /// Where flows start: (track, ts bits).
+    flow_starts: BTreeSet<(TrackKey, u64)>,
     asyncs: BTreeMap<(String, i64), (usize, usize)>,
-}
-
-fn nanos(micros: f64) -> i128 {
-    (micros * 1000.0).round() as i128
 }
 
 fn integer(value: Option<&Value>) -> Option<i64> {
@@ -307,15 +401,27 @@ impl Checker {
                 }
                 return;
             }
-            "X" => self.complete(index, event, track, ts),
-            "B" | "E" => self
-                .begin_ends
-                .entry(track)
-                .or_default()
-                .push((ts, ph == "B", index)),
+            "X" => {
+                self.complete(index, event, track, ts);
+                self.slice_args(event, track, name);
+            }
+            "B" | "E" => {
+                if ph == "B" {
+                    self.slice_args(event, track, name);
+                }
+                self.begin_ends
+                    .entry(track)
+                    .or_default()
+                    .push((ts, ph == "B", index));
+            }
             "C" => self.counter(index, event),
             "i" | "I" => self.instant(index, event),
-            "s" | "t" | "f" => self.flow(index, event, ph, name, ts),
+            "s" | "t" | "f" => {
+                if ph == "s" {
+                    self.flow_starts.insert((track, ts.to_bits()));
+                }
+                self.flow(index, event, ph, name, ts);
+            }
             "b" | "e" => self.asynchronous(index, event, ph),
             _ => {}
         }
@@ -350,11 +456,11 @@ impl Checker {
         }
     }
 
-    fn timestamp(&mut self, index: usize, event: &Value, ph: &str) -> Option<i128> {
+    fn timestamp(&mut self, index: usize, event: &Value, ph: &str) -> Option<f64> {
         match event.get("ts") {
-            None if ph == "M" => Some(0),
+            None if ph == "M" => Some(0.0),
             Some(ts) => match ts.as_f64() {
-                Some(ts) if ts.is_finite() && ts >= 0.0 => Some(nanos(ts)),
+                Some(ts) if ts.is_finite() && ts >= 0.0 => Some(ts),
                 _ => {
                     self.problems.push(TraceProblem::BadTimestamp { index });
                     None
@@ -367,17 +473,40 @@ impl Checker {
         }
     }
 
-    fn complete(&mut self, index: usize, event: &Value, track: TrackKey, ts: i128) {
+    fn complete(&mut self, index: usize, event: &Value, track: TrackKey, ts: f64) {
         match event.get("dur").and_then(Value::as_f64) {
             Some(dur) if dur.is_finite() && dur >= 0.0 => {
+                if dur <= MARKER_DUR_US {
+                    let tiny = (
+                        track,
+                        ts.to_bits(),
+                        index,
+                        event_name(event),
+                        dur.to_string(),
+                    );
+                    self.tiny_slices.push(tiny);
+                }
                 let slice = Slice {
                     start: ts,
-                    end: ts + nanos(dur),
+                    end: ts + dur,
                     index,
                 };
                 self.slices.entry(track).or_default().push(slice);
             }
             _ => self.problems.push(TraceProblem::BadDuration { index }),
+        }
+    }
+
+    /// Notes a slice's `args` under its track and name, for the per-call identifier check.
+    fn slice_args(&mut self, event: &Value, track: TrackKey, name: Option<&str>) {
+        let key = (track, name.unwrap_or("").to_string());
+        let named = self.slice_args.entry(key).or_default();
+        named.calls += 1;
+        if let Some(Value::Object(args)) = event.get("args") {
+            for (key, value) in args.iter().filter(|(_, value)| !value.is_boolean()) {
+                let values = named.values.entry(key.clone()).or_default();
+                values.insert(value.to_string());
+            }
         }
     }
 
@@ -399,7 +528,7 @@ impl Checker {
         }
     }
 
-    fn flow(&mut self, index: usize, event: &Value, ph: &str, name: Option<&str>, ts: i128) {
+    fn flow(&mut self, index: usize, event: &Value, ph: &str, name: Option<&str>, ts: f64) {
         let Some(id) = integer(event.get("id")) else {
             self.problems
                 .push(TraceProblem::NotInteger { index, field: "id" });
@@ -442,6 +571,8 @@ impl Checker {
         }
         let flows = self.check_flows();
         self.check_asyncs();
+        self.check_per_call_args();
+        self.check_markers();
         if !self.problems.is_empty() {
             return Err(TraceProblems(self.problems));
         }
@@ -451,14 +582,50 @@ impl Checker {
             tracks: self.named.len(),
             slices,
             flows,
+            dropped_events: None,
+            evicted_events: None,
         })
+    }
+
+    /// Reports the slices of at most 1 ns that a flow starts from.
+    fn check_markers(&mut self) {
+        for (track, ts, index, name, dur) in std::mem::take(&mut self.tiny_slices) {
+            if self.flow_starts.contains(&(track, ts)) {
+                self.problems
+                    .push(TraceProblem::MarkerSlice { index, name, dur });
+            }
+        }
+    }
+
+    /// Reports, per `args` key, the slice names whose calls on a track (2 or more) each
+    /// have their own value of it.
+    fn check_per_call_args(&mut self) {
+        let mut found: BTreeMap<&str, (usize, &str, usize)> = BTreeMap::new();
+        let mut named: Vec<(&(TrackKey, String), &NameArgs)> = self.slice_args.iter().collect();
+        named.sort_by(|a, b| a.0.cmp(b.0));
+        for ((_, name), args) in named {
+            for (key, values) in &args.values {
+                if args.calls >= 2 && values.len() == args.calls {
+                    let entry = found.entry(key).or_insert((0, name, args.calls));
+                    entry.0 += 1;
+                }
+            }
+        }
+        for (key, (names, example, calls)) in found {
+            self.problems.push(TraceProblem::PerCallArg {
+                key: key.to_string(),
+                names,
+                example: example.to_string(),
+                calls,
+            });
+        }
     }
 
     /// Turns B/E pairs into slices, reporting unbalanced or backward ones.
     fn pair_begin_ends(&mut self) {
         for (&(pid, tid), events) in &mut self.begin_ends {
-            events.sort_by_key(|&(ts, _, index)| (ts, index));
-            let mut open: Vec<(i128, usize)> = Vec::new();
+            events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+            let mut open: Vec<(f64, usize)> = Vec::new();
             for &(ts, is_begin, index) in events.iter() {
                 if is_begin {
                     open.push((ts, index));
@@ -489,12 +656,13 @@ impl Checker {
         }
     }
 
-    /// Reports partial overlaps; returns the number of slices.
+    /// Reports partial overlaps, with slices in the order a viewer stacks them (by start,
+    /// equal starts in file order); returns the number of slices.
     fn check_nesting(&mut self) -> usize {
         let mut count = 0;
         for (&(pid, tid), slices) in &mut self.slices {
             count += slices.len();
-            slices.sort_by_key(|slice| (slice.start, std::cmp::Reverse(slice.end)));
+            slices.sort_by(|a, b| a.start.total_cmp(&b.start).then(a.index.cmp(&b.index)));
             let mut open: Vec<Slice> = Vec::new();
             for &slice in slices.iter() {
                 while open.last().is_some_and(|parent| parent.end <= slice.start) {
@@ -523,8 +691,8 @@ impl Checker {
         for (&id, events) in &self.flows {
             let (cat, name) = (&events[0].1, &events[0].2);
             let consistent = events.iter().all(|(_, c, n, _)| c == cat && n == name);
-            let starts: Vec<i128> = phase_times(events, "s");
-            let finishes: Vec<i128> = phase_times(events, "f");
+            let starts: Vec<f64> = phase_times(events, "s");
+            let finishes: Vec<f64> = phase_times(events, "f");
             if !consistent || starts.len() != 1 || finishes.len() != 1 {
                 self.problems.push(TraceProblem::UnpairedFlow {
                     id,
@@ -554,7 +722,15 @@ impl Checker {
     }
 }
 
-fn phase_times(events: &[(String, String, String, i128)], phase: &str) -> Vec<i128> {
+fn event_name(event: &Value) -> String {
+    event
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+fn phase_times(events: &[(String, String, String, f64)], phase: &str) -> Vec<f64> {
     events
         .iter()
         .filter(|(ph, ..)| ph == phase)
@@ -680,6 +856,74 @@ mod tests {
             begins: 1,
             ends: 0
         }));
+    }
+
+    /// The export's old shape: a 1 ns `queue` slice per op starting where the previous op
+    /// ends (which `ts + dur` in doubles overshoots), and a per-call `op_id` in slice args.
+    #[test]
+    fn an_old_style_trace_fails_as_viewers_read_it() {
+        let old = with_named(
+            r#"{"name":"expr235","cat":"op","ph":"X","ts":36431.557,"dur":6.982,"pid":1,"tid":1,"args":{"op_id":1}},
+               {"name":"expr241","cat":"queue","ph":"X","ts":36438.539,"dur":0.001,"pid":1,"tid":1},
+               {"name":"queued","cat":"f","ph":"s","id":1,"ts":36438.539,"pid":1,"tid":1},
+               {"name":"queued","cat":"f","ph":"f","bp":"e","id":1,"ts":36440.5,"pid":1,"tid":1},
+               {"name":"expr235","cat":"op","ph":"X","ts":36440,"dur":1,"pid":1,"tid":1,"args":{"op_id":2}},
+               {"name":"short","ph":"X","ts":36450,"dur":1,"pid":1,"tid":1},
+               {"name":"long","ph":"X","ts":36450,"dur":5,"pid":1,"tid":1}"#,
+        );
+        let found = problems(&old);
+        assert!(found.contains(&TraceProblem::PartialOverlap {
+            pid: 1,
+            tid: 1,
+            index: 2,
+            other: 1
+        }));
+        assert!(found.contains(&TraceProblem::MarkerSlice {
+            index: 2,
+            name: "expr241".into(),
+            dur: "0.001".into()
+        }));
+        assert!(found.contains(&TraceProblem::PerCallArg {
+            key: "op_id".into(),
+            names: 1,
+            example: "expr235".into(),
+            calls: 2
+        }));
+        assert!(
+            found.contains(&TraceProblem::PartialOverlap {
+                pid: 1,
+                tid: 1,
+                index: 7,
+                other: 6
+            }),
+            "the shorter of two slices at one ts comes first: {found:?}"
+        );
+        let fixed = with_named(
+            r#"{"name":"expr235","cat":"op","ph":"X","ts":36431.557,"dur":6.981999999996333,"pid":1,"tid":1},
+               {"name":"queued","cat":"queue","ph":"i","s":"t","ts":36438.539,"pid":1,"tid":1,"args":{"op_id":2}},
+               {"name":"expr235","cat":"op","ph":"X","ts":36438.539,"dur":1,"pid":1,"tid":1,"args":{"error":false}},
+               {"name":"expr235","cat":"op","ph":"X","ts":36440,"dur":1,"pid":1,"tid":1,"args":{"error":true}},
+               {"name":"long","ph":"X","ts":36450,"dur":5,"pid":1,"tid":1},
+               {"name":"short","ph":"X","ts":36450,"dur":1,"pid":1,"tid":1}"#,
+        );
+        let summary = validate_json(fixed.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(summary.slices, 5);
+        assert!(!summary.lacks_events());
+    }
+
+    #[test]
+    fn events_a_trace_lacks_are_read_from_its_other_data() {
+        let trace = format!(
+            r#"{{"traceEvents":[{NAMED}],"otherData":{{"dropped_events":3335,"evicted_events":7}}}}"#
+        );
+        let summary = validate_json(trace.as_bytes()).unwrap();
+        assert_eq!(
+            (summary.dropped_events, summary.evicted_events),
+            (Some(3335), Some(7))
+        );
+        assert!(summary.lacks_events());
+        let clean = format!(r#"{{"traceEvents":[{NAMED}],"otherData":{{"dropped_events":0}}}}"#);
+        assert!(!validate_json(clean.as_bytes()).unwrap().lacks_events());
     }
 
     #[test]

@@ -4,16 +4,26 @@
 //! an event) and an age (events older than the newest by more than `max_age` go). Both keep
 //! an exported trace small enough for a browser (Perfetto struggles near 1 GB of JSON).
 //!
+//! The window remembers, per thread, what the events it let go leave behind: the device of
+//! the thread's first worker event, whether it was parked after them, and whether it has
+//! exited. A thread's events arrive in order and the window lets go of its oldest first, so
+//! what it let go of a thread is a prefix of that thread's events, and the state after it is
+//! the thread's state when the window's events begin. The export uses it to give every
+//! thread its track and to show one parked through the whole window as parked
+//! ([`WindowThread`]).
+//!
 //! The window reserves its room when it is made (up to `MAX_RESERVED` events; address space,
 //! not memory, until events land there): grown by doubling instead, it copied itself and
 //! faulted in twice its pages on the collector's time, which measured as most of the
 //! collector's kernel time in a profiled random_dag.
 #![forbid(unsafe_code)]
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use super::event::Event;
+use super::chrome::WindowThread;
+use super::event::{Event, EventKind};
+use super::names::ThreadId;
 
 /// How much history the trace window keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +73,8 @@ pub(crate) struct TraceWindow {
     newest_ns: u64,
     /// Events let go because the window was full or they were too old.
     evicted: u64,
+    /// What the events let go leave behind, per thread.
+    before: BTreeMap<ThreadId, WindowThread>,
 }
 
 impl TraceWindow {
@@ -76,6 +88,7 @@ impl TraceWindow {
             max_age_ns: u64::try_from(options.max_age.as_nanos()).unwrap_or(u64::MAX),
             newest_ns: 0,
             evicted: 0,
+            before: BTreeMap::new(),
         }
     }
 
@@ -90,8 +103,10 @@ impl TraceWindow {
         let keep = events.len().min(self.max_events);
         let overflow = (self.events.len() + keep).saturating_sub(self.max_events);
         self.evict_front(overflow);
-        self.evicted += (events.len() - keep) as u64;
-        self.events.extend(&events[events.len() - keep..]);
+        let (never_kept, kept) = events.split_at(events.len() - keep);
+        self.evicted += never_kept.len() as u64;
+        self.let_go(never_kept.iter());
+        self.events.extend(kept);
         let oldest_allowed = self.newest_ns.saturating_sub(self.max_age_ns);
         let too_old = self
             .events
@@ -103,8 +118,51 @@ impl TraceWindow {
 
     fn evict_front(&mut self, count: usize) {
         let count = count.min(self.events.len());
-        self.events.drain(..count);
+        let mut events = std::mem::take(&mut self.events);
+        self.let_go(events.range(..count));
+        events.drain(..count);
+        self.events = events;
         self.evicted += count as u64;
+    }
+
+    /// Folds events let go into their threads' states at the window's start. Events come in
+    /// runs of one thread (the collector drains a ring at a time): one map look-up a run.
+    fn let_go<'a>(&mut self, events: impl Iterator<Item = &'a Event>) {
+        let mut current: Option<&mut WindowThread> = None;
+        for event in events {
+            let thread = match current.take() {
+                Some(known) if known.thread == event.thread => known,
+                _ => self.before.entry(event.thread).or_insert(WindowThread {
+                    thread: event.thread,
+                    device: None,
+                    parked: false,
+                    exited: false,
+                }),
+            };
+            if thread.device.is_none() && is_worker_event(event.kind) {
+                thread.device = Some(event.device);
+            }
+            match event.kind {
+                EventKind::Park => thread.parked = true,
+                EventKind::Unpark => thread.parked = false,
+                _ => {}
+            }
+            current = Some(thread);
+        }
+    }
+
+    /// Marks `threads` as exited: a thread with no events left in the window is not shown.
+    pub(crate) fn threads_exited(&mut self, threads: &[ThreadId]) {
+        for &thread in threads {
+            if let Some(known) = self.before.get_mut(&thread) {
+                known.exited = true;
+            }
+        }
+    }
+
+    /// The threads whose earlier events the window let go, as they were at its start.
+    pub(crate) fn threads_before(&self) -> Vec<WindowThread> {
+        self.before.values().copied().collect()
     }
 
     /// A copy of the window, sorted by timestamp.
@@ -118,6 +176,22 @@ impl TraceWindow {
     pub(crate) fn evicted(&self) -> u64 {
         self.evicted
     }
+}
+
+/// Events only a pool or engine worker records (the device they name is the thread's home).
+pub(crate) fn is_worker_event(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::TaskStart
+            | EventKind::TaskEnd
+            | EventKind::OpStart
+            | EventKind::OpEnd
+            | EventKind::SpinStart
+            | EventKind::SpinEnd
+            | EventKind::Park
+            | EventKind::Unpark
+            | EventKind::Steal
+    )
 }
 
 #[cfg(all(test, not(loom)))]
@@ -158,6 +232,36 @@ mod tests {
         window.extend(&[at(30)]);
         assert_eq!(timestamps(&window), [30]);
         assert_eq!(window.evicted(), 3);
+    }
+
+    #[test]
+    fn threads_let_go_are_remembered_with_their_state() {
+        use crate::profiler::names::DeviceId;
+        let device = DeviceId::register("window-test-pool");
+        let on = |thread: u32, kind, ts: u64| {
+            let mut event = Event::worker_event(kind, device, 0).at(ts);
+            event.thread = ThreadId::from_raw(thread);
+            event
+        };
+        let mut window = window(1, Duration::from_secs(100));
+        window.extend(&[
+            on(1, EventKind::Park, 1),
+            on(2, EventKind::Park, 2),
+            on(2, EventKind::Unpark, 3),
+            on(3, EventKind::TaskStart, 4),
+            on(3, EventKind::TaskEnd, 5),
+        ]);
+        window.threads_exited(&[ThreadId::from_raw(3)]);
+        let before = window.threads_before();
+        let state: Vec<(u32, bool, bool)> = before
+            .iter()
+            .map(|known| (known.thread.id(), known.parked, known.exited))
+            .collect();
+        assert_eq!(
+            state,
+            [(1, true, false), (2, false, false), (3, false, true)]
+        );
+        assert!(before.iter().all(|known| known.device == Some(device)));
     }
 
     #[test]
