@@ -24,6 +24,7 @@ const LAYERS: &[&str] = &[
     "engine",
     "profiler",
     "workload",
+    "tune",
     "bench",
     "tui",
 ];
