@@ -389,6 +389,11 @@ impl ProfilerReport for ProfilerTable {
     fn dropped_events(&self) -> u64 {
         self.profiler.snapshot().dropped_events
     }
+
+    fn ops_counted(&self) -> u64 {
+        self.profiler.flush();
+        self.profiler.snapshot().ops.iter().map(|op| op.count).sum()
+    }
 }
 
 /// `--iterations` or `--duration`, else `default`.

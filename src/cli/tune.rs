@@ -44,7 +44,13 @@ pub(super) struct TuneArgs {
     set: Vec<String>,
 
     /// Seconds the whole search may take (each point gets an equal share of windows).
-    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_budget)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value = "60",
+        value_parser = parse_budget,
+        allow_negative_numbers = true
+    )]
     budget: Duration,
 
     /// What is better: throughput (iterations/s) or latency (step time).
@@ -62,7 +68,12 @@ pub(super) struct TuneArgs {
 
     /// The most threads one pool may have: no point searched goes past it (1 to 4096)
     /// [env: ENGINETOP_MAX_THREADS; default: 128 or one per CPU if more].
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = super::numbers::max_threads(),
+        allow_negative_numbers = true
+    )]
     max_threads: Option<usize>,
 
     /// The dependency engine: naive, pooled, per-device [env: ENGINETOP_ENGINE; default:

@@ -76,6 +76,9 @@ pub trait ProfilerReport: Send + Sync {
     fn aggregate_json(&self) -> serde_json::Value;
     /// Events dropped because a ring was full.
     fn dropped_events(&self) -> u64;
+    /// Ops the table counts, every name's together (`iteration_end` included). Fewer than the
+    /// run ran when ops' events were dropped, or the statistics were reset during the run.
+    fn ops_counted(&self) -> u64;
 }
 
 /// Hooks into a run. The default has none: no observers, no progress, no profiler.

@@ -359,6 +359,9 @@ pub struct RunSummary {
     pub profiler: Option<serde_json::Value>,
     /// Profiler events dropped (full rings), when a profiler is connected.
     pub dropped_events: Option<u64>,
+    /// Ops the run executed that the profiler's table does not count (their events were
+    /// dropped, or the statistics reset), when a profiler is connected: 0 when it has them all.
+    pub ops_missing_from_profiler: Option<u64>,
 }
 
 impl RunSummary {
@@ -408,6 +411,11 @@ impl RunSummary {
             profiler_table: profiler.map(ProfilerReport::aggregate_table),
             profiler: profiler.map(ProfilerReport::aggregate_json),
             dropped_events: profiler.map(ProfilerReport::dropped_events),
+            ops_missing_from_profiler: profiler.map(|profiler| {
+                // The table also counts the `iteration_end` op the run pushes per iteration.
+                let ran = report.ops + report.iterations;
+                ran.saturating_sub(profiler.ops_counted())
+            }),
         }
     }
 
@@ -480,7 +488,17 @@ impl fmt::Display for RunSummary {
         self.write_intra_pool(f)?;
         match (&self.profiler_table, self.dropped_events) {
             (Some(table), Some(dropped)) => {
-                writeln!(f, "profiler ({dropped} events dropped):")?;
+                match self
+                    .ops_missing_from_profiler
+                    .filter(|&missing| missing > 0)
+                {
+                    Some(missing) => writeln!(
+                        f,
+                        "profiler ({dropped} events dropped; the table lacks {missing} ops the \
+                         run executed):"
+                    )?,
+                    None => writeln!(f, "profiler ({dropped} events dropped):")?,
+                }
                 write!(f, "{table}")?;
                 if !table.ends_with('\n') {
                     writeln!(f)?;
@@ -726,6 +744,68 @@ mod tests {
             "{}",
             summary.json()
         );
+    }
+
+    /// A profiler that counts `counted` ops, whatever the run did.
+    struct Counting {
+        counted: u64,
+    }
+
+    impl ProfilerReport for Counting {
+        fn aggregate_table(&self) -> String {
+            "the table\n".to_string()
+        }
+
+        fn aggregate_json(&self) -> serde_json::Value {
+            serde_json::json!({})
+        }
+
+        fn dropped_events(&self) -> u64 {
+            7
+        }
+
+        fn ops_counted(&self) -> u64 {
+            self.counted
+        }
+    }
+
+    /// The summary says when the profiler's table counts fewer ops than the run executed
+    /// (the run's ops plus an `iteration_end` per iteration), and is quiet when it has all.
+    #[test]
+    fn the_summary_says_when_its_op_table_lacks_ops() {
+        let graph = load_spec("chain", &Overrides::from_args(["length=4"]).unwrap()).unwrap();
+        let config = RuntimeConfig {
+            inter_op_threads: 1,
+            intra_op_threads: 1,
+            ..RuntimeConfig::default()
+        };
+        let options = RunOptions::new(config, RunLength::Iterations(2));
+        let summary = run_workload(graph.clone(), &options, RunHooks::default()).unwrap();
+        assert_eq!(
+            summary.ops_missing_from_profiler, None,
+            "no profiler, no figure"
+        );
+        let with = |counted| {
+            let hooks = RunHooks {
+                profiler: Some(crate::sync::Arc::new(Counting { counted })),
+                ..RunHooks::default()
+            };
+            run_workload(graph.clone(), &options, hooks).unwrap()
+        };
+        let ran = summary.ops + summary.iterations;
+        let complete = with(ran);
+        assert_eq!(complete.ops_missing_from_profiler, Some(0));
+        assert!(complete
+            .to_string()
+            .contains("profiler (7 events dropped):"));
+        let short = with(ran - 3);
+        assert_eq!(short.ops_missing_from_profiler, Some(3));
+        let table = short.to_string();
+        assert!(
+            table.contains("the table lacks 3 ops the run executed"),
+            "{table}"
+        );
+        assert!(short.json().contains(r#""ops_missing_from_profiler":3"#));
     }
 
     /// A measured peak names the threads it was measured on; a given one says so instead,
