@@ -98,17 +98,35 @@ fn a_second_independent_failure_also_errors() {
     });
 }
 
-/// test_exc_post_fail: an op with two outputs fails; waiting on the first errors, the second
-/// is then clean (one failure is reported once).
+/// test_exc_post_fail, per var: an op with two outputs fails; each output's wait reports the
+/// failure once (waiting on one does not clear the other), and `wait_for_all` has nothing
+/// left to report.
 #[test]
-fn a_two_output_failure_is_reported_once() {
+fn a_two_output_failure_is_reported_once_per_var() {
     within_deadline("exc_post_fail", || {
         for engine in engines() {
             let (a, b) = (engine.new_variable(), engine.new_variable());
             push_failing(&engine, "copyto", &[a.clone(), b.clone()]);
-            assert!(engine.wait_for_var(&a).is_err(), "{engine:?}");
+            assert_eq!(failed_op(&engine.wait_for_var(&a).unwrap_err()), "copyto");
+            engine.wait_for_var(&a).unwrap();
+            assert_eq!(failed_op(&engine.wait_for_var(&b).unwrap_err()), "copyto");
             engine.wait_for_var(&b).unwrap();
             engine.wait_for_all().unwrap();
+        }
+    });
+}
+
+/// `wait_for_all` reports a failure no var's wait has reported, and clears every var it
+/// reached.
+#[test]
+fn wait_for_all_clears_every_var_a_failure_reached() {
+    within_deadline("wait_for_all clears", || {
+        for engine in engines() {
+            let (a, b) = (engine.new_variable(), engine.new_variable());
+            push_failing(&engine, "copyto", &[a.clone(), b.clone()]);
+            assert_eq!(failed_op(&engine.wait_for_all().unwrap_err()), "copyto");
+            engine.wait_for_var(&a).unwrap();
+            engine.wait_for_var(&b).unwrap();
         }
     });
 }
@@ -145,9 +163,13 @@ fn taint_propagates_through_reads_and_writes() {
             );
             let err = engine.wait_for_var(&c).unwrap_err();
             assert_eq!(failed_op(&err), "random_normal", "{engine:?}");
-            // The slot is shared: a and b are clean now too.
-            engine.wait_for_var(&a).unwrap();
-            engine.wait_for_var(&b).unwrap();
+            // Reported per var: a and b, which the failure reached too, report it to their own
+            // waiters, once each.
+            for var in [&a, &b] {
+                let err = engine.wait_for_var(var).unwrap_err();
+                assert_eq!(failed_op(&err), "random_normal", "{engine:?}");
+                engine.wait_for_var(var).unwrap();
+            }
             assert_eq!(c.version(), 1, "a skipped op still completes its writes");
         }
     });

@@ -23,7 +23,7 @@ use std::panic::{self, AssertUnwindSafe};
 
 use super::core::Core;
 use super::current;
-use super::error::{EngineError, FailureCause, OpFailure, OpResult};
+use super::error::{EngineError, FailureCause, OpFailure, OpResult, SharedOpError};
 use super::opr::{fill_deps, Deps, OpHeader};
 use super::var::Var;
 use super::{Context, FnProperty, OpName, OpSpec, RunContext};
@@ -204,7 +204,7 @@ fn run_in_order(run: RunContext, ops: Vec<(OpName, SyncBody)>) -> Result<(), OpF
         let run = RunContext { name, ..run };
         let cause = match panic::catch_unwind(AssertUnwindSafe(|| body(run))) {
             Ok(Ok(())) => continue,
-            Ok(Err(error)) => FailureCause::Error(error),
+            Ok(Err(error)) => FailureCause::Error(SharedOpError::from(error)),
             Err(payload) => FailureCause::Panic(crate::pool::panic_message(&*payload)),
         };
         return Err(OpFailure { op: name, cause });

@@ -401,8 +401,8 @@ impl Core {
         }
     }
 
-    /// MXNet's `WaitForAll`: every op done; reports the first unreported failure and forgets
-    /// the others.
+    /// MXNet's `WaitForAll`: every op done; reports the first failure no wait has reported
+    /// and forgets every failure (no var carries one after it).
     pub(crate) fn wait_for_all(core: &Arc<Core>) -> Result<(), EngineError> {
         Self::refuse_inside_op()?;
         core.bulks.flush_all(core)?;
@@ -410,7 +410,7 @@ impl Core {
         let slots = std::mem::take(&mut *core.errors.lock());
         let mut first = None;
         for slot in slots {
-            let failure = slot.take();
+            let failure = slot.take_unreported();
             first = first.or(failure);
         }
         first.map_or(Ok(()), |failure| Err(failure.into()))

@@ -2,9 +2,11 @@
 //!
 //! A failing op gets one [`ErrorSlot`]; every var the op writes, every op that inherits the
 //! error by reading or writing such a var, and the engine's list of failures all hold the same
-//! slot. Whoever reports the error first (`wait_for_var`, `wait_for_all`) takes it out of the
-//! slot, so one failure is reported once however many vars it tainted (MXNet's shared
-//! `exception_ptr`).
+//! slot. Reporting is per var: `wait_for_var` reports the failure to that var's waiter and
+//! clears that var alone, so every var the failure reached reports it once (MXNet's shared
+//! `exception_ptr` clears them all at the first report, which hides the failure from the
+//! other vars' waiters). `wait_for_all` reports the first failure no wait has reported yet,
+//! then empties every slot, so no var carries a failure after it.
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -14,7 +16,7 @@ use super::{Context, OpName};
 use crate::device::stream::{BackendKind, StreamError};
 use crate::error_chain::Cut;
 use crate::pool::PoolError;
-use crate::sync::{Arc, Mutex};
+use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
 
 /// The error an op reports through [`Completion::fail`](super::Completion::fail) or returns
 /// from a `push_sync` body.
@@ -23,11 +25,15 @@ pub type OpError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// What an op returns: `Ok(())` or the reason it failed.
 pub type OpResult = Result<(), OpError>;
 
+/// An op's error once it is stored: shared, so each var the failure reached can report it.
+// std's `Arc`, not the loom facade's: a value handed to users, not a synchronization point.
+pub type SharedOpError = std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why an op failed.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum FailureCause {
     /// The op reported an error.
-    Error(OpError),
+    Error(SharedOpError),
     /// The op panicked; the panic's message.
     Panic(String),
     /// The op dropped its [`Completion`](super::Completion) without calling it.
@@ -47,7 +53,7 @@ impl fmt::Display for FailureCause {
 }
 
 /// One op's failure: the op's name and why.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct OpFailure {
     /// The name the failing op was pushed with.
     pub op: OpName,
@@ -75,26 +81,45 @@ impl std::error::Error for OpFailure {
     }
 }
 
-/// A failure shared by everything it tainted; taken out once when reported.
+/// A failure shared by everything it tainted: each var reports it once; `wait_for_all`
+/// empties it.
 #[derive(Debug)]
-pub(crate) struct ErrorSlot(Mutex<Option<OpFailure>>);
+pub(crate) struct ErrorSlot {
+    failure: Mutex<Option<OpFailure>>,
+    /// Whether some wait has reported the failure (`wait_for_all` reports only those none has).
+    reported: AtomicBool,
+}
 
 /// A handle to an [`ErrorSlot`].
 pub(crate) type ErrorRef = Arc<ErrorSlot>;
 
 impl ErrorSlot {
     pub(crate) fn new(failure: OpFailure) -> ErrorRef {
-        Arc::new(ErrorSlot(Mutex::new(Some(failure))))
+        Arc::new(ErrorSlot {
+            failure: Mutex::new(Some(failure)),
+            reported: AtomicBool::new(false),
+        })
     }
 
-    /// Whether the failure is still unreported.
+    /// Whether the failure is still held (`wait_for_all` has not emptied the slot).
     pub(crate) fn is_set(&self) -> bool {
-        self.0.lock().is_some()
+        self.failure.lock().is_some()
     }
 
-    /// Takes the failure out (later calls, through any holder, get `None`).
-    pub(crate) fn take(&self) -> Option<OpFailure> {
-        self.0.lock().take()
+    /// The failure, for one var's waiter; the slot keeps it for the other vars it reached.
+    pub(crate) fn report(&self) -> Option<OpFailure> {
+        let failure = self.failure.lock().clone();
+        if failure.is_some() {
+            self.reported.store(true, Ordering::Release);
+        }
+        failure
+    }
+
+    /// Empties the slot (later holders see no failure); returns the failure unless a wait has
+    /// reported it already.
+    pub(crate) fn take_unreported(&self) -> Option<OpFailure> {
+        let failure = self.failure.lock().take()?;
+        (!self.reported.swap(true, Ordering::AcqRel)).then_some(failure)
     }
 }
 

@@ -549,7 +549,8 @@ impl Engine {
     }
 
     /// Waits until every op pushed so far that writes `var` has completed, then reports the
-    /// var's failure, once. Refused on a thread that is running an op.
+    /// var's failure, once for this var (the other vars the failure reached report it to their
+    /// own waiters). Refused on a thread that is running an op.
     pub fn wait_for_var(&self, var: &Var) -> Result<(), EngineError> {
         Core::refuse_inside_op()?;
         let core = self.core();

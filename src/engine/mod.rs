@@ -40,9 +40,9 @@
 //! writes now carries. When an op is about to run it checks its reads, then its writes: if one
 //! carries an unreported failure, the op inherits it and is skipped (its body does not run;
 //! `NoSkip` ops and wait ops run anyway), and its writes carry the failure on. `wait_for_var`
-//! reports the var's failure once (the slot is shared, so one failure is reported once however
-//! many vars it reached); `wait_for_all` reports the first unreported failure and clears them
-//! all. Every error names the op that failed. A wait called on a thread that is running an op
+//! reports the var's failure once and clears that var alone: every var a failure reached
+//! reports it to its own waiter (MXNet clears every var at the first report);
+//! `wait_for_all` reports the first failure no wait has reported and clears them all. Every error names the op that failed. A wait called on a thread that is running an op
 //! returns [`EngineError::WaitInsideWorker`] instead of deadlocking (mxnet#10341). The engine
 //! keeps working after errors: clean vars are unaffected.
 //!
@@ -95,7 +95,7 @@ mod var_list;
 
 pub use self::core::DispatchStats;
 pub use crate::config::{BadGpuSyncMode, EngineKind, GpuSyncMode, UnknownEngineKind};
-pub use error::{EngineError, FailureCause, OpError, OpFailure, OpResult};
+pub use error::{EngineError, FailureCause, OpError, OpFailure, OpResult, SharedOpError};
 pub use gpu::OpStream;
 pub use handle::{Engine, EngineOptions, EngineQueues, EngineStats, OpSpec};
 pub use name::OpName;

@@ -31,7 +31,7 @@ use smallvec::SmallVec;
 use super::block::{Body, OpHandle};
 use super::core::Core;
 use super::current::{self, RunningOp};
-use super::error::{ErrorRef, FailureCause, OpFailure};
+use super::error::{ErrorRef, FailureCause, OpError, OpFailure, SharedOpError};
 use super::var::{Access, Var};
 use super::var_list::VarList;
 use super::{Context, DeviceType, FnProperty, OpName};
@@ -241,7 +241,8 @@ impl Completion {
 
     /// The op failed with `error`: the vars it writes carry the failure.
     pub fn fail(mut self, error: impl Into<super::OpError>) {
-        self.finish(Err(FailureCause::Error(error.into())));
+        let error: OpError = error.into();
+        self.finish(Err(FailureCause::Error(SharedOpError::from(error))));
     }
 
     /// The op's name.

@@ -256,10 +256,11 @@ impl<T: Prefetch> VarCell<T> {
         slot
     }
 
-    /// Takes the var's unreported failure out of its slot (every var sharing it is clean then).
+    /// Reports the var's failure to its waiter and clears this var alone: every other var the
+    /// failure reached still reports it to its own waiter.
     pub(crate) fn take_error(&self) -> Option<OpFailure> {
         let slot = self.error()?;
-        let failure = slot.take();
+        let failure = slot.report();
         self.lock().error = None;
         failure
     }

@@ -9,14 +9,17 @@ use super::var::Var;
 /// var references, so a push needs neither `std::slice::from_ref` nor a `Vec` of cloned vars.
 ///
 /// ```
-/// use enginetop::engine::{Engine, EngineKind, EngineOptions, OpSpec};
+/// use enginetop::engine::{Engine, EngineKind, EngineOptions, OpSpec, Var};
 /// let engine = Engine::new(EngineOptions::new(EngineKind::Naive, 1)).unwrap();
 /// let (a, b, c) = (engine.new_variable(), engine.new_variable(), engine.new_variable());
 /// engine.push_sync(OpSpec::new("one").writes(&a), |_| Ok(())).unwrap();
 /// engine.push_sync(OpSpec::new("refs").reads(&[&a, &b]).writes(&c), |_| Ok(())).unwrap();
 /// let inputs = vec![a.clone(), b.clone()];
 /// engine.push_sync(OpSpec::new("vec").reads(&inputs).writes(&c), |_| Ok(())).unwrap();
-/// assert_eq!((a.version(), c.version()), (1, 2));
+/// // From any iterator of vars: collect the references (a spec borrows what it names).
+/// let chosen: Vec<&Var> = [&a, &b, &c].into_iter().filter(|var| var.version() > 0).collect();
+/// engine.push_sync(OpSpec::new("iter").reads(&chosen).writes(&b), |_| Ok(())).unwrap();
+/// assert_eq!((a.version(), b.version(), c.version()), (1, 1, 2));
 /// ```
 #[derive(Clone, Copy)]
 pub struct VarList<'a>(Shape<'a>);

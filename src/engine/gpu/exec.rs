@@ -52,7 +52,7 @@ fn stream_kind(prop: FnProperty) -> StreamKind {
 
 /// A stream error as an op's failure cause.
 fn stream_failure(error: StreamError) -> FailureCause {
-    FailureCause::Error(Box::new(error))
+    FailureCause::Error(std::sync::Arc::new(error))
 }
 
 impl GpuHub {

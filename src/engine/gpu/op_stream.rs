@@ -89,7 +89,7 @@ impl OpStream {
         let callback = work.on_complete.take();
         work.on_complete = Some(Box::new(move |result: Result<(), StreamError>| {
             if let Err(error) = &result {
-                outcome.note(FailureCause::Error(Box::new(error.clone())));
+                outcome.note(FailureCause::Error(std::sync::Arc::new(error.clone())));
             }
             if let Some(callback) = callback {
                 callback(result);
@@ -115,7 +115,7 @@ impl OpStream {
                         outcome.note(FailureCause::Panic(panic_message(&*payload)));
                     }
                 }
-                Err(error) => outcome.note(FailureCause::Error(Box::new(error))),
+                Err(error) => outcome.note(FailureCause::Error(std::sync::Arc::new(error))),
             }
             release.open();
         });

@@ -144,7 +144,7 @@ mod tests {
         let reading = anyhow::Error::new(io).context("reading the weights");
         let failure = OpFailure {
             op: OpName::new("load"),
-            cause: FailureCause::Error(reading.into()),
+            cause: FailureCause::Error(crate::engine::OpError::from(reading).into()),
         };
         let error = RunError::from_engine("wait", EngineError::OpFailed(failure));
         assert_eq!(
