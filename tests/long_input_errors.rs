@@ -36,3 +36,11 @@ fn unknown_engine_and_pool_names_are_cut() {
     assert_cut(&name.parse::<EngineKind>().unwrap_err().to_string());
     assert_cut(&name.parse::<PoolKind>().unwrap_err().to_string());
 }
+
+#[test]
+fn a_long_environment_value_is_cut_in_the_config_error() {
+    let value = "p".repeat(LONG);
+    let lookup = |name: &str| (name == "ENGINETOP_POOL").then(|| value.clone());
+    let error = enginetop::config::RuntimeConfig::from_env_with(lookup).unwrap_err();
+    assert_cut(&error.to_string());
+}

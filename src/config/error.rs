@@ -16,7 +16,10 @@ pub enum Origin {
 
 impl Origin {
     /// How the user wrote it: `NAME="value"`, `--flag value`, `field = value`.
+    /// `NAME="value"`, `--flag value` or `field = value`, a long value cut
+    /// ([`Cut`](crate::error_chain::Cut)).
     fn assignment(&self, value: &str) -> String {
+        let value = crate::error_chain::Cut(value);
         match self {
             Origin::Env(name) => format!("{name}={value:?}"),
             Origin::Flag(flag) => format!("{flag} {value}"),
