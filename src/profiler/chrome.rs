@@ -20,7 +20,7 @@
 //!   A flow starts inside a slice of its thread (the one enclosing the moment, else the last
 //!   one that ended before it, e.g. the op whose end made this one ready) and finishes inside
 //!   its op's slice; a moment with no slice before it on its thread gets no flow (see
-//!   [`super::trace_time`]).
+//!   `trace_time.rs`).
 //! - Pools: `task`, `spinning` and `parked` slices, `steal` instants (thread scope), and an
 //!   instant per pool resize (process scope) named `resize <device>: <from> -> <to>`; queue
 //!   depths as `C` counters named `queue <label>`. A thread that was parked when the window
@@ -32,7 +32,7 @@
 //! Timestamps are microseconds (with nanosecond fractions) relative to the window's first
 //! event; the wall-clock time of that event is `otherData.start_time` (RFC 3339), next to the
 //! dropped and evicted event counts. Slices on one track always nest, also as viewers read
-//! them (doubles, `ts + dur`: see [`super::trace_time`]), and at equal `ts` the longer slice
+//! them (doubles, `ts + dur`: see `trace_time.rs`), and at equal `ts` the longer slice
 //! comes first: a slice that would overlap its parent's end (an event lost, a span left open
 //! across a task) is clamped to it and counted in [`ExportReport::clamped`]. Starts and ends
 //! whose partner is outside the window are left out and counted in
@@ -527,7 +527,7 @@ impl Builder {
     }
 
     /// Writes each pending flow whose ends can bind inside slices (see
-    /// [`super::trace_time`]): the `s` inside a slice of its thread, the `f` strictly inside
+    /// `trace_time.rs`): the `s` inside a slice of its thread, the `f` strictly inside
     /// its slice, never before the `s`.
     fn bind_flows(&mut self) {
         let mut by_track: HashMap<Track, Vec<(u64, u64)>> = HashMap::new();
@@ -869,7 +869,7 @@ fn write_json(
 }
 
 /// Per track, the open slices' ends in nanoseconds and as a viewer computes them: a slice's
-/// written end is capped at its parent's (see [`super::trace_time`]).
+/// written end is capped at its parent's (see `trace_time.rs`).
 #[derive(Default)]
 struct ViewerEnds {
     open: HashMap<Track, Vec<(u64, f64)>>,

@@ -162,7 +162,7 @@ impl FromStr for Space {
 }
 
 impl Space {
-    /// The grid: every searched count from [`counts`], the others fixed at `start`'s.
+    /// The grid: every searched count from `counts`, the others fixed at `start`'s.
     pub fn grid(self, start: Point, cpus: usize, max_threads: usize) -> Vec<Point> {
         let inters = match self.inter {
             true => counts(cpus, max_threads),

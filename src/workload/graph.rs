@@ -199,7 +199,7 @@ impl Graph {
         &self.ops[self.iteration.clone()]
     }
 
-    /// Estimated floating-point operations of one run of `op` (see [`KernelKind::flops`]).
+    /// Estimated floating-point operations of one run of `op` (the kernel's own count, `KernelKind::flops`).
     pub fn op_flops(&self, op: &OpDecl) -> u64 {
         let shapes = |ids: &[TensorId]| -> Vec<&[usize]> {
             ids.iter()

@@ -53,7 +53,7 @@ const MAX_EDITS: usize = 3;
 
 /// What the user probably meant by `name`: the shipped name that starts with it (three
 /// characters or more), else the one closest by edit distance (Damerau-Levenshtein) if it is
-/// at most [`MAX_EDITS`] away.
+/// at most `MAX_EDITS` away.
 ///
 /// ```
 /// use enginetop::workload::closest_shipped;
