@@ -18,7 +18,7 @@
 //!   splits the track (make it an instant; start the flow inside the work around it);
 //! - no `args` key of a slice holds a per-call identifier: speedscope names a frame by
 //!   `name` plus `args`, so a key whose value differs on every call of a name on one track
-//!   (2 calls or more; booleans are flags, not identifiers) splits the name into one frame
+//!   (4 calls or more; booleans are flags, not identifiers) splits the name into one frame
 //!   per call;
 //! - `C` has a non-empty `args` object of numbers; `i`/`I` scope `s`, if any, is g, p or t;
 //! - every (pid, tid) used has `thread_name` metadata (stricter than the viewers, which load
@@ -39,6 +39,10 @@ const KNOWN_PHASES: [&str; 18] = [
 
 /// The smallest slice that is work, in microseconds: anything at most this long is a marker.
 const MARKER_DUR_US: f64 = 0.001;
+/// The fewest calls of a name on a track whose distinct values of an `args` key mark it as a
+/// per-call identifier (an op id): with fewer, calls that just differ (three priorities)
+/// would count.
+const PER_CALL_MIN_CALLS: usize = 4;
 
 /// One thing wrong with a trace.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -597,15 +601,16 @@ impl Checker {
         }
     }
 
-    /// Reports, per `args` key, the slice names whose calls on a track (2 or more) each
-    /// have their own value of it.
+    /// Reports, per `args` key, the slice names whose calls on a track (at least
+    /// [`PER_CALL_MIN_CALLS`]) each have their own value of it: a per-call identifier.
+    /// Fewer calls that just differ (three priorities) say nothing yet.
     fn check_per_call_args(&mut self) {
         let mut found: BTreeMap<&str, (usize, &str, usize)> = BTreeMap::new();
         let mut named: Vec<(&(TrackKey, String), &NameArgs)> = self.slice_args.iter().collect();
         named.sort_by(|a, b| a.0.cmp(b.0));
         for ((_, name), args) in named {
             for (key, values) in &args.values {
-                if args.calls >= 2 && values.len() == args.calls {
+                if args.calls >= PER_CALL_MIN_CALLS && values.len() == args.calls {
                     let entry = found.entry(key).or_insert((0, name, args.calls));
                     entry.0 += 1;
                 }
@@ -869,7 +874,9 @@ mod tests {
                {"name":"queued","cat":"f","ph":"f","bp":"e","id":1,"ts":36440.5,"pid":1,"tid":1},
                {"name":"expr235","cat":"op","ph":"X","ts":36440,"dur":1,"pid":1,"tid":1,"args":{"op_id":2}},
                {"name":"short","ph":"X","ts":36450,"dur":1,"pid":1,"tid":1},
-               {"name":"long","ph":"X","ts":36450,"dur":5,"pid":1,"tid":1}"#,
+               {"name":"long","ph":"X","ts":36450,"dur":5,"pid":1,"tid":1},
+               {"name":"expr235","cat":"op","ph":"X","ts":36460,"dur":1,"pid":1,"tid":1,"args":{"op_id":3}},
+               {"name":"expr235","cat":"op","ph":"X","ts":36462,"dur":1,"pid":1,"tid":1,"args":{"op_id":4}}"#,
         );
         let found = problems(&old);
         assert!(found.contains(&TraceProblem::PartialOverlap {
@@ -887,7 +894,7 @@ mod tests {
             key: "op_id".into(),
             names: 1,
             example: "expr235".into(),
-            calls: 2
+            calls: 4
         }));
         assert!(
             found.contains(&TraceProblem::PartialOverlap {
