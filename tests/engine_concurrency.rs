@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use common::within_deadline;
+use enginetop::device::identity::{Device, PoolId, PoolRole};
 use enginetop::engine::{
     Context, Engine, EngineError, EngineEvent, EngineKind, EngineObserver, EngineOptions,
     FnProperty, OpSpec, Var,
@@ -613,8 +614,8 @@ fn a_chain_made_ready_on_a_worker_stays_on_that_worker() {
         let tasks = Arc::new(AtomicUsize::new(0));
         let counted = tasks.clone();
         let options = EngineOptions::new(EngineKind::PerDevice, 2).pool_observers(Arc::new(
-            move |pool: &str| {
-                (pool == "cpu0")
+            move |pool: PoolId| {
+                (pool == PoolId::new(Device::Cpu(0), PoolRole::CpuWorker))
                     .then(|| Arc::new(TaskCounter(counted.clone())) as Arc<dyn PoolObserver>)
             },
         ));

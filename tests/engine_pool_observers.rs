@@ -4,61 +4,62 @@
 use std::sync::{Arc, Mutex};
 
 use enginetop::device::discover::GpuSelection;
+use enginetop::device::identity::{Device, PoolId, PoolRole};
 use enginetop::engine::{Context, Engine, EngineKind, EngineOptions, FnProperty, OpSpec};
 use enginetop::pool::{PoolEvent, PoolObserver};
 
-/// Records (pool name, worker, event) for every event of every pool it observes.
+/// Records (pool, worker, event) for every event of every pool it observes.
 #[derive(Default)]
 struct Recorder {
-    events: Mutex<Vec<(String, Option<usize>, PoolEvent)>>,
+    events: Mutex<Vec<(PoolId, Option<usize>, PoolEvent)>>,
 }
 
 struct Named {
-    pool: String,
+    pool: PoolId,
     recorder: Arc<Recorder>,
 }
 
 impl PoolObserver for Named {
     fn on_event(&self, worker: Option<usize>, event: PoolEvent) {
         let mut events = self.recorder.events.lock().unwrap();
-        events.push((self.pool.clone(), worker, event));
+        events.push((self.pool, worker, event));
     }
 }
 
-fn engine_with_recorder(kind: EngineKind) -> (Engine, Arc<Recorder>, Arc<Mutex<Vec<String>>>) {
+fn engine_with_recorder(kind: EngineKind) -> (Engine, Arc<Recorder>, Arc<Mutex<Vec<PoolId>>>) {
     with_recorder(EngineOptions::new(kind, 2))
 }
 
-fn with_recorder(options: EngineOptions) -> (Engine, Arc<Recorder>, Arc<Mutex<Vec<String>>>) {
+fn with_recorder(options: EngineOptions) -> (Engine, Arc<Recorder>, Arc<Mutex<Vec<PoolId>>>) {
     let recorder = Arc::new(Recorder::default());
     let asked = Arc::new(Mutex::new(Vec::new()));
     let (for_factory, asked_log) = (recorder.clone(), asked.clone());
-    let options = options.pool_observers(Arc::new(move |pool: &str| {
-        asked_log.lock().unwrap().push(pool.to_string());
+    let options = options.pool_observers(Arc::new(move |pool: PoolId| {
+        asked_log.lock().unwrap().push(pool);
         Some(Arc::new(Named {
-            pool: pool.to_string(),
+            pool,
             recorder: for_factory.clone(),
         }) as Arc<dyn PoolObserver>)
     }));
     (Engine::new(options).unwrap(), recorder, asked)
 }
 
-fn count(recorder: &Recorder, pool: &str, wanted: fn(&PoolEvent) -> bool) -> usize {
+fn count(recorder: &Recorder, pool: PoolId, wanted: fn(&PoolEvent) -> bool) -> usize {
     let events = recorder.events.lock().unwrap();
     events
         .iter()
-        .filter(|(name, worker, event)| name == pool && worker.is_some() && wanted(event))
+        .filter(|(id, worker, event)| *id == pool && worker.is_some() && wanted(event))
         .count()
 }
 
-fn task_starts(recorder: &Recorder, pool: &str) -> usize {
+fn task_starts(recorder: &Recorder, pool: PoolId) -> usize {
     count(recorder, pool, |event| *event == PoolEvent::TaskStart)
 }
 
 /// Task starts on `pool`'s workers, checking each start has its end. A CPU worker pool runs
 /// the engine's drainer tasks (`ready.rs`), each of which may run several ops, so it sees
 /// between one task and one per op.
-fn drainer_tasks(recorder: &Recorder, pool: &str, ops: usize) -> usize {
+fn drainer_tasks(recorder: &Recorder, pool: PoolId, ops: usize) -> usize {
     let starts = task_starts(recorder, pool);
     let ends = count(recorder, pool, |event| {
         matches!(event, PoolEvent::TaskEnd { panicked: false })
@@ -94,13 +95,12 @@ fn per_device_pools_and_the_priority_pool_report_to_their_observers() {
     engine.wait_for_all().unwrap();
     drop(engine); // joins the workers, so every event is in
     let asked = asked.lock().unwrap().clone();
-    assert!(asked.contains(&"cpu0".to_string()), "asked for {asked:?}");
-    assert!(
-        asked.contains(&"cpu-prio".to_string()),
-        "asked for {asked:?}"
-    );
-    drainer_tasks(&recorder, "cpu0", 10);
-    assert_eq!(task_starts(&recorder, "cpu-prio"), 10); // one task per prioritized op
+    let cpu0 = PoolId::new(Device::Cpu(0), PoolRole::CpuWorker);
+    assert!(asked.contains(&cpu0), "asked for {asked:?}");
+    assert!(asked.contains(&PoolId::CPU_PRIORITY), "asked for {asked:?}");
+    drainer_tasks(&recorder, cpu0, 10);
+    // One task per prioritized op, all on the priority pool.
+    assert_eq!(task_starts(&recorder, PoolId::CPU_PRIORITY), 10);
 }
 
 #[test]
@@ -114,8 +114,10 @@ fn pooled_engine_pools_report_to_their_observers() {
     }
     engine.wait_for_all().unwrap();
     drop(engine);
-    assert_eq!(*asked.lock().unwrap(), vec!["engine", "io"]);
-    drainer_tasks(&recorder, "engine", 8);
+    let shared = PoolId::new(Device::Cpu(0), PoolRole::CpuWorker);
+    let io = PoolId::new(Device::Cpu(0), PoolRole::CpuIo);
+    assert_eq!(*asked.lock().unwrap(), vec![shared, io]);
+    drainer_tasks(&recorder, shared, 8);
 }
 
 #[test]
@@ -130,14 +132,23 @@ fn gpu_worker_pools_report_to_their_observers() {
     engine.wait_for_all().unwrap();
     drop(engine);
     let asked = asked.lock().unwrap().clone();
-    for pool in ["gpu0-compute", "gpu0-copy", "gpu0-prio"] {
-        assert!(asked.contains(&pool.to_string()), "asked for {asked:?}");
-    }
-    assert_eq!(task_starts(&recorder, "gpu0-compute"), 6); // one task per GPU op
-    let parks = count(&recorder, "gpu0-compute", |event| *event == PoolEvent::Park);
-    let unparks = count(&recorder, "gpu0-compute", |event| {
-        *event == PoolEvent::Unpark
-    });
+    let gpu = |role| PoolId::new(Device::Gpu(0), role);
+    let roles = [
+        PoolRole::GpuCompute,
+        PoolRole::GpuCopy,
+        PoolRole::GpuPriority,
+    ];
+    let gpu_pools: Vec<PoolId> = asked
+        .iter()
+        .copied()
+        .filter(|p| p.device != Device::Cpu(0))
+        .collect();
+    assert_eq!(gpu_pools, roles.map(gpu), "asked for {asked:?}");
+    let compute = gpu(PoolRole::GpuCompute);
+    assert_eq!(task_starts(&recorder, compute), 6); // one task per GPU op, on its compute pool
+    assert_eq!(task_starts(&recorder, gpu(PoolRole::GpuCopy)), 0);
+    let parks = count(&recorder, compute, |event| *event == PoolEvent::Park);
+    let unparks = count(&recorder, compute, |event| *event == PoolEvent::Unpark);
     assert!(parks >= 1, "an idle GPU worker parks");
     assert!(unparks <= parks, "{unparks} unparks for {parks} parks");
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use enginetop::engine::{Engine, EngineKind, EngineObserver, EngineOptions, FnProperty, OpSpec};
 use enginetop::profiler::validate::validate_json;
 use enginetop::profiler::{
-    DeviceId, EngineProbe, NameId, OpInfo, Profiler, ProfilerOptions, SortKey, Summary,
+    DeviceId, EngineProbe, OpInfo, OpName, Profiler, ProfilerOptions, SortKey, Summary,
 };
 
 const THREADS: u64 = 4;
@@ -47,7 +47,7 @@ fn record(profiler: &Profiler) {
             let (profiler, handoff) = (profiler.clone(), handoff.clone());
             scope.spawn(move || {
                 for k in 0..OPS_PER_THREAD {
-                    let (info, name) = (op(thread, k), NameId::intern(name_of(k)));
+                    let (info, name) = (op(thread, k), OpName::new(name_of(k)));
                     profiler.op_queued(device, name, info);
                     profiler.op_start(device, name, info);
                     if k % 10 == 9 {
@@ -67,7 +67,7 @@ fn record(profiler: &Profiler) {
             let (profiler, handoff) = (profiler.clone(), handoff.clone());
             scope.spawn(move || {
                 for (k, info) in handoff[thread as usize].lock().unwrap().drain(..) {
-                    profiler.op_end(device, NameId::intern(name_of(k)), info, failed(k));
+                    profiler.op_end(device, OpName::new(name_of(k)), info, failed(k));
                 }
             });
         }

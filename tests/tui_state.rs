@@ -7,6 +7,7 @@ mod tui_support;
 use std::path::PathBuf;
 
 use enginetop::profiler::validate::validate_file;
+use enginetop::profiler::DeviceId;
 use enginetop::tui::app::{Focus, Mode, SortColumn, StatusKind};
 use enginetop::tui::input::{KeyHelp, KEYS};
 use enginetop::tui::{Action, DashboardSource, FakeOptions};
@@ -91,7 +92,7 @@ fn check(help: &KeyHelp, code: KeyCode, action: Action) {
             assert_eq!(h.app.data().devices[0].inter_op, Some(expected), "{why}");
             let workers = h.app.data().snapshot.workers.iter();
             let cpu0 = workers
-                .filter(|w| w.device.as_deref() == Some("cpu0"))
+                .filter(|w| w.device.map(DeviceId::name) == Some("cpu0"))
                 .count();
             assert_eq!(cpu0, expected, "{why}: the pool resized");
             assert!(

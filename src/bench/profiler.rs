@@ -45,7 +45,7 @@ use crate::pool::barrier::Barrier;
 use crate::pool::{Pool, PoolError, PoolKind, PoolOptions};
 use crate::profiler::clock::Epoch;
 use crate::profiler::{
-    DeviceId, EngineProbe, Event, EventKind, NameId, OpInfo, PoolProbe, Profiler, ProfilerError,
+    DeviceId, EngineProbe, Event, EventKind, OpInfo, OpName, PoolProbe, Profiler, ProfilerError,
     ProfilerOptions,
 };
 use crate::sync::AtomicU64;
@@ -201,7 +201,7 @@ fn burst_len(options: &ProfilerOptions) -> usize {
 fn record_bursts(profiler: &Profiler, events: usize, burst: usize) -> Duration {
     let (device, name) = (
         DeviceId::register("bench-profiler"),
-        NameId::intern("bench_op"),
+        OpName::new("bench_op"),
     );
     let mut recorded = 0;
     let mut elapsed = Duration::ZERO;
@@ -225,7 +225,7 @@ fn record_bursts(profiler: &Profiler, events: usize, burst: usize) -> Duration {
 struct Fixture {
     profiler: Profiler,
     device: DeviceId,
-    name: NameId,
+    name: OpName,
     /// Events per burst ([`burst_len`]).
     burst: u64,
     /// Events per rep.
@@ -237,7 +237,7 @@ impl Fixture {
         Ok(Fixture {
             profiler: Profiler::new(options)?,
             device: DeviceId::register("bench-profiler"),
-            name: NameId::intern("bench_op"),
+            name: OpName::new("bench_op"),
             burst: burst_len(&options) as u64,
             events: config.events_per_rep as u64,
         })

@@ -15,12 +15,12 @@ use clap::Args;
 
 use enginetop::bench::gemm as gemm_bench;
 use enginetop::config::{ConfigOverrides, RuntimeConfig};
+use enginetop::device::identity::PoolId;
 use enginetop::engine::{EngineKind, EngineQueues, GpuSyncMode};
 use enginetop::pool::{Pool, PoolKind};
 use enginetop::profiler::{
     DeviceId, EngineProbe, PoolProbe, Profiler, ProfilerOptions, QueueDepthSource, StreamProbe,
 };
-use enginetop::tui::live;
 use enginetop::workload;
 use enginetop::workload::run::{
     run_workload, ProfilerReport, Progress, QueueWatch, RunHooks, RunLength, RunOptions, RunSummary,
@@ -340,8 +340,8 @@ pub(super) fn profiler_hooks(profiler: &Profiler, table_rows: usize) -> RunHooks
     if !profiler.is_enabled() {
         return RunHooks::default();
     }
-    let intra_device = DeviceId::register(live::INTRA_DEVICE);
-    let intra = PoolProbe::new(profiler, intra_device);
+    let intra_device = DeviceId::of_pool(PoolId::INTRA_OP);
+    let intra = PoolProbe::for_pool(profiler, PoolId::INTRA_OP);
     let for_queues = profiler.clone();
     let watch_queues: QueueWatch = Arc::new(move |engine: &EngineQueues, intra: &Arc<Pool>| {
         let engine: Arc<dyn QueueDepthSource> = Arc::new(engine.clone());

@@ -17,24 +17,25 @@
 //! # Observing the engine's pools ([`PoolObservers`])
 //! The engine builds these pools itself, so whoever wants their workers' events (the
 //! profiler, the dashboard) hands the engine a [`PoolObservers`] factory: it is asked once per
-//! pool the engine starts, with the pool's name (`cpu<i>`, `cpu-prio`, and for the pooled
-//! engine `engine` and `io`), and the observer it returns is installed on that pool.
+//! pool the engine starts, with the pool's typed [`PoolId`] (its device and role), and the
+//! observer it returns is installed on that pool.
 #![forbid(unsafe_code)]
 
+use super::identity::{Device, PoolId, PoolRole};
 use super::priority::{PriorityWorkers, MAX_WORKERS};
 use crate::pool::{Pool, PoolError, PoolKind, PoolObserver, PoolOptions, Task};
 
-/// Makes the observer of each pool the engine starts, given the pool's name (`cpu<i>`,
-/// `cpu-prio`, `engine`, `io`); `None` leaves that pool unobserved.
+/// Makes the observer of each pool the engine starts, given the pool's identity; `None`
+/// leaves that pool unobserved.
 pub type PoolObservers =
-    std::sync::Arc<dyn Fn(&str) -> Option<std::sync::Arc<dyn PoolObserver>> + Send + Sync>;
+    std::sync::Arc<dyn Fn(PoolId) -> Option<std::sync::Arc<dyn PoolObserver>> + Send + Sync>;
 
-/// The observer `observers` gives the pool `name`, if any.
+/// The observer `observers` gives the pool `pool`, if any.
 pub fn observer_for(
     observers: Option<&PoolObservers>,
-    name: &str,
+    pool: PoolId,
 ) -> Option<std::sync::Arc<dyn PoolObserver>> {
-    observers.and_then(|make| make(name))
+    observers.and_then(|make| make(pool))
 }
 
 /// How to build the worker pool of one CPU device.
@@ -62,7 +63,8 @@ pub fn cpu_pool(
     let mut pool_options = PoolOptions::new(options.pool_kind, threads, name.as_str())
         .max_threads(options.max_threads.max(threads))
         .allow_spinning(options.allow_spinning);
-    if let Some(observer) = observer_for(observers, &name) {
+    let pool = PoolId::new(Device::Cpu(device), PoolRole::CpuWorker);
+    if let Some(observer) = observer_for(observers, pool) {
         pool_options = pool_options.observer(observer);
     }
     Pool::new(pool_options)

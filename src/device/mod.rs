@@ -16,6 +16,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod discover;
 pub mod gpu;
+pub mod identity;
 mod priority;
 mod queue;
 pub mod sim;

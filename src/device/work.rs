@@ -15,8 +15,8 @@ use crate::sync::{Condvar, Mutex};
 
 /// The op a unit of work belongs to, as the profiler sees it.
 ///
-/// `name` is an interned name id: the engine's `OpName::id()`, which is also the profiler's
-/// `NameId` for the same name. `0` means unnamed.
+/// `name` is an interned name id: the engine's `OpName::id()`, the id the profiler records.
+/// `0` means unnamed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct OpTag {
     /// A process-unique op id (the engine's sequence number).

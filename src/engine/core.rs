@@ -56,6 +56,8 @@ pub(crate) trait Dispatch: Send + Sync {
 pub struct DispatchStats {
     /// Every worker pool (per CPU device, IO), with per-worker counters.
     pub pools: Vec<PoolStats>,
+    /// Which pool each of `pools` is, in the same order.
+    pub pool_ids: Vec<crate::device::identity::PoolId>,
     /// The CPU priority pool, if it was started.
     pub priority: Option<crate::device::cpu::PriorityPoolStats>,
     /// The GPU pools (compute, copy, prioritized) of every opened GPU.

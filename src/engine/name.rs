@@ -1,18 +1,23 @@
-//! Op names, interned: a push carries a 4-byte [`OpName`], never a `String`, so the hot path
-//! does not allocate and the profiler records names by id.
+//! Interned names: a push carries a 4-byte [`OpName`], never a `String`, so the hot path
+//! does not allocate; the profiler records the same ids (op names, span names, queue labels)
+//! and resolves them to text when it reports.
 //!
-//! The interner is process-wide (ids mean the same in every engine) and append-only: a name
-//! is stored once, leaked, and lives for the rest of the process. Interning takes a lock and
-//! a hash lookup, so intern a name once and reuse the [`OpName`].
+//! The table is process-wide (ids mean the same in every engine and profiler) and
+//! append-only: a name is stored once, leaked, and lives for the rest of the process. The
+//! engine's own op names are added first, so their ids are the constants below. Interning
+//! takes a lock and a hash lookup; each thread keeps its last few names in a small cache in
+//! front of the table, so a site that interns per event (a probe naming the span it sees)
+//! compares a few bytes instead of taking the lock every recording thread would contend for.
 #![forbid(unsafe_code)]
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::LazyLock;
 
-use crate::sync::Mutex;
+use crate::sync::{thread_local, Mutex};
 
-/// An interned op name.
+/// An interned name: an op's, a profiler span's or a queue label.
 ///
 /// ```
 /// use enginetop::engine::OpName;
@@ -47,16 +52,34 @@ impl OpName {
 
     /// Interns `name` (the same text always gets the same id).
     pub fn new(name: &str) -> OpName {
-        let mut interner = INTERNER.lock();
-        if let Some(&id) = interner.ids.get(name) {
-            return OpName(id);
+        let slot = recent_slot(name);
+        let cached = RECENT.try_with(|recent| recent[slot].get()).ok().flatten();
+        if let Some((text, id)) = cached {
+            if text == name {
+                return id;
+            }
         }
-        interner.add(Box::leak(name.into()))
+        let (text, id) = {
+            let mut interner = INTERNER.lock();
+            let id = match interner.ids.get(name) {
+                Some(&id) => OpName(id),
+                None => interner.add(Box::leak(name.into())),
+            };
+            (interner.names[id.0 as usize], id)
+        };
+        let _ = RECENT.try_with(|recent| recent[slot].set(Some((text, id))));
+        id
     }
 
     /// The name's id (stable for the life of the process).
-    pub fn id(self) -> u32 {
+    pub const fn id(self) -> u32 {
         self.0
+    }
+
+    /// A name from its id, unchecked (a test's arbitrary bit pattern).
+    #[cfg(test)]
+    pub(crate) const fn from_raw(id: u32) -> OpName {
+        OpName(id)
     }
 
     /// The name with id `id`, if one was interned.
@@ -65,9 +88,14 @@ impl OpName {
         ((id as usize) < interner.names.len()).then_some(OpName(id))
     }
 
-    /// The name's text.
+    /// The name's text (`"unknown"` for an id never interned).
     pub fn as_str(self) -> &'static str {
-        INTERNER.lock().names[self.0 as usize]
+        INTERNER
+            .lock()
+            .names
+            .get(self.0 as usize)
+            .copied()
+            .unwrap_or("unknown")
     }
 }
 
@@ -120,6 +148,23 @@ static INTERNER: LazyLock<Mutex<Interner>> = LazyLock::new(|| {
     Mutex::new(interner)
 });
 
+/// Slots of each thread's cache of recently interned names.
+const RECENT_SLOTS: usize = 8;
+
+/// The cache slot of `name`: its length and last byte, mixed (cheap, and names that differ
+/// usually differ in one of them).
+fn recent_slot(name: &str) -> usize {
+    let last = name.as_bytes().last().map_or(0, |&byte| usize::from(byte));
+    (name.len().wrapping_mul(31) ^ last) % RECENT_SLOTS
+}
+
+// Thread-local: each thread's last few interned names, so interning a name it just used
+// takes no lock on the process-wide table.
+thread_local! {
+    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
+    static RECENT: [Cell<Option<(&'static str, OpName)>>; RECENT_SLOTS] = Default::default();
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -138,5 +183,21 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.to_string(), "name-test-a");
         assert!(OpName::from_id(u32::MAX).is_none());
+        assert_eq!(OpName(u32::MAX).as_str(), "unknown");
+    }
+
+    #[test]
+    fn names_sharing_a_cache_slot_keep_their_own_ids() {
+        // Same length, same last byte: the same slot of the per-thread cache.
+        let (first, second) = ("names-slot-ab", "names-slot-cb");
+        assert_eq!(recent_slot(first), recent_slot(second));
+        let a = OpName::new(first);
+        let b = OpName::new(second);
+        assert_ne!(a, b);
+        assert_eq!((OpName::new(first), OpName::new(second)), (a, b));
+        assert_eq!((a.as_str(), b.as_str()), (first, second));
+        // Another thread (empty cache) resolves the same ids from the table.
+        let other = std::thread::spawn(move || (OpName::new(first), OpName::new(second)));
+        assert_eq!(other.join().unwrap(), (a, b));
     }
 }

@@ -41,6 +41,7 @@ use super::ready::{learn_route, ReadyQueue};
 use super::{Context, EngineError, EngineKind, EngineSetting, FnProperty, OpName, WorkerCounts};
 use crate::device::cpu::{cpu_pool, observer_for, CpuWorkerOptions, PoolObservers, PriorityPool};
 use crate::device::gpu::{GpuWorkerCounts, GPU_PRIORITY_WORKERS};
+use crate::device::identity::{Device, PoolId, PoolRole};
 use crate::pool::{Pool, PoolOptions};
 use crate::sync::{Arc, AtomicU32, Mutex, Ordering};
 
@@ -163,7 +164,7 @@ impl PerDevice {
     }
 
     fn priority_pool(&self, threads: usize) -> Result<PriorityPool, EngineError> {
-        let observer = observer_for(self.observers.as_ref(), "cpu-prio");
+        let observer = observer_for(self.observers.as_ref(), PoolId::CPU_PRIORITY);
         Ok(PriorityPool::with_observer("cpu-prio", threads, observer)?)
     }
 
@@ -305,8 +306,13 @@ impl Dispatch for PerDevice {
             return DispatchStats::default();
         };
         let cpu = || devices.cpu.iter().flatten();
+        let cpu_ids = devices.cpu.iter().enumerate();
+        let cpu_ids = cpu_ids.filter(|(_, workers)| workers.is_some());
         DispatchStats {
             pools: cpu().map(|workers| workers.pool.stats()).collect(),
+            pool_ids: cpu_ids
+                .map(|(device, _)| PoolId::new(Device::Cpu(device as u32), PoolRole::CpuWorker))
+                .collect(),
             priority: devices.priority.as_ref().map(|priority| priority.stats()),
             gpu: self.gpu.as_ref().map(|gpu| gpu.stats()).unwrap_or_default(),
             ready_ops: cpu().map(|workers| workers.ready.len()).collect(),
@@ -326,6 +332,11 @@ impl Dispatch for PerDevice {
         }
     }
 }
+
+/// The pooled engine's shared workers: CPU 0's, where its CPU ops record.
+const POOLED_WORKERS: PoolId = PoolId::new(Device::Cpu(0), PoolRole::CpuWorker);
+/// The pooled engine's IO worker.
+const POOLED_IO: PoolId = PoolId::new(Device::Cpu(0), PoolRole::CpuIo);
 
 /// The pooled engine's workers: shared workers and one IO worker.
 pub(crate) struct Pooled {
@@ -385,22 +396,24 @@ impl Dispatch for Pooled {
             return Ok(());
         }
         let config = *self.config.lock();
-        let observed =
-            |options: PoolOptions, name: &str| match observer_for(self.observers.as_ref(), name) {
-                Some(observer) => options.observer(observer),
-                None => options,
-            };
+        let observed = |options: PoolOptions, pool: PoolId| match observer_for(
+            self.observers.as_ref(),
+            pool,
+        ) {
+            Some(observer) => options.observer(observer),
+            None => options,
+        };
         let threads = config.cpu.threads.max(1);
         let workers = Workers::new(Pool::new(observed(
             PoolOptions::new(config.cpu.pool_kind, threads, "engine")
                 .max_threads(config.cpu.max_threads.max(threads))
                 .allow_spinning(config.cpu.allow_spinning),
-            "engine",
+            POOLED_WORKERS,
         ))?);
         let io = Pool::new(observed(
             PoolOptions::new(config.cpu.pool_kind, 1, "io")
                 .allow_spinning(config.cpu.allow_spinning),
-            "io",
+            POOLED_IO,
         ))?;
         self.pools
             .store(Some(StdArc::new(PooledPools { workers, io })));
@@ -428,6 +441,7 @@ impl Dispatch for Pooled {
         match self.pools.load_full() {
             Some(pools) => DispatchStats {
                 pools: vec![pools.workers.pool.stats(), pools.io.stats()],
+                pool_ids: vec![POOLED_WORKERS, POOLED_IO],
                 priority: None,
                 gpu: Vec::new(),
                 ready_ops: vec![pools.workers.ready.len(), 0],

@@ -936,8 +936,8 @@ fn pop_first(
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::engine::OpName;
     use crate::profiler::event::OpInfo;
-    use crate::profiler::names::NameId;
     use crate::profiler::validate::validate_json;
     use serde_json::Value;
 
@@ -966,7 +966,7 @@ mod tests {
     fn described_devices_in_the_trace_get_process_labels_and_other_data() {
         let gpu = DeviceId::register("chrome-test-gpu(0)");
         let idle = DeviceId::register("chrome-test-gpu(1)");
-        let name = NameId::intern("chrome-test-kernel");
+        let name = OpName::new("chrome-test-kernel");
         let mut events = [
             on(
                 1,
@@ -1016,8 +1016,8 @@ mod tests {
     fn ops_become_slices_with_args_and_a_flow_from_their_queueing() {
         let cpu = DeviceId::register("chrome-test-cpu");
         let (name, producer) = (
-            NameId::intern("chrome-test-add"),
-            NameId::intern("chrome-test-producer"),
+            OpName::new("chrome-test-add"),
+            OpName::new("chrome-test-producer"),
         );
         let op = OpInfo::new(11).priority(2).property(3);
         let (made, orphan) = (OpInfo::new(10), OpInfo::new(12).priority(2).property(3));
@@ -1093,8 +1093,8 @@ mod tests {
     fn slices_nest_after_a_viewers_double_arithmetic() {
         let pool = DeviceId::register("chrome-test-doubles");
         let (first, second) = (
-            NameId::intern("chrome-test-expr235"),
-            NameId::intern("chrome-test-expr241"),
+            OpName::new("chrome-test-expr235"),
+            OpName::new("chrome-test-expr241"),
         );
         let op = |kind, name, id, ts| on(9, ts, Event::op(kind, pool, name, OpInfo::new(id)));
         let mut events = [
@@ -1174,7 +1174,7 @@ mod tests {
             on(
                 11,
                 5_000,
-                Event::new(EventKind::QueueDepth, pool, NameId::UNNAMED, 0, 1),
+                Event::new(EventKind::QueueDepth, pool, OpName::UNNAMED, 0, 1),
             ),
         ];
         let thread = |id: u32, parked, exited| WindowThread {
@@ -1233,7 +1233,7 @@ mod tests {
 
     #[test]
     fn an_op_ending_on_another_thread_is_an_async_pair() {
-        let name = NameId::intern("chrome-test-async");
+        let name = OpName::new("chrome-test-async");
         let op = OpInfo::new(12);
         let mut events = [
             on(
@@ -1261,7 +1261,7 @@ mod tests {
             on(
                 5,
                 0,
-                Event::new(EventKind::PoolResized, pool, NameId::UNNAMED, 0, 2),
+                Event::new(EventKind::PoolResized, pool, OpName::UNNAMED, 0, 2),
             ),
             on(6, 10, worker(EventKind::TaskStart)),
             on(6, 20, worker(EventKind::TaskEnd).with_error(true)),
@@ -1269,7 +1269,7 @@ mod tests {
             on(
                 6,
                 35,
-                Event::new(EventKind::Steal, pool, NameId::UNNAMED, 0, 1),
+                Event::new(EventKind::Steal, pool, OpName::UNNAMED, 0, 1),
             ),
             on(6, 40, worker(EventKind::SpinEnd)),
             on(6, 50, worker(EventKind::Park)),
@@ -1277,7 +1277,7 @@ mod tests {
             on(
                 5,
                 95,
-                Event::new(EventKind::QueueDepth, pool, NameId::intern("w0"), 0, 3),
+                Event::new(EventKind::QueueDepth, pool, OpName::new("w0"), 0, 3),
             ),
         ];
         let (trace, _) = export(&mut events);
@@ -1313,7 +1313,7 @@ mod tests {
     #[test]
     fn gpu_streams_get_kineto_tracks_and_launch_flows() {
         let gpu = DeviceId::register("chrome-test-gpu");
-        let name = NameId::intern("chrome-test-kernel");
+        let name = OpName::new("chrome-test-kernel");
         let stream = |kind| Event::new(kind, gpu, name, 2, 77);
         let host = |kind| on(7, 0, Event::op(kind, gpu, name, OpInfo::new(77)));
         let mut events = [
@@ -1346,7 +1346,7 @@ mod tests {
 
     #[test]
     fn overlapping_slices_are_clamped_and_orphans_counted() {
-        let span = NameId::intern("chrome-test-span");
+        let span = OpName::new("chrome-test-span");
         let pool = DeviceId::register("chrome-test-clamp");
         let mut events = [
             on(8, 10, Event::worker_event(EventKind::TaskStart, pool, 0)),

@@ -61,15 +61,16 @@ use std::time::Duration;
 use super::chrome::WindowThread;
 use super::clock::Epoch;
 use super::event::{Event, EventKind};
-use super::names::{DeviceId, NameId, ThreadId};
+use super::names::{DeviceId, ThreadId};
 use super::ring::{self, Consumer, Producer};
 use super::stats::{Snapshot, Stats};
 use super::window::TraceWindow;
 use super::ProfilerOptions;
+use crate::engine::OpName;
 use crate::sync::{thread, Arc, AtomicU64, Condvar, Mutex, Ordering};
 
 /// One sampled queue: whose it is, its label and its depth.
-pub type QueueDepth = (DeviceId, NameId, u64);
+pub type QueueDepth = (DeviceId, OpName, u64);
 
 /// Something whose queue depths the collector samples (a pool, an engine's queues).
 pub trait QueueDepthSource: Send + Sync {
@@ -248,7 +249,7 @@ struct Collector {
     depths: Vec<QueueDepth>,
     /// Each sampled queue's depth as last recorded: a sample enters the batch only when it
     /// differs (see [`Collector::sample_queues`]).
-    last_depths: HashMap<(DeviceId, NameId), u64>,
+    last_depths: HashMap<(DeviceId, OpName), u64>,
     /// Drop counts of rings already let go.
     retired_drops: u64,
     next_sample_ns: u64,

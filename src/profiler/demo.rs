@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::event::{Event, EventKind, OpInfo};
-use super::names::{DeviceId, NameId};
+use super::names::DeviceId;
 use super::{Profiler, QueueDepthSource};
+use crate::engine::OpName;
 use crate::pool::{spawn_here, Pool, PoolError, PoolKind, PoolOptions, WorkerState};
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
@@ -60,7 +61,7 @@ const PATIENCE: Duration = Duration::from_secs(10);
 struct Demo {
     profiler: Profiler,
     device: DeviceId,
-    op_name: NameId,
+    op_name: OpName,
     next_op: AtomicU64,
     done: AtomicUsize,
     failed: AtomicU64,
@@ -80,7 +81,7 @@ pub fn run_pool_demo(profiler: &Profiler, options: &DemoOptions) -> Result<DemoR
     let demo = Arc::new(Demo {
         profiler: profiler.clone(),
         device,
-        op_name: NameId::intern("demo_op"),
+        op_name: OpName::new("demo_op"),
         next_op: AtomicU64::new(1),
         done: AtomicUsize::new(0),
         failed: AtomicU64::new(0),
@@ -110,7 +111,7 @@ pub fn run_pool_demo(profiler: &Profiler, options: &DemoOptions) -> Result<DemoR
 impl Demo {
     /// Queues `roots` trees from this thread and waits until all their ops are done.
     fn run_batch(self: &Arc<Self>, pool: &Pool, roots: usize) {
-        let span = NameId::intern("demo batch");
+        let span = OpName::new("demo batch");
         let span_id = self.next_op.load(Ordering::Relaxed);
         let enter = Event::new(EventKind::SpanEnter, DeviceId::HOST, span, 0, span_id);
         self.profiler.record(enter);

@@ -8,12 +8,12 @@
 //! its end, whichever threads they happen on.
 //!
 //! # Cost per event
-//! Turning an engine event into a profiler event needs the profiler's ids for the op's name
-//! and its context. Both tables are process-wide and append-only (a name or device, once
-//! interned, keeps its id), so each thread caches what it looked up, in one thread-local:
-//! names in a vector indexed by the engine's name id, contexts in a short list (a thread sees
-//! a handful). An event then costs one thread-local lookup and the profiler's record; the
-//! interners' locks are taken once per thread and name or context.
+//! Turning an engine event into a profiler event needs the profiler's device for the op's
+//! context (the op's name is the engine's [`OpName`](crate::engine::OpName), recorded as it is). The device table is
+//! process-wide and append-only (a device, once registered, keeps its id), so each thread
+//! caches the contexts it looked up in a short list (a thread sees a handful), in one
+//! thread-local. An event then costs one thread-local lookup and the profiler's record; the
+//! table's lock is taken once per thread and context.
 //!
 //! An op's `Finished` and the `Queued` of the ops its completion made ready come together
 //! ([`EngineObserver::on_events_at_once`]: the engine reports them after its grants, before
@@ -25,40 +25,19 @@
 use std::cell::RefCell;
 
 use super::event::{Event, EventKind};
-use super::{DeviceId, NameId, OpInfo, Profiler};
-use crate::engine::{Context, EngineEvent, EngineObserver, OpName};
+use super::{DeviceId, OpInfo, Profiler};
+use crate::device::identity::Device;
+use crate::engine::{Context, DeviceType, EngineEvent, EngineObserver};
 use crate::sync::thread_local;
 
 /// What this thread has looked up.
 struct IdCache {
-    /// Profiler name ids by engine name id, plus one (0: not looked up yet).
-    names: Vec<u32>,
     /// Profiler devices of the contexts this thread has seen.
     devices: Vec<(Context, DeviceId)>,
 }
 
 impl IdCache {
-    /// The profiler's id for op name `op` (interned on this thread's first sight of it).
-    fn name(&mut self, op: OpName) -> NameId {
-        let index = op.id() as usize;
-        match self.names.get(index) {
-            Some(&cached) if cached != 0 => NameId::from_raw(cached - 1),
-            _ => self.intern_name(op),
-        }
-    }
-
-    #[cold]
-    fn intern_name(&mut self, op: OpName) -> NameId {
-        let index = op.id() as usize;
-        let name = NameId::intern(op.as_str());
-        if self.names.len() <= index {
-            self.names.resize(index + 1, 0);
-        }
-        self.names[index] = name.id() + 1;
-        name
-    }
-
-    /// The profiler device of engine context `ctx` (registered as `cpu(0)`, `gpu(1)`...).
+    /// The profiler device of engine context `ctx` (its typed [`Device`]).
     fn device(&mut self, ctx: Context) -> DeviceId {
         match self.devices.iter().find(|(known, _)| *known == ctx) {
             Some(&(_, id)) => id,
@@ -68,7 +47,11 @@ impl IdCache {
 
     #[cold]
     fn register_device(&mut self, ctx: Context) -> DeviceId {
-        let id = DeviceId::register(&ctx.to_string());
+        let device = match ctx.device {
+            DeviceType::Cpu => Device::Cpu(ctx.id),
+            DeviceType::Gpu => Device::Gpu(ctx.id),
+        };
+        let id = DeviceId::of(device);
         self.devices.push((ctx, id));
         id
     }
@@ -76,7 +59,6 @@ impl IdCache {
 
 /// Nothing looked up yet.
 const NO_IDS: IdCache = IdCache {
-    names: Vec::new(),
     devices: Vec::new(),
 };
 
@@ -120,7 +102,7 @@ fn to_event(ids: &mut IdCache, event: EngineEvent) -> Event {
         } => (EventKind::OpEnd, failed, id, op, ctx, prop, priority),
     };
     let info = OpInfo::new(id).priority(priority).property(prop as u8);
-    Event::op(kind, ids.device(ctx), ids.name(op), info).with_error(failed)
+    Event::op(kind, ids.device(ctx), op, info).with_error(failed)
 }
 
 /// Runs `convert` with this thread's id cache.
@@ -165,17 +147,14 @@ impl EngineObserver for EngineProbe {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::engine::FnProperty;
+    use crate::engine::{FnProperty, OpName};
 
     #[test]
     fn cached_ids_are_the_interned_ones() {
-        let op = OpName::new("probe-cache-test");
         let mut ids = NO_IDS;
-        let first = ids.name(op);
-        assert_eq!(first, NameId::intern("probe-cache-test"));
-        assert_eq!(ids.name(op), first); // from the cache now
         let gpu = Context::gpu(3);
         assert_eq!(ids.device(gpu), DeviceId::register("gpu(3)"));
+        assert_eq!(ids.device(gpu).device(), Some(Device::Gpu(3)));
         assert_eq!(ids.device(gpu), ids.device(gpu));
         assert_ne!(ids.device(gpu), ids.device(Context::cpu(0)));
     }
@@ -214,7 +193,7 @@ mod tests {
         probe.on_events_at_once(&[finished, queued(2), queued(3)]);
         probe.on_event(queued(4));
         profiler.flush();
-        let name = NameId::intern("probe-at-once");
+        let name = OpName::new("probe-at-once");
         let (window, ..) = profiler.core.as_ref().unwrap().window_events();
         let ours: Vec<&Event> = window.iter().filter(|event| event.name == name).collect();
         let kinds: Vec<(EventKind, u64)> = ours.iter().map(|e| (e.kind, e.op_id())).collect();

@@ -4,12 +4,14 @@
 //! An [`Event`] is what one recording site writes into its thread's ring: a timestamp (ns
 //! since the process epoch, see [`clock`](super::clock)), an [`EventKind`], the recording
 //! thread ([`ThreadId`], stamped by the collector from the ring it came from), a
-//! [`DeviceId`], a [`NameId`] (an interned name, never a `String`), one `u64` argument and
+//! [`DeviceId`], a [`OpName`] (an interned name, never a `String`), one `u64` argument and
 //! two small ones. What the arguments mean depends on the kind; the table on [`EventKind`]
 //! says it, and the accessors ([`Event::op_id`], [`Event::worker`], ...) read them back.
 #![forbid(unsafe_code)]
 
-use super::names::{DeviceId, NameId, ThreadId};
+use super::names::{DeviceId, ThreadId};
+use crate::device::identity::PoolRole;
+use crate::engine::OpName;
 
 /// What happened. The table gives the meaning of `name`, `aux` and `arg` for each kind
 /// (`worker`: the pool worker index, [`NO_WORKER`] outside a pool).
@@ -25,8 +27,9 @@ use super::names::{DeviceId, NameId, ThreadId};
 /// | `StreamSubmit` / `StreamStart` / `StreamEnd` | op name | stream | op id |
 /// | `SpanEnter` / `SpanExit` | span name | - | span id |
 ///
-/// `flags` holds the error bit ([`ERROR_FLAG`]) on `OpEnd` / `TaskEnd` and the op's property
-/// (its low 7 bits) on op events.
+/// `flags` holds the error bit ([`ERROR_FLAG`]) on `OpEnd` / `TaskEnd`, and in its low 7 bits
+/// the op's property on op events and the pool's [`PoolRole`] code on pool events (0: a pool
+/// of no known role).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]
@@ -130,7 +133,7 @@ pub struct Event {
     /// The main argument: op id, victim, depth, span id, workers after a resize.
     pub arg: u64,
     /// The interned name: op, span, queue or pool name.
-    pub name: NameId,
+    pub name: OpName,
     /// The recording thread (stamped by the collector).
     pub thread: ThreadId,
     /// The small argument: worker index, stream, priority, workers before a resize.
@@ -191,7 +194,7 @@ impl OpInfo {
 impl Event {
     /// An event of `kind` on `device` with its arguments; the timestamp is set when it is
     /// recorded.
-    pub const fn new(kind: EventKind, device: DeviceId, name: NameId, aux: u32, arg: u64) -> Self {
+    pub const fn new(kind: EventKind, device: DeviceId, name: OpName, aux: u32, arg: u64) -> Self {
         Event {
             ts_ns: 0,
             arg,
@@ -205,7 +208,7 @@ impl Event {
     }
 
     /// An op event (`OpQueued`, `OpStart`, `OpEnd`) for op `op` named `name`.
-    pub const fn op(kind: EventKind, device: DeviceId, name: NameId, op: OpInfo) -> Self {
+    pub const fn op(kind: EventKind, device: DeviceId, name: OpName, op: OpInfo) -> Self {
         let mut event = Event::new(kind, device, name, op.priority as u32, op.id);
         event.flags = op.property & PROPERTY_MASK;
         event
@@ -213,7 +216,18 @@ impl Event {
 
     /// A pool worker event (`TaskStart`, `TaskEnd`, spins, parks) of worker `worker`.
     pub const fn worker_event(kind: EventKind, device: DeviceId, worker: u32) -> Self {
-        Event::new(kind, device, NameId::UNNAMED, worker, 0)
+        Event::new(kind, device, OpName::UNNAMED, worker, 0)
+    }
+
+    /// This pool event with its pool's role set to `role` (the error bit is kept).
+    pub const fn with_pool_role(mut self, role: PoolRole) -> Self {
+        self.flags = (self.flags & ERROR_FLAG) | (role.code() & PROPERTY_MASK);
+        self
+    }
+
+    /// The role of the pool a pool event came from, if its probe knew it.
+    pub fn pool_role(&self) -> Option<PoolRole> {
+        PoolRole::from_code(self.flags & PROPERTY_MASK)
     }
 
     /// This event with its timestamp set to `ts_ns`.
@@ -292,7 +306,7 @@ mod tests {
     fn op_events_carry_id_priority_property_and_error() {
         let op = OpInfo::new(7).priority(-3).property(3);
         let event =
-            Event::op(EventKind::OpEnd, DeviceId::HOST, NameId::UNNAMED, op).with_error(true);
+            Event::op(EventKind::OpEnd, DeviceId::HOST, OpName::UNNAMED, op).with_error(true);
         assert_eq!(event.op_id(), 7);
         assert_eq!(event.priority(), -3);
         assert_eq!(event.property(), 3);
@@ -303,13 +317,24 @@ mod tests {
     }
 
     #[test]
+    fn pool_events_carry_their_role_beside_the_error_bit() {
+        let end = Event::worker_event(EventKind::TaskEnd, DeviceId::HOST, 0);
+        assert_eq!(end.pool_role(), None);
+        let end = end.with_error(true).with_pool_role(PoolRole::GpuCopy);
+        assert_eq!(end.pool_role(), Some(PoolRole::GpuCopy));
+        assert!(end.is_error());
+        let end = end.with_error(false);
+        assert_eq!(end.pool_role(), Some(PoolRole::GpuCopy));
+    }
+
+    #[test]
     fn steal_arguments_read_back() {
-        let steal = Event::new(EventKind::Steal, DeviceId::HOST, NameId::UNNAMED, 1, 0);
+        let steal = Event::new(EventKind::Steal, DeviceId::HOST, OpName::UNNAMED, 1, 0);
         assert_eq!((steal.worker(), steal.victim()), (Some(1), Some(0)));
         let from_injector = Event::new(
             EventKind::Steal,
             DeviceId::HOST,
-            NameId::UNNAMED,
+            OpName::UNNAMED,
             NO_WORKER,
             FROM_INJECTOR,
         );

@@ -18,8 +18,9 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
 use super::event::{Event, EventKind};
-use super::names::{DeviceId, NameId};
+use super::names::DeviceId;
 use super::{Profiler, ProfilerError};
+use crate::engine::OpName;
 
 pub use tracing::level_filters::LevelFilter;
 
@@ -42,7 +43,7 @@ pub struct ProfilerLayer {
 }
 
 /// A span's interned name, kept in its extensions.
-struct SpanName(NameId);
+struct SpanName(OpName);
 
 impl ProfilerLayer {
     /// A layer recording into `profiler`.
@@ -65,7 +66,7 @@ impl ProfilerLayer {
         let name = span
             .extensions()
             .get::<SpanName>()
-            .map_or(NameId::UNNAMED, |name| name.0);
+            .map_or(OpName::UNNAMED, |name| name.0);
         let event = Event::new(kind, DeviceId::HOST, name, 0, id.into_u64());
         self.profiler.record(event);
     }
@@ -80,7 +81,7 @@ where
             return;
         }
         if let Some(span) = ctx.span(id) {
-            let name = NameId::intern(attrs.metadata().name());
+            let name = OpName::new(attrs.metadata().name());
             span.extensions_mut().insert(SpanName(name));
         }
     }

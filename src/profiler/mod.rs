@@ -48,10 +48,10 @@
 //! The engine keeps a `Profiler` (a clone of the app's, or `Profiler::disabled()` for
 //! `--no-profile`) and an `OpInfo` per op; a few lines cover it:
 //! ```text
-//! // per device, once:     let device = DeviceId::register("cpu(0)");
-//! //                       PoolOptions: profiler.instrument_pool(options, device), or
-//! //                       PoolProbe::new(&profiler, device).task_events(false) (ops time
-//! //                       themselves), plus profiler.watch_queues(device, Arc::downgrade(&pool))
+//! // per device, once:     let device = DeviceId::of(Device::Cpu(0));
+//! // per pool, once:       PoolProbe::for_pool(&profiler, pool_id).task_events(false) (ops
+//! //                       time themselves) as its observer, plus
+//! //                       profiler.watch_queues(DeviceId::of_pool(pool_id), Arc::downgrade(&pool))
 //! // per op:               let info = OpInfo::new(seq).priority(priority).property(prop as u8);
 //! // ready, on its queue:  profiler.op_queued(device, name, info);
 //! // worker, around body:  profiler.op_start(device, name, info); ... ;
@@ -59,14 +59,13 @@
 //! // GPU streams:          stream_submit(device, stream, name, id, ts) at launch;
 //! //                       stream_start / stream_end(device, stream, name, id, ts_ns) when timed
 //! ```
-//! Names: the engine's `OpName` can intern through [`NameId::intern`] (the engine's five
-//! built-in names have the same fixed ids here, [`names::BUILT_IN_NAMES`]) and record
-//! `NameId::from_raw(op_name.id())`.
+//! Names: events carry the engine's interned [`OpName`] (ops, spans, queue labels), one
+//! process-wide table, so an engine op's name is recorded as it is pushed.
 //!
 //! ```
-//! use enginetop::profiler::{DeviceId, NameId, OpInfo, Profiler, ProfilerOptions};
+//! use enginetop::profiler::{DeviceId, OpName, OpInfo, Profiler, ProfilerOptions};
 //! let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
-//! let (cpu, gemm) = (DeviceId::register("cpu0"), NameId::intern("gemm"));
+//! let (cpu, gemm) = (DeviceId::register("cpu0"), OpName::new("gemm"));
 //! let op = OpInfo::new(1);
 //! profiler.op_queued(cpu, gemm, op);
 //! profiler.op_start(cpu, gemm, op);
@@ -100,12 +99,13 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
+pub use crate::engine::OpName;
 pub use chrome::ExportReport;
 pub use clock::now_ns;
 pub use collector::{QueueDepth, QueueDepthSource};
 pub use engine_probe::EngineProbe;
 pub use event::{Event, EventKind, OpInfo};
-pub use names::{name_current_thread, DeviceId, NameId, ThreadId};
+pub use names::{name_current_thread, DeviceId, ThreadId};
 pub use pool_probe::PoolProbe;
 pub use stats::{Snapshot, Stats, StatsOptions};
 pub use stream_probe::StreamProbe;
@@ -313,9 +313,9 @@ impl Profiler {
     /// thread-local lookup between them.
     ///
     /// ```
-    /// use enginetop::profiler::{DeviceId, Event, EventKind, NameId, OpInfo, Profiler};
+    /// use enginetop::profiler::{DeviceId, Event, EventKind, OpName, OpInfo, Profiler};
     /// let profiler = Profiler::new(Default::default()).unwrap();
-    /// let (cpu, op) = (DeviceId::register("doc-once"), NameId::intern("doc-once"));
+    /// let (cpu, op) = (DeviceId::register("doc-once"), OpName::new("doc-once"));
     /// profiler.op_start(cpu, op, OpInfo::new(1));
     /// profiler.record_at_once([
     ///     Event::op(EventKind::OpEnd, cpu, op, OpInfo::new(1)),
@@ -342,19 +342,19 @@ impl Profiler {
 
     /// Op `op` (named `name`) became ready and was put on `device`'s queue.
     #[inline]
-    pub fn op_queued(&self, device: DeviceId, name: NameId, op: OpInfo) {
+    pub fn op_queued(&self, device: DeviceId, name: OpName, op: OpInfo) {
         self.record(Event::op(EventKind::OpQueued, device, name, op));
     }
 
     /// Op `op` starts running on the calling thread.
     #[inline]
-    pub fn op_start(&self, device: DeviceId, name: NameId, op: OpInfo) {
+    pub fn op_start(&self, device: DeviceId, name: OpName, op: OpInfo) {
         self.record(Event::op(EventKind::OpStart, device, name, op));
     }
 
     /// Op `op` finished on the calling thread (`error`: it failed).
     #[inline]
-    pub fn op_end(&self, device: DeviceId, name: NameId, op: OpInfo, error: bool) {
+    pub fn op_end(&self, device: DeviceId, name: OpName, op: OpInfo, error: bool) {
         self.record(Event::op(EventKind::OpEnd, device, name, op).with_error(error));
     }
 
@@ -362,19 +362,19 @@ impl Profiler {
     /// `ts` (ns since the process epoch). The stream's start and end come on the same
     /// clock, so a kernel never appears to start before its launch.
     #[inline]
-    pub fn stream_submit(&self, device: DeviceId, stream: u32, name: NameId, op: u64, ts: u64) {
+    pub fn stream_submit(&self, device: DeviceId, stream: u32, name: OpName, op: u64, ts: u64) {
         self.stream_event(EventKind::StreamSubmit, device, stream, name, op, ts);
     }
 
     /// GPU op `op` started on `stream` at `ts` (ns since the process epoch).
     #[inline]
-    pub fn stream_start(&self, device: DeviceId, stream: u32, name: NameId, op: u64, ts: u64) {
+    pub fn stream_start(&self, device: DeviceId, stream: u32, name: OpName, op: u64, ts: u64) {
         self.stream_event(EventKind::StreamStart, device, stream, name, op, ts);
     }
 
     /// GPU op `op` finished on `stream` at `ts` (ns since the process epoch).
     #[inline]
-    pub fn stream_end(&self, device: DeviceId, stream: u32, name: NameId, op: u64, ts: u64) {
+    pub fn stream_end(&self, device: DeviceId, stream: u32, name: OpName, op: u64, ts: u64) {
         self.stream_event(EventKind::StreamEnd, device, stream, name, op, ts);
     }
 
@@ -384,7 +384,7 @@ impl Profiler {
         kind: EventKind,
         device: DeviceId,
         stream: u32,
-        name: NameId,
+        name: OpName,
         op: u64,
         ts: u64,
     ) {
@@ -393,7 +393,7 @@ impl Profiler {
 
     /// `queue` of `device` holds `depth` entries now.
     #[inline]
-    pub fn queue_depth(&self, device: DeviceId, queue: NameId, depth: u64) {
+    pub fn queue_depth(&self, device: DeviceId, queue: OpName, depth: u64) {
         self.record(Event::new(EventKind::QueueDepth, device, queue, 0, depth));
     }
 
@@ -403,12 +403,12 @@ impl Profiler {
     /// the same device replaces the label. Nothing happens when profiling is off.
     ///
     /// ```
-    /// use enginetop::profiler::{DeviceId, NameId, OpInfo, Profiler, ProfilerOptions};
+    /// use enginetop::profiler::{DeviceId, OpName, OpInfo, Profiler, ProfilerOptions};
     /// let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
     /// let gpu = DeviceId::register("doc-gpu(0)");
     /// profiler.describe_device(gpu, "simulated GPU, model: 670 GFLOP/s");
-    /// profiler.op_start(gpu, NameId::intern("k"), OpInfo::new(1));
-    /// profiler.op_end(gpu, NameId::intern("k"), OpInfo::new(1), false);
+    /// profiler.op_start(gpu, OpName::new("k"), OpInfo::new(1));
+    /// profiler.op_end(gpu, OpName::new("k"), OpInfo::new(1), false);
     /// let mut json = Vec::new();
     /// profiler.export_chrome(&mut json).unwrap();
     /// let trace: serde_json::Value = serde_json::from_slice(&json).unwrap();
@@ -498,9 +498,9 @@ impl Profiler {
     /// so everything recorded before the call is left out.
     ///
     /// ```
-    /// use enginetop::profiler::{DeviceId, NameId, OpInfo, Profiler, ProfilerOptions};
+    /// use enginetop::profiler::{DeviceId, OpName, OpInfo, Profiler, ProfilerOptions};
     /// let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
-    /// let (cpu, op) = (DeviceId::register("doc-reset"), NameId::intern("doc-reset-op"));
+    /// let (cpu, op) = (DeviceId::register("doc-reset"), OpName::new("doc-reset-op"));
     /// profiler.op_start(cpu, op, OpInfo::new(1));
     /// profiler.op_end(cpu, op, OpInfo::new(1), false);
     /// profiler.reset_stats();
@@ -612,7 +612,7 @@ mod tests {
             ..ProfilerOptions::default()
         })
         .unwrap();
-        let (device, name) = (DeviceId::register("gap-cpu"), NameId::intern("gap-op"));
+        let (device, name) = (DeviceId::register("gap-cpu"), OpName::new("gap-op"));
         let recorder = profiler.clone();
         let (recorded, wait) = std::sync::mpsc::channel();
         let (release, hold) = std::sync::mpsc::channel::<()>();
@@ -635,7 +635,7 @@ mod tests {
         let worker = snapshot
             .workers
             .iter()
-            .find(|w| w.device.as_deref() == Some("gap-cpu"));
+            .find(|w| w.device.map(DeviceId::name) == Some("gap-cpu"));
         let worker = worker.unwrap();
         assert_eq!(worker.current_op, None);
         assert_ne!(worker.activity, Activity::Running);
@@ -647,7 +647,7 @@ mod tests {
     impl QueueDepthSource for FixedQueue {
         fn queue_depths(&self, device: DeviceId, out: &mut Vec<QueueDepth>) {
             let depth = self.0.load(std::sync::atomic::Ordering::Relaxed);
-            out.push((device, NameId::intern("fixed-w0"), depth));
+            out.push((device, OpName::new("fixed-w0"), depth));
         }
     }
 
@@ -673,7 +673,7 @@ mod tests {
             ..ProfilerOptions::default()
         })
         .unwrap();
-        let (device, name) = (DeviceId::register("idle-cpu"), NameId::intern("idle-op"));
+        let (device, name) = (DeviceId::register("idle-cpu"), OpName::new("idle-op"));
         let queue = Arc::new(FixedQueue(0.into()));
         let watched: Arc<dyn QueueDepthSource> = queue.clone();
         profiler.watch_queues(device, Arc::downgrade(&watched));
@@ -710,7 +710,7 @@ mod tests {
     #[test]
     fn a_disabled_profiler_records_nothing() {
         let off = Profiler::disabled();
-        off.op_start(DeviceId::HOST, NameId::UNNAMED, OpInfo::new(1));
+        off.op_start(DeviceId::HOST, OpName::UNNAMED, OpInfo::new(1));
         off.flush();
         off.shutdown();
         assert_eq!(off.snapshot(), Snapshot::default());
@@ -722,7 +722,7 @@ mod tests {
     #[test]
     fn events_from_many_threads_reach_the_statistics() {
         let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
-        let name = NameId::intern("profiler-test-many");
+        let name = OpName::new("profiler-test-many");
         let device = DeviceId::register("profiler-test-many");
         std::thread::scope(|scope| {
             for t in 0..4u64 {
@@ -751,7 +751,7 @@ mod tests {
             ..small_options()
         })
         .unwrap();
-        let name = NameId::intern("profiler-test-drops");
+        let name = OpName::new("profiler-test-drops");
         for k in 0..100 {
             profiler.op_queued(DeviceId::HOST, name, OpInfo::new(k));
         }
@@ -765,7 +765,7 @@ mod tests {
     #[test]
     fn shutdown_drains_everything_first_and_exited_threads_are_drained() {
         let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
-        let name = NameId::intern("profiler-test-shutdown");
+        let name = OpName::new("profiler-test-shutdown");
         let recorder = profiler.clone();
         std::thread::spawn(move || {
             for k in 0..10 {

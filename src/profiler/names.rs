@@ -1,108 +1,34 @@
-//! Process-wide registries: interned names ([`NameId`]), devices ([`DeviceId`]) and threads
-//! ([`ThreadId`]).
+//! Process-wide registries: devices ([`DeviceId`]) and threads ([`ThreadId`]). Names (ops,
+//! spans, queue labels) are the engine's interned [`OpName`](crate::engine::OpName)s.
 //!
 //! Each is append-only and lives for the whole process, so an id recorded in an event always
-//! resolves, in every profiler. Interning takes a lock and a hash lookup and allocates only the
-//! first time a name is seen: intern once, keep the id, and record the id on the hot path.
+//! resolves, in every profiler. Registering takes a lock and a hash lookup and allocates only
+//! the first time a device is seen: register once, keep the id, and record the id.
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::LazyLock;
 
+use crate::device::identity::{Device, PoolId, PoolRole};
 use crate::sync::{thread, thread_local, AtomicU32, Mutex, Ordering};
 
-/// An interned name (op, span, queue label, pool): 4 bytes in an event, its text in a
-/// process-wide table.
+/// A device as the profiler records it: a CPU or GPU device of the engine, a pool of its own
+/// (the CPU priority pool, the intra-op pool), or a named one (a demo's, a test's). Each gets
+/// its own process (`pid`) in a Chrome trace. Id 0 is the host (threads that belong to no
+/// device). The registry keeps what each id stands for: its typed [`Device`], if it has one,
+/// and the name it is shown by.
 ///
 /// ```
-/// use enginetop::profiler::NameId;
-/// let gemm = NameId::intern("gemm");
-/// assert_eq!(gemm, NameId::intern("gemm"));
-/// assert_eq!(gemm.as_str(), "gemm");
-/// ```
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NameId(u32);
-
-impl NameId {
-    /// The empty name, `"unnamed"` (id 0).
-    pub const UNNAMED: NameId = NameId(0);
-
-    /// Interns `name`: the same text always gets the same id.
-    ///
-    /// Each thread keeps its last few names in a small cache in front of the process-wide
-    /// table, so a recording site that interns per event (a probe naming the op it sees)
-    /// compares a few bytes instead of taking the table's lock, which every recording thread
-    /// would otherwise contend for.
-    pub fn intern(name: &str) -> NameId {
-        let slot = recent_slot(name);
-        let cached = RECENT.try_with(|recent| recent[slot].get()).ok().flatten();
-        if let Some((text, id)) = cached {
-            if text == name {
-                return id;
-            }
-        }
-        let (text, id) = {
-            let mut table = NAMES.lock();
-            let id = match table.ids.get(name) {
-                Some(&id) => id,
-                None => table.add(name),
-            };
-            (table.names[id as usize], NameId(id))
-        };
-        let _ = RECENT.try_with(|recent| recent[slot].set(Some((text, id))));
-        id
-    }
-
-    /// The id as a number (stable for the life of the process).
-    pub const fn id(self) -> u32 {
-        self.0
-    }
-
-    /// A name id from its number, unchecked (for ids known to be interned, e.g. an engine
-    /// `OpName` that interns through [`NameId::intern`]).
-    pub const fn from_raw(id: u32) -> NameId {
-        NameId(id)
-    }
-
-    /// The name with id `id`, if one was interned.
-    pub fn from_id(id: u32) -> Option<NameId> {
-        ((id as usize) < NAMES.lock().names.len()).then_some(NameId(id))
-    }
-
-    /// The name's text (`"unknown"` for an id never interned).
-    pub fn as_str(self) -> &'static str {
-        NAMES
-            .lock()
-            .names
-            .get(self.0 as usize)
-            .copied()
-            .unwrap_or("unknown")
-    }
-}
-
-impl fmt::Debug for NameId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "NameId({}: {:?})", self.0, self.as_str())
-    }
-}
-
-impl fmt::Display for NameId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A device: a pool, a CPU device of the engine, a GPU. Each gets its own process (`pid`) in
-/// a Chrome trace. Id 0 is the host (threads that belong to no device).
-///
-/// ```
+/// use enginetop::device::identity::{Device, PoolId, PoolRole};
 /// use enginetop::profiler::DeviceId;
-/// let cpu0 = DeviceId::register("cpu0");
-/// assert_eq!(DeviceId::register("cpu0"), cpu0);
-/// assert_eq!(cpu0.name(), "cpu0");
-/// assert_eq!(DeviceId::HOST.name(), "host");
+/// let gpu = DeviceId::of(Device::Gpu(0));
+/// assert_eq!((gpu.name(), gpu.device()), ("gpu(0)", Some(Device::Gpu(0))));
+/// let copy = PoolId::new(Device::Gpu(0), PoolRole::GpuCopy);
+/// assert_eq!(DeviceId::of_pool(copy), gpu); // a GPU's pools record on the GPU
+/// let named = DeviceId::register("doc-named");
+/// assert_eq!((named.name(), named.device()), ("doc-named", None));
+/// assert_eq!(DeviceId::HOST.device(), Some(Device::Host));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DeviceId(u16);
@@ -111,14 +37,37 @@ impl DeviceId {
     /// The host: events that belong to no device.
     pub const HOST: DeviceId = DeviceId(0);
 
-    /// The device named `name`, registered on first use.
+    /// The device named `name`, registered on first use, with no typed identity (a demo's or
+    /// a test's device).
     pub fn register(name: &str) -> DeviceId {
-        let mut table = DEVICES.lock();
-        if let Some(&id) = table.ids.get(name) {
-            return DeviceId(id as u16);
+        DEVICES.lock().entry(name, None)
+    }
+
+    /// Device `device` (named as it displays: `cpu(0)`, `gpu(1)`), registered on first use.
+    pub fn of(device: Device) -> DeviceId {
+        DEVICES.lock().entry(&device.to_string(), Some(device))
+    }
+
+    /// The device pool `pool` records on: a CPU's workers and a GPU's pools on their device
+    /// (with its ops, so a trace shows a device's ops, steals and parks in one process); the
+    /// CPU priority pool (`cpu-prio`), the pooled engine's `io` pool and the intra-op pool
+    /// (`intra-op`) each on one of their own.
+    pub fn of_pool(pool: PoolId) -> DeviceId {
+        let own = |name: &str| DEVICES.lock().entry(name, Some(pool.device));
+        match pool.role {
+            PoolRole::CpuWorker
+            | PoolRole::GpuCompute
+            | PoolRole::GpuCopy
+            | PoolRole::GpuPriority => DeviceId::of(pool.device),
+            PoolRole::CpuPriority => own("cpu-prio"),
+            PoolRole::CpuIo => own("io"),
+            PoolRole::IntraOp => own("intra-op"),
         }
-        let id = table.add(name);
-        DeviceId(u16::try_from(id).expect("fewer than 65,536 devices"))
+    }
+
+    /// The device registered as `name`, if one was (registers nothing).
+    pub fn named(name: &str) -> Option<DeviceId> {
+        DEVICES.lock().ids.get(name).map(|&id| DeviceId(id))
     }
 
     /// A device id from its number (for tests and replay).
@@ -135,10 +84,25 @@ impl DeviceId {
     pub fn name(self) -> &'static str {
         DEVICES
             .lock()
-            .names
+            .entries
             .get(usize::from(self.0))
-            .copied()
-            .unwrap_or("unknown")
+            .map_or("unknown", |&(name, _)| name)
+    }
+
+    /// The typed device it stands for (`None` for a named one, or an id never registered).
+    pub fn device(self) -> Option<Device> {
+        DEVICES
+            .lock()
+            .entries
+            .get(usize::from(self.0))
+            .and_then(|&(_, device)| device)
+    }
+}
+
+/// A snapshot shows a device by its name.
+impl serde::Serialize for DeviceId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
     }
 }
 
@@ -204,69 +168,37 @@ pub fn name_current_thread(name: &str) {
     THREADS.lock().insert(id.0, name.to_string());
 }
 
-/// An append-only string table.
-struct Table {
-    ids: HashMap<&'static str, u32>,
-    names: Vec<&'static str>,
+/// The append-only device registry: each id's name and typed device.
+struct DeviceTable {
+    ids: HashMap<&'static str, u16>,
+    entries: Vec<(&'static str, Option<Device>)>,
 }
 
-impl Table {
-    fn with(first: &'static str) -> Self {
-        let mut table = Table {
-            ids: HashMap::new(),
-            names: Vec::new(),
-        };
-        table.add(first);
-        table
-    }
-
-    fn add(&mut self, name: &str) -> u32 {
-        let id = u32::try_from(self.names.len()).expect("fewer than 2^32 names");
+impl DeviceTable {
+    /// The id of `name`, added (as `device`) if it is new.
+    fn entry(&mut self, name: &str, device: Option<Device>) -> DeviceId {
+        if let Some(&id) = self.ids.get(name) {
+            return DeviceId(id);
+        }
+        let id = u16::try_from(self.entries.len()).expect("fewer than 65,536 devices");
         let name: &'static str = Box::leak(name.into());
-        self.names.push(name);
+        self.entries.push((name, device));
         self.ids.insert(name, id);
-        id
+        DeviceId(id)
     }
 }
 
-/// Names interned before any other, with fixed ids 0 to 4: the engine's built-in op names,
-/// in the engine's order, so that its `OpName` ids and these ids can be the same.
-pub const BUILT_IN_NAMES: [&str; 5] = [
-    "unnamed",
-    "WaitForVar",
-    "DeleteVariable",
-    "DeleteOperator",
-    "ImperativeBulk",
-];
-
-static NAMES: LazyLock<Mutex<Table>> = LazyLock::new(|| {
-    let mut table = Table::with(BUILT_IN_NAMES[0]);
-    for name in &BUILT_IN_NAMES[1..] {
-        table.add(name);
-    }
+static DEVICES: LazyLock<Mutex<DeviceTable>> = LazyLock::new(|| {
+    let mut table = DeviceTable {
+        ids: HashMap::new(),
+        entries: Vec::new(),
+    };
+    table.entry("host", Some(Device::Host));
     Mutex::new(table)
 });
-static DEVICES: LazyLock<Mutex<Table>> = LazyLock::new(|| Mutex::new(Table::with("host")));
 static THREADS: LazyLock<Mutex<HashMap<u32, String>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 static NEXT_THREAD: LazyLock<AtomicU32> = LazyLock::new(|| AtomicU32::new(1));
-
-/// Slots of each thread's cache of recently interned names.
-const RECENT_SLOTS: usize = 8;
-
-/// The cache slot of `name`: its length and last byte, mixed (cheap, and op names that
-/// differ usually differ in one of them).
-fn recent_slot(name: &str) -> usize {
-    let last = name.as_bytes().last().map_or(0, |&byte| usize::from(byte));
-    (name.len().wrapping_mul(31) ^ last) % RECENT_SLOTS
-}
-
-// Thread-local: each thread's last few interned names, so interning a name it just used
-// takes no lock on the process-wide table.
-thread_local! {
-    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
-    static RECENT: [Cell<Option<(&'static str, NameId)>>; RECENT_SLOTS] = Default::default();
-}
 
 // Thread-local: a thread's id is a fact about the thread, registered once on first use.
 thread_local! {
@@ -278,40 +210,6 @@ thread_local! {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_intern_once_and_resolve() {
-        let a = NameId::intern("names-test-a");
-        let b = NameId::intern("names-test-b");
-        assert_ne!(a, b);
-        assert_eq!(NameId::intern("names-test-a"), a);
-        assert_eq!(a.to_string(), "names-test-a");
-        assert_eq!(NameId::from_id(a.id()), Some(a));
-        assert_eq!(NameId::from_id(u32::MAX), None);
-        assert_eq!(NameId::UNNAMED.as_str(), "unnamed");
-    }
-
-    #[test]
-    fn names_sharing_a_cache_slot_keep_their_own_ids() {
-        // Same length, same last byte: the same slot of the per-thread cache.
-        let (first, second) = ("names-slot-ab", "names-slot-cb");
-        assert_eq!(recent_slot(first), recent_slot(second));
-        let a = NameId::intern(first);
-        let b = NameId::intern(second);
-        assert_ne!(a, b);
-        assert_eq!((NameId::intern(first), NameId::intern(second)), (a, b));
-        assert_eq!((a.as_str(), b.as_str()), (first, second));
-        // Another thread (empty cache) resolves the same ids from the table.
-        let other = std::thread::spawn(move || (NameId::intern(first), NameId::intern(second)));
-        assert_eq!(other.join().unwrap(), (a, b));
-    }
-
-    #[test]
-    fn the_engines_built_in_names_have_fixed_ids() {
-        for (id, name) in BUILT_IN_NAMES.iter().enumerate() {
-            assert_eq!(NameId::intern(name), NameId::from_raw(id as u32));
-        }
-    }
 
     #[test]
     fn threads_get_distinct_ids_and_their_std_names() {
@@ -329,6 +227,38 @@ mod tests {
             ThreadId::from_raw(u32::MAX).name(),
             format!("thread-{}", u32::MAX)
         );
+    }
+
+    #[test]
+    fn pools_record_on_their_device_or_their_own() {
+        let on = |device, role| DeviceId::of_pool(PoolId::new(device, role));
+        let gpu = DeviceId::of(Device::Gpu(2));
+        assert_eq!(gpu.name(), "gpu(2)");
+        for role in [
+            PoolRole::GpuCompute,
+            PoolRole::GpuCopy,
+            PoolRole::GpuPriority,
+        ] {
+            assert_eq!(on(Device::Gpu(2), role), gpu, "{role:?}");
+        }
+        assert_eq!(
+            on(Device::Cpu(3), PoolRole::CpuWorker),
+            DeviceId::of(Device::Cpu(3))
+        );
+        let prio = on(Device::Cpu(0), PoolRole::CpuPriority);
+        assert_eq!(
+            (prio.name(), prio.device()),
+            ("cpu-prio", Some(Device::Cpu(0)))
+        );
+        assert_ne!(prio, DeviceId::of(Device::Cpu(0)));
+        let intra = DeviceId::of_pool(PoolId::INTRA_OP);
+        assert_eq!(
+            (intra.name(), intra.device()),
+            ("intra-op", Some(Device::Host))
+        );
+        assert_eq!(on(Device::Cpu(0), PoolRole::CpuIo).name(), "io");
+        assert_eq!(DeviceId::named("gpu(2)"), Some(gpu));
+        assert_eq!(DeviceId::named("names-test-never"), None);
     }
 
     #[test]

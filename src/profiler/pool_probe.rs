@@ -17,24 +17,26 @@
 //! drain them), the priority pool's heap and the GPU pools' queues, each on its pool's device.
 //!
 //! The engine builds its worker pools itself; [`PoolProbe::engine_pools`] is the factory it
-//! takes (`EngineOptions::pool_observers`): pool `cpu<i>` records as device `cpu(i)` (the
-//! device [`EngineProbe`](super::EngineProbe) records that CPU's ops on, so a trace shows a
-//! CPU's ops, steals and parks in one process), the pooled engine's `engine` workers as
-//! `cpu(0)`, GPU `d`'s compute, copy and priority workers as `gpu(d)` (with its ops), any
-//! other pool (`cpu-prio`, `io`) as a device of its own name ([`engine_pool_device`]).
+//! takes (`EngineOptions::pool_observers`). The engine names each pool by its typed
+//! [`PoolId`]; the probe records on the device [`DeviceId::of_pool`] gives it (a CPU's workers
+//! and a GPU's pools on that device, with the ops [`EngineProbe`](super::EngineProbe) records
+//! there, so a trace shows a device's ops, steals and parks in one process) and stamps the
+//! pool's role on each event, so the snapshot knows each worker's role without its name.
 //!
 //! [`ThreadPool::stats`]: crate::pool::ThreadPool::stats
 #![forbid(unsafe_code)]
 
 use super::collector::{QueueDepth, QueueDepthSource};
 use super::event::{Event, EventKind, FROM_INJECTOR, NO_WORKER};
-use super::names::{DeviceId, NameId};
+use super::names::DeviceId;
 use super::Profiler;
 use crate::device::cpu::PoolObservers;
+use crate::device::identity::{PoolId, PoolRole};
 use crate::engine::EngineQueues;
+use crate::engine::OpName;
 use crate::pool::{Pool, PoolEvent, PoolObserver, PoolStats};
 
-/// Records one pool's events as `device`'s.
+/// Records one pool's events as `device`'s (and its role's, if it has one).
 ///
 /// ```
 /// use enginetop::pool::{Pool, PoolKind, PoolOptions};
@@ -52,6 +54,7 @@ use crate::pool::{Pool, PoolEvent, PoolObserver, PoolStats};
 pub struct PoolProbe {
     profiler: Profiler,
     device: DeviceId,
+    role: Option<PoolRole>,
     task_events: bool,
 }
 
@@ -61,7 +64,17 @@ impl PoolProbe {
         PoolProbe {
             profiler: profiler.clone(),
             device,
+            role: None,
             task_events: true,
+        }
+    }
+
+    /// A probe recording into `profiler` as pool `pool`: on the device the pool records on
+    /// ([`DeviceId::of_pool`]), its role on every event; task events included.
+    pub fn for_pool(profiler: &Profiler, pool: PoolId) -> Self {
+        PoolProbe {
+            role: Some(pool.role),
+            ..PoolProbe::new(profiler, DeviceId::of_pool(pool))
         }
     }
 
@@ -97,44 +110,23 @@ impl PoolProbe {
             return None;
         }
         let profiler = profiler.clone();
-        Some(std::sync::Arc::new(move |pool: &str| {
-            let device = DeviceId::register(&engine_pool_device(pool));
-            let probe = PoolProbe::new(&profiler, device).task_events(false);
+        Some(std::sync::Arc::new(move |pool: PoolId| {
+            let probe = PoolProbe::for_pool(&profiler, pool).task_events(false);
             Some(probe.into_observer())
         }))
     }
 }
 
-/// The profiler device of the engine pool `pool`: `cpu<i>` -> `cpu(i)`, the pooled engine's
-/// shared `engine` workers -> `cpu(0)` (where its CPU ops record), a GPU's worker pools
-/// `gpu<d>-compute` / `gpu<d>-copy` / `gpu<d>-prio` -> `gpu(d)` (where its ops
-/// record), others (`cpu-prio`, `io`) as they are. The dashboard finds pools by these names.
-///
-/// ```
-/// use enginetop::profiler::pool_probe::engine_pool_device;
-/// assert_eq!(engine_pool_device("cpu1"), "cpu(1)");
-/// assert_eq!(engine_pool_device("engine"), "cpu(0)");
-/// assert_eq!(engine_pool_device("gpu0-copy"), "gpu(0)");
-/// assert_eq!(engine_pool_device("cpu-prio"), "cpu-prio");
-/// ```
-pub fn engine_pool_device(pool: &str) -> String {
-    if pool == "engine" {
-        return "cpu(0)".to_string();
-    }
-    if let Some(Ok(index)) = pool.strip_prefix("cpu").map(str::parse::<u32>) {
-        return format!("cpu({index})");
-    }
-    let gpu = pool
-        .strip_prefix("gpu")
-        .and_then(|rest| rest.split_once('-'));
-    match gpu.map(|(ordinal, _role)| ordinal.parse::<u32>()) {
-        Some(Ok(ordinal)) => format!("gpu({ordinal})"),
-        _ => pool.to_string(),
-    }
-}
-
 impl PoolProbe {
     fn event(&self, worker: u32, event: PoolEvent) -> Option<Event> {
+        let event = self.untagged_event(worker, event)?;
+        Some(match self.role {
+            Some(role) => event.with_pool_role(role),
+            None => event,
+        })
+    }
+
+    fn untagged_event(&self, worker: u32, event: PoolEvent) -> Option<Event> {
         let on_worker = |kind| Some(Event::worker_event(kind, self.device, worker));
         match event {
             PoolEvent::TaskStart if self.task_events => on_worker(EventKind::TaskStart),
@@ -148,7 +140,7 @@ impl PoolProbe {
                 Some(Event::new(
                     kind,
                     self.device,
-                    NameId::UNNAMED,
+                    OpName::UNNAMED,
                     worker,
                     victim,
                 ))
@@ -159,7 +151,7 @@ impl PoolProbe {
             PoolEvent::Unpark => on_worker(EventKind::Unpark),
             PoolEvent::Resized { from, to } => {
                 let kind = EventKind::PoolResized;
-                let name = NameId::UNNAMED;
+                let name = OpName::UNNAMED;
                 Some(Event::new(kind, self.device, name, from as u32, to as u64))
             }
         }
@@ -182,31 +174,27 @@ impl QueueDepthSource for Pool {
     }
 }
 
-/// The engine's queues, each as the device its pool records as ([`engine_pool_device`]):
+/// The engine's queues, each as the device its pool records on ([`DeviceId::of_pool`]):
 /// per worker pool its workers' queues and `shared` (the tasks that drain the ready ops) and
 /// `ready` (the ready ops waiting for them), the CPU priority pool's `heap`, and each GPU
 /// pool's queue under its role (`compute`, `copy`, `prio`).
 impl QueueDepthSource for EngineQueues {
     fn queue_depths(&self, _device: DeviceId, out: &mut Vec<QueueDepth>) {
         let stats = self.stats();
-        let device_of = |pool: &str| DeviceId::register(&engine_pool_device(pool));
         let ready = stats.ready_ops.iter().copied().chain(std::iter::repeat(0));
-        for (pool, ready) in stats.pools.iter().zip(ready) {
-            let device = device_of(&pool.name);
+        for ((pool, &id), ready) in stats.pools.iter().zip(&stats.pool_ids).zip(ready) {
+            let device = DeviceId::of_pool(id);
             pool_queue_depths(device, pool, out);
-            out.push((device, NameId::intern("ready"), ready as u64));
+            out.push((device, OpName::new("ready"), ready as u64));
         }
         if let Some(priority) = &stats.priority {
             let heap = priority.queued as u64;
-            out.push((device_of(&priority.name), NameId::intern("heap"), heap));
+            let device = DeviceId::of_pool(PoolId::CPU_PRIORITY);
+            out.push((device, OpName::new("heap"), heap));
         }
         for gpu in &stats.gpu {
-            let role = gpu.name.split_once('-').map_or("queue", |(_, role)| role);
-            out.push((
-                device_of(&gpu.name),
-                NameId::intern(role),
-                gpu.queued as u64,
-            ));
+            let label = OpName::new(gpu.role.as_str());
+            out.push((DeviceId::of_pool(gpu.pool), label, gpu.queued as u64));
         }
     }
 }
@@ -214,16 +202,17 @@ impl QueueDepthSource for EngineQueues {
 /// A pool's queues as `device`'s: each worker's own (`w<i>`) and the shared one (`shared`).
 pub(crate) fn pool_queue_depths(device: DeviceId, stats: &PoolStats, out: &mut Vec<QueueDepth>) {
     for worker in &stats.workers {
-        let label = NameId::intern(&format!("w{}", worker.index));
+        let label = OpName::new(&format!("w{}", worker.index));
         out.push((device, label, worker.queue_depth as u64));
     }
     let shared = stats.unowned_queue_depth as u64;
-    out.push((device, NameId::intern("shared"), shared));
+    out.push((device, OpName::new("shared"), shared));
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::device::identity::Device;
     use crate::pool::{PoolKind, PoolOptions};
     use crate::profiler::ProfilerOptions;
     use std::time::Duration;
@@ -256,15 +245,26 @@ mod tests {
     }
 
     #[test]
-    fn engine_pools_map_to_the_engine_probes_devices() {
-        assert_eq!(engine_pool_device("cpu0"), "cpu(0)");
-        assert_eq!(engine_pool_device("cpu12"), "cpu(12)");
-        assert_eq!(engine_pool_device("cpu-prio"), "cpu-prio");
-        assert_eq!(engine_pool_device("engine"), "cpu(0)");
-        assert_eq!(engine_pool_device("io"), "io");
-        assert_eq!(engine_pool_device("gpu2-compute"), "gpu(2)");
-        assert_eq!(engine_pool_device("gpu1-prio"), "gpu(1)");
-        assert_eq!(engine_pool_device("gpux-compute"), "gpux-compute");
+    fn a_pools_probe_records_on_its_device_with_its_role() {
+        let profiler = Profiler::disabled();
+        let copy = PoolId::new(Device::Gpu(1), PoolRole::GpuCopy);
+        let park = PoolProbe::for_pool(&profiler, copy)
+            .event(1, PoolEvent::Park)
+            .unwrap();
+        assert_eq!(park.device, DeviceId::of(Device::Gpu(1)));
+        assert_eq!(
+            (park.pool_role(), park.worker()),
+            (Some(PoolRole::GpuCopy), Some(1))
+        );
+        let prio = PoolProbe::for_pool(&profiler, PoolId::CPU_PRIORITY);
+        let end = prio
+            .event(0, PoolEvent::TaskEnd { panicked: true })
+            .unwrap();
+        assert_eq!(end.pool_role(), Some(PoolRole::CpuPriority));
+        assert!(end.is_error());
+        assert_eq!(end.device.name(), "cpu-prio");
+        let unnamed = PoolProbe::new(&profiler, DeviceId::HOST);
+        assert_eq!(unnamed.event(0, PoolEvent::Park).unwrap().pool_role(), None);
         assert!(PoolProbe::engine_pools(&Profiler::disabled()).is_none());
     }
 

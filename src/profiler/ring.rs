@@ -471,7 +471,7 @@ mod tests {
         let event = Event {
             ts_ns: 0x0102_0304_0506_0708,
             arg: 0x1112_1314_1516_1718,
-            name: crate::profiler::NameId::from_raw(0x2122_2324),
+            name: crate::engine::OpName::from_raw(0x2122_2324),
             thread: ThreadId::from_raw(0x4142_4344),
             aux: 0x3132_3334,
             device: crate::profiler::DeviceId::from_raw(0x5152),

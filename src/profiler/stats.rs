@@ -36,8 +36,10 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use super::event::{Event, EventKind};
-use super::names::{DeviceId, NameId, ThreadId};
+use super::names::{DeviceId, ThreadId};
 use super::timeline::{Buckets, RateCounter, StateTimeline};
+use crate::device::identity::PoolRole;
+use crate::engine::OpName;
 
 /// How the sliding windows are cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,9 +136,12 @@ pub struct WorkerSnapshot {
     pub thread: u32,
     /// Its thread name (`cpu0-w3`).
     pub name: String,
-    /// The device it works for, if it recorded a worker event.
-    pub device: Option<String>,
-    /// Its worker index in that device's pool, if it is a pool worker.
+    /// The device it works for, if it recorded a worker event: its pool's (a pool worker),
+    /// else the device of the ops it ran. The registry gives its name and typed device.
+    pub device: Option<DeviceId>,
+    /// Its pool's role, if it is a pool worker whose probe knew the pool.
+    pub role: Option<PoolRole>,
+    /// Its worker index in that pool, if it is a pool worker.
     pub worker: Option<u32>,
     /// What it is doing now.
     pub activity: Activity,
@@ -383,6 +388,7 @@ struct ThreadStats {
     /// Nested task/op starts not yet ended.
     running_depth: u32,
     device: Option<DeviceId>,
+    role: Option<PoolRole>,
     worker: Option<u32>,
     tasks: u64,
     ops: u64,
@@ -390,7 +396,7 @@ struct ThreadStats {
     /// Open spans: (span id, entered at).
     spans: Vec<(u64, u64)>,
     /// Ops started here and not ended yet: (op id, started at, name), newest last.
-    open_ops: VecDeque<(u64, u64, NameId)>,
+    open_ops: VecDeque<(u64, u64, OpName)>,
 }
 
 impl ThreadStats {
@@ -406,7 +412,7 @@ impl ThreadStats {
 
     /// The op it runs now: the newest op it started and has not ended, while it is running
     /// (an op whose end was dropped is forgotten once the thread stops running).
-    fn current_op(&self) -> Option<NameId> {
+    fn current_op(&self) -> Option<OpName> {
         if self.running_depth == 0 {
             return None;
         }
@@ -423,7 +429,7 @@ struct DeviceStats {
     task_total: u64,
     task_panics: u64,
     queued: u64,
-    queues: BTreeMap<NameId, u64>,
+    queues: BTreeMap<OpName, u64>,
     workers: Option<u64>,
     resizes: u64,
 }
@@ -470,9 +476,9 @@ const MAX_OPEN_PER_THREAD: usize = 64;
 /// [`snapshot`](Stats::snapshot).
 ///
 /// ```
-/// use enginetop::profiler::{DeviceId, Event, EventKind, NameId, OpInfo, Stats, StatsOptions};
+/// use enginetop::profiler::{DeviceId, Event, EventKind, OpName, OpInfo, Stats, StatsOptions};
 /// let mut stats = Stats::new(StatsOptions::default());
-/// let (cpu, add) = (DeviceId::register("doc-cpu"), NameId::intern("add"));
+/// let (cpu, add) = (DeviceId::register("doc-cpu"), OpName::new("add"));
 /// stats.ingest(&Event::op(EventKind::OpStart, cpu, add, OpInfo::new(1)).at(1_000));
 /// stats.ingest(&Event::op(EventKind::OpEnd, cpu, add, OpInfo::new(1)).at(4_000));
 /// let snapshot = stats.snapshot(10_000);
@@ -640,6 +646,7 @@ impl Stats {
                     timeline: StateTimeline::new(geometry),
                     running_depth: 0,
                     device: None,
+                    role: None,
                     worker: None,
                     tasks: 0,
                     ops: 0,
@@ -694,6 +701,7 @@ impl Stats {
         }
         if pool_worker.is_some() {
             thread.worker = pool_worker;
+            thread.role = event.pool_role();
         }
         thread
     }
@@ -832,7 +840,8 @@ impl Stats {
                 Some(WorkerSnapshot {
                     thread: thread.id(),
                     name: thread.name(),
-                    device: stats.device.map(|device| device.name().to_string()),
+                    device: stats.device,
+                    role: stats.role,
                     worker: stats.worker,
                     activity: STATES[state],
                     shares: Shares::from(stats.timeline.shares(now)),
@@ -928,7 +937,7 @@ fn is_op(kind: EventKind) -> bool {
 }
 
 /// The durations of `name` in a table indexed by name id, created on first use.
-fn durations(table: &mut Vec<Option<Durations>>, name: NameId) -> &mut Durations {
+fn durations(table: &mut Vec<Option<Durations>>, name: OpName) -> &mut Durations {
     let index = name.id() as usize;
     if table.len() <= index {
         table.resize_with(index + 1, || None);
@@ -941,7 +950,7 @@ fn durations_list(table: &mut [Option<Durations>]) -> Vec<OpSnapshot> {
         .iter_mut()
         .enumerate()
         .filter_map(|(index, durations)| {
-            let name = NameId::from_id(index as u32)?;
+            let name = OpName::from_id(index as u32)?;
             Some(durations.as_mut()?.snapshot(name.as_str()))
         })
         .collect()
@@ -999,7 +1008,7 @@ mod tests {
         // The window at 1000 ms is [100 ms, 1000 ms]: 900 ms observed.
         let zero = &snapshot.workers[0];
         assert_eq!((zero.thread, zero.worker), (901, Some(0)));
-        assert_eq!(zero.device.as_deref(), Some("stats-test-pool"));
+        assert_eq!(zero.device.map(DeviceId::name), Some("stats-test-pool"));
         assert_eq!(zero.activity, Activity::Parked);
         assert!(
             close(zero.shares.running, 300.0 / 900.0),
@@ -1031,7 +1040,7 @@ mod tests {
     fn nested_op_inside_a_task_counts_running_once_and_exit_is_idle() {
         let pool = DeviceId::register("stats-test-nested");
         let op = OpInfo::new(5);
-        let name = NameId::intern("stats-test-op");
+        let name = OpName::new("stats-test-op");
         let mut script = Script { events: Vec::new() };
         script.at(0, 903, worker(EventKind::TaskStart, pool, 0));
         script.at(100, 903, Event::op(EventKind::OpStart, pool, name, op));
@@ -1077,7 +1086,7 @@ mod tests {
     #[test]
     fn a_thread_outside_pools_is_idle_between_ops() {
         let gpu = DeviceId::register("stats-test-gpu");
-        let name = NameId::intern("stats-test-gpu-op");
+        let name = OpName::new("stats-test-gpu-op");
         let mut script = Script { events: Vec::new() };
         script.at(
             100,
@@ -1111,8 +1120,8 @@ mod tests {
     fn current_op_is_the_innermost_running_op() {
         let pool = DeviceId::register("stats-test-current");
         let (outer, inner) = (
-            NameId::intern("stats-test-outer"),
-            NameId::intern("stats-test-inner"),
+            OpName::new("stats-test-outer"),
+            OpName::new("stats-test-inner"),
         );
         let current_after = |events: &[(u64, Event)]| {
             let mut script = Script { events: Vec::new() };
@@ -1171,7 +1180,7 @@ mod tests {
     #[test]
     fn op_table_counts_each_op_once_with_known_aggregates() {
         let cpu = DeviceId::register("stats-test-cpu");
-        let name = NameId::intern("stats-test-gemm");
+        let name = OpName::new("stats-test-gemm");
         let mut script = Script { events: Vec::new() };
         for k in 1..=10u64 {
             let op = OpInfo::new(k);
@@ -1185,7 +1194,7 @@ mod tests {
             let end = Event::op(EventKind::OpEnd, cpu, name, op).with_error(k == 3);
             script.at(k * 20 + 1 + k, thread, end);
         }
-        let orphan = NameId::intern("stats-test-orphan");
+        let orphan = OpName::new("stats-test-orphan");
         script.at(
             400,
             912,
@@ -1220,31 +1229,31 @@ mod tests {
         let pool = DeviceId::register("stats-test-steals");
         let gpu = DeviceId::register("stats-test-gpu");
         let depth =
-            |label: &str, n| Event::new(EventKind::QueueDepth, pool, NameId::intern(label), 0, n);
-        let kernel = NameId::intern("stats-test-kernel");
+            |label: &str, n| Event::new(EventKind::QueueDepth, pool, OpName::new(label), 0, n);
+        let kernel = OpName::new("stats-test-kernel");
         let stream = |kind| Event::new(kind, gpu, kernel, 1, 7);
         let mut script = Script { events: Vec::new() };
         for _ in 0..3 {
             script.at(
                 1,
                 920,
-                Event::new(EventKind::Steal, pool, NameId::UNNAMED, 1, 0),
+                Event::new(EventKind::Steal, pool, OpName::UNNAMED, 1, 0),
             );
         }
         script.at(
             2,
             921,
-            Event::new(EventKind::Steal, pool, NameId::UNNAMED, 0, FROM_INJECTOR),
+            Event::new(EventKind::Steal, pool, OpName::UNNAMED, 0, FROM_INJECTOR),
         );
         script.at(
             3,
             1,
-            Event::new(EventKind::PoolResized, pool, NameId::UNNAMED, 0, 2),
+            Event::new(EventKind::PoolResized, pool, OpName::UNNAMED, 0, 2),
         );
         script.at(
             4,
             1,
-            Event::new(EventKind::PoolResized, pool, NameId::UNNAMED, 2, 4),
+            Event::new(EventKind::PoolResized, pool, OpName::UNNAMED, 2, 4),
         );
         script.at(5, 1, depth("w0", 3));
         script.at(6, 1, depth("w1", 4));
@@ -1277,13 +1286,13 @@ mod tests {
     #[test]
     fn reset_zeroes_counts_and_keeps_live_workers() {
         let pool = DeviceId::register("stats-test-reset");
-        let name = NameId::intern("stats-test-reset-op");
+        let name = OpName::new("stats-test-reset-op");
         let mut script = Script { events: Vec::new() };
         script.at(0, 950, worker(EventKind::TaskStart, pool, 2));
         script.at(
             1,
             950,
-            Event::new(EventKind::Steal, pool, NameId::UNNAMED, 2, 0),
+            Event::new(EventKind::Steal, pool, OpName::UNNAMED, 2, 0),
         );
         script.at(10, 950, worker(EventKind::TaskEnd, pool, 2));
         script.at(
@@ -1334,7 +1343,7 @@ mod tests {
     fn pool_workers_stay_bound_to_their_pool() {
         let prio = DeviceId::register("stats-test-prio");
         let cpu = DeviceId::register("stats-test-cpu0");
-        let name = NameId::intern("stats-test-prio-op");
+        let name = OpName::new("stats-test-prio-op");
         let mut script = Script { events: Vec::new() };
         script.at(0, 960, worker(EventKind::TaskStart, prio, 1));
         script.at(
@@ -1351,7 +1360,7 @@ mod tests {
         let bound: Vec<(u32, Option<&str>, Option<u32>)> = snapshot
             .workers
             .iter()
-            .map(|w| (w.thread, w.device.as_deref(), w.worker))
+            .map(|w| (w.thread, w.device.map(DeviceId::name), w.worker))
             .collect();
         assert_eq!(
             bound,
@@ -1362,9 +1371,64 @@ mod tests {
         );
     }
 
+    /// The role a pool's probe stamps on its events is the worker's in the snapshot, and
+    /// the ops it runs on another device change neither its device nor its role.
+    #[test]
+    fn pool_workers_carry_their_pools_role() {
+        use crate::device::identity::{Device, PoolId};
+        let gpu = DeviceId::of(Device::Gpu(0));
+        let prio = DeviceId::of_pool(PoolId::CPU_PRIORITY);
+        let cpu = DeviceId::of(Device::Cpu(0));
+        let name = OpName::new("stats-test-role-op");
+        let mut script = Script { events: Vec::new() };
+        let copy = worker(EventKind::Park, gpu, 1).with_pool_role(PoolRole::GpuCopy);
+        let compute = worker(EventKind::Park, gpu, 1).with_pool_role(PoolRole::GpuCompute);
+        let priority = worker(EventKind::TaskStart, prio, 0).with_pool_role(PoolRole::CpuPriority);
+        script.at(0, 970, copy);
+        script.at(0, 971, compute);
+        script.at(0, 972, priority);
+        script.at(
+            1,
+            972,
+            Event::op(EventKind::OpStart, cpu, name, OpInfo::new(1)),
+        );
+        let snapshot = stats_of(&script).snapshot(10 * MS);
+        let roles: Vec<_> = snapshot
+            .workers
+            .iter()
+            .map(|w| {
+                (
+                    w.thread,
+                    w.device.and_then(DeviceId::device),
+                    w.role,
+                    w.worker,
+                )
+            })
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                (970, Some(Device::Gpu(0)), Some(PoolRole::GpuCopy), Some(1)),
+                (
+                    971,
+                    Some(Device::Gpu(0)),
+                    Some(PoolRole::GpuCompute),
+                    Some(1)
+                ),
+                (
+                    972,
+                    Some(Device::Cpu(0)),
+                    Some(PoolRole::CpuPriority),
+                    Some(0)
+                ),
+            ]
+        );
+        assert_eq!(snapshot.workers[2].device, Some(prio));
+    }
+
     #[test]
     fn spans_are_timed_by_name_per_thread() {
-        let span = NameId::intern("stats-test-span");
+        let span = OpName::new("stats-test-span");
         let enter = |id| Event::new(EventKind::SpanEnter, DeviceId::HOST, span, 0, id);
         let exit = |id| Event::new(EventKind::SpanExit, DeviceId::HOST, span, 0, id);
         let mut script = Script { events: Vec::new() };

@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use super::{now_ns, DeviceId, NameId, Profiler};
+use super::{now_ns, DeviceId, Profiler};
 use crate::device::cuda;
 use crate::device::discover::{backend_for, choose, GpuSelection};
 use crate::device::stream::{GpuInfo, StreamEvent, StreamObserver, StreamPhase};
@@ -116,10 +116,9 @@ impl StreamProbe {
     }
 }
 
-/// The profiler's name for an engine op name id (0 or unknown: `gpu-work`).
-fn op_name(engine_name: u32) -> NameId {
-    let text = OpName::from_id(engine_name).map_or("gpu-work", OpName::as_str);
-    NameId::intern(text)
+/// The op name of an engine op name id (one never interned: `gpu-work`).
+fn op_name(engine_name: u32) -> OpName {
+    OpName::from_id(engine_name).unwrap_or_else(|| OpName::new("gpu-work"))
 }
 
 impl StreamObserver for StreamProbe {

@@ -47,10 +47,10 @@ impl FromStr for SortKey {
 /// The aggregate table.
 ///
 /// ```
-/// use enginetop::profiler::{DeviceId, Event, EventKind, NameId, OpInfo, SortKey, Stats,
+/// use enginetop::profiler::{DeviceId, Event, EventKind, OpName, OpInfo, SortKey, Stats,
 ///     StatsOptions, Summary};
 /// let mut stats = Stats::new(StatsOptions::default());
-/// let (cpu, conv) = (DeviceId::HOST, NameId::intern("conv"));
+/// let (cpu, conv) = (DeviceId::HOST, OpName::new("conv"));
 /// for id in 0..3 {
 ///     stats.ingest(&Event::op(EventKind::OpStart, cpu, conv, OpInfo::new(id)).at(0));
 ///     stats.ingest(&Event::op(EventKind::OpEnd, cpu, conv, OpInfo::new(id)).at(2_000_000));

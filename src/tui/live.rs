@@ -26,8 +26,9 @@ use super::source::{
     Control, ControlError, DashboardData, DashboardSource, DeviceKind, DeviceLayout, Facts,
     PoolUsage, StreamLayout,
 };
+use crate::device::identity::{Device, PoolId};
 use crate::engine::EngineKind;
-use crate::profiler::{Profiler, Snapshot};
+use crate::profiler::{DeviceId, Profiler, Snapshot};
 use crate::sync::{thread, Arc, Mutex};
 use crate::workload::run::{
     Driver, DriverHandle, GflopsSplit, GpuWorkerRoles, ProfilerReport, RunError, RunLength,
@@ -257,7 +258,7 @@ impl LiveSource {
                 kind: DeviceKind::Cpu,
                 workers: cpu_profiler_device(id),
                 priority: (engine == EngineKind::PerDevice && index == 0)
-                    .then(|| PRIORITY_DEVICE.to_string()),
+                    .then(|| pool_profiler_device(PoolId::CPU_PRIORITY)),
                 streams: Vec::new(),
                 inter_op: resizable.then_some(inter),
                 model: None,
@@ -271,7 +272,7 @@ impl LiveSource {
         layout.push(DeviceLayout {
             title: "intra-op".into(),
             kind: DeviceKind::IntraOp,
-            workers: INTRA_DEVICE.into(),
+            workers: pool_profiler_device(PoolId::INTRA_OP),
             ..DeviceLayout::default()
         });
         layout
@@ -295,18 +296,14 @@ impl LiveSource {
 /// The profiler device of the engine's ops and workers on CPU `id` (what the engine probe
 /// records ops under; the CLI names the engine's worker pools the same).
 pub fn cpu_profiler_device(id: u32) -> String {
-    format!("cpu({id})")
+    Device::Cpu(id).to_string()
 }
 
-/// The profiler device of the engine's CPU priority pool.
-pub const PRIORITY_DEVICE: &str = "cpu-prio";
-
-/// The profiler device of the intra-op pool.
-pub const INTRA_DEVICE: &str = "intra-op";
-
-/// The profiler device name a pool the engine starts is recorded under (the profiler's
-/// mapping, so the dashboard and the profiler's own pool probes agree).
-pub use crate::profiler::pool_probe::engine_pool_device;
+/// The name of the profiler device pool `pool` records on (the profiler's mapping, so the
+/// dashboard and the pool probes agree).
+pub fn pool_profiler_device(pool: PoolId) -> String {
+    DeviceId::of_pool(pool).name().to_string()
+}
 
 /// GPU `gpu`'s panel: its streams as the profiler has seen them (compute first).
 fn gpu_layout(
@@ -315,7 +312,7 @@ fn gpu_layout(
     model: Option<String>,
     gpu_workers: Option<GpuWorkerRoles>,
 ) -> DeviceLayout {
-    let device = format!("gpu({gpu})");
+    let device = Device::Gpu(gpu).to_string();
     let mut streams: Vec<StreamLayout> = snapshot
         .streams
         .iter()

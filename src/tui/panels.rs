@@ -4,17 +4,19 @@
 
 use std::borrow::Cow;
 
-use super::source::{gpu_worker_name, DashboardData, DeviceKind, DeviceLayout, StreamLayout};
-use crate::device::gpu::WorkerRole;
+use super::source::{DashboardData, DeviceKind, DeviceLayout, StreamLayout};
+use crate::device::identity::PoolRole;
 use crate::profiler::stats::{Activity, DeviceSnapshot, StreamSnapshot, WorkerSnapshot};
+use crate::profiler::DeviceId;
 
 /// One pool of workers (a device's inter-op pool, its priority pool, the intra-op pool).
 #[derive(Clone, Debug)]
 pub struct PoolPanel<'a> {
     /// The profiler device's statistics, if it saw an event.
     pub device: Option<&'a DeviceSnapshot>,
-    /// Its workers, by role on a GPU ([`role_rank`]), then by worker index (threads
-    /// without an index last, by thread id).
+    /// Its workers, by their pool's role ([`PoolRole`]'s order: a GPU's compute, copy, then
+    /// prioritized workers), then by worker index (threads without an index last, by thread
+    /// id).
     pub workers: Vec<&'a WorkerSnapshot>,
 }
 
@@ -64,8 +66,9 @@ pub struct StreamPanel<'a> {
     /// Its name: the worker thread feeding it, as the timeline's row names it, and a copy
     /// stream's direction ([`StreamLayout::label`]).
     pub label: String,
-    /// The worker thread feeding it ([`StreamLayout::worker`]).
-    pub worker: String,
+    /// The GPU worker feeding it: its pool's role and its index there
+    /// ([`StreamLayout::feeder`]).
+    pub feeder: (PoolRole, u32),
     /// Its statistics, if it ran anything yet.
     pub stats: Option<&'a StreamSnapshot>,
 }
@@ -104,9 +107,10 @@ impl DevicePanel<'_> {
     /// worker before its first op): the timeline has a row for them, so the panel lists them.
     pub fn workers_without_stream(&self) -> impl Iterator<Item = &WorkerSnapshot> + '_ {
         let feeds_a_stream = |worker: &WorkerSnapshot| {
+            let (role, index) = (worker.role, worker.worker);
             self.streams
                 .iter()
-                .any(|stream| stream.worker == worker.name)
+                .any(|stream| (role, index) == (Some(stream.feeder.0), Some(stream.feeder.1)))
         };
         self.pool
             .workers
@@ -133,7 +137,7 @@ pub fn device_panels(data: &DashboardData) -> Vec<DevicePanel<'_>> {
             .snapshot
             .devices
             .iter()
-            .filter(|device| has_workers(data, &device.name))
+            .filter(|device| has_workers(data, device))
             .map(|device| panel(data, Cow::Owned(fallback_layout(device))))
             .collect();
     }
@@ -143,11 +147,12 @@ pub fn device_panels(data: &DashboardData) -> Vec<DevicePanel<'_>> {
         .collect()
 }
 
-fn has_workers(data: &DashboardData, device: &str) -> bool {
+fn has_workers(data: &DashboardData, device: &DeviceSnapshot) -> bool {
+    let device = DeviceId::named(&device.name);
     data.snapshot
         .workers
         .iter()
-        .any(|worker| worker.device.as_deref() == Some(device))
+        .any(|worker| device.is_some() && worker.device == device)
 }
 
 fn fallback_layout(device: &DeviceSnapshot) -> DeviceLayout {
@@ -189,7 +194,7 @@ fn stream_panels<'a>(
     };
     let compute_workers = match layout.gpu_workers {
         Some(roles) => Some(roles.compute as u32),
-        None => compute_workers_seen(&layout.title, pool),
+        None => compute_workers_seen(pool),
     };
     let mut streams: Vec<StreamPanel<'a>> = owned
         .streams
@@ -197,7 +202,7 @@ fn stream_panels<'a>(
         .map(|stream| StreamPanel {
             layout: stream,
             label: stream.label(&layout.title, compute_workers),
-            worker: stream.worker(&layout.title, compute_workers),
+            feeder: stream.feeder(compute_workers),
             stats: data
                 .snapshot
                 .streams
@@ -205,40 +210,17 @@ fn stream_panels<'a>(
                 .find(|stats| stats.device == stream.device && stats.stream == stream.stream),
         })
         .collect();
-    streams.sort_by_key(|stream| {
-        (
-            role_rank(&stream.worker),
-            stream.layout.index,
-            stream.layout.stream,
-        )
-    });
+    streams.sort_by_key(|stream| (stream.feeder.0, stream.layout.index, stream.layout.stream));
     streams
 }
 
-/// Where a GPU worker thread's role puts it among its GPU's rows: compute workers, then
-/// copy workers, then the prioritized one (`gpu0-compute-1` before `gpu0-copy-0` before
-/// `gpu0-prio-0`), so the panel and the timeline list them in one order whatever order
-/// their threads started in. It reads the name's second `-` part, so a CPU priority pool's
-/// `cpu-prio-0` ranks 2 too (alone in its pool, it is not reordered); other threads rank 0.
-pub fn role_rank(thread_name: &str) -> usize {
-    const ORDER: [WorkerRole; 3] = [
-        WorkerRole::Compute,
-        WorkerRole::Copy,
-        WorkerRole::Prioritized,
-    ];
-    let role = thread_name.split('-').nth(1);
-    ORDER
-        .iter()
-        .position(|known| role == Some(known.as_str()))
-        .unwrap_or(0)
-}
-
-/// How many compute workers the GPU titled `gpu` has (`gpu0-compute-0`, `-1`, ... among
-/// `pool`'s threads), if any was seen.
-fn compute_workers_seen(gpu: &str, pool: &PoolPanel<'_>) -> Option<u32> {
+/// How many compute workers `pool` (a GPU's) has (compute workers 0, 1, ... among its
+/// workers), if any was seen.
+fn compute_workers_seen(pool: &PoolPanel<'_>) -> Option<u32> {
     let seen = |index: u32| {
-        let name = gpu_worker_name(gpu, WorkerRole::Compute, index);
-        pool.workers.iter().any(|worker| worker.name == name)
+        pool.workers
+            .iter()
+            .any(|worker| (worker.role, worker.worker) == (Some(PoolRole::GpuCompute), Some(index)))
     };
     let count = (0..).take_while(|&index| seen(index)).count() as u32;
     (count > 0).then_some(count)
@@ -247,15 +229,16 @@ fn compute_workers_seen(gpu: &str, pool: &PoolPanel<'_>) -> Option<u32> {
 /// The pool of `device`: its workers, less those a resize retired (their threads exited:
 /// a later `+` starts a new thread under the same index, which takes the row).
 fn pool_panel<'a>(data: &'a DashboardData, device: &str) -> PoolPanel<'a> {
+    let id = DeviceId::named(device);
     let mut workers: Vec<&WorkerSnapshot> = data
         .snapshot
         .workers
         .iter()
-        .filter(|worker| worker.device.as_deref() == Some(device) && !is_retired(worker))
+        .filter(|worker| id.is_some() && worker.device == id && !is_retired(worker))
         .collect();
     workers.sort_by_key(|worker| {
         let index = worker.worker.unwrap_or(u32::MAX);
-        (role_rank(&worker.name), index, worker.thread)
+        (worker.worker.is_none(), worker.role, index, worker.thread)
     });
     PoolPanel {
         device: data.snapshot.device(device),
@@ -297,25 +280,106 @@ mod tests {
         assert_eq!(threads, [10, 13]);
     }
 
-    /// A GPU's worker threads start in any order (thread ids differ run to run); its rows
-    /// are compute, copy, prio, each by index, in the panel's streams and the timeline.
+    /// GPU 0's worker `index` of `role`, on thread `thread`, named as the engine names it.
+    fn gpu_worker(thread: u32, role: PoolRole, index: u32) -> (WorkerSnapshot, String) {
+        let name = crate::tui::source::gpu_worker_name("gpu0", role, index);
+        let worker = WorkerSnapshot {
+            role: Some(role),
+            ..crate::tui::fake::worker_snapshot(thread, &name, "gpu(0)", index, Activity::Parked)
+        };
+        (worker, name)
+    }
+
+    fn gpu_layout(streams: Vec<u32>) -> DeviceLayout {
+        DeviceLayout {
+            title: "gpu0".into(),
+            kind: DeviceKind::Gpu,
+            workers: "gpu(0)".into(),
+            streams: streams
+                .into_iter()
+                .map(|code| StreamLayout::of_code("gpu(0)", code))
+                .collect(),
+            ..DeviceLayout::default()
+        }
+    }
+
+    /// Rows are grouped and ordered by the typed role the profiler recorded, whatever the
+    /// threads are called: a copy worker whose thread name says nothing feeds the copy
+    /// streams, and a priority pool's worker is listed after the inter-op workers.
     #[test]
-    fn gpu_rows_keep_one_order_whatever_order_their_threads_started_in() {
-        let gpu_worker = |thread: u32, name: &str, index: u32| {
-            crate::tui::fake::worker_snapshot(
+    fn rows_follow_the_recorded_role_not_the_thread_name() {
+        use crate::device::stream::{StreamId, StreamKind};
+        let code = |kind| {
+            StreamId {
+                device: 0,
+                kind,
+                index: 0,
+            }
+            .code()
+        };
+        let named = |(worker, _): (WorkerSnapshot, String), name: &str| WorkerSnapshot {
+            name: name.into(),
+            ..worker
+        };
+        let mut data = DashboardData::default();
+        data.snapshot.workers = vec![
+            named(gpu_worker(1, PoolRole::GpuCopy, 0), "thread-1"),
+            named(gpu_worker(2, PoolRole::GpuCompute, 0), "thread-2"),
+        ];
+        data.devices.push(gpu_layout(vec![
+            code(StreamKind::CopyH2D),
+            code(StreamKind::Compute),
+        ]));
+        let panels = device_panels(&data);
+        let rows: Vec<u32> = panels[0].all_workers().map(|w| w.thread).collect();
+        assert_eq!(rows, [2, 1], "compute before copy");
+        let feeders: Vec<(PoolRole, u32)> = panels[0].streams.iter().map(|s| s.feeder).collect();
+        assert_eq!(feeders, [(PoolRole::GpuCompute, 0), (PoolRole::GpuCopy, 0)]);
+        assert_eq!(
+            panels[0].workers_without_stream().count(),
+            0,
+            "each feeds its stream"
+        );
+        assert_eq!(panels[0].row_count(), 2);
+
+        // One pool holding workers of two roles: the priority worker ranks after the others,
+        // though its index and thread id are the smallest.
+        let mut data = DashboardData::default();
+        let cpu = |thread: u32, index: u32, role: PoolRole| WorkerSnapshot {
+            role: Some(role),
+            ..crate::tui::fake::worker_snapshot(
                 thread,
-                name.to_string(),
-                "gpu(0)",
+                "t",
+                "panels-test-cpu",
                 index,
                 Activity::Parked,
             )
         };
+        data.snapshot.workers = vec![
+            cpu(1, 0, PoolRole::CpuPriority),
+            cpu(2, 1, PoolRole::CpuWorker),
+            cpu(3, 2, PoolRole::CpuWorker),
+        ];
+        data.devices.push(DeviceLayout {
+            title: "cpu0".into(),
+            workers: "panels-test-cpu".into(),
+            ..DeviceLayout::default()
+        });
+        let panels = device_panels(&data);
+        let rows: Vec<u32> = panels[0].pool.workers.iter().map(|w| w.thread).collect();
+        assert_eq!(rows, [2, 3, 1]);
+    }
+
+    /// A GPU's worker threads start in any order (thread ids differ run to run); its rows
+    /// are compute, copy, prio, each by index, in the panel's streams and the timeline.
+    #[test]
+    fn gpu_rows_keep_one_order_whatever_order_their_threads_started_in() {
         let started = [
-            (1, "gpu0-copy-0", 0),
-            (2, "gpu0-compute-0", 0),
-            (3, "gpu0-prio-0", 0),
-            (4, "gpu0-copy-1", 1),
-            (5, "gpu0-compute-1", 1),
+            (1, PoolRole::GpuCopy, 0),
+            (2, PoolRole::GpuCompute, 0),
+            (3, PoolRole::GpuPriority, 0),
+            (4, PoolRole::GpuCopy, 1),
+            (5, PoolRole::GpuCompute, 1),
         ];
         let codes = |kind, index| {
             crate::device::stream::StreamId {
@@ -331,6 +395,7 @@ mod tests {
             data.snapshot.workers = order
                 .iter()
                 .map(|&i| gpu_worker(started[i].0, started[i].1, started[i].2))
+                .map(|(worker, _)| worker)
                 .collect();
             let mut streams = vec![
                 codes(StreamKind::CopyD2H, 0),
@@ -340,16 +405,7 @@ mod tests {
                 codes(StreamKind::Compute, 0),
             ];
             streams.rotate_left(order[0]);
-            data.devices.push(DeviceLayout {
-                title: "gpu0".into(),
-                kind: DeviceKind::Gpu,
-                workers: "gpu(0)".into(),
-                streams: streams
-                    .into_iter()
-                    .map(|code| StreamLayout::of_code("gpu(0)", code))
-                    .collect(),
-                ..DeviceLayout::default()
-            });
+            data.devices.push(gpu_layout(streams));
             let panels = device_panels(&data);
             let rows: Vec<&str> = panels[0].all_workers().map(|w| w.name.as_str()).collect();
             assert_eq!(

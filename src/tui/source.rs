@@ -24,7 +24,7 @@
 
 use std::time::Duration;
 
-use crate::device::gpu::WorkerRole;
+use crate::device::identity::PoolRole;
 use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::Snapshot;
 use crate::workload::run::GpuWorkerRoles;
@@ -204,19 +204,35 @@ impl StreamLayout {
         self.kind == StreamKind::Compute
     }
 
-    /// The worker thread that feeds the stream on the GPU titled `gpu` (`gpu0`), as the
-    /// engine names it and the timeline shows it (`device::gpu`): copy worker `k` owns the
-    /// `k`th stream each way, compute worker `k` the `k`th compute stream, and the
-    /// prioritized worker the compute stream after the `compute_workers` compute workers'
-    /// (all compute streams are the compute workers' while their count is unknown).
-    pub fn worker(&self, gpu: &str, compute_workers: Option<u32>) -> String {
-        let (role, index) = match (self.kind, compute_workers) {
+    /// The GPU worker that feeds the stream, as its pool's role and its index there
+    /// (`device::gpu`): copy worker `k` owns the `k`th stream each way, compute worker `k`
+    /// the `k`th compute stream, and the prioritized worker the compute stream after the
+    /// `compute_workers` compute workers' (all compute streams are the compute workers' while
+    /// their count is unknown).
+    ///
+    /// ```
+    /// use enginetop::device::identity::PoolRole;
+    /// use enginetop::device::stream::{StreamId, StreamKind};
+    /// use enginetop::tui::StreamLayout;
+    /// let third = StreamId { device: 0, kind: StreamKind::Compute, index: 2 };
+    /// let layout = StreamLayout::of_code("gpu(0)", third.code());
+    /// assert_eq!(layout.feeder(Some(2)), (PoolRole::GpuPriority, 0));
+    /// assert_eq!(layout.feeder(None), (PoolRole::GpuCompute, 2));
+    /// ```
+    pub fn feeder(&self, compute_workers: Option<u32>) -> (PoolRole, u32) {
+        match (self.kind, compute_workers) {
             (StreamKind::Compute, Some(workers)) if self.index >= workers => {
-                (WorkerRole::Prioritized, self.index - workers)
+                (PoolRole::GpuPriority, self.index - workers)
             }
-            (StreamKind::Compute, _) => (WorkerRole::Compute, self.index),
-            (StreamKind::CopyH2D | StreamKind::CopyD2H, _) => (WorkerRole::Copy, self.index),
-        };
+            (StreamKind::Compute, _) => (PoolRole::GpuCompute, self.index),
+            (StreamKind::CopyH2D | StreamKind::CopyD2H, _) => (PoolRole::GpuCopy, self.index),
+        }
+    }
+
+    /// The thread name of the worker that feeds the stream on the GPU titled `gpu` (`gpu0`),
+    /// as the engine names it and the timeline shows it ([`feeder`](Self::feeder)).
+    pub fn worker(&self, gpu: &str, compute_workers: Option<u32>) -> String {
+        let (role, index) = self.feeder(compute_workers);
         gpu_worker_name(gpu, role, index)
     }
 
@@ -245,9 +261,10 @@ impl StreamLayout {
 /// The thread of GPU worker `index` of `role` on the GPU titled `gpu`: `gpu0-compute-1`,
 /// `gpu0-copy-0`, `gpu0-prio-0` (the engine's `gpu<d>-<role>-<k>`; a test starts the
 /// engine's workers and checks). Streams are named after it ([`StreamLayout::label`]) and
-/// the fake names its GPU threads with it, so the GPU panel and the timeline agree.
-pub fn gpu_worker_name(gpu: &str, role: WorkerRole, index: u32) -> String {
-    format!("{gpu}-{}-{index}", role.as_str())
+/// the fake names its GPU threads with it, so the GPU panel and the timeline agree. Made
+/// for display only: rows are matched to streams by [`StreamLayout::feeder`].
+pub fn gpu_worker_name(gpu: &str, role: impl Into<PoolRole>, index: u32) -> String {
+    format!("{gpu}-{}-{index}", role.into())
 }
 
 /// The role and index packed into a [`StreamId::code`]; the inverse of that packing (its
@@ -282,6 +299,7 @@ pub struct DeviceLayout {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::device::gpu::WorkerRole;
     use crate::device::stream::StreamId;
 
     /// The decoding undoes `StreamId::code` for every role (the packing lives in

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::{Lane, WorkerRole, CURRENT_LANE};
+use crate::device::identity::{Device, PoolId};
 use crate::device::priority::{PriorityWorkers, WorkerOwns};
 use crate::device::stream::{GpuDevice, StreamError};
 use crate::pool::{PoolError, PoolObserver, Task};
@@ -16,6 +17,8 @@ pub struct GpuPoolStats {
     pub name: String,
     /// The pool's role.
     pub role: WorkerRole,
+    /// The pool: its GPU and role.
+    pub pool: PoolId,
     /// Worker threads.
     pub num_threads: usize,
     /// Tasks waiting.
@@ -48,6 +51,7 @@ pub struct GpuPoolStats {
 pub struct GpuWorkers {
     workers: PriorityWorkers<Arc<Lane>>,
     role: WorkerRole,
+    pool: PoolId,
     streams: Vec<String>,
 }
 
@@ -94,6 +98,7 @@ impl GpuWorkers {
         let pool = GpuWorkers {
             workers: PriorityWorkers::new(name, observer),
             role,
+            pool: PoolId::new(Device::Gpu(device.info().ordinal), role.into()),
             streams,
         };
         // Thread k owns lane k; a failure drops (joins) the workers started so far.
@@ -116,6 +121,7 @@ impl GpuWorkers {
         GpuPoolStats {
             name: self.workers.name().to_string(),
             role: self.role,
+            pool: self.pool,
             num_threads: counts.active,
             queued: counts.queued,
             tasks_run: counts.tasks_run,

@@ -25,6 +25,7 @@ use crate::device::discover::{backend_for, choose, GpuChoice, GpuSelection};
 use crate::device::gpu::{
     GpuPoolStats, GpuWorkerCounts, GpuWorkers, WorkerRole, GPU_PRIORITY_WORKERS,
 };
+use crate::device::identity::{Device, PoolId};
 use crate::device::sim::SimModel;
 use crate::device::stream::{GpuBackend, GpuDevice, StreamError, StreamObserver};
 use crate::engine::block::OpHandle;
@@ -65,8 +66,8 @@ impl DeviceWorkers {
     fn open(resolved: &Resolved, setup: &GpuSetup, ordinal: u32) -> Result<Self, StreamError> {
         let device = resolved.backend.open(ordinal, setup.observer.clone())?;
         let start = |role: WorkerRole, threads: usize| {
-            let name = format!("gpu{ordinal}-{}", role.as_str());
-            let observer = observer_for(setup.pool_observers.as_ref(), &name);
+            let pool = PoolId::new(Device::Gpu(ordinal), role.into());
+            let observer = observer_for(setup.pool_observers.as_ref(), pool);
             GpuWorkers::start_observed(&device, role, threads, observer)
         };
         Ok(DeviceWorkers {

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use super::source::{Control, ControlError, DashboardData, DashboardSource};
 use crate::profiler::stats::{Activity, Shares, WorkerSnapshot};
+use crate::profiler::DeviceId;
 use model::Model;
 
 /// The most workers a fake pool takes.
@@ -38,7 +39,8 @@ pub fn worker_snapshot(
     WorkerSnapshot {
         thread,
         name: name.into(),
-        device: Some(device.to_string()),
+        device: Some(DeviceId::register(device)),
+        role: None,
         worker: Some(index),
         activity,
         shares: Shares::default(),

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::{FakeOptions, Scenario, MAX_WORKERS};
 use crate::device::gpu::WorkerRole;
+use crate::device::identity::PoolRole;
 use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::stats::{
     Activity, DeviceSnapshot, OpSnapshot, QueueSnapshot, Shares, Snapshot, StreamSnapshot,
@@ -115,6 +116,27 @@ pub(super) enum Role {
     Gpu(usize),
     /// Intra-op thread.
     Intra,
+}
+
+impl Role {
+    /// The role of the thread's pool.
+    fn pool_role(self) -> PoolRole {
+        match self {
+            Role::Cpu(_) => PoolRole::CpuWorker,
+            Role::Priority(_) => PoolRole::CpuPriority,
+            Role::Gpu(w) => GPU_WORKERS[w].0.into(),
+            Role::Intra => PoolRole::IntraOp,
+        }
+    }
+
+    /// The thread's index in its pool, given its index among the device's threads (a GPU
+    /// worker's is among its role's workers).
+    fn pool_index(self, worker: u32) -> u32 {
+        match self {
+            Role::Gpu(w) => GPU_WORKERS[w].1,
+            _ => worker,
+        }
+    }
 }
 
 /// One fake thread.
@@ -475,11 +497,12 @@ impl Model {
             ops,
             steals: self.steals.get(&thread.tid).copied().unwrap_or(0),
             current_op: (activity == Activity::Running).then(|| self.op_of(thread).to_string()),
+            role: Some(thread.role.pool_role()),
             ..super::worker_snapshot(
                 thread.tid,
                 thread.name.as_str(),
                 &thread.device,
-                thread.worker,
+                thread.role.pool_index(thread.worker),
                 activity,
             )
         }

@@ -9,7 +9,7 @@ use std::path::Path;
 use super::model::{mix, streams_fed_by, FakeThread, Model, Role, OPS};
 use super::FakeOptions;
 use crate::profiler::chrome::{write_trace, TraceContext};
-use crate::profiler::{DeviceId, Event, EventKind, NameId, OpInfo, ThreadId};
+use crate::profiler::{DeviceId, Event, EventKind, OpInfo, OpName, ThreadId};
 
 /// Ops per thread in the exported window.
 const OPS_PER_THREAD: u64 = 8;
@@ -41,7 +41,7 @@ fn thread_events(thread: &FakeThread, start: u64, events: &mut Vec<Event>) {
     for k in 0..OPS_PER_THREAD {
         let id = u64::from(thread.tid) * 1_000 + k;
         let (name, _, mean) = OPS[(mix(id, 1, 2) % OPS.len() as u64) as usize];
-        let name = NameId::intern(name);
+        let name = OpName::new(name);
         let begin = start + k * OP_SPACING_NS;
         let end = begin + (mean.as_nanos() as u64).min(OP_SPACING_NS / 2);
         let op = OpInfo::new(id);

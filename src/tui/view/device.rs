@@ -677,6 +677,8 @@ mod tests {
             .clone();
         let mut prio = template;
         prio.name = "gpu0-prio-0".into();
+        prio.role = Some(crate::device::identity::PoolRole::GpuPriority);
+        prio.worker = Some(0);
         prio.thread = 9999;
         data.snapshot.workers.push(prio);
         app = App::new();

@@ -1,0 +1,189 @@
+//! Typed identities of where work runs: a [`Device`], a pool's [`PoolRole`] on it, and the
+//! pair as a [`PoolId`].
+//!
+//! The engine hands a pool's [`PoolId`] to whoever observes it (the profiler), the profiler
+//! carries the role and the device through its events and snapshots, and the dashboard groups
+//! and orders its rows by them. Names (`cpu(0)`, `gpu0-copy`) are made from these types for
+//! display ([`fmt::Display`]) and never parsed back.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+
+use super::gpu::WorkerRole;
+
+/// A device: the host (threads of no device), CPU `n` or GPU `n`.
+///
+/// ```
+/// use enginetop::device::identity::Device;
+/// assert_eq!(Device::Cpu(1).to_string(), "cpu(1)");
+/// assert_eq!(Device::Gpu(0).to_string(), "gpu(0)");
+/// assert_eq!(Device::Host.to_string(), "host");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Device {
+    /// No device: the host's own threads (the driver, the intra-op pool).
+    #[default]
+    Host,
+    /// CPU device `n` (the engine's `cpu(n)` context).
+    Cpu(u32),
+    /// GPU `n` (the engine's `gpu(n)` context).
+    Gpu(u32),
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Host => f.write_str("host"),
+            Device::Cpu(index) => write!(f, "cpu({index})"),
+            Device::Gpu(ordinal) => write!(f, "gpu({ordinal})"),
+        }
+    }
+}
+
+/// What a pool does on its device. The order is the order a device's rows are listed in:
+/// a CPU's workers before its priority pool, a GPU's compute workers, then its copy workers,
+/// then its prioritized worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolRole {
+    /// A CPU device's inter-op workers (the pooled engine's shared `engine` workers too).
+    CpuWorker,
+    /// The pooled engine's `io` pool, which runs copy ops.
+    CpuIo,
+    /// The CPU priority pool (`CpuPrioritized` ops, highest priority first).
+    CpuPriority,
+    /// The intra-op pool (threads inside one op).
+    IntraOp,
+    /// A GPU's compute workers.
+    GpuCompute,
+    /// A GPU's copy workers.
+    GpuCopy,
+    /// A GPU's prioritized worker.
+    GpuPriority,
+}
+
+impl PoolRole {
+    /// Every role, in row order.
+    pub const ALL: [PoolRole; 7] = [
+        PoolRole::CpuWorker,
+        PoolRole::CpuIo,
+        PoolRole::CpuPriority,
+        PoolRole::IntraOp,
+        PoolRole::GpuCompute,
+        PoolRole::GpuCopy,
+        PoolRole::GpuPriority,
+    ];
+
+    /// The role's code in a profiler event (1 and up; 0 is "no role").
+    pub const fn code(self) -> u8 {
+        self as u8 + 1
+    }
+
+    /// The role of event code `code` (`None` for 0 or a code this build does not know).
+    pub fn from_code(code: u8) -> Option<PoolRole> {
+        PoolRole::ALL
+            .get(usize::from(code.checked_sub(1)?))
+            .copied()
+    }
+
+    /// The GPU worker role it is, if it is one.
+    pub const fn gpu_worker(self) -> Option<WorkerRole> {
+        match self {
+            PoolRole::GpuCompute => Some(WorkerRole::Compute),
+            PoolRole::GpuCopy => Some(WorkerRole::Copy),
+            PoolRole::GpuPriority => Some(WorkerRole::Prioritized),
+            _ => None,
+        }
+    }
+}
+
+impl From<WorkerRole> for PoolRole {
+    fn from(role: WorkerRole) -> Self {
+        match role {
+            WorkerRole::Compute => PoolRole::GpuCompute,
+            WorkerRole::Copy => PoolRole::GpuCopy,
+            WorkerRole::Prioritized => PoolRole::GpuPriority,
+        }
+    }
+}
+
+impl fmt::Display for PoolRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PoolRole::CpuWorker => "worker",
+            PoolRole::CpuIo => "io",
+            PoolRole::CpuPriority => "prio",
+            PoolRole::IntraOp => "intra",
+            PoolRole::GpuCompute => "compute",
+            PoolRole::GpuCopy => "copy",
+            PoolRole::GpuPriority => "prio",
+        })
+    }
+}
+
+/// One pool: its device and its role there.
+///
+/// ```
+/// use enginetop::device::identity::{Device, PoolId, PoolRole};
+/// let copy = PoolId::new(Device::Gpu(0), PoolRole::GpuCopy);
+/// assert_eq!(copy.to_string(), "gpu(0) copy");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct PoolId {
+    /// The device it works for.
+    pub device: Device,
+    /// What it does there.
+    pub role: PoolRole,
+}
+
+impl PoolId {
+    /// The intra-op pool (a host pool).
+    pub const INTRA_OP: PoolId = PoolId::new(Device::Host, PoolRole::IntraOp);
+    /// The CPU priority pool: one serves every CPU device; it is listed with CPU 0.
+    pub const CPU_PRIORITY: PoolId = PoolId::new(Device::Cpu(0), PoolRole::CpuPriority);
+
+    /// The pool of `role` on `device`.
+    pub const fn new(device: Device, role: PoolRole) -> Self {
+        PoolId { device, role }
+    }
+}
+
+impl fmt::Display for PoolId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.device, self.role)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_codes_round_trip_and_zero_is_none() {
+        for role in PoolRole::ALL {
+            assert_eq!(PoolRole::from_code(role.code()), Some(role));
+        }
+        assert_eq!(PoolRole::from_code(0), None);
+        assert_eq!(PoolRole::from_code(0x7f), None);
+    }
+
+    #[test]
+    fn gpu_worker_roles_map_both_ways() {
+        for role in [
+            WorkerRole::Compute,
+            WorkerRole::Copy,
+            WorkerRole::Prioritized,
+        ] {
+            assert_eq!(PoolRole::from(role).gpu_worker(), Some(role));
+        }
+        assert_eq!(PoolRole::CpuPriority.gpu_worker(), None);
+    }
+
+    #[test]
+    fn rows_order_compute_then_copy_then_prio() {
+        assert!(PoolRole::GpuCompute < PoolRole::GpuCopy);
+        assert!(PoolRole::GpuCopy < PoolRole::GpuPriority);
+        assert!(PoolRole::CpuWorker < PoolRole::CpuPriority);
+    }
+}
