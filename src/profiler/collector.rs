@@ -7,21 +7,16 @@
 //! after each round the collector takes the most events one ring held and the time since
 //! the last round, and waits as long as that ring would take to fill a sixteenth of its
 //! capacity at that rate, but at most twice its last wait, within `[busy_drain_interval,
-//! drain_interval]` (1 and 10 ms by default). It starts at the shortest wait. A training
-//! step records a few thousand events a second per thread, so within four rounds the
-//! collector wakes every 10 ms (resnet-like: 96 wake-ups a second, where a fixed 1 ms made
-//! 803); the engine workloads' millions of tiny ops fill a ring in milliseconds, so for them
-//! it wakes every few milliseconds (`chain`: ~380 wake-ups a second) or, where draining
-//! takes longer than filling (`embarrassing`), hardly sleeps at all.
+//! drain_interval]` (1 and 10 ms by default). It starts at the shortest wait. A workload of
+//! few events per thread (a training step's large ops) soon has the collector waking at the
+//! longest wait; one of millions of tiny ops fills a ring in milliseconds, so the collector
+//! wakes every few milliseconds or, where draining takes longer than filling, hardly sleeps.
 //!
-//! Why not a fixed 1 ms: each wake-up takes a core from a GEMM thread and runs the
-//! statistics through that core's caches. On 2 cores, against a fixed 1 ms, a fixed 10 ms
-//! ran the resnet-like step at a median 1.032x the GFLOP/s (16 interleaved pairs, 15 of
-//! them above 1) and 1.046x (10 pairs, 9 above); the adaptive wait at 1.010x and 1.022x (14
-//! pairs each, 9 and 12 above). In 12 rounds of all three, rotated, the medians were 140.8
-//! (1 ms), 144.0 (10 ms) and 145.8 GFLOP/s (adaptive). Why not a fixed 10 ms: `chain` (2 s,
-//! both cores busy, so the collector waits for a core either way) dropped 3.1M events at 10
-//! ms against 48k-437k at 1 ms and 244k-413k with the adaptive wait.
+//! Why adaptive: each wake-up takes a core from a worker (a GEMM thread) and runs the
+//! statistics through that core's caches, so a short fixed wait slows compute-bound
+//! workloads; a long fixed wait lets the rings of a fast-recording workload fill and drop
+//! events. Waiting as long as the fastest ring allows keeps both low (the figures are in
+//! `bench/README.md`, "Profiler collector cadence").
 //!
 //! Each round it adopts the rings registered since the last
 //! one, drains every ring (oldest events first, each stamped with the ring's thread), samples

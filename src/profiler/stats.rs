@@ -295,16 +295,12 @@ impl Snapshot {
 /// Durations an op name's row holds before its histogram takes them, at most.
 ///
 /// A histogram's counts are a few KiB (2 significant digits from 1 ns up to the longest
-/// duration seen), one allocation per op name. With thousands of names (`chain` has 10,000,
-/// each ending once an iteration) nearly every recording into one missed the caches and the
-/// TLB: in a 3 s `chain` run, `Histogram::record` was 68% of the collector's samples (97% of
-/// them on the add to the counts), the collector took 40% of all samples, and the rings
-/// dropped 1.8M events. Held in the row (beside the count and total, which each recording
-/// touches anyway) and recorded [`PENDING_DURATIONS`] at a time, a histogram is touched once
-/// per batch, its counts' lines and pages then warm for the rest of it. Batches of 8 cut the
-/// drops 4-10x (2 s runs, 3 interleaved pairs: chain 0.86-1.86M to 0.15-0.42M); 32 took
-/// the collector from 26% to 21% of `chain`'s samples (`record` 10% to 4%), for 256 bytes a
-/// row.
+/// duration seen), one allocation per op name. With thousands of names (a graph whose every
+/// op has its own name) recording each duration into its histogram at once misses the caches
+/// and the TLB on nearly every event. Held in the row (beside the count and total, which each
+/// recording touches anyway) and recorded [`PENDING_DURATIONS`] at a time, a histogram is
+/// touched once per batch, its counts' lines and pages then warm for the rest of it, for 256
+/// bytes a row (the figures are in `bench/README.md`, "Profiler statistics").
 const PENDING_DURATIONS: usize = 32;
 
 /// Count, extremes and a histogram of durations.
