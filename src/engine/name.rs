@@ -77,7 +77,7 @@ impl OpName {
     }
 
     /// A name from its id, unchecked (a test's arbitrary bit pattern).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) const fn from_raw(id: u32) -> OpName {
         OpName(id)
     }
