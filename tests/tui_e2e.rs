@@ -379,3 +379,99 @@ fn a_panic_restores_the_terminal_before_its_message() {
         "the message is readable:\n{screen}"
     );
 }
+
+/// The headline's `best inter X intra Y:` once the tuner shows one.
+fn tuner_best(screen: &str) -> Option<(String, String)> {
+    let rest = screen.split(" best inter ").nth(1)?;
+    let mut words = rest.split_whitespace();
+    let inter = words.next()?.to_string();
+    (words.next()? == "intra").then_some(())?;
+    let intra = words.next()?.trim_end_matches(':').to_string();
+    Some((inter, intra))
+}
+
+/// `t` tunes live: a probe shows as it runs, the tuner's resizes are marked on the
+/// timeline and exported as trace instants; `t` stops it and `b` goes back to the counts it
+/// started from.
+#[test]
+fn the_tuner_probes_live_and_goes_back_when_asked() {
+    if !tmux_available() {
+        println!("skipped: tmux is not installed (apt-get install tmux); CI installs it");
+        return;
+    }
+    let run = Run::start("tune-back", |work| dashboard_command(work, ""));
+    let tmux = &run.tmux;
+    tmux.wait_for("worker rows", |s| s.contains("cpu0-w1"));
+    tmux.type_text("t");
+    // On 2 CPUs the scan starts at the default, 2 x 2: the tuner resized the run.
+    let screen = tmux.wait_for("a scan window at other counts", |s| {
+        s.contains("tuning: window ")
+            && s.contains(" scan inter ")
+            && settings(s) != ("2".into(), "1".into())
+    });
+    println!("{screen}");
+    tmux.wait_for("the resize marked on the timeline", |s| {
+        s.contains("│ resize")
+    });
+    tmux.type_text("+");
+    tmux.wait_for("+ refused while tuning", |s| {
+        s.contains("the tuner is resizing the pools")
+    });
+    tmux.type_text("t");
+    let screen = tmux.wait_for("the choice", |s| {
+        s.contains("tuner stopped at window") && s.contains("b/Esc go back")
+    });
+    println!("{screen}");
+    tmux.type_text("b");
+    let screen = tmux.wait_for("the counts it started from", |s| {
+        s.contains("back to: inter 2 intra 1") && settings(s) == ("2".into(), "1".into())
+    });
+    assert!(
+        !screen.contains("tuning: window"),
+        "the tuner line goes:\n{screen}"
+    );
+    tmux.type_text("e");
+    let screen = tmux.wait_for("the trace path", |s| exported_path(s).is_some());
+    let trace = exported_path(&screen).unwrap();
+    validate_file(&trace).unwrap_or_else(|problems| panic!("{}: {problems}", trace.display()));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(
+        text.contains("\"resize intra-op: 1 -> 2\""),
+        "the tuner's first resize is a trace instant"
+    );
+    tmux.type_text("q");
+    assert_eq!(run.exit_code(), "0");
+    run.assert_terminal_restored();
+}
+
+/// Esc stops the tuner; Enter keeps the best it found: the header shows its counts.
+#[test]
+fn the_tuner_keeps_its_best_when_asked() {
+    if !tmux_available() {
+        println!("skipped: tmux is not installed (apt-get install tmux); CI installs it");
+        return;
+    }
+    let run = Run::start("tune-keep", |work| dashboard_command(work, ""));
+    let tmux = &run.tmux;
+    tmux.wait_for("worker rows", |s| s.contains("cpu0-w1"));
+    tmux.type_text("t");
+    // Two scan windows measured: a best among points other than the start's.
+    tmux.wait_for("two points measured", |s| {
+        s.lines()
+            .any(|line| line.starts_with(" measured: ") && line.contains(" · "))
+    });
+    tmux.key("Escape");
+    let screen = tmux.wait_for("the choice", |s| {
+        s.contains("tuner stopped at window") && tuner_best(s).is_some()
+    });
+    println!("{screen}");
+    let best = tuner_best(&screen).unwrap();
+    tmux.key("Enter");
+    let screen = tmux.wait_for("the best's counts", |s| {
+        s.contains("kept the tuner's best") && settings(s) == best
+    });
+    println!("{screen}");
+    tmux.type_text("q");
+    assert_eq!(run.exit_code(), "0");
+    run.assert_terminal_restored();
+}

@@ -70,6 +70,18 @@ fn check(help: &KeyHelp, code: KeyCode, action: Action) {
             assert_eq!(h.app.mode, Mode::Normal, "{why}");
         }
         Action::TogglePause => check_pause(&mut h, code, &why),
+        Action::Tune => {
+            // The fake has no run to tune: the refusal says what it needs.
+            h.press(code);
+            let status = h.app.status.clone().expect("a refusal");
+            assert!(
+                status.text.contains("needs a live run"),
+                "{why}: {status:?}"
+            );
+        }
+        Action::TuneKeep | Action::TuneBack => {
+            panic!("{why}: the tuner's choice keys are not in the help's key list")
+        }
         Action::FocusNext => {
             for expected in [Focus::Timeline, Focus::Ops, Focus::Devices] {
                 h.press(code);

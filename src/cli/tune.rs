@@ -57,8 +57,8 @@ pub(super) struct TuneArgs {
     #[arg(long, value_enum, default_value_t = ObjectiveArg::Throughput)]
     objective: ObjectiveArg,
 
-    /// The dimensions searched, comma-separated: inter, intra (spin and pool are not
-    /// searchable yet).
+    /// The dimensions searched, comma-separated: inter, intra (spin and pool are fixed
+    /// when the run starts: tune once per --spin or --pool and compare).
     #[arg(long, value_name = "DIMS", default_value = "inter,intra", value_parser = parse_space)]
     space: Space,
 
@@ -84,6 +84,11 @@ pub(super) struct TuneArgs {
     /// The pool kind: simple, eigen, chase-lev [env: ENGINETOP_POOL; default: eigen].
     #[arg(long, value_name = "POOL", value_parser = |name: &str| name.parse::<PoolKind>())]
     pool: Option<PoolKind>,
+
+    /// Whether one idle worker spins before parking: on or off [env: ENGINETOP_SPIN;
+    /// default: on].
+    #[arg(long, value_name = "on|off", value_parser = enginetop::config::parse_spin_flag)]
+    spin: Option<bool>,
 }
 
 /// The shortest and longest `--budget`.
@@ -106,6 +111,7 @@ pub(super) fn tune(args: &TuneArgs, overrides: ConfigOverrides) -> Result<()> {
         engine_kind: args.engine,
         pool_kind: args.pool,
         max_threads: args.max_threads,
+        allow_spinning: args.spin,
         ..overrides
     })?;
     let objective = match args.objective {
@@ -195,6 +201,9 @@ fn reproduce(args: &TuneArgs, report: &tune::TuneReport) -> String {
     }
     if let Some(pool) = args.pool {
         flags.push_str(&format!(" --pool {pool}"));
+    }
+    if let Some(spin) = args.spin {
+        flags.push_str(if spin { " --spin on" } else { " --spin off" });
     }
     flags
 }

@@ -13,8 +13,10 @@ use std::time::Duration;
 use super::history::History;
 use super::panels::{device_panels, DevicePanel};
 use super::source::{Control, ControlError, DashboardData, DeviceKind};
+use super::tuner::TuneControl;
 use super::view::format;
 use crate::profiler::stats::OpSnapshot;
+use crate::tune::TuneProgress;
 
 /// Timeline zoom levels: the time one column covers, however late frames come (at the
 /// default 10 frames a second the finest is one frame a column).
@@ -89,6 +91,12 @@ pub enum Action {
     FilterAccept,
     /// Drop the filter and stop typing.
     FilterCancel,
+    /// Start the live thread-count search, or stop it while it runs.
+    Tune,
+    /// Once the search ended: resize the run to the best point found.
+    TuneKeep,
+    /// Once the search ended: resize the run back to where it started.
+    TuneBack,
 }
 
 /// The panel that arrows act on.
@@ -127,6 +135,8 @@ pub enum Mode {
     Help,
     /// Keys type the ops filter.
     Filter,
+    /// The search ended: keys keep its best or go back.
+    TuneChoice,
 }
 
 /// The ops table's columns, in order.
@@ -282,6 +292,8 @@ pub struct App {
     warnings_shown: bool,
     /// The workload's elapsed time at the last statistics reset (zero: never reset).
     stats_since: Duration,
+    /// The live search's progress, while the source has one.
+    tuner: Option<TuneProgress>,
 }
 
 impl App {
@@ -317,6 +329,32 @@ impl App {
         self.data = data;
         self.clamp_selection();
         self.show_warnings();
+    }
+
+    /// Takes the live search's progress this frame (`None`: no search). A search that ended
+    /// with a report, while the run still goes, asks the user to keep its best or go back.
+    pub fn observe_tuner(&mut self, progress: Option<TuneProgress>) {
+        let choose = progress
+            .as_ref()
+            .is_some_and(|p| p.report().is_some() && !p.run_ended());
+        if choose && !self.is_finished() && self.mode == Mode::Normal {
+            self.mode = Mode::TuneChoice;
+        }
+        let nothing_to_choose = progress.is_none() || self.is_finished();
+        if nothing_to_choose && self.mode == Mode::TuneChoice {
+            self.mode = Mode::Normal;
+        }
+        self.tuner = progress;
+    }
+
+    /// The live search's progress, while there is one.
+    pub fn tuner(&self) -> Option<&TuneProgress> {
+        self.tuner.as_ref()
+    }
+
+    /// Whether a live search runs (it owns the counts meanwhile).
+    pub fn is_tuning(&self) -> bool {
+        self.tuner.as_ref().is_some_and(TuneProgress::is_running)
     }
 
     /// One frame passed (without new data, once finished): an expired status goes.
@@ -453,6 +491,30 @@ impl App {
             Mode::Help => self.update_help(action),
             Mode::Filter => self.update_filter(action),
             Mode::Normal => self.update_normal(action),
+            Mode::TuneChoice => self.update_tune_choice(action),
+        }
+    }
+
+    /// Once the search ended: keep its best, or go back to where it started.
+    fn update_tune_choice(&mut self, action: Action) -> Option<Control> {
+        let progress = self.tuner.as_ref()?;
+        match action {
+            Action::Quit => self.should_quit = true,
+            Action::TuneKeep => match progress.best() {
+                Some((best, _)) => return Some(Control::Tune(TuneControl::Keep(best))),
+                None => self.fail("the tuner measured nothing: b goes back".into()),
+            },
+            Action::TuneBack => return Some(Control::Tune(TuneControl::Back(progress.start))),
+            _ => {}
+        }
+        None
+    }
+
+    /// `t`: starts the search, or stops the one that runs.
+    fn tune_control(&mut self) -> Option<Control> {
+        match self.is_tuning() {
+            true => Some(Control::Tune(TuneControl::Stop)),
+            false => Some(Control::Tune(TuneControl::Start)),
         }
     }
 
@@ -508,6 +570,14 @@ impl App {
             self.fail(format!("the workload has finished: {nothing}"));
             return None;
         }
+        let resize = matches!(
+            action,
+            Action::InterOpUp | Action::InterOpDown | Action::IntraOpUp | Action::IntraOpDown
+        );
+        if resize && self.is_tuning() {
+            self.fail("the tuner is resizing the pools: t or Esc stops it first".into());
+            return None;
+        }
         match action {
             Action::Quit => self.should_quit = true,
             Action::ToggleHelp => {
@@ -541,12 +611,20 @@ impl App {
                 self.mode = Mode::Filter;
                 self.focus = Focus::Ops;
             }
+            Action::Tune => return self.tune_control(),
+            Action::FilterCancel if self.is_tuning() => {
+                return Some(Control::Tune(TuneControl::Stop))
+            }
             Action::FilterCancel if !self.filter.is_empty() => {
                 self.filter.clear();
                 self.say("filter cleared".into());
             }
             Action::FilterCancel => {}
-            Action::FilterChar(_) | Action::FilterBackspace | Action::FilterAccept => {}
+            Action::FilterChar(_)
+            | Action::FilterBackspace
+            | Action::FilterAccept
+            | Action::TuneKeep
+            | Action::TuneBack => {}
         }
         None
     }
@@ -561,6 +639,10 @@ impl App {
                     Control::ResetStats => {
                         self.history.clear();
                         self.stats_since = self.data.facts.elapsed;
+                    }
+                    Control::Tune(tune) if tune.settles_at().is_some() => {
+                        self.tuner = None;
+                        self.mode = Mode::Normal;
                     }
                     _ => {}
                 }
@@ -584,6 +666,17 @@ impl App {
                 }
             }
             Control::SetIntraOp(threads) => self.data.facts.intra_op = *threads,
+            Control::Tune(tune) => {
+                let Some(point) = tune.settles_at() else {
+                    return;
+                };
+                for layout in &mut self.data.devices {
+                    if layout.inter_op.is_some() {
+                        layout.inter_op = Some(point.inter);
+                    }
+                }
+                self.data.facts.intra_op = point.intra;
+            }
             _ => {}
         }
     }
@@ -767,6 +860,7 @@ pub fn refused_when_finished(action: Action) -> Option<&'static str> {
         Action::InterOpUp | Action::InterOpDown | Action::IntraOpUp | Action::IntraOpDown => {
             Some("nothing to resize")
         }
+        Action::Tune => Some("nothing to tune"),
         _ => None,
     }
 }
@@ -990,5 +1084,147 @@ mod tests {
         let control = app.update(Action::InterOpUp).unwrap();
         app.control_done(&control, Err(ControlError::Failed("no".into())));
         assert_eq!(app.update(Action::InterOpUp), Some(inter(7)));
+    }
+
+    mod tuner {
+        use super::*;
+        use crate::tune::{
+            Objective, Outcome, Phase, Point, PointResult, ProbeEvent, TuneEnd, TuneReport,
+        };
+
+        const START: Point = Point { inter: 4, intra: 2 };
+        const BEST: Point = Point { inter: 1, intra: 2 };
+
+        /// A search from [`START`] that measured `measured` windows; the one under way is
+        /// at `at`; `ended` with `outcome` when given.
+        fn progress(
+            measured: &[(Point, f64)],
+            at: Point,
+            outcome: Option<Outcome>,
+        ) -> TuneProgress {
+            let results: Vec<PointResult> = measured
+                .iter()
+                .map(|&(point, value)| PointResult::new(point, vec![value]))
+                .collect();
+            let best = measured
+                .iter()
+                .copied()
+                .reduce(|a, b| if b.1 > a.1 { b } else { a });
+            let ended = outcome.map(|outcome| {
+                TuneEnd::Report(TuneReport {
+                    objective: Objective::Throughput,
+                    basis: None,
+                    window: Duration::from_millis(100),
+                    budget: Duration::from_secs(60),
+                    elapsed: Duration::from_secs(3),
+                    points: results.clone(),
+                    best: best.map(|(point, _)| point),
+                    default: Point { inter: 2, intra: 2 },
+                    gain: None,
+                    outcome,
+                })
+            });
+            TuneProgress {
+                start: START,
+                objective: Objective::Throughput,
+                latest: Some(ProbeEvent {
+                    index: measured.len() + 2,
+                    planned: 30,
+                    phase: Phase::Scan,
+                    point: at,
+                    value: None,
+                    best,
+                }),
+                measured: results,
+                ended,
+            }
+        }
+
+        fn tune(control: TuneControl) -> Option<Control> {
+            Some(Control::Tune(control))
+        }
+
+        /// `t` starts; while it runs `+`/`]` are refused and `t` stops; once stopped the
+        /// keys choose: Enter keeps the best (and the shown counts become it), b goes back.
+        #[test]
+        fn t_starts_stops_and_the_choice_keeps_the_best_or_goes_back() {
+            for (choose, settled) in [
+                (Action::TuneKeep, TuneControl::Keep(BEST)),
+                (Action::TuneBack, TuneControl::Back(START)),
+            ] {
+                let (mut app, _) = fed(3, None);
+                assert_eq!(app.update(Action::Tune), tune(TuneControl::Start));
+                app.observe_tuner(Some(progress(&[], START, None)));
+                assert!(app.is_tuning());
+                let running = progress(&[(START, 10.0), (BEST, 12.0)], START, None);
+                app.observe_tuner(Some(running));
+                for resize in [Action::InterOpUp, Action::IntraOpDown] {
+                    assert_eq!(app.update(resize), None);
+                    assert!(status_text(&app).starts_with("the tuner is resizing"));
+                }
+                assert_eq!(app.update(Action::Tune), tune(TuneControl::Stop));
+                assert_eq!(app.mode, Mode::Normal, "no choice before it ended");
+                let stopped = progress(
+                    &[(START, 10.0), (BEST, 12.0)],
+                    START,
+                    Some(Outcome::Stopped),
+                );
+                app.observe_tuner(Some(stopped.clone()));
+                assert_eq!(app.mode, Mode::TuneChoice);
+                assert!(!app.is_tuning());
+                assert_eq!(app.update(Action::Down), None, "other keys wait");
+                let control = app.update(choose);
+                assert_eq!(control, tune(settled));
+                app.control_done(&control.unwrap(), Ok("settled".into()));
+                assert_eq!(app.mode, Mode::Normal);
+                assert!(app.tuner().is_none());
+                let point = settled.settles_at().unwrap();
+                assert_eq!(app.shown_inter_op(), Some(("cpu0".into(), point.inter)));
+                assert_eq!(app.data().facts.intra_op, point.intra);
+                // The source's next frame has no tuner: nothing to choose again.
+                app.observe_tuner(None);
+                assert_eq!(app.mode, Mode::Normal);
+            }
+        }
+
+        /// Esc stops a running search (and clears the filter otherwise).
+        #[test]
+        fn esc_stops_a_running_search() {
+            let (mut app, _) = fed(3, None);
+            app.observe_tuner(Some(progress(&[(START, 10.0)], BEST, None)));
+            assert_eq!(app.update(Action::FilterCancel), tune(TuneControl::Stop));
+        }
+
+        /// A search cut short by the run's end keeps its figures and asks nothing; a refused
+        /// settle keeps the choice open.
+        #[test]
+        fn a_search_the_run_ended_asks_nothing_and_a_refused_settle_keeps_the_choice() {
+            let (mut app, _) = fed(3, None);
+            let ended = Outcome::Ended("the run ended".into());
+            app.observe_tuner(Some(progress(&[(BEST, 12.0)], START, Some(ended))));
+            assert_eq!(app.mode, Mode::Normal);
+            assert_eq!(app.tuner().unwrap().best(), Some((BEST, 12.0)));
+            let (mut app, _) = fed(3, None);
+            app.observe_tuner(Some(progress(&[], START, Some(Outcome::Stopped))));
+            assert_eq!(
+                app.update(Action::TuneKeep),
+                None,
+                "nothing measured to keep"
+            );
+            assert!(status_text(&app).contains("b goes back"));
+            let back = app.update(Action::TuneBack).unwrap();
+            app.control_done(&back, Err(ControlError::Failed("no".into())));
+            assert_eq!(app.mode, Mode::TuneChoice);
+        }
+
+        #[test]
+        fn a_finished_workload_refuses_t() {
+            let (mut app, _) = fed(5, Some(5));
+            assert_eq!(app.update(Action::Tune), None);
+            assert_eq!(
+                status_text(&app),
+                "the workload has finished: nothing to tune"
+            );
+        }
     }
 }

@@ -29,6 +29,11 @@ pub struct Sample {
     pub device_queues: Vec<(String, u64)>,
     /// What each thread was doing, by thread id (sorted).
     pub activities: Vec<(u32, Activity)>,
+    /// The (inter-op, intra-op) counts in force: the first resizable device's inter-op
+    /// workers (0: none) and the intra-op threads. A sample whose counts differ from the one
+    /// before it follows a resize, by hand or by the tuner: the sparklines and the timeline
+    /// mark it.
+    pub threads: (usize, usize),
 }
 
 impl Sample {
@@ -54,7 +59,16 @@ impl Sample {
             queue_depth: device_queues.iter().map(|&(_, depth)| depth).sum(),
             device_queues,
             activities,
+            threads: (
+                data.devices.iter().find_map(|d| d.inter_op).unwrap_or(0),
+                data.facts.intra_op,
+            ),
         }
+    }
+
+    /// Whether the counts changed between `before` and this sample (a resize happened).
+    pub fn resized_since(&self, before: &Sample) -> bool {
+        self.threads != before.threads
     }
 
     /// What `thread` was doing, if it was seen.

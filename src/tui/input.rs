@@ -37,7 +37,7 @@ const fn line(
 }
 
 /// Every key, in help order (the footer shows those with a hint, in this order).
-pub const KEYS: [KeyHelp; 15] = [
+pub const KEYS: [KeyHelp; 16] = [
     line(
         "q  Ctrl-C",
         "quit",
@@ -83,6 +83,13 @@ pub const KEYS: [KeyHelp; 15] = [
             (KeyCode::Char(']'), Action::IntraOpUp),
             (KeyCode::Char('['), Action::IntraOpDown),
         ],
+    ),
+    line(
+        "t",
+        "tune: search the inter x intra counts live (t or Esc stops; then Enter keeps the \
+         best, b goes back)",
+        ("t", "tune"),
+        &[(KeyCode::Char('t'), Action::Tune)],
     ),
     line(
         ">  <",
@@ -185,6 +192,7 @@ pub fn action_for_key(key: &KeyEvent, mode: Mode) -> Option<Action> {
         Mode::Normal => None,
         Mode::Help => help_key(key.code),
         Mode::Filter => filter_key(key.code),
+        Mode::TuneChoice => tune_choice_key(key.code),
     }
 }
 
@@ -213,6 +221,7 @@ fn normal_key(code: KeyCode) -> Option<Action> {
         KeyCode::Char('r') => Action::ResetStats,
         KeyCode::Char('/') => Action::StartFilter,
         KeyCode::Char('i') => Action::InvertSort,
+        KeyCode::Char('t') => Action::Tune,
         KeyCode::Esc => Action::FilterCancel,
         _ => return None,
     };
@@ -232,6 +241,16 @@ fn help_key(code: KeyCode) -> Option<Action> {
         _ => return None,
     };
     Some(action)
+}
+
+/// Once the search ended: keep its best, or go back.
+fn tune_choice_key(code: KeyCode) -> Option<Action> {
+    match code {
+        KeyCode::Enter | KeyCode::Char('k') => Some(Action::TuneKeep),
+        KeyCode::Esc | KeyCode::Char('b') => Some(Action::TuneBack),
+        KeyCode::Char('q') => Some(Action::Quit),
+        _ => None,
+    }
 }
 
 fn filter_key(code: KeyCode) -> Option<Action> {
@@ -268,7 +287,7 @@ mod tests {
     #[test]
     fn ctrl_c_quits_in_every_mode_and_releases_are_ignored() {
         let ctrl_c = Event::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
-        for mode in [Mode::Normal, Mode::Help, Mode::Filter] {
+        for mode in [Mode::Normal, Mode::Help, Mode::Filter, Mode::TuneChoice] {
             assert_eq!(action_for(&ctrl_c, mode), Some(Action::Quit));
         }
         let mut release = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE);

@@ -26,10 +26,12 @@ use super::source::{
     Control, ControlError, DashboardData, DashboardSource, DeviceKind, DeviceLayout, Facts,
     PoolUsage, StreamLayout,
 };
+use super::tuner::TuneControl;
 use crate::device::identity::{Device, PoolId};
 use crate::engine::EngineKind;
 use crate::profiler::{DeviceId, Profiler, Snapshot};
 use crate::sync::{thread, Arc, Mutex};
+use crate::tune::{DriverProbe, IterationWork, LiveTuner, TuneOptions, TuneProgress, TuneStop};
 use crate::workload::run::{
     Driver, DriverHandle, GflopsSplit, GpuWorkerRoles, ProfilerReport, RunError, RunLength,
     RunSummary,
@@ -61,6 +63,9 @@ pub struct LiveInfo {
     pub gpu_model: Option<String>,
     /// Where `e` writes traces.
     pub trace_dir: PathBuf,
+    /// The search `t` runs (budget, objective, space, CPUs, `max_threads`; its start is the
+    /// run's counts when `t` is pressed). `None`: `t` says why it cannot tune.
+    pub tune: Option<TuneOptions>,
 }
 
 /// The final numbers, set by the driver thread when the run ends.
@@ -100,6 +105,7 @@ impl LiveRun {
         let slot = outcome.clone();
         let peak = info.peak_gflops;
         let workload = driver.graph().name.clone();
+        let work = IterationWork::of(driver.graph());
         let thread = thread::Builder::new()
             .name("driver".into())
             .spawn(move || {
@@ -118,6 +124,8 @@ impl LiveRun {
             samples: VecDeque::new(),
             exports: 0,
             gpu_workers,
+            work,
+            tuner: None,
         };
         Ok((LiveRun { handle, thread }, source))
     }
@@ -179,6 +187,10 @@ pub struct LiveSource {
     exports: u32,
     /// A GPU's workers by role (the driver's settings), when the run has GPUs.
     gpu_workers: Option<GpuWorkerRoles>,
+    /// The graph's work per iteration (what the tuner's windows count).
+    work: IterationWork,
+    /// The live search, from `t` until the user keeps its best or goes back.
+    tuner: Option<LiveTuner>,
 }
 
 impl std::fmt::Debug for LiveSource {
@@ -276,6 +288,78 @@ impl LiveSource {
             ..DeviceLayout::default()
         });
         layout
+    }
+
+    /// `t` and what follows it (see [`tuner`](super::tuner)).
+    fn tune(&mut self, control: TuneControl) -> Result<String, ControlError> {
+        let failed = |error: RunError| ControlError::Failed(crate::error_chain::text(&error));
+        match control {
+            TuneControl::Start => self.start_tuner(),
+            TuneControl::Stop => match &self.tuner {
+                Some(tuner) => {
+                    tuner.stop();
+                    Ok("stopping the tuner: Enter keeps its best, b goes back".into())
+                }
+                None => Err(ControlError::Failed("no search runs".into())),
+            },
+            TuneControl::Keep(point) | TuneControl::Back(point) => {
+                self.tuner = None; // stops and joins a search still running
+                let now = self.handle.progress();
+                if now.inter != point.inter {
+                    self.handle
+                        .set_inter_op_threads(point.inter)
+                        .map_err(failed)?;
+                }
+                if now.intra != point.intra {
+                    self.handle
+                        .set_intra_op_threads(point.intra)
+                        .map_err(failed)?;
+                }
+                let done = match control {
+                    TuneControl::Keep(_) => "kept the tuner's best",
+                    _ => "back to",
+                };
+                Ok(format!("{done}: {point}"))
+            }
+        }
+    }
+
+    /// Starts a search from the run's counts now, unless one runs or it cannot.
+    fn start_tuner(&mut self) -> Result<String, ControlError> {
+        let refuse = |why: &str| Err(ControlError::Failed(why.to_string()));
+        let Some(mut options) = self.info.tune.clone() else {
+            return refuse("this run has no tuner");
+        };
+        if self
+            .tuner
+            .as_ref()
+            .is_some_and(|t| t.progress().is_running())
+        {
+            return refuse("the tuner already runs: t or Esc stops it");
+        }
+        let now = self.handle.progress();
+        if now.paused {
+            return refuse("the run is paused: resume it (space) to tune");
+        }
+        options.start = crate::tune::Point {
+            inter: now.inter,
+            intra: now.intra,
+        };
+        let stop = TuneStop::new();
+        let outcome = self.outcome.clone();
+        let running = move || outcome.lock().is_none();
+        let probe = DriverProbe::new(
+            self.handle.clone(),
+            self.work,
+            options.objective,
+            stop.clone(),
+            running,
+        );
+        let budget = options.budget.as_secs_f64();
+        self.tuner = Some(LiveTuner::start(probe, options, stop).map_err(|error| {
+            ControlError::Failed(format!("could not start the `tuner` thread: {error}"))
+        })?);
+        Ok(format!("tuning for up to {budget:.0} s: t or Esc stops it"))
     }
 
     fn export(&mut self) -> Result<String, ControlError> {
@@ -382,7 +466,12 @@ impl DashboardSource for LiveSource {
                 self.profiler.reset_stats();
                 Ok("statistics reset".to_string())
             }
+            Control::Tune(tune) => self.tune(tune),
         }
+    }
+
+    fn tuner(&mut self) -> Option<TuneProgress> {
+        self.tuner.as_ref().map(LiveTuner::progress)
     }
 }
 

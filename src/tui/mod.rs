@@ -30,6 +30,7 @@ mod run;
 pub mod source;
 pub mod term;
 pub mod theme;
+pub mod tuner;
 pub mod view;
 
 pub use app::{Action, App};
@@ -41,3 +42,4 @@ pub use source::{
     PoolUsage, StreamLayout,
 };
 pub use theme::{ColorChoice, Theme};
+pub use tuner::TuneControl;

@@ -109,6 +109,8 @@ fn event_loop(
             } else {
                 app.observe(source.snapshot());
             }
+            // Also once finished: a search the run's end cut short still reports.
+            app.observe_tuner(source.tuner());
             draw(terminal, &app, theme)?;
             next_frame = (next_frame + frame).max(Instant::now());
         }

@@ -40,6 +40,11 @@ pub trait DashboardSource {
     /// Applies `control`; `Ok` holds a status line for the footer (`"inter 5 on cpu0"`,
     /// `"trace written to /tmp/x.json"`), `Err` the reason it was not applied.
     fn control(&mut self, control: Control) -> Result<String, ControlError>;
+
+    /// The thread-count search's progress, while this source has one ([`Control::Tune`]).
+    fn tuner(&mut self) -> Option<crate::tune::TuneProgress> {
+        None
+    }
 }
 
 /// A request from the dashboard to the runtime.
@@ -60,6 +65,8 @@ pub enum Control {
     ExportTrace,
     /// Zero the counters and histograms (ops table, steals, dropped events).
     ResetStats,
+    /// Start, stop or settle the live thread-count search.
+    Tune(super::tuner::TuneControl),
 }
 
 impl Control {
@@ -72,6 +79,7 @@ impl Control {
             Control::Pause(false) => "resuming",
             Control::ExportTrace => "exporting a trace",
             Control::ResetStats => "resetting statistics",
+            Control::Tune(_) => "tuning the thread counts",
         }
     }
 }

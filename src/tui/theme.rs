@@ -138,6 +138,11 @@ impl Theme {
         self.fg(Color::Green)
     }
 
+    /// A change of the thread counts on the sparklines and the timeline.
+    pub fn marker(self) -> Style {
+        self.fg(Color::Magenta)
+    }
+
     /// A sparkline.
     pub fn sparkline(self) -> Style {
         self.fg(Color::Cyan)

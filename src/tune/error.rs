@@ -11,14 +11,16 @@ pub enum TuneError {
     /// `--space` names something that is not a dimension.
     #[error("unknown dimension `{0}` in --space: use inter, intra or inter,intra")]
     UnknownDimension(String),
-    /// `--space` names a dimension the tuner cannot vary yet.
+    /// `--space` names a dimension fixed when the run starts: the live search cannot vary
+    /// it without a restart, which it never fakes.
     #[error(
-        "`{}` is not searchable yet: the tuner varies inter and intra (--space inter,intra); \
-         set {} by hand and tune the counts for it",
+        "`{}` cannot be searched live: {}, and the tuner resizes one running workload without \
+         restarting it; tune once per setting ({} ...) and compare, varying inter,intra",
         dimension_name(*.0),
+        why_fixed(*.0),
         dimension_flag(*.0)
     )]
-    NotSearchable(Dimension),
+    NeedsRestart(Dimension),
     /// `--space` is empty.
     #[error("--space names no dimension: use inter, intra or inter,intra")]
     EmptySpace,
@@ -60,10 +62,19 @@ fn dimension_name(dimension: Dimension) -> &'static str {
     }
 }
 
+/// Why `dimension` cannot change while a run goes.
+fn why_fixed(dimension: Dimension) -> &'static str {
+    match dimension {
+        Dimension::Spin => "whether idle workers spin is fixed when a pool's workers start",
+        Dimension::Pool => "the pool kind is fixed when the run builds its pools",
+        Dimension::Inter | Dimension::Intra => "it is searched live",
+    }
+}
+
 fn dimension_flag(dimension: Dimension) -> &'static str {
     match dimension {
-        Dimension::Spin => "--spin on|off",
-        Dimension::Pool => "--pool simple|eigen|chase-lev",
+        Dimension::Spin => "enginetop tune --spin on|off",
+        Dimension::Pool => "enginetop tune --pool simple|eigen|chase-lev",
         Dimension::Inter => "--inter",
         Dimension::Intra => "--intra",
     }

@@ -36,6 +36,10 @@
 //! resize refused ends the search at once; the report keeps every window measured so far
 //! and says why it ended ([`Outcome`]).
 //!
+//! # Live, in the dashboard
+//! [`LiveTuner`] runs [`search`] on its own thread beside a run that keeps going; the
+//! dashboard reads a copy of its [`TuneProgress`] each frame and settles the counts itself.
+//!
 //! # Measuring
 //! [`search`] drives a [`Probe`]: [`DriverProbe`] on a real run, a deterministic noisy fake
 //! in the tests. The workload's results do not depend on the counts (its checksum is the
@@ -43,6 +47,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod live;
 mod probe;
 mod render;
 mod run;
@@ -51,9 +56,10 @@ mod space;
 mod stats;
 
 pub use error::TuneError;
+pub use live::{LiveTuner, TuneEnd, TuneProgress};
 pub use probe::{DriverProbe, IterationWork};
 pub use render::{heat_map, json, table, text_report};
-pub use run::{tune_driver, TunedRun};
+pub use run::{tune_driver, TunedRun, DASHBOARD_BUDGET};
 pub use search::{
     search, Basis, Gain, Halt, Outcome, Phase, PointResult, Probe, ProbeEvent, TuneOptions,
     TuneReport, CONFIRM_SAMPLES, MIN_NOISE, MIN_WINDOW, SCAN_TOLERANCE, SETTLE_FRACTION,

@@ -48,6 +48,23 @@ impl TuneOptions {
     }
 }
 
+/// The dashboard's search budget (`enginetop tune`'s default).
+pub const DASHBOARD_BUDGET: Duration = Duration::from_secs(60);
+
+impl TuneOptions {
+    /// The search the dashboard's `t` runs on a run configured by `config`: throughput,
+    /// [`DASHBOARD_BUDGET`], both counts (only the intra-op count on the naive engine, which
+    /// has no inter-op pool).
+    pub fn for_dashboard(config: &RuntimeConfig) -> TuneOptions {
+        let space = Space {
+            inter: config.engine_kind != EngineKind::Naive,
+            intra: true,
+        };
+        TuneOptions::for_config(config, DASHBOARD_BUDGET, Objective::Throughput, space)
+            .expect("the naive engine's space leaves out the inter-op count")
+    }
+}
+
 /// What a tuning run found, and what the run did meanwhile.
 #[derive(Debug)]
 pub struct TunedRun {

@@ -91,9 +91,10 @@ pub enum Dimension {
     Inter,
     /// The intra-op count.
     Intra,
-    /// Whether idle workers spin (not searchable yet).
+    /// Whether idle workers spin (fixed when a pool starts: refused, see
+    /// [`TuneError::NeedsRestart`]).
     Spin,
-    /// The pool kind (not searchable yet).
+    /// The pool kind (fixed when the run starts: refused).
     Pool,
 }
 
@@ -138,7 +139,8 @@ impl FromStr for Space {
     /// use enginetop::tune::Space;
     /// let space: Space = "intra".parse().unwrap();
     /// assert!(space.intra && !space.inter);
-    /// assert!("inter,spin".parse::<Space>().unwrap_err().to_string().contains("not searchable yet"));
+    /// let spin = "inter,spin".parse::<Space>().unwrap_err().to_string();
+    /// assert!(spin.contains("cannot be searched live"));
     /// ```
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let mut space = Space {
@@ -150,7 +152,7 @@ impl FromStr for Space {
                 Dimension::Inter => space.inter = true,
                 Dimension::Intra => space.intra = true,
                 dimension @ (Dimension::Spin | Dimension::Pool) => {
-                    return Err(TuneError::NotSearchable(dimension))
+                    return Err(TuneError::NeedsRestart(dimension))
                 }
             }
         }
@@ -239,8 +241,15 @@ mod tests {
             Point { inter: 2, intra: 5 }
         );
         for (text, message) in [
-            ("pool", "`pool` is not searchable yet"),
-            ("inter,spin", "`spin` is not searchable yet"),
+            (
+                "pool",
+                "`pool` cannot be searched live: the pool kind is fixed",
+            ),
+            (
+                "inter,spin",
+                "`spin` cannot be searched live: whether idle workers spin",
+            ),
+            ("spin", "(enginetop tune --spin on|off ...)"),
             ("threads", "unknown dimension `threads`"),
             ("", "names no dimension"),
         ] {

@@ -126,6 +126,7 @@ fn live_info(args: &RunArgs, config: &RuntimeConfig, graph: &Graph) -> Result<Li
         gpus: devices(true),
         gpu_model: None,
         trace_dir,
+        tune: Some(enginetop::tune::TuneOptions::for_dashboard(config)),
     })
 }
 

@@ -214,6 +214,7 @@ impl DashboardSource for FakeSource {
                 self.model.reset();
                 Ok("statistics reset".to_string())
             }
+            Control::Tune(_) => Err(ControlError::Unsupported("tuning (it needs a live run)")),
         }
     }
 }

@@ -74,6 +74,7 @@ fn hints(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
         .filter(|(keys, _)| !keys.is_empty())
         .map(|(keys, label)| match keys {
             PLUS_MINUS => (keys, plus_minus_label(ctx)),
+            "t" if ctx.app.is_tuning() => (keys, "stop tuning".to_string()),
             _ => (keys, label.to_string()),
         })
         .collect()
@@ -104,6 +105,11 @@ fn hint_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
         Mode::Help => vec![
             ("j/k PgDn", "scroll".into()),
             ("Esc/?/q", "close help".into()),
+        ],
+        Mode::TuneChoice => vec![
+            ("Enter/k", "keep the best".into()),
+            ("b/Esc", "go back".into()),
+            ("q", "quit".into()),
         ],
         Mode::Normal => hints(ctx),
     };

@@ -7,6 +7,7 @@
 //! wide (>= 120x36):  devices | ops table        compact:  selected device (tabs in title)
 //!                            | sparklines                 sparklines (2 rows)
 //!                    timeline (full width)                timeline | ops table
+//! tuner (0-3 rows, while a search runs or waits for a choice)
 //! footer (status line + key hints wrapped to the width)
 //! ```
 //! The help overlay is drawn over everything when it is up. Under [`MIN`] the screen is one
@@ -27,6 +28,7 @@ pub mod lints;
 pub mod ops;
 pub mod sparklines;
 pub mod timeline;
+pub mod tuner;
 
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::style::Style;
@@ -96,10 +98,11 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, theme: Theme) {
     }
     let ctx = Ctx::new(app, theme);
     let wide = area.width >= WIDE.0 && area.height >= WIDE.1;
-    let [header_area, lints_area, body, footer_area] = Layout::vertical([
+    let [header_area, lints_area, body, tuner_area, footer_area] = Layout::vertical([
         Constraint::Length(header::HEIGHT),
         Constraint::Length(lints::height(&ctx, wide, area.height)),
         Constraint::Min(0),
+        Constraint::Length(tuner::height(&ctx, area.width)),
         Constraint::Length(footer::height(&ctx, area.width)),
     ])
     .areas(area);
@@ -110,6 +113,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, theme: Theme) {
     } else {
         draw_compact(frame, body, &ctx);
     }
+    tuner::draw(frame, tuner_area, &ctx);
     footer::draw(frame, footer_area, &ctx);
     if app.mode == Mode::Help {
         help::draw(frame, area, &ctx);

@@ -1,7 +1,9 @@
 //! Sparklines of throughput (ops/s, every device together) and queue depth (every queue
 //! together), one point per frame, newest on the right: the effect of a resize shows here.
 //! The vertical axis starts at three quarters of the smallest value shown, not at zero, so a
-//! 10% step stands out; the label gives the range.
+//! 10% step stands out; the label gives the range. A column whose frame follows a change of
+//! the thread counts (`+`/`-`, `]`/`[` or the tuner) is marked: `│` in its top row and
+//! above its bar, the rest of the bar in the marker's colour.
 #![forbid(unsafe_code)]
 
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -81,11 +83,14 @@ fn headline(app: &App, series: &Series, now: u64) -> String {
 fn draw_series(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, series: &Series) {
     let [label_area, line_area] =
         Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
-    let points: Vec<u64> = ctx
+    let samples: Vec<&Sample> = ctx
         .app
         .history()
         .newest(usize::from(area.width.saturating_sub(1)))
-        .map(series.value)
+        .collect();
+    let points: Vec<u64> = samples
+        .iter()
+        .map(|&sample| (series.value)(sample))
         .collect();
     let headline = headline(ctx.app, series, points.last().copied().unwrap_or(0));
     let max = points.iter().copied().max().unwrap_or(0);
@@ -119,7 +124,30 @@ fn draw_series(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, series: &Series
         ..line_area
     };
     frame.render_widget(sparkline, line_area);
+    mark_resizes(frame, line_area, ctx, &samples);
 }
+
+/// Marks each column whose sample follows a resize (`samples[i]` is drawn in column `i`).
+fn mark_resizes(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, samples: &[&Sample]) {
+    let style = ctx.theme.marker();
+    let buffer = frame.buffer_mut();
+    for (index, pair) in samples.windows(2).enumerate() {
+        let x = area.x + (index + 1) as u16;
+        if !pair[1].resized_since(pair[0]) || x >= area.right() {
+            continue;
+        }
+        for y in area.top()..area.bottom() {
+            let cell = &mut buffer[(x, y)];
+            if y == area.top() || cell.symbol() == " " {
+                cell.set_symbol(RESIZE_GLYPH);
+            }
+            cell.set_style(style);
+        }
+    }
+}
+
+/// The glyph of a resize on the sparklines and the timeline.
+pub const RESIZE_GLYPH: &str = "│";
 
 #[cfg(test)]
 mod tests {
@@ -154,6 +182,42 @@ mod tests {
             "{narrower}"
         );
         assert!(narrower.contains("queued"), "{narrower}");
+    }
+
+    /// A frame after a resize (the inter-op count changes at the 4th of 6 frames) marks its
+    /// column with `│` in its top row, in both series.
+    #[test]
+    fn a_resize_marks_its_column() {
+        use crate::profiler::stats::DeviceSnapshot;
+        use crate::tui::source::{DashboardData, DeviceLayout};
+        let mut app = App::new();
+        for k in 0..6u64 {
+            let mut data = DashboardData::default();
+            data.snapshot.devices.push(DeviceSnapshot {
+                name: "cpu0".into(),
+                ops_per_s: 100.0 + k as f64,
+                queue_depth: 1,
+                ..DeviceSnapshot::default()
+            });
+            data.devices.push(DeviceLayout {
+                title: "cpu0".into(),
+                inter_op: Some(if k >= 3 { 3 } else { 2 }),
+                ..DeviceLayout::default()
+            });
+            app.observe(data);
+        }
+        let text = render(40, WIDE_HEIGHT, |frame, area| {
+            draw_wide(frame, area, &Ctx::new(&app, Theme::plain()))
+        });
+        // Column 1 of the line area is the inner column 2: the 4th point sits at 2 + 3.
+        let at = |line: &str| line.chars().nth(5);
+        let tops: Vec<Option<char>> = text.lines().map(at).collect();
+        assert!(tops.contains(&Some('│')), "{text}");
+        let untouched = app_after(FakeOptions::default(), 6);
+        let plain = render(40, WIDE_HEIGHT, |frame, area| {
+            draw_wide(frame, area, &Ctx::new(&untouched, Theme::plain()))
+        });
+        assert!(!plain.lines().map(at).any(|c| c == Some('│')), "{plain}");
     }
 
     /// Once finished, the throughput's figure is the run's average (the header's), not the

@@ -6,7 +6,9 @@
 //! worker was seen in most often in its column (`█` running, `▒` stealing, `░` spinning,
 //! `·` parked); a column no frame fell in (a late frame) shows the last state seen before
 //! it, for up to [`HOLD`], then stays blank. `>` / `<` zoom in and out. Labels are cut with
-//! [`format::fit_name`]; rows out of sight are counted in the bottom border.
+//! [`format::fit_name`]; rows out of sight are counted in the bottom border. A column whose
+//! samples follow a change of the thread counts (by hand or by the tuner) is a `│` down every
+//! row, and the legend names it while one is in view.
 //!
 //! [`App::column_span`]: crate::tui::app::App::column_span
 #![forbid(unsafe_code)]
@@ -18,6 +20,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
+use super::sparklines::RESIZE_GLYPH;
 use super::{first_shown, fit_parts, format, more_marker, Ctx, Part};
 use crate::profiler::stats::{Activity, WorkerSnapshot};
 use crate::tui::app::Focus;
@@ -55,7 +58,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     if let Some(marker) = more_marker(ctx, skip, below) {
         block = block.title_bottom(marker);
     }
-    let mut lines = vec![legend(ctx, inner_width)];
+    let mut lines = vec![legend(ctx, inner_width, axis.resized.contains(&true))];
     lines.extend(
         workers
             .iter()
@@ -77,6 +80,8 @@ struct Axis<'h> {
     placed: Vec<(usize, &'h Sample)>,
     /// Whether any sample fell in each column.
     sampled: Vec<bool>,
+    /// Whether a sample in each column follows a resize.
+    resized: Vec<bool>,
 }
 
 impl<'h> Axis<'h> {
@@ -88,6 +93,7 @@ impl<'h> Axis<'h> {
             newest_ns,
             placed: Vec::new(),
             sampled: vec![false; columns],
+            resized: vec![false; columns],
         };
         let placed: Vec<(usize, &Sample)> = history
             .samples()
@@ -95,6 +101,10 @@ impl<'h> Axis<'h> {
             .collect();
         for &(column, _) in &placed {
             axis.sampled[column] = true;
+        }
+        for pair in placed.windows(2) {
+            let ((_, before), (column, after)) = (pair[0], pair[1]);
+            axis.resized[column] |= after.resized_since(before);
         }
         axis.placed = placed;
         axis
@@ -139,12 +149,16 @@ fn title<'a>(ctx: &Ctx<'a>, axis: &Axis<'_>, width: u16) -> Line<'a> {
 
 /// The glyphs and what they mean, in `width` cells: the zoom hint goes first, then the
 /// states from the last (parked) on, each whole.
-fn legend<'a>(ctx: &Ctx<'a>, width: usize) -> Line<'a> {
+fn legend<'a>(ctx: &Ctx<'a>, width: usize, resizes: bool) -> Line<'a> {
     let mut parts: Vec<Part<'a>> = vec![(0, vec![Span::raw(" ")])];
     for (index, (activity, name)) in LEGEND.into_iter().enumerate() {
         let glyph = Span::styled(timeline_glyph(Some(activity)), ctx.theme.activity(activity));
         let name = Span::styled(format!(" {name}  "), ctx.theme.dim());
         parts.push((1 + index as u8, vec![glyph, name]));
+    }
+    if resizes {
+        let glyph = Span::styled(RESIZE_GLYPH, ctx.theme.marker());
+        parts.push((8, vec![glyph, Span::styled(" resize  ", ctx.theme.dim())]));
     }
     parts.push((9, vec![Span::styled("</> zoom", ctx.theme.dim())]));
     fit_parts(parts, width)
@@ -159,7 +173,11 @@ fn row<'a>(
     let name = format::fit_name(&worker.name, label_width);
     let label = format!("{} ", format::pad_left(&name, label_width));
     let mut spans = vec![Span::styled(label, ctx.theme.dim())];
-    for activity in cells(axis, worker.thread) {
+    for (column, activity) in cells(axis, worker.thread).into_iter().enumerate() {
+        if axis.resized[column] {
+            spans.push(Span::styled(RESIZE_GLYPH, ctx.theme.marker()));
+            continue;
+        }
         let style = activity.map_or(ctx.theme.dim(), |a| ctx.theme.activity(a));
         spans.push(Span::styled(timeline_glyph(activity), style));
     }
@@ -255,6 +273,33 @@ mod tests {
             app.observe(data);
         }
         app
+    }
+
+    /// A resize (the intra-op count changes at the 6th of 10 frames) is a `│` in its
+    /// column, and the legend names it; without one, neither shows.
+    #[test]
+    fn a_resize_is_marked_in_its_column() {
+        let mut app = App::new();
+        for k in 1..=10u64 {
+            let mut data = DashboardData::default();
+            data.snapshot.at_ns = k * 100_000_000;
+            data.facts.intra_op = if k >= 6 { 2 } else { 1 };
+            data.snapshot.devices.push(DeviceSnapshot {
+                id: 1,
+                name: "cpu0".into(),
+                ..Default::default()
+            });
+            let worker =
+                crate::tui::fake::worker_snapshot(1, "cpu0-w0", "cpu0", 0, Activity::Running);
+            data.snapshot.workers = vec![worker];
+            app.observe(data);
+        }
+        let (_, cells) = title_and_cells(&app);
+        assert_eq!(cells, format!("{}│{}", "█".repeat(5), "█".repeat(4)));
+        let text = timeline(&app, 80, 4);
+        assert!(text.lines().nth(1).unwrap().contains("│ resize"), "{text}");
+        let still = app_with_frames(&[(100, Activity::Running), (200, Activity::Running)]);
+        assert!(!timeline(&still, 80, 4).contains("resize"));
     }
 
     /// The title row and the worker's cells from its first sample on, at 80 wide.

@@ -65,7 +65,7 @@ impl ConfigHistory {
     }
 
     /// The segments, oldest first.
-    #[allow(dead_code)] // what `enginetop tune` reads of a run's resizes
+    #[cfg(test)]
     pub(crate) fn segments(&self) -> &[ConfigSegment] {
         &self.segments
     }

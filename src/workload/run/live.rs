@@ -320,13 +320,6 @@ impl DriverHandle {
         }
     }
 
-    /// The thread counts of the current (or last) run over its wall-clock time, and that
-    /// time so far: what a live tuner reads back.
-    #[allow(dead_code)] // `enginetop tune` reads it
-    pub(crate) fn config_history(&self) -> (ConfigHistory, Duration) {
-        self.control.history()
-    }
-
     /// Waits until `count` iterations of this run have finished, or until `deadline`;
     /// returns how many have (the tuner's measurement windows end on iteration ends).
     pub fn wait_for_iterations(&self, count: u64, deadline: Instant) -> u64 {
