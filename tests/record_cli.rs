@@ -231,3 +231,46 @@ fn a_cut_off_recording_exports_its_prefix_and_a_corrupt_one_is_refused() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_run_killed_while_recording_leaves_a_readable_prefix() {
+    let dir = scratch("killed");
+    let mut child = command()
+        .args([
+            "--workload",
+            "chain",
+            "--set",
+            "length=200",
+            "--duration",
+            "60",
+            "--headless",
+        ])
+        .args(["--gemm-peak", "100", "--record", "k.etrec"])
+        .current_dir(&dir)
+        .env("XDG_CACHE_HOME", &dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the enginetop binary starts");
+    // Killed once a few chunks are on disk (each chunk is at least hundreds of bytes).
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    let path = dir.join("k.etrec");
+    while std::fs::metadata(&path).map_or(0, |meta| meta.len()) < 20_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recording never grew"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(std::time::Duration::from_millis(5)); // polling a file: no event to wait on
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let stderr = succeeded(&enginetop(
+        &["export", "k.etrec", "--to", "chrome", "--out", "k.json"],
+        &dir,
+    ));
+    assert!(stderr.contains("warning: k.etrec is cut off"), "{stderr}");
+    let exported = read_json(&dir.join("k.json"));
+    assert!(exported["traceEvents"].as_array().unwrap().len() > 100);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
