@@ -203,7 +203,13 @@ fn a_cut_off_recording_exports_its_prefix_and_a_corrupt_one_is_refused() {
     );
     let exported = read_json(&dir.join("cut.trace.json"));
     assert!(exported["traceEvents"].as_array().unwrap().len() > 100);
-    succeeded(&enginetop(&["compare", "r.etrec", "cut.etrec"], &dir));
+    let compared = enginetop(&["compare", "r.etrec", "cut.etrec"], &dir);
+    succeeded(&compared);
+    let table = text(&compared.stdout);
+    assert!(
+        table.contains("B: cut.etrec (recording)\n   cut off ("),
+        "{table}"
+    );
 
     let mut corrupt = bytes.clone();
     let middle = corrupt.len() / 2;

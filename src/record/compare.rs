@@ -47,6 +47,8 @@ pub struct RunProfile {
     pub ops: BTreeMap<String, OpTotals>,
     /// Busy seconds by worker thread name.
     pub workers: BTreeMap<String, f64>,
+    /// What a cut-off recording lacks (`None` for a whole one or a Chrome trace).
+    pub cut_off: Option<String>,
 }
 
 /// Reads `path` as a recording or one of our Chrome traces and reduces it.
@@ -75,6 +77,7 @@ impl RunProfile {
         let mut profile = RunProfile {
             source: source.to_string(),
             format: "recording",
+            cut_off: (!recording.ending.is_complete()).then(|| recording.ending.to_string()),
             ..RunProfile::default()
         };
         profile.config = recording
@@ -348,6 +351,8 @@ pub struct RunSummaryLine {
     pub iterations: Option<u64>,
     /// Seconds per iteration, where the input says.
     pub step_time_s: Option<f64>,
+    /// What a cut-off recording lacks.
+    pub cut_off: Option<String>,
 }
 
 /// Lines up `a` (the baseline) and `b`.
@@ -357,6 +362,7 @@ pub fn compare(a: &RunProfile, b: &RunProfile) -> Comparison {
         format: profile.format,
         iterations: profile.iterations,
         step_time_s: profile.step_time_s,
+        cut_off: profile.cut_off.clone(),
     };
     let step_time_s = match (a.step_time_s, b.step_time_s) {
         (Some(a), Some(b)) => Some(Delta::of(a, b)),
@@ -451,8 +457,12 @@ fn ratio(delta: &Delta) -> String {
 impl fmt::Display for Comparison {
     /// The comparison as tables for people: A is the baseline, deltas are B - A.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "A: {} ({})", self.a.source, self.a.format)?;
-        writeln!(f, "B: {} ({})", self.b.source, self.b.format)?;
+        for (side, run) in [("A", &self.a), ("B", &self.b)] {
+            writeln!(f, "{side}: {} ({})", run.source, run.format)?;
+            if let Some(cut_off) = &run.cut_off {
+                writeln!(f, "   {cut_off}")?;
+            }
+        }
         match &self.step_time_s {
             Some(step) => writeln!(
                 f,
