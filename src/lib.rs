@@ -14,6 +14,8 @@
 //!   every pool and thread count.
 //! - [`profiler`]: per-thread lock-free event rings, a collector thread, live statistics,
 //!   Chrome trace export and validation, an MXNet-style summary, a `tracing` layer.
+//! - [`record`]: recordings of every event of a run, streamed to a compact checksummed file
+//!   while it runs; their Chrome export and the comparison of two runs.
 //! - [`bench`](mod@bench): the benchmarks `enginetop bench` runs.
 //! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
 //!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
@@ -111,6 +113,7 @@ pub mod error_chain;
 pub mod kernels;
 pub mod pool;
 pub mod profiler;
+pub mod record;
 mod sync;
 pub mod tui;
 pub mod tune;

@@ -4,7 +4,7 @@
 //! enginetop --workload NAME|PATH [--set NAME=VALUE]... [--iterations N | --duration S]
 //!           [--engine naive|pooled|per-device] [--pool simple|eigen|chase-lev]
 //!           [--inter N] [--intra M] [--max-threads N] [--gpus ...] [--trace FILE]
-//!           [--summary table|json]
+//!           [--summary table|json] [--record FILE]
 //!           [--headless] [--gemm-peak GFLOPS]
 //! enginetop bench pool [--pool simple|eigen|chase-lev|rayon|all] [--threads T] [--json]
 //!                      [--reps N] [--bench spawn,tree,parallel_for,wake_hot,wake_cold] [--quick]
@@ -21,6 +21,8 @@
 //! enginetop devices [--json] [--gpus none|auto|cuda|sim:N]
 //! enginetop trace demo [--out FILE] [--pool simple|eigen|chase-lev] [--threads T]
 //! enginetop trace validate FILE
+//! enginetop export RECORDING --to chrome [--out FILE]
+//! enginetop compare A B [--summary table|json]
 //! ```
 //! One file per command; new commands go in [`Command`].
 use std::process::ExitCode;
@@ -32,8 +34,11 @@ use enginetop::config::ConfigOverrides;
 use enginetop::device::discover::GpuSelection;
 
 mod bench;
+mod compare;
 mod devices;
+mod export;
 mod numbers;
+mod record;
 mod run;
 mod trace;
 mod tune;
@@ -91,6 +96,11 @@ enum Command {
     Devices(devices::DevicesArgs),
     /// Record and check Chrome traces.
     Trace(trace::TraceArgs),
+    /// Export a recording (`--record FILE`) as a Chrome trace.
+    Export(export::ExportArgs),
+    /// Compare two runs (recordings or Chrome traces): step time, configuration, ops,
+    /// workers.
+    Compare(compare::CompareArgs),
     /// Find the best inter-op x intra-op thread counts for a workload, measured live.
     Tune(tune::TuneArgs),
 }
@@ -119,6 +129,8 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Workloads(args)) => workloads::workloads(&args),
         Some(Command::Devices(args)) => devices::devices(&args),
         Some(Command::Trace(args)) => trace::run(&args),
+        Some(Command::Export(args)) => export::export(&args),
+        Some(Command::Compare(args)) => compare::run(&args),
         Some(Command::Tune(args)) => tune::tune(&args, ConfigOverrides::default()),
         None => run::run_main(&cli.run, cli.gpus.overrides()),
     }

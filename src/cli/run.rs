@@ -163,6 +163,11 @@ pub(super) struct RunArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
     trace: Option<PathBuf>,
 
+    /// Record every event of the run, its configuration and its summary to FILE, streamed
+    /// while it runs (see `enginetop export` and `enginetop compare`).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_profile")]
+    record: Option<PathBuf>,
+
     /// Run without the profiler (each event site then costs one branch).
     #[arg(long)]
     no_profile: bool,
@@ -307,6 +312,12 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
     } else {
         Profiler::new(ProfilerOptions::default())?
     };
+    let recorder = super::record::start(
+        args.record.as_deref(),
+        &profiler,
+        &graph.name,
+        &options.config,
+    )?;
     let hooks = RunHooks {
         progress: std::io::stderr().is_terminal().then(progress_bar),
         ..profiler_hooks(&profiler, args.profile_rows)
@@ -331,7 +342,9 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
     }
     // The summary first: a trace that cannot be written after all does not lose the run.
     print_summary(args, &summary)?;
-    export_trace(args, &profiler)
+    let exported = export_trace(args, &profiler);
+    super::record::finish(recorder, &profiler, Some(summary.json()))?;
+    exported
 }
 
 /// The run's hooks into `profiler`: engine ops, the intra-op pool's workers, the summary's

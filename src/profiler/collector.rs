@@ -22,7 +22,8 @@
 //! one, drains every ring (oldest events first, each stamped with the ring's thread), samples
 //! the watched queue depths when `queue_sample_interval` has passed (keeping the ones that
 //! changed since their last record), feeds the batch to
-//! [`Stats`] and to the trace window, and sums the rings' drop counts. A ring whose thread
+//! [`Stats`], to the trace window and to any [`EventSink`] (a recording), and sums the
+//! rings' drop counts. A ring whose thread
 //! exited is drained one last time and let go.
 //!
 //! A ring that dropped events since its last drain (it was full: the collector fell behind)
@@ -75,6 +76,14 @@ pub trait QueueDepthSource: Send + Sync {
     fn queue_depths(&self, device: DeviceId, out: &mut Vec<QueueDepth>);
 }
 
+/// Something that receives every batch the collector drains (a recording): the events in
+/// the order drained, each stamped with its thread and its time in ns, and the count of
+/// events dropped so far. It runs on the collector thread, so it must not block.
+pub trait EventSink: Send + Sync {
+    /// One drained batch (never empty) and the drop count so far.
+    fn drained(&self, events: &[Event], dropped: u64);
+}
+
 /// A watched source: weak, so watching never keeps a pool alive.
 struct Watched {
     device: DeviceId,
@@ -110,6 +119,8 @@ pub(crate) struct Core {
     stats: Mutex<Stats>,
     window: Mutex<TraceWindow>,
     watched: Mutex<Vec<Watched>>,
+    /// Batch receivers ([`EventSink`]): weak, so a sink ends when its owner drops it.
+    sinks: Mutex<Vec<std::sync::Weak<dyn EventSink>>>,
     /// Events with no ring to go to (recorded while a thread was exiting).
     lost: AtomicU64,
 }
@@ -128,6 +139,7 @@ impl Core {
             stats: Mutex::new(Stats::new(options.stats)),
             window: Mutex::new(TraceWindow::new(options.window)),
             watched: Mutex::new(Vec::new()),
+            sinks: Mutex::new(Vec::new()),
             lost: AtomicU64::new(0),
             options,
         }
@@ -178,6 +190,11 @@ impl Core {
     /// Samples `source`'s queue depths every `queue_sample_interval`, as `device`.
     pub(crate) fn watch(&self, device: DeviceId, source: std::sync::Weak<dyn QueueDepthSource>) {
         self.watched.lock().push(Watched { device, source });
+    }
+
+    /// Feeds every drained batch to `sink` from the next round on, for as long as it lives.
+    pub(crate) fn add_sink(&self, sink: std::sync::Weak<dyn EventSink>) {
+        self.sinks.lock().push(sink);
     }
 
     /// The statistics now.
@@ -403,6 +420,20 @@ impl Collector {
         let mut window = self.core.window.lock();
         window.extend(&self.batch);
         window.threads_exited(exited);
+        drop(window);
+        self.feed_sinks(dropped);
+    }
+
+    /// Hands the batch to every live sink, letting go of the ones dropped.
+    fn feed_sinks(&self, dropped: u64) {
+        let mut sinks = self.core.sinks.lock();
+        sinks.retain(|sink| sink.strong_count() > 0);
+        if self.batch.is_empty() {
+            return;
+        }
+        for sink in sinks.iter().filter_map(std::sync::Weak::upgrade) {
+            sink.drained(&self.batch, dropped);
+        }
     }
 }
 

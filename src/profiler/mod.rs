@@ -102,7 +102,7 @@ use std::time::Duration;
 pub use crate::engine::OpName;
 pub use chrome::ExportReport;
 pub use clock::now_ns;
-pub use collector::{QueueDepth, QueueDepthSource};
+pub use collector::{EventSink, QueueDepth, QueueDepthSource};
 pub use engine_probe::EngineProbe;
 pub use event::{Event, EventKind, OpInfo};
 pub use names::{name_current_thread, DeviceId, ThreadId};
@@ -477,8 +477,16 @@ impl Profiler {
         }
     }
 
-    /// Waits until every event recorded before this call is in the statistics and the
-    /// trace window.
+    /// Hands every batch the collector drains from now on to `sink` (a recording), for as
+    /// long as it lives. Nothing happens when profiling is off.
+    pub fn add_sink(&self, sink: std::sync::Weak<dyn EventSink>) {
+        if let Some(core) = &self.core {
+            core.add_sink(sink);
+        }
+    }
+
+    /// Waits until every event recorded before this call is in the statistics, the trace
+    /// window and the sinks.
     pub fn flush(&self) {
         if let Some(core) = &self.core {
             core.flush();

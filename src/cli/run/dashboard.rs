@@ -37,6 +37,8 @@ pub(super) fn run(
     let profiler = Profiler::new(ProfilerOptions::default())?;
     let log = log_path();
     let _logging = init_logging(&profiler, LogTarget::File(log.clone()), LevelFilter::INFO)?;
+    let recorder =
+        super::super::record::start(args.record.as_deref(), &profiler, &graph.name, &config)?;
     let hooks = profiler_hooks(&profiler, args.profile_rows);
     let mut info = live_info(args, &config, &graph)?;
     let driver = Driver::new(graph, &config, &hooks)?;
@@ -66,7 +68,9 @@ pub(super) fn run(
     let summary = summary?;
     print_summary(args, &summary)?; // first: a trace that fails to write keeps the numbers
     eprintln!("log: {}", log.display());
-    export_trace(args, &profiler)
+    let exported = export_trace(args, &profiler);
+    super::super::record::finish(recorder, &profiler, Some(summary.json()))?;
+    exported
 }
 
 /// `enginetop-<pid>.log` in the temporary directory.

@@ -1,0 +1,43 @@
+//! `enginetop compare A B [--summary table|json]`: what changed between two runs.
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use enginetop::record::compare::{compare, load_profile};
+
+/// How `compare` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum CompareFormat {
+    /// Tables for people.
+    Table,
+    /// One JSON object.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct CompareArgs {
+    /// The baseline run: a recording (`--record FILE`) or a Chrome trace (`--trace FILE`).
+    a: PathBuf,
+    /// The run compared with it (deltas are B - A, ratios B / A).
+    b: PathBuf,
+    /// How to print the comparison.
+    #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
+    summary: CompareFormat,
+}
+
+pub(super) fn run(args: &CompareArgs) -> Result<()> {
+    let a = load_profile(&args.a)?;
+    let b = load_profile(&args.b)?;
+    let comparison = compare(&a, &b);
+    let text = match args.summary {
+        CompareFormat::Table => comparison.to_string(),
+        CompareFormat::Json => format!("{}\n", comparison.json()),
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to stdout")
+}

@@ -1,0 +1,51 @@
+//! `--record FILE` on a run: start a recording beside the profiler, finish it after the run.
+use std::path::Path;
+
+use anyhow::Result;
+
+use enginetop::config::RuntimeConfig;
+use enginetop::profiler::Profiler;
+use enginetop::record::{Recorder, RecordingInfo};
+
+/// Starts recording `profiler`'s events to `path`, if given.
+pub(super) fn start(
+    path: Option<&Path>,
+    profiler: &Profiler,
+    workload: &str,
+    config: &RuntimeConfig,
+) -> Result<Option<Recorder>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    super::trace::check_trace_path("--record", path)?;
+    let info = RecordingInfo::for_run(workload, config);
+    Ok(Some(Recorder::start(path, profiler, info)?))
+}
+
+/// Writes the rest of the recording and `summary` (the run's, as JSON), and says where
+/// it went and what it holds on stderr.
+pub(super) fn finish(
+    recorder: Option<Recorder>,
+    profiler: &Profiler,
+    summary: Option<String>,
+) -> Result<()> {
+    let Some(recorder) = recorder else {
+        return Ok(());
+    };
+    let report = recorder.finish(profiler, summary)?;
+    eprintln!(
+        "recording: {} ({} events, {} bytes; `enginetop export {} --to chrome`, `enginetop \
+         compare`)",
+        report.path.display(),
+        report.events,
+        report.bytes,
+        report.path.display()
+    );
+    if report.lost > 0 {
+        eprintln!(
+            "warning: the recording lacks {} events: its writer fell behind the run",
+            report.lost
+        );
+    }
+    Ok(())
+}

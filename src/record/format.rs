@@ -1,0 +1,262 @@
+//! The recording's file format: a header, then self-contained, checksummed frames.
+//!
+//! ```text
+//! file   = MAGIC (8 bytes: "ENGTREC\0") | FORMAT_VERSION (u32 LE) | frame*
+//! frame  = payload length (u32 LE) | CRC-32 of the payload (u32 LE) | payload
+//! payload = lz4 block (uncompressed size prepended) of postcard(Frame)
+//! ```
+//! Every frame decodes on its own: a reader that stops at any frame boundary has read a
+//! valid recording of the run up to then, and a frame cut off by a kill is told apart from a
+//! corrupt one (its bytes end early; a corrupt one's checksum or decoding fails).
+//!
+//! The first frame is a header frame (the configuration at the start), the last of a
+//! finished recording an end frame. The configuration's changes are the run's
+//! `PoolResized` events, recorded with the rest. Event chunks carry the name, device and thread table entries first used
+//! in them, so the tables of any prefix cover its events. Times are nanoseconds since the
+//! recording process's epoch; a chunk stores each event's time as a delta from the one
+//! before (zig-zag varints: a byte or two each).
+//!
+//! The op graph (each op's reads and writes) is not recorded yet: it will come as a new
+//! frame kind, with the format version bumped, so older readers refuse such files clearly.
+#![forbid(unsafe_code)]
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::RuntimeConfig;
+use crate::profiler::clock::Epoch;
+
+/// The first bytes of every recording.
+pub(crate) const MAGIC: [u8; 8] = *b"ENGTREC\0";
+/// The format this build writes and reads; bumped whenever a frame changes.
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes before the first frame (magic and version).
+pub(crate) const FILE_HEADER_LEN: usize = MAGIC.len() + 4;
+/// Bytes before each frame's payload (length and checksum).
+pub(crate) const FRAME_HEADER_LEN: usize = 8;
+/// The largest payload a frame may have (compressed or not): a larger length is corruption.
+pub(crate) const MAX_FRAME_BYTES: usize = 256 << 20;
+
+/// One setting of the run's configuration (`inter` = `2`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Setting {
+    /// Its name.
+    pub key: String,
+    /// Its value, as shown to people.
+    pub value: String,
+}
+
+impl Setting {
+    /// `key` = `value`.
+    pub fn new(key: impl Into<String>, value: impl ToString) -> Self {
+        Setting {
+            key: key.into(),
+            value: value.to_string(),
+        }
+    }
+}
+
+/// What a recording says about its run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordingInfo {
+    /// The enginetop version that wrote it.
+    pub enginetop: String,
+    /// When the process's clock epoch was, in ns since the Unix epoch.
+    pub epoch_unix_ns: i64,
+    /// The workload's name.
+    pub workload: String,
+    /// The configuration at the start.
+    pub settings: Vec<Setting>,
+}
+
+impl RecordingInfo {
+    /// What a run of `workload` under `config` records about itself: this build's version,
+    /// the clock's epoch, and the configuration with its thread counts resolved.
+    pub fn for_run(workload: &str, config: &RuntimeConfig) -> Self {
+        let threads = config.resolved();
+        let workers = config.resolved_engine_workers();
+        let settings = vec![
+            Setting::new("engine", config.engine_kind),
+            Setting::new("pool", config.pool_kind),
+            Setting::new("inter", threads.inter_op),
+            Setting::new("intra", threads.intra_op),
+            Setting::new("cpu priority workers", workers.cpu_priority),
+            Setting::new("gpus", config.gpus),
+            Setting::new("gpu workers", workers.gpu),
+            Setting::new("gpu copy workers", workers.gpu_copy),
+            Setting::new("gpu sync", config.gpu_sync),
+            Setting::new("spin", if config.allow_spinning { "on" } else { "off" }),
+            Setting::new("max threads", config.max_threads),
+        ];
+        RecordingInfo {
+            enginetop: env!("CARGO_PKG_VERSION").to_string(),
+            epoch_unix_ns: Epoch::get().wall_at(0).timestamp_nanos_opt().unwrap_or(0),
+            workload: workload.to_string(),
+            settings,
+        }
+    }
+}
+
+/// What happened: the profiler's event kinds, as the file spells them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum RecordKind {
+    /// An op was put on a device queue.
+    OpQueued,
+    /// An op started.
+    OpStart,
+    /// An op ended.
+    OpEnd,
+    /// A pool task started.
+    TaskStart,
+    /// A pool task ended.
+    TaskEnd,
+    /// A steal.
+    Steal,
+    /// A worker began spinning.
+    SpinStart,
+    /// It stopped spinning.
+    SpinEnd,
+    /// A worker parked.
+    Park,
+    /// A worker woke.
+    Unpark,
+    /// A pool was resized.
+    PoolResized,
+    /// A queue depth sample.
+    QueueDepth,
+    /// A GPU op was submitted to a stream.
+    StreamSubmit,
+    /// It started on its stream.
+    StreamStart,
+    /// It ended on its stream.
+    StreamEnd,
+    /// A `tracing` span was entered.
+    SpanEnter,
+    /// It was exited.
+    SpanExit,
+}
+
+/// One recorded event, with its absolute time. The ids index the recording's tables
+/// ([`Recording::name`](super::Recording::name) and friends); `aux`, `arg` and `flags` mean
+/// what the profiler's event table says for the kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RecordedEvent {
+    /// Nanoseconds since the recording process's epoch.
+    pub ts_ns: u64,
+    /// What happened.
+    pub kind: RecordKind,
+    /// The recording thread's id in the recording's thread table.
+    pub thread: u32,
+    /// The device's id in the device table.
+    pub device: u16,
+    /// The name's id in the name table.
+    pub name: u32,
+    /// The small argument (worker, stream, priority, workers before a resize).
+    pub aux: u32,
+    /// The main argument (op id, victim, depth, workers after a resize).
+    pub arg: u64,
+    /// The error bit and op property.
+    pub flags: u8,
+}
+
+/// An event as a chunk stores it: its time as a delta from the event before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct WireEvent {
+    pub(crate) dt_ns: i64,
+    pub(crate) kind: RecordKind,
+    pub(crate) thread: u32,
+    pub(crate) device: u16,
+    pub(crate) name: u32,
+    pub(crate) aux: u32,
+    pub(crate) arg: u64,
+    pub(crate) flags: u8,
+}
+
+/// Table entries: ids and their text.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Tables {
+    pub(crate) names: Vec<(u32, String)>,
+    pub(crate) devices: Vec<(u16, String)>,
+    pub(crate) threads: Vec<(u32, String)>,
+    pub(crate) device_labels: Vec<(u16, String)>,
+}
+
+/// A run of events and the table entries they use first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Chunk {
+    pub(crate) tables: Tables,
+    /// Events the profiler had dropped by the end of this chunk (full rings).
+    pub(crate) dropped: u64,
+    /// Events the recorder had let go by the end of this chunk (its writer fell behind).
+    pub(crate) lost: u64,
+    /// The time the first event's delta is from.
+    pub(crate) base_ns: u64,
+    pub(crate) events: Vec<WireEvent>,
+}
+
+/// The last frame of a finished recording.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct End {
+    pub(crate) events: u64,
+    pub(crate) dropped: u64,
+    pub(crate) lost: u64,
+}
+
+/// One frame's content. New kinds go at the end, with [`FORMAT_VERSION`] bumped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Frame {
+    Header(RecordingInfo),
+    Chunk(Chunk),
+    /// Table entries that changed (threads renamed, devices described) at the end.
+    Tables(Tables),
+    /// The run's summary, as JSON text.
+    Summary(String),
+    End(End),
+}
+
+/// The bytes of the file's header.
+pub(crate) fn file_header() -> [u8; FILE_HEADER_LEN] {
+    let mut header = [0; FILE_HEADER_LEN];
+    header[..MAGIC.len()].copy_from_slice(&MAGIC);
+    header[MAGIC.len()..].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header
+}
+
+/// `frame` as the bytes of a whole frame (header and payload).
+pub(crate) fn encode_frame(frame: &Frame) -> Result<Vec<u8>, postcard::Error> {
+    let plain = postcard::to_stdvec(frame)?;
+    let payload = lz4_flex::block::compress_prepend_size(&plain);
+    let length = u32::try_from(payload.len()).map_err(|_| postcard::Error::SerializeBufferFull)?;
+    let mut bytes = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
+    bytes.extend_from_slice(&length.to_le_bytes());
+    bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    bytes.extend_from_slice(&payload);
+    Ok(bytes)
+}
+
+/// Why a frame's payload could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PayloadError {
+    #[error("its checksum does not match its bytes")]
+    Checksum,
+    #[error("it does not decompress: {0}")]
+    Decompress(#[from] lz4_flex::block::DecompressError),
+    #[error("it does not decode: {0}")]
+    Decode(#[from] postcard::Error),
+}
+
+/// Decodes a frame's payload whose checksum is `crc`.
+pub(crate) fn decode_payload(payload: &[u8], crc: u32) -> Result<Frame, PayloadError> {
+    if crc32fast::hash(payload) != crc {
+        return Err(PayloadError::Checksum);
+    }
+    let size = payload.get(..4).map_or(0, |head| {
+        u32::from_le_bytes([head[0], head[1], head[2], head[3]])
+    });
+    if size as usize > MAX_FRAME_BYTES {
+        return Err(PayloadError::Decode(
+            postcard::Error::DeserializeBadEncoding,
+        ));
+    }
+    let plain = lz4_flex::block::decompress_size_prepended(payload)?;
+    Ok(postcard::from_bytes(&plain)?)
+}

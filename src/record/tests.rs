@@ -1,0 +1,412 @@
+//! Recordings written from a live profiler with hand-made events, read back whole, cut off
+//! at every byte, corrupted, and mutated at random.
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::profiler::{DeviceId, Event, EventKind, NameId, OpInfo, Profiler, ProfilerOptions};
+
+use super::format::{FILE_HEADER_LEN, FRAME_HEADER_LEN};
+use super::*;
+
+/// A fresh path in the temporary directory.
+pub(crate) fn scratch(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "enginetop-record-{name}-{}.etrec",
+        std::process::id()
+    ))
+}
+
+/// Ops of a synthetic run: (name, duration in us) per op, run back to back on one thread
+/// named `worker`, `rounds` times.
+pub(crate) struct Synthetic<'a> {
+    pub(crate) worker: &'a str,
+    pub(crate) ops: &'a [(&'a str, u64)],
+    pub(crate) rounds: u64,
+}
+
+/// Records `run` to `path` (with a summary of `rounds` iterations over the run's length)
+/// and returns what the recorder reported.
+pub(crate) fn record_synthetic(path: &std::path::Path, run: &Synthetic<'_>) -> RecordReport {
+    let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+    let info = RecordingInfo {
+        enginetop: "test".into(),
+        epoch_unix_ns: 1,
+        workload: "synthetic".into(),
+        settings: vec![Setting::new("inter", 2), Setting::new("worker", run.worker)],
+    };
+    let recorder = Recorder::start(path, &profiler, info).unwrap();
+    let device = DeviceId::register("rec-cpu");
+    let ops: Vec<(String, u64)> = run
+        .ops
+        .iter()
+        .map(|&(name, us)| (name.to_string(), us))
+        .collect();
+    let (worker, rounds) = (run.worker.to_string(), run.rounds);
+    let recording = profiler.clone();
+    let end_ns = std::thread::Builder::new()
+        .name(worker)
+        .spawn(move || {
+            let (mut ts, mut id) = (1_000_000u64, 0u64);
+            for _ in 0..rounds {
+                for (name, us) in &ops {
+                    id += 1;
+                    let name = NameId::intern(name);
+                    let op = Event::op(EventKind::OpStart, device, name, OpInfo::new(id));
+                    recording.record_at(op.at(ts));
+                    ts += us * 1_000;
+                    let mut end = op.at(ts);
+                    end.kind = EventKind::OpEnd;
+                    recording.record_at(end);
+                    ts += 500;
+                }
+            }
+            ts
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let summary = serde_json::json!({
+        "iterations": rounds,
+        "elapsed_s": (end_ns - 1_000_000) as f64 / 1e9,
+    });
+    recorder
+        .finish(&profiler, Some(summary.to_string()))
+        .unwrap()
+}
+
+const OPS: &[(&str, u64)] = &[("rec-gemm", 300), ("rec-relu", 40), ("rec-sgd", 120)];
+
+fn small_recording(name: &str) -> (PathBuf, Vec<u8>) {
+    let path = scratch(name);
+    let run = Synthetic {
+        worker: "rec-w0",
+        ops: OPS,
+        rounds: 40,
+    };
+    record_synthetic(&path, &run);
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
+#[test]
+fn a_recording_reads_back_every_event_its_names_and_its_summary() {
+    let (path, _) = small_recording("round-trip");
+    let recording = read_recording(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(recording.ending.is_complete(), "{}", recording.ending);
+    assert_eq!(recording.info.workload, "synthetic");
+    assert_eq!(recording.info.settings[0], Setting::new("inter", 2));
+    assert_eq!(recording.events.len(), 40 * 3 * 2);
+    let (mut ts, mut id) = (1_000_000u64, 0u64);
+    let mut events = recording.events.iter();
+    for _ in 0..40 {
+        for &(name, us) in OPS {
+            id += 1;
+            for (kind, at) in [
+                (RecordKind::OpStart, ts),
+                (RecordKind::OpEnd, ts + us * 1_000),
+            ] {
+                let event = events.next().unwrap();
+                assert_eq!((event.kind, event.ts_ns, event.arg), (kind, at, id));
+                assert_eq!(recording.name(event.name), name);
+                assert_eq!(recording.device_name(event.device), "rec-cpu");
+                assert_eq!(recording.thread_name(event.thread), "rec-w0");
+            }
+            ts += us * 1_000 + 500;
+        }
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(recording.summary.as_deref().unwrap()).unwrap();
+    assert_eq!(summary["iterations"], 40);
+    assert_eq!((recording.dropped_events, recording.lost_events), (0, 0));
+}
+
+#[test]
+fn a_recording_is_written_while_the_run_goes() {
+    let path = scratch("streamed");
+    let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+    let recorder = Recorder::start(&path, &profiler, RecordingInfo::default()).unwrap();
+    let header_bytes = std::fs::metadata(&path).unwrap().len();
+    let (device, name) = (
+        DeviceId::register("rec-stream"),
+        NameId::intern("rec-stream-op"),
+    );
+    for id in 0..(writer::CHUNK_EVENTS as u64 + 10) {
+        profiler.op_queued(device, name, OpInfo::new(id));
+        if id % 1024 == 0 {
+            profiler.flush(); // keeps the ring from filling
+        }
+    }
+    profiler.flush();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(&path).unwrap().len() == header_bytes {
+        assert!(
+            Instant::now() < deadline,
+            "no chunk was written before the run ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5)); // polling a file: no event to wait on
+    }
+    let before_finish = read_recording(&path).unwrap();
+    assert!(!before_finish.ending.is_complete());
+    assert!(!before_finish.events.is_empty());
+    let report = recorder.finish(&profiler, None).unwrap();
+    assert_eq!(report.events, writer::CHUNK_EVENTS as u64 + 10);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn every_cut_of_a_recording_reads_its_prefix_and_says_what_was_lost() {
+    let (path, bytes) = small_recording("cuts");
+    std::fs::remove_file(&path).unwrap();
+    let whole = parse_recording(&bytes, "whole").unwrap();
+    for cut in 0..bytes.len() {
+        let read = parse_recording(&bytes[..cut], "cut");
+        if cut < FILE_HEADER_LEN {
+            let message = read.unwrap_err().to_string();
+            assert!(message.contains("`cut`"), "{cut}: {message}");
+            continue;
+        }
+        let prefix = read.unwrap_or_else(|err| panic!("cut at {cut}: {err}"));
+        assert!(!prefix.ending.is_complete(), "cut at {cut}");
+        assert_eq!(
+            prefix.events[..],
+            whole.events[..prefix.events.len()],
+            "cut at {cut}"
+        );
+        let said = prefix.ending.to_string();
+        assert!(said.starts_with("cut off"), "{said}");
+        if let Ending::CutOff {
+            read_bytes,
+            partial_bytes,
+            ..
+        } = prefix.ending
+        {
+            assert_eq!(read_bytes + partial_bytes, cut as u64);
+        }
+    }
+}
+
+/// The offsets of `bytes`' frames (each frame's header).
+fn frames(bytes: &[u8]) -> Vec<usize> {
+    let mut offsets = Vec::new();
+    let mut offset = FILE_HEADER_LEN;
+    while offset + FRAME_HEADER_LEN <= bytes.len() {
+        offsets.push(offset);
+        let length = u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap());
+        offset += FRAME_HEADER_LEN + length as usize;
+    }
+    offsets
+}
+
+#[test]
+fn a_corrupt_frame_is_an_error_naming_it() {
+    let (path, mut bytes) = small_recording("corrupt");
+    std::fs::remove_file(&path).unwrap();
+    let second = frames(&bytes)[1];
+    bytes[second + FRAME_HEADER_LEN + 3] ^= 0x40;
+    let message = parse_recording(&bytes, "bad.etrec")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.starts_with("`bad.etrec` is corrupt: frame 1 (at byte ")
+            && message.contains("checksum")
+            && message.contains("record the run again"),
+        "{message}"
+    );
+}
+
+#[test]
+fn another_version_or_another_kind_of_file_is_refused_naming_the_fix() {
+    let (path, mut bytes) = small_recording("version");
+    std::fs::remove_file(&path).unwrap();
+    bytes[8] = 99;
+    let message = parse_recording(&bytes, "old.etrec")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("format version 99")
+            && message.contains(&format!("reads version {FORMAT_VERSION}"))
+            && message.contains("record the run again"),
+        "{message}"
+    );
+    let message = parse_recording(b"{\"traceEvents\":[]}", "t.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("not an enginetop recording") && message.contains("--record"),
+        "{message}"
+    );
+}
+
+/// Recomputes the checksum of the frame at `offset` (so a mutation reaches the decoders).
+fn fix_checksum(bytes: &mut [u8], offset: usize) {
+    let length = u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap()) as usize;
+    let payload = offset + FRAME_HEADER_LEN;
+    let end = (payload + length).min(bytes.len());
+    let crc = crc32fast::hash(&bytes[payload..end]);
+    bytes[offset + 4..offset + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[test]
+fn random_mutations_of_a_recording_never_panic() {
+    let (path, original) = small_recording("fuzz");
+    std::fs::remove_file(&path).unwrap();
+    let offsets = frames(&original);
+    let mut rng = fastrand::Rng::with_seed(25);
+    let (mut read, mut refused) = (0, 0);
+    for round in 0..3_000 {
+        let mut bytes = original.clone();
+        for _ in 0..rng.usize(1..=8) {
+            match rng.u8(0..4) {
+                0 => {
+                    let at = rng.usize(..bytes.len());
+                    bytes[at] ^= 1 << rng.u8(0..8);
+                }
+                1 => {
+                    let at = rng.usize(..bytes.len());
+                    bytes[at] = rng.u8(..);
+                }
+                2 => bytes.truncate(rng.usize(..bytes.len())),
+                _ => {
+                    let at = rng.usize(..=bytes.len());
+                    bytes.insert(at, rng.u8(..));
+                }
+            }
+            if bytes.is_empty() {
+                break;
+            }
+        }
+        // Every other round, the frames' checksums are made to match, so the mutation
+        // reaches the decompressor and the decoder.
+        if round % 2 == 0 {
+            let whole = bytes.len();
+            for &offset in offsets.iter().filter(|&&o| o + FRAME_HEADER_LEN <= whole) {
+                fix_checksum(&mut bytes, offset);
+            }
+        }
+        match parse_recording(&bytes, "fuzzed") {
+            Ok(recording) => {
+                read += 1;
+                let _ = compare::RunProfile::from_recording(&recording, "fuzzed");
+                let _ = recording.ending.to_string();
+                if round % 100 == 0 {
+                    export_chrome(&recording, std::io::sink()).unwrap();
+                }
+            }
+            Err(err) => {
+                refused += 1;
+                assert!(!err.to_string().is_empty());
+            }
+        }
+    }
+    assert!(
+        read > 100 && refused > 100,
+        "read {read}, refused {refused}"
+    );
+}
+
+#[test]
+fn a_recording_exports_the_chrome_trace_of_its_events() {
+    let (path, _) = small_recording("export");
+    let recording = read_recording(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let mut json = Vec::new();
+    let report = export_chrome(&recording, &mut json).unwrap();
+    assert_eq!(report.ops, 120);
+    crate::profiler::validate::validate_json(&json).unwrap();
+    let trace: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let threads: Vec<&str> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["name"] == "thread_name")
+        .map(|event| event["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(threads, ["rec-w0"]);
+}
+
+/// The comparison of synthetic runs of `a` and `b` (op durations) on one worker.
+fn compare_runs(name: &str, a: &[(&str, u64)], b: &[(&str, u64)]) -> compare::Comparison {
+    let (path_a, path_b) = (scratch(&format!("{name}-a")), scratch(&format!("{name}-b")));
+    let rounds = 20;
+    record_synthetic(
+        &path_a,
+        &Synthetic {
+            worker: "cmp-w0",
+            ops: a,
+            rounds,
+        },
+    );
+    record_synthetic(
+        &path_b,
+        &Synthetic {
+            worker: "cmp-w0",
+            ops: b,
+            rounds,
+        },
+    );
+    let profiles = (
+        compare::load_profile(&path_a),
+        compare::load_profile(&path_b),
+    );
+    std::fs::remove_file(&path_a).unwrap();
+    std::fs::remove_file(&path_b).unwrap();
+    compare::compare(&profiles.0.unwrap(), &profiles.1.unwrap())
+}
+
+#[test]
+fn a_run_compared_with_itself_shows_no_change() {
+    let comparison = compare_runs("self", OPS, OPS);
+    let step = comparison.step_time_s.unwrap();
+    assert_eq!((step.delta, step.ratio), (0.0, Some(1.0)));
+    assert!(comparison.config.iter().all(|row| !row.changed));
+    assert_eq!(comparison.ops.len(), 3);
+    for row in &comparison.ops {
+        for delta in [row.count, row.total_ms, row.mean_us] {
+            assert_eq!((delta.delta, delta.ratio), (0.0, Some(1.0)), "{}", row.name);
+        }
+    }
+    let worker = &comparison.workers[0];
+    assert_eq!(
+        (worker.worker.as_str(), worker.busy_s.delta),
+        ("cmp-w0", 0.0)
+    );
+    assert!(worker.busy_s.a > 0.0);
+    let json = comparison.json();
+    assert_eq!(json["ops"][0]["total_ms"]["delta"], 0.0);
+}
+
+#[test]
+fn the_op_made_twice_as_slow_is_named_first() {
+    let slower = [("rec-gemm", 303), ("rec-relu", 80), ("rec-sgd", 119)];
+    let comparison = compare_runs("slower", OPS, &slower);
+    let first = &comparison.ops[0];
+    assert_eq!(first.name, "rec-relu", "{comparison}");
+    assert_eq!(first.mean_us.ratio, Some(2.0));
+    assert_eq!(first.count.delta, 0.0);
+    let step = comparison.step_time_s.unwrap();
+    assert!(step.delta > 0.0, "{step:?}");
+    let table = comparison.to_string();
+    let first_row = table.lines().find(|line| line.contains("rec-")).unwrap();
+    assert!(first_row.trim_start().starts_with("rec-relu"), "{table}");
+}
+
+#[test]
+fn a_chrome_export_compares_like_its_recording() {
+    let (path, _) = small_recording("chrome-compare");
+    let recording = read_recording(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let mut json = Vec::new();
+    export_chrome(&recording, &mut json).unwrap();
+    let from_chrome = compare::RunProfile::from_chrome_json(&json, "t.json").unwrap();
+    let from_recording = compare::RunProfile::from_recording(&recording, "r.etrec");
+    assert_eq!(from_chrome.ops, from_recording.ops);
+    assert_eq!(from_chrome.workers, from_recording.workers);
+    let message = compare::RunProfile::from_chrome_json(b"{\"x\":1}", "odd.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("`odd.json` is neither") && message.contains("traceEvents"),
+        "{message}"
+    );
+}

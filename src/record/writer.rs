@@ -1,0 +1,387 @@
+//! The recording writer: a sink on the profiler's collector and a `recorder` thread that
+//! encodes, compresses and writes what it is handed.
+//!
+//! # Protocol
+//! The collector calls [`EventSink::drained`] with each batch it drains. The sink copies the
+//! batch into a bounded channel and returns: it never blocks the collector. The events
+//! queued but not yet written are counted (`pending`); a batch that would take them past
+//! [`MAX_PENDING_EVENTS`], or that finds the channel full or the writer gone, is let go and
+//! counted as lost, and every later frame carries that count, so memory stays bounded and
+//! the recording says what it is missing.
+//!
+//! The `recorder` thread gathers events into a chunk and writes it as one frame when it
+//! holds [`CHUNK_EVENTS`] events, or when [`FLUSH_EVERY`] passed with no new batch. Each
+//! frame goes to the file in one write, so a run killed at any moment leaves whole frames
+//! and at most one cut-off frame at the end, which the reader reports.
+//!
+//! [`Recorder::finish`] closes the channel: the thread writes what it holds, the latest
+//! thread names and device labels, the run's summary and the end frame, then exits. A
+//! recorder dropped without `finish` writes what it holds and no end frame (the reader
+//! says the recording was cut off).
+#![forbid(unsafe_code)]
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+// `std`'s Arc and channel: the collector holds sinks as `std::sync::Weak` trait objects in
+// every build (the recorder is never run under loom).
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::profiler::{DeviceId, Event, EventSink, Profiler, ThreadId};
+use crate::sync::{thread, AtomicU64, Mutex, Ordering};
+
+use super::convert::recorded;
+use super::format::{
+    encode_frame, file_header, Chunk, End, Frame, RecordedEvent, RecordingInfo, Tables, WireEvent,
+};
+use super::RecordError;
+
+/// Events a chunk holds before it is written.
+pub(crate) const CHUNK_EVENTS: usize = 16_384;
+/// How long events wait for more before their chunk is written anyway.
+pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(200);
+/// Events queued for the writer at most (32 MiB of events); more are let go and counted.
+pub(crate) const MAX_PENDING_EVENTS: u64 = 1 << 20;
+/// Batches the channel holds at most.
+const CHANNEL_BATCHES: usize = 4096;
+
+/// What a finished recording wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordReport {
+    /// Where.
+    pub path: PathBuf,
+    /// The file's size.
+    pub bytes: u64,
+    /// Events written.
+    pub events: u64,
+    /// Frames written.
+    pub frames: u64,
+    /// Events the profiler dropped (full rings): in no trace and no recording.
+    pub dropped: u64,
+    /// Events the recorder let go because its writer fell behind.
+    pub lost: u64,
+}
+
+enum Message {
+    Batch(Vec<Event>, u64),
+    Finish {
+        labels: Vec<(DeviceId, String)>,
+        summary: Option<String>,
+    },
+}
+
+/// The collector's side: hands batches to the writer without blocking.
+struct Sink {
+    sender: Mutex<Option<SyncSender<Message>>>,
+    pending: Arc<AtomicU64>,
+    lost: Arc<AtomicU64>,
+}
+
+impl EventSink for Sink {
+    fn drained(&self, events: &[Event], dropped: u64) {
+        let count = events.len() as u64;
+        if self.pending.load(Ordering::Relaxed) + count > MAX_PENDING_EVENTS {
+            self.lost.fetch_add(count, Ordering::Relaxed);
+            return;
+        }
+        let sender = self.sender.lock();
+        let Some(sender) = sender.as_ref() else {
+            return; // finished: later events are not part of the recording
+        };
+        self.pending.fetch_add(count, Ordering::Relaxed);
+        let message = Message::Batch(events.to_vec(), dropped);
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = sender.try_send(message)
+        {
+            self.pending.fetch_sub(count, Ordering::Relaxed);
+            self.lost.fetch_add(count, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A recording in progress: every event the profiler drains, streamed to a file.
+///
+/// ```
+/// use enginetop::profiler::{DeviceId, NameId, OpInfo, Profiler};
+/// use enginetop::record::{read_recording, Recorder, RecordingInfo};
+/// let path = std::env::temp_dir().join(format!("doc-{}.etrec", std::process::id()));
+/// let profiler = Profiler::new(Default::default()).unwrap();
+/// let recorder = Recorder::start(&path, &profiler, RecordingInfo::default()).unwrap();
+/// let (cpu, op) = (DeviceId::register("doc-rec"), NameId::intern("doc-rec-op"));
+/// profiler.op_start(cpu, op, OpInfo::new(1));
+/// profiler.op_end(cpu, op, OpInfo::new(1), false);
+/// let report = recorder.finish(&profiler, None).unwrap();
+/// assert_eq!(report.events, 2);
+/// let recording = read_recording(&path).unwrap();
+/// assert_eq!(recording.events.len(), 2);
+/// assert!(recording.ending.is_complete());
+/// # std::fs::remove_file(&path).unwrap();
+/// ```
+pub struct Recorder {
+    sink: Arc<Sink>,
+    writer: Option<thread::JoinHandle<Result<RecordReport, RecordError>>>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl Recorder {
+    /// Creates `path`, writes the header and `info`, and records every batch `profiler`'s
+    /// collector drains from now on. A disabled profiler records nothing (the file has
+    /// its header only).
+    pub fn start(
+        path: impl AsRef<Path>,
+        profiler: &Profiler,
+        info: RecordingInfo,
+    ) -> Result<Recorder, RecordError> {
+        let path = path.as_ref().to_path_buf();
+        let write_error = |source| RecordError::Write {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut file = std::fs::File::create(&path).map_err(write_error)?;
+        file.write_all(&file_header()).map_err(write_error)?;
+        let header = encode_frame(&Frame::Header(info)).map_err(RecordError::Encode)?;
+        file.write_all(&header).map_err(write_error)?;
+        let (sender, receiver) = std::sync::mpsc::sync_channel(CHANNEL_BATCHES);
+        let sink = Arc::new(Sink {
+            sender: Mutex::new(Some(sender)),
+            pending: Arc::new(AtomicU64::new(0)),
+            lost: Arc::new(AtomicU64::new(0)),
+        });
+        let writer = Writer {
+            file,
+            path: path.clone(),
+            bytes: (file_header().len() + header.len()) as u64,
+            frames: 1,
+            events: 0,
+            dropped: 0,
+            pending: sink.pending.clone(),
+            lost: sink.lost.clone(),
+            chunk: Vec::new(),
+            tables: Tables::default(),
+            seen: Seen::default(),
+        };
+        let writer = thread::Builder::new()
+            .name("recorder".to_string())
+            .spawn(move || writer.run(receiver))
+            .map_err(RecordError::Spawn)?;
+        let as_sink: Arc<dyn EventSink> = sink.clone();
+        profiler.add_sink(Arc::downgrade(&as_sink));
+        Ok(Recorder {
+            sink,
+            writer: Some(writer),
+            path,
+        })
+    }
+
+    /// Flushes `profiler` (so every event recorded before the call is in), writes the
+    /// rest, `profiler`'s device labels and `summary` (the run's summary as JSON), and
+    /// closes the file.
+    pub fn finish(
+        mut self,
+        profiler: &Profiler,
+        summary: Option<String>,
+    ) -> Result<RecordReport, RecordError> {
+        profiler.flush();
+        let labels = profiler.device_labels();
+        if let Some(sender) = self.sink.sender.lock().take() {
+            // A writer that already stopped on an error returns it below.
+            let _ = sender.send(Message::Finish { labels, summary });
+        }
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<RecordReport, RecordError> {
+        match self.writer.take().map(thread::JoinHandle::join) {
+            Some(Ok(report)) => report,
+            Some(Err(_)) => Err(RecordError::WriterPanicked),
+            None => Ok(RecordReport::default()),
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.sink.sender.lock().take();
+        let _ = self.join();
+    }
+}
+
+/// The ids whose text the file already holds.
+#[derive(Default)]
+struct Seen {
+    names: HashSet<u32>,
+    devices: HashSet<u16>,
+    threads: HashSet<u32>,
+}
+
+/// The `recorder` thread's state.
+struct Writer {
+    file: std::fs::File,
+    path: PathBuf,
+    bytes: u64,
+    frames: u64,
+    events: u64,
+    dropped: u64,
+    pending: Arc<AtomicU64>,
+    lost: Arc<AtomicU64>,
+    chunk: Vec<RecordedEvent>,
+    tables: Tables,
+    seen: Seen,
+}
+
+impl Writer {
+    fn run(mut self, receiver: Receiver<Message>) -> Result<RecordReport, RecordError> {
+        let mut last_write = Instant::now();
+        loop {
+            match receiver.recv_timeout(FLUSH_EVERY) {
+                Ok(Message::Batch(events, dropped)) => {
+                    self.pending
+                        .fetch_sub(events.len() as u64, Ordering::Relaxed);
+                    self.dropped = dropped;
+                    self.add(&events);
+                    if self.chunk.len() >= CHUNK_EVENTS || last_write.elapsed() >= FLUSH_EVERY {
+                        self.write_chunk()?;
+                        last_write = Instant::now();
+                    }
+                }
+                Ok(Message::Finish { labels, summary }) => return self.finish(labels, summary),
+                Err(RecvTimeoutError::Timeout) => {
+                    self.write_chunk()?;
+                    last_write = Instant::now();
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.write_chunk()?;
+                    return Ok(self.report());
+                }
+            }
+        }
+    }
+
+    /// Adds `events` to the chunk, and the table entries of ids seen for the first time.
+    fn add(&mut self, events: &[Event]) {
+        for event in events {
+            let (name, device, thread) = (event.name, event.device, event.thread);
+            if self.seen.names.insert(name.id()) {
+                self.tables
+                    .names
+                    .push((name.id(), name.as_str().to_string()));
+            }
+            if self.seen.devices.insert(device.id()) {
+                self.tables
+                    .devices
+                    .push((device.id(), device.name().to_string()));
+            }
+            if self.seen.threads.insert(thread.id()) {
+                self.tables.threads.push((thread.id(), thread.name()));
+            }
+            self.chunk.push(recorded(event));
+        }
+    }
+
+    fn write_chunk(&mut self) -> Result<(), RecordError> {
+        if self.chunk.is_empty() && self.tables == Tables::default() {
+            return Ok(());
+        }
+        let base_ns = self.chunk.first().map_or(0, |event| event.ts_ns);
+        let mut previous = base_ns;
+        let events = self
+            .chunk
+            .iter()
+            .map(|event| {
+                let dt_ns = event.ts_ns.wrapping_sub(previous) as i64;
+                previous = event.ts_ns;
+                WireEvent {
+                    dt_ns,
+                    kind: event.kind,
+                    thread: event.thread,
+                    device: event.device,
+                    name: event.name,
+                    aux: event.aux,
+                    arg: event.arg,
+                    flags: event.flags,
+                }
+            })
+            .collect();
+        let chunk = Chunk {
+            tables: std::mem::take(&mut self.tables),
+            dropped: self.dropped,
+            lost: self.lost.load(Ordering::Relaxed),
+            base_ns,
+            events,
+        };
+        self.events += self.chunk.len() as u64;
+        self.chunk.clear();
+        self.write(&Frame::Chunk(chunk))
+    }
+
+    fn finish(
+        mut self,
+        labels: Vec<(DeviceId, String)>,
+        summary: Option<String>,
+    ) -> Result<RecordReport, RecordError> {
+        self.write_chunk()?;
+        let mut threads: Vec<u32> = self.seen.threads.iter().copied().collect();
+        threads.sort_unstable();
+        // Threads can be renamed after their first event; names and devices never change.
+        let tables = Tables {
+            threads: threads
+                .into_iter()
+                .map(|id| (id, ThreadId::from_raw(id).name()))
+                .collect(),
+            devices: labels
+                .iter()
+                .filter(|(device, _)| self.seen.devices.insert(device.id()))
+                .map(|(device, _)| (device.id(), device.name().to_string()))
+                .collect(),
+            device_labels: labels
+                .into_iter()
+                .map(|(device, label)| (device.id(), label))
+                .collect(),
+            names: Vec::new(),
+        };
+        self.write(&Frame::Tables(tables))?;
+        if let Some(summary) = summary {
+            self.write(&Frame::Summary(summary))?;
+        }
+        let end = End {
+            events: self.events,
+            dropped: self.dropped,
+            lost: self.lost.load(Ordering::Relaxed),
+        };
+        self.write(&Frame::End(end))?;
+        Ok(self.report())
+    }
+
+    fn write(&mut self, frame: &Frame) -> Result<(), RecordError> {
+        let bytes = encode_frame(frame).map_err(RecordError::Encode)?;
+        self.file
+            .write_all(&bytes)
+            .map_err(|source| RecordError::Write {
+                path: self.path.display().to_string(),
+                source,
+            })?;
+        self.bytes += bytes.len() as u64;
+        self.frames += 1;
+        Ok(())
+    }
+
+    fn report(&self) -> RecordReport {
+        RecordReport {
+            path: self.path.clone(),
+            bytes: self.bytes,
+            events: self.events,
+            frames: self.frames,
+            dropped: self.dropped,
+            lost: self.lost.load(Ordering::Relaxed),
+        }
+    }
+}
