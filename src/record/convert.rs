@@ -3,7 +3,7 @@
 //! changes these two functions and the format version, nothing else.
 #![forbid(unsafe_code)]
 
-use crate::profiler::{DeviceId, Event, EventKind, NameId, ThreadId};
+use crate::profiler::{DeviceId, Event, EventKind, OpName, ThreadId};
 
 use super::format::{RecordKind, RecordedEvent};
 
@@ -23,7 +23,7 @@ pub(crate) fn recorded(event: &Event) -> RecordedEvent {
 
 /// `recorded` as a profiler event whose ids are `ids` (this process's registries' ids for
 /// the recording's names, device and thread).
-pub(crate) fn to_event(recorded: &RecordedEvent, ids: (NameId, DeviceId, ThreadId)) -> Event {
+pub(crate) fn to_event(recorded: &RecordedEvent, ids: (OpName, DeviceId, ThreadId)) -> Event {
     let (name, device, thread) = ids;
     let mut event = Event::new(
         event_kind(recorded.kind),
@@ -92,7 +92,7 @@ mod tests {
             let mut event = Event::new(
                 kind,
                 DeviceId::from_raw(3),
-                NameId::from_raw(7),
+                OpName::from_raw(7),
                 index as u32,
                 u64::MAX - index as u64,
             )

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use crate::profiler::chrome::{write_trace, ExportReport, TraceContext};
-use crate::profiler::{name_current_thread, DeviceId, Event, NameId, ThreadId};
+use crate::profiler::{name_current_thread, DeviceId, Event, OpName, ThreadId};
 use crate::sync::thread;
 
 use super::convert::to_event;
@@ -36,7 +36,7 @@ pub fn export_chrome(recording: &Recording, out: impl Write) -> Result<ExportRep
 
 /// The recording's events with this process's ids, sorted by time (stably).
 fn profiler_events(recording: &Recording) -> Result<Vec<Event>, RecordError> {
-    let mut names: HashMap<u32, NameId> = HashMap::new();
+    let mut names: HashMap<u32, OpName> = HashMap::new();
     // Devices and threads get this process's ids in the recording's order of ids, so
     // their trace processes and tracks sort as the live trace's do.
     let mut devices: HashMap<u16, DeviceId> = HashMap::new();
@@ -55,7 +55,7 @@ fn profiler_events(recording: &Recording) -> Result<Vec<Event>, RecordError> {
     for recorded in &recording.events {
         let name = *names
             .entry(recorded.name)
-            .or_insert_with(|| NameId::intern(recording.name(recorded.name)));
+            .or_insert_with(|| OpName::new(recording.name(recorded.name)));
         let device = *devices
             .entry(recorded.device)
             .or_insert_with(|| DeviceId::register(recording.device_name(recorded.device)));

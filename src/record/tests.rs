@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::profiler::{DeviceId, Event, EventKind, NameId, OpInfo, Profiler, ProfilerOptions};
+use crate::profiler::{DeviceId, Event, EventKind, OpInfo, OpName, Profiler, ProfilerOptions};
 
 use super::format::{FILE_HEADER_LEN, FRAME_HEADER_LEN};
 use super::*;
@@ -50,7 +50,7 @@ pub(crate) fn record_synthetic(path: &std::path::Path, run: &Synthetic<'_>) -> R
             for _ in 0..rounds {
                 for (name, us) in &ops {
                     id += 1;
-                    let name = NameId::intern(name);
+                    let name = OpName::new(name);
                     let op = Event::op(EventKind::OpStart, device, name, OpInfo::new(id));
                     recording.record_at(op.at(ts));
                     ts += us * 1_000;
@@ -129,7 +129,7 @@ fn a_recording_is_written_while_the_run_goes() {
     let header_bytes = std::fs::metadata(&path).unwrap().len();
     let (device, name) = (
         DeviceId::register("rec-stream"),
-        NameId::intern("rec-stream-op"),
+        OpName::new("rec-stream-op"),
     );
     for id in 0..(writer::CHUNK_EVENTS as u64 + 10) {
         profiler.op_queued(device, name, OpInfo::new(id));

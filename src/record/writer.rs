@@ -103,12 +103,12 @@ impl EventSink for Sink {
 /// A recording in progress: every event the profiler drains, streamed to a file.
 ///
 /// ```
-/// use enginetop::profiler::{DeviceId, NameId, OpInfo, Profiler};
+/// use enginetop::profiler::{DeviceId, OpName, OpInfo, Profiler};
 /// use enginetop::record::{read_recording, Recorder, RecordingInfo};
 /// let path = std::env::temp_dir().join(format!("doc-{}.etrec", std::process::id()));
 /// let profiler = Profiler::new(Default::default()).unwrap();
 /// let recorder = Recorder::start(&path, &profiler, RecordingInfo::default()).unwrap();
-/// let (cpu, op) = (DeviceId::register("doc-rec"), NameId::intern("doc-rec-op"));
+/// let (cpu, op) = (DeviceId::register("doc-rec"), OpName::new("doc-rec-op"));
 /// profiler.op_start(cpu, op, OpInfo::new(1));
 /// profiler.op_end(cpu, op, OpInfo::new(1), false);
 /// let report = recorder.finish(&profiler, None).unwrap();
