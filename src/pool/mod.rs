@@ -70,6 +70,8 @@ pub mod simple;
 mod task;
 
 use std::fmt;
+// std's `Arc`: the observer is a trait object callers hand in; loom's `Arc` cannot coerce
+// to `dyn`.
 use std::sync::Arc;
 
 pub use crate::config::{PoolKind, UnknownPoolKind, DEFAULT_MAX_THREADS};
