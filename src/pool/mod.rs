@@ -3,7 +3,7 @@
 //! # The three pools
 //! All three sit behind the [`ThreadPool`] trait (Eigen's `ThreadPoolInterface`) and are made by
 //! [`Pool::new`] from a [`PoolKind`] name:
-//! - `simple` ([`simple`]): one `Mutex<VecDeque>` shared by all workers and a LIFO stack of
+//! - `simple` (`pool::simple`): one `Mutex<VecDeque>` shared by all workers and a LIFO stack of
 //!   parked waiters; a task scheduled while somebody waits is handed straight to the most
 //!   recently parked worker. The baseline.
 //! - `eigen` ([`non_blocking`] over [`run_queue::RunQueue`]): one bounded queue per worker.
@@ -24,7 +24,7 @@
 //! visits every queue exactly once; first inside its steal partition, then everywhere.
 //!
 //! # Sleeping without losing a wake-up
-//! Idle workers sleep on an [`event_count::EventCount`]. A worker that found nothing calls
+//! Idle workers sleep on an `EventCount` (`pool::event_count`). A worker that found nothing calls
 //! `prewait`, then looks at every queue once more with a check that never reports a non-empty
 //! queue as empty; only if all are empty does it `commit_wait`. A producer pushes first and
 //! `notify`s second. Whichever way the two race, either the worker's final check sees the task
@@ -58,15 +58,15 @@
 //! [`PoolStats::last_panic`], and the worker goes on with the next task.
 
 pub mod barrier;
-pub mod counters;
+pub(crate) mod counters;
 mod current;
-pub mod event_count;
+pub(crate) mod event_count;
 pub mod non_blocking;
 pub mod parallel_for;
 pub mod run_queue;
 pub mod session;
 mod shutdown;
-pub mod simple;
+pub(crate) mod simple;
 mod task;
 
 use std::fmt;
