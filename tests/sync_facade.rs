@@ -4,7 +4,11 @@
 //! and loom items aside) that names one of those primitives from `std` directly. A `std` use
 //! that loom cannot model stays allowed when a `//` comment in the two lines above says why.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
+
+use common::sources::rust_files;
 
 /// What the facade provides: `std::sync::<name>` and `std::thread::<name>` spellings that must
 /// go through `crate::sync` instead.
@@ -106,24 +110,11 @@ fn end_of_item(lines: &[&str], mut start: usize) -> usize {
     lines.len()
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|ext| ext == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 #[test]
 fn every_module_takes_sync_primitives_from_the_facade() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    let files = rust_files(&src);
     assert!(files.len() > 50, "found the library's sources");
-    files.sort();
     let mut offenders = Vec::new();
     let mut converted = Vec::new();
     for file in files {

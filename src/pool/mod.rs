@@ -24,7 +24,7 @@
 //! visits every queue exactly once; first inside its steal partition, then everywhere.
 //!
 //! # Sleeping without losing a wake-up
-//! Idle workers sleep on an `EventCount` (`pool::event_count`). A worker that found nothing calls
+//! Idle workers sleep on an [`event_count::EventCount`]. A worker that found nothing calls
 //! `prewait`, then looks at every queue once more with a check that never reports a non-empty
 //! queue as empty; only if all are empty does it `commit_wait`. A producer pushes first and
 //! `notify`s second. Whichever way the two race, either the worker's final check sees the task
@@ -60,7 +60,7 @@
 pub mod barrier;
 pub(crate) mod counters;
 mod current;
-pub(crate) mod event_count;
+pub mod event_count;
 pub mod non_blocking;
 pub mod parallel_for;
 pub mod run_queue;
