@@ -25,6 +25,7 @@
 //! returns, which includes the device work.
 #![forbid(unsafe_code)]
 
+// std's `Arc`: handles to trait objects, which loom's `Arc` cannot coerce to `dyn`.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -255,6 +255,7 @@ pub fn record_event(
     let events = config.events_per_rep;
     let mut samples = Vec::new();
     for _ in 0..config.reps {
+        // Scoped threads borrow the profiler; loom has no `scope` and does not model a bench.
         let per_thread: Vec<Duration> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads)
                 .map(|_| scope.spawn(|| record_bursts(&profiler, events, burst)))

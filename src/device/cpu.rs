@@ -24,17 +24,18 @@
 use super::identity::{Device, PoolId, PoolRole};
 use super::priority::{PriorityWorkers, MAX_WORKERS};
 use crate::pool::{Pool, PoolError, PoolKind, PoolObserver, PoolOptions, Task};
+// std's `Arc`: observers are trait objects, which loom's `Arc` cannot coerce to `dyn`.
+use std::sync::Arc;
 
 /// Makes the observer of each pool the engine starts, given the pool's identity; `None`
 /// leaves that pool unobserved.
-pub type PoolObservers =
-    std::sync::Arc<dyn Fn(PoolId) -> Option<std::sync::Arc<dyn PoolObserver>> + Send + Sync>;
+pub type PoolObservers = Arc<dyn Fn(PoolId) -> Option<Arc<dyn PoolObserver>> + Send + Sync>;
 
 /// The observer `observers` gives the pool `pool`, if any.
 pub fn observer_for(
     observers: Option<&PoolObservers>,
     pool: PoolId,
-) -> Option<std::sync::Arc<dyn PoolObserver>> {
+) -> Option<Arc<dyn PoolObserver>> {
     observers.and_then(|make| make(pool))
 }
 
@@ -110,7 +111,7 @@ impl PriorityPool {
     pub fn with_observer(
         name: impl Into<String>,
         threads: usize,
-        observer: Option<std::sync::Arc<dyn PoolObserver>>,
+        observer: Option<Arc<dyn PoolObserver>>,
     ) -> Result<Self, PoolError> {
         let pool = PriorityPool {
             workers: PriorityWorkers::new(name.into(), observer),

@@ -49,6 +49,7 @@
 mod event;
 mod stream;
 
+// std's `Arc`: handles to trait objects, which loom's `Arc` cannot coerce to `dyn`.
 use std::sync::Arc;
 
 use cudarc::driver::{result as cu, sys, CudaContext, CudaFunction, DriverError};

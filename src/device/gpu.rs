@@ -31,6 +31,7 @@
 mod workers;
 
 use std::cell::RefCell;
+// std's `Arc`: handles to trait objects, which loom's `Arc` cannot coerce to `dyn`.
 use std::sync::Arc;
 
 use super::stream::{GpuDevice, Stream, StreamError, StreamId, StreamKind};

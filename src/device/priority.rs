@@ -82,6 +82,7 @@ struct Shared {
     name: String,
     state: Mutex<State>,
     work: Condvar,
+    // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
     observer: Option<std::sync::Arc<dyn PoolObserver>>,
 }
 
@@ -141,6 +142,7 @@ thread_local! {
 impl<W: WorkerOwns> PriorityWorkers<W> {
     /// A pool named `name` with no workers yet (start them with
     /// [`set_num_threads`](Self::set_num_threads)), reporting to `observer`.
+    // std's `Arc`: a trait object (see `Shared::observer`).
     pub(crate) fn new(name: String, observer: Option<std::sync::Arc<dyn PoolObserver>>) -> Self {
         PriorityWorkers {
             shared: Arc::new(Shared {

@@ -36,6 +36,7 @@
 
 use std::any::Any;
 use std::fmt;
+// std's `Arc`: handles to trait objects, which loom's `Arc` cannot coerce to `dyn`.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

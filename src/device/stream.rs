@@ -58,6 +58,8 @@
 
 use std::any::Any;
 use std::fmt;
+// std's `Arc` and `Weak`: trait-object handles and weak queue links, which loom's `Arc`
+// cannot express (no coercion to `dyn`, no `Weak`).
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 

@@ -6,8 +6,8 @@
 //! Moving real tensors between ops is the engine's business, not the stream's.
 #![forbid(unsafe_code)]
 
+use crate::sync::Arc;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::stream::StreamError;

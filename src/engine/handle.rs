@@ -39,12 +39,14 @@ pub struct EngineOptions {
     /// names a GPU (or [`Engine::gpus`] asks). Only the per-device engine runs GPU ops.
     pub gpus: GpuSelection,
     /// A GPU backend to use instead of resolving [`gpus`](Self::gpus) (tests, benchmarks).
+    // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
     pub gpu_backend: Option<std::sync::Arc<dyn GpuBackend>>,
     /// The model of the simulated GPUs `gpus` may pick (`sim:N`, `auto` without CUDA).
     pub sim_model: SimModel,
     /// How dependencies between GPU ops are kept: events (default) or a sync per op.
     pub gpu_sync: GpuSyncMode,
     /// Where GPU stream events go (the profiler).
+    // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
     pub stream_observer: Option<std::sync::Arc<dyn StreamObserver>>,
     /// The most workers of one pool, at start or in a live resize.
     pub max_threads: usize,
@@ -148,6 +150,7 @@ impl EngineOptions {
     }
 
     /// Uses `backend`'s GPUs (instead of resolving [`gpus`](Self::gpus)).
+    // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
     pub fn gpu_backend(mut self, backend: std::sync::Arc<dyn GpuBackend>) -> Self {
         self.gpu_backend = Some(backend);
         self
@@ -169,6 +172,7 @@ impl EngineOptions {
     }
 
     /// Installs an observer of GPU stream events.
+    // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
     pub fn stream_observer(mut self, observer: std::sync::Arc<dyn StreamObserver>) -> Self {
         self.stream_observer = Some(observer);
         self

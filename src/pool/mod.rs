@@ -3,7 +3,7 @@
 //! # The three pools
 //! All three sit behind the [`ThreadPool`] trait (Eigen's `ThreadPoolInterface`) and are made by
 //! [`Pool::new`] from a [`PoolKind`] name:
-//! - `simple` ([`simple`]): one `Mutex<VecDeque>` shared by all workers and a LIFO stack of
+//! - `simple` (`pool::simple`): one `Mutex<VecDeque>` shared by all workers and a LIFO stack of
 //!   parked waiters; a task scheduled while somebody waits is handed straight to the most
 //!   recently parked worker. The baseline.
 //! - `eigen` ([`non_blocking`] over [`run_queue::RunQueue`]): one bounded queue per worker.
@@ -58,7 +58,7 @@
 //! [`PoolStats::last_panic`], and the worker goes on with the next task.
 
 pub mod barrier;
-pub mod counters;
+pub(crate) mod counters;
 mod current;
 pub mod event_count;
 pub mod non_blocking;
@@ -66,10 +66,12 @@ pub mod parallel_for;
 pub mod run_queue;
 pub mod session;
 mod shutdown;
-pub mod simple;
+pub(crate) mod simple;
 mod task;
 
 use std::fmt;
+// std's `Arc`: the observer is a trait object callers hand in; loom's `Arc` cannot coerce
+// to `dyn`.
 use std::sync::Arc;
 
 pub use crate::config::{PoolKind, UnknownPoolKind, DEFAULT_MAX_THREADS};

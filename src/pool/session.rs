@@ -43,7 +43,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
+
+use crate::sync::Arc;
 
 use super::{Pool, PoolError, PoolKind, PoolOptions, DEFAULT_MAX_THREADS};
 use crate::config::{schedulable_cpus, RuntimeConfig, HARD_MAX_THREADS};

@@ -14,15 +14,36 @@
 //! waiting: the workers still run what is queued and exit by themselves, unjoined.
 #![forbid(unsafe_code)]
 
-use crate::sync::thread;
+use super::current;
+use crate::sync::{thread, Arc};
 
-/// Runs `shut_down` on a new thread named `<pool>-shutdown`; returns `false` if the OS refused
-/// the thread (`shut_down` is then dropped unrun).
-pub(crate) fn on_own_thread(pool: &str, shut_down: impl FnOnce() + Send + 'static) -> bool {
-    thread::Builder::new()
-        .name(format!("{pool}-shutdown"))
-        .spawn(shut_down)
-        .is_ok()
+/// A pool's worker threads, by slot (`None`: a slot never started or already joined).
+pub(crate) type Handles = Vec<Option<thread::JoinHandle<()>>>;
+
+/// What a pool's shared state does at its drop.
+pub(crate) trait ShutDown: Send + Sync + 'static {
+    /// The pool's name (the shutdown thread is `<name>-shutdown`).
+    fn name(&self) -> &str;
+    /// The drop's protocol: signal the workers and join every one of `handles`.
+    fn shut_down(&self, handles: Handles);
+    /// Signals the shutdown without joining: the workers run what is queued and exit.
+    fn signal_done(&self);
+}
+
+/// A pool's drop: runs the shutdown here, or, when the calling thread is one of the pool's own
+/// workers (`pool_id` as `pool::current` records it), on a `<pool>-shutdown` thread, falling
+/// back to [`ShutDown::signal_done`] if the OS refuses that thread.
+pub(crate) fn drop_pool<S: ShutDown>(shared: &Arc<S>, pool_id: usize, handles: Handles) {
+    if current::index_in(pool_id).is_none() {
+        return shared.shut_down(handles);
+    }
+    let elsewhere = Arc::clone(shared);
+    let spawned = thread::Builder::new()
+        .name(format!("{}-shutdown", shared.name()))
+        .spawn(move || elsewhere.shut_down(handles));
+    if spawned.is_err() {
+        shared.signal_done();
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -340,22 +340,18 @@ impl ThreadPool for SimplePool {
 
 impl Drop for SimplePool {
     fn drop(&mut self) {
+        // Dropped by one of its own tasks, this thread is a worker the shutdown joins:
+        // `drop_pool` then joins elsewhere while this task returns.
         let handles = std::mem::take(&mut *self.threads.lock());
-        let shared = self.shared.clone();
-        if current::index_in(self.pool_id()).is_none() {
-            return shared.shut_down(handles);
-        }
-        // Dropped by one of its own tasks: this thread is a worker the shutdown joins, so the
-        // joins happen elsewhere (see `shutdown`) while this task returns.
-        let name = shared.options.name.clone();
-        let elsewhere = shared.clone();
-        if !shutdown::on_own_thread(&name, move || elsewhere.shut_down(handles)) {
-            shared.signal_done(); // workers drain the queue and exit, unjoined
-        }
+        shutdown::drop_pool(&self.shared, self.pool_id(), handles);
     }
 }
 
-impl Shared {
+impl shutdown::ShutDown for Shared {
+    fn name(&self) -> &str {
+        &self.options.name
+    }
+
     /// Sets `done` and wakes every parked worker: from here workers exit once the FIFO is empty.
     fn signal_done(&self) {
         let mut state = self.state.lock();
@@ -364,7 +360,7 @@ impl Shared {
     }
 
     /// The drop: signal, join every worker, then run here whatever is left.
-    fn shut_down(&self, handles: Vec<Option<thread::JoinHandle<()>>>) {
+    fn shut_down(&self, handles: shutdown::Handles) {
         self.signal_done();
         for handle in handles.into_iter().flatten() {
             let _ = handle.join();

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+#[cfg(any(test, feature = "test-fakes"))]
 pub mod fake;
 pub mod history;
 pub mod input;
@@ -34,6 +35,7 @@ pub mod tuner;
 pub mod view;
 
 pub use app::{Action, App};
+#[cfg(any(test, feature = "test-fakes"))]
 pub use fake::{FakeOptions, FakeSource, Scenario};
 pub use live::{LiveInfo, LiveRun, LiveSource};
 pub use run::{run, RunOptions, TuiError};

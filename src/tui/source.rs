@@ -29,7 +29,7 @@ use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::Snapshot;
 use crate::workload::run::GpuWorkerRoles;
 
-/// What the dashboard runs against: the workload driver (or [`FakeSource`](super::FakeSource)).
+/// What the dashboard runs against: the workload driver (or the tests' `FakeSource`).
 ///
 /// The dashboard calls both methods from its own thread, about ten times a second for
 /// `snapshot` and once per key press for `control`; neither should block for long.

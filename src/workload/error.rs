@@ -7,6 +7,8 @@
 use std::fmt;
 use std::ops::Range;
 
+use super::expr::ExprError;
+
 /// A workload that cannot be loaded, with the place in the file that is wrong.
 ///
 /// ```
@@ -132,8 +134,8 @@ pub enum Problem {
     Expression {
         /// The expression.
         text: String,
-        /// Why, and what is expected.
-        reason: String,
+        /// Why, and what is expected (boxed: it is larger than the other problems).
+        reason: Box<ExprError>,
     },
     /// A value of the wrong kind where a number, name or flag is needed.
     #[error("{what} is {found}: expected {expected}")]

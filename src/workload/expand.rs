@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::error::{comma_list, LoadResult, Located, Problem};
-use super::expr::{evaluate_condition, evaluate_int, interpolate, Rng, Value, Vars};
+use super::expr::{evaluate_condition, evaluate_int, interpolate, ExprError, Rng, Value, Vars};
 use super::schema::{
     BlockSpec, Body, ListItem, Literal, Number, OpSpec, Sp, SpannedMap, TemplateSpec, TensorSpec,
     WorkloadFile,
@@ -503,7 +503,7 @@ impl<'f> Expander<'f> {
                 span.clone(),
                 Problem::Expression {
                     text: text.to_string(),
-                    reason,
+                    reason: Box::new(reason),
                 },
             )
         })
@@ -530,7 +530,7 @@ impl<'f> Expander<'f> {
                     span.clone(),
                     Problem::Expression {
                         text: text.clone(),
-                        reason,
+                        reason: Box::new(reason),
                     },
                 )
             }),
@@ -672,12 +672,12 @@ fn wrong_value(what: &str, found: &str, expected: &str) -> Problem {
     }
 }
 
-fn expression_error(text: &Sp<String>, reason: String) -> Located {
+fn expression_error(text: &Sp<String>, reason: ExprError) -> Located {
     Located::at(
         text.span(),
         Problem::Expression {
             text: text.get_ref().clone(),
-            reason,
+            reason: Box::new(reason),
         },
     )
 }

@@ -24,6 +24,186 @@ use std::fmt;
 
 use super::device::{is_gpu, parse_context};
 
+/// Why an expression or a `${...}` template cannot be evaluated; each message names the
+/// problem and what was expected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExprError {
+    /// `${` with no `}` after it.
+    #[error("a `${{` without its closing `}}`: expected `${{expression}}`")]
+    UnclosedTemplate,
+    /// A numeric field's value is neither an integer nor a boolean.
+    #[error("it is {kind} ({value}): expected an integer")]
+    NotAnInteger {
+        /// The value's kind (`a string`, ...).
+        kind: &'static str,
+        /// The value, as written in messages.
+        value: String,
+    },
+    /// A token after a complete expression.
+    #[error("unexpected {0} after a complete expression: expected an operator or the end")]
+    Trailing(String),
+    /// An integer literal beyond `i64`.
+    #[error("`{0}` does not fit a 64-bit integer: expected at most {max}", max = i64::MAX)]
+    IntegerTooLarge(String),
+    /// `'` with no closing `'`.
+    #[error("a string without its closing `'`: expected 'text'")]
+    UnclosedString,
+    /// A character that starts no token.
+    #[error(
+        "unexpected character {0:?}: expected numbers, 'strings', names, \
+         + - * / % ( ) , comparisons, && || ! ? :"
+    )]
+    BadCharacter(char),
+    /// An empty expression.
+    #[error("it is empty: expected an expression such as `batch * 2`")]
+    Empty,
+    /// A token other than the operator the grammar needs here.
+    #[error("expected `{expected}`, found {found}")]
+    ExpectedOperator {
+        /// The operator needed.
+        expected: &'static str,
+        /// The token found, as written.
+        found: String,
+    },
+    /// The expression ends where the grammar needs more.
+    #[error("it ends early: expected {expected}")]
+    EndsEarly {
+        /// What was needed, in words.
+        expected: String,
+    },
+    /// Nesting deeper than [`MAX_NESTING`].
+    #[error(
+        "it nests deeper than {max} levels of parentheses, unary operators and \
+         `?:`: expected at most {max}",
+        max = MAX_NESTING
+    )]
+    TooDeep,
+    /// `a < b < c`.
+    #[error(
+        "comparisons do not chain (`a {first} b {second} c`): expected one comparison, \
+         e.g. `a {first} b && b {second} c`"
+    )]
+    ChainedComparison {
+        /// The first comparison's operator.
+        first: &'static str,
+        /// The second's.
+        second: &'static str,
+    },
+    /// A token that cannot start an operand.
+    #[error("unexpected {0}: expected a number, a name or `(`")]
+    UnexpectedToken(String),
+    /// A name that is no variable in scope.
+    #[error(
+        "unknown variable `{name}`: expected a parameter, template argument or block \
+         index ({known})"
+    )]
+    UnknownVariable {
+        /// The name.
+        name: String,
+        /// The names in scope, comma-separated.
+        known: String,
+    },
+    /// A condition that is neither a boolean nor an integer.
+    #[error("{kind} ({value}) is not a condition: expected a boolean or an integer")]
+    NotACondition {
+        /// The value's kind.
+        kind: &'static str,
+        /// The value, as written in messages.
+        value: String,
+    },
+    /// Arithmetic on something other than two integers.
+    #[error("`{a} {op} {b}` needs two integers: expected integers, found {a_kind} and {b_kind}")]
+    NotIntegers {
+        /// The left operand, as written in messages.
+        a: String,
+        /// The operator (`,` for a function's arguments).
+        op: String,
+        /// The right operand, as written in messages.
+        b: String,
+        /// The left operand's kind.
+        a_kind: &'static str,
+        /// The right operand's kind.
+        b_kind: &'static str,
+    },
+    /// Integer overflow.
+    #[error("`{a} {op} {b}` overflows a 64-bit integer: expected smaller values")]
+    Overflow {
+        /// The left operand.
+        a: i64,
+        /// The operator.
+        op: String,
+        /// The right operand.
+        b: i64,
+    },
+    /// Division or remainder by zero.
+    #[error("`{a} {op} {b}` divides by zero: expected a non-zero divisor")]
+    DivideByZero {
+        /// The dividend.
+        a: i64,
+        /// `/` or `%`.
+        op: String,
+        /// The divisor.
+        b: i64,
+    },
+    /// A comparison of values it does not order.
+    #[error(
+        "cannot compare {a_kind} with {b_kind} using `{op}`: expected two integers (or two \
+         strings or booleans for == and !=)"
+    )]
+    Incomparable {
+        /// The operator.
+        op: String,
+        /// The left operand's kind.
+        a_kind: &'static str,
+        /// The right operand's kind.
+        b_kind: &'static str,
+    },
+    /// A call of no known function.
+    #[error("unknown function `{0}`: expected one of {functions}", functions = FUNCTIONS)]
+    UnknownFunction(String),
+    /// A call with the wrong number of arguments.
+    #[error(
+        "{name}() takes {count} argument{plural}, found {found}: expected {what}",
+        plural = if *.count == 1 { "" } else { "s" }
+    )]
+    ArgumentCount {
+        /// The function.
+        name: &'static str,
+        /// The arguments it takes.
+        count: usize,
+        /// The arguments given.
+        found: usize,
+        /// What they are, in words.
+        what: &'static str,
+    },
+    /// `rand(lo, hi)` with `lo > hi`.
+    #[error("rand({lo}, {hi}) has lo > hi: expected lo <= hi")]
+    EmptyRange {
+        /// The low end.
+        lo: i64,
+        /// The high end.
+        hi: i64,
+    },
+    /// `is_gpu` / `is_cpu` of a string that names no device.
+    #[error("{name}({text:?}): expected a device such as cpu, cpu:0 or gpu:0")]
+    NotADevice {
+        /// The function.
+        name: &'static str,
+        /// The string given.
+        text: String,
+    },
+    /// A call with arguments of the wrong kinds.
+    #[error("{name}() cannot take {kinds}: expected {what}")]
+    ArgumentKinds {
+        /// The function.
+        name: &'static str,
+        /// The arguments' kinds (`an integer and a string`).
+        kinds: String,
+        /// What it takes, in words.
+        what: &'static str,
+    },
+}
+
 /// Parentheses, unary operators and `?:` nested deeper than this are refused.
 pub const MAX_NESTING: usize = 64;
 
@@ -143,16 +323,14 @@ impl Rng {
 
 /// Evaluates `text`: a string with `${expr}` parts. A string that is exactly one `${expr}`
 /// keeps the expression's type; anything else becomes a string.
-pub fn interpolate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, String> {
+pub fn interpolate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, ExprError> {
     let mut pieces: Vec<Value> = Vec::new();
     let mut literal = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${") {
         literal.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let end = after.find('}').ok_or_else(|| {
-            "a `${` without its closing `}`: expected `${expression}`".to_string()
-        })?;
+        let end = after.find('}').ok_or(ExprError::UnclosedTemplate)?;
         if !literal.is_empty() {
             pieces.push(Value::Text(std::mem::take(&mut literal)));
         }
@@ -171,20 +349,20 @@ pub fn interpolate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, Stri
 
 /// Evaluates a numeric field's expression (`"batch * 2"` or `"${batch * 2}"`) to an integer
 /// (a boolean counts as 0 or 1, so `repeat = "i > 0"` includes a body conditionally).
-pub fn evaluate_int(text: &str, vars: &Vars, rng: &mut Rng) -> Result<i64, String> {
+pub fn evaluate_int(text: &str, vars: &Vars, rng: &mut Rng) -> Result<i64, ExprError> {
     match evaluate(unwrap_braces(text), vars, rng)? {
         Value::Int(value) => Ok(value),
         Value::Bool(truth) => Ok(i64::from(truth)),
-        other => Err(format!(
-            "it is {} ({other}): expected an integer",
-            other.kind()
-        )),
+        other => Err(ExprError::NotAnInteger {
+            kind: other.kind(),
+            value: other.to_string(),
+        }),
     }
 }
 
 /// Evaluates a condition (`"is_gpu(device)"` or `"${r > 0}"`): a boolean, or an integer
 /// (non-zero is true).
-pub fn evaluate_condition(text: &str, vars: &Vars, rng: &mut Rng) -> Result<bool, String> {
+pub fn evaluate_condition(text: &str, vars: &Vars, rng: &mut Rng) -> Result<bool, ExprError> {
     truthy(&evaluate(unwrap_braces(text), vars, rng)?)
 }
 
@@ -198,7 +376,7 @@ fn unwrap_braces(text: &str) -> &str {
 }
 
 /// Evaluates one expression (no `${}`).
-pub fn evaluate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, String> {
+pub fn evaluate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, ExprError> {
     let tokens = tokenize(text)?;
     let mut parser = Parser {
         tokens: &tokens,
@@ -211,9 +389,7 @@ pub fn evaluate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, String>
     let value = parser.choice()?;
     match parser.tokens.get(parser.at) {
         None => Ok(value),
-        Some(token) => Err(format!(
-            "unexpected {token} after a complete expression: expected an operator or the end"
-        )),
+        Some(token) => Err(ExprError::Trailing(token.to_string())),
     }
 }
 
@@ -243,7 +419,7 @@ const OPERATORS: [&str; 19] = [
 
 const COMPARISONS: [&str; 6] = ["==", "!=", "<", "<=", ">", ">="];
 
-fn tokenize(text: &str) -> Result<Vec<Token>, String> {
+fn tokenize(text: &str) -> Result<Vec<Token>, ExprError> {
     let mut tokens = Vec::new();
     let mut rest = text.trim_start();
     while let Some(first) = rest.chars().next() {
@@ -251,13 +427,9 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
             let len = rest
                 .find(|c: char| !c.is_ascii_digit())
                 .unwrap_or(rest.len());
-            let value = rest[..len].parse::<i64>().map_err(|_| {
-                format!(
-                    "`{}` does not fit a 64-bit integer: expected at most {}",
-                    &rest[..len],
-                    i64::MAX
-                )
-            })?;
+            let value = rest[..len]
+                .parse::<i64>()
+                .map_err(|_| ExprError::IntegerTooLarge(rest[..len].to_string()))?;
             (Token::Int(value), len)
         } else if first.is_ascii_alphabetic() || first == '_' {
             let len = rest
@@ -265,23 +437,18 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
                 .unwrap_or(rest.len());
             (Token::Name(rest[..len].to_string()), len)
         } else if first == '\'' {
-            let end = rest[1..]
-                .find('\'')
-                .ok_or_else(|| "a string without its closing `'`: expected 'text'".to_string())?;
+            let end = rest[1..].find('\'').ok_or(ExprError::UnclosedString)?;
             (Token::Text(rest[1..1 + end].to_string()), end + 2)
         } else if let Some(op) = OPERATORS.iter().find(|op| rest.starts_with(**op)) {
             (Token::Op(op), op.len())
         } else {
-            return Err(format!(
-                "unexpected character {first:?}: expected numbers, 'strings', names, \
-                 + - * / % ( ) , comparisons, && || ! ? :"
-            ));
+            return Err(ExprError::BadCharacter(first));
         };
         tokens.push(token);
         rest = rest[len..].trim_start();
     }
     if tokens.is_empty() {
-        return Err("it is empty: expected an expression such as `batch * 2`".to_string());
+        return Err(ExprError::Empty);
     }
     Ok(tokens)
 }
@@ -303,8 +470,8 @@ struct Parser<'t, 'v, 'g, 'r> {
     rng: &'r mut Rng,
 }
 
-type Binary = fn(&Value, &Value) -> Result<Value, String>;
-type Level<'t, 'v, 'g, 'r> = fn(&mut Parser<'t, 'v, 'g, 'r>) -> Result<Value, String>;
+type Binary = fn(&Value, &Value) -> Result<Value, ExprError>;
+type Level<'t, 'v, 'g, 'r> = fn(&mut Parser<'t, 'v, 'g, 'r>) -> Result<Value, ExprError>;
 
 /// What a skipped operand stands for; never computed with.
 const SKIPPED: Value = Value::Int(0);
@@ -317,31 +484,36 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
         }
     }
 
-    fn expect_op(&mut self, op: &'static str) -> Result<(), String> {
+    fn expect_op(&mut self, op: &'static str) -> Result<(), ExprError> {
         match self.tokens.get(self.at) {
             Some(Token::Op(found)) if *found == op => {
                 self.at += 1;
                 Ok(())
             }
-            Some(token) => Err(format!("expected `{op}`, found {token}")),
-            None => Err(format!("it ends early: expected `{op}`")),
+            Some(token) => Err(ExprError::ExpectedOperator {
+                expected: op,
+                found: token.to_string(),
+            }),
+            None => Err(ExprError::EndsEarly {
+                expected: format!("`{op}`"),
+            }),
         }
     }
 
     /// One level deeper (parentheses, unary operators, `?:`), refused past [`MAX_NESTING`].
-    fn descend(&mut self) -> Result<(), String> {
+    fn descend(&mut self) -> Result<(), ExprError> {
         self.depth += 1;
         if self.depth > MAX_NESTING {
-            return Err(format!(
-                "it nests deeper than {MAX_NESTING} levels of parentheses, unary operators and \
-                 `?:`: expected at most {MAX_NESTING}"
-            ));
+            return Err(ExprError::TooDeep);
         }
         Ok(())
     }
 
     /// `compute()`, or [`SKIPPED`] on a side that is not taken.
-    fn computed(&self, compute: impl FnOnce() -> Result<Value, String>) -> Result<Value, String> {
+    fn computed(
+        &self,
+        compute: impl FnOnce() -> Result<Value, ExprError>,
+    ) -> Result<Value, ExprError> {
         if self.skipping {
             Ok(SKIPPED)
         } else {
@@ -350,7 +522,7 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
     }
 
     /// Parses with `level`, skipping evaluation when `skip` (or when already skipping).
-    fn parse_side(&mut self, skip: bool, level: Level<'t, 'v, 'g, 'r>) -> Result<Value, String> {
+    fn parse_side(&mut self, skip: bool, level: Level<'t, 'v, 'g, 'r>) -> Result<Value, ExprError> {
         let outer = self.skipping;
         self.skipping = outer || skip;
         let value = level(self);
@@ -363,7 +535,7 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
         ops: &[&'static str],
         next: Level<'t, 'v, 'g, 'r>,
         op_of: fn(&'static str) -> Binary,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ExprError> {
         let mut left = next(self)?;
         while let Some(op) = self.peek_op(ops) {
             self.at += 1;
@@ -376,7 +548,7 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
 
     /// `cond ? a : b`: the lowest level, right-associative; only the branch taken is
     /// evaluated.
-    fn choice(&mut self) -> Result<Value, String> {
+    fn choice(&mut self) -> Result<Value, ExprError> {
         let condition = self.either()?;
         if self.peek_op(&["?"]).is_none() {
             return Ok(condition);
@@ -392,7 +564,7 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
     }
 
     /// `a || b`: below `&&`; `b` is evaluated only when `a` is false.
-    fn either(&mut self) -> Result<Value, String> {
+    fn either(&mut self) -> Result<Value, ExprError> {
         let mut value = self.both()?;
         while self.peek_op(&["||"]).is_some() {
             self.at += 1;
@@ -405,7 +577,7 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
     }
 
     /// `a && b`: above `||`; `b` is evaluated only when `a` is true.
-    fn both(&mut self) -> Result<Value, String> {
+    fn both(&mut self) -> Result<Value, ExprError> {
         let mut value = self.comparison()?;
         while self.peek_op(&["&&"]).is_some() {
             self.at += 1;
@@ -418,7 +590,7 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
     }
 
     /// `a < b`: one comparison; `a < b < c` is refused, as in Rust.
-    fn comparison(&mut self) -> Result<Value, String> {
+    fn comparison(&mut self) -> Result<Value, ExprError> {
         let left = self.sum()?;
         let Some(op) = self.peek_op(&COMPARISONS) else {
             return Ok(left);
@@ -426,22 +598,22 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
         self.at += 1;
         let right = self.sum()?;
         if let Some(next) = self.peek_op(&COMPARISONS) {
-            return Err(format!(
-                "comparisons do not chain (`a {op} b {next} c`): expected one comparison, \
-                 e.g. `a {op} b && b {next} c`"
-            ));
+            return Err(ExprError::ChainedComparison {
+                first: op,
+                second: next,
+            });
         }
         self.computed(|| compare(op, &left, &right))
     }
 
-    fn sum(&mut self) -> Result<Value, String> {
+    fn sum(&mut self) -> Result<Value, ExprError> {
         self.binary_level(&["+", "-"], Self::product, |op| match op {
             "+" => add,
             _ => |a, b| arithmetic(a, b, "-", i64::checked_sub),
         })
     }
 
-    fn product(&mut self) -> Result<Value, String> {
+    fn product(&mut self) -> Result<Value, ExprError> {
         self.binary_level(&["*", "/", "%"], Self::unary, |op| match op {
             "*" => |a, b| arithmetic(a, b, "*", i64::checked_mul),
             "/" => |a, b| divide(a, b, "/", i64::checked_div),
@@ -449,7 +621,7 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
         })
     }
 
-    fn unary(&mut self) -> Result<Value, String> {
+    fn unary(&mut self) -> Result<Value, ExprError> {
         self.descend()?;
         let value = match self.peek_op(&["-", "!"]) {
             Some("-") => {
@@ -468,7 +640,7 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
         value
     }
 
-    fn atom(&mut self) -> Result<Value, String> {
+    fn atom(&mut self) -> Result<Value, ExprError> {
         let token = self.tokens.get(self.at).cloned();
         self.at += 1;
         match token {
@@ -481,27 +653,27 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
             }
             Some(Token::Name(name)) if self.peek_op(&["("]).is_some() => self.call(&name),
             Some(Token::Name(name)) => self.variable(&name),
-            Some(token) => Err(format!(
-                "unexpected {token}: expected a number, a name or `(`"
-            )),
-            None => Err("it ends early: expected a number, a name or `(`".to_string()),
+            Some(token) => Err(ExprError::UnexpectedToken(token.to_string())),
+            None => Err(ExprError::EndsEarly {
+                expected: "a number, a name or `(`".to_string(),
+            }),
         }
     }
 
     /// A variable's value; an unknown name is an error on a skipped side too.
-    fn variable(&self, name: &str) -> Result<Value, String> {
-        self.vars.get(name).cloned().ok_or_else(|| {
-            format!(
-                "unknown variable `{name}`: expected a parameter, template argument or block \
-                 index ({})",
-                self.vars.names().join(", ")
-            )
-        })
+    fn variable(&self, name: &str) -> Result<Value, ExprError> {
+        self.vars
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ExprError::UnknownVariable {
+                name: name.to_string(),
+                known: self.vars.names().join(", "),
+            })
     }
 
     /// A call; an unknown function or a wrong argument count is an error on a skipped side
     /// too.
-    fn call(&mut self, name: &str) -> Result<Value, String> {
+    fn call(&mut self, name: &str) -> Result<Value, ExprError> {
         let function = Function::named(name)?;
         self.expect_op("(")?;
         let mut args = Vec::new();
@@ -522,25 +694,27 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
 }
 
 /// Whether a value counts as true: a boolean, or a non-zero integer.
-pub fn truthy(value: &Value) -> Result<bool, String> {
+pub fn truthy(value: &Value) -> Result<bool, ExprError> {
     match value {
         Value::Bool(truth) => Ok(*truth),
         Value::Int(number) => Ok(*number != 0),
-        other => Err(format!(
-            "{} ({other}) is not a condition: expected a boolean or an integer",
-            other.kind()
-        )),
+        other => Err(ExprError::NotACondition {
+            kind: other.kind(),
+            value: other.to_string(),
+        }),
     }
 }
 
-fn ints(a: &Value, b: &Value, op: &str) -> Result<(i64, i64), String> {
+fn ints(a: &Value, b: &Value, op: &str) -> Result<(i64, i64), ExprError> {
     match (a, b) {
         (Value::Int(a), Value::Int(b)) => Ok((*a, *b)),
-        _ => Err(format!(
-            "`{a} {op} {b}` needs two integers: expected integers, found {} and {}",
-            a.kind(),
-            b.kind()
-        )),
+        _ => Err(ExprError::NotIntegers {
+            a: a.to_string(),
+            op: op.to_string(),
+            b: b.to_string(),
+            a_kind: a.kind(),
+            b_kind: b.kind(),
+        }),
     }
 }
 
@@ -549,43 +723,51 @@ fn arithmetic(
     b: &Value,
     op: &str,
     f: fn(i64, i64) -> Option<i64>,
-) -> Result<Value, String> {
+) -> Result<Value, ExprError> {
     let (x, y) = ints(a, b, op)?;
-    f(x, y).map(Value::Int).ok_or_else(|| {
-        format!("`{x} {op} {y}` overflows a 64-bit integer: expected smaller values")
+    f(x, y).map(Value::Int).ok_or_else(|| ExprError::Overflow {
+        a: x,
+        op: op.to_string(),
+        b: y,
     })
 }
 
 /// `+`: integer sum, or string join when either side is a string.
-fn add(a: &Value, b: &Value) -> Result<Value, String> {
+fn add(a: &Value, b: &Value) -> Result<Value, ExprError> {
     match (a, b) {
         (Value::Text(_), _) | (_, Value::Text(_)) => Ok(Value::Text(format!("{a}{b}"))),
         _ => arithmetic(a, b, "+", i64::checked_add),
     }
 }
 
-fn divide(a: &Value, b: &Value, op: &str, f: fn(i64, i64) -> Option<i64>) -> Result<Value, String> {
+fn divide(
+    a: &Value,
+    b: &Value,
+    op: &str,
+    f: fn(i64, i64) -> Option<i64>,
+) -> Result<Value, ExprError> {
     let (x, y) = ints(a, b, op)?;
     if y == 0 {
-        return Err(format!(
-            "`{x} {op} {y}` divides by zero: expected a non-zero divisor"
-        ));
+        return Err(ExprError::DivideByZero {
+            a: x,
+            op: op.to_string(),
+            b: y,
+        });
     }
     arithmetic(a, b, op, f)
 }
 
-fn compare(op: &str, a: &Value, b: &Value) -> Result<Value, String> {
+fn compare(op: &str, a: &Value, b: &Value) -> Result<Value, ExprError> {
     let ordering = match (a, b) {
         (Value::Int(x), Value::Int(y)) => x.cmp(y),
         (Value::Text(x), Value::Text(y)) if matches!(op, "==" | "!=") => x.cmp(y),
         (Value::Bool(x), Value::Bool(y)) if matches!(op, "==" | "!=") => x.cmp(y),
         _ => {
-            return Err(format!(
-                "cannot compare {} with {} using `{op}`: expected two integers (or two strings \
-                 or booleans for == and !=)",
-                a.kind(),
-                b.kind()
-            ))
+            return Err(ExprError::Incomparable {
+                op: op.to_string(),
+                a_kind: a.kind(),
+                b_kind: b.kind(),
+            })
         }
     };
     let truth = match op {
@@ -612,16 +794,14 @@ enum Function {
 const FUNCTIONS: &str = "min(a, b), max(a, b), rand(lo, hi), is_gpu(device), is_cpu(device)";
 
 impl Function {
-    fn named(name: &str) -> Result<Function, String> {
+    fn named(name: &str) -> Result<Function, ExprError> {
         match name {
             "min" => Ok(Function::Min),
             "max" => Ok(Function::Max),
             "rand" => Ok(Function::Rand),
             "is_gpu" => Ok(Function::IsGpu),
             "is_cpu" => Ok(Function::IsCpu),
-            _ => Err(format!(
-                "unknown function `{name}`: expected one of {FUNCTIONS}"
-            )),
+            _ => Err(ExprError::UnknownFunction(name.to_string())),
         }
     }
 
@@ -644,19 +824,20 @@ impl Function {
         }
     }
 
-    fn check_count(self, found: usize) -> Result<(), String> {
+    fn check_count(self, found: usize) -> Result<(), ExprError> {
         let (count, what) = self.signature();
         if found == count {
             return Ok(());
         }
-        Err(format!(
-            "{}() takes {count} argument{}, found {found}: expected {what}",
-            self.name(),
-            if count == 1 { "" } else { "s" }
-        ))
+        Err(ExprError::ArgumentCount {
+            name: self.name(),
+            count,
+            found,
+            what,
+        })
     }
 
-    fn apply(self, args: &[Value], rng: &mut Rng) -> Result<Value, String> {
+    fn apply(self, args: &[Value], rng: &mut Rng) -> Result<Value, ExprError> {
         let name = self.name();
         match (self, args) {
             (Function::Min, [a, b]) => ints(a, b, ",").map(|(a, b)| Value::Int(a.min(b))),
@@ -664,21 +845,22 @@ impl Function {
             (Function::Rand, [a, b]) => {
                 let (lo, hi) = ints(a, b, ",")?;
                 if lo > hi {
-                    return Err(format!("rand({lo}, {hi}) has lo > hi: expected lo <= hi"));
+                    return Err(ExprError::EmptyRange { lo, hi });
                 }
                 Ok(Value::Int(rng.in_range(lo, hi)))
             }
             (Function::IsGpu | Function::IsCpu, [Value::Text(text)]) => {
-                let context = parse_context(text).map_err(|_| {
-                    format!("{name}({text:?}): expected a device such as cpu, cpu:0 or gpu:0")
+                let context = parse_context(text).map_err(|_| ExprError::NotADevice {
+                    name,
+                    text: text.clone(),
                 })?;
                 Ok(Value::Bool(is_gpu(context) == (self == Function::IsGpu)))
             }
-            _ => Err(format!(
-                "{name}() cannot take {}: expected {}",
-                comma_list_of_kinds(args),
-                self.signature().1
-            )),
+            _ => Err(ExprError::ArgumentKinds {
+                name,
+                kinds: comma_list_of_kinds(args),
+                what: self.signature().1,
+            }),
         }
     }
 }
@@ -699,7 +881,7 @@ mod tests {
         let mut globals = BTreeMap::new();
         globals.insert("batch".to_string(), Value::Int(8));
         globals.insert("device".to_string(), Value::Text("gpu:1".to_string()));
-        interpolate(text, &Vars::new(&globals), &mut Rng::new(1))
+        interpolate(text, &Vars::new(&globals), &mut Rng::new(1)).map_err(|error| error.to_string())
     }
 
     #[test]

@@ -9,6 +9,7 @@ use enginetop::pool::{Pool, PoolKind, PoolOptions};
 
 pub mod cli;
 pub mod rand_sum;
+pub mod sources;
 pub mod streams;
 
 /// Generous bound for conditions that must become true; a hang fails instead of blocking CI.

@@ -3,6 +3,7 @@
 
 use std::any::Any;
 use std::fmt;
+// std's `Arc`: cudarc hands out its contexts and streams as `std::sync::Arc`s.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

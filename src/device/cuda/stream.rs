@@ -3,6 +3,7 @@
 //! end, and runs its callback (see the [parent module](super) for the whole picture).
 
 use std::ffi::c_void;
+// std's `Arc`: cudarc hands out its contexts and streams as `std::sync::Arc`s.
 use std::sync::Arc;
 use std::time::Instant;
 

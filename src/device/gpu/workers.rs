@@ -2,6 +2,7 @@
 //! pool](crate::device::priority) with a lane per worker (see the [module docs](super)).
 #![forbid(unsafe_code)]
 
+// std's `Arc`: handles to trait objects, which loom's `Arc` cannot coerce to `dyn`.
 use std::sync::Arc;
 
 use super::{Lane, WorkerRole, CURRENT_LANE};

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 use std::cell::RefCell;
+// std's `Arc`: handles to trait objects, which loom's `Arc` cannot coerce to `dyn`.
 use std::sync::Arc;
 
 use smallvec::SmallVec;
@@ -52,7 +53,7 @@ fn stream_kind(prop: FnProperty) -> StreamKind {
 
 /// A stream error as an op's failure cause.
 fn stream_failure(error: StreamError) -> FailureCause {
-    FailureCause::Error(std::sync::Arc::new(error))
+    FailureCause::Error(Arc::new(error))
 }
 
 impl GpuHub {

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 use std::collections::{BTreeSet, HashMap};
+// std's `Arc`: handles to trait objects, which loom's `Arc` cannot coerce to `dyn`.
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;

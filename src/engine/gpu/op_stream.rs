@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
+// std's `Arc`: handles to trait objects, which loom's `Arc` cannot coerce to `dyn`.
 use std::sync::Arc;
 
 use super::exec::current_op_stream;
@@ -89,7 +90,7 @@ impl OpStream {
         let callback = work.on_complete.take();
         work.on_complete = Some(Box::new(move |result: Result<(), StreamError>| {
             if let Err(error) = &result {
-                outcome.note(FailureCause::Error(std::sync::Arc::new(error.clone())));
+                outcome.note(FailureCause::Error(Arc::new(error.clone())));
             }
             if let Some(callback) = callback {
                 callback(result);
@@ -115,7 +116,7 @@ impl OpStream {
                         outcome.note(FailureCause::Panic(panic_message(&*payload)));
                     }
                 }
-                Err(error) => outcome.note(FailureCause::Error(std::sync::Arc::new(error))),
+                Err(error) => outcome.note(FailureCause::Error(Arc::new(error))),
             }
             release.open();
         });

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
+// std's `Arc`: the fences are shared with `exec.rs`, whose trait-object handles are std's.
 use std::sync::Arc;
 
 use smallvec::SmallVec;

@@ -422,28 +422,20 @@ impl<Q: StealQueues> ThreadPool for StealingPool<Q> {
 
 impl<Q: StealQueues> Drop for StealingPool<Q> {
     fn drop(&mut self) {
+        // Dropped by one of its own tasks, the exit rule would wait for this very worker to
+        // block: `drop_pool` then joins on a shutdown thread while this task returns.
         let handles = std::mem::take(&mut *self.handles.lock());
-        let shared = self.shared.clone();
-        if current::index_in(self.pool_id()).is_none() {
-            return shared.shut_down(handles);
-        }
-        // Dropped by one of its own tasks: the exit rule waits for this very worker to block,
-        // so the joins happen on a shutdown thread while this task returns (see the module
-        // docs and `pool::shutdown`).
-        let name = shared.options.name.clone();
-        let elsewhere = shared.clone();
-        if !shutdown::on_own_thread(&name, move || elsewhere.shut_down(handles)) {
-            // No thread for the joins: signal the shutdown and leave the workers unjoined; they
-            // still run every queued task and exit by the same rule.
-            shared.done.store(true, Ordering::SeqCst);
-            shared.event_count.notify(true);
-        }
+        shutdown::drop_pool(&self.shared, self.pool_id(), handles);
     }
 }
 
-impl<Q: StealQueues> Shared<Q> {
+impl<Q: StealQueues> shutdown::ShutDown for Shared<Q> {
+    fn name(&self) -> &str {
+        &self.options.name
+    }
+
     /// The drop's protocol: join the retired workers, set `done`, join the active ones.
-    fn shut_down(&self, mut handles: Vec<Option<thread::JoinHandle<()>>>) {
+    fn shut_down(&self, mut handles: shutdown::Handles) {
         let active = self.active.load(Ordering::SeqCst);
         // Retired workers first: once they are gone only active workers can add work.
         for (index, handle) in handles.iter_mut().enumerate().skip(active) {
@@ -452,11 +444,15 @@ impl<Q: StealQueues> Shared<Q> {
                 let _ = handle.join();
             }
         }
-        self.done.store(true, Ordering::SeqCst);
-        self.event_count.notify(true);
+        self.signal_done();
         for handle in handles.into_iter().flatten() {
             let _ = handle.join();
         }
+    }
+
+    fn signal_done(&self) {
+        self.done.store(true, Ordering::SeqCst);
+        self.event_count.notify(true);
     }
 }
 

@@ -159,6 +159,8 @@ pub(super) struct Shared {
     pub(super) counters: RunCounters,
     /// FLOPs of the finished ops on GPU contexts (also in `counters`' total).
     pub(super) gpu_flops: AtomicU64,
+    // std's `Arc`: the public queue watch takes the pool as one and makes a weak trait
+    // object of it, which loom's `Arc` cannot (no `Weak`, no coercion to `dyn`).
     pub(super) intra: std::sync::Arc<Pool>,
     iterations: IterationLatch,
 }
@@ -238,6 +240,7 @@ impl Driver {
         let store = TensorStore::allocate(&graph.tensors)?;
         let settings = RunSettings::from_config(config);
         let engine = start_engine(config, hooks)?;
+        // std's `Arc`: see `Shared::intra`.
         let intra = std::sync::Arc::new(start_intra_pool(config, settings.intra, hooks)?);
         let queue_watch = hooks
             .watch_queues
@@ -589,6 +592,7 @@ fn start_intra_pool(
         .max_threads(config.max_threads.max(intra))
         .allow_spinning(config.allow_spinning);
     if let Some(observer) = &hooks.intra_pool_observer {
+        // std's `Arc`: the observer is a trait object (see `PoolOptions::observer`).
         options = options.observer(std::sync::Arc::clone(observer));
     }
     Pool::new(options).map_err(|source| RunError::IntraPool {

@@ -90,9 +90,11 @@ pub struct RunHooks {
     /// `engine`, `io`): the profiler's pool probes, so the engine's workers get rows.
     pub pool_observers: Option<crate::device::cpu::PoolObservers>,
     /// Receives GPU stream submit/start/end events (ops on GPU contexts).
+    // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
     pub stream_observer: Option<std::sync::Arc<dyn crate::device::stream::StreamObserver>>,
     /// Receives the intra-op pool's steals, spins, parks and resizes (std's `Arc`, as
     /// [`PoolOptions::observer`](crate::pool::PoolOptions::observer) takes it).
+    // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
     pub intra_pool_observer: Option<std::sync::Arc<dyn PoolObserver>>,
     /// Called on the driver thread after each finished iteration, and once at the end.
     pub progress: Option<Box<dyn FnMut(Progress) + Send>>,
@@ -106,6 +108,7 @@ pub struct RunHooks {
 /// Registers a run's queues for sampling: called once with the engine's queues and the
 /// intra-op pool. The driver holds what it returns until the run is dropped (a watch that
 /// holds its sources weakly then ends).
+// std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
 pub type QueueWatch = std::sync::Arc<
     dyn Fn(&EngineQueues, &std::sync::Arc<Pool>) -> Box<dyn std::any::Any + Send + Sync>
         + Send
