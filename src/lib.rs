@@ -14,6 +14,8 @@
 //!   every pool and thread count.
 //! - [`profiler`]: per-thread lock-free event rings, a collector thread, live statistics,
 //!   Chrome trace export and validation, an MXNet-style summary, a `tracing` layer.
+//! - [`analysis`]: why a run does not scale: work, span and the critical path of the graph
+//!   that ran, threads' descheduled time, and one verdict per device.
 //! - [`bench`](mod@bench): the benchmarks `enginetop bench` runs.
 //! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
 //!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
@@ -103,6 +105,7 @@
 //! (`cargo run --release --example engine`).
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod bench;
 pub mod config;
 pub mod device;

@@ -23,6 +23,7 @@ const LAYERS: &[&str] = &[
     "device",
     "engine",
     "profiler",
+    "analysis",
     "workload",
     "tune",
     "bench",
