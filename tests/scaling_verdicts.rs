@@ -4,7 +4,9 @@
 //! summary carries it all. Verdicts and named items are asserted, never times.
 use enginetop::analysis::Bound;
 use enginetop::config::RuntimeConfig;
-use enginetop::workload::run::{run_workload, RunHooks, RunLength, RunOptions, ScalingSummary};
+use enginetop::workload::run::{
+    run_workload, Driver, RunHooks, RunLength, RunOptions, ScalingSummary,
+};
 use enginetop::workload::{load_spec, load_str, Graph, Overrides};
 
 mod common;
@@ -162,4 +164,63 @@ fn the_json_summary_holds_the_scaling_object() {
         .as_str()
         .unwrap()
         .contains("critical path: span"));
+}
+
+#[test]
+fn the_dashboard_gets_one_verdict_line_per_device_from_the_handle() {
+    let config = RuntimeConfig {
+        inter_op_threads: 2,
+        intra_op_threads: 1,
+        ..RuntimeConfig::default()
+    };
+    let graph = shipped("chain", &["length=200"]);
+    let mut driver = Driver::new(graph, &config, &RunHooks::default()).unwrap();
+    let handle = driver.handle();
+    assert!(handle.verdicts().is_empty(), "no iteration has finished");
+    driver.run(RunLength::Iterations(3), &mut |_| {}).unwrap();
+    let lines = handle.verdicts();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("cpu0: "), "{lines:?}");
+    assert!(lines[0].contains("critical path: span"), "{lines:?}");
+    assert_eq!(handle.verdicts(), lines, "kept within a second");
+}
+
+#[test]
+fn an_oversubscribed_resnet_like_measures_its_threads_descheduled() {
+    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    let graph = shipped(
+        "resnet-like",
+        &[
+            "image=32",
+            "width=8",
+            "classes=10",
+            "blocks1=1",
+            "blocks2=1",
+            "blocks3=1",
+            "blocks4=1",
+        ],
+    );
+    // More busy threads than cores: some wait for one. Runs repeat (bounded) until a wait
+    // is seen, since a lucky run may get its cores just in time.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let scaling = run(graph.clone(), cores + 1, 3);
+        let Some(descheduled) = scaling.descheduled else {
+            eprintln!("skipped: /proc/self/task/TID/schedstat is absent on this kernel");
+            return;
+        };
+        if descheduled.share > 0.0 {
+            assert!(descheduled.threads > cores, "{descheduled:?}");
+            let worst = &descheduled.per_thread[0];
+            assert!(
+                worst.run_delay_ms > 0.0 && !worst.thread.is_empty(),
+                "{worst:?}"
+            );
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no thread waited for a core: {descheduled:?}"
+        );
+    }
 }

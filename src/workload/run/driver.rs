@@ -23,7 +23,7 @@ use super::hooks::{ProfilerReport, Progress, RunHooks};
 use super::live::{DriverHandle, RunControl};
 use super::op_times::OpTimes;
 use super::plan::{check_dtypes, PreparedOp};
-use super::scaling::{RanShape, ScalingSummary};
+use super::scaling::{LiveVerdicts, RanShape, ScalingSummary};
 use super::storage::{check_memory, TensorStore};
 use super::summary::{RunSettings, RunSummary};
 
@@ -174,6 +174,12 @@ pub(super) struct Shared {
     pub(super) times: OpTimes,
     /// Index of the first iteration op in `ops`.
     first_iteration_op: usize,
+    /// The iteration's graph, for the scaling analysis.
+    pub(super) shape: RanShape,
+    /// The settings at the start (the thread counts live in the run control).
+    pub(super) settings: RunSettings,
+    /// The dashboard's verdicts, recomputed at most once a second.
+    pub(super) live_verdicts: LiveVerdicts,
 }
 
 impl Shared {
@@ -239,8 +245,6 @@ pub struct Driver {
     iterations_pushed: u64,
     /// What keeps the queue-depth watch going ([`RunHooks::watch_queues`]).
     _queue_watch: Option<Box<dyn std::any::Any + Send + Sync>>,
-    /// The iteration's graph, for the scaling analysis.
-    shape: RanShape,
 }
 
 impl Driver {
@@ -277,6 +281,9 @@ impl Driver {
             iterations: IterationLatch::default(),
             times: OpTimes::new(graph.iteration.len()),
             first_iteration_op: graph.iteration.start,
+            shape,
+            settings: settings.clone(),
+            live_verdicts: LiveVerdicts::default(),
         });
         Ok(Driver {
             graph,
@@ -290,7 +297,6 @@ impl Driver {
             setup_done: false,
             iterations_pushed: 0,
             _queue_watch: queue_watch,
-            shape,
         })
     }
 
@@ -415,12 +421,16 @@ impl Driver {
             .iter()
             .map(|total| *total / iterations)
             .collect();
-        let mean = self.shape.analyze(&mean_times, report.elapsed / iterations);
+        let mean = self
+            .shared
+            .shape
+            .analyze(&mean_times, report.elapsed / iterations);
         let last_iteration = report
             .last_iteration
             .as_ref()
-            .map(|(times, step)| self.shape.analyze(times, *step));
+            .map(|(times, step)| self.shared.shape.analyze(times, *step));
         let verdicts = self
+            .shared
             .shape
             .verdicts(&mean, settings, report.descheduled.as_ref());
         ScalingSummary {

@@ -3,12 +3,16 @@
 #![forbid(unsafe_code)]
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::analysis::{self, Descheduled, DeviceFacts, RanGraph, RanOp, Scaling, Verdict};
+use crate::analysis::{
+    self, Descheduled, DeviceFacts, RanGraph, RanOp, Scaling, SchedSample, Verdict,
+};
+use crate::sync::Mutex;
 use crate::workload::{Graph, TensorId};
 
 use super::counters::Lane;
+use super::op_times::OpTimes;
 use super::plan::PreparedOp;
 use super::summary::RunSettings;
 
@@ -166,5 +170,57 @@ impl fmt::Display for ScalingSummary {
             writeln!(f, "  {verdict}")?;
         }
         Ok(())
+    }
+}
+
+/// How often the dashboard's verdicts are recomputed, at most.
+const LIVE_PERIOD: Duration = Duration::from_secs(1);
+
+/// The dashboard's verdict lines, kept between frames.
+#[derive(Debug, Default)]
+pub(super) struct LiveVerdicts {
+    state: Mutex<LiveState>,
+}
+
+#[derive(Debug, Default)]
+struct LiveState {
+    lines: Vec<String>,
+    computed: Option<Instant>,
+    /// The schedstat sample the next window starts from.
+    sample: Option<SchedSample>,
+}
+
+impl LiveVerdicts {
+    /// The lines for the last of `done` finished iterations (the cached ones within
+    /// [`LIVE_PERIOD`] of the last computation, or while fewer than two have finished).
+    pub(super) fn lines(
+        &self,
+        done: u64,
+        times: &OpTimes,
+        shape: &RanShape,
+        settings: &RunSettings,
+    ) -> Vec<String> {
+        let mut state = self.state.lock();
+        let fresh = state.computed.is_some_and(|at| at.elapsed() < LIVE_PERIOD);
+        let last = done.checked_sub(1);
+        let step = last.and_then(|last| times.step(last));
+        let (Some(last), Some(step), false) = (last, step, fresh) else {
+            return state.lines.clone();
+        };
+        let now = SchedSample::now();
+        let descheduled = state
+            .sample
+            .as_ref()
+            .zip(now.as_ref())
+            .map(|(a, b)| a.until(b));
+        let scaling = shape.analyze(&times.iteration(last), step);
+        state.lines = shape
+            .verdicts(&scaling, settings, descheduled.as_ref())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        state.computed = Some(Instant::now());
+        state.sample = now;
+        state.lines.clone()
     }
 }
