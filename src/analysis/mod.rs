@@ -44,18 +44,23 @@
 //! One per device, the first rule that holds, in this order:
 //! 1. **oversubscribed** (CPU devices): threads runnable but descheduled at least
 //!    [`OVERSUBSCRIBED_SHARE`] of their time: more threads want cores than there are
-//!    (this process's, or other processes' on a shared machine); fewer threads help. The
+//!    (this process's, or other processes' on a shared machine). The line says which: when
+//!    this process's threads want more cores on average (their time on a core plus their
+//!    run delay, over the window) than there are, fewer threads would help; otherwise other
+//!    processes hold the cores. The
 //!    line goes on with what the next rules say (the verdict's `graph_bound`): what bounds
 //!    the run once its threads have their cores.
-//! 2. **starved**: the device's parallelism is below its workers + 1 (one more worker
+//! 2. **light**: the device's ops are under 5% of the iteration's work (a priority pool's
+//!    few updates): it does not bound the step.
+//! 3. **starved**: the device's parallelism is below its workers + 1 (one more worker
 //!    cannot help) and the critical path crosses false edges: the vars they name are reused
 //!    too soon; more buffers would let more ops run at once.
-//! 3. **critical path**: the same bound with only true edges on the path: more inter-op
+//! 4. **critical path**: the same bound with only true edges on the path: more inter-op
 //!    workers cannot help; shorter ops on the path (more intra-op threads) can.
-//! 4. **overhead**: achieved parallelism below half of what the graph and the workers allow
+//! 5. **overhead**: achieved parallelism below half of what the graph and the workers allow
 //!    (`min(parallelism, workers)`): ready work exists, yet workers run no op; the time goes
 //!    between ops (engine, queues, wake-ups).
-//! 5. **busy**: the workers run ops and the graph has more parallelism than workers: more
+//! 6. **busy**: the workers run ops and the graph has more parallelism than workers: more
 //!    workers, on cores of their own, would help.
 #![forbid(unsafe_code)]
 

@@ -14,6 +14,9 @@ pub const OVERSUBSCRIBED_SHARE: f64 = 0.10;
 /// Achieved parallelism under this fraction of `min(parallelism, workers)` is overhead.
 const OVERHEAD_FRACTION: f64 = 0.5;
 
+/// A device whose ops are under this share of the iteration's work is light.
+const LIGHT_SHARE: f64 = 0.05;
+
 /// Critical-path ops and reused vars a verdict names, at most.
 const NAMED: usize = 3;
 
@@ -27,6 +30,8 @@ pub enum Bound {
     Starved,
     /// The critical path's true dependencies.
     CriticalPath,
+    /// The device's ops are a small share of the iteration's work: it does not bound it.
+    Light,
     /// Workers run no op though ready work exists.
     Overhead,
     /// Workers are busy and the graph has parallelism to spare.
@@ -40,6 +45,7 @@ impl Bound {
             Bound::Oversubscribed => "oversubscribed",
             Bound::Starved => "starved",
             Bound::CriticalPath => "critical path",
+            Bound::Light => "light",
             Bound::Overhead => "overhead",
             Bound::Busy => "busy",
         }
@@ -115,13 +121,27 @@ fn verdict(
                 .take(NAMED)
                 .map(|t| t.thread.as_str())
                 .collect();
+            let wanting: f64 = d
+                .per_thread
+                .iter()
+                .map(|t| t.on_cpu_ms + t.run_delay_ms)
+                .sum();
+            let demand = wanting / d.window_ms.max(f64::MIN_POSITIVE);
+            let on = format!(
+                "{demand:.1} threads wanting a core on average, {} core{}",
+                d.cores,
+                if d.cores == 1 { "" } else { "s" }
+            );
+            let cause = if demand > d.cores as f64 {
+                format!("{on}: fewer threads would help")
+            } else {
+                format!("{on}: other processes hold the cores")
+            };
             let text = format!(
-                "{}: threads runnable but descheduled {:.0}% of their time ({threads} on {} \
-                 core{}; most: {}); fewer threads would help; then {graph_text}",
+                "{}: threads runnable but descheduled {:.0}% of their time ({threads}; most: \
+                 {}); {cause}; then {graph_text}",
                 Bound::Oversubscribed.label(),
                 d.share * 100.0,
-                d.cores,
-                if d.cores == 1 { "" } else { "s" },
                 most.join(", ")
             );
             (Bound::Oversubscribed, text)
@@ -146,6 +166,13 @@ fn graph_verdict(
     let workers = facts.workers.max(1) as f64;
     let plural = if facts.workers == 1 { "" } else { "s" };
     let idle = (1.0 - device.achieved_parallelism / workers).clamp(0.0, 1.0);
+    if device.work_ms < LIGHT_SHARE * scaling.work_ms {
+        let detail = format!(
+            "its ops are {:.1}% of the iteration's work: it does not bound the step",
+            100.0 * device.work_ms / scaling.work_ms
+        );
+        return (Bound::Light, detail, Vec::new());
+    }
     if device.parallelism < workers + 1.0 {
         if !scaling.false_edges.is_empty() {
             let kinds = scaling.false_edges[0].kind.label();
@@ -337,6 +364,9 @@ mod tests {
         assert_eq!(verdict.bound, Bound::Oversubscribed, "{verdict}");
         assert_eq!(verdict.graph_bound, Bound::CriticalPath, "{verdict}");
         assert!(verdict.text.contains("30%") && verdict.text.contains("most: cpu0-w1"));
+        assert!(verdict
+            .text
+            .contains("0.8 threads wanting a core on average, 2 cores: other"));
         assert!(
             verdict.text.contains("; then critical path: span"),
             "{verdict}"
@@ -363,5 +393,26 @@ mod tests {
             Bound::CriticalPath,
             "CPU waits do not judge a GPU"
         );
+    }
+
+    #[test]
+    fn a_device_with_a_sliver_of_the_work_is_light() {
+        let mut ops = chain();
+        ops.push(op("update", &[], &[1], Duration::from_micros(100)));
+        ops[10].device = 1;
+        let graph = RanGraph {
+            ops,
+            vars: vec!["x".into(), "w".into()],
+            devices: vec!["cpu:0 workers".into(), "cpu priority".into()],
+            wall: 11 * MS,
+        };
+        let facts = |name: &str| DeviceFacts {
+            name: name.into(),
+            workers: 2,
+            cpu: true,
+        };
+        let lines = verdicts(&analyze(&graph), &[facts("cpu0"), facts("prio")], None, "");
+        assert_eq!(lines[0].bound, Bound::CriticalPath, "{}", lines[0]);
+        assert_eq!(lines[1].bound, Bound::Light, "{}", lines[1]);
     }
 }
