@@ -16,6 +16,8 @@
 //!   Chrome trace export and validation, an MXNet-style summary, a `tracing` layer.
 //! - [`record`]: recordings of every event of a run, streamed to a compact checksummed file
 //!   while it runs; their Chrome export and the comparison of two runs.
+//! - [`analysis`]: why a run does not scale: work, span and the critical path of the graph
+//!   that ran, threads' descheduled time, and one verdict per device.
 //! - [`bench`](mod@bench): the benchmarks `enginetop bench` runs.
 //! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
 //!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
@@ -105,6 +107,7 @@
 //! (`cargo run --release --example engine`).
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod bench;
 pub mod config;
 pub mod device;

@@ -27,6 +27,7 @@ const LAYERS: &[&str] = &[
     "engine",
     "profiler",
     "record",
+    "analysis",
     "workload",
     "tune",
     "bench",

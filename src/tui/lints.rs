@@ -1,5 +1,7 @@
 //! Warnings about the configuration and the pools' behaviour, each with the number behind it:
 //!
+//! - **verdict**: the run's own answer to why it does not scale, one per device
+//!   ([`crate::analysis`]'s rules), first;
 //! - **oversubscribed**: inter-op workers (every CPU device's together) times intra-op
 //!   threads exceed the CPUs, TensorFlow's rule (see `config::RuntimeConfig::warnings`);
 //! - **spinning**: a worker spent at least [`SPIN_SHARE`] of the profiler's window spinning;
@@ -48,6 +50,8 @@ pub enum Lint {
         /// The profiler's window.
         window: Duration,
     },
+    /// Why a device does not scale (`cpu0: critical path: ...`), as the driver judged it.
+    Verdict(String),
     /// A device's queues keep growing.
     QueueGrowing {
         /// The profiler device.
@@ -71,6 +75,7 @@ impl Lint {
 impl fmt::Display for Lint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Lint::Verdict(line) => f.write_str(line),
             Lint::Oversubscribed {
                 inter,
                 intra,
@@ -107,7 +112,13 @@ impl fmt::Display for Lint {
 
 /// Every warning for this frame, most important first.
 pub fn find(data: &DashboardData, panels: &[DevicePanel<'_>], history: &History) -> Vec<Lint> {
-    let mut lints = Vec::new();
+    let mut lints: Vec<Lint> = data
+        .facts
+        .verdicts
+        .iter()
+        .cloned()
+        .map(Lint::Verdict)
+        .collect();
     lints.extend(oversubscription(data, panels));
     lints.extend(growing_queues(history));
     lints.extend(spinning_workers(data));
@@ -192,6 +203,18 @@ mod tests {
         let (data, history) = run(&mut FakeSource::new(FakeOptions::default()), 80);
         let panels = device_panels(&data);
         assert_eq!(find(&data, &panels, &history), []);
+    }
+
+    #[test]
+    fn the_runs_verdicts_come_first_as_the_driver_wrote_them() {
+        let (mut data, history) = run(&mut FakeSource::new(FakeOptions::overloaded()), 80);
+        let line = "cpu0: critical path: span 4.10 ms of a 4.30 ms step (parallelism 1.0)";
+        data.facts.verdicts = vec![line.to_string()];
+        let panels = device_panels(&data);
+        let lints = find(&data, &panels, &history);
+        assert_eq!(lints[0], Lint::Verdict(line.to_string()));
+        assert_eq!(lints[0].to_string(), line);
+        assert!(matches!(lints[1], Lint::Oversubscribed { .. }), "{lints:?}");
     }
 
     #[test]

@@ -238,6 +238,7 @@ impl LiveSource {
             warnings: self.info.warnings.clone(),
             threads_over_run: None,
             pool_usage: Vec::new(),
+            verdicts: self.handle.verdicts(),
         };
         if let Some(outcome) = self.outcome.lock().clone() {
             facts.finished = true;

@@ -144,6 +144,8 @@ pub struct Facts {
     pub threads_over_run: Option<(usize, usize)>,
     /// Once finished, each worker pool's figures over the whole run (the summary's).
     pub pool_usage: Vec<PoolUsage>,
+    /// Why it does not scale: one verdict line per device (`cpu0: critical path: ...`).
+    pub verdicts: Vec<String>,
 }
 
 /// How busy a panel's worker pool was over a finished run, time-weighted over the thread

@@ -87,7 +87,9 @@ mod error;
 mod history;
 mod hooks;
 mod live;
+mod op_times;
 mod plan;
+mod scaling;
 mod storage;
 mod summary;
 
@@ -97,6 +99,7 @@ pub use driver::{Driver, RunLength, RunReport, ITERATIONS_IN_FLIGHT};
 pub use error::RunError;
 pub use hooks::{ProfilerReport, Progress, QueueWatch, RunHooks};
 pub use live::{DriverHandle, LiveProgress};
+pub use scaling::ScalingSummary;
 pub use storage::memory_available;
 pub use summary::{
     gflops_rate, peak_fraction, ConfigSpan, GflopsSplit, GpuWorkerRoles, IntraPoolSummary,

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::analysis::{Descheduled, SchedSample};
 use crate::config::RuntimeConfig;
 use crate::engine::{
     Engine, EngineError, EngineKind, EngineOptions, FnProperty, OpName, OpResult, OpSpec, Var,
@@ -20,7 +21,9 @@ use super::error::RunError;
 use super::history::ConfigHistory;
 use super::hooks::{ProfilerReport, Progress, RunHooks};
 use super::live::{DriverHandle, RunControl};
+use super::op_times::OpTimes;
 use super::plan::{check_dtypes, PreparedOp};
+use super::scaling::{LiveVerdicts, RanShape, ScalingSummary};
 use super::storage::{check_memory, TensorStore};
 use super::summary::{RunSettings, RunSummary};
 
@@ -112,6 +115,12 @@ pub struct RunReport {
     pub(super) history: ConfigHistory,
     /// The run's wall-clock time, pauses included (what `history` spans).
     pub(super) wall: Duration,
+    /// Each iteration op's time summed over the run.
+    pub(super) op_totals: Vec<Duration>,
+    /// The last iteration's op times and its step, when the run had two iterations.
+    pub(super) last_iteration: Option<(Vec<Duration>, Duration)>,
+    /// The threads' descheduled time over the run (`None` without schedstat).
+    pub(super) descheduled: Option<Descheduled>,
 }
 
 /// Counts finished iterations; the driver waits on it.
@@ -163,6 +172,16 @@ pub(super) struct Shared {
     // object of it, which loom's `Arc` cannot (no `Weak`, no coercion to `dyn`).
     pub(super) intra: std::sync::Arc<Pool>,
     iterations: IterationLatch,
+    /// The iteration ops' measured times.
+    pub(super) times: OpTimes,
+    /// Index of the first iteration op in `ops`.
+    first_iteration_op: usize,
+    /// The iteration's graph, for the scaling analysis.
+    pub(super) shape: RanShape,
+    /// The settings at the start (the thread counts live in the run control).
+    pub(super) settings: RunSettings,
+    /// The dashboard's verdicts, recomputed at most once a second.
+    pub(super) live_verdicts: LiveVerdicts,
 }
 
 impl Shared {
@@ -254,6 +273,7 @@ impl Driver {
             .map(|op| PreparedOp::new(&graph, op, &vars, config.engine_kind, &mut lanes))
             .collect();
         let device_work = device_work_of(&graph, &ops);
+        let shape = RanShape::new(&graph, &ops, &lanes);
         let shared = Arc::new(Shared {
             store,
             ops,
@@ -262,6 +282,11 @@ impl Driver {
             gpu_flops: AtomicU64::new(0),
             intra,
             iterations: IterationLatch::default(),
+            times: OpTimes::new(graph.iteration.len()),
+            first_iteration_op: graph.iteration.start,
+            shape,
+            settings: settings.clone(),
+            live_verdicts: LiveVerdicts::default(),
         });
         Ok(Driver {
             graph,
@@ -289,6 +314,8 @@ impl Driver {
         self.run_setup()?;
         self.shared.counters.reset();
         self.shared.gpu_flops.store(0, Ordering::Relaxed);
+        self.shared.times.reset();
+        let sched_before = SchedSample::now();
         let pool_before = self.shared.intra.stats();
         let failed_before = self.engine.stats().failed_ops;
         let first = self.iterations_pushed;
@@ -330,6 +357,15 @@ impl Driver {
         let drained = self.engine.wait_for_all();
         let elapsed = elapsed();
         let (history, wall) = self.control.history();
+        let descheduled = sched_before.zip(SchedSample::now());
+        let last = self
+            .iterations_pushed
+            .checked_sub(1)
+            .filter(|_| pushed >= 2);
+        let last_iteration = last.and_then(|last| {
+            let step = self.shared.times.step(last)?;
+            Some((self.shared.times.iteration(last), step))
+        });
         drained.map_err(|error| RunError::from_engine("wait for the run's ops", error))?;
         progress(Progress {
             iterations_done: pushed,
@@ -347,6 +383,9 @@ impl Driver {
             intra_pool: pool_delta(&pool_before, self.shared.intra.stats()),
             history,
             wall,
+            op_totals: self.shared.times.totals(),
+            last_iteration,
+            descheduled: descheduled.map(|(before, after)| before.until(&after)),
         })
     }
 
@@ -366,6 +405,7 @@ impl Driver {
             profiler,
             &self.warnings,
         );
+        summary.scaling = Some(self.scaling(report, &summary.settings));
         if self.graph.uses_gpu() {
             summary.gpus = match self.engine.gpus() {
                 Ok(Some(choice)) => Some(choice.to_string()),
@@ -373,6 +413,35 @@ impl Driver {
             };
         }
         summary
+    }
+
+    /// Why `report`'s run scales as it does, under `settings` (the counts the run had for
+    /// the longest share of its time).
+    fn scaling(&self, report: &RunReport, settings: &RunSettings) -> ScalingSummary {
+        let iterations = u32::try_from(report.iterations.max(1)).unwrap_or(u32::MAX);
+        let mean_times: Vec<Duration> = report
+            .op_totals
+            .iter()
+            .map(|total| *total / iterations)
+            .collect();
+        let mean = self
+            .shared
+            .shape
+            .analyze(&mean_times, report.elapsed / iterations);
+        let last_iteration = report
+            .last_iteration
+            .as_ref()
+            .map(|(times, step)| self.shared.shape.analyze(times, *step));
+        let verdicts = self
+            .shared
+            .shape
+            .verdicts(&mean, settings, report.descheduled.as_ref());
+        ScalingSummary {
+            mean,
+            last_iteration,
+            descheduled: report.descheduled.clone(),
+            verdicts,
+        }
     }
 
     /// A hash of every tensor's bits, in tensor order: equal runs have equal checksums.
@@ -435,7 +504,7 @@ impl Driver {
             return Ok(());
         }
         for index in self.graph.setup.clone() {
-            self.push_op(index)?;
+            self.push_op(index, None)?;
         }
         self.engine
             .wait_for_all()
@@ -446,15 +515,16 @@ impl Driver {
 
     fn push_iteration(&mut self) -> Result<(), RunError> {
         for index in self.graph.iteration.clone() {
-            self.push_op(index)?;
+            self.push_op(index, Some(self.iterations_pushed))?;
         }
         self.push_iteration_end(self.iterations_pushed)?;
         self.iterations_pushed += 1;
         Ok(())
     }
 
-    /// Pushes op `index` (waiting first while the run is paused).
-    fn push_op(&self, index: usize) -> Result<(), RunError> {
+    /// Pushes op `index` of iteration `iteration` (`None`: a setup op), waiting first while
+    /// the run is paused.
+    fn push_op(&self, index: usize, iteration: Option<u64>) -> Result<(), RunError> {
         self.control.wait_while_paused();
         let op = &self.shared.ops[index];
         let spec = OpSpec::new(op.name)
@@ -466,10 +536,15 @@ impl Driver {
         let shared = Arc::clone(&self.shared);
         self.engine
             .push_sync(spec, move |run| {
+                let start = Instant::now();
                 shared.run_op(index)?;
                 // A GPU op also puts its kernel's device work on its stream (device_work.rs).
                 if let (Some(work), Some(stream)) = (shared.device_work[index], run.stream()) {
                     stream.launch(work.gpu_work())?;
+                }
+                if let Some(iteration) = iteration {
+                    let op = index - shared.first_iteration_op;
+                    shared.times.record(iteration, op, start.elapsed());
                 }
                 Ok(())
             })
@@ -485,6 +560,7 @@ impl Driver {
         let shared = Arc::clone(&self.shared);
         self.engine
             .push_sync(spec, move |_| {
+                shared.times.end(index);
                 shared.iterations.finish(index);
                 Ok(())
             })

@@ -295,6 +295,24 @@ impl DriverHandle {
             })
     }
 
+    /// One verdict line per device on the last finished iteration (`cpu0: critical path:
+    /// ...`), with the threads' descheduled time since the previous lines; recomputed at
+    /// most once a second, empty until two iterations have finished.
+    pub fn verdicts(&self) -> Vec<String> {
+        let settings = super::summary::RunSettings {
+            inter: self.control.inter(),
+            intra: self.control.intra(),
+            ..self.shared.settings.clone()
+        };
+        let shared = &self.shared;
+        shared.live_verdicts.lines(
+            shared.iterations_done(),
+            &shared.times,
+            &shared.shape,
+            &settings,
+        )
+    }
+
     /// Stops (`true`) or resumes (`false`) pushing ops; ops already pushed finish.
     pub fn pause(&self, pause: bool) {
         self.control.set_paused(pause);

@@ -38,6 +38,7 @@ use super::counters::Lane;
 use super::driver::RunReport;
 use super::history::{utilization, ConfigHistory};
 use super::hooks::ProfilerReport;
+use super::scaling::ScalingSummary;
 
 /// Where a summary's GEMM peak came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -131,7 +132,7 @@ impl RunSettings {
     }
 
     /// Threads of `lane`'s pool.
-    fn workers(&self, lane: Lane) -> usize {
+    pub(super) fn workers(&self, lane: Lane) -> usize {
         match lane {
             Lane::Driver | Lane::Io => 1,
             Lane::SharedWorkers | Lane::CpuWorkers(_) => self.inter,
@@ -362,6 +363,9 @@ pub struct RunSummary {
     /// Ops the run executed that the profiler's table does not count (their events were
     /// dropped, or the statistics reset), when a profiler is connected: 0 when it has them all.
     pub ops_missing_from_profiler: Option<u64>,
+    /// Why the run scales as it does: work, span, critical path, descheduled time and a
+    /// verdict per device (`None` only before the driver adds it).
+    pub scaling: Option<ScalingSummary>,
 }
 
 impl RunSummary {
@@ -416,6 +420,7 @@ impl RunSummary {
                 let ran = report.ops + report.iterations;
                 ran.saturating_sub(profiler.ops_counted())
             }),
+            scaling: None,
         }
     }
 
@@ -486,6 +491,9 @@ impl fmt::Display for RunSummary {
         self.write_headline(f)?;
         self.write_lanes(f)?;
         self.write_intra_pool(f)?;
+        if let Some(scaling) = &self.scaling {
+            write!(f, "{scaling}")?;
+        }
         match (&self.profiler_table, self.dropped_events) {
             (Some(table), Some(dropped)) => {
                 match self

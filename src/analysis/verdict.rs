@@ -1,0 +1,418 @@
+//! One verdict per device: the bound and the figure behind it (the rules, in order, are in
+//! the [module docs](super)).
+#![forbid(unsafe_code)]
+
+use std::fmt;
+
+use super::schedstat::Descheduled;
+use super::span::{DeviceScaling, Scaling};
+
+/// The descheduled share from which a CPU device is oversubscribed: a tenth of the threads'
+/// time spent runnable but waiting for a core.
+pub const OVERSUBSCRIBED_SHARE: f64 = 0.10;
+
+/// Achieved parallelism under this fraction of `min(parallelism, workers)` is overhead.
+const OVERHEAD_FRACTION: f64 = 0.5;
+
+/// A device whose ops are under this share of the iteration's work is light.
+const LIGHT_SHARE: f64 = 0.05;
+
+/// Critical-path ops and reused vars a verdict names, at most.
+const NAMED: usize = 3;
+
+/// What bounds a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// Threads wait for cores.
+    Oversubscribed,
+    /// The critical path runs through reused vars (false edges).
+    Starved,
+    /// The critical path's true dependencies.
+    CriticalPath,
+    /// The device's ops are a small share of the iteration's work: it does not bound it.
+    Light,
+    /// Workers run no op though ready work exists.
+    Overhead,
+    /// Workers are busy and the graph has parallelism to spare.
+    Busy,
+}
+
+impl Bound {
+    /// `critical path`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Bound::Oversubscribed => "oversubscribed",
+            Bound::Starved => "starved",
+            Bound::CriticalPath => "critical path",
+            Bound::Light => "light",
+            Bound::Overhead => "overhead",
+            Bound::Busy => "busy",
+        }
+    }
+}
+
+/// What bounds one device, and why.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Verdict {
+    /// The device (`cpu0`).
+    pub device: String,
+    /// The bound: the first rule that holds.
+    pub bound: Bound,
+    /// What the graph and the workers alone say (the rules after oversubscription): the
+    /// same as `bound` unless the threads are oversubscribed.
+    pub graph_bound: Bound,
+    /// The bound and the figures behind it: `critical path: span 41 ms of a 43 ms step ...`.
+    pub text: String,
+    /// The items the graph's rule names: critical-path ops or reused vars.
+    pub named: Vec<String>,
+}
+
+impl fmt::Display for Verdict {
+    /// `cpu0: critical path: span 41 ms of a 43 ms step (parallelism 1.0); ...`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.device, self.text)
+    }
+}
+
+/// What the verdicts know of one device besides its [`DeviceScaling`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceFacts {
+    /// Its name for display (`cpu0`).
+    pub name: String,
+    /// Its workers (inter-op threads for a CPU).
+    pub workers: usize,
+    /// Whether its workers are CPU threads (those oversubscription concerns).
+    pub cpu: bool,
+}
+
+/// One verdict per device of `scaling` (`facts` in the same order), with the process's
+/// descheduled time when measured and `threads` describing the thread counts
+/// (`3 inter x 3 intra`).
+pub fn verdicts(
+    scaling: &Scaling,
+    facts: &[DeviceFacts],
+    descheduled: Option<&Descheduled>,
+    threads: &str,
+) -> Vec<Verdict> {
+    scaling
+        .devices
+        .iter()
+        .zip(facts)
+        .map(|(device, facts)| verdict(scaling, device, facts, descheduled, threads))
+        .collect()
+}
+
+fn verdict(
+    scaling: &Scaling,
+    device: &DeviceScaling,
+    facts: &DeviceFacts,
+    descheduled: Option<&Descheduled>,
+    threads: &str,
+) -> Verdict {
+    let (graph_bound, detail, named) = graph_verdict(scaling, device, facts);
+    let graph_text = format!("{}: {detail}", graph_bound.label());
+    let oversubscribed = descheduled.filter(|d| facts.cpu && d.share >= OVERSUBSCRIBED_SHARE);
+    let (bound, text) = match oversubscribed {
+        Some(d) => {
+            let most: Vec<&str> = d
+                .per_thread
+                .iter()
+                .take(NAMED)
+                .map(|t| t.thread.as_str())
+                .collect();
+            let wanting: f64 = d
+                .per_thread
+                .iter()
+                .map(|t| t.on_cpu_ms + t.run_delay_ms)
+                .sum();
+            let demand = wanting / d.window_ms.max(f64::MIN_POSITIVE);
+            let on = format!(
+                "{demand:.1} threads wanting a core on average, {} core{}",
+                d.cores,
+                if d.cores == 1 { "" } else { "s" }
+            );
+            let cause = if demand > d.cores as f64 {
+                format!("{on}: fewer threads would help")
+            } else {
+                format!("{on}: other processes hold the cores")
+            };
+            let text = format!(
+                "{}: threads runnable but descheduled {:.0}% of their time ({threads}; most: \
+                 {}); {cause}; then {graph_text}",
+                Bound::Oversubscribed.label(),
+                d.share * 100.0,
+                most.join(", ")
+            );
+            (Bound::Oversubscribed, text)
+        }
+        None => (graph_bound, graph_text),
+    };
+    Verdict {
+        device: facts.name.clone(),
+        bound,
+        graph_bound,
+        text,
+        named,
+    }
+}
+
+/// The graph's and the workers' rules (2 to 5): the bound, its figures, the items named.
+fn graph_verdict(
+    scaling: &Scaling,
+    device: &DeviceScaling,
+    facts: &DeviceFacts,
+) -> (Bound, String, Vec<String>) {
+    let workers = facts.workers.max(1) as f64;
+    let plural = if facts.workers == 1 { "" } else { "s" };
+    let idle = (1.0 - device.achieved_parallelism / workers).clamp(0.0, 1.0);
+    if device.work_ms < LIGHT_SHARE * scaling.work_ms {
+        let detail = format!(
+            "its ops are {:.1}% of the iteration's work: it does not bound the step",
+            100.0 * device.work_ms / scaling.work_ms
+        );
+        return (Bound::Light, detail, Vec::new());
+    }
+    if device.parallelism < workers + 1.0 {
+        if !scaling.false_edges.is_empty() {
+            let kinds = scaling.false_edges[0].kind.label();
+            let named: Vec<String> = scaling
+                .false_edges
+                .iter()
+                .take(NAMED)
+                .map(|edge| edge.var.clone())
+                .collect();
+            let detail = format!(
+                "{:.0}% of worker time with no op running (parallelism {:.1} on {} \
+                 worker{plural}); the critical path runs through {kinds} on {}; more buffers \
+                 would let more ops run at once",
+                idle * 100.0,
+                device.parallelism,
+                facts.workers,
+                named.join(", ")
+            );
+            return (Bound::Starved, detail, named);
+        }
+        let named: Vec<String> = scaling
+            .critical_path
+            .iter()
+            .take(NAMED)
+            .map(|op| op.name.clone())
+            .collect();
+        let path: Vec<String> = scaling
+            .critical_path
+            .iter()
+            .take(NAMED)
+            .map(|op| format!("{} ({:.0}%)", op.name, op.share * 100.0))
+            .collect();
+        let detail = format!(
+            "span {} of a {} step (parallelism {:.1}); more inter-op workers cannot help; \
+             the path is {} op{}, longest {}; shorter ops on it (more intra-op threads) can",
+            show_ms(device.span_ms),
+            show_ms(scaling.wall_ms),
+            device.parallelism,
+            scaling.critical_path_ops,
+            if scaling.critical_path_ops == 1 {
+                ""
+            } else {
+                "s"
+            },
+            path.join(", ")
+        );
+        return (Bound::CriticalPath, detail, named);
+    }
+    let reachable = device.parallelism.min(workers);
+    if device.achieved_parallelism < OVERHEAD_FRACTION * reachable {
+        let detail = format!(
+            "{:.0}% of worker time with no op running though the graph keeps {:.1} busy \
+             (achieved {:.1} of {} worker{plural}); the time goes between ops",
+            idle * 100.0,
+            reachable,
+            device.achieved_parallelism,
+            facts.workers,
+        );
+        return (Bound::Overhead, detail, Vec::new());
+    }
+    let detail = format!(
+        "{:.0}% of worker time in ops (achieved {:.1} of {} worker{plural}) and parallelism \
+         {:.1}: more workers, on cores of their own, would help",
+        (1.0 - idle) * 100.0,
+        device.achieved_parallelism,
+        facts.workers,
+        device.parallelism
+    );
+    (Bound::Busy, detail, Vec::new())
+}
+
+/// `412 ms`, `41.2 ms`, `4.12 ms`.
+fn show_ms(ms: f64) -> String {
+    match ms {
+        ms if ms >= 100.0 => format!("{ms:.0} ms"),
+        ms if ms >= 10.0 => format!("{ms:.1} ms"),
+        ms => format!("{ms:.2} ms"),
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::analysis::{analyze, RanGraph, RanOp, ThreadDelay};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn op(name: &str, reads: &[usize], writes: &[usize], time: Duration) -> RanOp {
+        RanOp {
+            name: name.to_string(),
+            device: 0,
+            reads: reads.to_vec(),
+            writes: writes.to_vec(),
+            time,
+        }
+    }
+
+    fn judge(ops: Vec<RanOp>, vars: usize, wall: Duration, workers: usize) -> Verdict {
+        judge_with(ops, vars, wall, workers, None)
+    }
+
+    fn judge_with(
+        ops: Vec<RanOp>,
+        vars: usize,
+        wall: Duration,
+        workers: usize,
+        descheduled: Option<&Descheduled>,
+    ) -> Verdict {
+        let graph = RanGraph {
+            ops,
+            vars: (0..vars).map(|var| format!("buf{var}")).collect(),
+            devices: vec!["cpu:0 workers".to_string()],
+            wall,
+        };
+        let facts = DeviceFacts {
+            name: "cpu0".to_string(),
+            workers,
+            cpu: true,
+        };
+        let scaling = analyze(&graph);
+        verdicts(&scaling, &[facts], descheduled, "2 inter x 1 intra").remove(0)
+    }
+
+    fn chain() -> Vec<RanOp> {
+        (0..10)
+            .map(|i| op(&format!("s{i}"), &[0], &[0], MS))
+            .collect()
+    }
+
+    #[test]
+    fn a_chain_is_bound_by_its_critical_path() {
+        let verdict = judge(chain(), 1, 11 * MS, 2);
+        assert_eq!(verdict.bound, Bound::CriticalPath, "{verdict}");
+        assert!(
+            verdict.text.contains("span 10.0 ms of a 11.0 ms step"),
+            "{verdict}"
+        );
+        assert_eq!(verdict.named.len(), 3);
+        assert!(verdict.to_string().starts_with("cpu0: critical path: "));
+    }
+
+    #[test]
+    fn reused_buffers_starve_the_workers_and_are_named() {
+        let mut ops = Vec::new();
+        for b in 0..8 {
+            ops.push(op(&format!("read{b}"), &[], &[b % 2], 4 * MS));
+            ops.push(op(&format!("prep{b}"), &[b % 2], &[2 + b], MS));
+        }
+        let verdict = judge(ops, 10, 21 * MS, 4);
+        assert_eq!(verdict.bound, Bound::Starved, "{verdict}");
+        assert!(
+            verdict.text.contains("write-after-read on buf"),
+            "{verdict}"
+        );
+        assert!(verdict
+            .named
+            .iter()
+            .all(|var| var == "buf0" || var == "buf1"));
+    }
+
+    #[test]
+    fn parallel_work_on_busy_workers_is_busy_or_overhead_by_how_busy() {
+        let ops: Vec<RanOp> = (0..16)
+            .map(|i| op(&format!("t{i}"), &[], &[i], MS))
+            .collect();
+        assert_eq!(judge(ops.clone(), 16, 8 * MS, 2).bound, Bound::Busy);
+        let verdict = judge(ops, 16, 40 * MS, 2);
+        assert_eq!(verdict.bound, Bound::Overhead, "{verdict}");
+    }
+
+    #[test]
+    fn a_descheduled_share_over_the_threshold_is_oversubscription() {
+        let delay = |share: f64| Descheduled {
+            window_ms: 100.0,
+            threads: 1,
+            cores: 2,
+            share,
+            per_thread: vec![ThreadDelay {
+                thread: "cpu0-w1".to_string(),
+                on_cpu_ms: 50.0,
+                run_delay_ms: share * 100.0,
+                share,
+            }],
+        };
+        let high = delay(OVERSUBSCRIBED_SHARE + 0.2);
+        let verdict = judge_with(chain(), 1, 11 * MS, 2, Some(&high));
+        assert_eq!(verdict.bound, Bound::Oversubscribed, "{verdict}");
+        assert_eq!(verdict.graph_bound, Bound::CriticalPath, "{verdict}");
+        assert!(verdict.text.contains("30%") && verdict.text.contains("most: cpu0-w1"));
+        assert!(verdict
+            .text
+            .contains("0.8 threads wanting a core on average, 2 cores: other"));
+        assert!(
+            verdict.text.contains("; then critical path: span"),
+            "{verdict}"
+        );
+        let low = delay(OVERSUBSCRIBED_SHARE / 2.0);
+        assert_eq!(
+            judge_with(chain(), 1, 11 * MS, 2, Some(&low)).bound,
+            Bound::CriticalPath
+        );
+        let facts = DeviceFacts {
+            name: "gpu0".into(),
+            workers: 2,
+            cpu: false,
+        };
+        let graph = RanGraph {
+            ops: chain(),
+            vars: vec!["x".into()],
+            devices: vec!["gpu:0 workers".into()],
+            wall: 11 * MS,
+        };
+        let on_gpu = verdicts(&analyze(&graph), &[facts], Some(&high), "");
+        assert_eq!(
+            on_gpu[0].bound,
+            Bound::CriticalPath,
+            "CPU waits do not judge a GPU"
+        );
+    }
+
+    #[test]
+    fn a_device_with_a_sliver_of_the_work_is_light() {
+        let mut ops = chain();
+        ops.push(op("update", &[], &[1], Duration::from_micros(100)));
+        ops[10].device = 1;
+        let graph = RanGraph {
+            ops,
+            vars: vec!["x".into(), "w".into()],
+            devices: vec!["cpu:0 workers".into(), "cpu priority".into()],
+            wall: 11 * MS,
+        };
+        let facts = |name: &str| DeviceFacts {
+            name: name.into(),
+            workers: 2,
+            cpu: true,
+        };
+        let lines = verdicts(&analyze(&graph), &[facts("cpu0"), facts("prio")], None, "");
+        assert_eq!(lines[0].bound, Bound::CriticalPath, "{}", lines[0]);
+        assert_eq!(lines[1].bound, Bound::Light, "{}", lines[1]);
+    }
+}

@@ -1,0 +1,226 @@
+//! The run's scaling analysis: the graph that ran (ops in push order, their vars and worker
+//! pools) joined with the op times the run measured, judged by [`crate::analysis`].
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::analysis::{
+    self, Descheduled, DeviceFacts, RanGraph, RanOp, Scaling, SchedSample, Verdict,
+};
+use crate::sync::Mutex;
+use crate::workload::{Graph, TensorId};
+
+use super::counters::Lane;
+use super::op_times::OpTimes;
+use super::plan::PreparedOp;
+use super::summary::RunSettings;
+
+/// One iteration's graph without times, and the worker pool of each of its devices.
+#[derive(Clone, Debug)]
+pub(super) struct RanShape {
+    template: RanGraph,
+    /// Per device of `template`, its lane.
+    lanes: Vec<Lane>,
+}
+
+impl RanShape {
+    /// The iteration ops of `graph` (`ops` prepared from it), with the lanes they run on
+    /// (`lanes[op.lane_slot]`).
+    pub(super) fn new(graph: &Graph, ops: &[PreparedOp], all_lanes: &[Lane]) -> Self {
+        let mut lanes: Vec<Lane> = Vec::new();
+        let indices = |ids: Vec<TensorId>| ids.into_iter().map(TensorId::index).collect();
+        let ran_ops = graph.iteration.clone().map(|index| {
+            let (decl, prepared) = (&graph.ops[index], &ops[index]);
+            let lane = all_lanes[prepared.lane_slot];
+            let device = lanes
+                .iter()
+                .position(|seen| *seen == lane)
+                .unwrap_or_else(|| {
+                    lanes.push(lane);
+                    lanes.len() - 1
+                });
+            let mut reads: Vec<TensorId> =
+                decl.reads.iter().chain(&decl.also_reads).copied().collect();
+            reads.sort_unstable();
+            reads.dedup();
+            RanOp {
+                name: decl.name.clone(),
+                device,
+                reads: indices(reads),
+                writes: indices(decl.mutable_vars()),
+                time: Duration::ZERO,
+            }
+        });
+        let ran_ops: Vec<RanOp> = ran_ops.collect();
+        RanShape {
+            template: RanGraph {
+                ops: ran_ops,
+                vars: graph
+                    .tensors
+                    .iter()
+                    .map(|tensor| tensor.name.clone())
+                    .collect(),
+                devices: lanes.iter().map(ToString::to_string).collect(),
+                wall: Duration::ZERO,
+            },
+            lanes,
+        }
+    }
+
+    /// The graph with `times` (one per iteration op) over a step of `wall`.
+    fn with_times(&self, times: &[Duration], wall: Duration) -> RanGraph {
+        let mut graph = self.template.clone();
+        for (op, time) in graph.ops.iter_mut().zip(times) {
+            op.time = *time;
+        }
+        graph.wall = wall;
+        graph
+    }
+
+    /// What the verdicts need of each device under `settings`.
+    fn facts(&self, settings: &RunSettings) -> Vec<DeviceFacts> {
+        self.lanes
+            .iter()
+            .map(|lane| DeviceFacts {
+                name: lane.panel().unwrap_or_else(|| lane.to_string()),
+                workers: settings.workers(*lane),
+                cpu: !matches!(lane, Lane::Gpu(_)),
+            })
+            .collect()
+    }
+
+    /// The analysis of one iteration with `times` over a step of `wall`.
+    pub(super) fn analyze(&self, times: &[Duration], wall: Duration) -> Scaling {
+        analysis::analyze(&self.with_times(times, wall))
+    }
+
+    /// The verdicts on `scaling` (one of this shape's iterations) under `settings`.
+    pub(super) fn verdicts(
+        &self,
+        scaling: &Scaling,
+        settings: &RunSettings,
+        descheduled: Option<&Descheduled>,
+    ) -> Vec<Verdict> {
+        let threads = format!("{} inter x {} intra", settings.inter, settings.intra);
+        analysis::verdicts(scaling, &self.facts(settings), descheduled, &threads)
+    }
+}
+
+/// Why the run scales as it does: work, span and critical path, the threads' descheduled
+/// time, and a verdict per device. `--summary json` prints it as `scaling`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ScalingSummary {
+    /// The mean iteration: each op's time averaged over the run's iterations, over a step
+    /// of the run's time per iteration.
+    #[serde(flatten)]
+    pub mean: Scaling,
+    /// The run's last iteration, over the time between its end and the one before's (when
+    /// the run had two).
+    pub last_iteration: Option<Scaling>,
+    /// The threads' descheduled time over the run (`None` without schedstat).
+    pub descheduled: Option<Descheduled>,
+    /// One per device, from the mean iteration.
+    pub verdicts: Vec<Verdict>,
+}
+
+impl fmt::Display for ScalingSummary {
+    /// The summary's `why` section.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mean = &self.mean;
+        writeln!(f, "why (the mean iteration; work and span per iteration):")?;
+        writeln!(
+            f,
+            "  work {:.2} ms, span {:.2} ms: parallelism {:.1}, achieved {:.1} over a {:.2} ms step",
+            mean.work_ms, mean.span_ms, mean.parallelism, mean.achieved_parallelism, mean.wall_ms
+        )?;
+        let path: Vec<String> = mean
+            .critical_path
+            .iter()
+            .take(5)
+            .map(|op| format!("{} {:.0}%", op.name, op.share * 100.0))
+            .collect();
+        writeln!(
+            f,
+            "  critical path: {} ops, longest {}",
+            mean.critical_path_ops,
+            path.join(", ")
+        )?;
+        if let Some(last) = &self.last_iteration {
+            writeln!(
+                f,
+                "  last iteration: work {:.2} ms, span {:.2} ms, parallelism {:.1}, achieved {:.1}",
+                last.work_ms, last.span_ms, last.parallelism, last.achieved_parallelism
+            )?;
+        }
+        match &self.descheduled {
+            Some(d) => writeln!(
+                f,
+                "  descheduled: {:.1}% of the time of {} threads that ran ({} cores)",
+                d.share * 100.0,
+                d.threads,
+                d.cores
+            )?,
+            None => writeln!(
+                f,
+                "  descheduled: not measured (no /proc/self/task/*/schedstat)"
+            )?,
+        }
+        for verdict in &self.verdicts {
+            writeln!(f, "  {verdict}")?;
+        }
+        Ok(())
+    }
+}
+
+/// How often the dashboard's verdicts are recomputed, at most.
+const LIVE_PERIOD: Duration = Duration::from_secs(1);
+
+/// The dashboard's verdict lines, kept between frames.
+#[derive(Debug, Default)]
+pub(super) struct LiveVerdicts {
+    state: Mutex<LiveState>,
+}
+
+#[derive(Debug, Default)]
+struct LiveState {
+    lines: Vec<String>,
+    computed: Option<Instant>,
+    /// The schedstat sample the next window starts from.
+    sample: Option<SchedSample>,
+}
+
+impl LiveVerdicts {
+    /// The lines for the last of `done` finished iterations (the cached ones within
+    /// [`LIVE_PERIOD`] of the last computation, or while fewer than two have finished).
+    pub(super) fn lines(
+        &self,
+        done: u64,
+        times: &OpTimes,
+        shape: &RanShape,
+        settings: &RunSettings,
+    ) -> Vec<String> {
+        let mut state = self.state.lock();
+        let fresh = state.computed.is_some_and(|at| at.elapsed() < LIVE_PERIOD);
+        let last = done.checked_sub(1);
+        let step = last.and_then(|last| times.step(last));
+        let (Some(last), Some(step), false) = (last, step, fresh) else {
+            return state.lines.clone();
+        };
+        let now = SchedSample::now();
+        let descheduled = state
+            .sample
+            .as_ref()
+            .zip(now.as_ref())
+            .map(|(a, b)| a.until(b));
+        let scaling = shape.analyze(&times.iteration(last), step);
+        state.lines = shape
+            .verdicts(&scaling, settings, descheduled.as_ref())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        state.computed = Some(Instant::now());
+        state.sample = now;
+        state.lines.clone()
+    }
+}
