@@ -43,7 +43,7 @@ pub(crate) fn record_synthetic(path: &std::path::Path, run: &Synthetic<'_>) -> R
         .collect();
     let (worker, rounds) = (run.worker.to_string(), run.rounds);
     let recording = profiler.clone();
-    let end_ns = std::thread::Builder::new()
+    let end_ns = crate::sync::thread::Builder::new()
         .name(worker)
         .spawn(move || {
             let (mut ts, mut id) = (1_000_000u64, 0u64);
