@@ -96,10 +96,11 @@ pub fn headline(progress: &TuneProgress) -> String {
             };
             let gain = report.gain.map_or(String::new(), |gain| {
                 format!(
-                    " ({:.2}x ±{:.2} the default {})",
+                    " ({:.2}x ±{:.2} the default {}{})",
                     gain.ratio,
                     gain.spread,
-                    short(report.default)
+                    short(report.default),
+                    gain.note()
                 )
             });
             format!("tuner {how} at {windows}{best}{gain}")

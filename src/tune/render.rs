@@ -146,9 +146,10 @@ pub fn text_report(report: &TuneReport) -> String {
     if let Some(gain) = report.gain {
         let _ = writeln!(
             out,
-            "gain:    {:+.1}% ± {:.1}% over the default",
+            "gain:    {:+.1}% ± {:.1}% over the default{}",
             (gain.ratio - 1.0) * 100.0,
-            gain.spread * 100.0
+            gain.spread * 100.0,
+            gain.note()
         );
     }
     match &report.outcome {

@@ -166,6 +166,17 @@ pub struct Gain {
     pub spread: f64,
 }
 
+impl Gain {
+    /// What a ratio below 1.0 means: the pick is the fewest threads within noise of the
+    /// leader (the tie rule), so it may measure slower than the default by no more than noise.
+    pub fn note(&self) -> &'static str {
+        match self.ratio < 1.0 {
+            true => " (fewest threads within noise of the fastest)",
+            false => "",
+        }
+    }
+}
+
 /// How the search ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {

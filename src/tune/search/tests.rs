@@ -248,3 +248,17 @@ fn every_window_is_announced_before_and_after() {
     assert!(last.index <= last.planned);
     assert_eq!(last.best.map(|(p, _)| p), report.best);
 }
+
+#[test]
+fn a_pick_slower_than_the_default_says_why() {
+    let slower = Gain {
+        ratio: 0.93,
+        spread: 0.0,
+    };
+    assert!(slower.note().contains("within noise"));
+    let faster = Gain {
+        ratio: 1.2,
+        spread: 0.05,
+    };
+    assert_eq!(faster.note(), "");
+}
