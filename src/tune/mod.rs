@@ -21,7 +21,9 @@
 //!    median less its spread: a point fast only now and then does not lead); any confirmed
 //!    point within noise of it ([`within_noise`]: the two spreads together, at least
 //!    [`MIN_NOISE`] of the median) with fewer threads wins instead: fewer threads leave cores
-//!    to the rest of the machine for the same speed. Spreads are median absolute deviations,
+//!    to the rest of the machine for the same speed, unless the default beats it by more than
+//!    the two spreads together and [`DEFAULT_MARGIN`] (the pick is never measurably worse
+//!    than the default). Spreads are median absolute deviations,
 //!    so one disturbed window of five moves neither figure much.
 //!
 //! # Budget and windows
@@ -62,7 +64,8 @@ pub use render::{heat_map, json, table, text_report};
 pub use run::{tune_driver, TunedRun, DASHBOARD_BUDGET};
 pub use search::{
     search, Basis, Gain, Halt, Outcome, Phase, PointResult, Probe, ProbeEvent, TuneOptions,
-    TuneReport, CONFIRM_SAMPLES, MIN_NOISE, MIN_WINDOW, SCAN_TOLERANCE, SETTLE_FRACTION,
+    TuneReport, CONFIRM_SAMPLES, DEFAULT_MARGIN, MIN_NOISE, MIN_WINDOW, SCAN_TOLERANCE,
+    SETTLE_FRACTION,
 };
 pub use space::{Dimension, Objective, Point, Space};
 pub use stats::within_noise;

@@ -22,6 +22,9 @@ const CONFIRM_POINTS: usize = 5;
 pub const SCAN_TOLERANCE: f64 = 0.5;
 /// Two medians closer than this fraction of the larger are always within noise.
 pub const MIN_NOISE: f64 = 0.1;
+/// The tie rule's pick may trail the default by at most this fraction (or the two spreads,
+/// if larger): fewer threads are worth a tie, not a measured loss against the default.
+pub const DEFAULT_MARGIN: f64 = 0.05;
 /// The part of a slot left for a window's overrun (it ends on an iteration end).
 const HEADROOM: f64 = 0.9;
 
@@ -350,7 +353,8 @@ impl Search<'_> {
         if value.is_none() {
             self.index += 1;
         }
-        let best = pick(&self.results, self.options.objective).and_then(|best| {
+        let picked = pick(&self.results, self.options.objective, self.plan.default);
+        let best = picked.and_then(|best| {
             let result = self.results.iter().find(|r| r.point == best)?;
             Some((best, result.median))
         });
@@ -438,7 +442,7 @@ impl Search<'_> {
             .into_iter()
             .filter(|r| !r.samples.is_empty())
             .collect();
-        let best = pick(&points, objective);
+        let best = pick(&points, objective, self.plan.default);
         let find = |point: Point| points.iter().find(|r| r.point == point);
         let gain = best
             .and_then(find)
@@ -484,8 +488,10 @@ fn rank(objective: Objective, a: &PointResult, b: &PointResult) -> std::cmp::Ord
 /// The pick among `results` (the points measured more than once; all measured points while
 /// none is): the leader is the best pessimistic figure (median less its spread, or plus it
 /// for a step time), so a point that is fast only sometimes does not lead; then the fewest
-/// threads within noise of the leader.
-fn pick(results: &[PointResult], objective: Objective) -> Option<Point> {
+/// threads within noise of the leader, among those not measurably worse than the `default`
+/// (slower by more than the two spreads together, at least [`DEFAULT_MARGIN`]), so the pick never loses to the default
+/// beyond what the windows themselves show as noise.
+fn pick(results: &[PointResult], objective: Objective, default: Point) -> Option<Point> {
     let repeated: Vec<&PointResult> = results.iter().filter(|r| r.samples.len() > 1).collect();
     let eligible: Vec<&PointResult> = match repeated.is_empty() {
         true => results.iter().filter(|r| !r.samples.is_empty()).collect(),
@@ -501,9 +507,16 @@ fn pick(results: &[PointResult], objective: Objective) -> Option<Point> {
             false => a,
         }
     })?;
+    let default = eligible.iter().copied().find(|r| r.point == default);
+    let measurably_worse = |r: &PointResult, than: &PointResult| {
+        let floor = DEFAULT_MARGIN * r.median.abs().max(than.median.abs());
+        objective.better(than.median, r.median)
+            && (r.median - than.median).abs() > (r.spread + than.spread).max(floor)
+    };
     eligible
         .iter()
         .filter(|r| within_noise(r, leader))
+        .filter(|r| default.is_none_or(|default| !measurably_worse(r, default)))
         .min_by(|a, b| {
             a.point
                 .threads()
