@@ -280,3 +280,47 @@ fn a_run_killed_while_recording_leaves_a_readable_prefix() {
     assert!(exported["traceEvents"].as_array().unwrap().len() > 100);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A workload parameter set on the command line is part of the recorded configuration, so
+/// comparing two runs that differ in it names it as the change.
+#[test]
+fn a_changed_workload_parameter_is_named_in_the_comparison() {
+    let dir = scratch("params");
+    for (file, slots) in [("a.etrec", "slots=2"), ("b.etrec", "slots=4")] {
+        let run = [
+            "--workload",
+            "pipeline",
+            "--set",
+            slots,
+            "--set",
+            "batches=4",
+            "--iterations",
+            "1",
+            "--headless",
+            "--gemm-peak",
+            "100",
+            "--record",
+            file,
+        ];
+        succeeded(&enginetop(&run, &dir));
+    }
+    let output = enginetop(
+        &["compare", "a.etrec", "b.etrec", "--summary", "json"],
+        &dir,
+    );
+    succeeded(&output);
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let changed: Vec<&Value> = json["config"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row["changed"] == true)
+        .collect();
+    assert_eq!(changed.len(), 1, "{json}");
+    assert_eq!(changed[0]["key"], "param slots");
+    assert_eq!(
+        (&changed[0]["a"], &changed[0]["b"]),
+        (&"2".into(), &"4".into())
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

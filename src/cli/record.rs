@@ -5,20 +5,25 @@ use anyhow::Result;
 
 use enginetop::config::RuntimeConfig;
 use enginetop::profiler::Profiler;
-use enginetop::record::{Recorder, RecordingInfo};
+use enginetop::record::{Recorder, RecordingInfo, Setting};
+use enginetop::workload::Graph;
 
-/// Starts recording `profiler`'s events to `path`, if given.
+/// Starts recording `profiler`'s events to `path`, if given. The configuration it records
+/// holds the workload's parameters too (`param slots` = 4), so `compare` shows a `--set`.
 pub(super) fn start(
     path: Option<&Path>,
     profiler: &Profiler,
-    workload: &str,
+    graph: &Graph,
     config: &RuntimeConfig,
 ) -> Result<Option<Recorder>> {
     let Some(path) = path else {
         return Ok(None);
     };
     super::trace::check_trace_path("--record", path)?;
-    let info = RecordingInfo::for_run(workload, config);
+    let mut info = RecordingInfo::for_run(&graph.name, config);
+    let params = graph.params.iter();
+    info.settings
+        .extend(params.map(|(name, value)| Setting::new(format!("param {name}"), value)));
     Ok(Some(Recorder::start(path, profiler, info)?))
 }
 

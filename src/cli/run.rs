@@ -312,12 +312,8 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
     } else {
         Profiler::new(ProfilerOptions::default())?
     };
-    let recorder = super::record::start(
-        args.record.as_deref(),
-        &profiler,
-        &graph.name,
-        &options.config,
-    )?;
+    let recorder =
+        super::record::start(args.record.as_deref(), &profiler, &graph, &options.config)?;
     let hooks = RunHooks {
         progress: std::io::stderr().is_terminal().then(progress_bar),
         ..profiler_hooks(&profiler, args.profile_rows)

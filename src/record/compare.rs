@@ -40,7 +40,7 @@ pub struct RunProfile {
     /// Iterations, where the input says.
     pub iterations: Option<u64>,
     /// Seconds from the first event to the last.
-    pub span_s: f64,
+    pub recorded_s: f64,
     /// Settings by name (a Chrome trace has none).
     pub config: BTreeMap<String, String>,
     /// Figures by op name.
@@ -131,7 +131,7 @@ impl RunProfile {
         }
         profile.workers = busy_seconds(busy);
         let times = recording.events.iter().map(|event| event.ts_ns);
-        profile.span_s = span_seconds(times.clone().min(), times.max());
+        profile.recorded_s = span_seconds(times.clone().min(), times.max());
         let summary = recording
             .summary
             .as_deref()
@@ -219,7 +219,7 @@ impl RunProfile {
             busy.entry(worker).or_default().push((from, to));
         }
         profile.workers = busy_seconds(busy);
-        profile.span_s = span_seconds(first, last);
+        profile.recorded_s = span_seconds(first, last);
         Ok(profile)
     }
 }
@@ -331,7 +331,7 @@ pub struct Comparison {
     /// Seconds per iteration, where both runs say.
     pub step_time_s: Option<Delta>,
     /// Seconds from the first event to the last.
-    pub span_s: Delta,
+    pub recorded_s: Delta,
     /// Every setting either run has, changed ones first.
     pub config: Vec<ConfigRow>,
     /// Every op name either run has, the largest change in total time first.
@@ -372,7 +372,7 @@ pub fn compare(a: &RunProfile, b: &RunProfile) -> Comparison {
         a: line(a),
         b: line(b),
         step_time_s,
-        span_s: Delta::of(a.span_s, b.span_s),
+        recorded_s: Delta::of(a.recorded_s, b.recorded_s),
         config: config_rows(a, b),
         ops: op_rows(a, b),
         workers: worker_rows(a, b),
@@ -484,14 +484,14 @@ impl fmt::Display for Comparison {
                 )?
             }
         }
-        let span = &self.span_s;
+        let recorded = &self.recorded_s;
         writeln!(
             f,
-            "span         {:>10.3} s  -> {:>10.3} s   {:>+10.3} s   {}",
-            span.a,
-            span.b,
-            span.delta,
-            ratio(span)
+            "recorded     {:>10.3} s  -> {:>10.3} s   {:>+10.3} s   {}",
+            recorded.a,
+            recorded.b,
+            recorded.delta,
+            ratio(recorded)
         )?;
         self.fmt_config(f)?;
         self.fmt_ops(f)?;

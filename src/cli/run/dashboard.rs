@@ -37,8 +37,7 @@ pub(super) fn run(
     let profiler = Profiler::new(ProfilerOptions::default())?;
     let log = log_path();
     let _logging = init_logging(&profiler, LogTarget::File(log.clone()), LevelFilter::INFO)?;
-    let recorder =
-        super::super::record::start(args.record.as_deref(), &profiler, &graph.name, &config)?;
+    let recorder = super::super::record::start(args.record.as_deref(), &profiler, &graph, &config)?;
     let hooks = profiler_hooks(&profiler, args.profile_rows);
     let mut info = live_info(args, &config, &graph)?;
     let driver = Driver::new(graph, &config, &hooks)?;
