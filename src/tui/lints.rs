@@ -3,7 +3,9 @@
 //! - **verdict**: the run's own answer to why it does not scale, one per device
 //!   ([`crate::analysis`]'s rules), first;
 //! - **oversubscribed**: inter-op workers (every CPU device's together) times intra-op
-//!   threads exceed the CPUs, TensorFlow's rule (see `config::RuntimeConfig::warnings`);
+//!   threads exceed the CPUs, TensorFlow's rule (see `config::RuntimeConfig::warnings`),
+//!   said only until the run has verdicts: theirs is measured (the threads' descheduled
+//!   time), this one guessed from counts, and the two must not disagree on screen;
 //! - **spinning**: a worker spent at least [`SPIN_SHARE`] of the profiler's window spinning;
 //! - **queue growing**: a device's queues grew over the last [`QUEUE_SPAN`] to at least
 //!   [`QUEUE_MIN_DEPTH`] tasks and at least twice what they held, faster than
@@ -119,7 +121,9 @@ pub fn find(data: &DashboardData, panels: &[DevicePanel<'_>], history: &History)
         .cloned()
         .map(Lint::Verdict)
         .collect();
-    lints.extend(oversubscription(data, panels));
+    if lints.is_empty() {
+        lints.extend(oversubscription(data, panels));
+    }
     lints.extend(growing_queues(history));
     lints.extend(spinning_workers(data));
     lints
@@ -214,7 +218,9 @@ mod tests {
         let lints = find(&data, &panels, &history);
         assert_eq!(lints[0], Lint::Verdict(line.to_string()));
         assert_eq!(lints[0].to_string(), line);
-        assert!(matches!(lints[1], Lint::Oversubscribed { .. }), "{lints:?}");
+        // The measured verdict replaces the count rule's guess.
+        let guessed = |lint: &Lint| matches!(lint, Lint::Oversubscribed { .. });
+        assert!(!lints.iter().any(guessed), "{lints:?}");
     }
 
     #[test]
