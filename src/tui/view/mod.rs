@@ -100,7 +100,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, theme: Theme) {
     let wide = area.width >= WIDE.0 && area.height >= WIDE.1;
     let [header_area, lints_area, body, tuner_area, footer_area] = Layout::vertical([
         Constraint::Length(header::HEIGHT),
-        Constraint::Length(lints::height(&ctx, wide, area.height)),
+        Constraint::Length(lints::height(&ctx, wide, area.width, area.height)),
         Constraint::Min(0),
         Constraint::Length(tuner::height(&ctx, area.width)),
         Constraint::Length(footer::height(&ctx, area.width)),
