@@ -318,12 +318,13 @@ fn ratio(a: Duration, b: Duration) -> f64 {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
 
-    fn op(name: &str, reads: &[usize], writes: &[usize], time: Duration) -> RanOp {
+    /// An op on device 0 (the verdict tests build their graphs with it too).
+    pub(crate) fn op(name: &str, reads: &[usize], writes: &[usize], time: Duration) -> RanOp {
         RanOp {
             name: name.to_string(),
             device: 0,

@@ -258,19 +258,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::analysis::span::tests::op;
     use crate::analysis::{analyze, RanGraph, RanOp, ThreadDelay};
 
     const MS: Duration = Duration::from_millis(1);
-
-    fn op(name: &str, reads: &[usize], writes: &[usize], time: Duration) -> RanOp {
-        RanOp {
-            name: name.to_string(),
-            device: 0,
-            reads: reads.to_vec(),
-            writes: writes.to_vec(),
-            time,
-        }
-    }
 
     fn judge(ops: Vec<RanOp>, vars: usize, wall: Duration, workers: usize) -> Verdict {
         judge_with(ops, vars, wall, workers, None)

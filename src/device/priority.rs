@@ -453,7 +453,7 @@ mod tests {
     }
 }
 
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 mod loom_tests {
     use super::*;
     use crate::sync::{AtomicUsize, Ordering};
