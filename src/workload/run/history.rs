@@ -65,7 +65,7 @@ impl ConfigHistory {
     }
 
     /// The segments, oldest first.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn segments(&self) -> &[ConfigSegment] {
         &self.segments
     }
