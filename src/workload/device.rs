@@ -5,9 +5,11 @@
 
 use std::fmt;
 
+use strum::{Display, EnumString, IntoStaticStr, VariantArray};
+
 use crate::engine::{Context, DeviceType, FnProperty};
 
-use super::error::Problem;
+use super::error::{comma_list, Problem};
 
 /// Device numbers above this are refused (a typo rather than a machine).
 pub(crate) const MAX_DEVICE_ID: u32 = 1023;
@@ -58,47 +60,6 @@ impl fmt::Display for ContextText {
     }
 }
 
-/// Generates a closed vocabulary: the enum, its names, `ALL`, `name()` and `FromStr`.
-macro_rules! vocabulary {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+ }) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $($(#[$vmeta])* $variant,)+
-        }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
-
-            /// The name a workload file uses.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text,)+
-                }
-            }
-
-            /// Every name, comma-separated, for messages.
-            pub fn names() -> String {
-                super::error::comma_list(Self::ALL.iter().map(|value| value.name()))
-            }
-        }
-
-        impl ::std::str::FromStr for $name {
-            type Err = ();
-            fn from_str(text: &str) -> Result<Self, ()> {
-                Self::ALL.iter().copied().find(|value| value.name() == text).ok_or(())
-            }
-        }
-
-        impl ::std::fmt::Display for $name {
-            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-    };
-}
-
 /// The properties a workload file may name, by name, in the order of MXNet's
 /// `FnProperty` (`DeleteVar` is engine-internal and not accepted in files). Files may also
 /// write `prioritized`, which becomes `cpu_prioritized` or `gpu_prioritized` by the op's
@@ -131,7 +92,7 @@ pub(crate) fn property_name(property: FnProperty) -> &'static str {
 
 /// Every property a file may name, comma-separated, for messages.
 pub(crate) fn property_names() -> String {
-    super::error::comma_list(PROPERTIES.iter().map(|(_, name)| name))
+    comma_list(PROPERTIES.iter().map(|(_, name)| name))
 }
 
 /// The device kind a property needs: `Some(true)` a GPU, `Some(false)` a CPU.
@@ -143,27 +104,39 @@ pub(crate) fn needs_gpu(property: FnProperty) -> Option<bool> {
     }
 }
 
-vocabulary! {
-    /// Element type of a tensor.
-    Dtype {
-        /// 32-bit float.
-        F32 = "f32",
-        /// 64-bit float.
-        F64 = "f64",
-        /// IEEE half.
-        F16 = "f16",
-        /// bfloat16.
-        Bf16 = "bf16",
-        /// 32-bit signed integer.
-        I32 = "i32",
-        /// 64-bit signed integer.
-        I64 = "i64",
-        /// Byte.
-        U8 = "u8",
-    }
+/// Element type of a tensor, by the name a workload file gives it (`f32`, `bf16`, ...).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Display, EnumString, IntoStaticStr, VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum Dtype {
+    /// 32-bit float.
+    F32,
+    /// 64-bit float.
+    F64,
+    /// IEEE half.
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// 32-bit signed integer.
+    I32,
+    /// 64-bit signed integer.
+    I64,
+    /// Byte.
+    U8,
 }
 
 impl Dtype {
+    /// The name a workload file uses.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// Every name, comma-separated, for messages.
+    pub fn names() -> String {
+        comma_list(Self::VARIANTS)
+    }
+
     /// Bytes per element.
     pub fn size_bytes(self) -> u64 {
         match self {
@@ -175,15 +148,29 @@ impl Dtype {
     }
 }
 
-vocabulary! {
-    /// A tensor's contents before the first op.
-    Init {
-        /// All zero.
-        Zeros = "zeros",
-        /// All one (RandSumExpr starts from 1.0).
-        Ones = "ones",
-        /// Deterministic pseudo-random values in [-1, 1).
-        Random = "random",
+/// A tensor's contents before the first op, by the name a workload file gives it.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Display, EnumString, IntoStaticStr, VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum Init {
+    /// All zero.
+    Zeros,
+    /// All one (RandSumExpr starts from 1.0).
+    Ones,
+    /// Deterministic pseudo-random values in [-1, 1).
+    Random,
+}
+
+impl Init {
+    /// The name a workload file uses.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// Every name, comma-separated, for messages.
+    pub fn names() -> String {
+        comma_list(Self::VARIANTS)
     }
 }
 

@@ -133,7 +133,7 @@ impl Resolver<'_> {
             ));
         }
         let dtype = match &raw.dtype {
-            Some((value, span)) => value.parse::<Dtype>().map_err(|()| {
+            Some((value, span)) => value.parse::<Dtype>().map_err(|_| {
                 Located::at(
                     span.clone(),
                     Problem::BadDtype {
@@ -146,7 +146,7 @@ impl Resolver<'_> {
             None => Dtype::F32,
         };
         let init = match &raw.init {
-            Some((value, span)) => value.parse::<Init>().map_err(|()| {
+            Some((value, span)) => value.parse::<Init>().map_err(|_| {
                 Located::at(
                     span.clone(),
                     Problem::WrongValue {
@@ -215,7 +215,7 @@ impl Resolver<'_> {
 
     fn op(&self, raw: &RawOp) -> LoadResult<OpDecl> {
         let name = &raw.name.0;
-        let kernel = raw.kernel.0.parse::<KernelKind>().map_err(|()| {
+        let kernel = raw.kernel.0.parse::<KernelKind>().map_err(|_| {
             Located::at(
                 raw.kernel.1.clone(),
                 Problem::UnknownKernel {
