@@ -144,9 +144,9 @@ pub struct RuntimeConfig {
 }
 
 /// MXNet's default CPU priority pool size.
-pub const DEFAULT_CPU_PRIORITY_WORKERS: usize = 4;
+pub(crate) const DEFAULT_CPU_PRIORITY_WORKERS: usize = 4;
 /// MXNet's default GPU compute and copy workers per GPU.
-pub const DEFAULT_GPU_WORKERS: usize = 2;
+pub(crate) const DEFAULT_GPU_WORKERS: usize = 2;
 
 /// What `0` picks, per thread count, for messages (a test keeps them on the constants).
 const ZERO_IS_PER_CPU: &str = "one per CPU";
@@ -410,7 +410,7 @@ impl RuntimeConfig {
     }
 
     /// The intra-op pool size, `0` resolved.
-    pub fn effective_intra_op_threads(&self) -> usize {
+    pub(crate) fn effective_intra_op_threads(&self) -> usize {
         self.resolve_count(self.intra_op_threads)
     }
 

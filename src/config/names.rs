@@ -46,27 +46,27 @@ pub mod env {
 /// The command-line flags that fill [`ConfigOverrides`](crate::config::ConfigOverrides); errors and warnings name them.
 pub mod flag {
     /// Sets [`ConfigOverrides::inter_op_threads`](crate::config::ConfigOverrides::inter_op_threads).
-    pub const INTER_OP_THREADS: &str = "--inter-op-threads";
+    pub(crate) const INTER_OP_THREADS: &str = "--inter-op-threads";
     /// Sets [`ConfigOverrides::intra_op_threads`](crate::config::ConfigOverrides::intra_op_threads).
-    pub const INTRA_OP_THREADS: &str = "--intra-op-threads";
+    pub(crate) const INTRA_OP_THREADS: &str = "--intra-op-threads";
     /// Sets [`ConfigOverrides::pool_kind`](crate::config::ConfigOverrides::pool_kind).
     pub const POOL: &str = "--pool";
     /// Sets [`ConfigOverrides::allow_spinning`](crate::config::ConfigOverrides::allow_spinning).
-    pub const SPIN: &str = "--spin";
+    pub(crate) const SPIN: &str = "--spin";
     /// Sets [`ConfigOverrides::max_threads`](crate::config::ConfigOverrides::max_threads).
-    pub const MAX_THREADS: &str = "--max-threads";
+    pub(crate) const MAX_THREADS: &str = "--max-threads";
     /// Sets [`ConfigOverrides::engine_kind`](crate::config::ConfigOverrides::engine_kind).
     pub const ENGINE: &str = "--engine";
     /// Sets [`ConfigOverrides::cpu_workers`](crate::config::ConfigOverrides::cpu_workers).
-    pub const CPU_WORKERS: &str = "--cpu-workers";
+    pub(crate) const CPU_WORKERS: &str = "--cpu-workers";
     /// Sets [`ConfigOverrides::cpu_priority_workers`](crate::config::ConfigOverrides::cpu_priority_workers).
-    pub const CPU_PRIORITY_WORKERS: &str = "--cpu-priority-workers";
+    pub(crate) const CPU_PRIORITY_WORKERS: &str = "--cpu-priority-workers";
     /// Sets [`ConfigOverrides::gpu_workers`](crate::config::ConfigOverrides::gpu_workers).
     pub const GPU_WORKERS: &str = "--gpu-workers";
     /// Sets [`ConfigOverrides::gpu_copy_workers`](crate::config::ConfigOverrides::gpu_copy_workers).
-    pub const GPU_COPY_WORKERS: &str = "--gpu-copy-workers";
+    pub(crate) const GPU_COPY_WORKERS: &str = "--gpu-copy-workers";
     /// Sets [`ConfigOverrides::gpus`](crate::config::ConfigOverrides::gpus).
     pub const GPUS: &str = "--gpus";
     /// Sets [`ConfigOverrides::gpu_sync`](crate::config::ConfigOverrides::gpu_sync).
-    pub const GPU_SYNC: &str = "--gpu-sync";
+    pub(crate) const GPU_SYNC: &str = "--gpu-sync";
 }

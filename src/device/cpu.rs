@@ -32,7 +32,7 @@ use std::sync::Arc;
 pub type PoolObservers = Arc<dyn Fn(PoolId) -> Option<Arc<dyn PoolObserver>> + Send + Sync>;
 
 /// The observer `observers` gives the pool `pool`, if any.
-pub fn observer_for(
+pub(crate) fn observer_for(
     observers: Option<&PoolObservers>,
     pool: PoolId,
 ) -> Option<Arc<dyn PoolObserver>> {
@@ -108,7 +108,7 @@ impl PriorityPool {
     }
 
     /// [`new`](Self::new), with workers reporting to `observer` as a pool's do.
-    pub fn with_observer(
+    pub(crate) fn with_observer(
         name: impl Into<String>,
         threads: usize,
         observer: Option<Arc<dyn PoolObserver>>,

@@ -84,7 +84,7 @@ impl WorkerRole {
     }
 
     /// The streams each worker of this role owns.
-    pub const fn stream_kinds(self) -> &'static [StreamKind] {
+    pub(crate) const fn stream_kinds(self) -> &'static [StreamKind] {
         match self {
             WorkerRole::Compute | WorkerRole::Prioritized => &[StreamKind::Compute],
             WorkerRole::Copy => &[StreamKind::CopyH2D, StreamKind::CopyD2H],
@@ -92,7 +92,7 @@ impl WorkerRole {
     }
 
     /// Whether the pool's queue is ordered by the ops' priorities (else FIFO).
-    pub const fn by_priority(self) -> bool {
+    pub(crate) const fn by_priority(self) -> bool {
         !matches!(self, WorkerRole::Compute)
     }
 }

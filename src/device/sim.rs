@@ -144,7 +144,7 @@ impl SimModel {
     }
 
     /// The launch latency.
-    pub fn launch_latency(&self) -> Duration {
+    pub(crate) fn launch_latency(&self) -> Duration {
         Duration::try_from_secs_f64(self.launch_overhead_us / 1e6).unwrap_or(Duration::ZERO)
     }
 }

@@ -439,7 +439,7 @@ pub struct Fault {
 
 impl Fault {
     /// A fault of `op`'s work on `stream`.
-    pub fn on_stream(stream: StreamId, op: OpTag, message: impl Into<String>) -> Self {
+    pub(crate) fn on_stream(stream: StreamId, op: OpTag, message: impl Into<String>) -> Self {
         Fault {
             device: stream.device,
             stream: Some(stream),

@@ -117,7 +117,7 @@ impl Kernel {
     }
 
     /// Bytes of device memory the kernel reads and writes (f32 operands).
-    pub fn memory_bytes(&self) -> u64 {
+    pub(crate) fn memory_bytes(&self) -> u64 {
         match *self {
             Kernel::Gemm { m, n, k } => {
                 let (m, n, k) = (u64::from(m), u64::from(n), u64::from(k));
@@ -130,7 +130,7 @@ impl Kernel {
     }
 
     /// Bytes moved between host and device (copies only).
-    pub fn transfer_bytes(&self) -> u64 {
+    pub(crate) fn transfer_bytes(&self) -> u64 {
         match *self {
             Kernel::Copy { bytes, .. } => bytes,
             _ => 0,
@@ -181,7 +181,7 @@ impl Kernel {
 
 /// Called once when a unit of work has finished on its stream: `Ok` when it ran, the
 /// [`StreamError`] when it faulted or was skipped on a poisoned device.
-pub type OnComplete = Box<dyn FnOnce(Result<(), StreamError>) + Send>;
+pub(crate) type OnComplete = Box<dyn FnOnce(Result<(), StreamError>) + Send>;
 
 /// One unit of device work: a [`Kernel`], the op it belongs to, and an optional callback run
 /// when it completes (the engine marks its op complete there, as MXNet's `on_complete` after a

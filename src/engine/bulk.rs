@@ -93,7 +93,7 @@ impl BulkRegistry {
     }
 
     /// The calling thread's bulk size.
-    pub(crate) fn size(&self) -> usize {
+    pub fn size(&self) -> usize {
         if !self.is_active() {
             return 0;
         }

@@ -40,15 +40,15 @@ const BUILT_IN: [&str; 5] = [
 
 impl OpName {
     /// The name of an op pushed without one.
-    pub const UNNAMED: OpName = OpName(0);
+    pub(crate) const UNNAMED: OpName = OpName(0);
     /// The read op `wait_for_var` pushes.
-    pub const WAIT_FOR_VAR: OpName = OpName(1);
+    pub(crate) const WAIT_FOR_VAR: OpName = OpName(1);
     /// The write op `delete_variable` pushes.
     pub const DELETE_VARIABLE: OpName = OpName(2);
     /// The op `delete_operator` pushes.
-    pub const DELETE_OPERATOR: OpName = OpName(3);
+    pub(crate) const DELETE_OPERATOR: OpName = OpName(3);
     /// The op a flushed bulk is pushed as.
-    pub const IMPERATIVE_BULK: OpName = OpName(4);
+    pub(crate) const IMPERATIVE_BULK: OpName = OpName(4);
 
     /// Interns `name` (the same text always gets the same id).
     pub fn new(name: &str) -> OpName {

@@ -118,12 +118,12 @@ pub enum FnProperty {
 
 impl FnProperty {
     /// Ops of this kind run inline on the pushing thread when they are ready at push.
-    pub fn runs_inline_at_push(self) -> bool {
+    pub(crate) fn runs_inline_at_push(self) -> bool {
         matches!(self, FnProperty::Async | FnProperty::DeleteVar)
     }
 
     /// Ops of this kind are copies (GPU copy workers, or the pooled engine's IO worker).
-    pub fn is_copy(self) -> bool {
+    pub(crate) fn is_copy(self) -> bool {
         matches!(self, FnProperty::CopyFromGpu | FnProperty::CopyToGpu)
     }
 }

@@ -303,7 +303,7 @@ impl Var {
     }
 
     /// Whether `delete_variable` was called on this var.
-    pub fn is_deleted(&self) -> bool {
+    pub(crate) fn is_deleted(&self) -> bool {
         self.0.deleted.load(Ordering::Acquire)
     }
 

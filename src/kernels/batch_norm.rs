@@ -151,39 +151,39 @@ impl BatchNormGeometry {
     }
 
     /// Inference: a multiply-add per value; reads and writes every value once.
-    pub fn inference_work(&self) -> Work {
+    pub(crate) fn inference_work(&self) -> Work {
         Work::new(2.0 * self.values(), 2.0 * self.values())
     }
 
     /// Batch statistics alone: the mean and variance passes (3 flops a value, one read).
-    pub fn stats_work(&self) -> Work {
+    pub(crate) fn stats_work(&self) -> Work {
         Work::new(3.0 * self.values(), self.values())
     }
 
     /// Training forward: mean and variance passes (3 flops a value) and the normalization.
-    pub fn train_work(&self) -> Work {
+    pub(crate) fn train_work(&self) -> Work {
         Work::new(5.0 * self.values(), 4.0 * self.values())
     }
 
     /// Backward: two sums (3 flops a value) and the input gradient (5 flops a value).
-    pub fn backward_work(&self) -> Work {
+    pub(crate) fn backward_work(&self) -> Work {
         Work::new(8.0 * self.values(), 6.0 * self.values())
     }
 
     /// What a fused ReLU adds to the forward: one max per value.
-    pub fn relu_forward_work(&self) -> Work {
+    pub(crate) fn relu_forward_work(&self) -> Work {
         Work::new(self.values(), 0.0)
     }
 
     /// What a fused residual add and ReLU add to the forward: an add and a max per value, and
     /// the residual's read.
-    pub fn add_relu_forward_work(&self) -> Work {
+    pub(crate) fn add_relu_forward_work(&self) -> Work {
         Work::new(2.0 * self.values(), self.values())
     }
 
     /// What a fused ReLU adds to the backward: one select per value, which reads the forward
     /// output.
-    pub fn relu_backward_work(&self) -> Work {
+    pub(crate) fn relu_backward_work(&self) -> Work {
         Work::new(self.values(), self.values())
     }
 }

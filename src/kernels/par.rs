@@ -169,7 +169,7 @@ impl NestedChunks {
 /// [`for_each_chunk`] over two outputs cut in step: chunk `i` of `first` (`first_len` long)
 /// and chunk `i` of `second` (`second_len` long) go to the same call `f(i, a, b)`. Both must
 /// make the same number of chunks.
-pub fn for_each_chunk_pair<T: Send, U: Send>(
+pub(crate) fn for_each_chunk_pair<T: Send, U: Send>(
     pool: &dyn ThreadPool,
     first: &mut [T],
     first_len: usize,

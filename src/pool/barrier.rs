@@ -63,7 +63,7 @@ impl Barrier {
     }
 
     /// Whether every notification has arrived.
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.state.load(Ordering::Acquire) >> 1 == 0
     }
 
@@ -80,7 +80,7 @@ impl Barrier {
 
     /// Blocks until every notification has arrived or `timeout` passed; returns whether done.
     /// Used by waiters that help run tasks between naps.
-    pub fn wait_timeout(&self, timeout: Duration) -> bool {
+    pub(crate) fn wait_timeout(&self, timeout: Duration) -> bool {
         if self.announce_waiter() {
             return true;
         }

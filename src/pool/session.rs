@@ -148,7 +148,7 @@ impl SessionOptions {
     }
 
     /// The intra-op size, `0` resolved to the schedulable CPUs (at most `max_threads`).
-    pub fn effective_intra_op_threads(&self) -> usize {
+    pub(crate) fn effective_intra_op_threads(&self) -> usize {
         self.resolve(self.intra_op_threads)
     }
 
@@ -327,7 +327,7 @@ impl PoolRegistry {
 
     /// Every shared pool (global inter-op, global intra-op, then named ones by name), for
     /// dashboards and tests.
-    pub fn shared_pools(&self) -> Vec<Arc<Pool>> {
+    pub(crate) fn shared_pools(&self) -> Vec<Arc<Pool>> {
         let state = self.state.lock();
         let globals = [&state.global_inter, &state.global_intra];
         globals
@@ -539,7 +539,7 @@ pub enum PoolRole {
 
 impl PoolRole {
     /// The name of the registry's global pool for this role (and its threads' prefix).
-    pub fn global_pool_name(self) -> &'static str {
+    pub(crate) fn global_pool_name(self) -> &'static str {
         match self {
             PoolRole::InterOp => "inter",
             PoolRole::IntraOp => "intra",

@@ -25,7 +25,7 @@ use super::{current, shutdown, PoolError, PoolEvent, PoolKind, PoolOptions, Task
 use crate::sync::{thread, Arc, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 
 /// The work-sharing pool.
-pub struct SimplePool {
+pub(crate) struct SimplePool {
     shared: Arc<Shared>,
     threads: Mutex<Vec<Option<thread::JoinHandle<()>>>>,
 }

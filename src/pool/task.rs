@@ -34,7 +34,7 @@ use std::ptr;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 
 /// Bytes of closure a task holds without allocating.
-pub const INLINE_BYTES: usize = 32;
+pub(crate) const INLINE_BYTES: usize = 32;
 
 /// The inline storage: 32 bytes, aligned for pointers.
 type Storage = MaybeUninit<[usize; INLINE_BYTES / mem::size_of::<usize>()]>;

@@ -204,7 +204,7 @@ impl Conv2dGeometry {
 
     /// Gradient of the input: the same flops as forward (plus col2im's adds, when there is a
     /// col2im).
-    pub fn backward_data_work(&self) -> Work {
+    pub(crate) fn backward_data_work(&self) -> Work {
         let col2im_adds = self.cols_values();
         Work::new(
             self.gemm_flops() + col2im_adds,
@@ -213,13 +213,13 @@ impl Conv2dGeometry {
     }
 
     /// Gradient of the weight: the same flops as forward.
-    pub fn backward_weights_work(&self) -> Work {
+    pub(crate) fn backward_weights_work(&self) -> Work {
         self.forward_work()
     }
 
     /// Whether the convolution is a plain GEMM on the input: a 1x1 kernel, stride 1, no
     /// padding, so an image's column matrix is the image itself and im2col/col2im are skipped.
-    pub fn is_pointwise(&self) -> bool {
+    pub(crate) fn is_pointwise(&self) -> bool {
         self.kernel_area() == 1 && self.params.stride == 1 && self.params.padding == 0
     }
 

@@ -35,7 +35,7 @@ pub const GEMM_MIN_ROWS: usize = 64;
 /// Most rows of `C` per parallel item: past this, packing overhead is under 10%.
 pub const GEMM_MAX_ROWS: usize = 256;
 /// Items a large GEMM is cut into, at least, so 8 threads have work.
-pub const GEMM_TARGET_BLOCKS: usize = 8;
+pub(crate) const GEMM_TARGET_BLOCKS: usize = 8;
 
 /// Whether a GEMM operand is used as stored or transposed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

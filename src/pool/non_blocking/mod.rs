@@ -54,7 +54,7 @@ use victims::{encode_partition, reduce, VictimOrder};
 /// Eigen's NonBlockingThreadPool: a RunQueue per worker.
 pub type EigenPool = StealingPool<EigenQueues>;
 /// The same worker loop over crossbeam's Chase-Lev deques and an injector.
-pub type ChaseLevPool = StealingPool<ChaseLevQueues>;
+pub(crate) type ChaseLevPool = StealingPool<ChaseLevQueues>;
 
 const VACANT: u8 = 0;
 const RUNNING: u8 = 1;
