@@ -23,6 +23,7 @@
 //! enginetop trace validate FILE
 //! enginetop export RECORDING --to chrome [--out FILE]
 //! enginetop compare A B [--summary table|json]
+//! enginetop analyze FILE [--summary table|json]
 //! ```
 //! One file per command; new commands go in [`Command`].
 use std::process::ExitCode;
@@ -33,6 +34,7 @@ use clap::{Args, Parser, Subcommand};
 use enginetop::config::ConfigOverrides;
 use enginetop::device::discover::GpuSelection;
 
+mod analyze;
 mod bench;
 mod compare;
 mod devices;
@@ -101,6 +103,9 @@ enum Command {
     /// Compare two runs (recordings or Chrome traces): step time, configuration, ops,
     /// workers.
     Compare(compare::CompareArgs),
+    /// Why a recorded run scales as it does (a recording, or its Chrome export): work, span,
+    /// critical path and verdicts, as the run's summary gives them.
+    Analyze(analyze::AnalyzeArgs),
     /// Find the best inter-op x intra-op thread counts for a workload, measured live.
     Tune(tune::TuneArgs),
 }
@@ -131,6 +136,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Trace(args)) => trace::run(&args),
         Some(Command::Export(args)) => export::export(&args),
         Some(Command::Compare(args)) => compare::run(&args),
+        Some(Command::Analyze(args)) => analyze::run(&args),
         Some(Command::Tune(args)) => tune::tune(&args, ConfigOverrides::default()),
         None => run::run_main(&cli.run, cli.gpus.overrides()),
     }

@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use enginetop::config::RuntimeConfig;
 use enginetop::profiler::Profiler;
-use enginetop::record::{Recorder, RecordingInfo, Setting};
+use enginetop::record::{GraphObserver, Recorder, RecordingInfo, Setting};
 use enginetop::workload::Graph;
 
 /// Starts recording `profiler`'s events to `path`, if given. The configuration it records
@@ -25,6 +25,13 @@ pub(super) fn start(
     info.settings
         .extend(params.map(|(name, value)| Setting::new(format!("param {name}"), value)));
     Ok(Some(Recorder::start(path, profiler, info)?))
+}
+
+/// What the run's driver reports its graph to, when the run is recorded.
+pub(super) fn graph_observer(
+    recorder: Option<&Recorder>,
+) -> Option<std::sync::Arc<dyn GraphObserver>> {
+    recorder.map(Recorder::graph_observer)
 }
 
 /// Writes the rest of the recording and `summary` (the run's, as JSON), and says where

@@ -316,6 +316,7 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         super::record::start(args.record.as_deref(), &profiler, &graph, &options.config)?;
     let hooks = RunHooks {
         progress: std::io::stderr().is_terminal().then(progress_bar),
+        graph: super::record::graph_observer(recorder.as_ref()),
         ..profiler_hooks(&profiler, args.profile_rows)
     };
     let show_progress = hooks.progress.is_some();

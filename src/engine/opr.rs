@@ -220,6 +220,9 @@ pub struct RunContext {
     pub ctx: Context,
     /// The op's name.
     pub name: OpName,
+    /// The op's id, as its queued, started and finished events carry it (see
+    /// [`EngineEvent`](super::EngineEvent)): what ties a run of a body to those events.
+    pub id: u64,
 }
 
 /// The handle an async op calls exactly once when it is finished: [`done`](Self::done) or
@@ -321,6 +324,7 @@ where
     let run = RunContext {
         ctx: block.ctx,
         name: block.name,
+        id: block.id,
     };
     let mut completion = Completion {
         block: Some(block),

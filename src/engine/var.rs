@@ -419,6 +419,7 @@ mod loom_tests {
         let run = RunContext {
             ctx: Default::default(),
             name: OpName::UNNAMED,
+            id: 0,
         };
         body.call(run, Completion::detached());
     }

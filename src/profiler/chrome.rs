@@ -28,6 +28,12 @@
 //!   so to the window's last event. Every thread the window knows of gets its track, even
 //!   one with no event in the window ([`TraceContext::threads`]).
 //! - `tracing` spans: `X` slices (`cat: "span"`).
+//! - The op graph, when the export has one ([`write_trace_with_graph`], from a recording):
+//!   `otherData.graph`, as the recording keeps it (the iteration's ops with their reads and
+//!   writes, and each op run's op id, iteration, index, start and end in ns), for an
+//!   analyzer (`enginetop analyze`). Not in the op slices' `args`: those stay the same for
+//!   every call of an op name, so viewers that key a frame by name and args (speedscope)
+//!   keep one frame per op name.
 //!
 //! Timestamps are microseconds (with nanosecond fractions) relative to the window's first
 //! event; the wall-clock time of that event is `otherData.start_time` (RFC 3339), next to the
@@ -106,11 +112,22 @@ pub fn write_trace(
     context: &TraceContext,
     out: impl Write,
 ) -> io::Result<ExportReport> {
+    write_trace_with_graph(events, context, None, out)
+}
+
+/// [`write_trace`], with `graph` (any JSON value: the op graph a recording holds) written as
+/// `otherData.graph` when given.
+pub fn write_trace_with_graph(
+    events: &[Event],
+    context: &TraceContext,
+    graph: Option<serde_json::Value>,
+    out: impl Write,
+) -> io::Result<ExportReport> {
     let mut builder = Builder::new(events, &context.threads);
     for event in events {
         builder.add(event);
     }
-    builder.finish(context, out)
+    builder.finish(context, graph, out)
 }
 
 /// Arguments of a trace event (serialized as an object, or left out).
@@ -717,7 +734,12 @@ impl Builder {
 
     /// Counts what never ended, closes states, nests, binds flows, adds metadata, sorts and
     /// writes.
-    fn finish(mut self, context: &TraceContext, out: impl Write) -> io::Result<ExportReport> {
+    fn finish(
+        mut self,
+        context: &TraceContext,
+        graph: Option<serde_json::Value>,
+        out: impl Write,
+    ) -> io::Result<ExportReport> {
         self.report.unmatched += self.tasks.values().map(Vec::len).sum::<usize>()
             + self.spans.values().map(Vec::len).sum::<usize>()
             + self.ops.len()
@@ -729,7 +751,11 @@ impl Builder {
         self.records
             .sort_by_key(|record| (record.ts_ns, record.order(), Reverse(record.dur_ns)));
         self.report.trace_events = self.records.len();
-        write_json(&self.records, self.base_ns, context, &labelled, out)?;
+        let mut other = other_data(self.base_ns, context, &labelled);
+        if let Some(graph) = graph {
+            other["graph"] = graph;
+        }
+        write_json(&self.records, self.base_ns, &other, out)?;
         Ok(self.report)
     }
 
@@ -834,8 +860,7 @@ fn nest_slices(records: &mut [Record]) -> usize {
 fn write_json(
     records: &[Record],
     base_ns: u64,
-    context: &TraceContext,
-    labelled: &[(String, String)],
+    other: &serde_json::Value,
     mut out: impl Write,
 ) -> io::Result<()> {
     out.write_all(b"{\"traceEvents\":[\n")?;
@@ -863,7 +888,7 @@ fn write_json(
         serde_json::to_writer(&mut out, &wire)?;
     }
     out.write_all(b"\n],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
-    serde_json::to_writer(&mut out, &other_data(base_ns, context, labelled))?;
+    serde_json::to_writer(&mut out, other)?;
     out.write_all(b"}\n")?;
     Ok(())
 }

@@ -11,14 +11,15 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use crate::profiler::chrome::{write_trace, ExportReport, TraceContext};
+use crate::profiler::chrome::{write_trace_with_graph, ExportReport, TraceContext};
 use crate::profiler::{name_current_thread, DeviceId, Event, OpName, ThreadId};
 use crate::sync::thread;
 
 use super::convert::to_event;
 use super::{RecordError, Recording};
 
-/// Writes `recording` as Chrome trace JSON to `out`.
+/// Writes `recording` as Chrome trace JSON to `out`, with its op graph and each op run's
+/// times ([`GraphCalls`](super::GraphCalls)) as `otherData.graph` when it holds a graph.
 pub fn export_chrome(recording: &Recording, out: impl Write) -> Result<ExportReport, RecordError> {
     let events = profiler_events(recording)?;
     let context = TraceContext {
@@ -31,7 +32,12 @@ pub fn export_chrome(recording: &Recording, out: impl Write) -> Result<ExportRep
             .collect(),
         threads: Vec::new(),
     };
-    write_trace(&events, &context, out).map_err(RecordError::Export)
+    let graph = recording
+        .graph_calls()
+        .map(|calls| serde_json::to_value(calls).map_err(std::io::Error::from))
+        .transpose()
+        .map_err(RecordError::Export)?;
+    write_trace_with_graph(&events, &context, graph, out).map_err(RecordError::Export)
 }
 
 /// The recording's events with this process's ids, sorted by time (stably).

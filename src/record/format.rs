@@ -16,8 +16,11 @@
 //! recording process's epoch; a chunk stores each event's time as a delta from the one
 //! before (zig-zag varints: a byte or two each).
 //!
-//! The op graph (each op's reads and writes) is not recorded yet: it will come as a new
-//! frame kind, with the format version bumped, so older readers refuse such files clearly.
+//! The op graph ([`super::graph`]) comes in two frame kinds: a shape frame (the iteration's
+//! ops, their reads, writes, vars and worker pools) when a run starts, and op-run frames
+//! (which op of which iteration each engine op id was) beside the event chunks, so any prefix
+//! holds the graph of the ops it ran. Version 1 files, which have neither, are refused with
+//! the version error.
 #![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
@@ -25,10 +28,12 @@ use serde::{Deserialize, Serialize};
 use crate::config::RuntimeConfig;
 use crate::profiler::clock::Epoch;
 
+use super::graph::{GraphShape, OpRun};
+
 /// The first bytes of every recording.
 pub(crate) const MAGIC: [u8; 8] = *b"ENGTREC\0";
 /// The format this build writes and reads; bumped whenever a frame changes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Bytes before the first frame (magic and version).
 pub(crate) const FILE_HEADER_LEN: usize = MAGIC.len() + 4;
 /// Bytes before each frame's payload (length and checksum).
@@ -211,6 +216,48 @@ pub(crate) enum Frame {
     /// The run's summary, as JSON text.
     Summary(String),
     End(End),
+    /// The shape of the graph a run's iterations run.
+    Shape(GraphShape),
+    /// Op runs: which op of which iteration each engine op id was.
+    Runs(Runs),
+}
+
+/// A batch of op runs, each op id stored as a delta from the one before (the engine numbers
+/// its pushes in order: a byte or two each).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Runs {
+    /// Op runs the recorder had let go by the end of this frame (its writer fell behind).
+    pub(crate) lost: u64,
+    runs: Vec<(i64, u64, u32)>,
+}
+
+impl Runs {
+    /// `runs` as a frame holds them.
+    pub(crate) fn new(lost: u64, runs: &[OpRun]) -> Self {
+        let mut previous = 0u64;
+        let runs = runs
+            .iter()
+            .map(|run| {
+                let delta = run.op_id.wrapping_sub(previous) as i64;
+                previous = run.op_id;
+                (delta, run.iteration, run.index)
+            })
+            .collect();
+        Runs { lost, runs }
+    }
+
+    /// The op runs back.
+    pub(crate) fn runs(&self) -> impl Iterator<Item = OpRun> + '_ {
+        let mut op_id = 0u64;
+        self.runs.iter().map(move |&(delta, iteration, index)| {
+            op_id = op_id.wrapping_add(delta as u64);
+            OpRun {
+                op_id,
+                iteration,
+                index,
+            }
+        })
+    }
 }
 
 /// The bytes of the file's header.

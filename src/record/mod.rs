@@ -4,6 +4,7 @@
 //! ```text
 //! profiler collector --drained batch--> Sink (EventSink, never blocks) --bounded channel-->
 //!     `recorder` thread: chunk -> postcard -> lz4 -> CRC-32 frame -> file     (writer.rs)
+//! run driver --GraphObserver (shape once, then each op run)--> Sink --> graph frames (graph.rs)
 //! file -> read_recording -> Recording (events + name/device/thread tables)    (reader.rs)
 //!      -> export_chrome (the profiler's own exporter)                          (export.rs)
 //!      -> compare                                                              (compare.rs)
@@ -18,11 +19,13 @@ pub mod compare;
 mod convert;
 mod export;
 pub mod format;
+pub mod graph;
 mod reader;
 mod writer;
 
 pub use export::export_chrome;
 pub use format::{RecordKind, RecordedEvent, RecordingInfo, Setting, FORMAT_VERSION};
+pub use graph::{load_graph_calls, GraphCalls, GraphObserver, GraphShape, OpRun};
 pub use reader::{parse_recording, read_recording, Ending, Recording};
 pub use writer::{RecordReport, Recorder};
 
@@ -116,6 +119,18 @@ pub enum RecordError {
         /// Which file.
         path: String,
         /// Why it is not a trace.
+        why: String,
+    },
+    /// A file `analyze` reads that holds no op graph.
+    #[error(
+        "`{path}` has no op graph to analyze ({why}): pass a recording written by this \
+         enginetop's `--record FILE`, or its Chrome export (`enginetop export FILE --to \
+         chrome`); re-record a run recorded without one"
+    )]
+    NoGraph {
+        /// Which file.
+        path: String,
+        /// What it is instead.
         why: String,
     },
     /// Writing the Chrome export failed. The I/O error is the source.

@@ -13,9 +13,10 @@ use std::fmt;
 use std::path::Path;
 
 use super::format::{
-    decode_payload, Chunk, End, Frame, RecordedEvent, RecordingInfo, Tables, FILE_HEADER_LEN,
+    decode_payload, Chunk, End, Frame, RecordedEvent, RecordingInfo, Runs, Tables, FILE_HEADER_LEN,
     FORMAT_VERSION, FRAME_HEADER_LEN, MAGIC, MAX_FRAME_BYTES,
 };
+use super::graph::{GraphCalls, GraphShape, OpRun};
 use super::RecordError;
 
 /// How a recording ends.
@@ -97,6 +98,12 @@ pub struct Recording {
     pub lost_events: u64,
     /// Whether the recording is whole.
     pub ending: Ending,
+    /// The shape of the graph the run's iterations ran (`None`: the run reported none).
+    pub graph: Option<GraphShape>,
+    /// Which op of which iteration each op id was, as the ops ran.
+    pub op_runs: Vec<OpRun>,
+    /// Op runs the recorder let go (its writer fell behind).
+    pub lost_op_runs: u64,
 }
 
 impl Default for Ending {
@@ -136,6 +143,18 @@ impl Recording {
     /// The thread ids the recording names.
     pub fn thread_ids(&self) -> impl Iterator<Item = u32> + '_ {
         self.threads.keys().copied()
+    }
+
+    /// The graph that ran, each op run with its times from its events (`None` when the
+    /// recording holds no graph).
+    pub fn graph_calls(&self) -> Option<GraphCalls> {
+        let shape = self.graph.clone()?;
+        Some(GraphCalls::join(shape, &self.op_runs, &self.events))
+    }
+
+    fn add_runs(&mut self, runs: Runs) {
+        self.lost_op_runs = self.lost_op_runs.max(runs.lost);
+        self.op_runs.extend(runs.runs());
     }
 
     fn add_tables(&mut self, tables: Tables) {
@@ -228,6 +247,8 @@ pub fn parse_recording(bytes: &[u8], path: &str) -> Result<Recording, RecordErro
             (_, Frame::Tables(tables)) => recording.add_tables(tables),
             (_, Frame::Summary(summary)) => recording.summary = Some(summary),
             (_, Frame::End(end)) => recording.add_end(end),
+            (_, Frame::Shape(shape)) => recording.graph = Some(shape),
+            (_, Frame::Runs(runs)) => recording.add_runs(runs),
         }
         offset += FRAME_HEADER_LEN + length;
         index += 1;

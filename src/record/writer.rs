@@ -14,6 +14,12 @@
 //! frame goes to the file in one write, so a run killed at any moment leaves whole frames
 //! and at most one cut-off frame at the end, which the reader reports.
 //!
+//! The run's graph ([`GraphObserver`], see [`super::graph`]) goes the same way: the shape
+//! and each op run are kept in the sink (an op run is one short lock and a push, on the
+//! worker that ran the op) and leave with the next batch; at most [`MAX_PENDING_RUNS`] wait,
+//! more are let go and counted. The thread writes the shape as soon as it comes and the op
+//! runs in a frame beside each chunk.
+//!
 //! [`Recorder::finish`] closes the channel: the thread writes what it holds, the latest
 //! thread names and device labels, the run's summary and the end frame, then exits. A
 //! recorder dropped without `finish` writes what it holds and no end frame (the reader
@@ -34,8 +40,10 @@ use crate::sync::{thread, AtomicU64, Mutex, Ordering};
 
 use super::convert::recorded;
 use super::format::{
-    encode_frame, file_header, Chunk, End, Frame, RecordedEvent, RecordingInfo, Tables, WireEvent,
+    encode_frame, file_header, Chunk, End, Frame, RecordedEvent, RecordingInfo, Runs, Tables,
+    WireEvent,
 };
+use super::graph::{GraphObserver, GraphShape, OpRun};
 use super::RecordError;
 
 /// Events a chunk holds before it is written.
@@ -44,6 +52,8 @@ pub(crate) const CHUNK_EVENTS: usize = 16_384;
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// Events queued for the writer at most (32 MiB of events); more are let go and counted.
 pub(crate) const MAX_PENDING_EVENTS: u64 = 1 << 20;
+/// Op runs kept for the writer at most; more are let go and counted.
+pub(crate) const MAX_PENDING_RUNS: usize = 1 << 20;
 /// Batches the channel holds at most.
 const CHANNEL_BATCHES: usize = 4096;
 
@@ -65,11 +75,19 @@ pub struct RecordReport {
 }
 
 enum Message {
-    Batch(Vec<Event>, u64),
+    Batch(Vec<Event>, u64, PendingGraph),
     Finish {
         labels: Vec<(DeviceId, String)>,
         summary: Option<String>,
+        graph: PendingGraph,
     },
+}
+
+/// The graph's parts not yet handed to the writer.
+#[derive(Default)]
+struct PendingGraph {
+    shape: Option<GraphShape>,
+    runs: Vec<OpRun>,
 }
 
 /// The collector's side: hands batches to the writer without blocking.
@@ -77,25 +95,54 @@ struct Sink {
     sender: Mutex<Option<SyncSender<Message>>>,
     pending: Arc<AtomicU64>,
     lost: Arc<AtomicU64>,
+    graph: Mutex<PendingGraph>,
+    lost_runs: Arc<AtomicU64>,
+}
+
+impl Sink {
+    fn take_graph(&self) -> PendingGraph {
+        std::mem::take(&mut *self.graph.lock())
+    }
 }
 
 impl EventSink for Sink {
     fn drained(&self, events: &[Event], dropped: u64) {
-        let count = events.len() as u64;
-        if self.pending.load(Ordering::Relaxed) + count > MAX_PENDING_EVENTS {
+        let graph = self.take_graph();
+        let mut count = events.len() as u64;
+        let events = if self.pending.load(Ordering::Relaxed) + count > MAX_PENDING_EVENTS {
             self.lost.fetch_add(count, Ordering::Relaxed);
-            return;
-        }
+            count = 0;
+            Vec::new()
+        } else {
+            events.to_vec()
+        };
         let sender = self.sender.lock();
         let Some(sender) = sender.as_ref() else {
             return; // finished: later events are not part of the recording
         };
         self.pending.fetch_add(count, Ordering::Relaxed);
-        let message = Message::Batch(events.to_vec(), dropped);
+        let runs = graph.runs.len() as u64;
+        let message = Message::Batch(events, dropped, graph);
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = sender.try_send(message)
         {
             self.pending.fetch_sub(count, Ordering::Relaxed);
             self.lost.fetch_add(count, Ordering::Relaxed);
+            self.lost_runs.fetch_add(runs, Ordering::Relaxed);
+        }
+    }
+}
+
+impl GraphObserver for Sink {
+    fn shape(&self, shape: &GraphShape) {
+        self.graph.lock().shape = Some(shape.clone());
+    }
+
+    fn ran(&self, run: OpRun) {
+        let mut graph = self.graph.lock();
+        if graph.runs.len() < MAX_PENDING_RUNS {
+            graph.runs.push(run);
+        } else {
+            self.lost_runs.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -155,6 +202,8 @@ impl Recorder {
             sender: Mutex::new(Some(sender)),
             pending: Arc::new(AtomicU64::new(0)),
             lost: Arc::new(AtomicU64::new(0)),
+            graph: Mutex::new(PendingGraph::default()),
+            lost_runs: Arc::new(AtomicU64::new(0)),
         });
         let writer = Writer {
             file,
@@ -165,6 +214,8 @@ impl Recorder {
             dropped: 0,
             pending: sink.pending.clone(),
             lost: sink.lost.clone(),
+            lost_runs: sink.lost_runs.clone(),
+            runs: Vec::new(),
             chunk: Vec::new(),
             tables: Tables::default(),
             seen: Seen::default(),
@@ -182,6 +233,14 @@ impl Recorder {
         })
     }
 
+    /// What a run's driver reports its graph to ([`RunHooks::graph`]), so the recording
+    /// holds the graph that ran.
+    ///
+    /// [`RunHooks::graph`]: crate::workload::run::RunHooks::graph
+    pub fn graph_observer(&self) -> Arc<dyn GraphObserver> {
+        self.sink.clone()
+    }
+
     /// Flushes `profiler` (so every event recorded before the call is in), writes the
     /// rest, `profiler`'s device labels and `summary` (the run's summary as JSON), and
     /// closes the file.
@@ -193,8 +252,13 @@ impl Recorder {
         profiler.flush();
         let labels = profiler.device_labels();
         if let Some(sender) = self.sink.sender.lock().take() {
+            let graph = self.sink.take_graph();
             // A writer that already stopped on an error returns it below.
-            let _ = sender.send(Message::Finish { labels, summary });
+            let _ = sender.send(Message::Finish {
+                labels,
+                summary,
+                graph,
+            });
         }
         self.join()
     }
@@ -233,6 +297,9 @@ struct Writer {
     dropped: u64,
     pending: Arc<AtomicU64>,
     lost: Arc<AtomicU64>,
+    lost_runs: Arc<AtomicU64>,
+    /// Op runs not written yet.
+    runs: Vec<OpRun>,
     chunk: Vec<RecordedEvent>,
     tables: Tables,
     seen: Seen,
@@ -243,17 +310,25 @@ impl Writer {
         let mut last_write = Instant::now();
         loop {
             match receiver.recv_timeout(FLUSH_EVERY) {
-                Ok(Message::Batch(events, dropped)) => {
+                Ok(Message::Batch(events, dropped, graph)) => {
                     self.pending
                         .fetch_sub(events.len() as u64, Ordering::Relaxed);
                     self.dropped = dropped;
+                    self.add_graph(graph)?;
                     self.add(&events);
                     if self.chunk.len() >= CHUNK_EVENTS || last_write.elapsed() >= FLUSH_EVERY {
                         self.write_chunk()?;
                         last_write = Instant::now();
                     }
                 }
-                Ok(Message::Finish { labels, summary }) => return self.finish(labels, summary),
+                Ok(Message::Finish {
+                    labels,
+                    summary,
+                    graph,
+                }) => {
+                    self.add_graph(graph)?;
+                    return self.finish(labels, summary);
+                }
                 Err(RecvTimeoutError::Timeout) => {
                     self.write_chunk()?;
                     last_write = Instant::now();
@@ -287,7 +362,28 @@ impl Writer {
         }
     }
 
+    /// Writes a shape at once; keeps op runs for the next chunk.
+    fn add_graph(&mut self, graph: PendingGraph) -> Result<(), RecordError> {
+        self.runs.extend(graph.runs);
+        match graph.shape {
+            Some(shape) => self.write(&Frame::Shape(shape)),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the events held, then the op runs held (events first: a file cut between
+    /// the two frames keeps the events, whose ops' runs come in later frames).
     fn write_chunk(&mut self) -> Result<(), RecordError> {
+        self.write_events()?;
+        if !self.runs.is_empty() {
+            let runs = Runs::new(self.lost_runs.load(Ordering::Relaxed), &self.runs);
+            self.runs.clear();
+            self.write(&Frame::Runs(runs))?;
+        }
+        Ok(())
+    }
+
+    fn write_events(&mut self) -> Result<(), RecordError> {
         if self.chunk.is_empty() && self.tables == Tables::default() {
             return Ok(());
         }

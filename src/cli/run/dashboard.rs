@@ -15,7 +15,7 @@ use enginetop::engine::{DeviceType, EngineOptions};
 use enginetop::profiler::layer::{init_logging, LevelFilter, LogTarget};
 use enginetop::profiler::{Profiler, ProfilerOptions};
 use enginetop::tui::{self, LiveInfo, LiveRun};
-use enginetop::workload::run::{Driver, RunLength};
+use enginetop::workload::run::{Driver, RunHooks, RunLength};
 use enginetop::workload::Graph;
 
 use super::{chosen_length, export_trace, print_summary, profiler_hooks, ProfilerTable, RunArgs};
@@ -38,7 +38,10 @@ pub(super) fn run(
     let log = log_path();
     let _logging = init_logging(&profiler, LogTarget::File(log.clone()), LevelFilter::INFO)?;
     let recorder = super::super::record::start(args.record.as_deref(), &profiler, &graph, &config)?;
-    let hooks = profiler_hooks(&profiler, args.profile_rows);
+    let hooks = RunHooks {
+        graph: super::super::record::graph_observer(recorder.as_ref()),
+        ..profiler_hooks(&profiler, args.profile_rows)
+    };
     let mut info = live_info(args, &config, &graph)?;
     let driver = Driver::new(graph, &config, &hooks)?;
     describe_gpus(&driver, &config, &mut info);

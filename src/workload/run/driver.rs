@@ -12,6 +12,7 @@ use crate::engine::{
 };
 use crate::kernels::Tensor;
 use crate::pool::{Pool, PoolOptions, PoolStats};
+use crate::record::graph::{GraphObserver, OpRun};
 use crate::sync::{Arc, AtomicU64, Condvar, Mutex, Ordering};
 use crate::workload::Graph;
 
@@ -182,6 +183,17 @@ pub(super) struct Shared {
     pub(super) settings: RunSettings,
     /// The dashboard's verdicts, recomputed at most once a second.
     pub(super) live_verdicts: LiveVerdicts,
+    /// Told the graph that runs ([`RunHooks::graph`]).
+    graph: GraphTap,
+}
+
+/// The run's [`GraphObserver`], if one is hooked.
+struct GraphTap(Option<std::sync::Arc<dyn GraphObserver>>);
+
+impl std::fmt::Debug for GraphTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GraphTap({})", self.0.is_some())
+    }
 }
 
 impl Shared {
@@ -287,6 +299,7 @@ impl Driver {
             shape,
             settings: settings.clone(),
             live_verdicts: LiveVerdicts::default(),
+            graph: GraphTap(hooks.graph.clone()),
         });
         Ok(Driver {
             graph,
@@ -315,6 +328,9 @@ impl Driver {
         self.shared.counters.reset();
         self.shared.gpu_flops.store(0, Ordering::Relaxed);
         self.shared.times.reset();
+        if let Some(graph) = &self.shared.graph.0 {
+            graph.shape(&self.shared.shape.graph_shape(&self.settings()));
+        }
         let sched_before = SchedSample::now();
         let pool_before = self.shared.intra.stats();
         let failed_before = self.engine.stats().failed_ops;
@@ -545,6 +561,14 @@ impl Driver {
                 if let Some(iteration) = iteration {
                     let op = index - shared.first_iteration_op;
                     shared.times.record(iteration, op, start.elapsed());
+                    if let Some(graph) = &shared.graph.0 {
+                        let index = u32::try_from(op).unwrap_or(u32::MAX);
+                        graph.ran(OpRun {
+                            op_id: run.id,
+                            iteration,
+                            index,
+                        });
+                    }
                 }
                 Ok(())
             })

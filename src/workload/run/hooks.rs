@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::engine::{EngineObserver, EngineQueues};
 use crate::pool::{Pool, PoolObserver};
+use crate::record::graph::GraphObserver;
 use crate::sync::Arc;
 
 use super::driver::RunLength;
@@ -103,6 +104,10 @@ pub struct RunHooks {
     /// Given the engine's queues and the intra-op pool once both have started, to sample
     /// their depths (the profiler's queue watch).
     pub watch_queues: Option<QueueWatch>,
+    /// Receives the graph that runs: its shape when a run starts, and each iteration op's
+    /// run (op id, iteration, index) from its body (a recording's graph frames).
+    // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
+    pub graph: Option<std::sync::Arc<dyn GraphObserver>>,
 }
 
 /// Registers a run's queues for sampling: called once with the engine's queues and the
@@ -125,6 +130,7 @@ impl fmt::Debug for RunHooks {
             .field("progress", &self.progress.is_some())
             .field("profiler", &self.profiler.is_some())
             .field("watch_queues", &self.watch_queues.is_some())
+            .field("graph", &self.graph.is_some())
             .finish()
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::analysis::{
     self, Descheduled, DeviceFacts, RanGraph, RanOp, Scaling, SchedSample, Verdict,
 };
+use crate::record::graph::{GraphDevice, GraphOp, GraphShape};
 use crate::sync::Mutex;
 use crate::workload::{Graph, TensorId};
 
@@ -90,6 +91,40 @@ impl RanShape {
             .collect()
     }
 
+    /// The shape a recording keeps (`record::graph`): the same ops, vars and pools, with
+    /// the pools' workers and the thread counts under `settings`.
+    pub(super) fn graph_shape(&self, settings: &RunSettings) -> GraphShape {
+        let index = |vars: &[usize]| vars.iter().map(|&var| var as u32).collect();
+        let facts = self.facts(settings);
+        GraphShape {
+            vars: self.template.vars.clone(),
+            devices: self
+                .template
+                .devices
+                .iter()
+                .zip(facts)
+                .map(|(name, facts)| GraphDevice {
+                    name: name.clone(),
+                    panel: facts.name,
+                    workers: u32::try_from(facts.workers).unwrap_or(u32::MAX),
+                    cpu: facts.cpu,
+                })
+                .collect(),
+            ops: self
+                .template
+                .ops
+                .iter()
+                .map(|op| GraphOp {
+                    name: op.name.clone(),
+                    device: op.device as u32,
+                    reads: index(&op.reads),
+                    writes: index(&op.writes),
+                })
+                .collect(),
+            threads: threads_label(settings),
+        }
+    }
+
     /// The analysis of one iteration with `times` over a step of `wall`.
     pub(super) fn analyze(&self, times: &[Duration], wall: Duration) -> Scaling {
         analysis::analyze(&self.with_times(times, wall))
@@ -102,9 +137,14 @@ impl RanShape {
         settings: &RunSettings,
         descheduled: Option<&Descheduled>,
     ) -> Vec<Verdict> {
-        let threads = format!("{} inter x {} intra", settings.inter, settings.intra);
+        let threads = threads_label(settings);
         analysis::verdicts(scaling, &self.facts(settings), descheduled, &threads)
     }
+}
+
+/// The thread counts as verdicts name them.
+fn threads_label(settings: &RunSettings) -> String {
+    format!("{} inter x {} intra", settings.inter, settings.intra)
 }
 
 /// Why the run scales as it does: work, span and critical path, the threads' descheduled
