@@ -251,10 +251,10 @@ impl EngineModel {
             queues.push(self.key(op), op);
         }
         loop {
-            for device in 0..self.devices.len() {
-                while idle[device] > 0 {
+            for (device, idle) in idle.iter_mut().enumerate() {
+                while *idle > 0 {
                     let Some(op) = queues.pop(device) else { break };
-                    idle[device] -= 1;
+                    *idle -= 1;
                     starts[op] = now;
                     ends.push(Reverse((now + self.ops[op].split.time(intra), op)));
                 }
