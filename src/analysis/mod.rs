@@ -62,12 +62,21 @@
 //!    between ops (engine, queues, wake-ups).
 //! 6. **busy**: the workers run ops and the graph has more parallelism than workers: more
 //!    workers, on cores of their own, would help.
+//!
+//! # What if
+//! A discrete-event simulation of the engine over the same graph predicts the step for
+//! other inter-op and intra-op counts ([`EngineModel`]; its algorithm and assumptions are in
+//! its module's essay).
 #![forbid(unsafe_code)]
 
 mod schedstat;
+mod simulate;
 mod span;
 mod verdict;
 
 pub use schedstat::{Descheduled, SchedSample, ThreadDelay};
+pub use simulate::{
+    EngineModel, OpSplit, PredictedStep, QueueOrder, SimDevice, Workers, ASSUMPTIONS, GRID,
+};
 pub use span::{analyze, DeviceScaling, Edge, PathOp, RanGraph, RanOp, Scaling};
 pub use verdict::{verdicts, Bound, DeviceFacts, Verdict, OVERSUBSCRIBED_SHARE};

@@ -129,8 +129,8 @@ pub struct Scaling {
 
 /// The edge into an op from one of its predecessors.
 #[derive(Clone, Copy, Debug)]
-struct Pred {
-    op: usize,
+pub(super) struct Pred {
+    pub(super) op: usize,
     kind: EdgeKind,
     var: usize,
 }
@@ -197,7 +197,7 @@ pub fn analyze(graph: &RanGraph) -> Scaling {
 }
 
 /// Each op's predecessors, from every var's accesses in push order.
-fn predecessors(graph: &RanGraph) -> Vec<Vec<Pred>> {
+pub(super) fn predecessors(graph: &RanGraph) -> Vec<Vec<Pred>> {
     let mut last_writer: Vec<Option<usize>> = vec![None; graph.vars.len()];
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); graph.vars.len()];
     let mut preds = Vec::with_capacity(graph.ops.len());

@@ -13,6 +13,7 @@
 //! - [`gemm`]: this machine's square `f32` GEMM peak through our kernels and intra-op pool,
 //!   measured on demand or read from a per-machine cache.
 //! - [`profiler`]: ns per recorded event, clock costs, and profiled-vs-unprofiled ratios.
+//! - [`scaling`]: the predicted scaling curve against measured steps, with the error.
 //! - [`stats`]: median and percentiles.
 //! - [`report`]: the JSON line format and the human table.
 #![forbid(unsafe_code)]
@@ -23,4 +24,5 @@ pub mod gpu;
 pub mod pool;
 pub mod profiler;
 pub mod report;
+pub mod scaling;
 pub mod stats;

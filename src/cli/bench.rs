@@ -12,6 +12,7 @@ use enginetop::bench::gpu as gpu_bench;
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
 use enginetop::bench::profiler::{self as profiler_bench, ProfilerBenchConfig};
 use enginetop::bench::report;
+use enginetop::bench::scaling::{self as scaling_bench, ScalingBenchConfig};
 use enginetop::config::RuntimeConfig;
 use enginetop::device::cuda;
 use enginetop::device::discover;
@@ -39,6 +40,25 @@ enum BenchTarget {
     /// A chain of dependent GPU ops through the engine, alternating compute and copy streams:
     /// event mode against a host sync per op (uses --gpus; auto falls back to a simulated GPU).
     Gpu(GpuBenchArgs),
+    /// The predicted scaling curve against measured steps: resnet-like, transformer-like,
+    /// random-dag and wavefront at 1x1, 1x2 and 2x1, predicted from a 1x2 run.
+    Scaling(ScalingBenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct ScalingBenchArgs {
+    /// Print one JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    /// Rounds per point (the median is reported).
+    #[arg(
+        long,
+        default_value_t = 5,
+        value_parser = super::numbers::whole::<u32>(1, 1000),
+        allow_negative_numbers = true,
+    )]
+    rounds: u32,
 }
 
 /// Runs the chosen benchmark family.
@@ -49,6 +69,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<()> {
         BenchTarget::Gemm(args) => bench_gemm(args),
         BenchTarget::Profiler(args) => bench_profiler(args),
         BenchTarget::Gpu(args) => bench_gpu(args),
+        BenchTarget::Scaling(args) => bench_scaling(args),
     }
 }
 
@@ -511,6 +532,28 @@ fn bench_gemm(args: &GemmBenchArgs) -> Result<()> {
     };
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{line}").context("writing to stdout")?;
+    stdout.flush().context("writing to stdout")
+}
+
+/// `enginetop bench scaling`: one JSON line per workload and point, or a table.
+fn bench_scaling(args: &ScalingBenchArgs) -> Result<()> {
+    let config = ScalingBenchConfig {
+        rounds: args.rounds as usize,
+        ..ScalingBenchConfig::two_cores()
+    };
+    let results = scaling_bench::run(&config, &mut |name| {
+        eprintln!("scaling: {name} ...");
+    })
+    .context("the scaling benchmark failed")?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        for result in &results {
+            let line = serde_json::to_string(result).context("serializing a result")?;
+            writeln!(stdout, "{line}").context("writing to stdout")?;
+        }
+    } else {
+        write!(stdout, "{}", scaling_bench::table(&results)).context("writing to stdout")?;
+    }
     stdout.flush().context("writing to stdout")
 }
 

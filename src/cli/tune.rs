@@ -89,6 +89,16 @@ pub(super) struct TuneArgs {
     /// default: on].
     #[arg(long, value_name = "on|off", value_parser = enginetop::config::parse_spin_flag)]
     spin: Option<bool>,
+
+    /// Also print the scaling simulation's predicted best inter x intra for a machine of N
+    /// cores (1 to 4096), from the ops this run measured: a prediction, not a measurement.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = super::numbers::whole(1usize, 4096),
+        allow_negative_numbers = true
+    )]
+    cores: Option<usize>,
 }
 
 /// The shortest and longest `--budget`.
@@ -122,6 +132,7 @@ pub(super) fn tune(args: &TuneArgs, overrides: ConfigOverrides) -> Result<()> {
     let graph = workload::load_spec(&args.workload, &workload::Overrides::from_args(&args.set)?)?;
     let name = graph.name.clone();
     let driver = Driver::new(graph, &config, &RunHooks::default())?;
+    let handle = driver.handle();
     let live = std::io::stderr().is_terminal();
     let mut observe = |event: &ProbeEvent| {
         if live {
@@ -133,12 +144,25 @@ pub(super) fn tune(args: &TuneArgs, overrides: ConfigOverrides) -> Result<()> {
         eprint!("\r\x1b[2K");
     }
     let flags = reproduce(args, &tuned.report);
+    let predicted = match (args.cores, &tuned.run) {
+        (Some(cores), Ok(run)) => tune::predicted_for_cores(&handle, run, cores),
+        _ => None,
+    };
     let text = match args.summary {
-        SummaryFormat::Table => table(&name, &options, &tuned.report, &flags),
+        SummaryFormat::Table => {
+            let mut text = table(&name, &options, &tuned.report, &flags);
+            if let Some(predicted) = &predicted {
+                text.push_str(&format!("{predicted}\n"));
+            }
+            text
+        }
         SummaryFormat::Json => {
             let mut json = tune::json(&tuned.report);
             json["workload"] = name.clone().into();
             json["flags"] = flags.clone().into();
+            if let Some(predicted) = &predicted {
+                json["predicted_for_cores"] = serde_json::to_value(predicted)?;
+            }
             if let Ok(run) = &tuned.run {
                 json["iterations"] = run.iterations.into();
                 json["checksum"] = format!("{:016x}", run.checksum).into();

@@ -50,6 +50,7 @@
 
 mod error;
 mod live;
+mod predict;
 mod probe;
 mod render;
 mod run;
@@ -59,6 +60,7 @@ mod stats;
 
 pub use error::TuneError;
 pub use live::{LiveTuner, TuneEnd, TuneProgress};
+pub use predict::{predicted_for_cores, PredictedForCores};
 pub use probe::{DriverProbe, IterationWork};
 pub use render::{heat_map, json, table, text_report};
 pub use run::{tune_driver, TunedRun, DASHBOARD_BUDGET};

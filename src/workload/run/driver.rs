@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::analysis::{Descheduled, SchedSample};
+use crate::analysis::{Descheduled, OpSplit, SchedSample};
 use crate::config::RuntimeConfig;
 use crate::engine::{
     Engine, EngineError, EngineKind, EngineOptions, FnProperty, OpName, OpResult, OpSpec, Var,
@@ -21,6 +21,7 @@ use super::device_work::DeviceWork;
 use super::error::RunError;
 use super::history::ConfigHistory;
 use super::hooks::{ProfilerReport, Progress, RunHooks};
+use super::intra_split::{IntraSplit, MeasuredPool};
 use super::live::{DriverHandle, RunControl};
 use super::op_times::OpTimes;
 use super::plan::{check_dtypes, PreparedOp};
@@ -122,6 +123,8 @@ pub struct RunReport {
     pub(super) last_iteration: Option<(Vec<Duration>, Duration)>,
     /// The threads' descheduled time over the run (`None` without schedstat).
     pub(super) descheduled: Option<Descheduled>,
+    /// Each iteration op's mean body split over the intra-op pool.
+    pub(super) op_splits: Vec<OpSplit>,
 }
 
 /// Counts finished iterations; the driver waits on it.
@@ -175,6 +178,8 @@ pub(super) struct Shared {
     iterations: IterationLatch,
     /// The iteration ops' measured times.
     pub(super) times: OpTimes,
+    /// How the iteration ops' bodies divided over the intra-op pool.
+    split: Arc<IntraSplit>,
     /// Index of the first iteration op in `ops`.
     first_iteration_op: usize,
     /// The iteration's graph, for the scaling analysis.
@@ -208,12 +213,20 @@ impl Shared {
         self.iterations.wait_for(count, Some(deadline))
     }
 
-    /// The body of op `index`: lock, compute, count.
-    fn run_op(&self, index: usize) -> OpResult {
+    /// The body of op `index`: lock, compute (an iteration op's intra-op tasks measured),
+    /// count.
+    fn run_op(&self, index: usize, iteration_op: bool) -> OpResult {
         let op = &self.ops[index];
         let start = Instant::now();
         let work = self.store.with_operands(&op.operands, |reads, writes| {
-            op.call.execute(self.intra.as_dyn(), reads, writes)
+            if !iteration_op {
+                return op.call.execute(self.intra.as_dyn(), reads, writes);
+            }
+            let slot = index - self.first_iteration_op;
+            let pool = MeasuredPool::new(self.intra.as_dyn(), &self.split, slot);
+            let work = op.call.execute(&pool, reads, writes);
+            pool.finish();
+            work
         })?;
         let flops = work.map_or(op.flops_estimate, |work| work.flops);
         self.counters.record(op.lane_slot, start.elapsed(), flops);
@@ -295,6 +308,7 @@ impl Driver {
             intra,
             iterations: IterationLatch::default(),
             times: OpTimes::new(graph.iteration.len()),
+            split: Arc::new(IntraSplit::new(graph.iteration.len())),
             first_iteration_op: graph.iteration.start,
             shape,
             settings: settings.clone(),
@@ -328,6 +342,7 @@ impl Driver {
         self.shared.counters.reset();
         self.shared.gpu_flops.store(0, Ordering::Relaxed);
         self.shared.times.reset();
+        self.shared.split.reset();
         if let Some(graph) = &self.shared.graph.0 {
             graph.shape(&self.shared.shape.graph_shape(&self.settings()));
         }
@@ -400,6 +415,10 @@ impl Driver {
             history,
             wall,
             op_totals: self.shared.times.totals(),
+            op_splits: self
+                .shared
+                .split
+                .splits(&self.shared.times.totals(), pushed),
             last_iteration,
             descheduled: descheduled.map(|(before, after)| before.until(&after)),
         })
@@ -452,11 +471,17 @@ impl Driver {
             .shared
             .shape
             .verdicts(&mean, settings, report.descheduled.as_ref());
+        let predicted = self.shared.shape.predicted_curve(
+            &report.op_splits,
+            settings,
+            report.elapsed / iterations,
+        );
         ScalingSummary {
             mean,
             last_iteration,
             descheduled: report.descheduled.clone(),
             verdicts,
+            predicted,
         }
     }
 
@@ -553,7 +578,7 @@ impl Driver {
         self.engine
             .push_sync(spec, move |run| {
                 let start = Instant::now();
-                shared.run_op(index)?;
+                shared.run_op(index, iteration.is_some())?;
                 // A GPU op also puts its kernel's device work on its stream (device_work.rs).
                 if let (Some(work), Some(stream)) = (shared.device_work[index], run.stream()) {
                     stream.launch(work.gpu_work())?;

@@ -15,14 +15,17 @@ use crate::workload::{Graph, TensorId};
 use super::counters::Lane;
 use super::op_times::OpTimes;
 use super::plan::PreparedOp;
+use super::predict::PredictedCurve;
 use super::summary::RunSettings;
 
 /// One iteration's graph without times, and the worker pool of each of its devices.
 #[derive(Clone, Debug)]
 pub(super) struct RanShape {
-    template: RanGraph,
+    pub(super) template: RanGraph,
     /// Per device of `template`, its lane.
-    lanes: Vec<Lane>,
+    pub(super) lanes: Vec<Lane>,
+    /// Per op of `template`, its priority.
+    pub(super) priorities: Vec<i32>,
 }
 
 impl RanShape {
@@ -54,7 +57,9 @@ impl RanShape {
             }
         });
         let ran_ops: Vec<RanOp> = ran_ops.collect();
+        let priorities = graph.iteration.clone().map(|index| ops[index].priority);
         RanShape {
+            priorities: priorities.collect(),
             template: RanGraph {
                 ops: ran_ops,
                 vars: graph
@@ -162,6 +167,8 @@ pub struct ScalingSummary {
     pub descheduled: Option<Descheduled>,
     /// One per device, from the mean iteration.
     pub verdicts: Vec<Verdict>,
+    /// The step predicted at other thread counts, from the mean iteration.
+    pub predicted: PredictedCurve,
 }
 
 impl fmt::Display for ScalingSummary {
@@ -209,7 +216,7 @@ impl fmt::Display for ScalingSummary {
         for verdict in &self.verdicts {
             writeln!(f, "  {verdict}")?;
         }
-        Ok(())
+        write!(f, "{}", self.predicted)
     }
 }
 

@@ -1,0 +1,514 @@
+//! What if: the step time the engine would take with other thread counts, predicted by a
+//! discrete-event simulation of the engine over the graph that ran.
+//!
+//! # Input ([`EngineModel`])
+//! One iteration's ops in push order with the vars they read and write and the device
+//! (worker pool) each runs on ([`RanGraph`]), each op's priority, each device's workers and
+//! queue order ([`SimDevice`]), and per op its body split ([`OpSplit`]): a serial part and
+//! a parallel part. An op with `intra` intra-op threads takes
+//! `serial + parallel / intra`. The split comes from measurement: the run driver times every
+//! intra-op task an op hands to `parallel_for` and says how it gets there
+//! (`workload::run::intra_split`); an op that handed out no task is all serial.
+//!
+//! # The simulation ([`EngineModel::step`])
+//! The engine orders every var's accesses in push order, so an op waits for exactly the
+//! edges of the span analysis (read-after-write, write-after-read, write-after-write; the
+//! same `predecessors` pass). Every op is pushed at time 0; an op with nothing to wait for
+//! is ready at once, any other when its last predecessor ends. A ready op joins its device's
+//! queue: first in, first out on a plain worker pool ([`QueueOrder::Fifo`]: the engine's CPU
+//! workers), highest priority first and first in, first out among equals on a priority pool
+//! ([`QueueOrder::Priority`]: the CPU priority pool, the GPU workers). Ops that become ready
+//! at the same moment join in push order. Whenever a device has an idle worker and a queued
+//! op, the worker takes the head of the queue and is busy for the op's time. Events are the
+//! op ends, taken in time order from a heap (all ends of one moment before the queues are
+//! served again), so one simulation costs `O(ops log ops + edges)` and is deterministic.
+//! The predicted step is the moment the last op ends.
+//!
+//! A device's workers are the inter-op count for the engine's CPU worker pools
+//! ([`Workers::Inter`]) and its fixed count for the others (the priority pool, GPU workers,
+//! the IO worker, the naive engine's one pushing thread).
+//!
+//! # Known answers (the tests)
+//! A chain takes its work at any inter count; `n` equal independent ops take
+//! `ceil(n / inter) * t`; a perfectly parallel body takes `parallel / intra`; a priority
+//! pool runs a ready high-priority op before an earlier low-priority one; one worker with
+//! serial bodies takes the sum of the op times, exactly (integer nanoseconds throughout);
+//! and every prediction lies between Brent's bounds, `max(work / inter, span)` and
+//! `work / inter + span`.
+//!
+//! # Assumptions ([`ASSUMPTIONS`], printed where the curve is shown)
+//! An idealised machine: `inter x intra` cores for each CPU device's workers (no
+//! oversubscription, no other process), no memory-bandwidth or cache limit, no engine,
+//! queue or wake-up cost between ops, every op pushed at once, one iteration at a time (the
+//! driver's iteration marker reads every tensor, so an iteration's writes wait for the one
+//! before), and an op's parallel part divides evenly over any intra-op count.
+#![forbid(unsafe_code)]
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Duration;
+
+use super::span::{predecessors, RanGraph};
+
+/// The inter-op and intra-op counts of the predicted curve.
+pub const GRID: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// What the prediction assumes, in one line.
+pub const ASSUMPTIONS: &str = "an idealised machine with inter x intra cores per CPU device: \
+    no oversubscription, no memory-bandwidth limit, no engine or wake-up cost between ops, \
+    an op's parallel part divides evenly over the intra-op threads";
+
+/// How an op's body divides over intra-op threads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpSplit {
+    /// The part only one thread runs.
+    pub serial: Duration,
+    /// The part the intra-op threads share (its time on one thread).
+    pub parallel: Duration,
+}
+
+impl OpSplit {
+    /// A body that does not divide: `time` on any count.
+    pub fn serial(time: Duration) -> Self {
+        OpSplit {
+            serial: time,
+            parallel: Duration::ZERO,
+        }
+    }
+
+    /// Its time with `intra` intra-op threads (at least one).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use enginetop::analysis::OpSplit;
+    /// let ms = Duration::from_millis;
+    /// let split = OpSplit { serial: ms(2), parallel: ms(8) };
+    /// assert_eq!((split.time(1), split.time(4)), (ms(10), ms(4)));
+    /// ```
+    pub fn time(&self, intra: usize) -> Duration {
+        self.serial + self.parallel / u32::try_from(intra.max(1)).unwrap_or(u32::MAX)
+    }
+}
+
+/// How many workers a device has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workers {
+    /// The inter-op count (the engine's CPU workers).
+    Inter,
+    /// This many, whatever the counts.
+    Fixed(usize),
+}
+
+/// Which ready op a device's idle worker takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueOrder {
+    /// The one that became ready first.
+    Fifo,
+    /// The highest priority, the one ready first among equals.
+    Priority,
+}
+
+/// One device (worker pool) of the simulated engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimDevice {
+    /// Its workers.
+    pub workers: Workers,
+    /// Its queue.
+    pub order: QueueOrder,
+}
+
+/// One point of the predicted curve.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct PredictedStep {
+    /// Inter-op workers.
+    pub inter: usize,
+    /// Intra-op threads.
+    pub intra: usize,
+    /// The predicted step, in milliseconds.
+    pub step_ms: f64,
+}
+
+/// The engine, the graph and the op bodies to simulate (see the [module docs](self)).
+#[derive(Clone, Debug)]
+pub struct EngineModel {
+    /// Per op, its device, priority and body split.
+    ops: Vec<ModelOp>,
+    devices: Vec<SimDevice>,
+    /// Per op, how many distinct ops it waits for.
+    waits_for: Vec<usize>,
+    /// Per op, the ops waiting for it.
+    unblocks: Vec<Vec<usize>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ModelOp {
+    device: usize,
+    priority: i32,
+    split: OpSplit,
+}
+
+impl EngineModel {
+    /// The model of `graph` (its op times are not used: `splits` give the bodies) with
+    /// `priorities` and `splits` per op (a missing one: priority 0, the op's time serial) and
+    /// `devices` per device of the graph (a missing one: inter-op workers, first in first
+    /// out).
+    pub fn new(
+        graph: &RanGraph,
+        priorities: &[i32],
+        splits: &[OpSplit],
+        devices: &[SimDevice],
+    ) -> Self {
+        let ops = graph.ops.iter().enumerate().map(|(index, op)| ModelOp {
+            device: op.device,
+            priority: priorities.get(index).copied().unwrap_or(0),
+            split: splits
+                .get(index)
+                .copied()
+                .unwrap_or(OpSplit::serial(op.time)),
+        });
+        let ops: Vec<ModelOp> = ops.collect();
+        let plain = SimDevice {
+            workers: Workers::Inter,
+            order: QueueOrder::Fifo,
+        };
+        let device_count = ops.iter().map(|op| op.device + 1).max().unwrap_or(0);
+        let devices = (0..device_count.max(devices.len()))
+            .map(|device| devices.get(device).copied().unwrap_or(plain))
+            .collect();
+        let mut waits_for = vec![0; ops.len()];
+        let mut unblocks = vec![Vec::new(); ops.len()];
+        for (op, preds) in predecessors(graph).into_iter().enumerate() {
+            let mut before: Vec<usize> = preds.iter().map(|pred| pred.op).collect();
+            before.sort_unstable();
+            before.dedup();
+            waits_for[op] = before.len();
+            for pred in before {
+                unblocks[pred].push(op);
+            }
+        }
+        EngineModel {
+            ops,
+            devices,
+            waits_for,
+            unblocks,
+        }
+    }
+
+    /// The predicted step with `inter` inter-op workers and `intra` intra-op threads (each at
+    /// least one).
+    pub fn step(&self, inter: usize, intra: usize) -> Duration {
+        self.run(inter.max(1), intra.max(1)).end
+    }
+
+    /// The predicted step for every pair of `counts` (inter-major).
+    pub fn curve(&self, counts: &[usize]) -> Vec<PredictedStep> {
+        let pairs = counts
+            .iter()
+            .flat_map(|&inter| counts.iter().map(move |&intra| (inter, intra)));
+        pairs
+            .map(|(inter, intra)| self.point(inter, intra))
+            .collect()
+    }
+
+    /// The point `(inter, intra)` of the curve.
+    pub fn point(&self, inter: usize, intra: usize) -> PredictedStep {
+        PredictedStep {
+            inter,
+            intra,
+            step_ms: self.step(inter, intra).as_secs_f64() * 1e3,
+        }
+    }
+
+    /// The fastest predicted counts with `inter x intra <= cores` (ties: fewer threads, then
+    /// fewer intra-op threads); `None` for no cores.
+    pub fn best_for_cores(&self, cores: usize) -> Option<PredictedStep> {
+        let pairs =
+            (1..=cores).flat_map(|inter| (1..=cores / inter).map(move |intra| (inter, intra)));
+        let timed =
+            pairs.map(|(inter, intra)| (self.step(inter, intra), inter * intra, intra, inter));
+        let (_, _, intra, inter) = timed.min()?;
+        Some(self.point(inter, intra))
+    }
+
+    fn workers(&self, device: usize, inter: usize) -> usize {
+        match self.devices[device].workers {
+            Workers::Inter => inter,
+            Workers::Fixed(count) => count.max(1),
+        }
+    }
+
+    /// The simulation itself (see the module docs).
+    fn run(&self, inter: usize, intra: usize) -> Timeline {
+        let mut waiting = self.waits_for.clone();
+        let mut idle: Vec<usize> = (0..self.devices.len())
+            .map(|device| self.workers(device, inter))
+            .collect();
+        let mut queues = ReadyQueues::new(self.devices.len());
+        let mut ends: BinaryHeap<Reverse<(Duration, usize)>> = BinaryHeap::new();
+        let mut starts = vec![Duration::ZERO; self.ops.len()];
+        let mut now = Duration::ZERO;
+        for op in (0..self.ops.len()).filter(|&op| waiting[op] == 0) {
+            queues.push(self.key(op), op);
+        }
+        loop {
+            for (device, idle) in idle.iter_mut().enumerate() {
+                while *idle > 0 {
+                    let Some(op) = queues.pop(device) else { break };
+                    *idle -= 1;
+                    starts[op] = now;
+                    ends.push(Reverse((now + self.ops[op].split.time(intra), op)));
+                }
+            }
+            let Some(Reverse((end, first))) = ends.pop() else {
+                break;
+            };
+            now = end;
+            let mut finished = vec![first];
+            while let Some(&Reverse((end, op))) = ends.peek() {
+                if end != now {
+                    break;
+                }
+                ends.pop();
+                finished.push(op);
+            }
+            let mut ready = Vec::new();
+            for op in finished {
+                idle[self.ops[op].device] += 1;
+                for &next in &self.unblocks[op] {
+                    waiting[next] -= 1;
+                    if waiting[next] == 0 {
+                        ready.push(next);
+                    }
+                }
+            }
+            ready.sort_unstable();
+            for op in ready {
+                queues.push(self.key(op), op);
+            }
+        }
+        Timeline { starts, end: now }
+    }
+
+    /// Where op `op` goes in its device's queue.
+    fn key(&self, op: usize) -> (usize, i32) {
+        let model = &self.ops[op];
+        let rank = match self.devices[model.device].order {
+            QueueOrder::Fifo => 0,
+            QueueOrder::Priority => model.priority,
+        };
+        (model.device, rank)
+    }
+}
+
+/// When each op started, and when the last one ended.
+struct Timeline {
+    #[cfg_attr(not(test), allow(dead_code))]
+    starts: Vec<Duration>,
+    end: Duration,
+}
+
+/// Per device, its ready ops: highest rank first, then first ready.
+struct ReadyQueues {
+    heaps: Vec<BinaryHeap<(i32, Reverse<u64>, usize)>>,
+    next_sequence: u64,
+}
+
+impl ReadyQueues {
+    fn new(devices: usize) -> Self {
+        ReadyQueues {
+            heaps: (0..devices).map(|_| BinaryHeap::new()).collect(),
+            next_sequence: 0,
+        }
+    }
+
+    fn push(&mut self, (device, rank): (usize, i32), op: usize) {
+        self.heaps[device].push((rank, Reverse(self.next_sequence), op));
+        self.next_sequence += 1;
+    }
+
+    fn pop(&mut self, device: usize) -> Option<usize> {
+        self.heaps[device].pop().map(|(_, _, op)| op)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::analysis::span::tests::op;
+    use crate::analysis::{analyze, RanOp};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn graph(ops: Vec<RanOp>, vars: usize) -> RanGraph {
+        let devices = ops.iter().map(|op| op.device + 1).max().unwrap_or(1);
+        RanGraph {
+            ops,
+            vars: (0..vars).map(|var| format!("v{var}")).collect(),
+            devices: (0..devices).map(|d| format!("device{d}")).collect(),
+            wall: Duration::ZERO,
+        }
+    }
+
+    fn serial_model(graph: &RanGraph) -> EngineModel {
+        EngineModel::new(graph, &[], &[], &[])
+    }
+
+    /// A deterministic random graph: `n` ops over `vars` vars, each reading up to three and
+    /// writing one, 1 to 9 ms each.
+    fn random_graph(n: usize, vars: usize, seed: u64) -> RanGraph {
+        let mut state = seed;
+        let mut next = move |bound: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % bound
+        };
+        let ops = (0..n)
+            .map(|i| {
+                let reads: Vec<usize> = (0..next(4)).map(|_| next(vars as u64) as usize).collect();
+                let write = next(vars as u64) as usize;
+                op(
+                    &format!("r{i}"),
+                    &reads,
+                    &[write],
+                    (1 + next(9) as u32) * MS,
+                )
+            })
+            .collect();
+        graph(ops, vars)
+    }
+
+    #[test]
+    fn a_chain_takes_its_work_at_any_inter_count() {
+        let ops = (0..12)
+            .map(|i| op(&format!("c{i}"), &[0], &[0], MS * (i + 1)))
+            .collect();
+        let chain = graph(ops, 1);
+        let model = serial_model(&chain);
+        for inter in [1, 2, 3, 8, 64] {
+            assert_eq!(model.step(inter, 1), 78 * MS, "inter {inter}");
+        }
+    }
+
+    #[test]
+    fn independent_equal_ops_take_ceil_n_over_inter_rounds() {
+        let n = 10;
+        let ops = (0..n)
+            .map(|i| op(&format!("t{i}"), &[], &[i], 3 * MS))
+            .collect();
+        let model = serial_model(&graph(ops, n));
+        for inter in 1..=12usize {
+            let rounds = n.div_ceil(inter) as u32;
+            assert_eq!(model.step(inter, 1), rounds * 3 * MS, "inter {inter}");
+        }
+    }
+
+    #[test]
+    fn a_perfectly_parallel_body_scales_with_intra() {
+        let one = graph(vec![op("gemm", &[], &[0], 64 * MS)], 1);
+        let split = OpSplit {
+            serial: Duration::ZERO,
+            parallel: 64 * MS,
+        };
+        let model = EngineModel::new(&one, &[], &[split], &[]);
+        for intra in GRID {
+            assert_eq!(model.step(1, intra), 64 * MS / intra as u32);
+        }
+        let serial = serial_model(&one);
+        assert_eq!(serial.step(1, 64), 64 * MS, "a serial body does not scale");
+    }
+
+    #[test]
+    fn a_priority_pool_runs_the_higher_priority_op_first() {
+        // `low` (priority 0) was pushed before `high` (priority 5); `after` on a FIFO device
+        // waits for `high`.
+        let mut ops = vec![
+            op("low", &[], &[0], 10 * MS),
+            op("high", &[], &[1], MS),
+            op("after", &[1], &[2], 10 * MS),
+        ];
+        ops[2].device = 1;
+        let g = graph(ops, 3);
+        let fixed = |order| SimDevice {
+            workers: Workers::Fixed(1),
+            order,
+        };
+        let priority = [fixed(QueueOrder::Priority), fixed(QueueOrder::Fifo)];
+        let model = EngineModel::new(&g, &[0, 5, 0], &[], &priority);
+        let timeline = model.run(1, 1);
+        assert_eq!(timeline.starts, [MS, Duration::ZERO, MS]);
+        assert_eq!(model.step(1, 1), 11 * MS);
+        let fifo = [fixed(QueueOrder::Fifo), fixed(QueueOrder::Fifo)];
+        let model = EngineModel::new(&g, &[0, 5, 0], &[], &fifo);
+        assert_eq!(
+            model.step(1, 1),
+            21 * MS,
+            "first in, first out ignores priority"
+        );
+    }
+
+    #[test]
+    fn fixed_workers_ignore_the_inter_count() {
+        let ops = (0..4)
+            .map(|i| op(&format!("g{i}"), &[], &[i], 2 * MS))
+            .collect();
+        let devices = [SimDevice {
+            workers: Workers::Fixed(2),
+            order: QueueOrder::Priority,
+        }];
+        let model = EngineModel::new(&graph(ops, 4), &[], &[], &devices);
+        assert_eq!(model.step(1, 1), 4 * MS);
+        assert_eq!(model.step(64, 1), 4 * MS);
+    }
+
+    #[test]
+    fn one_worker_takes_the_sum_of_the_op_times_exactly() {
+        let g = random_graph(300, 20, 7);
+        let work: Duration = g.ops.iter().map(|op| op.time).sum();
+        assert_eq!(serial_model(&g).step(1, 1), work);
+    }
+
+    #[test]
+    fn predictions_lie_between_brents_bounds() {
+        for seed in 1..6 {
+            let g = random_graph(200, 30, seed);
+            let scaling = analyze(&g);
+            let model = serial_model(&g);
+            for inter in [1, 2, 3, 4, 8, 64] {
+                let step = model.step(inter, 1).as_secs_f64() * 1e3;
+                let lower = (scaling.work_ms / inter as f64).max(scaling.span_ms);
+                let upper = scaling.work_ms / inter as f64 + scaling.span_ms;
+                assert!(
+                    step >= lower - 1e-9 && step <= upper + 1e-9,
+                    "seed {seed} inter {inter}: {step} not in [{lower}, {upper}]"
+                );
+            }
+            assert!(
+                (model.step(64, 1).as_secs_f64() * 1e3 - scaling.span_ms).abs() < 1e-9,
+                "with a worker per ready op the step is the span"
+            );
+        }
+    }
+
+    #[test]
+    fn the_best_for_some_cores_stays_within_them_and_prefers_fewer_threads() {
+        let split = OpSplit {
+            serial: Duration::ZERO,
+            parallel: 8 * MS,
+        };
+        // Two independent perfectly parallel ops of 8 ms: on 4 cores 2x2 and 1x4 take 4 ms,
+        // 4x1 takes 8 ms (two ops for four workers); the tie goes to fewer intra-op threads.
+        let ops = (0..2)
+            .map(|i| op(&format!("p{i}"), &[], &[i], 8 * MS))
+            .collect();
+        let model = EngineModel::new(&graph(ops, 2), &[], &[split, split], &[]);
+        let best = model.best_for_cores(4).unwrap();
+        assert_eq!((best.inter, best.intra, best.step_ms), (2, 2, 4.0));
+        let best = model.best_for_cores(3).unwrap();
+        assert!(best.inter * best.intra <= 3);
+        assert!(model.best_for_cores(0).is_none());
+        let curve = model.curve(&GRID);
+        assert_eq!(curve.len(), 49);
+        assert_eq!(curve[0], model.point(1, 1));
+    }
+}

@@ -1,0 +1,207 @@
+//! The run's predicted scaling curve: the graph that ran, with each op's measured body split
+//! ([`super::intra_split`]) and the engine's pools as this run configured them, simulated at
+//! other thread counts by [`crate::analysis::EngineModel`].
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::analysis::{
+    EngineModel, OpSplit, PredictedStep, QueueOrder, SimDevice, Workers, ASSUMPTIONS, GRID,
+};
+
+use super::counters::Lane;
+use super::driver::RunReport;
+use super::live::DriverHandle;
+use super::scaling::RanShape;
+use super::summary::RunSettings;
+
+/// The predicted step over the grid of inter-op x intra-op counts, today's counts among
+/// them. `--summary json` prints it as the list of its points (`predicted`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PredictedCurve {
+    /// Every pair of [`GRID`], inter-major.
+    pub points: Vec<PredictedStep>,
+    /// The run's own counts, predicted.
+    pub today: PredictedStep,
+    /// The run's measured step, in milliseconds.
+    pub measured_step_ms: f64,
+    /// Whether any op handed work to the intra-op pool (without, every body is serial and
+    /// the intra-op count changes nothing).
+    pub intra_measured: bool,
+}
+
+impl PredictedCurve {
+    /// The fastest point (ties: fewer threads).
+    pub fn best(&self) -> Option<&PredictedStep> {
+        self.points.iter().min_by(|a, b| {
+            let threads = |p: &PredictedStep| p.inter * p.intra;
+            a.step_ms
+                .total_cmp(&b.step_ms)
+                .then(threads(a).cmp(&threads(b)))
+        })
+    }
+}
+
+impl serde::Serialize for PredictedCurve {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.points.serialize(serializer)
+    }
+}
+
+impl fmt::Display for PredictedCurve {
+    /// The `why` section's what-if block: the grid, today's point marked `*`, the best.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "  what if (predicted step in ms; {ASSUMPTIONS}):")?;
+        write!(f, "    inter\\intra")?;
+        for intra in GRID {
+            write!(f, " {intra:>8}")?;
+        }
+        writeln!(f)?;
+        for row in self.points.chunks(GRID.len()) {
+            write!(f, "    {:>11}", row[0].inter)?;
+            for point in row {
+                let mark = if (point.inter, point.intra) == (self.today.inter, self.today.intra) {
+                    "*"
+                } else {
+                    " "
+                };
+                write!(f, " {:>7.2}{mark}", point.step_ms)?;
+            }
+            writeln!(f)?;
+        }
+        write!(
+            f,
+            "    * today {}x{}: predicted {:.2} ms, measured {:.2} ms",
+            self.today.inter, self.today.intra, self.today.step_ms, self.measured_step_ms
+        )?;
+        if let Some(best) = self.best() {
+            write!(
+                f,
+                "; best predicted {}x{}: {:.2} ms",
+                best.inter, best.intra, best.step_ms
+            )?;
+        }
+        writeln!(f)?;
+        if !self.intra_measured {
+            writeln!(
+                f,
+                "    no op handed work to the intra-op pool, so every body counts as serial \
+                 (at intra 1 nothing is split: run with --intra 2 or more to measure it)"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The engine's pool behind `lane` under `settings`.
+fn sim_device(lane: Lane, settings: &RunSettings) -> SimDevice {
+    let fixed = |workers: usize, order| SimDevice {
+        workers: Workers::Fixed(workers),
+        order,
+    };
+    match lane {
+        Lane::SharedWorkers | Lane::CpuWorkers(_) => SimDevice {
+            workers: Workers::Inter,
+            order: QueueOrder::Fifo,
+        },
+        Lane::Driver | Lane::Io => fixed(1, QueueOrder::Fifo),
+        Lane::Priority | Lane::Gpu(_) => fixed(settings.workers(lane), QueueOrder::Priority),
+    }
+}
+
+impl RanShape {
+    /// The simulation of this shape with `splits` (one per iteration op) under `settings`.
+    fn engine_model(&self, splits: &[OpSplit], settings: &RunSettings) -> EngineModel {
+        let devices: Vec<SimDevice> = self
+            .lanes
+            .iter()
+            .map(|lane| sim_device(*lane, settings))
+            .collect();
+        EngineModel::new(&self.template, &self.priorities, splits, &devices)
+    }
+
+    /// The curve of this shape with `splits` under `settings`, whose run measured a step of
+    /// `measured_step`.
+    pub(super) fn predicted_curve(
+        &self,
+        splits: &[OpSplit],
+        settings: &RunSettings,
+        measured_step: Duration,
+    ) -> PredictedCurve {
+        let model = self.engine_model(splits, settings);
+        PredictedCurve {
+            points: model.curve(&GRID),
+            today: model.point(settings.inter, settings.intra),
+            measured_step_ms: measured_step.as_secs_f64() * 1e3,
+            intra_measured: splits.iter().any(|split| !split.parallel.is_zero()),
+        }
+    }
+}
+
+impl DriverHandle {
+    /// The simulation's fastest inter-op x intra-op counts for a machine of `cores` cores
+    /// (`inter x intra <= cores`), from the op times and body splits `report`'s run
+    /// measured: a prediction, under [`ASSUMPTIONS`]; `None` for no cores.
+    pub fn predicted_for_cores(&self, report: &RunReport, cores: usize) -> Option<PredictedStep> {
+        let shared = &self.shared;
+        let model = shared
+            .shape
+            .engine_model(&report.op_splits, &shared.settings);
+        model.best_for_cores(cores)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn point(inter: usize, intra: usize, step_ms: f64) -> PredictedStep {
+        PredictedStep {
+            inter,
+            intra,
+            step_ms,
+        }
+    }
+
+    #[test]
+    fn the_block_marks_today_and_names_the_best_and_the_assumptions() {
+        let points: Vec<PredictedStep> = GRID
+            .iter()
+            .flat_map(|&inter| GRID.iter().map(move |&intra| (inter, intra)))
+            .map(|(inter, intra)| point(inter, intra, 64.0 / (inter.min(4) * intra) as f64))
+            .collect();
+        let curve = PredictedCurve {
+            today: point(1, 2, 32.0),
+            points,
+            measured_step_ms: 35.0,
+            intra_measured: true,
+        };
+        let text = curve.to_string();
+        assert!(text.contains(ASSUMPTIONS), "{text}");
+        assert!(text.contains("32.00*"), "{text}");
+        assert_eq!(
+            text.matches('*').count(),
+            2,
+            "one mark and its legend: {text}"
+        );
+        assert!(text.contains("today 1x2: predicted 32.00 ms, measured 35.00 ms"));
+        assert!(text.contains("best predicted 4x64: 0.25 ms"), "{text}");
+        assert!(!text.contains("no op handed work"));
+        let json = serde_json::to_value(&curve).unwrap();
+        assert_eq!(json.as_array().unwrap().len(), 49);
+        assert_eq!(json[1]["intra"], 2);
+        assert_eq!(json[1]["step_ms"], 32.0);
+    }
+
+    #[test]
+    fn a_curve_without_intra_tasks_says_so() {
+        let curve = PredictedCurve {
+            points: vec![point(1, 1, 5.0)],
+            today: point(1, 1, 5.0),
+            measured_step_ms: 6.0,
+            intra_measured: false,
+        };
+        assert!(curve.to_string().contains("--intra 2 or more"));
+    }
+}
