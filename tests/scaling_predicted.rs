@@ -5,7 +5,9 @@
 //! the JSON summary carries the curve; `tune --cores N` prints its predicted best.
 use enginetop::analysis::GRID;
 use enginetop::config::RuntimeConfig;
-use enginetop::workload::run::{run_workload, RunHooks, RunLength, RunOptions, ScalingSummary};
+use enginetop::workload::run::{
+    run_workload, PredictedCurve, RunHooks, RunLength, RunOptions, ScalingSummary,
+};
 use enginetop::workload::{load_spec, load_str, Graph, Overrides};
 
 mod common;
@@ -27,8 +29,15 @@ fn shipped(name: &str, overrides: &[&str]) -> Graph {
     load_spec(name, &Overrides::from_args(overrides).unwrap()).unwrap()
 }
 
+fn curve(scaling: &ScalingSummary) -> &PredictedCurve {
+    scaling
+        .predicted
+        .as_ref()
+        .expect("a live run predicts its curve")
+}
+
 fn step_at(scaling: &ScalingSummary, inter: usize, intra: usize) -> f64 {
-    let points = &scaling.predicted.points;
+    let points = &curve(scaling).points;
     let point = points
         .iter()
         .find(|point| (point.inter, point.intra) == (inter, intra))
@@ -39,7 +48,7 @@ fn step_at(scaling: &ScalingSummary, inter: usize, intra: usize) -> f64 {
 #[test]
 fn one_worker_predicts_the_sum_of_the_recorded_op_times_exactly() {
     let scaling = run(shipped("random-dag", &["ops=300"]), 1, 1, 3);
-    let predicted = &scaling.predicted;
+    let predicted = curve(&scaling);
     assert_eq!(predicted.points.len(), GRID.len() * GRID.len());
     assert_eq!(step_at(&scaling, 1, 1), scaling.mean.work_ms);
     assert_eq!(
@@ -83,7 +92,7 @@ fn an_op_split_over_the_intra_op_pool_predicts_a_shorter_step_with_more_threads(
         op = [{ name = \"mm\", kernel = \"gemm\", reads = [\"a\", \"b\"], writes = [\"c\"] }]\n";
     let graph = load_str(text, "gemm.toml", &Overrides::default()).unwrap();
     let scaling = run(graph, 1, 2, 3);
-    assert!(scaling.predicted.intra_measured, "its blocks ran as tasks");
+    assert!(curve(&scaling).intra_measured, "its blocks ran as tasks");
     let (one, two, many) = (
         step_at(&scaling, 1, 1),
         step_at(&scaling, 1, 2),

@@ -270,7 +270,10 @@ impl Point {
     /// The curve `report`'s run predicts: `((inter, intra), step_ms)` per point.
     fn predicted(&self, report: &RunReport) -> Vec<((usize, usize), f64)> {
         let summary = self.driver.summary(report, None, None);
-        let points = summary.scaling.map(|scaling| scaling.predicted.points);
+        let points = summary
+            .scaling
+            .and_then(|scaling| scaling.predicted)
+            .map(|curve| curve.points);
         let points = points.unwrap_or_default().into_iter();
         points
             .map(|point| ((point.inter, point.intra), point.step_ms))
@@ -282,7 +285,8 @@ impl Point {
         let summary = self.driver.summary(report, None, None);
         summary
             .scaling
-            .map_or(f64::NAN, |scaling| scaling.predicted.today.step_ms)
+            .and_then(|scaling| scaling.predicted)
+            .map_or(f64::NAN, |curve| curve.today.step_ms)
     }
 }
 

@@ -119,6 +119,7 @@ fn scaling_summary(calls: &GraphCalls) -> Option<ScalingSummary> {
         last_iteration: last_iteration(calls),
         descheduled: None,
         verdicts,
+        predicted: None,
     })
 }
 

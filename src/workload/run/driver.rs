@@ -481,7 +481,7 @@ impl Driver {
             last_iteration,
             descheduled: report.descheduled.clone(),
             verdicts,
-            predicted,
+            predicted: Some(predicted),
         }
     }
 

@@ -167,8 +167,9 @@ pub struct ScalingSummary {
     pub descheduled: Option<Descheduled>,
     /// One per device, from the mean iteration.
     pub verdicts: Vec<Verdict>,
-    /// The step predicted at other thread counts, from the mean iteration.
-    pub predicted: PredictedCurve,
+    /// The step predicted at other thread counts, from the mean iteration (`None` where
+    /// the ops' intra-op splits were not measured: `enginetop analyze` of a file).
+    pub predicted: Option<PredictedCurve>,
 }
 
 impl fmt::Display for ScalingSummary {
@@ -216,7 +217,13 @@ impl fmt::Display for ScalingSummary {
         for verdict in &self.verdicts {
             writeln!(f, "  {verdict}")?;
         }
-        write!(f, "{}", self.predicted)
+        match &self.predicted {
+            Some(curve) => write!(f, "{curve}"),
+            None => writeln!(
+                f,
+                "  what if: not predicted (the ops' intra-op splits are measured only live)"
+            ),
+        }
     }
 }
 
