@@ -1,5 +1,8 @@
 //! `--record FILE` on a run: start a recording beside the profiler, finish it after the run.
 use std::path::Path;
+// std's `Arc`: the run's graph observer is a trait object, which loom's `Arc` cannot coerce
+// to `dyn`.
+use std::sync::Arc;
 
 use anyhow::Result;
 
@@ -28,9 +31,7 @@ pub(super) fn start(
 }
 
 /// What the run's driver reports its graph to, when the run is recorded.
-pub(super) fn graph_observer(
-    recorder: Option<&Recorder>,
-) -> Option<std::sync::Arc<dyn GraphObserver>> {
+pub(super) fn graph_observer(recorder: Option<&Recorder>) -> Option<Arc<dyn GraphObserver>> {
     recorder.map(Recorder::graph_observer)
 }
 

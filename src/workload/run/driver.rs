@@ -193,6 +193,7 @@ pub(super) struct Shared {
 }
 
 /// The run's [`GraphObserver`], if one is hooked.
+// std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
 struct GraphTap(Option<std::sync::Arc<dyn GraphObserver>>);
 
 impl std::fmt::Debug for GraphTap {
