@@ -211,7 +211,7 @@ impl fmt::Display for ScalingSummary {
             )?,
             None => writeln!(
                 f,
-                "  descheduled: not measured (no /proc/self/task/*/schedstat)"
+                "  descheduled: not measured (a file holds no schedstat; live, none was readable)"
             )?,
         }
         for verdict in &self.verdicts {
