@@ -156,7 +156,7 @@ pub const KEYS: [KeyHelp; 16] = [
         ],
     ),
     line(
-        "g G  Home End  L",
+        "g G Home End L",
         "first / last row; timeline: oldest time / live edge (L too)",
         ("", ""),
         &[
