@@ -128,9 +128,9 @@ fn check(help: &KeyHelp, code: KeyCode, action: Action) {
             );
         }
         Action::ZoomIn | Action::ZoomOut => {
-            h.app.zoom = 2;
+            h.app.timeline.zoom = 16; // 200 ms
             h.press(code);
-            let expected = if action == Action::ZoomIn { 200 } else { 800 };
+            let expected = if action == Action::ZoomIn { 100 } else { 500 };
             assert_eq!(h.app.column_span().as_millis(), expected, "{why}");
             let title = format!("{expected}ms/column");
             assert!(h.screen(160, 48).contains(&title), "{why}: {title}");
@@ -172,6 +172,33 @@ fn check(help: &KeyHelp, code: KeyCode, action: Action) {
             assert!(h.app.filter.is_empty(), "{why}");
             assert_eq!(op_names(&h).len(), 12, "{why}");
         }
+        Action::OpenDetail => {
+            h.press(KeyCode::Tab); // the timeline: no op is under the cursor yet
+            h.press(code);
+            assert!(!h.app.timeline.detail, "{why}");
+            let status = h.app.status.clone().expect("a refusal");
+            assert!(
+                status.text.starts_with("no op selected"),
+                "{why}: {status:?}"
+            );
+        }
+        Action::LiveEdge => {
+            h.press(KeyCode::Tab);
+            h.app.timeline.pan_ns = 1;
+            h.press(code);
+            assert_eq!(h.app.timeline.pan_ns, 0, "{why}");
+        }
+        Action::FreezeDisplay => {
+            h.press(code);
+            let frozen = h.app.data().clone();
+            h.frames(3);
+            assert_eq!(h.app.data(), &frozen, "{why}: the display is frozen");
+            assert!(!h.app.paused, "{why}: the workload runs on");
+            assert!(h.screen(80, 24).contains("display paused"), "{why}");
+            h.press(code);
+            h.frames(1);
+            assert_ne!(h.app.data(), &frozen, "{why}: the display resumed");
+        }
         Action::FilterChar(_) | Action::FilterBackspace | Action::FilterAccept => {
             unreachable!("typing keys are not in the help's key list: {why}")
         }
@@ -199,12 +226,26 @@ fn every_resize_key_of_a_burst_counts() {
     assert_eq!(h.app.data().devices[0].inter_op, Some(5));
 }
 
+/// Space pauses the workload and freezes the display: the source's frames show no
+/// throughput, the dashboard keeps its picture, and the footer says both are paused.
 fn check_pause(h: &mut Harness, code: KeyCode, why: &str) {
     h.press(code);
     assert!(h.app.paused, "{why}");
-    assert!(h.screen(80, 24).contains("PAUSED"), "{why}");
+    let screen = h.screen(80, 24);
+    assert!(screen.contains("PAUSED"), "{why}");
+    assert!(screen.contains("workload and display paused"), "{why}");
+    let frozen = h.app.data().clone();
     h.frames(5);
-    assert_eq!(mean_throughput(h, 5), 0.0, "{why}: the workload stops");
+    assert_eq!(h.app.data(), &frozen, "{why}: the display is frozen");
+    let ops_per_s: f64 = h
+        .source
+        .snapshot()
+        .snapshot
+        .devices
+        .iter()
+        .map(|d| d.ops_per_s)
+        .sum();
+    assert_eq!(ops_per_s, 0.0, "{why}: the workload stops");
     h.press(code);
     assert!(!h.app.paused, "{why}");
     h.frames(5);

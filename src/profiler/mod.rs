@@ -9,6 +9,8 @@
 //!                                     +-----------------+------------------+
 //!                               live Stats -> Snapshot            trace window (window.rs)
 //!                               (stats.rs; dashboard, summary.rs)  -> Chrome JSON (chrome.rs)
+//!                     sinks (EventSink): a recording; the op spans (spans.rs) of the
+//!                     dashboard's timeline
 //! ```
 //!
 //! # Recording
@@ -87,6 +89,7 @@ mod local;
 pub mod names;
 pub mod pool_probe;
 mod ring;
+pub mod spans;
 pub mod stats;
 pub mod stream_probe;
 pub mod summary;

@@ -13,20 +13,12 @@ use std::time::Duration;
 use super::history::History;
 use super::panels::{device_panels, DevicePanel};
 use super::source::{Control, ControlError, DashboardData, DeviceKind};
+use super::timeline_nav::{self, NavFrame, Said, TimelineNav};
 use super::tuner::TuneControl;
-use super::view::format;
 use crate::profiler::stats::OpSnapshot;
 use crate::tune::TuneProgress;
 
-/// Timeline zoom levels: the time one column covers, however late frames come (at the
-/// default 10 frames a second the finest is one frame a column).
-pub const ZOOM_LEVELS: [Duration; 5] = [
-    Duration::from_millis(100),
-    Duration::from_millis(200),
-    Duration::from_millis(400),
-    Duration::from_millis(800),
-    Duration::from_millis(1600),
-];
+pub use super::timeline_nav::ZOOM_LEVELS;
 
 /// Frames a status message stays: 4 s at the default 10 frames a second.
 pub const STATUS_FRAMES: u64 = 40;
@@ -97,6 +89,12 @@ pub enum Action {
     TuneKeep,
     /// Once the search ended: resize the run back to where it started.
     TuneBack,
+    /// Open (or close) the detail of the op under the timeline's cursor.
+    OpenDetail,
+    /// Pan the timeline back to the live edge.
+    LiveEdge,
+    /// Freeze (or resume) the display alone; the workload runs on.
+    FreezeDisplay,
 }
 
 /// The panel that arrows act on.
@@ -270,8 +268,8 @@ pub struct App {
     /// last drawn (the views set them): a scroll stops where the last row is at the bottom,
     /// so `G` then `↑` moves at once.
     pub(crate) shown_rows: ShownRows,
-    /// Index into [`ZOOM_LEVELS`].
-    pub zoom: usize,
+    /// The timeline's zoom, pan, cursor, op detail and display pause.
+    pub timeline: TimelineNav,
     /// The ops table's sort column.
     pub sort: SortColumn,
     /// Whether the sort column's values grow down the table (the smallest figure, or the
@@ -322,7 +320,7 @@ impl App {
     /// [`tick`](App::tick).
     pub fn observe(&mut self, data: DashboardData) {
         self.tick();
-        if self.is_finished() {
+        if self.is_finished() || self.timeline.display_paused {
             return;
         }
         self.history.record(&data);
@@ -409,7 +407,41 @@ impl App {
 
     /// The time one timeline column covers at the current zoom.
     pub fn column_span(&self) -> Duration {
-        ZOOM_LEVELS[self.zoom.min(ZOOM_LEVELS.len() - 1)]
+        self.timeline.column_span()
+    }
+
+    /// What the timeline's navigation reads of the frame shown, `rows` being
+    /// [`timeline_nav::rows_of`] the data.
+    pub fn nav_frame<'a>(&'a self, rows: &'a [timeline_nav::NavRow]) -> NavFrame<'a> {
+        NavFrame {
+            rows,
+            spans: &self.data.spans,
+            history: &self.history,
+            now_ns: self.data.snapshot.at_ns,
+        }
+    }
+
+    /// The timeline's keys ([`TimelineNav::update`]); `true` when it took `action`.
+    fn timeline_action(&mut self, action: Action) -> bool {
+        let rows = timeline_nav::rows_of(&self.data);
+        let frame = NavFrame {
+            rows: &rows,
+            spans: &self.data.spans,
+            history: &self.history,
+            now_ns: self.data.snapshot.at_ns,
+        };
+        let focused = self.focus == Focus::Timeline;
+        let Some(said) = self.timeline.update(action, &frame, focused) else {
+            return false;
+        };
+        let shown = self.shown_rows.timeline.get();
+        self.timeline_scroll = self.timeline.scroll_for_row(self.timeline_scroll, shown);
+        match said {
+            Said::Nothing => {}
+            Said::Info(text) => self.say(text),
+            Said::Refused(text) => self.fail(text),
+        }
+        true
     }
 
     /// The ops table's rows: filtered, then sorted.
@@ -578,6 +610,9 @@ impl App {
             self.fail("the tuner is resizing the pools: t or Esc stops it first".into());
             return None;
         }
+        if self.timeline_action(action) {
+            return None;
+        }
         match action {
             Action::Quit => self.should_quit = true,
             Action::ToggleHelp => {
@@ -599,8 +634,6 @@ impl App {
             Action::InterOpDown => return self.inter_op_control(-1),
             Action::IntraOpUp => return self.intra_op_control(1),
             Action::IntraOpDown => return self.intra_op_control(-1),
-            Action::ZoomIn => self.zoom_by(-1),
-            Action::ZoomOut => self.zoom_by(1),
             Action::ExportTrace => return Some(Control::ExportTrace),
             Action::ResetStats => return self.reset_control(),
             Action::InvertSort => {
@@ -624,7 +657,12 @@ impl App {
             | Action::FilterBackspace
             | Action::FilterAccept
             | Action::TuneKeep
-            | Action::TuneBack => {}
+            | Action::TuneBack
+            | Action::ZoomIn
+            | Action::ZoomOut
+            | Action::OpenDetail
+            | Action::LiveEdge
+            | Action::FreezeDisplay => {}
         }
         None
     }
@@ -635,7 +673,10 @@ impl App {
             Ok(text) => {
                 self.apply_accepted_resize(control);
                 match control {
-                    Control::Pause(paused) => self.paused = *paused,
+                    Control::Pause(paused) => {
+                        self.paused = *paused;
+                        self.timeline.display_paused = *paused;
+                    }
                     Control::ResetStats => {
                         self.history.clear();
                         self.stats_since = self.data.facts.elapsed;
@@ -747,20 +788,6 @@ impl App {
         self.clamp_selection();
     }
 
-    /// Zooms the timeline `by` levels (negative: in), saying where it is now.
-    fn zoom_by(&mut self, by: isize) {
-        let last = ZOOM_LEVELS.len() - 1;
-        let zoom = self.zoom.min(last).saturating_add_signed(by).min(last);
-        let per_column = format::nanos(ZOOM_LEVELS[zoom].as_nanos() as f64);
-        if zoom == self.zoom {
-            let end = if by < 0 { "finest" } else { "widest" };
-            self.fail(format!("already at the {end} zoom ({per_column} a column)"));
-            return;
-        }
-        self.zoom = zoom;
-        self.say(format!("timeline: {per_column} a column"));
-    }
-
     /// Focuses `focus` and says so in the status line (a warning or an earlier message
     /// there would otherwise hide the footer's focus line, and once the run has finished
     /// the finished notice does).
@@ -816,6 +843,7 @@ impl App {
         let devices_shown = self.shown_rows.devices.get();
         self.device_scroll = self.device_scroll.min(last_first_row(rows, devices_shown));
         let rows: usize = panels.iter().map(|panel| panel.all_workers().count()).sum();
+        self.timeline.clamp_row(rows);
         let timeline_shown = self.shown_rows.timeline.get();
         self.timeline_scroll = self
             .timeline_scroll
@@ -845,7 +873,10 @@ fn moved(position: usize, action: Action, page: usize) -> usize {
 pub fn focus_text(focus: Focus, device: &str) -> String {
     match focus {
         Focus::Devices => format!("focus: devices ({device}): ←/→ pick a device, ↑/↓ scroll"),
-        Focus::Timeline => "focus: timeline: ↑/↓ scroll, </> zoom".to_string(),
+        Focus::Timeline => {
+            "focus: timeline: ←/→ op (or pan), ↑/↓ row, Enter detail, </> zoom, End live"
+                .to_string()
+        }
         Focus::Ops => "focus: ops: ←/→ sort column, i invert, / filter".to_string(),
     }
 }
@@ -861,6 +892,7 @@ pub fn refused_when_finished(action: Action) -> Option<&'static str> {
             Some("nothing to resize")
         }
         Action::Tune => Some("nothing to tune"),
+        Action::FreezeDisplay => Some("its final frame stays"),
         _ => None,
     }
 }
@@ -968,20 +1000,29 @@ mod tests {
     fn zoom_sort_invert_and_filter_say_what_they_did() {
         let (mut app, _) = fed(10, None);
         app.update(Action::ZoomOut);
-        assert_eq!(status_text(&app), "timeline: 200ms a column");
-        app.update(Action::ZoomIn);
-        assert_eq!(status_text(&app), "timeline: 100ms a column");
-        app.update(Action::ZoomIn);
-        assert_eq!(app.zoom, 0);
         assert_eq!(
             status_text(&app),
-            "already at the finest zoom (100ms a column)"
+            "timeline: 200ms a column (sampled states)"
         );
-        app.zoom = ZOOM_LEVELS.len() - 1;
+        app.update(Action::ZoomIn);
+        assert_eq!(
+            status_text(&app),
+            "timeline: 100ms a column (sampled states)"
+        );
+        app.update(Action::ZoomIn);
+        assert_eq!(status_text(&app), "timeline: 50.0ms a column (ops)");
+        app.timeline.zoom = 0;
+        app.update(Action::ZoomIn);
+        assert_eq!(app.timeline.zoom, 0);
+        assert_eq!(
+            status_text(&app),
+            "already at the finest zoom (1.00µs a column)"
+        );
+        app.timeline.zoom = ZOOM_LEVELS.len() - 1;
         app.update(Action::ZoomOut);
         assert_eq!(
             status_text(&app),
-            "already at the widest zoom (1.60s a column)"
+            "already at the widest zoom (10.0s a column)"
         );
         app.update(Action::FocusPrev); // the ops table
         app.update(Action::Right);

@@ -51,10 +51,14 @@ pub const KEYS: [KeyHelp; 16] = [
         &[(KeyCode::Char('?'), Action::ToggleHelp)],
     ),
     line(
-        "space",
-        "pause / resume the workload (its elapsed time stops too)",
+        "space  f",
+        "pause / resume the workload and the display (its elapsed time stops too); f: the \
+         display alone",
         ("space", "pause"),
-        &[(KeyCode::Char(' '), Action::TogglePause)],
+        &[
+            (KeyCode::Char(' '), Action::TogglePause),
+            (KeyCode::Char('f'), Action::FreezeDisplay),
+        ],
     ),
     line(
         "Tab  S-Tab",
@@ -93,7 +97,7 @@ pub const KEYS: [KeyHelp; 16] = [
     ),
     line(
         ">  <",
-        "zoom the timeline in / out (fewer / more seconds)",
+        "zoom the timeline in / out, 1µs to 10s a column (finer than a frame: op spans)",
         (">/<", "zoom"),
         &[
             (KeyCode::Char('>'), Action::ZoomIn),
@@ -122,7 +126,7 @@ pub const KEYS: [KeyHelp; 16] = [
     ),
     line(
         "← →  h l",
-        "previous / next device; in the ops table, the sort column",
+        "previous / next device; ops table: sort column; timeline: op (or pan)",
         ("", ""),
         &[
             (KeyCode::Left, Action::Left),
@@ -133,7 +137,7 @@ pub const KEYS: [KeyHelp; 16] = [
     ),
     line(
         "↑ ↓  k j",
-        "scroll the workers / the timeline / this help; select an op",
+        "scroll the workers / this help; select an op, or the timeline's row",
         ("", ""),
         &[
             (KeyCode::Up, Action::Up),
@@ -152,22 +156,24 @@ pub const KEYS: [KeyHelp; 16] = [
         ],
     ),
     line(
-        "g G  Home End",
-        "first / last row",
+        "g G Home End L",
+        "first / last row; timeline: oldest time / live edge (L too)",
         ("", ""),
         &[
             (KeyCode::Char('g'), Action::Top),
             (KeyCode::Home, Action::Top),
             (KeyCode::Char('G'), Action::Bottom),
             (KeyCode::End, Action::Bottom),
+            (KeyCode::Char('L'), Action::LiveEdge),
         ],
     ),
     line(
-        "i  Esc",
-        "invert the ops order; clear the ops filter",
+        "i  Enter  Esc",
+        "invert the ops order; open / close the timeline op's detail; clear the filter",
         ("", ""),
         &[
             (KeyCode::Char('i'), Action::InvertSort),
+            (KeyCode::Enter, Action::OpenDetail),
             (KeyCode::Esc, Action::FilterCancel),
         ],
     ),
@@ -222,6 +228,9 @@ fn normal_key(code: KeyCode) -> Option<Action> {
         KeyCode::Char('/') => Action::StartFilter,
         KeyCode::Char('i') => Action::InvertSort,
         KeyCode::Char('t') => Action::Tune,
+        KeyCode::Char('f') => Action::FreezeDisplay,
+        KeyCode::Char('L') => Action::LiveEdge,
+        KeyCode::Enter => Action::OpenDetail,
         KeyCode::Esc => Action::FilterCancel,
         _ => return None,
     };

@@ -29,7 +29,8 @@ use super::source::{
 use super::tuner::TuneControl;
 use crate::device::identity::{Device, PoolId};
 use crate::engine::EngineKind;
-use crate::profiler::{DeviceId, Profiler, Snapshot};
+use crate::profiler::spans::{self, SpanStore};
+use crate::profiler::{DeviceId, EventSink, Profiler, Snapshot};
 use crate::sync::{thread, Arc, Mutex};
 use crate::tune::{DriverProbe, IterationWork, LiveTuner, TuneOptions, TuneProgress, TuneStop};
 use crate::workload::run::{
@@ -115,7 +116,11 @@ impl LiveRun {
                 *slot.lock() = Some(outcome_of(&result));
                 result
             })?;
+        let spans = Arc::new(SpanStore::new(spans::DEFAULT_CAPACITY));
+        let as_sink: Arc<dyn EventSink> = spans.clone();
+        profiler.add_sink(Arc::downgrade(&as_sink));
         let source = LiveSource {
+            spans,
             handle: handle.clone(),
             profiler: profiler.clone(),
             workload,
@@ -191,6 +196,8 @@ pub struct LiveSource {
     work: IterationWork,
     /// The live search, from `t` until the user keeps its best or goes back.
     tuner: Option<LiveTuner>,
+    /// The recent op spans, fed by the profiler's collector (the timeline's ops).
+    spans: Arc<SpanStore>,
 }
 
 impl std::fmt::Debug for LiveSource {
@@ -430,12 +437,16 @@ fn trace_path(dir: &Path, export: u32) -> PathBuf {
 impl DashboardSource for LiveSource {
     fn snapshot(&mut self) -> DashboardData {
         let facts = self.facts();
+        // Spans first: every span held ends before the snapshot's time.
+        let spans = self.spans.snapshot();
         let snapshot = self.profiler.snapshot();
         let devices = self.layout(&snapshot, self.handle.progress().inter);
         DashboardData {
             snapshot,
             facts,
             devices,
+            spans,
+            deps: Default::default(),
         }
     }
 
@@ -536,6 +547,50 @@ mod tests {
             data.facts.warnings,
             ["inter-op threads = 4 and engine CPU workers = 2"]
         );
+    }
+
+    /// The run's ops reach the dashboard as whole spans: each on the thread that ran it,
+    /// queued before it started, one span per op id, named as the workload names its ops.
+    #[test]
+    fn a_runs_ops_reach_the_frames_as_spans() {
+        let graph = load_spec("chain", &Overrides::from_args(["length=20"]).unwrap()).unwrap();
+        let config = RuntimeConfig {
+            inter_op_threads: 1,
+            intra_op_threads: 1,
+            ..RuntimeConfig::default()
+        };
+        let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+        let hooks = RunHooks {
+            engine_observer: Some(Arc::new(crate::profiler::EngineProbe::new(&profiler))),
+            ..RunHooks::default()
+        };
+        let driver = Driver::new(graph, &config, &hooks).unwrap();
+        let info = LiveInfo {
+            engine: config.engine_kind,
+            cpu_devices: vec![0],
+            ..LiveInfo::default()
+        };
+        let length = RunLength::Iterations(3);
+        let (run, mut source) = LiveRun::start(driver, length, &profiler, None, info).unwrap();
+        let summary = run.finish().unwrap();
+        profiler.flush();
+        let data = source.snapshot();
+        let spans: Vec<_> = data.spans.iter().copied().collect();
+        let ops: u64 = data.snapshot.ops.iter().map(|op| op.count).sum();
+        assert_eq!(spans.len() as u64, ops, "{summary:?}");
+        assert!(spans.len() >= 20, "{} spans", spans.len());
+        let mut ids: Vec<u64> = spans.iter().map(|s| s.op).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), spans.len(), "one span per op");
+        for span in &spans {
+            assert!(span.start_ns <= span.end_ns, "{span:?}");
+            let queued = span.queued_ns.expect("the queueing was seen");
+            assert!(queued <= span.start_ns, "{span:?}");
+            assert!(data.snapshot.op(span.name.as_str()).is_some(), "{span:?}");
+            assert!(span.end_ns <= data.snapshot.at_ns, "{span:?}");
+        }
+        assert_eq!(data.spans.dropped(), 0);
     }
 
     /// Waits (up to a minute) until the run has finished `count` more iterations.

@@ -31,6 +31,7 @@ mod run;
 pub mod source;
 pub mod term;
 pub mod theme;
+pub mod timeline_nav;
 pub mod tuner;
 pub mod view;
 

@@ -22,10 +22,12 @@
 //! ```
 #![forbid(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::device::identity::PoolRole;
 use crate::device::stream::{StreamId, StreamKind};
+use crate::profiler::spans::{OpDeps, SpanSnapshot};
 use crate::profiler::Snapshot;
 use crate::workload::run::GpuWorkerRoles;
 
@@ -106,6 +108,11 @@ pub struct DashboardData {
     /// One entry per device panel, in display order. Empty: one CPU panel per profiler
     /// device, without a priority pool or streams.
     pub devices: Vec<DeviceLayout>,
+    /// The recent op spans (the timeline's ops when zoomed in).
+    pub spans: SpanSnapshot,
+    /// What ops read, wrote and waited on, by op id, where the source knows the graph (the
+    /// op detail says "not recorded" for an op missing here).
+    pub deps: BTreeMap<u64, OpDeps>,
 }
 
 /// The header's facts, supplied by the driver.

@@ -464,6 +464,7 @@ impl Model {
             facts: self.facts(options, &snapshot),
             devices: self.layout(options),
             snapshot,
+            ..DashboardData::default()
         }
     }
 

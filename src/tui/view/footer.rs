@@ -27,7 +27,31 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     frame.render_widget(Paragraph::new(lines), area);
 }
 
+/// What is paused, when anything is: the workload (space), the display (space or `f`), or
+/// both, and what the keys do meanwhile.
+fn paused_line<'a>(ctx: &Ctx<'a>, width: u16) -> Option<Line<'a>> {
+    let display = ctx.app.timeline.display_paused;
+    let text = match (ctx.app.paused, display) {
+        (true, true) => {
+            "‖ workload and display paused: the timeline pans (←/→); space resumes both"
+        }
+        (false, true) => {
+            "‖ display paused (the workload runs on): the timeline pans (←/→); f resumes it"
+        }
+        (true, false) => "‖ workload paused (the display is live): space resumes it",
+        (false, false) => return None,
+    };
+    let text = format::fit(&format!(" {text}"), usize::from(width));
+    Some(Line::styled(text, ctx.theme.warning()))
+}
+
 fn status_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
+    let mut lines: Vec<Line<'a>> = paused_line(ctx, width).into_iter().collect();
+    lines.extend(message_lines(ctx, width));
+    lines
+}
+
+fn message_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
     let theme = ctx.theme;
     if let Some(status) = &ctx.app.status {
         let (mark, style) = match status.kind {
@@ -198,7 +222,10 @@ mod tests {
         let mut app = App::new();
         app.observe(DashboardData::default());
         app.update(Action::ZoomOut);
-        assert_eq!(footer_rows(&app, 100)[0], " ✓ timeline: 200ms a column");
+        assert_eq!(
+            footer_rows(&app, 100)[0],
+            " ✓ timeline: 200ms a column (sampled states)"
+        );
         for _ in 0..STATUS_FRAMES {
             app.observe(DashboardData::default());
         }
@@ -216,7 +243,7 @@ mod tests {
         app.update(Action::FocusNext);
         assert_eq!(
             footer_rows(&app, 100)[0],
-            " ✓ focus: timeline: ↑/↓ scroll, </> zoom"
+            " ✓ focus: timeline: ←/→ op (or pan), ↑/↓ row, Enter detail, </> zoom, End live"
         );
         app.observe(finished());
         app.update(Action::FocusNext);

@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn long_descriptions_wrap_instead_of_being_cut() {
-        let text = help_screen(60, 40);
+        let text = help_screen(60, 46);
         assert!(
             text.contains("(its elapsed") && text.contains("time stops too)"),
             "{text}"

@@ -10,7 +10,8 @@
 //! tuner (0-3 rows, while a search runs or waits for a choice)
 //! footer (status line + key hints wrapped to the width)
 //! ```
-//! The help overlay is drawn over everything when it is up. Under [`MIN`] the screen is one
+//! The op detail ([`op_detail`]) is drawn over the body while it is open, the help overlay
+//! over everything when it is up. Under [`MIN`] the screen is one
 //! centred line saying so instead of panels too small to read.
 //!
 //! Text that does not fit is never cut blindly: titles and labels drop their least important
@@ -25,6 +26,8 @@ pub mod format;
 pub mod header;
 pub mod help;
 pub mod lints;
+pub mod op_detail;
+pub mod op_spans;
 pub mod ops;
 pub mod sparklines;
 pub mod timeline;
@@ -115,6 +118,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, theme: Theme) {
     }
     tuner::draw(frame, tuner_area, &ctx);
     footer::draw(frame, footer_area, &ctx);
+    op_detail::draw(frame, body, &ctx);
     if app.mode == Mode::Help {
         help::draw(frame, area, &ctx);
     }

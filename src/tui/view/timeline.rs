@@ -10,6 +10,13 @@
 //! samples follow a change of the thread counts (by hand or by the tuner) is a `│` down every
 //! row, and the legend names it while one is in view.
 //!
+//!
+//! A column finer than the frame period shows op spans instead ([`op_spans`](super::op_spans)):
+//! each op on the row of the thread that ran it, named where it is wide enough, the
+//! cursor's op marked. The view pans through the retained history; with the timeline
+//! focused, the cursor's row is highlighted (see
+//! [`timeline_nav`](crate::tui::timeline_nav)).
+//!
 //! [`App::column_span`]: crate::tui::app::App::column_span
 #![forbid(unsafe_code)]
 
@@ -26,6 +33,7 @@ use crate::profiler::stats::{Activity, WorkerSnapshot};
 use crate::tui::app::Focus;
 use crate::tui::history::{History, Sample};
 use crate::tui::theme::{timeline_glyph, LEGEND};
+use crate::tui::timeline_nav::NavRow;
 
 /// How long a state stays shown after the sample that saw it when no later sample comes
 /// (frames that came late); past it the cells stay blank.
@@ -47,26 +55,85 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
         .unwrap_or(4)
         .clamp(4, 14);
     let columns = usize::from(area.width.saturating_sub(2)).saturating_sub(label_width + 1);
-    let axis = Axis::new(ctx.app.history(), columns, ctx.app.column_span());
-    let title = title(ctx, &axis, area.width);
-    let mut block = ctx.block(title, Focus::Timeline);
-    let inner_width = usize::from(area.width.saturating_sub(2));
+    ctx.app.timeline.columns.set(columns);
     let visible = usize::from(area.height.saturating_sub(3));
     ctx.app.shown_rows.timeline.set(visible);
     let skip = first_shown(ctx.app.timeline_scroll, workers.len(), visible);
     let below = workers.len().saturating_sub(skip + visible);
+    let rows: Vec<NavRow> = workers
+        .iter()
+        .map(|w| NavRow {
+            thread: w.thread,
+            name: w.name.clone(),
+        })
+        .collect();
+    let shown = Shown {
+        workers: &workers,
+        label_width,
+        columns,
+        skip,
+        visible,
+        width: usize::from(area.width.saturating_sub(2)),
+    };
+    let nav_frame = ctx.app.nav_frame(&rows);
+    let (title, lines) = match ctx.app.timeline.shows_spans() {
+        true => super::op_spans::content(ctx, &nav_frame, &shown),
+        false => sampled(ctx, &nav_frame, &shown),
+    };
+    let mut block = ctx.block(title, Focus::Timeline);
     if let Some(marker) = more_marker(ctx, skip, below) {
         block = block.title_bottom(marker);
     }
-    let mut lines = vec![legend(ctx, inner_width, axis.resized.contains(&true))];
-    lines.extend(
-        workers
-            .iter()
-            .skip(skip)
-            .take(visible)
-            .map(|worker| row(ctx, worker, &axis, label_width)),
-    );
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// The rows in view and how wide things are.
+pub(super) struct Shown<'a, 'w> {
+    /// Every row's worker.
+    pub(super) workers: &'a [&'w WorkerSnapshot],
+    /// Cells a label takes (a space follows it).
+    pub(super) label_width: usize,
+    /// Time columns.
+    pub(super) columns: usize,
+    /// The first row shown.
+    pub(super) skip: usize,
+    /// Rows shown.
+    pub(super) visible: usize,
+    /// Cells inside the border.
+    pub(super) width: usize,
+}
+
+impl<'a, 'w> Shown<'a, 'w> {
+    /// The rows in view, with their indices.
+    pub(super) fn rows(&self) -> impl Iterator<Item = (usize, &'w WorkerSnapshot)> + 'a {
+        let workers = self.workers;
+        (self.skip..workers.len())
+            .take(self.visible)
+            .map(move |index| (index, workers[index]))
+    }
+}
+
+/// The title and lines at a zoom that shows the frames' sampled states.
+fn sampled<'a>(
+    ctx: &Ctx<'a>,
+    nav_frame: &crate::tui::timeline_nav::NavFrame<'_>,
+    shown: &Shown<'_, '_>,
+) -> (Line<'a>, Vec<Line<'a>>) {
+    let newest = nav_frame.edge_ns(false);
+    let right_ns = ctx.app.timeline.right_ns(newest);
+    let axis = Axis::new(
+        ctx.app.history(),
+        shown.columns,
+        ctx.app.column_span(),
+        right_ns,
+    );
+    let title = title(ctx, &axis, shown.width as u16 + 2, newest - right_ns);
+    let mut lines = vec![legend(ctx, shown.width, axis.resized.contains(&true))];
+    lines.extend(shown.rows().map(|(index, worker)| {
+        let label = row_label(ctx, &worker.name, shown.label_width, index);
+        row(ctx, label, worker, &axis)
+    }));
+    (title, lines)
 }
 
 /// The time axis: `columns` columns of `span` each, the last ending at the newest sample,
@@ -85,8 +152,8 @@ struct Axis<'h> {
 }
 
 impl<'h> Axis<'h> {
-    fn new(history: &'h History, columns: usize, span: Duration) -> Axis<'h> {
-        let newest_ns = history.samples().next_back().map_or(0, |s| s.taken_ns);
+    /// The axis whose last column ends at `newest_ns`.
+    fn new(history: &'h History, columns: usize, span: Duration, newest_ns: u64) -> Axis<'h> {
         let mut axis = Axis {
             columns,
             span,
@@ -97,6 +164,7 @@ impl<'h> Axis<'h> {
         };
         let placed: Vec<(usize, &Sample)> = history
             .samples()
+            .filter(|sample| sample.taken_ns <= newest_ns)
             .filter_map(|sample| Some((axis.column_of(sample)?, sample)))
             .collect();
         for &(column, _) in &placed {
@@ -134,17 +202,37 @@ impl<'h> Axis<'h> {
     }
 }
 
-/// ` timeline · last 6.0s · 100ms/column `, the column's span going first, then the span.
-fn title<'a>(ctx: &Ctx<'a>, axis: &Axis<'_>, width: u16) -> Line<'a> {
+/// ` timeline · last 6.0s · 100ms/column `, the column's span going first, then the span;
+/// ` · 3.00s back` when panned `back_ns` from the newest frame.
+fn title<'a>(ctx: &Ctx<'a>, axis: &Axis<'_>, width: u16, back_ns: u64) -> Line<'a> {
     let dim = ctx.theme.dim();
     let column = format::nanos(axis.span.as_nanos() as f64);
     let shown = axis.covered().as_secs_f64();
-    let parts: Vec<Part<'a>> = vec![
+    let mut parts: Vec<Part<'a>> = vec![
         (0, vec![Span::styled(" timeline ", ctx.theme.strong())]),
         (1, vec![Span::styled(format!("· last {shown:.1}s "), dim)]),
         (2, vec![Span::styled(format!("· {column}/column "), dim)]),
     ];
+    if back_ns > 0 {
+        let back = format::nanos(back_ns as f64);
+        parts.push((
+            1,
+            vec![Span::styled(format!("· {back} back "), ctx.theme.key())],
+        ));
+    }
     fit_parts(parts, usize::from(width.saturating_sub(2)))
+}
+
+/// A row's label, `width` cells and a space; the cursor's row (`index`) is highlighted while
+/// the timeline has the focus.
+pub(super) fn row_label<'a>(ctx: &Ctx<'a>, name: &str, width: usize, index: usize) -> Span<'a> {
+    let name = format::fit_name(name, width);
+    let label = format!("{} ", format::pad_left(&name, width));
+    let cursor = ctx.app.focus == Focus::Timeline && ctx.app.timeline.row == index;
+    match cursor {
+        true => Span::styled(label, ctx.theme.selected()),
+        false => Span::styled(label, ctx.theme.dim()),
+    }
 }
 
 /// The glyphs and what they mean, in `width` cells: the zoom hint goes first, then the
@@ -164,15 +252,8 @@ fn legend<'a>(ctx: &Ctx<'a>, width: usize, resizes: bool) -> Line<'a> {
     fit_parts(parts, width)
 }
 
-fn row<'a>(
-    ctx: &Ctx<'a>,
-    worker: &WorkerSnapshot,
-    axis: &Axis<'_>,
-    label_width: usize,
-) -> Line<'a> {
-    let name = format::fit_name(&worker.name, label_width);
-    let label = format!("{} ", format::pad_left(&name, label_width));
-    let mut spans = vec![Span::styled(label, ctx.theme.dim())];
+fn row<'a>(ctx: &Ctx<'a>, label: Span<'a>, worker: &WorkerSnapshot, axis: &Axis<'_>) -> Line<'a> {
+    let mut spans = vec![label];
     for (column, activity) in cells(axis, worker.thread).into_iter().enumerate() {
         if axis.resized[column] {
             spans.push(Span::styled(RESIZE_GLYPH, ctx.theme.marker()));
@@ -229,7 +310,7 @@ fn most_seen(counts: &[usize; LEGEND.len()]) -> Option<Activity> {
 }
 
 /// Adjacent spans of one style made one (fewer cells to diff, smaller snapshots).
-fn merge(spans: Vec<Span<'_>>) -> Vec<Span<'_>> {
+pub(super) fn merge(spans: Vec<Span<'_>>) -> Vec<Span<'_>> {
     let mut merged: Vec<Span<'_>> = Vec::with_capacity(spans.len());
     for span in spans {
         match merged.last_mut() {
@@ -382,7 +463,9 @@ mod tests {
         let bottom = text.lines().last().unwrap();
         assert!(bottom.contains("↓ 10 more"), "15 rows, 5 shown:\n{text}");
         app.update(Action::FocusNext);
-        app.update(Action::Bottom);
+        for _ in 0..14 {
+            app.update(Action::Down); // the cursor's row to the last; the rows follow it
+        }
         let text = timeline(&app, 100, 8);
         let rows: Vec<&str> = text.lines().collect();
         assert!(rows[6].contains("intra-1"), "{text}");

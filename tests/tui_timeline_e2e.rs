@@ -1,0 +1,183 @@
+//! The timeline read op by op, end to end in a real terminal: tmux runs `enginetop --workload
+//! resnet-like` (small), and the test focuses the timeline (Tab), zooms in until a column is
+//! finer than a frame (`>`: the title says `ops`), pauses (space: the footer says the workload
+//! and the display are paused), puts the cursor on an op (←, ↓ to the next row while a row has
+//! none), opens its detail (Enter) and reads the op's name and id there, closes it (Esc) and
+//! quits (`q`, exit code 0). It waits on screen conditions with a timeout, never a fixed
+//! sleep. Without tmux it prints why and passes (CI installs tmux).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// The longest any screen condition is waited for.
+const PATIENCE: Duration = Duration::from_secs(60);
+/// How often the screen is read while waiting.
+const POLL: Duration = Duration::from_millis(100);
+/// The shell's prompt.
+const PROMPT: &str = "e2e-prompt$";
+
+/// A tmux server of our own (its own socket) with one 160x48 session running a shell.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(work: &Path) -> Tmux {
+        let tmux = Tmux {
+            socket: format!("enginetop-e2e-timeline-{}", std::process::id()),
+        };
+        let shell = format!(
+            "env -i PATH=/usr/bin:/bin TERM=xterm-256color PS1='{PROMPT} ' HOME={} sh",
+            work.display()
+        );
+        let size = ["-x", "160", "-y", "48"];
+        tmux.ok(&[&["new-session", "-d"][..], &size, &["-s", "e2e", &shell]].concat());
+        tmux.wait_for("the shell prompt", |screen| screen.contains(PROMPT));
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.ok(&["capture-pane", "-p", "-t", "e2e"])
+    }
+
+    fn type_text(&self, text: &str) {
+        self.ok(&["send-keys", "-t", "e2e", "-l", text]);
+    }
+
+    fn key(&self, key: &str) {
+        self.ok(&["send-keys", "-t", "e2e", key]);
+    }
+
+    fn wait_for(&self, what: &str, holds: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if holds(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "timed out waiting for {what}; the screen:\n{screen}"
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+fn tmux_available() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+/// A scratch directory removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The value on the detail's `label` row (`op id       1234` gives `1234`).
+fn detail_value(screen: &str, label: &str) -> Option<String> {
+    let row = screen
+        .lines()
+        .find(|line| line.contains(&format!(" {label}  ")))?;
+    let after = row.split_once(&format!(" {label} "))?.1.trim_start();
+    let value = after.split(['│', '╰']).next()?.trim_end();
+    Some(value.to_string())
+}
+
+#[test]
+fn an_op_picked_on_the_zoomed_paused_timeline_shows_its_name_and_id() {
+    if !tmux_available() {
+        eprintln!("tmux is not installed: skipping the timeline end-to-end test");
+        return;
+    }
+    let work = std::env::temp_dir().join(format!("enginetop-e2e-timeline-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    let scratch = Scratch(work);
+    let tmux = Tmux::start(&scratch.0);
+    let exit_code = scratch.0.join("exit-code");
+    let command = format!(
+        "'{}' --workload resnet-like --set image=32 --set batch=1 --inter 2 --intra 1 \
+         --gemm-peak 50 --trace-dir '{}'; echo $? > '{}'",
+        env!("CARGO_BIN_EXE_enginetop"),
+        scratch.0.display(),
+        exit_code.display()
+    );
+    tmux.type_text(&command);
+    tmux.key("Enter");
+    tmux.wait_for("the engine's worker rows", |s| s.contains("cpu0-w0"));
+    tmux.key("Tab");
+    tmux.wait_for("the timeline's focus", |s| s.contains("focus: timeline"));
+    for _ in 0..6 {
+        tmux.type_text(">"); // 100 ms a column down to 1 ms
+    }
+    tmux.wait_for("op spans in the timeline", |s| {
+        s.contains("timeline · ops · 1.00ms/column")
+    });
+    tmux.key("Space");
+    tmux.wait_for("the pause", |s| s.contains("workload and display paused"));
+    let mut screen = String::new();
+    for _ in 0..8 {
+        tmux.key("Left");
+        tmux.key("Enter");
+        screen = tmux.wait_for("the op detail, or why there is none", |s| {
+            s.contains(" op id  ") || s.contains("op on ") || s.contains("no op selected")
+        });
+        if screen.contains(" op id  ") {
+            break;
+        }
+        tmux.key("Down"); // no op on this row: the next one
+    }
+    assert!(
+        screen.contains(" op id  "),
+        "no op to pick on any row:\n{screen}"
+    );
+    let id = detail_value(&screen, "op id").expect("the op id row");
+    let name = detail_value(&screen, "name").expect("the name row");
+    assert!(id.parse::<u64>().is_ok(), "op id {id:?}:\n{screen}");
+    assert!(!name.is_empty(), "an empty name:\n{screen}");
+    assert!(
+        screen.contains(&format!(" op {id} · {name} ")),
+        "the title names the op:\n{screen}"
+    );
+    assert!(detail_value(&screen, "queue wait").is_some(), "{screen}");
+    tmux.key("Escape");
+    tmux.wait_for("the detail closed", |s| !s.contains(" op id  "));
+    tmux.type_text("q");
+    tmux.wait_for("the exit code", |_| {
+        std::fs::read_to_string(&exit_code).is_ok_and(|code| !code.is_empty())
+    });
+    let code = std::fs::read_to_string(&exit_code).unwrap();
+    assert_eq!(code.trim(), "0", "{}", tmux.screen());
+}
