@@ -13,6 +13,7 @@
 //! - [`gemm`]: this machine's square `f32` GEMM peak through our kernels and intra-op pool,
 //!   measured on demand or read from a per-machine cache.
 //! - [`profiler`]: ns per recorded event, clock costs, and profiled-vs-unprofiled ratios.
+//! - [`tune`]: the tuner's pick against the default, fresh runs interleaved round by round.
 //! - [`stats`]: median and percentiles.
 //! - [`report`]: the JSON line format and the human table.
 #![forbid(unsafe_code)]
@@ -24,3 +25,4 @@ pub mod pool;
 pub mod profiler;
 pub mod report;
 pub mod stats;
+pub mod tune;
