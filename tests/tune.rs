@@ -8,8 +8,10 @@
 use std::time::Duration;
 
 use enginetop::config::RuntimeConfig;
+use enginetop::pool::PoolKind;
 use enginetop::tune::{
-    tune_driver, within_noise, Objective, Point, Space, TuneOptions, TuneReport, TuneStop, TunedRun,
+    tune_driver, tune_settings, within_noise, Objective, Point, Setting, Space, TuneOptions,
+    TuneReport, TuneStop, TunedRun,
 };
 use enginetop::workload::run::{Driver, RunHooks, RunLength};
 use enginetop::workload::{load_spec, Graph, Overrides};
@@ -123,4 +125,67 @@ fn a_stopped_search_stops_the_run() {
     assert_eq!(tuned.report.outcome, enginetop::tune::Outcome::Stopped);
     assert!(tuned.report.points.is_empty());
     tuned.run.unwrap();
+}
+
+/// Spin and pool searched by rebuilding: every setting gets its own run, each run computes
+/// what a plain run of as many iterations computes (bit-exact whatever the setting), and the
+/// pick names a setting and counts within `--max-threads`.
+#[test]
+fn spin_and_pool_are_searched_one_run_per_setting_with_results_unchanged() {
+    let config = config();
+    let space: Space = "inter,spin,pool".parse().unwrap();
+    let options = TuneOptions::for_config(
+        &config,
+        Duration::from_secs(24),
+        Objective::Throughput,
+        space,
+    )
+    .unwrap();
+    let graph = workload("independent_ops");
+    let mut seen = Vec::new();
+    let tuned = tune_settings(
+        &graph,
+        &config,
+        &options,
+        &TuneStop::new(),
+        &mut |setting, _| {
+            if !seen.contains(&setting) {
+                seen.push(setting);
+            }
+        },
+    )
+    .unwrap();
+    let report = &tuned.report;
+    assert_eq!(seen.len(), 6, "{seen:?}");
+    assert_eq!(
+        seen[0],
+        Setting {
+            pool: PoolKind::Eigen,
+            spin: true
+        }
+    );
+    assert!(
+        report.elapsed <= report.budget + Duration::from_secs(2),
+        "{report:?}"
+    );
+    let (_, best) = report.best.unwrap();
+    assert!(best.inter <= 2 && best.intra <= 2);
+    assert!(
+        report.settings.len() + report.skipped.len() == 6,
+        "{report:#?}"
+    );
+    let built: Vec<Setting> = tuned.runs.iter().map(|run| run.setting).collect();
+    for setting in &seen {
+        assert!(built.contains(setting), "{setting}");
+    }
+    for run in &tuned.runs {
+        let done = run.run.as_ref().unwrap();
+        assert_eq!(
+            done.checksum,
+            plain_checksum("independent_ops", done.iterations),
+            "{}: {} iterations",
+            run.setting,
+            done.iterations
+        );
+    }
 }

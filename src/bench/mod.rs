@@ -14,6 +14,7 @@
 //!   measured on demand or read from a per-machine cache.
 //! - [`profiler`]: ns per recorded event, clock costs, and profiled-vs-unprofiled ratios.
 //! - [`scaling`]: the predicted scaling curve against measured steps, with the error.
+//! - [`tune`]: the tuner's pick against the default, fresh runs interleaved round by round.
 //! - [`stats`]: median and percentiles.
 //! - [`report`]: the JSON line format and the human table.
 #![forbid(unsafe_code)]
@@ -26,3 +27,4 @@ pub mod profiler;
 pub mod report;
 pub mod scaling;
 pub mod stats;
+pub mod tune;

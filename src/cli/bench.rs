@@ -1,6 +1,7 @@
 //! `enginetop bench ...`: the benchmark families, each measured by the library and printed
 //! here as a table or as JSON lines.
 use std::io::Write;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::builder::PossibleValuesParser;
@@ -13,12 +14,14 @@ use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBench
 use enginetop::bench::profiler::{self as profiler_bench, ProfilerBenchConfig};
 use enginetop::bench::report;
 use enginetop::bench::scaling::{self as scaling_bench, ScalingBenchConfig};
-use enginetop::config::RuntimeConfig;
+use enginetop::bench::tune as tune_bench;
+use enginetop::config::{ConfigOverrides, RuntimeConfig};
 use enginetop::device::cuda;
 use enginetop::device::discover;
 use enginetop::device::sim::SimModel;
 use enginetop::engine::{EngineKind, GpuSyncMode};
 use enginetop::pool::PoolKind;
+use enginetop::tune::Space;
 
 #[derive(Debug, Args)]
 pub(super) struct BenchArgs {
@@ -40,6 +43,9 @@ enum BenchTarget {
     /// A chain of dependent GPU ops through the engine, alternating compute and copy streams:
     /// event mode against a host sync per op (uses --gpus; auto falls back to a simulated GPU).
     Gpu(GpuBenchArgs),
+    /// The tuner's pick against the default: tune each workload, then fresh runs of both,
+    /// interleaved round by round; the gain with its spread.
+    Tune(TuneBenchArgs),
     /// The predicted scaling curve against measured steps: resnet-like, transformer-like,
     /// random-dag and wavefront at 1x1, 1x2 and 2x1, predicted from a 1x2 run.
     Scaling(ScalingBenchArgs),
@@ -70,6 +76,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<()> {
         BenchTarget::Profiler(args) => bench_profiler(args),
         BenchTarget::Gpu(args) => bench_gpu(args),
         BenchTarget::Scaling(args) => bench_scaling(args),
+        BenchTarget::Tune(args) => bench_tune(args),
     }
 }
 
@@ -579,6 +586,96 @@ fn bench_profiler(args: &ProfilerBenchArgs) -> Result<()> {
         stdout.flush().context("writing to stdout")?;
     } else {
         print!("{}", profiler_bench::table(&results));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+struct TuneBenchArgs {
+    /// Workloads to tune and measure (comma-separated names or .toml paths).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "resnet-like,transformer-like"
+    )]
+    workload: Vec<String>,
+
+    /// The tuner's budget per workload, in seconds.
+    #[arg(
+        long,
+        default_value_t = 60,
+        value_parser = super::numbers::whole::<u32>(1, 86_400),
+        allow_negative_numbers = true,
+    )]
+    budget: u32,
+
+    /// What the tuner searches (as `enginetop tune --space`).
+    #[arg(long, value_name = "DIMS", default_value = "inter,intra", value_parser = |text: &str| text.parse::<Space>().map_err(|error| error.to_string()))]
+    space: Space,
+
+    /// Rounds of the side-by-side measurement (each runs the pick and the default).
+    #[arg(
+        long,
+        default_value_t = 5,
+        value_parser = super::numbers::whole::<u32>(1, 1000),
+        allow_negative_numbers = true,
+    )]
+    rounds: u32,
+
+    /// About how long one measured run takes, in milliseconds.
+    #[arg(
+        long,
+        default_value_t = 2000,
+        value_parser = super::numbers::whole::<u32>(10, 600_000),
+        allow_negative_numbers = true,
+    )]
+    window_ms: u32,
+
+    /// The most threads one pool may have [env: ENGINETOP_MAX_THREADS].
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = super::numbers::max_threads(),
+        allow_negative_numbers = true
+    )]
+    max_threads: Option<usize>,
+
+    /// Print one JSON object per workload instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `enginetop bench tune`: per workload, the tuner then the side-by-side rounds.
+fn bench_tune(args: &TuneBenchArgs) -> Result<()> {
+    let config = tune_bench::TuneBenchConfig {
+        runtime: RuntimeConfig::load(&ConfigOverrides {
+            max_threads: args.max_threads,
+            ..Default::default()
+        })?,
+        budget: Duration::from_secs(u64::from(args.budget)),
+        space: args.space,
+        rounds: args.rounds as usize,
+        window: Duration::from_millis(u64::from(args.window_ms)),
+    };
+    let mut results = Vec::new();
+    for name in &args.workload {
+        if !args.json {
+            eprintln!(
+                "tuning {name} ({} s), then {} rounds ...",
+                args.budget, args.rounds
+            );
+        }
+        let result = tune_bench::run_tune_bench(name, &config)
+            .with_context(|| format!("tune benchmark on `{name}` failed"))?;
+        if args.json {
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{}", serde_json::to_string(&result)?).context("writing to stdout")?;
+            stdout.flush().context("writing to stdout")?;
+        }
+        results.push(result);
+    }
+    if !args.json {
+        print!("{}", tune_bench::table(&results));
     }
     Ok(())
 }

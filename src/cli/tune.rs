@@ -10,7 +10,7 @@ use clap::Args;
 use enginetop::config::{ConfigOverrides, RuntimeConfig};
 use enginetop::engine::EngineKind;
 use enginetop::pool::PoolKind;
-use enginetop::tune::{self, Objective, Phase, ProbeEvent, Space, TuneOptions, TuneStop};
+use enginetop::tune::{self, Objective, Phase, ProbeEvent, Setting, Space, TuneOptions, TuneStop};
 use enginetop::workload;
 use enginetop::workload::run::{Driver, RunHooks};
 
@@ -57,8 +57,9 @@ pub(super) struct TuneArgs {
     #[arg(long, value_enum, default_value_t = ObjectiveArg::Throughput)]
     objective: ObjectiveArg,
 
-    /// The dimensions searched, comma-separated: inter, intra (spin and pool are fixed
-    /// when the run starts: tune once per --spin or --pool and compare).
+    /// The dimensions searched, comma-separated: inter, intra (live, on one run), spin, pool
+    /// (fixed when a run builds its pools: one run per setting, rebuilt, then the best of
+    /// each compared in interleaved rounds; the dashboard's tuner keeps to inter, intra).
     #[arg(long, value_name = "DIMS", default_value = "inter,intra", value_parser = parse_space)]
     space: Space,
 
@@ -130,13 +131,16 @@ pub(super) fn tune(args: &TuneArgs, overrides: ConfigOverrides) -> Result<()> {
     };
     let options = TuneOptions::for_config(&config, args.budget, objective, args.space)?;
     let graph = workload::load_spec(&args.workload, &workload::Overrides::from_args(&args.set)?)?;
+    if args.space.rebuilds() {
+        return tune_settings(args, &config, &options, &graph);
+    }
     let name = graph.name.clone();
     let driver = Driver::new(graph, &config, &RunHooks::default())?;
     let handle = driver.handle();
     let live = std::io::stderr().is_terminal();
     let mut observe = |event: &ProbeEvent| {
         if live {
-            show_probe(event);
+            show_probe("", event);
         }
     };
     let tuned = tune::tune_driver(driver, &options, &TuneStop::new(), &mut observe)?;
@@ -182,8 +186,92 @@ pub(super) fn tune(args: &TuneArgs, overrides: ConfigOverrides) -> Result<()> {
         .context("the workload failed while it was being tuned")
 }
 
-/// The progress line on stderr: `tuning: probe 3/12 inter 2 intra 1 ...`.
-fn show_probe(event: &ProbeEvent) {
+/// `tune` over a space with spin or pool: one run per setting, then interleaved rounds.
+fn tune_settings(
+    args: &TuneArgs,
+    config: &RuntimeConfig,
+    options: &TuneOptions,
+    graph: &workload::Graph,
+) -> Result<()> {
+    let live = std::io::stderr().is_terminal();
+    let mut observe = |setting: Setting, event: &ProbeEvent| {
+        if live {
+            show_probe(&format!(" {setting}"), event);
+        }
+    };
+    let stop = TuneStop::new();
+    let tuned = tune::tune_settings(graph, config, options, &stop, &mut observe)?;
+    if live {
+        eprint!("\r\x1b[2K");
+    }
+    let report = &tuned.report;
+    let flags = reproduce_setting(args, report.best);
+    let text = match args.summary {
+        SummaryFormat::Table => format!(
+            "tune: {}, {} on {} CPUs (machines shared with other work give noisy figures)\n\n{}reproduce: {flags}\n",
+            graph.name,
+            report.objective.as_str(),
+            options.cpus,
+            tune::settings_text(report),
+        ),
+        SummaryFormat::Json => {
+            let mut json = tune::settings_json(report);
+            json["workload"] = graph.name.clone().into();
+            json["flags"] = flags.into();
+            json["runs"] = tuned
+                .runs
+                .iter()
+                .map(|run| {
+                    let mut value = serde_json::json!({
+                        "pool": run.setting.pool.as_str(),
+                        "spin": run.setting.spin_flag(),
+                    });
+                    if let Ok(report) = &run.run {
+                        value["iterations"] = report.iterations.into();
+                        value["checksum"] = format!("{:016x}", report.checksum).into();
+                    }
+                    value
+                })
+                .collect();
+            format!("{json:#}\n")
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to stdout")?;
+    // What was measured is printed first: a run that failed mid-search keeps it.
+    match tuned.runs.into_iter().find(|run| run.run.is_err()) {
+        Some(failed) => Err(failed.run.unwrap_err())
+            .with_context(|| format!("the workload failed while tuned with {}", failed.setting)),
+        None => Ok(()),
+    }
+}
+
+/// The command line that runs the workload with the best setting and counts.
+fn reproduce_setting(args: &TuneArgs, best: Option<(Setting, tune::Point)>) -> String {
+    let mut flags = format!("enginetop --workload {}", args.workload);
+    for set in &args.set {
+        flags.push_str(&format!(" --set {set}"));
+    }
+    if let Some((setting, point)) = best {
+        flags.push_str(&format!(" --inter {} --intra {}", point.inter, point.intra));
+        if let Some(engine) = args.engine {
+            flags.push_str(&format!(" --engine {engine}"));
+        }
+        flags.push_str(&format!(
+            " --pool {} --spin {}",
+            setting.pool,
+            setting.spin_flag()
+        ));
+    }
+    flags
+}
+
+/// The progress line on stderr: `tuning: probe 3/12 inter 2 intra 1 ...` (`tuning pool
+/// eigen spin on: ...` with a `setting` prefix).
+fn show_probe(setting: &str, event: &ProbeEvent) {
     let phase = match event.phase {
         Phase::Calibrate => "calibrating",
         Phase::Scan => "scan",
@@ -193,7 +281,7 @@ fn show_probe(event: &ProbeEvent) {
         .best
         .map_or(String::new(), |(point, _)| format!("; best so far {point}"));
     eprint!(
-        "\r\x1b[2Ktuning: probe {}/{} {} ({phase}){best}",
+        "\r\x1b[2Ktuning{setting}: probe {}/{} {} ({phase}){best}",
         event.index, event.planned, event.point
     );
     let _ = std::io::stderr().flush();

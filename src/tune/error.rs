@@ -3,26 +3,14 @@
 
 use std::time::Duration;
 
-use super::Dimension;
-
 /// A search refused before it measures anything; each names the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
     /// `--space` names something that is not a dimension.
-    #[error("unknown dimension `{0}` in --space: use inter, intra or inter,intra")]
+    #[error("unknown dimension `{0}` in --space: use inter, intra, spin, pool or a comma-separated list")]
     UnknownDimension(String),
-    /// `--space` names a dimension fixed when the run starts: the live search cannot vary
-    /// it without a restart, which it never fakes.
-    #[error(
-        "`{}` cannot be searched live: {}, and the tuner resizes one running workload without \
-         restarting it; tune once per setting ({} ...) and compare, varying inter,intra",
-        dimension_name(*.0),
-        why_fixed(*.0),
-        dimension_flag(*.0)
-    )]
-    NeedsRestart(Dimension),
     /// `--space` is empty.
-    #[error("--space names no dimension: use inter, intra or inter,intra")]
+    #[error("--space names no dimension: use inter, intra, spin, pool or a comma-separated list")]
     EmptySpace,
     /// The naive engine runs every op on the driver thread.
     #[error(
@@ -51,31 +39,4 @@ pub enum TuneError {
         /// The least budget that fits.
         needed: Duration,
     },
-}
-
-fn dimension_name(dimension: Dimension) -> &'static str {
-    match dimension {
-        Dimension::Inter => "inter",
-        Dimension::Intra => "intra",
-        Dimension::Spin => "spin",
-        Dimension::Pool => "pool",
-    }
-}
-
-/// Why `dimension` cannot change while a run goes.
-fn why_fixed(dimension: Dimension) -> &'static str {
-    match dimension {
-        Dimension::Spin => "whether idle workers spin is fixed when a pool's workers start",
-        Dimension::Pool => "the pool kind is fixed when the run builds its pools",
-        Dimension::Inter | Dimension::Intra => "it is searched live",
-    }
-}
-
-fn dimension_flag(dimension: Dimension) -> &'static str {
-    match dimension {
-        Dimension::Spin => "enginetop tune --spin on|off",
-        Dimension::Pool => "enginetop tune --pool simple|eigen|chase-lev",
-        Dimension::Inter => "--inter",
-        Dimension::Intra => "--intra",
-    }
 }

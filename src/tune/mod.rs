@@ -3,7 +3,7 @@
 //! budget is spent (`enginetop tune`, and the dashboard's `t`).
 //!
 //! # The search
-//! The space is a grid of inter-op x intra-op counts ([`Space`]): 1, 2, 4, ... up to twice
+//! The counts' space is a grid of inter-op x intra-op counts ([`Space`]): 1, 2, 4, ... up to twice
 //! the schedulable CPUs, plus the CPU count itself, never past `max_threads`; the default
 //! (one inter and one intra thread per CPU) is always in it. [`search`] then
 //! 1. **calibrates**: one window at the run's counts decides how a window is measured
@@ -38,6 +38,13 @@
 //! resize refused ends the search at once; the report keeps every window measured so far
 //! and says why it ended ([`Outcome`]).
 //!
+//! # Spinning and the pool kind
+//! Both are fixed when a run builds its pools, so a space naming `spin` or `pool` is searched
+//! by rebuilding: one run per [`Setting`], each searched live over its counts as above, then
+//! the settings' leaders measured again in interleaved rounds, one fresh run per visit
+//! ([`search_settings`], whose docs hold the budget's split). The dashboard's tuner keeps to
+//! the counts: it tunes the run on screen and never rebuilds it.
+//!
 //! # Live, in the dashboard
 //! [`LiveTuner`] runs [`search`] on its own thread beside a run that keeps going; the
 //! dashboard reads a copy of its [`TuneProgress`] each frame and settles the counts itself.
@@ -52,9 +59,11 @@ mod error;
 mod live;
 mod predict;
 mod probe;
+mod rebuild;
 mod render;
 mod run;
 mod search;
+mod setting;
 mod space;
 mod stats;
 
@@ -62,13 +71,18 @@ pub use error::TuneError;
 pub use live::{LiveTuner, TuneEnd, TuneProgress};
 pub use predict::{predicted_for_cores, PredictedForCores};
 pub use probe::{DriverProbe, IterationWork};
-pub use render::{heat_map, json, table, text_report};
-pub use run::{tune_driver, TunedRun, DASHBOARD_BUDGET};
+pub use rebuild::{
+    search_settings, Finalist, Rebuild, SettingSearch, SettingsReport, ROUNDS_FRACTION,
+    ROUND_SETTINGS,
+};
+pub use render::{heat_map, json, settings_json, settings_text, table, text_report};
+pub use run::{tune_driver, tune_settings, SettingRun, TunedRun, TunedSettings, DASHBOARD_BUDGET};
 pub use search::{
     search, Basis, Gain, Halt, Outcome, Phase, PointResult, Probe, ProbeEvent, TuneOptions,
     TuneReport, CONFIRM_SAMPLES, DEFAULT_MARGIN, MIN_NOISE, MIN_WINDOW, SCAN_TOLERANCE,
     SETTLE_FRACTION,
 };
+pub use setting::Setting;
 pub use space::{Dimension, Objective, Point, Space};
 pub use stats::within_noise;
 

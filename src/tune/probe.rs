@@ -60,6 +60,9 @@ pub struct DriverProbe<'a> {
     running: Box<dyn Fn() -> bool + Send + 'a>,
     started: Instant,
     basis: Basis,
+    /// The basis every window uses, whatever the calibration sees (a rebuilt run's figures
+    /// compare with the first run's).
+    fixed: Option<Basis>,
 }
 
 impl std::fmt::Debug for DriverProbe<'_> {
@@ -90,7 +93,25 @@ impl<'a> DriverProbe<'a> {
             running: Box::new(running),
             started: Instant::now(),
             basis: Basis::Iterations,
+            fixed: None,
         }
+    }
+
+    /// The same probe with its clock from `started` (one clock over several runs).
+    pub(crate) fn since(mut self, started: Instant) -> Self {
+        self.started = started;
+        self
+    }
+
+    /// The run's handle.
+    pub(crate) fn handle(&self) -> &DriverHandle {
+        &self.handle
+    }
+
+    /// The same probe measuring on `basis` when given: its calibration only warms up.
+    pub(crate) fn on_basis(mut self, basis: Option<Basis>) -> Self {
+        self.fixed = basis;
+        self
     }
 
     /// Why waiting cannot go on, if it cannot.
@@ -216,7 +237,9 @@ impl Probe for DriverProbe<'_> {
         let before = self.handle.progress();
         self.nap_until(Instant::now() + window)?;
         let after = self.handle.progress();
-        self.basis = if after.iterations.saturating_sub(before.iterations) >= MIN_ITERATIONS {
+        self.basis = if let Some(fixed) = self.fixed {
+            fixed
+        } else if after.iterations.saturating_sub(before.iterations) >= MIN_ITERATIONS {
             Basis::Iterations
         } else if self.work.flops > 0 {
             Basis::Flops

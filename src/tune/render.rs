@@ -9,12 +9,20 @@ use serde_json::json;
 use super::search::{Outcome, PointResult, TuneReport};
 use super::space::Objective;
 
+mod settings;
+pub use settings::{settings_json, settings_text};
+
 /// Shades from worst to best.
 const SHADES: [char; 5] = ['·', '░', '▒', '▓', '█'];
 
 /// A figure in the objective's unit, to three significant digits or so.
 fn figure(report: &TuneReport, value: f64) -> String {
-    let value = report.objective.shown(value);
+    shown(report.objective, value)
+}
+
+/// `value` in `objective`'s unit, to three significant digits or so.
+fn shown(objective: Objective, value: f64) -> String {
+    let value = objective.shown(value);
     match value.abs() {
         v if v >= 100.0 => format!("{value:.0}"),
         v if v >= 10.0 => format!("{value:.1}"),
@@ -58,6 +66,18 @@ pub fn table(report: &TuneReport) -> String {
 /// The surface: inter down, intra across, each cell shaded by its median (darker is better)
 /// and labelled with it.
 pub fn heat_map(report: &TuneReport) -> String {
+    format!("{}\n{}", heat_map_title(report.objective), surface(report))
+}
+
+fn heat_map_title(objective: Objective) -> String {
+    format!(
+        "{} by inter-op (down) and intra-op (across); darker is better",
+        objective.unit()
+    )
+}
+
+/// The heat map's grid, without its title.
+fn surface(report: &TuneReport) -> String {
     let inters: BTreeSet<usize> = report.points.iter().map(|r| r.point.inter).collect();
     let intras: BTreeSet<usize> = report.points.iter().map(|r| r.point.intra).collect();
     let medians = report.points.iter().map(|r| r.median);
@@ -76,11 +96,7 @@ pub fn heat_map(report: &TuneReport) -> String {
         }
         SHADES[((goodness * (SHADES.len() - 1) as f64).round() as usize).min(SHADES.len() - 1)]
     };
-    let mut out = format!(
-        "{} by inter-op (down) and intra-op (across); darker is better\n{:9}",
-        report.objective.unit(),
-        ""
-    );
+    let mut out = format!("{:9}", "");
     for intra in &intras {
         let _ = write!(out, "{:>10}", format!("intra {intra}"));
     }
@@ -152,17 +168,36 @@ pub fn text_report(report: &TuneReport) -> String {
             gain.note()
         );
     }
-    match &report.outcome {
-        Outcome::Finished => {}
-        Outcome::Stopped => out.push_str("stopped early: these are the points measured so far\n"),
+    out.push_str(&outcome_line(&report.outcome));
+    out
+}
+
+/// How a search ended, as a line (empty when it ran its course).
+fn outcome_line(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Finished => String::new(),
+        Outcome::Stopped => "stopped early: these are the points measured so far\n".to_string(),
         Outcome::Ended(reason) => {
-            let _ = writeln!(
-                out,
-                "ended early ({reason}): these are the points measured so far"
-            );
+            format!("ended early ({reason}): these are the points measured so far\n")
         }
     }
-    out
+}
+
+/// How a search ended, as JSON.
+fn outcome_json(outcome: &Outcome) -> serde_json::Value {
+    match outcome {
+        Outcome::Finished => json!({ "ended": "finished" }),
+        Outcome::Stopped => json!({ "ended": "stopped" }),
+        Outcome::Ended(reason) => json!({ "ended": "early", "reason": reason }),
+    }
+}
+
+/// The objective's unit in JSON (step times in seconds).
+fn json_unit(objective: Objective) -> &'static str {
+    match objective {
+        Objective::Throughput => "iterations/s",
+        Objective::Latency => "s/step",
+    }
 }
 
 /// The report as JSON: `best` and `default` (`inter`, `intra`, `median`, `spread`,
@@ -178,17 +213,9 @@ pub fn json(report: &TuneReport) -> serde_json::Value {
             "samples": result.map_or(0, |r| r.samples.len()),
         })
     };
-    let outcome = match &report.outcome {
-        Outcome::Finished => json!({ "ended": "finished" }),
-        Outcome::Stopped => json!({ "ended": "stopped" }),
-        Outcome::Ended(reason) => json!({ "ended": "early", "reason": reason }),
-    };
     json!({
         "objective": report.objective,
-        "unit": match report.objective {
-            Objective::Throughput => "iterations/s",
-            Objective::Latency => "s/step",
-        },
+        "unit": json_unit(report.objective),
         "basis": report.basis,
         "window_ms": report.window.as_secs_f64() * 1e3,
         "budget_s": report.budget.as_secs_f64(),
@@ -201,6 +228,6 @@ pub fn json(report: &TuneReport) -> serde_json::Value {
             "percent": (gain.ratio - 1.0) * 100.0,
         })),
         "points": report.points,
-        "outcome": outcome,
+        "outcome": outcome_json(&report.outcome),
     })
 }

@@ -26,7 +26,7 @@ pub const MIN_NOISE: f64 = 0.1;
 /// if larger): fewer threads are worth a tie, not a measured loss against the default.
 pub const DEFAULT_MARGIN: f64 = 0.05;
 /// The part of a slot left for a window's overrun (it ends on an iteration end).
-const HEADROOM: f64 = 0.9;
+pub(super) const HEADROOM: f64 = 0.9;
 
 /// How a window is measured: what the workload's progress is counted in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -255,18 +255,18 @@ pub fn search(
 }
 
 /// The grid and how the budget is cut.
-struct Plan {
+pub(super) struct Plan {
     grid: Vec<Point>,
     default: Point,
     /// Windows planned: calibration, scan, confirm rounds.
     planned: usize,
     /// Settling plus window, per window.
     slot: Duration,
-    window: Duration,
+    pub(super) window: Duration,
 }
 
 impl Plan {
-    fn new(options: &TuneOptions) -> Result<Plan, TuneError> {
+    pub(super) fn new(options: &TuneOptions) -> Result<Plan, TuneError> {
         let (space, start) = (options.space, options.start);
         let mut grid = space.grid(start, options.cpus, options.max_threads);
         let default = space.default_point(start, options.cpus, options.max_threads);
@@ -478,7 +478,7 @@ impl From<Halt> for End {
 }
 
 /// Best first: by median, per `objective`.
-fn rank(objective: Objective, a: &PointResult, b: &PointResult) -> std::cmp::Ordering {
+pub(super) fn rank(objective: Objective, a: &PointResult, b: &PointResult) -> std::cmp::Ordering {
     match objective {
         Objective::Throughput => b.median.total_cmp(&a.median),
         Objective::Latency => a.median.total_cmp(&b.median),
@@ -486,15 +486,39 @@ fn rank(objective: Objective, a: &PointResult, b: &PointResult) -> std::cmp::Ord
 }
 
 /// The pick among `results` (the points measured more than once; all measured points while
-/// none is): the leader is the best pessimistic figure (median less its spread, or plus it
-/// for a step time), so a point that is fast only sometimes does not lead; then the fewest
-/// threads within noise of the leader, among those not measurably worse than the `default`
-/// (slower by more than the two spreads together, at least [`DEFAULT_MARGIN`]), so the pick never loses to the default
-/// beyond what the windows themselves show as noise.
+/// none is): see [`pick_among`].
 fn pick(results: &[PointResult], objective: Objective, default: Point) -> Option<Point> {
-    let repeated: Vec<&PointResult> = results.iter().filter(|r| r.samples.len() > 1).collect();
-    let eligible: Vec<&PointResult> = match repeated.is_empty() {
-        true => results.iter().filter(|r| !r.samples.is_empty()).collect(),
+    let results: Vec<&PointResult> = results.iter().collect();
+    let default = results.iter().position(|r| r.point == default);
+    pick_among(&results, objective, default, &|i| {
+        (results[i].point.threads(), 0)
+    })
+    .map(|i| results[i].point)
+}
+
+/// The index of the pick among `results` (the ones measured more than once; all measured
+/// ones while none is): the leader is the best pessimistic figure (median less its spread, or
+/// plus it for a step time), so a point that is fast only sometimes does not lead; then the
+/// lowest `cost` (fewest threads first) within noise of the leader, among those not
+/// measurably worse than `default` (slower by more than the two spreads together, at least
+/// [`DEFAULT_MARGIN`]), so the pick never loses to the default beyond what the windows
+/// themselves show as noise.
+pub(super) fn pick_among(
+    results: &[&PointResult],
+    objective: Objective,
+    default: Option<usize>,
+    cost: &dyn Fn(usize) -> (usize, usize),
+) -> Option<usize> {
+    let measured: Vec<usize> = (0..results.len())
+        .filter(|&i| !results[i].samples.is_empty())
+        .collect();
+    let repeated: Vec<usize> = measured
+        .iter()
+        .copied()
+        .filter(|&i| results[i].samples.len() > 1)
+        .collect();
+    let eligible = match repeated.is_empty() {
+        true => measured,
         false => repeated,
     };
     let pessimistic = |r: &PointResult| match objective {
@@ -502,12 +526,14 @@ fn pick(results: &[PointResult], objective: Objective, default: Point) -> Option
         Objective::Latency => r.median + r.spread,
     };
     let leader = eligible.iter().copied().reduce(|a, b| {
-        match objective.better(pessimistic(b), pessimistic(a)) {
+        match objective.better(pessimistic(results[b]), pessimistic(results[a])) {
             true => b,
             false => a,
         }
     })?;
-    let default = eligible.iter().copied().find(|r| r.point == default);
+    let default = default
+        .filter(|default| eligible.contains(default))
+        .map(|default| results[default]);
     let measurably_worse = |r: &PointResult, than: &PointResult| {
         let floor = DEFAULT_MARGIN * r.median.abs().max(than.median.abs());
         objective.better(than.median, r.median)
@@ -515,19 +541,18 @@ fn pick(results: &[PointResult], objective: Objective, default: Point) -> Option
     };
     eligible
         .iter()
-        .filter(|r| within_noise(r, leader))
-        .filter(|r| default.is_none_or(|default| !measurably_worse(r, default)))
-        .min_by(|a, b| {
-            a.point
-                .threads()
-                .cmp(&b.point.threads())
-                .then(rank(objective, a, b))
+        .copied()
+        .filter(|&i| within_noise(results[i], results[leader]))
+        .filter(|&i| default.is_none_or(|default| !measurably_worse(results[i], default)))
+        .min_by(|&a, &b| {
+            cost(a)
+                .cmp(&cost(b))
+                .then(rank(objective, results[a], results[b]))
         })
-        .map(|r| r.point)
 }
 
 /// `best` over `default`, with the uncertainty of the two spreads.
-fn gain(objective: Objective, best: &PointResult, default: &PointResult) -> Gain {
+pub(super) fn gain(objective: Objective, best: &PointResult, default: &PointResult) -> Gain {
     let ratio = objective.speedup(best.median, default.median);
     let ratio = if ratio.is_finite() { ratio } else { 0.0 };
     Gain {

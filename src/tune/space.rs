@@ -1,5 +1,6 @@
 //! What the tuner searches: points (inter-op x intra-op counts), the dimensions a user may
-//! name, and the grid of counts per dimension.
+//! name, and the grid of counts per dimension (the settings a run is rebuilt for are in
+//! [`setting`](super::setting)).
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -91,10 +92,9 @@ pub enum Dimension {
     Inter,
     /// The intra-op count.
     Intra,
-    /// Whether idle workers spin (fixed when a pool starts: refused, see
-    /// [`TuneError::NeedsRestart`]).
+    /// Whether idle workers spin (fixed when a pool starts: searched by rebuilding the run).
     Spin,
-    /// The pool kind (fixed when the run starts: refused).
+    /// The pool kind (fixed when the run starts: searched by rebuilding the run).
     Pool,
 }
 
@@ -112,20 +112,28 @@ impl FromStr for Dimension {
     }
 }
 
-/// The dimensions searched: inter-op, intra-op, or both.
+/// The dimensions searched: the counts (live), and spinning and the pool kind (by rebuilding
+/// the run once per setting).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Space {
     /// Whether the inter-op count varies.
     pub inter: bool,
     /// Whether the intra-op count varies.
     pub intra: bool,
+    /// Whether idle workers' spinning varies (on and off).
+    pub spin: bool,
+    /// Whether the pool kind varies (every kind the runner builds).
+    pub pool: bool,
 }
 
 impl Default for Space {
+    /// The counts, live: `inter,intra`.
     fn default() -> Self {
         Space {
             inter: true,
             intra: true,
+            spin: false,
+            pool: false,
         }
     }
 }
@@ -133,30 +141,31 @@ impl Default for Space {
 impl FromStr for Space {
     type Err = TuneError;
 
-    /// A comma-separated list of dimensions: `inter,intra`, `inter`, `intra`.
+    /// A comma-separated list of dimensions: `inter`, `intra`, `spin`, `pool`.
     ///
     /// ```
     /// use enginetop::tune::Space;
     /// let space: Space = "intra".parse().unwrap();
-    /// assert!(space.intra && !space.inter);
-    /// let spin = "inter,spin".parse::<Space>().unwrap_err().to_string();
-    /// assert!(spin.contains("cannot be searched live"));
+    /// assert!(space.intra && !space.inter && !space.rebuilds());
+    /// let space: Space = "inter,intra,pool".parse().unwrap();
+    /// assert!(space.pool && !space.spin && space.rebuilds());
     /// ```
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let mut space = Space {
             inter: false,
             intra: false,
+            spin: false,
+            pool: false,
         };
         for name in text.split(',').filter(|name| !name.trim().is_empty()) {
             match name.parse::<Dimension>()? {
                 Dimension::Inter => space.inter = true,
                 Dimension::Intra => space.intra = true,
-                dimension @ (Dimension::Spin | Dimension::Pool) => {
-                    return Err(TuneError::NeedsRestart(dimension))
-                }
+                Dimension::Spin => space.spin = true,
+                Dimension::Pool => space.pool = true,
             }
         }
-        if !space.inter && !space.intra {
+        if !(space.inter || space.intra || space.spin || space.pool) {
             return Err(TuneError::EmptySpace);
         }
         Ok(space)
@@ -164,6 +173,12 @@ impl FromStr for Space {
 }
 
 impl Space {
+    /// Whether a dimension fixed when a run starts is searched: the search then rebuilds the
+    /// run once per setting.
+    pub fn rebuilds(self) -> bool {
+        self.spin || self.pool
+    }
+
     /// The grid: every searched count from `counts`, the others fixed at `start`'s.
     pub fn grid(self, start: Point, cpus: usize, max_threads: usize) -> Vec<Point> {
         let inters = match self.inter {
@@ -230,8 +245,12 @@ mod tests {
     }
 
     #[test]
-    fn spaces_parse_and_refuse_what_cannot_be_searched() {
+    fn spaces_parse_and_refuse_what_is_not_a_dimension() {
         assert_eq!("inter,intra".parse::<Space>().unwrap(), Space::default());
+        let all: Space = "inter,intra,spin,pool".parse().unwrap();
+        assert!(all.inter && all.intra && all.spin && all.pool);
+        let settings_only: Space = "spin,pool".parse().unwrap();
+        assert!(!settings_only.inter && !settings_only.intra && settings_only.rebuilds());
         let only_inter: Space = " inter ".parse().unwrap();
         assert_eq!((only_inter.inter, only_inter.intra), (true, false));
         let start = Point { inter: 3, intra: 5 };
@@ -241,16 +260,7 @@ mod tests {
             Point { inter: 2, intra: 5 }
         );
         for (text, message) in [
-            (
-                "pool",
-                "`pool` cannot be searched live: the pool kind is fixed",
-            ),
-            (
-                "inter,spin",
-                "`spin` cannot be searched live: whether idle workers spin",
-            ),
-            ("spin", "(enginetop tune --spin on|off ...)"),
-            ("threads", "unknown dimension `threads`"),
+            ("inter,threads", "unknown dimension `threads`"),
             ("", "names no dimension"),
         ] {
             let error = text.parse::<Space>().unwrap_err().to_string();
