@@ -62,12 +62,19 @@
 //!    between ops (engine, queues, wake-ups).
 //! 6. **busy**: the workers run ops and the graph has more parallelism than workers: more
 //!    workers, on cores of their own, would help.
+//!
+//! # Where the time went
+//! Per worker and per pool, over the sliding window or the whole run, each thread's time
+//! cut into buckets that add up to all of it (op, intra-op, stealing, spinning, wake-up,
+//! ready elsewhere, no ready op, descheduled): the rules are in [`attribution`]'s docs.
 #![forbid(unsafe_code)]
 
+pub mod attribution;
 mod schedstat;
 mod span;
 mod verdict;
 
+pub use attribution::{attribute, bucket, Attribution, Bucket, Period};
 pub use schedstat::{Descheduled, SchedSample, ThreadDelay};
 pub use span::{analyze, DeviceScaling, Edge, PathOp, RanGraph, RanOp, Scaling};
 pub use verdict::{verdicts, Bound, DeviceFacts, Verdict, OVERSUBSCRIBED_SHARE};

@@ -94,6 +94,7 @@ mod timeline;
 mod trace_time;
 pub mod validate;
 mod window;
+pub mod work_states;
 
 use std::io::Write;
 use std::path::Path;
@@ -111,6 +112,7 @@ pub use stats::{Snapshot, Stats, StatsOptions};
 pub use stream_probe::StreamProbe;
 pub use summary::{SortKey, Summary};
 pub use window::WindowOptions;
+pub use work_states::{Readiness, StateTime, WorkState, WorkerStates};
 
 use crate::pool::{PoolObserver, PoolOptions};
 use crate::sync::{thread, Arc, Mutex};
