@@ -23,6 +23,10 @@
 //!   - **ready elsewhere**: none on its device but some on another device or pool: routing
 //!     or imbalance keeps it idle;
 //!   - **no ready op**: nothing ready anywhere: the graph has no more parallelism now.
+//!
+//!   The intra-op pool runs only intra-op tasks: ops ready on a device are no work it could
+//!   take, so for its threads work elsewhere does not count (their waits are wake-up or no
+//!   ready op).
 //! - **descheduled**: the thread's run delay. Schedstat says how long, not when, so it is
 //!   taken out of the other buckets: first out of the time the thread was awake (op,
 //!   intra-op, stealing, spinning: only an awake thread is runnable) in proportion to each,
@@ -35,11 +39,23 @@
 
 use std::collections::BTreeMap;
 
-use crate::device::identity::PoolId;
+use crate::device::identity::{PoolId, PoolRole};
 use crate::profiler::stats::WorkerSnapshot;
 use crate::profiler::{Readiness, Snapshot, StateTime, WorkState, WorkerStates};
 
 use super::schedstat::Descheduled;
+use super::span::Scaling;
+
+/// What the dashboard's scaling view shows beside the verdict lines: the last finished
+/// iteration's work, span and critical path, and the threads' descheduled time since the
+/// previous computation (their run delays, for the attribution).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveScaling {
+    /// The last finished iteration.
+    pub scaling: Scaling,
+    /// The threads' descheduled time, when measured.
+    pub descheduled: Option<Descheduled>,
+}
 
 /// Where a slice of a worker's time went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -350,7 +366,18 @@ pub fn attribute(snapshot: &Snapshot, period: Period, delays: Option<&Deschedule
                 Period::Window => &cells.window,
                 Period::Run => &cells.since_start,
             };
-            let times = BucketTimes::of(cells, run_delay_ns(&worker.name, delays));
+            let intra_op = worker.role == Some(PoolRole::IntraOp);
+            let cells: Vec<StateTime> = cells
+                .iter()
+                .map(|cell| StateTime {
+                    ready: Readiness {
+                        elsewhere: cell.ready.elsewhere && !intra_op,
+                        ..cell.ready
+                    },
+                    ..*cell
+                })
+                .collect();
+            let times = BucketTimes::of(&cells, run_delay_ns(&worker.name, delays));
             let (pool, name) = identity(worker);
             (times.total() > 0.0).then(|| WorkerAttribution {
                 worker: name,
@@ -387,6 +414,34 @@ fn pools(workers: &[WorkerAttribution]) -> Vec<PoolAttribution> {
             shares: times.shares(),
         })
         .collect()
+}
+
+impl std::fmt::Display for Attribution {
+    /// The summary's per-pool lines: each pool's buckets, the largest first.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.pools.is_empty() {
+            return Ok(());
+        }
+        writeln!(
+            f,
+            "  where the workers' time went (per pool, over the run):"
+        )?;
+        for pool in &self.pools {
+            let mut shares: Vec<(&Bucket, &f64)> = pool.shares.iter().collect();
+            shares.sort_by(|a, b| b.1.total_cmp(a.1));
+            let shares: Vec<String> = shares
+                .iter()
+                .filter(|(_, share)| **share >= 0.005)
+                .map(|(bucket, share)| format!("{} {:.0}%", bucket.label(), *share * 100.0))
+                .collect();
+            let workers = match pool.workers {
+                1 => "1 thread".to_string(),
+                n => format!("{n} threads"),
+            };
+            writeln!(f, "    {} ({workers}): {}", pool.pool, shares.join(", "))?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -74,7 +74,7 @@ mod schedstat;
 mod span;
 mod verdict;
 
-pub use attribution::{attribute, bucket, Attribution, Bucket, Period};
+pub use attribution::{attribute, bucket, Attribution, Bucket, LiveScaling, Period};
 pub use schedstat::{Descheduled, SchedSample, ThreadDelay};
 pub use span::{analyze, DeviceScaling, Edge, PathOp, RanGraph, RanOp, Scaling};
 pub use verdict::{verdicts, Bound, DeviceFacts, Verdict, OVERSUBSCRIBED_SHARE};

@@ -10,10 +10,14 @@
 //! - **State**: the thread's activity (see [`Stats`](super::stats::Stats)), with running
 //!   split in two: [`WorkState::Op`] while an op it started has not ended (a task around or
 //!   inside it included), [`WorkState::Task`] while it runs a pool task outside any op.
-//! - **Ready work of a device**: an op queued on it and not started yet (`OpQueued` minus
-//!   `OpStart` on that device: exact), or a task in one of its queues at the latest
-//!   `QueueDepth` sample (the pools' queues are sampled, not counted: this fact changes at
-//!   the samples).
+//! - **Ready work of a device**: on a device that ops are queued on, an op queued and not
+//!   started yet (`OpQueued` minus `OpStart` on that device: exact); on a device without
+//!   ops (the intra-op pool), a task in one of its queues at the latest `QueueDepth` sample
+//!   (its queues are sampled, not counted: this fact changes at the samples, and an engine
+//!   device's sampled queues would only say later and coarser what its op counts say).
+//!   The op count is signed: the collector drains one thread at a time, so an op's start
+//!   may be counted before its queueing on another thread; the count is right again once
+//!   both are in.
 //! - **Readiness of a thread**: `own` when the device it works for has ready work,
 //!   `elsewhere` when another device has.
 //!
@@ -173,26 +177,46 @@ impl Cells {
     }
 }
 
+/// One device's ready work.
+#[derive(Clone, Copy, Debug, Default)]
+struct DeviceWork {
+    /// Ops queued minus ops started.
+    ops: i64,
+    /// Whether any op was queued on it: then its ops say whether work is ready.
+    has_ops: bool,
+    /// Tasks in its queues at the latest samples.
+    tasks: u64,
+}
+
+impl DeviceWork {
+    fn ready(self) -> bool {
+        match self.has_ops {
+            true => self.ops > 0,
+            false => self.tasks > 0,
+        }
+    }
+}
+
 /// Ready work per device: ops queued and not started, tasks at the latest queue sample.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ReadyWork {
-    /// Indexed by device id: (ops queued and not started, tasks sampled).
-    devices: Vec<(u64, u64)>,
+    /// Indexed by device id.
+    devices: Vec<DeviceWork>,
     /// Devices with ready work.
     busy: usize,
 }
 
 impl ReadyWork {
     /// Applies `change` to `device`'s counts; whether its readiness flipped.
-    fn update(&mut self, device: DeviceId, change: impl FnOnce(&mut (u64, u64))) -> bool {
+    fn update(&mut self, device: DeviceId, change: impl FnOnce(&mut DeviceWork)) -> bool {
         let index = usize::from(device.id());
         if self.devices.len() <= index {
-            self.devices.resize(index + 1, (0, 0));
+            self.devices.resize(index + 1, DeviceWork::default());
         }
         let counts = &mut self.devices[index];
-        let before = *counts != (0, 0);
+        let before = counts.ready();
         change(counts);
-        let after = *counts != (0, 0);
+        let after = counts.ready();
         match (before, after) {
             (false, true) => self.busy += 1,
             (true, false) => self.busy -= 1,
@@ -203,24 +227,27 @@ impl ReadyWork {
 
     /// An op was queued on `device`; whether its readiness flipped.
     pub(crate) fn op_queued(&mut self, device: DeviceId) -> bool {
-        self.update(device, |counts| counts.0 += 1)
+        self.update(device, |counts| {
+            counts.ops += 1;
+            counts.has_ops = true;
+        })
     }
 
-    /// An op started on `device` (a start without a seen queueing changes nothing).
+    /// An op started on `device`.
     pub(crate) fn op_started(&mut self, device: DeviceId) -> bool {
-        self.update(device, |counts| counts.0 = counts.0.saturating_sub(1))
+        self.update(device, |counts| counts.ops -= 1)
     }
 
     /// `device`'s queues held `tasks` at their latest samples.
     pub(crate) fn tasks_sampled(&mut self, device: DeviceId, tasks: u64) -> bool {
-        self.update(device, |counts| counts.1 = tasks)
+        self.update(device, |counts| counts.tasks = tasks)
     }
 
     /// What is ready for a thread working for `device` (`None`: no device).
     pub(crate) fn readiness(&self, device: Option<DeviceId>) -> Readiness {
         let own = device
             .and_then(|device| self.devices.get(usize::from(device.id())))
-            .is_some_and(|counts| *counts != (0, 0));
+            .is_some_and(|counts| counts.ready());
         Readiness {
             own,
             elsewhere: self.busy > usize::from(own),
@@ -255,14 +282,19 @@ mod tests {
         assert_eq!(ready.readiness(None), both(false, true));
         assert!(!ready.op_started(a));
         assert!(ready.op_started(a));
+        // A start counted before its queueing (another thread's batch came first).
+        assert!(!ready.op_started(a));
         assert!(
-            !ready.op_started(a),
-            "a start without a queueing stays at zero"
+            !ready.op_queued(a),
+            "the count is even again, nothing ready"
         );
         assert!(ready.tasks_sampled(b, 3));
         assert_eq!(ready.readiness(Some(a)), both(false, true));
         assert!(ready.tasks_sampled(b, 0));
         assert_eq!(ready.readiness(Some(b)), Readiness::default());
+        // An op device's sampled tasks say nothing its op count does not.
+        assert!(!ready.tasks_sampled(a, 5));
+        assert_eq!(ready.readiness(Some(a)), Readiness::default());
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::analysis::{
-    self, Descheduled, DeviceFacts, RanGraph, RanOp, Scaling, SchedSample, Verdict,
+    self, Attribution, Descheduled, DeviceFacts, LiveScaling, RanGraph, RanOp, Scaling,
+    SchedSample, Verdict,
 };
 use crate::sync::Mutex;
 use crate::workload::{Graph, TensorId};
@@ -122,6 +123,8 @@ pub struct ScalingSummary {
     pub descheduled: Option<Descheduled>,
     /// One per device, from the mean iteration.
     pub verdicts: Vec<Verdict>,
+    /// Where every worker's time went over the run (`None` without a profiler).
+    pub attribution: Option<Attribution>,
 }
 
 impl fmt::Display for ScalingSummary {
@@ -169,6 +172,9 @@ impl fmt::Display for ScalingSummary {
         for verdict in &self.verdicts {
             writeln!(f, "  {verdict}")?;
         }
+        if let Some(attribution) = &self.attribution {
+            write!(f, "{attribution}")?;
+        }
         Ok(())
     }
 }
@@ -188,6 +194,8 @@ struct LiveState {
     computed: Option<Instant>,
     /// The schedstat sample the next window starts from.
     sample: Option<SchedSample>,
+    /// What the lines were computed from.
+    live: Option<LiveScaling>,
 }
 
 impl LiveVerdicts {
@@ -221,6 +229,15 @@ impl LiveVerdicts {
             .collect();
         state.computed = Some(Instant::now());
         state.sample = now;
+        state.live = Some(LiveScaling {
+            scaling,
+            descheduled,
+        });
         state.lines.clone()
+    }
+
+    /// What the latest lines were computed from (`None` before the first).
+    pub(super) fn scaling(&self) -> Option<LiveScaling> {
+        self.state.lock().live.clone()
     }
 }
