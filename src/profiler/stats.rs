@@ -1147,6 +1147,7 @@ mod tests {
         let mut script = Script { events: Vec::new() };
         script.at(0, 922, worker(EventKind::Park, b, 0));
         script.at(0, 911, worker(EventKind::TaskStart, a, 0));
+        script.at(0, 911, op(EventKind::OpQueued, a, 1));
         script.at(0, 911, op(EventKind::OpStart, a, 1));
         script.at(100, 911, op(EventKind::OpEnd, a, 1));
         script.at(100, 911, worker(EventKind::TaskEnd, a, 0));

@@ -52,8 +52,7 @@ pub const KEYS: [KeyHelp; 17] = [
     ),
     line(
         "w",
-        "show / hide why it does not scale: verdicts, where each worker's time went, the \
-         critical path (Esc w q close)",
+        "show / hide why it does not scale (Esc w q close)",
         ("", ""),
         &[(KeyCode::Char('w'), Action::ToggleWhy)],
     ),
