@@ -475,3 +475,32 @@ fn the_tuner_keeps_its_best_when_asked() {
     assert_eq!(run.exit_code(), "0");
     run.assert_terminal_restored();
 }
+
+/// `w` on a real run: the scaling view replaces the panels with the run's verdict, work and
+/// span, and a stacked bar per worker; `w` again brings the panels back.
+#[test]
+fn w_shows_why_the_run_does_not_scale() {
+    if !tmux_available() {
+        println!("skipped: tmux is not installed (apt-get install tmux); CI installs it");
+        return;
+    }
+    let run = Run::start("why", |work| dashboard_command(work, ""));
+    let tmux = &run.tmux;
+    tmux.wait_for("worker rows", |s| s.contains("cpu0-w0"));
+    tmux.type_text("w");
+    let screen = tmux.wait_for("the verdict, the span and the bars", |s| {
+        s.contains("why it does not scale")
+            && s.contains("cpu0: ")
+            && s.contains("critical path (")
+            && s.contains("cpu(0) worker #0")
+            && s.contains("cpu(0) worker #1")
+    });
+    assert!(screen.contains("no ready op"), "the legend:\n{screen}");
+    tmux.type_text("w");
+    tmux.wait_for("the panels again", |s| {
+        !s.contains("why it does not scale") && s.contains("cpu0-w0")
+    });
+    tmux.type_text("q");
+    assert_eq!(run.exit_code(), "0");
+    run.assert_terminal_restored();
+}

@@ -301,3 +301,72 @@ fn header_compares_only_cpu_flops_with_the_cpu_peak() {
     assert!(text.contains("GPU 117.0 GFLOP/s"), "{text}");
     assert!(!text.contains("137%"), "{text}");
 }
+
+/// The scaling view (`w`): the verdicts, work and span with the critical path, and one
+/// stacked bar per worker from its time against the ready work.
+#[test]
+fn scaling_view_shows_verdicts_path_and_attribution_bars() {
+    use enginetop::analysis::{analyze, LiveScaling, RanGraph, RanOp};
+    use enginetop::profiler::stats::Activity;
+    use enginetop::profiler::{Readiness, StateTime, WorkState, WorkerStates};
+    use enginetop::tui::DashboardData;
+    use std::time::Duration;
+    let ms = Duration::from_millis;
+    let op = |name: &str, time| RanOp {
+        name: name.into(),
+        device: 0,
+        reads: vec![0],
+        writes: vec![0],
+        time: ms(time),
+    };
+    let graph = RanGraph {
+        ops: vec![op("conv1", 30), op("conv2", 10)],
+        vars: vec!["x".into()],
+        devices: vec!["cpu:0 workers".into()],
+        wall: ms(45),
+    };
+    let mut data = DashboardData::default();
+    data.facts.verdicts =
+        vec!["cpu0: critical path: span 40 ms of a 45 ms step (parallelism 1.0)".into()];
+    data.facts.scaling = Some(LiveScaling {
+        scaling: analyze(&graph),
+        descheduled: None,
+    });
+    let cell = |state, own, elsewhere, ns_ms: u64| StateTime {
+        state,
+        ready: Readiness { own, elsewhere },
+        ns: ns_ms * 1_000_000,
+    };
+    data.snapshot.workers = vec![
+        worker_snapshot(1, "cpu0-w0", "cpu0", 0, Activity::Running),
+        worker_snapshot(2, "cpu0-w1", "cpu0", 1, Activity::Parked),
+    ];
+    data.snapshot.work_states = vec![
+        WorkerStates {
+            thread: 1,
+            window: vec![
+                cell(WorkState::Op, false, false, 900),
+                cell(WorkState::Stealing, false, false, 100),
+            ],
+            since_start: Vec::new(),
+        },
+        WorkerStates {
+            thread: 2,
+            window: vec![
+                cell(WorkState::Op, false, false, 100),
+                cell(WorkState::Parked, false, false, 700),
+                cell(WorkState::Parked, true, false, 200),
+            ],
+            since_start: Vec::new(),
+        },
+    ];
+    let mut app = App::new();
+    app.observe(data);
+    let text = widget(&app, 100, 16, view::scaling::draw);
+    insta::assert_snapshot!("scaling_view_100x16", text);
+    assert!(text.contains("cpu0: critical path"), "{text}");
+    assert!(text.contains("conv1 75%"), "{text}");
+    assert!(text.contains("cpu0 #1"), "{text}");
+    assert!(text.contains("no ready op 70%, wake-up 20%"), "{text}");
+    assert!(text.contains("op 90%, stealing 10%"), "{text}");
+}

@@ -69,6 +69,15 @@ fn check(help: &KeyHelp, code: KeyCode, action: Action) {
             h.press(code);
             assert_eq!(h.app.mode, Mode::Normal, "{why}");
         }
+        Action::ToggleWhy => {
+            h.press(code);
+            assert_eq!(h.app.mode, Mode::Why, "{why}");
+            let screen = h.screen(120, 40);
+            assert!(screen.contains("why it does not scale"), "{why}:\n{screen}");
+            assert!(screen.contains("where each worker's time went"), "{why}");
+            h.press(code);
+            assert_eq!(h.app.mode, Mode::Normal, "{why}");
+        }
         Action::TogglePause => check_pause(&mut h, code, &why),
         Action::Tune => {
             // The fake has no run to tune: the refusal says what it needs.

@@ -63,17 +63,24 @@
 //! 6. **busy**: the workers run ops and the graph has more parallelism than workers: more
 //!    workers, on cores of their own, would help.
 //!
+//! # Where the time went
+//! Per worker and per pool, over the sliding window or the whole run, each thread's time
+//! cut into buckets that add up to all of it (op, intra-op, stealing, spinning, wake-up,
+//! ready elsewhere, no ready op, descheduled): the rules are in [`attribution`]'s docs.
+//!
 //! # What if
 //! A discrete-event simulation of the engine over the same graph predicts the step for
 //! other inter-op and intra-op counts ([`EngineModel`]; its algorithm and assumptions are in
 //! its module's essay).
 #![forbid(unsafe_code)]
 
+pub mod attribution;
 mod schedstat;
 mod simulate;
 mod span;
 mod verdict;
 
+pub use attribution::{attribute, bucket, Attribution, Bucket, LiveScaling, Period};
 pub use schedstat::{Descheduled, SchedSample, ThreadDelay};
 pub use simulate::{
     EngineModel, OpSplit, PredictedStep, QueueOrder, SimDevice, Workers, ASSUMPTIONS, GRID,

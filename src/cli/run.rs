@@ -404,6 +404,11 @@ impl ProfilerReport for ProfilerTable {
         self.profiler.flush();
         self.profiler.snapshot().ops.iter().map(|op| op.count).sum()
     }
+
+    fn snapshot(&self) -> Option<enginetop::profiler::Snapshot> {
+        self.profiler.flush();
+        Some(self.profiler.snapshot())
+    }
 }
 
 /// `--iterations` or `--duration`, else `default`.

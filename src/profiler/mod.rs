@@ -97,6 +97,7 @@ mod timeline;
 mod trace_time;
 pub mod validate;
 mod window;
+pub mod work_states;
 
 use std::io::Write;
 use std::path::Path;
@@ -114,6 +115,7 @@ pub use stats::{Snapshot, Stats, StatsOptions};
 pub use stream_probe::StreamProbe;
 pub use summary::{SortKey, Summary};
 pub use window::WindowOptions;
+pub use work_states::{Readiness, StateTime, WorkState, WorkerStates};
 
 use crate::pool::{PoolObserver, PoolOptions};
 use crate::sync::{thread, Arc, Mutex};

@@ -14,6 +14,10 @@
 //!   counting when it exits), so each thread's shares add up to 1 over the time it lived. When a thread's
 //!   ring dropped events ([`Stats::events_lost`]) its open ops are forgotten and it counts as
 //!   between tasks until its next event: a lost end must not leave it running for good.
+//! - **Work states** per worker: the same time, with running split into ops and tasks
+//!   outside ops, crossed with whether work was ready for it or elsewhere
+//!   ([`work_states`](super::work_states) says how): what the scaling analysis attributes
+//!   each worker's time from.
 //! - **Steals** thief -> victim per pool, counted since the start.
 //! - **Devices**: ops and tasks per second over the window, errors and panics, queue depths
 //!   (the latest `QueueDepth` sample per queue), the pool's worker count (from resizes).
@@ -38,6 +42,7 @@ use hdrhistogram::Histogram;
 use super::event::{Event, EventKind};
 use super::names::{DeviceId, ThreadId};
 use super::timeline::{Buckets, RateCounter, StateTimeline};
+use super::work_states::{Cells, ReadyWork, WorkState, WorkerStates};
 use crate::device::identity::PoolRole;
 use crate::engine::OpName;
 
@@ -264,6 +269,8 @@ pub struct Snapshot {
     pub window_ns: u64,
     /// Every thread that recorded a state change, by thread id.
     pub workers: Vec<WorkerSnapshot>,
+    /// The same threads' time against the work that was ready, by thread id.
+    pub work_states: Vec<WorkerStates>,
     /// Steal counts.
     pub steals: Vec<StealSnapshot>,
     /// Every device that saw an event, by id.
@@ -381,8 +388,12 @@ impl Durations {
 #[derive(Clone, Debug)]
 struct ThreadStats {
     timeline: StateTimeline<5>,
+    /// Its time against the ready work.
+    cells: Cells,
     /// Nested task/op starts not yet ended.
     running_depth: u32,
+    /// Of which op starts.
+    ops_open: u32,
     device: Option<DeviceId>,
     role: Option<PoolRole>,
     worker: Option<u32>,
@@ -404,6 +415,18 @@ impl ThreadStats {
         } else {
             Activity::Idle
         }
+    }
+
+    /// What it does now, ops and tasks apart (`None` before its first state change).
+    fn work_state(&self) -> Option<WorkState> {
+        Some(match STATES[self.timeline.state()?] {
+            Activity::Running if self.ops_open > 0 => WorkState::Op,
+            Activity::Running => WorkState::Task,
+            Activity::Stealing => WorkState::Stealing,
+            Activity::Spinning => WorkState::Spinning,
+            Activity::Parked => WorkState::Parked,
+            Activity::Idle => WorkState::Idle,
+        })
     }
 
     /// The op it runs now: the newest op it started and has not ended, while it is running
@@ -495,6 +518,8 @@ pub struct Stats {
     ops: Vec<Option<Durations>>,
     spans: Vec<Option<Durations>>,
     in_flight: HashMap<u64, u64, BuildHasherDefault<IdHasher>>,
+    /// Ready work per device, for the work states.
+    ready: ReadyWork,
     steals: BTreeMap<(DeviceId, u32, Option<u32>), u64>,
     streams: BTreeMap<(DeviceId, u32), StreamStats>,
     events: u64,
@@ -517,6 +542,7 @@ impl Stats {
             ops: Vec::new(),
             spans: Vec::new(),
             in_flight: HashMap::default(),
+            ready: ReadyWork::default(),
             steals: BTreeMap::new(),
             streams: BTreeMap::new(),
             events: 0,
@@ -539,6 +565,8 @@ impl Stats {
         self.dropped_before_reset = self.dropped.max(self.dropped_before_reset);
         for (_, thread) in &mut self.threads {
             thread.timeline = restarted(&thread.timeline, geometry, now_ns);
+            thread.cells =
+                Cells::restarted(restarted(&thread.cells.timeline, geometry, now_ns), now_ns);
             (thread.tasks, thread.ops, thread.steals) = (0, 0, 0);
         }
         for device in self.devices.iter_mut().flatten() {
@@ -561,6 +589,12 @@ impl Stats {
     /// Takes one event into account.
     pub fn ingest(&mut self, event: &Event) {
         self.events += 1;
+        self.count(event);
+        self.track_work_states(event);
+    }
+
+    /// The counters and the activity timelines.
+    fn count(&mut self, event: &Event) {
         match event.kind {
             EventKind::OpQueued => self.device(event.device).queued += 1,
             EventKind::OpStart => self.op_started(event),
@@ -596,6 +630,37 @@ impl Stats {
         }
     }
 
+    /// The work states after `event` (counted already): the ready work it changes, then its
+    /// thread's cell, or every thread's when a device's readiness flipped.
+    fn track_work_states(&mut self, event: &Event) {
+        let flipped = match event.kind {
+            EventKind::OpQueued => self.ready.op_queued(event.device),
+            EventKind::OpStart => self.ready.op_started(event.device),
+            EventKind::QueueDepth => {
+                let tasks = self.device(event.device).queues.values().sum();
+                self.ready.tasks_sampled(event.device, tasks)
+            }
+            _ => false,
+        };
+        if flipped {
+            for slot in 0..self.threads.len() {
+                self.refresh_cell(slot, event.ts_ns);
+            }
+        } else if changes_state(event.kind) {
+            let slot = self.thread_slot_cached(event.thread);
+            self.refresh_cell(slot, event.ts_ns);
+        }
+    }
+
+    /// Puts the thread in `slot` in the cell its state and the ready work say, as of `ts`.
+    fn refresh_cell(&mut self, slot: usize, ts: u64) {
+        let stats = &mut self.threads[slot].1;
+        if let Some(state) = stats.work_state() {
+            let ready = self.ready.readiness(stats.device);
+            stats.cells.set(state, ready, ts);
+        }
+    }
+
     /// `thread`'s ring dropped events after the last one ingested (at `last_ts`, if any):
     /// what it did since is unknown. Its open ops and spans are forgotten (their ends may be
     /// among the lost events, and a lost end would leave it running for good) and it counts
@@ -607,6 +672,7 @@ impl Stats {
         };
         let stats = &mut self.threads[slot].1;
         stats.running_depth = 0;
+        stats.ops_open = 0;
         stats.open_ops.clear();
         stats.spans.clear();
         if let Some(ts) = last_ts {
@@ -619,17 +685,26 @@ impl Stats {
         if let Some(&slot) = self.thread_slots.get(&thread) {
             let stats = &mut self.threads[slot].1;
             stats.running_depth = 0;
+            stats.ops_open = 0;
             stats.timeline.end(state_index(Activity::Idle), ts);
+            let ready = self.ready.readiness(stats.device);
+            stats.cells.set(WorkState::Idle, ready, ts);
+            stats.cells.end(ts);
         }
     }
 
     fn thread(&mut self, thread: ThreadId) -> &mut ThreadStats {
+        let slot = self.thread_slot_cached(thread);
+        &mut self.threads[slot].1
+    }
+
+    fn thread_slot_cached(&mut self, thread: ThreadId) -> usize {
         let slot = match self.last_thread {
             Some((last, slot)) if last == thread => slot,
             _ => self.thread_slot(thread),
         };
         self.last_thread = Some((thread, slot));
-        &mut self.threads[slot].1
+        slot
     }
 
     #[cold]
@@ -640,7 +715,9 @@ impl Stats {
                 thread,
                 ThreadStats {
                     timeline: StateTimeline::new(geometry),
+                    cells: Cells::new(geometry),
                     running_depth: 0,
+                    ops_open: 0,
                     device: None,
                     role: None,
                     worker: None,
@@ -735,6 +812,7 @@ impl Stats {
     fn op_started(&mut self, event: &Event) {
         self.start_running(event);
         let thread = self.thread(event.thread);
+        thread.ops_open += 1;
         let spilled = if thread.open_ops.len() >= MAX_OPEN_PER_THREAD {
             thread.open_ops.pop_front()
         } else {
@@ -775,7 +853,9 @@ impl Stats {
     }
 
     fn op_ended(&mut self, event: &Event) {
-        self.stop_running(event).ops += 1;
+        let thread = self.stop_running(event);
+        thread.ops += 1;
+        thread.ops_open = thread.ops_open.saturating_sub(1);
         if let Some(start) = self.op_start_time(event) {
             let duration = event.ts_ns.saturating_sub(start);
             durations(&mut self.ops, event.name).record(duration, event.is_error());
@@ -816,6 +896,7 @@ impl Stats {
             at_ns: now_ns,
             window_ns: u64::try_from(self.options.window.as_nanos()).unwrap_or(u64::MAX),
             workers: self.workers(now_ns),
+            work_states: self.work_states(now_ns),
             steals: self.steal_list(),
             devices: self.device_list(now_ns),
             ops: durations_list(&mut self.ops),
@@ -851,6 +932,18 @@ impl Stats {
                 })
             })
             .collect()
+    }
+
+    /// The cells of the threads [`workers`](Self::workers) lists, in the same order.
+    fn work_states(&self, now: u64) -> Vec<WorkerStates> {
+        let mut states: Vec<WorkerStates> = self
+            .threads
+            .iter()
+            .filter(|(_, stats)| stats.timeline.state().is_some())
+            .map(|(thread, stats)| stats.cells.snapshot(thread.id(), now))
+            .collect();
+        states.sort_by_key(|states| states.thread);
+        states
     }
 
     fn steal_list(&self) -> Vec<StealSnapshot> {
@@ -926,6 +1019,15 @@ fn restarted<const K: usize>(
         }
     }
     fresh
+}
+
+/// Whether `kind` can change its thread's state.
+fn changes_state(kind: EventKind) -> bool {
+    use EventKind::*;
+    matches!(
+        kind,
+        OpStart | OpEnd | TaskStart | TaskEnd | SpinStart | SpinEnd | Park | Unpark
+    )
 }
 
 fn is_op(kind: EventKind) -> bool {
@@ -1030,6 +1132,64 @@ mod tests {
         let one = &snapshot.workers[1];
         assert_eq!(one.activity, Activity::Running);
         assert!(close(one.shares.running, 1.0));
+    }
+
+    /// Worker 0 of pool `a` runs an op, waits, parks; an op queued on `a` while it sleeps,
+    /// then one on `b`, whose worker sleeps throughout.
+    #[test]
+    fn work_states_split_ops_from_tasks_and_follow_the_ready_work() {
+        use crate::profiler::work_states::{Readiness, WorkState};
+        let (a, b) = (
+            DeviceId::register("stats-ws-a"),
+            DeviceId::register("stats-ws-b"),
+        );
+        let op = |kind, device, id| Event::op(kind, device, OpName::new("ws-op"), OpInfo::new(id));
+        let mut script = Script { events: Vec::new() };
+        script.at(0, 922, worker(EventKind::Park, b, 0));
+        script.at(0, 911, worker(EventKind::TaskStart, a, 0));
+        script.at(0, 911, op(EventKind::OpQueued, a, 1));
+        script.at(0, 911, op(EventKind::OpStart, a, 1));
+        script.at(100, 911, op(EventKind::OpEnd, a, 1));
+        script.at(100, 911, worker(EventKind::TaskEnd, a, 0));
+        script.at(150, 911, worker(EventKind::Park, a, 0));
+        script.at(300, 922, op(EventKind::OpQueued, a, 2));
+        script.at(400, 911, worker(EventKind::Unpark, a, 0));
+        script.at(400, 911, worker(EventKind::TaskStart, a, 0));
+        script.at(400, 911, op(EventKind::OpStart, a, 2));
+        script.at(500, 911, op(EventKind::OpEnd, a, 2));
+        script.at(500, 911, worker(EventKind::TaskEnd, a, 0));
+        script.at(500, 911, worker(EventKind::Park, a, 0));
+        script.at(600, 911, op(EventKind::OpQueued, b, 3));
+        let snapshot = stats_of(&script).snapshot(1000 * MS);
+        let ns = |thread: u32, state, own, elsewhere| {
+            let states = snapshot
+                .work_states
+                .iter()
+                .find(|s| s.thread == thread)
+                .unwrap();
+            let ready = Readiness { own, elsewhere };
+            let cell = states
+                .since_start
+                .iter()
+                .find(|t| t.state == state && t.ready == ready);
+            cell.map_or(0, |time| time.ns / MS)
+        };
+        assert_eq!(ns(911, WorkState::Op, false, false), 200);
+        assert_eq!(ns(911, WorkState::Stealing, false, false), 50);
+        assert_eq!(ns(911, WorkState::Parked, false, false), 250);
+        assert_eq!(ns(911, WorkState::Parked, true, false), 100, "woken late");
+        assert_eq!(
+            ns(911, WorkState::Parked, false, true),
+            400,
+            "work elsewhere"
+        );
+        assert_eq!(ns(922, WorkState::Parked, false, false), 500);
+        assert_eq!(ns(922, WorkState::Parked, false, true), 100);
+        assert_eq!(ns(922, WorkState::Parked, true, false), 400);
+        for states in &snapshot.work_states {
+            let total: u64 = states.since_start.iter().map(|t| t.ns).sum();
+            assert_eq!(total, 1000 * MS, "thread {}", states.thread);
+        }
     }
 
     #[test]

@@ -207,7 +207,7 @@ impl<const K: usize> StateTimeline<K> {
     }
 
     /// Nanoseconds per state since the timeline was made, up to `now` or its end.
-    fn totals_since_start(&self, now: u64) -> [u64; K] {
+    pub(crate) fn totals_since_start(&self, now: u64) -> [u64; K] {
         let mut totals = self.closed;
         if let Some((state, since)) = self.current {
             let until = self.ended.map_or(now, |ended| ended.min(now));

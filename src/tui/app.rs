@@ -33,6 +33,8 @@ pub enum Action {
     Quit,
     /// Show or hide the help overlay.
     ToggleHelp,
+    /// Show or hide the scaling view.
+    ToggleWhy,
     /// Pause or resume the workload.
     TogglePause,
     /// Focus the next panel.
@@ -135,6 +137,8 @@ pub enum Mode {
     Filter,
     /// The search ended: keys keep its best or go back.
     TuneChoice,
+    /// The scaling view (why it does not scale) replaces the panels.
+    Why,
 }
 
 /// The ops table's columns, in order.
@@ -524,6 +528,14 @@ impl App {
             Mode::Filter => self.update_filter(action),
             Mode::Normal => self.update_normal(action),
             Mode::TuneChoice => self.update_tune_choice(action),
+            Mode::Why => {
+                match action {
+                    Action::Quit => self.should_quit = true,
+                    Action::ToggleWhy => self.mode = Mode::Normal,
+                    _ => {}
+                }
+                None
+            }
         }
     }
 
@@ -620,6 +632,7 @@ impl App {
                 self.help_scroll = 0;
             }
             Action::TogglePause => return self.pause_control(),
+            Action::ToggleWhy => self.mode = Mode::Why,
             Action::FocusNext => self.move_focus(self.focus.next()),
             Action::FocusPrev => self.move_focus(self.focus.prev()),
             Action::Up

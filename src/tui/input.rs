@@ -37,7 +37,7 @@ const fn line(
 }
 
 /// Every key, in help order (the footer shows those with a hint, in this order).
-pub const KEYS: [KeyHelp; 16] = [
+pub const KEYS: [KeyHelp; 17] = [
     line(
         "q  Ctrl-C",
         "quit",
@@ -49,6 +49,12 @@ pub const KEYS: [KeyHelp; 16] = [
         "show / hide this help",
         ("?", "help"),
         &[(KeyCode::Char('?'), Action::ToggleHelp)],
+    ),
+    line(
+        "w",
+        "show / hide why it does not scale (Esc w q close)",
+        ("", ""),
+        &[(KeyCode::Char('w'), Action::ToggleWhy)],
     ),
     line(
         "space  f",
@@ -199,6 +205,9 @@ pub fn action_for_key(key: &KeyEvent, mode: Mode) -> Option<Action> {
         Mode::Help => help_key(key.code),
         Mode::Filter => filter_key(key.code),
         Mode::TuneChoice => tune_choice_key(key.code),
+        Mode::Why => {
+            matches!(key.code, KeyCode::Esc | KeyCode::Char('w' | 'q')).then_some(Action::ToggleWhy)
+        }
     }
 }
 
@@ -206,6 +215,7 @@ fn normal_key(code: KeyCode) -> Option<Action> {
     let action = match code {
         KeyCode::Char('q') => Action::Quit,
         KeyCode::Char('?') => Action::ToggleHelp,
+        KeyCode::Char('w') => Action::ToggleWhy,
         KeyCode::Char(' ') => Action::TogglePause,
         KeyCode::Tab => Action::FocusNext,
         KeyCode::BackTab => Action::FocusPrev,

@@ -246,6 +246,7 @@ impl LiveSource {
             threads_over_run: None,
             pool_usage: Vec::new(),
             verdicts: self.handle.verdicts(),
+            scaling: self.handle.scaling(),
         };
         if let Some(outcome) = self.outcome.lock().clone() {
             facts.finished = true;

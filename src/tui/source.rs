@@ -153,6 +153,8 @@ pub struct Facts {
     pub pool_usage: Vec<PoolUsage>,
     /// Why it does not scale: one verdict line per device (`cpu0: critical path: ...`).
     pub verdicts: Vec<String>,
+    /// What the verdicts were computed from, for the scaling view (`w`).
+    pub scaling: Option<crate::analysis::LiveScaling>,
 }
 
 /// How busy a panel's worker pool was over a finished run, time-weighted over the thread

@@ -452,6 +452,7 @@ impl Model {
             at_ns: self.elapsed(options).as_nanos() as u64,
             window_ns: 1_000_000_000,
             workers,
+            work_states: Vec::new(),
             steals: Vec::new(),
             devices: self.devices(options, &threads),
             ops: self.op_table(),

@@ -135,6 +135,7 @@ fn hint_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
             ("b/Esc", "go back".into()),
             ("q", "quit".into()),
         ],
+        Mode::Why => vec![("Esc/w/q", "close why".into()), ("Ctrl-C", "quit".into())],
         Mode::Normal => hints(ctx),
     };
     let width = usize::from(width.max(1));

@@ -29,6 +29,7 @@ pub mod lints;
 pub mod op_detail;
 pub mod op_spans;
 pub mod ops;
+pub mod scaling;
 pub mod sparklines;
 pub mod timeline;
 pub mod tuner;
@@ -111,7 +112,9 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, theme: Theme) {
     .areas(area);
     header::draw(frame, header_area, &ctx);
     lints::draw(frame, lints_area, &ctx);
-    if wide {
+    if app.mode == Mode::Why {
+        scaling::draw(frame, body, &ctx);
+    } else if wide {
         draw_wide(frame, body, &ctx);
     } else {
         draw_compact(frame, body, &ctx);

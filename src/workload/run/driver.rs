@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::analysis::{Descheduled, OpSplit, SchedSample};
+use crate::analysis::{self, Descheduled, OpSplit, Period, SchedSample};
 use crate::config::RuntimeConfig;
 use crate::engine::{
     Engine, EngineError, EngineKind, EngineOptions, FnProperty, OpName, OpResult, OpSpec, Var,
@@ -441,7 +441,11 @@ impl Driver {
             profiler,
             &self.warnings,
         );
-        summary.scaling = Some(self.scaling(report, &summary.settings));
+        let mut scaling = self.scaling(report, &summary.settings);
+        scaling.attribution = profiler.and_then(ProfilerReport::snapshot).map(|snapshot| {
+            analysis::attribute(&snapshot, Period::Run, report.descheduled.as_ref())
+        });
+        summary.scaling = Some(scaling);
         if self.graph.uses_gpu() {
             summary.gpus = match self.engine.gpus() {
                 Ok(Some(choice)) => Some(choice.to_string()),
@@ -483,6 +487,7 @@ impl Driver {
             descheduled: report.descheduled.clone(),
             verdicts,
             predicted: Some(predicted),
+            attribution: None,
         }
     }
 

@@ -80,6 +80,10 @@ pub trait ProfilerReport: Send + Sync {
     /// Ops the table counts, every name's together (`iteration_end` included). Fewer than the
     /// run ran when ops' events were dropped, or the statistics were reset during the run.
     fn ops_counted(&self) -> u64;
+    /// The profiler's statistics now (the workers' time for the scaling analysis).
+    fn snapshot(&self) -> Option<crate::profiler::Snapshot> {
+        None
+    }
 }
 
 /// Hooks into a run. The default has none: no observers, no progress, no profiler.

@@ -313,6 +313,12 @@ impl DriverHandle {
         )
     }
 
+    /// The last finished iteration's work, span and critical path, and the threads'
+    /// descheduled time, as of the latest verdict lines ([`verdicts`](Self::verdicts)).
+    pub fn scaling(&self) -> Option<crate::analysis::LiveScaling> {
+        self.shared.live_verdicts.scaling()
+    }
+
     /// Stops (`true`) or resumes (`false`) pushing ops; ops already pushed finish.
     pub fn pause(&self, pause: bool) {
         self.control.set_paused(pause);

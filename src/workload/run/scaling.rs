@@ -6,7 +6,8 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::analysis::{
-    self, Descheduled, DeviceFacts, RanGraph, RanOp, Scaling, SchedSample, Verdict,
+    self, Attribution, Descheduled, DeviceFacts, LiveScaling, RanGraph, RanOp, Scaling,
+    SchedSample, Verdict,
 };
 use crate::record::graph::{GraphDevice, GraphOp, GraphShape};
 use crate::sync::Mutex;
@@ -167,6 +168,8 @@ pub struct ScalingSummary {
     pub descheduled: Option<Descheduled>,
     /// One per device, from the mean iteration.
     pub verdicts: Vec<Verdict>,
+    /// Where every worker's time went over the run (`None` without a profiler).
+    pub attribution: Option<Attribution>,
     /// The step predicted at other thread counts, from the mean iteration (`None` where
     /// the ops' intra-op splits were not measured: `enginetop analyze` of a file).
     pub predicted: Option<PredictedCurve>,
@@ -217,6 +220,9 @@ impl fmt::Display for ScalingSummary {
         for verdict in &self.verdicts {
             writeln!(f, "  {verdict}")?;
         }
+        if let Some(attribution) = &self.attribution {
+            write!(f, "{attribution}")?;
+        }
         match &self.predicted {
             Some(curve) => write!(f, "{curve}"),
             None => writeln!(
@@ -242,6 +248,8 @@ struct LiveState {
     computed: Option<Instant>,
     /// The schedstat sample the next window starts from.
     sample: Option<SchedSample>,
+    /// What the lines were computed from.
+    live: Option<LiveScaling>,
 }
 
 impl LiveVerdicts {
@@ -275,6 +283,15 @@ impl LiveVerdicts {
             .collect();
         state.computed = Some(Instant::now());
         state.sample = now;
+        state.live = Some(LiveScaling {
+            scaling,
+            descheduled,
+        });
         state.lines.clone()
+    }
+
+    /// What the latest lines were computed from (`None` before the first).
+    pub(super) fn scaling(&self) -> Option<LiveScaling> {
+        self.state.lock().live.clone()
     }
 }

@@ -1,0 +1,611 @@
+//! Where every worker's time went: each thread's observed lifetime (or its part of the
+//! sliding window) cut into [`Bucket`]s that add up to all of it, per worker and per pool.
+//!
+//! # Facts
+//! The profiler sums each thread's time in cells ([`StateTime`]): what the thread did
+//! ([`WorkState`]: an op, a task outside ops, looking for work, spinning, parked, idle)
+//! crossed with what work was ready ([`Readiness`]: on the device it works for, on another).
+//! [`state_times`] builds the same cells from an explicit timeline (worker state segments and
+//! spans of ready work per device), the reference the profiler's running sums follow.
+//! Besides the cells, each thread's run delay (schedstat: runnable, waiting for a core) over
+//! the same time, matched to the worker by thread name.
+//!
+//! # Rules
+//! A cell goes to one bucket, by its state first:
+//! - **op**: running an op ([`WorkState::Op`]), whatever is ready.
+//! - **intra-op**: running a pool task outside any op ([`WorkState::Task`]): on the intra-op
+//!   pool these are the ops' intra-op tasks; on an engine pool, its own tasks between ops.
+//! - **stealing**: a pool worker looking for work between tasks.
+//! - **spinning**: its pool's spinning thread.
+//! - A parked thread, or one outside pools waiting between ops, by the ready work:
+//!   - **wake-up**: work was ready on its own device: it slept while work was queued for
+//!     it (wake-up latency);
+//!   - **ready elsewhere**: none on its device but some on another device or pool: routing
+//!     or imbalance keeps it idle;
+//!   - **no ready op**: nothing ready anywhere: the graph has no more parallelism now.
+//!
+//!   The intra-op pool runs only intra-op tasks: ops ready on a device are no work it could
+//!   take, so for its threads work elsewhere does not count (their waits are wake-up or no
+//!   ready op).
+//! - **descheduled**: the thread's run delay. Schedstat says how long, not when, so it is
+//!   taken out of the other buckets: first out of the time the thread was awake (op,
+//!   intra-op, stealing, spinning: only an awake thread is runnable) in proportion to each,
+//!   and what exceeds that time out of the waiting buckets in proportion (a woken thread
+//!   waits for a core before it records its wake-up). It is capped at the observed time.
+//!
+//! The buckets of a thread add up to its observed time; its shares to 1. A pool's shares are
+//! its workers' bucket times summed over their summed observed times.
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+
+use crate::device::identity::{PoolId, PoolRole};
+use crate::profiler::stats::WorkerSnapshot;
+use crate::profiler::{Readiness, Snapshot, StateTime, WorkState, WorkerStates};
+
+use super::schedstat::Descheduled;
+use super::span::Scaling;
+
+/// What the dashboard's scaling view shows beside the verdict lines: the last finished
+/// iteration's work, span and critical path, and the threads' descheduled time since the
+/// previous computation (their run delays, for the attribution).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveScaling {
+    /// The last finished iteration.
+    pub scaling: Scaling,
+    /// The threads' descheduled time, when measured.
+    pub descheduled: Option<Descheduled>,
+}
+
+/// Where a slice of a worker's time went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bucket {
+    /// Running an op.
+    Op,
+    /// Running a task outside any op (intra-op tasks).
+    IntraOp,
+    /// Waiting, with no ready work anywhere.
+    NoReadyOp,
+    /// Waiting while work was ready on another device or pool.
+    ReadyElsewhere,
+    /// Looking for work between tasks.
+    Stealing,
+    /// Spinning.
+    Spinning,
+    /// Parked while work was ready for it.
+    WakeUp,
+    /// Runnable, waiting for a core.
+    Descheduled,
+}
+
+impl Bucket {
+    /// Every bucket, in the order bars stack them.
+    pub const ALL: [Bucket; 8] = [
+        Bucket::Op,
+        Bucket::IntraOp,
+        Bucket::Stealing,
+        Bucket::Spinning,
+        Bucket::WakeUp,
+        Bucket::ReadyElsewhere,
+        Bucket::NoReadyOp,
+        Bucket::Descheduled,
+    ];
+
+    /// Its name for display (`no ready op`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Bucket::Op => "op",
+            Bucket::IntraOp => "intra-op",
+            Bucket::NoReadyOp => "no ready op",
+            Bucket::ReadyElsewhere => "ready elsewhere",
+            Bucket::Stealing => "stealing",
+            Bucket::Spinning => "spinning",
+            Bucket::WakeUp => "wake-up",
+            Bucket::Descheduled => "descheduled",
+        }
+    }
+
+    fn awake(self) -> bool {
+        matches!(
+            self,
+            Bucket::Op | Bucket::IntraOp | Bucket::Stealing | Bucket::Spinning
+        )
+    }
+
+    fn index(self) -> usize {
+        Bucket::ALL.iter().position(|b| *b == self).unwrap_or(0)
+    }
+}
+
+/// The bucket of time spent in `state` while `ready` held (the rules in the module docs).
+///
+/// ```
+/// use enginetop::analysis::{bucket, Bucket};
+/// use enginetop::profiler::{Readiness, WorkState};
+/// let queued_for_it = Readiness { own: true, elsewhere: false };
+/// assert_eq!(bucket(WorkState::Parked, queued_for_it), Bucket::WakeUp);
+/// assert_eq!(bucket(WorkState::Op, queued_for_it), Bucket::Op);
+/// ```
+pub fn bucket(state: WorkState, ready: Readiness) -> Bucket {
+    match state {
+        WorkState::Op => Bucket::Op,
+        WorkState::Task => Bucket::IntraOp,
+        WorkState::Stealing => Bucket::Stealing,
+        WorkState::Spinning => Bucket::Spinning,
+        WorkState::Parked | WorkState::Idle if ready.own => Bucket::WakeUp,
+        WorkState::Parked | WorkState::Idle if ready.elsewhere => Bucket::ReadyElsewhere,
+        WorkState::Parked | WorkState::Idle => Bucket::NoReadyOp,
+    }
+}
+
+/// Nanoseconds per bucket (in [`Bucket::ALL`] order).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BucketTimes([f64; 8]);
+
+impl BucketTimes {
+    /// `cells` by bucket, with `run_delay_ns` taken out as the module docs say.
+    pub fn of(cells: &[StateTime], run_delay_ns: u64) -> Self {
+        let mut times = BucketTimes::default();
+        for cell in cells {
+            times.0[bucket(cell.state, cell.ready).index()] += cell.ns as f64;
+        }
+        times.take_descheduled(run_delay_ns as f64);
+        times
+    }
+
+    fn take_descheduled(&mut self, delay: f64) {
+        let delay = delay.min(self.total());
+        let awake: f64 = self.sum(Bucket::awake);
+        let from_awake = delay.min(awake);
+        self.scale(Bucket::awake, awake, from_awake);
+        let waiting = self.sum(|b| !b.awake() && b != Bucket::Descheduled);
+        self.scale(
+            |b| !b.awake() && b != Bucket::Descheduled,
+            waiting,
+            delay - from_awake,
+        );
+        self.0[Bucket::Descheduled.index()] += delay;
+    }
+
+    fn sum(&self, which: impl Fn(Bucket) -> bool) -> f64 {
+        Bucket::ALL
+            .iter()
+            .filter(|b| which(**b))
+            .map(|b| self.0[b.index()])
+            .sum()
+    }
+
+    /// Takes `taken` out of the buckets `which` selects (summing to `sum`) in proportion.
+    fn scale(&mut self, which: impl Fn(Bucket) -> bool, sum: f64, taken: f64) {
+        if sum <= 0.0 || taken <= 0.0 {
+            return;
+        }
+        let keep = (sum - taken) / sum;
+        for b in Bucket::ALL.into_iter().filter(|b| which(*b)) {
+            self.0[b.index()] *= keep;
+        }
+    }
+
+    /// Nanoseconds in `bucket`.
+    pub fn get(&self, bucket: Bucket) -> f64 {
+        self.0[bucket.index()]
+    }
+
+    /// All of them: the observed time.
+    pub fn total(&self) -> f64 {
+        self.0.iter().sum()
+    }
+
+    fn add(&mut self, other: &BucketTimes) {
+        for (sum, ns) in self.0.iter_mut().zip(other.0) {
+            *sum += ns;
+        }
+    }
+
+    /// Each bucket's share of the total, the empty ones left out.
+    pub fn shares(&self) -> BTreeMap<Bucket, f64> {
+        let total = self.total();
+        Bucket::ALL
+            .iter()
+            .filter(|b| total > 0.0 && self.get(**b) > 0.0)
+            .map(|b| (*b, self.get(*b) / total))
+            .collect()
+    }
+}
+
+/// A worker's state from `from` to `to` (ns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Its start.
+    pub from: u64,
+    /// Its end.
+    pub to: u64,
+    /// What the worker did.
+    pub state: WorkState,
+}
+
+/// Work ready on device `device` from `from` to `to` (ns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadySpan {
+    /// Its start.
+    pub from: u64,
+    /// Its end.
+    pub to: u64,
+    /// The device (any index the caller chooses).
+    pub device: usize,
+}
+
+/// The cells of a worker of device `device` living through `segments`, with work ready as
+/// `ready` says: each segment cut where readiness changes.
+pub fn state_times(device: usize, segments: &[Segment], ready: &[ReadySpan]) -> Vec<StateTime> {
+    let mut cells: Vec<StateTime> = Vec::new();
+    for segment in segments {
+        let mut cuts: Vec<u64> = ready
+            .iter()
+            .flat_map(|span| [span.from, span.to])
+            .filter(|&t| t > segment.from && t < segment.to)
+            .chain([segment.from, segment.to])
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        for piece in cuts.windows(2) {
+            let at = piece[0];
+            let covers = |span: &&ReadySpan| span.from <= at && at < span.to;
+            let readiness = Readiness {
+                own: ready
+                    .iter()
+                    .filter(covers)
+                    .any(|span| span.device == device),
+                elsewhere: ready
+                    .iter()
+                    .filter(covers)
+                    .any(|span| span.device != device),
+            };
+            add_cell(&mut cells, segment.state, readiness, piece[1] - at);
+        }
+    }
+    cells
+}
+
+fn add_cell(cells: &mut Vec<StateTime>, state: WorkState, ready: Readiness, ns: u64) {
+    match cells
+        .iter_mut()
+        .find(|c| c.state == state && c.ready == ready)
+    {
+        Some(cell) => cell.ns += ns,
+        None => cells.push(StateTime { state, ready, ns }),
+    }
+}
+
+/// One worker's attribution.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct WorkerAttribution {
+    /// The worker for display: its pool and index (`cpu(0) worker #1`), or its thread's name
+    /// when it is in no pool.
+    pub worker: String,
+    /// Its pool for display (`cpu(0) worker`), or its device's name outside pools.
+    pub pool: String,
+    /// Its index in the pool, if it is a pool worker.
+    pub index: Option<u32>,
+    /// Its thread's name.
+    pub thread: String,
+    /// The time attributed, in milliseconds.
+    pub observed_ms: f64,
+    /// Bucket -> share of that time (empty buckets left out).
+    pub shares: BTreeMap<Bucket, f64>,
+    #[serde(skip)]
+    times: BucketTimes,
+}
+
+/// One pool's attribution: its workers' together.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PoolAttribution {
+    /// The pool for display (`cpu(0) worker`).
+    pub pool: String,
+    /// Workers seen.
+    pub workers: usize,
+    /// Bucket -> share of their summed time.
+    pub shares: BTreeMap<Bucket, f64>,
+}
+
+/// Where every worker's time went, per worker and per pool.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Attribution {
+    /// Per worker, by pool and index.
+    pub workers: Vec<WorkerAttribution>,
+    /// Per pool, in the workers' order.
+    pub pools: Vec<PoolAttribution>,
+}
+
+/// Over what time a snapshot's cells are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Period {
+    /// The sliding window.
+    Window,
+    /// Each thread's lifetime since the start.
+    Run,
+}
+
+/// The pool and the worker of `worker`, for display.
+fn identity(worker: &WorkerSnapshot) -> (String, String) {
+    let device = worker.device.map_or("unknown", |device| device.name());
+    let typed = worker.device.and_then(|device| device.device());
+    let pool = match (typed, worker.role) {
+        (Some(typed), Some(role)) => PoolId::new(typed, role).to_string(),
+        _ => device.to_string(),
+    };
+    let name = match worker.worker {
+        Some(index) => format!("{pool} #{index}"),
+        None => worker.name.clone(),
+    };
+    (pool, name)
+}
+
+/// `name`'s run delay in `delays` (threads are matched by name, the kernel's kept to 15
+/// bytes), in nanoseconds.
+fn run_delay_ns(name: &str, delays: Option<&Descheduled>) -> u64 {
+    let kernel_name = name.get(..15).unwrap_or(name);
+    delays
+        .and_then(|d| d.per_thread.iter().find(|t| t.thread == kernel_name))
+        .map_or(0, |t| (t.run_delay_ms * 1e6) as u64)
+}
+
+/// The attribution of `snapshot`'s workers (the threads with a device) over `period`, with
+/// the threads' run delays over the same time from `delays` when measured.
+pub fn attribute(snapshot: &Snapshot, period: Period, delays: Option<&Descheduled>) -> Attribution {
+    let states: BTreeMap<u32, &WorkerStates> =
+        snapshot.work_states.iter().map(|s| (s.thread, s)).collect();
+    let mut workers: Vec<WorkerAttribution> = snapshot
+        .workers
+        .iter()
+        .filter(|worker| worker.device.is_some())
+        .filter_map(|worker| {
+            let cells = states.get(&worker.thread)?;
+            let cells = match period {
+                Period::Window => &cells.window,
+                Period::Run => &cells.since_start,
+            };
+            let intra_op = worker.role == Some(PoolRole::IntraOp);
+            let cells: Vec<StateTime> = cells
+                .iter()
+                .map(|cell| StateTime {
+                    ready: Readiness {
+                        elsewhere: cell.ready.elsewhere && !intra_op,
+                        ..cell.ready
+                    },
+                    ..*cell
+                })
+                .collect();
+            let times = BucketTimes::of(&cells, run_delay_ns(&worker.name, delays));
+            let (pool, name) = identity(worker);
+            (times.total() > 0.0).then(|| WorkerAttribution {
+                worker: name,
+                pool,
+                index: worker.worker,
+                thread: worker.name.clone(),
+                observed_ms: times.total() / 1e6,
+                shares: times.shares(),
+                times,
+            })
+        })
+        .collect();
+    workers.sort_by(|a, b| (&a.pool, a.index, &a.thread).cmp(&(&b.pool, b.index, &b.thread)));
+    let pools = pools(&workers);
+    Attribution { workers, pools }
+}
+
+fn pools(workers: &[WorkerAttribution]) -> Vec<PoolAttribution> {
+    let mut pools: Vec<(String, usize, BucketTimes)> = Vec::new();
+    for worker in workers {
+        match pools.iter_mut().find(|(pool, ..)| *pool == worker.pool) {
+            Some((_, count, times)) => {
+                *count += 1;
+                times.add(&worker.times);
+            }
+            None => pools.push((worker.pool.clone(), 1, worker.times)),
+        }
+    }
+    pools
+        .into_iter()
+        .map(|(pool, workers, times)| PoolAttribution {
+            pool,
+            workers,
+            shares: times.shares(),
+        })
+        .collect()
+}
+
+impl std::fmt::Display for Attribution {
+    /// The summary's per-pool lines: each pool's buckets, the largest first.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.pools.is_empty() {
+            return Ok(());
+        }
+        writeln!(
+            f,
+            "  where the workers' time went (per pool, over the run):"
+        )?;
+        for pool in &self.pools {
+            let mut shares: Vec<(&Bucket, &f64)> = pool.shares.iter().collect();
+            shares.sort_by(|a, b| b.1.total_cmp(a.1));
+            let shares: Vec<String> = shares
+                .iter()
+                .filter(|(_, share)| **share >= 0.005)
+                .map(|(bucket, share)| format!("{} {:.0}%", bucket.label(), *share * 100.0))
+                .collect();
+            let workers = match pool.workers {
+                1 => "1 thread".to_string(),
+                n => format!("{n} threads"),
+            };
+            writeln!(f, "    {} ({workers}): {}", pool.pool, shares.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::analysis::ThreadDelay;
+    use crate::device::identity::{Device, PoolRole};
+    use crate::profiler::stats::{Activity, Shares};
+    use crate::profiler::DeviceId;
+
+    const MS: u64 = 1_000_000;
+
+    fn segment(from: u64, to: u64, state: WorkState) -> Segment {
+        Segment {
+            from: from * MS,
+            to: to * MS,
+            state,
+        }
+    }
+
+    fn ready(from: u64, to: u64, device: usize) -> ReadySpan {
+        ReadySpan {
+            from: from * MS,
+            to: to * MS,
+            device,
+        }
+    }
+
+    fn share(times: &BucketTimes, bucket: Bucket) -> f64 {
+        times.shares().get(&bucket).copied().unwrap_or(0.0)
+    }
+
+    fn close(actual: f64, expected: f64) {
+        assert!((actual - expected).abs() < 1e-9, "{actual} != {expected}");
+    }
+
+    /// A worker of device 0 runs 0-200 ms, steals 200-250, parks 250-1000; work is ready on
+    /// device 0 from 400 to 500 ms and on device 1 from 700 to 1000 ms.
+    fn known_timeline() -> Vec<StateTime> {
+        let segments = [
+            segment(0, 200, WorkState::Op),
+            segment(200, 250, WorkState::Stealing),
+            segment(250, 1000, WorkState::Parked),
+        ];
+        state_times(0, &segments, &[ready(400, 500, 0), ready(700, 1000, 1)])
+    }
+
+    #[test]
+    fn parked_while_its_queue_held_work_is_wake_up_latency() {
+        let times = BucketTimes::of(&known_timeline(), 0);
+        close(share(&times, Bucket::WakeUp), 0.1);
+        close(share(&times, Bucket::Op), 0.2);
+        close(share(&times, Bucket::Stealing), 0.05);
+    }
+
+    #[test]
+    fn idle_while_another_pools_queue_held_work_is_ready_elsewhere() {
+        let times = BucketTimes::of(&known_timeline(), 0);
+        close(share(&times, Bucket::ReadyElsewhere), 0.3);
+        close(share(&times, Bucket::NoReadyOp), 0.35);
+        close(times.shares().values().sum(), 1.0);
+        close(times.total(), 1000.0 * MS as f64);
+    }
+
+    #[test]
+    fn descheduled_time_comes_out_of_awake_time_first() {
+        // 250 ms awake (op 200, stealing 50); 100 ms run delay takes 80 from op and 20
+        // from stealing.
+        let times = BucketTimes::of(&known_timeline(), 100 * MS);
+        close(share(&times, Bucket::Descheduled), 0.1);
+        close(share(&times, Bucket::Op), 0.12);
+        close(share(&times, Bucket::Stealing), 0.03);
+        close(share(&times, Bucket::WakeUp), 0.1);
+        close(times.shares().values().sum(), 1.0);
+        // More delay than awake time: the rest comes out of the waiting buckets.
+        let times = BucketTimes::of(&known_timeline(), 500 * MS);
+        close(share(&times, Bucket::Descheduled), 0.5);
+        close(share(&times, Bucket::Op), 0.0);
+        close(share(&times, Bucket::WakeUp), 0.1 * 0.5 / 0.75);
+        close(times.shares().values().sum(), 1.0);
+        // Never more than the observed time.
+        let times = BucketTimes::of(&known_timeline(), 5_000 * MS);
+        close(share(&times, Bucket::Descheduled), 1.0);
+    }
+
+    #[test]
+    fn every_cell_has_one_bucket_by_the_rules() {
+        let ready = |own, elsewhere| Readiness { own, elsewhere };
+        for (own, elsewhere) in [(false, false), (true, false), (false, true), (true, true)] {
+            let r = ready(own, elsewhere);
+            assert_eq!(bucket(WorkState::Op, r), Bucket::Op);
+            assert_eq!(bucket(WorkState::Task, r), Bucket::IntraOp);
+            assert_eq!(bucket(WorkState::Stealing, r), Bucket::Stealing);
+            assert_eq!(bucket(WorkState::Spinning, r), Bucket::Spinning);
+        }
+        for waiting in [WorkState::Parked, WorkState::Idle] {
+            assert_eq!(bucket(waiting, ready(true, true)), Bucket::WakeUp);
+            assert_eq!(bucket(waiting, ready(false, true)), Bucket::ReadyElsewhere);
+            assert_eq!(bucket(waiting, ready(false, false)), Bucket::NoReadyOp);
+        }
+    }
+
+    fn worker(thread: u32, index: u32, device: DeviceId) -> WorkerSnapshot {
+        WorkerSnapshot {
+            thread,
+            name: format!("attr-w{index}"),
+            device: Some(device),
+            role: Some(PoolRole::CpuWorker),
+            worker: Some(index),
+            activity: Activity::Parked,
+            shares: Shares::default(),
+            shares_since_start: Shares::default(),
+            lifetime_ns: 0,
+            exited: false,
+            tasks: 0,
+            ops: 0,
+            steals: 0,
+            current_op: None,
+        }
+    }
+
+    #[test]
+    fn a_snapshot_attributes_per_worker_and_per_pool() {
+        let cpu = DeviceId::of(Device::Cpu(7));
+        let cells = |thread, since_start| WorkerStates {
+            thread,
+            window: Vec::new(),
+            since_start,
+        };
+        let busy = state_times(0, &[segment(0, 1000, WorkState::Op)], &[]);
+        let snapshot = Snapshot {
+            workers: vec![worker(31, 1, cpu), worker(30, 0, cpu)],
+            work_states: vec![cells(30, known_timeline()), cells(31, busy)],
+            ..Snapshot::default()
+        };
+        let delays = Descheduled {
+            window_ms: 1000.0,
+            threads: 1,
+            cores: 1,
+            share: 0.1,
+            per_thread: vec![ThreadDelay {
+                thread: "attr-w1".into(),
+                on_cpu_ms: 900.0,
+                run_delay_ms: 100.0,
+                share: 0.1,
+            }],
+        };
+        let attribution = attribute(&snapshot, Period::Run, Some(&delays));
+        let names: Vec<&str> = attribution
+            .workers
+            .iter()
+            .map(|w| w.worker.as_str())
+            .collect();
+        assert_eq!(names, ["cpu(7) worker #0", "cpu(7) worker #1"]);
+        let one = &attribution.workers[1].shares;
+        close(one[&Bucket::Op], 0.9);
+        close(one[&Bucket::Descheduled], 0.1);
+        assert!(attribute(&snapshot, Period::Window, None)
+            .workers
+            .is_empty());
+        let pool = &attribution.pools[0];
+        assert_eq!((pool.pool.as_str(), pool.workers), ("cpu(7) worker", 2));
+        close(pool.shares[&Bucket::Op], (200.0 + 900.0) / 2000.0);
+        close(pool.shares[&Bucket::WakeUp], 100.0 / 2000.0);
+        close(pool.shares.values().sum(), 1.0);
+    }
+}

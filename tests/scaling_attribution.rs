@@ -1,0 +1,95 @@
+//! Where the workers' time went, on a real profiled run whose answer is known: a chain of
+//! sleeping ops on two inter-op workers runs one op at a time, so the pool's time splits
+//! between running ops and waiting with no ready op anywhere; every worker's shares add up
+//! to all of its time, and the table summary prints the pool's line. Shares are asserted
+//! with wide margins, never times.
+use std::path::PathBuf;
+use std::process::Output;
+
+mod common;
+use common::cli::{command, text};
+
+/// A chain of `ops` ops each sleeping `us`: every op writes the one tensor.
+fn nap_chain(ops: usize, us: u64) -> PathBuf {
+    let text = format!(
+        "description = \"a chain of naps\"\n\
+         [[tensor]]\nname = \"x\"\nshape = [1]\ninit = \"ones\"\n\
+         [[block]]\nrepeat = {ops}\n\
+         op = [{{ name = \"nap${{i}}\", kernel = \"sleep_us\", writes = [\"x\"], \
+         params = {{ us = {us} }} }}]\n"
+    );
+    let path =
+        std::env::temp_dir().join(format!("enginetop-nap-chain-{}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn run(path: &std::path::Path, summary: &str) -> Output {
+    let cache = std::env::temp_dir().join(format!("enginetop-attr-cache-{}", std::process::id()));
+    let output = command()
+        .args([
+            "--workload",
+            path.to_str().unwrap(),
+            "--inter",
+            "2",
+            "--intra",
+            "1",
+        ])
+        .args([
+            "--iterations",
+            "3",
+            "--gemm-peak",
+            "1",
+            "--summary",
+            summary,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("XDG_CACHE_HOME", &cache)
+        .env_remove("ENGINETOP_ENGINE")
+        .env_remove("MXNET_ENGINE_TYPE")
+        .output()
+        .expect("the enginetop binary starts");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    output
+}
+
+fn share(shares: &serde_json::Value, bucket: &str) -> f64 {
+    shares[bucket].as_f64().unwrap_or(0.0)
+}
+
+#[test]
+fn a_chain_on_two_workers_waits_with_no_ready_op() {
+    let path = nap_chain(40, 2000);
+    let json: serde_json::Value = serde_json::from_slice(&run(&path, "json").stdout).unwrap();
+    let attribution = &json["scaling"]["attribution"];
+    let pools = attribution["pools"].as_array().expect("pools");
+    let pool = pools
+        .iter()
+        .find(|pool| pool["pool"] == "cpu(0) worker")
+        .unwrap_or_else(|| panic!("the inter-op pool: {attribution:#}"));
+    assert_eq!(pool["workers"], 2, "{attribution:#}");
+    let shares = &pool["shares"];
+    // One op at a time on two workers: about half their time runs ops, and most of the
+    // rest nothing is ready anywhere.
+    assert!(share(shares, "op") < 0.75, "{attribution:#}");
+    assert!(share(shares, "op") > 0.2, "{attribution:#}");
+    assert!(share(shares, "no_ready_op") > 0.25, "{attribution:#}");
+    assert!(
+        share(shares, "no_ready_op") > share(shares, "wake_up"),
+        "{attribution:#}"
+    );
+    let workers = attribution["workers"].as_array().expect("workers");
+    assert!(
+        workers.iter().any(|w| w["worker"] == "cpu(0) worker #1"),
+        "{attribution:#}"
+    );
+    for worker in workers {
+        let shares = worker["shares"].as_object().unwrap();
+        let sum: f64 = shares.values().map(|share| share.as_f64().unwrap()).sum();
+        assert!((sum - 1.0).abs() < 1e-6, "{worker:#}");
+    }
+    let table = text(&run(&path, "table").stdout);
+    assert!(table.contains("where the workers' time went"), "{table}");
+    assert!(table.contains("cpu(0) worker (2 threads): "), "{table}");
+    std::fs::remove_file(path).unwrap();
+}
