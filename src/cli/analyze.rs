@@ -120,6 +120,7 @@ fn scaling_summary(calls: &GraphCalls) -> Option<ScalingSummary> {
         descheduled: None,
         verdicts,
         predicted: None,
+        attribution: None,
     })
 }
 
