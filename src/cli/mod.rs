@@ -39,6 +39,7 @@ mod devices;
 mod export;
 mod numbers;
 mod record;
+mod replay;
 mod run;
 mod trace;
 mod tune;
@@ -101,6 +102,8 @@ enum Command {
     /// Compare two runs (recordings or Chrome traces): step time, configuration, ops,
     /// workers.
     Compare(compare::CompareArgs),
+    /// Replay a recording in the dashboard: play, pause, speed, step, jump to a time or an op.
+    Replay(replay::ReplayArgs),
     /// Find the best inter-op x intra-op thread counts for a workload, measured live.
     Tune(tune::TuneArgs),
 }
@@ -131,6 +134,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Trace(args)) => trace::run(&args),
         Some(Command::Export(args)) => export::export(&args),
         Some(Command::Compare(args)) => compare::run(&args),
+        Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Tune(args)) => tune::tune(&args, ConfigOverrides::default()),
         None => run::run_main(&cli.run, cli.gpus.overrides()),
     }

@@ -97,6 +97,8 @@ pub enum Action {
     TuneKeep,
     /// Once the search ended: resize the run back to where it started.
     TuneBack,
+    /// A replay's key ([`keys`](super::replay::keys)).
+    Replay(super::replay::ReplayAction),
 }
 
 /// The panel that arrows act on.
@@ -137,6 +139,8 @@ pub enum Mode {
     Filter,
     /// The search ended: keys keep its best or go back.
     TuneChoice,
+    /// Keys type a replay's prompt (a time, an op name).
+    Prompt,
 }
 
 /// The ops table's columns, in order.
@@ -294,6 +298,8 @@ pub struct App {
     stats_since: Duration,
     /// The live search's progress, while the source has one.
     tuner: Option<TuneProgress>,
+    /// A replay's prompt, while it is typed.
+    pub prompt: Option<super::replay::keys::Prompt>,
 }
 
 impl App {
@@ -492,6 +498,7 @@ impl App {
             Mode::Filter => self.update_filter(action),
             Mode::Normal => self.update_normal(action),
             Mode::TuneChoice => self.update_tune_choice(action),
+            Mode::Prompt => super::replay::keys::update_prompt(self, action),
         }
     }
 
@@ -570,6 +577,10 @@ impl App {
             self.fail(format!("the workload has finished: {nothing}"));
             return None;
         }
+        if let Some(why) = super::replay::keys::refusal(self, action) {
+            self.fail(why);
+            return None;
+        }
         let resize = matches!(
             action,
             Action::InterOpUp | Action::InterOpDown | Action::IntraOpUp | Action::IntraOpDown
@@ -620,6 +631,7 @@ impl App {
                 self.say("filter cleared".into());
             }
             Action::FilterCancel => {}
+            Action::Replay(action) => return super::replay::keys::update(self, action),
             Action::FilterChar(_)
             | Action::FilterBackspace
             | Action::FilterAccept
@@ -690,7 +702,7 @@ impl App {
         self.set_status(text, StatusKind::Info, STATUS_FRAMES);
     }
 
-    fn fail(&mut self, text: String) {
+    pub(crate) fn fail(&mut self, text: String) {
         self.set_status(text, StatusKind::Error, STATUS_FRAMES);
     }
 

@@ -193,6 +193,7 @@ pub fn action_for_key(key: &KeyEvent, mode: Mode) -> Option<Action> {
         Mode::Help => help_key(key.code),
         Mode::Filter => filter_key(key.code),
         Mode::TuneChoice => tune_choice_key(key.code),
+        Mode::Prompt => super::replay::keys::prompt_key(key.code),
     }
 }
 
@@ -223,7 +224,7 @@ fn normal_key(code: KeyCode) -> Option<Action> {
         KeyCode::Char('i') => Action::InvertSort,
         KeyCode::Char('t') => Action::Tune,
         KeyCode::Esc => Action::FilterCancel,
-        _ => return None,
+        _ => return super::replay::keys::replay_key(code),
     };
     Some(action)
 }

@@ -239,6 +239,7 @@ impl LiveSource {
             threads_over_run: None,
             pool_usage: Vec::new(),
             verdicts: self.handle.verdicts(),
+            replay: None,
         };
         if let Some(outcome) = self.outcome.lock().clone() {
             facts.finished = true;
@@ -468,6 +469,7 @@ impl DashboardSource for LiveSource {
                 Ok("statistics reset".to_string())
             }
             Control::Tune(tune) => self.tune(tune),
+            Control::Replay(_) => Err(ControlError::Unsupported("moving a replay's cursor")),
         }
     }
 

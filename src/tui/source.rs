@@ -67,6 +67,8 @@ pub enum Control {
     ResetStats,
     /// Start, stop or settle the live thread-count search.
     Tune(super::tuner::TuneControl),
+    /// Move a replay's cursor (only a replay takes it).
+    Replay(super::replay::ReplayControl),
 }
 
 impl Control {
@@ -80,6 +82,7 @@ impl Control {
             Control::ExportTrace => "exporting a trace",
             Control::ResetStats => "resetting statistics",
             Control::Tune(_) => "tuning the thread counts",
+            Control::Replay(_) => "moving a replay's cursor",
         }
     }
 }
@@ -146,6 +149,8 @@ pub struct Facts {
     pub pool_usage: Vec<PoolUsage>,
     /// Why it does not scale: one verdict line per device (`cpu0: critical path: ...`).
     pub verdicts: Vec<String>,
+    /// In a replay: its cursor, length, speed and losses (the header says REPLAY).
+    pub replay: Option<super::replay::ReplayFacts>,
 }
 
 /// How busy a panel's worker pool was over a finished run, time-weighted over the thread
