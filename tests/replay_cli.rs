@@ -35,8 +35,9 @@ fn succeeded(output: &Output) -> String {
     text(&output.stdout)
 }
 
-/// A small resnet-like run recorded to `r.etrec` in `dir`; its `--summary json`.
-fn record_run(dir: &Path) -> Value {
+/// A small resnet-like run of `length` (`--iterations N`, `--duration S`) recorded to
+/// `r.etrec` in `dir`; its `--summary json`.
+fn record_run(dir: &Path, length: [&str; 2]) -> Value {
     let run = [
         "--workload",
         "resnet-like",
@@ -52,12 +53,12 @@ fn record_run(dir: &Path) -> Value {
         "blocks3=1",
         "--set",
         "blocks4=1",
-        "--iterations",
-        "4",
+        length[0],
+        length[1],
         "--headless",
         "--gemm-peak",
         "100",
-        "--top",
+        "--profile-rows",
         "0",
         "--summary",
         "json",
@@ -82,7 +83,7 @@ fn operators(profiler: &Value) -> Vec<(String, Value)> {
 #[test]
 fn the_replay_ends_with_the_live_runs_summary_and_a_cut_file_with_its_prefix() {
     let dir = scratch("summary");
-    let live = record_run(&dir);
+    let live = record_run(&dir, ["--iterations", "4"]);
     let replayed = enginetop(&["replay", "r.etrec", "--summary", "json"], &dir);
     let replayed: Value = serde_json::from_str(&succeeded(&replayed)).unwrap();
     assert_eq!(replayed["complete"], true, "{replayed}");
@@ -191,10 +192,13 @@ impl Drop for Tmux {
     }
 }
 
-/// The cursor the footer shows: `REPLAY 0.100 s / ...` gives 0.1.
+/// The cursor the header shows: `0.100 s / 1.000 s · 1x · paused` gives 0.1.
 fn cursor(screen: &str) -> Option<f64> {
-    let after = screen.split("REPLAY ").nth(1)?;
-    after.split(" s /").next()?.trim().parse().ok()
+    let words: Vec<&str> = screen.split_whitespace().collect();
+    words
+        .windows(3)
+        .find(|w| w[1] == "s" && w[2] == "/" && w[0].parse::<f64>().is_ok())
+        .and_then(|w| w[0].parse().ok())
 }
 
 #[test]
@@ -208,11 +212,12 @@ fn a_replay_in_a_terminal_pauses_steps_and_jumps() {
         return;
     }
     let dir = scratch("e2e");
-    record_run(&dir);
+    record_run(&dir, ["--duration", "1"]);
     let tmux = Tmux::start(&dir);
     let line = format!(
-        "'{}' replay r.etrec --at 0.01",
-        env!("CARGO_BIN_EXE_enginetop")
+        "'{}' replay '{}' --at 0.01",
+        env!("CARGO_BIN_EXE_enginetop"),
+        dir.join("r.etrec").display()
     );
     tmux.ok(&["send-keys", "-t", "e2e", "-l", &line]);
     tmux.keys(&["Enter"]);
@@ -225,8 +230,8 @@ fn a_replay_in_a_terminal_pauses_steps_and_jumps() {
     tmux.wait_for("a step forward", |s| cursor(s) == Some(0.11));
     tmux.keys(&["N"]);
     tmux.wait_for("a step back", |s| cursor(s) == Some(0.01));
-    tmux.keys(&["X", "n"]);
-    tmux.wait_for("a step at 2x", |s| cursor(s) == Some(0.21));
+    tmux.keys(&["x", "n"]);
+    tmux.wait_for("a step at 0.5x", |s| cursor(s) == Some(0.06));
     tmux.keys(&["J"]);
     tmux.wait_for("the jump prompt", |s| s.contains("jump to time"));
     tmux.ok(&["send-keys", "-t", "e2e", "-l", "0.005"]);
