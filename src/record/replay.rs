@@ -157,8 +157,10 @@ impl Replay {
     pub fn open(path: impl AsRef<Path>) -> Result<Replay, RecordError> {
         let index = RecordingIndex::open(path)?;
         let stats = Stats::new(StatsOptions::default());
-        let mut ids = Ids::default();
-        ids.final_threads = index.final_threads.iter().cloned().collect();
+        let ids = Ids {
+            final_threads: index.final_threads.iter().cloned().collect(),
+            ..Ids::default()
+        };
         let mut replay = Replay {
             cursor_ns: index.first_ns.unwrap_or(0),
             index,

@@ -140,7 +140,6 @@ pub(crate) fn write_synthetic(path: &Path, bytes: u64) -> Result<(u64, u64), Rec
         lost: 0,
     };
     put(&Frame::End(end), &mut size)?;
-    drop(put);
     out.flush().map_err(write_error)?;
     Ok((size, events))
 }
