@@ -91,6 +91,7 @@ fn check(help: &KeyHelp, code: KeyCode, action: Action) {
         Action::TuneKeep | Action::TuneBack => {
             panic!("{why}: the tuner's choice keys are not in the help's key list")
         }
+        Action::Replay(_) => panic!("{why}: the replay's keys are in their own list"),
         Action::FocusNext => {
             for expected in [Focus::Timeline, Focus::Ops, Focus::Devices] {
                 h.press(code);

@@ -41,6 +41,7 @@ mod devices;
 mod export;
 mod numbers;
 mod record;
+mod replay;
 mod run;
 mod trace;
 mod tune;
@@ -106,6 +107,8 @@ enum Command {
     /// Why a recorded run scales as it does (a recording, or its Chrome export): work, span,
     /// critical path and verdicts, as the run's summary gives them.
     Analyze(analyze::AnalyzeArgs),
+    /// Replay a recording in the dashboard: play, pause, speed, step, jump to a time or an op.
+    Replay(replay::ReplayArgs),
     /// Find the best inter-op x intra-op thread counts for a workload, measured live.
     Tune(tune::TuneArgs),
 }
@@ -137,6 +140,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Export(args)) => export::export(&args),
         Some(Command::Compare(args)) => compare::run(&args),
         Some(Command::Analyze(args)) => analyze::run(&args),
+        Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Tune(args)) => tune::tune(&args, ConfigOverrides::default()),
         None => run::run_main(&cli.run, cli.gpus.overrides()),
     }

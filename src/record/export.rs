@@ -80,7 +80,7 @@ fn profiler_events(recording: &Recording) -> Result<Vec<Event>, RecordError> {
 }
 
 /// A thread id of this process that carries `name` (from a thread made for it).
-fn thread_named(name: &str) -> Result<ThreadId, RecordError> {
+pub(super) fn thread_named(name: &str) -> Result<ThreadId, RecordError> {
     let name = name.to_string();
     thread::Builder::new()
         .spawn(move || {

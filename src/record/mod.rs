@@ -8,6 +8,7 @@
 //! file -> read_recording -> Recording (events + name/device/thread tables)    (reader.rs)
 //!      -> export_chrome (the profiler's own exporter)                          (export.rs)
 //!      -> compare                                                              (compare.rs)
+//! file -> RecordingIndex (frame headers only) -> Replay: Stats at a cursor (index.rs, replay.rs)
 //! ```
 //! The format ([`mod@format`]) is a versioned header and self-contained, checksummed frames, so
 //! a run killed at any moment leaves a readable prefix and a damaged file a clear error. The
@@ -20,13 +21,17 @@ mod convert;
 mod export;
 pub mod format;
 pub mod graph;
+pub mod index;
 mod reader;
+mod replay;
+pub mod replay_bench;
 mod writer;
 
 pub use export::export_chrome;
 pub use format::{RecordKind, RecordedEvent, RecordingInfo, Setting, FORMAT_VERSION};
 pub use graph::{load_graph_calls, GraphCalls, GraphObserver, GraphShape, OpRun};
 pub use reader::{parse_recording, read_recording, Ending, Recording};
+pub use replay::{Replay, CHECKPOINT_EVENTS};
 pub use writer::{RecordReport, Recorder};
 
 /// Errors from writing or reading a recording.
@@ -139,4 +144,4 @@ pub enum RecordError {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests;
+pub(crate) mod tests;

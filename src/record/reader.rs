@@ -13,8 +13,8 @@ use std::fmt;
 use std::path::Path;
 
 use super::format::{
-    decode_payload, Chunk, End, Frame, RecordedEvent, RecordingInfo, Runs, Tables, FILE_HEADER_LEN,
-    FORMAT_VERSION, FRAME_HEADER_LEN, MAGIC, MAX_FRAME_BYTES,
+    decode_payload, Chunk, End, Frame, RecordedEvent, RecordingInfo, Runs, Tables, WireEvent,
+    FILE_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, MAGIC, MAX_FRAME_BYTES,
 };
 use super::graph::{GraphCalls, GraphShape, OpRun};
 use super::RecordError;
@@ -168,20 +168,8 @@ impl Recording {
         self.add_tables(chunk.tables);
         self.dropped_events = self.dropped_events.max(chunk.dropped);
         self.lost_events = self.lost_events.max(chunk.lost);
-        let mut ts_ns = chunk.base_ns;
-        self.events.extend(chunk.events.into_iter().map(|wire| {
-            ts_ns = ts_ns.wrapping_add(wire.dt_ns as u64);
-            RecordedEvent {
-                ts_ns,
-                kind: wire.kind,
-                thread: wire.thread,
-                device: wire.device,
-                name: wire.name,
-                aux: wire.aux,
-                arg: wire.arg,
-                flags: wire.flags,
-            }
-        }));
+        self.events
+            .extend(chunk_events(chunk.base_ns, chunk.events));
     }
 
     fn add_end(&mut self, end: End) {
@@ -189,6 +177,27 @@ impl Recording {
         self.lost_events = self.lost_events.max(end.lost);
         self.ending = Ending::Complete;
     }
+}
+
+/// A chunk's events with their absolute times (each stored as a delta from the one before).
+pub(super) fn chunk_events(
+    base_ns: u64,
+    events: Vec<WireEvent>,
+) -> impl Iterator<Item = RecordedEvent> {
+    let mut ts_ns = base_ns;
+    events.into_iter().map(move |wire| {
+        ts_ns = ts_ns.wrapping_add(wire.dt_ns as u64);
+        RecordedEvent {
+            ts_ns,
+            kind: wire.kind,
+            thread: wire.thread,
+            device: wire.device,
+            name: wire.name,
+            aux: wire.aux,
+            arg: wire.arg,
+            flags: wire.flags,
+        }
+    })
 }
 
 /// Reads the recording at `path` (see [`parse_recording`]).
@@ -259,7 +268,7 @@ pub fn parse_recording(bytes: &[u8], path: &str) -> Result<Recording, RecordErro
     Ok(recording)
 }
 
-fn check_file_header(bytes: &[u8], path: &str) -> Result<(), RecordError> {
+pub(super) fn check_file_header(bytes: &[u8], path: &str) -> Result<(), RecordError> {
     let magic = &bytes[..bytes.len().min(MAGIC.len())];
     if bytes.is_empty() || magic != &MAGIC[..magic.len()] {
         return Err(RecordError::NotARecording {
@@ -283,7 +292,7 @@ fn check_file_header(bytes: &[u8], path: &str) -> Result<(), RecordError> {
 }
 
 /// A frame's payload length and checksum, if `bytes` holds its whole header.
-fn frame_header(bytes: &[u8]) -> Option<(usize, u32)> {
+pub(super) fn frame_header(bytes: &[u8]) -> Option<(usize, u32)> {
     let header = bytes.get(..FRAME_HEADER_LEN)?;
     let length = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
     let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);

@@ -97,6 +97,8 @@ pub enum Action {
     LiveEdge,
     /// Freeze (or resume) the display alone; the workload runs on.
     FreezeDisplay,
+    /// A replay's key ([`keys`](super::replay::keys)).
+    Replay(super::replay::ReplayAction),
 }
 
 /// The panel that arrows act on.
@@ -139,6 +141,8 @@ pub enum Mode {
     TuneChoice,
     /// The scaling view (why it does not scale) replaces the panels.
     Why,
+    /// Keys type a replay's prompt (a time, an op name).
+    Prompt,
 }
 
 /// The ops table's columns, in order.
@@ -296,6 +300,8 @@ pub struct App {
     stats_since: Duration,
     /// The live search's progress, while the source has one.
     tuner: Option<TuneProgress>,
+    /// A replay's prompt, while it is typed.
+    pub prompt: Option<super::replay::keys::Prompt>,
 }
 
 impl App {
@@ -536,6 +542,7 @@ impl App {
                 }
                 None
             }
+            Mode::Prompt => super::replay::keys::update_prompt(self, action),
         }
     }
 
@@ -614,6 +621,10 @@ impl App {
             self.fail(format!("the workload has finished: {nothing}"));
             return None;
         }
+        if let Some(why) = super::replay::keys::refusal(self, action) {
+            self.fail(why);
+            return None;
+        }
         let resize = matches!(
             action,
             Action::InterOpUp | Action::InterOpDown | Action::IntraOpUp | Action::IntraOpDown
@@ -666,6 +677,7 @@ impl App {
                 self.say("filter cleared".into());
             }
             Action::FilterCancel => {}
+            Action::Replay(action) => return super::replay::keys::update(self, action),
             Action::FilterChar(_)
             | Action::FilterBackspace
             | Action::FilterAccept
@@ -744,7 +756,7 @@ impl App {
         self.set_status(text, StatusKind::Info, STATUS_FRAMES);
     }
 
-    fn fail(&mut self, text: String) {
+    pub(crate) fn fail(&mut self, text: String) {
         self.set_status(text, StatusKind::Error, STATUS_FRAMES);
     }
 

@@ -208,6 +208,7 @@ pub fn action_for_key(key: &KeyEvent, mode: Mode) -> Option<Action> {
         Mode::Why => {
             matches!(key.code, KeyCode::Esc | KeyCode::Char('w' | 'q')).then_some(Action::ToggleWhy)
         }
+        Mode::Prompt => super::replay::keys::prompt_key(key.code),
     }
 }
 
@@ -242,7 +243,7 @@ fn normal_key(code: KeyCode) -> Option<Action> {
         KeyCode::Char('L') => Action::LiveEdge,
         KeyCode::Enter => Action::OpenDetail,
         KeyCode::Esc => Action::FilterCancel,
-        _ => return None,
+        _ => return super::replay::keys::replay_key(code),
     };
     Some(action)
 }

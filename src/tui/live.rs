@@ -247,6 +247,7 @@ impl LiveSource {
             pool_usage: Vec::new(),
             verdicts: self.handle.verdicts(),
             scaling: self.handle.scaling(),
+            replay: None,
         };
         if let Some(outcome) = self.outcome.lock().clone() {
             facts.finished = true;
@@ -480,6 +481,7 @@ impl DashboardSource for LiveSource {
                 Ok("statistics reset".to_string())
             }
             Control::Tune(tune) => self.tune(tune),
+            Control::Replay(_) => Err(ControlError::Unsupported("moving a replay's cursor")),
         }
     }
 

@@ -27,6 +27,7 @@ pub mod input;
 pub mod lints;
 pub mod live;
 pub mod panels;
+pub mod replay;
 mod run;
 pub mod source;
 pub mod term;
@@ -39,6 +40,7 @@ pub use app::{Action, App};
 #[cfg(any(test, feature = "test-fakes"))]
 pub use fake::{FakeOptions, FakeSource, Scenario};
 pub use live::{LiveInfo, LiveRun, LiveSource};
+pub use replay::ReplaySource;
 pub use run::{run, RunOptions, TuiError};
 pub use source::{
     Control, ControlError, DashboardData, DashboardSource, DeviceKind, DeviceLayout, Facts,

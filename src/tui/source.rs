@@ -69,6 +69,8 @@ pub enum Control {
     ResetStats,
     /// Start, stop or settle the live thread-count search.
     Tune(super::tuner::TuneControl),
+    /// Move a replay's cursor (only a replay takes it).
+    Replay(super::replay::ReplayControl),
 }
 
 impl Control {
@@ -82,6 +84,7 @@ impl Control {
             Control::ExportTrace => "exporting a trace",
             Control::ResetStats => "resetting statistics",
             Control::Tune(_) => "tuning the thread counts",
+            Control::Replay(_) => "moving a replay's cursor",
         }
     }
 }
@@ -155,6 +158,8 @@ pub struct Facts {
     pub verdicts: Vec<String>,
     /// What the verdicts were computed from, for the scaling view (`w`).
     pub scaling: Option<crate::analysis::LiveScaling>,
+    /// In a replay: its cursor, length, speed and losses (the header says REPLAY).
+    pub replay: Option<super::replay::ReplayFacts>,
 }
 
 /// How busy a panel's worker pool was over a finished run, time-weighted over the thread

@@ -215,6 +215,7 @@ impl DashboardSource for FakeSource {
                 Ok("statistics reset".to_string())
             }
             Control::Tune(_) => Err(ControlError::Unsupported("tuning (it needs a live run)")),
+            Control::Replay(_) => Err(ControlError::Unsupported("moving a replay's cursor")),
         }
     }
 }

@@ -11,6 +11,7 @@ use ratatui::Frame;
 use super::{format, Ctx};
 use crate::tui::app::{focus_text, refused_when_finished, Action, Mode, PlusMinus, StatusKind};
 use crate::tui::input::{KeyHelp, KEYS};
+use crate::tui::replay::REPLAY_KEYS;
 
 /// The most rows a status message takes (the rest is cut with `…`).
 pub const STATUS_ROWS: usize = 3;
@@ -67,6 +68,14 @@ fn message_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
             .map(|row| Line::styled(format!(" {row}"), style))
             .collect();
     }
+    if let Some(text) = crate::tui::replay::keys::footer_line(ctx.app) {
+        let width = usize::from(width.max(2)) - 1;
+        let rows = format::at_most_rows(format::wrap(&text, width), STATUS_ROWS, width);
+        let rows = rows.into_iter();
+        return rows
+            .map(|row| Line::styled(format!(" {row}"), theme.strong()))
+            .collect();
+    }
     if ctx.app.is_finished() {
         return vec![Line::styled(
             " the workload has finished: these are its final numbers; q quits",
@@ -92,7 +101,10 @@ fn hints(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
         let refused = |&(_, action): &(_, Action)| refused_when_finished(action).is_some();
         finished && help.bindings.iter().any(refused)
     };
+    let replay = ctx.app.data().facts.replay.is_some();
+    let replay_keys = REPLAY_KEYS.iter().filter(|_| replay);
     KEYS.iter()
+        .chain(replay_keys)
         .filter(|help| !refused(help))
         .map(|help| help.hint)
         .filter(|(keys, _)| !keys.is_empty())
@@ -136,6 +148,11 @@ fn hint_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
             ("q", "quit".into()),
         ],
         Mode::Why => vec![("Esc/w/q", "close why".into()), ("Ctrl-C", "quit".into())],
+        Mode::Prompt => vec![
+            ("Enter", "jump".into()),
+            ("Esc", "cancel".into()),
+            ("Ctrl-C", "quit".into()),
+        ],
         Mode::Normal => hints(ctx),
     };
     let width = usize::from(width.max(1));

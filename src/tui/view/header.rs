@@ -32,7 +32,9 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
 /// The badge: FINISHED, PAUSED or RUNNING.
 fn badge(ctx: &Ctx<'_>) -> Span<'static> {
     let theme = ctx.theme;
-    if ctx.app.is_finished() {
+    if ctx.app.data().facts.replay.is_some() {
+        Span::styled(" REPLAY ", theme.badge())
+    } else if ctx.app.is_finished() {
         Span::styled(" FINISHED ", theme.badge())
     } else if ctx.app.paused {
         Span::styled(" PAUSED ", theme.badge())
@@ -67,6 +69,18 @@ fn identity_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
         (1, labelled("", format::elapsed(facts.elapsed))),
         (2, labelled("iter ", format::count(facts.iterations))),
     ];
+    if let Some(replay) = &facts.replay {
+        parts.insert(
+            2,
+            (
+                0,
+                vec![Span::styled(
+                    format!(" {}", replay.position()),
+                    theme.strong(),
+                )],
+            ),
+        );
+    }
     // Start-up warnings (`Facts::warnings`) show in the footer instead.
     for notice in &facts.notices {
         parts.push((5, vec![Span::styled(format!("  [{notice}]"), theme.dim())]));

@@ -1,7 +1,8 @@
-//! The help overlay: every key (from [`KEYS`]) and the glyph legend, centred over the screen.
-//! On a narrow screen descriptions wrap under their text; on a short one the rows that do not
-//! fit scroll (j k, arrows, PgUp PgDn, g G), the bottom border counting the lines above and
-//! below and always saying how to close the overlay.
+//! The help overlay: every key (from [`KEYS`], and in a replay [`REPLAY_KEYS`]) and the
+//! glyph legend, centred over the screen. On a narrow screen descriptions wrap under their
+//! text; on a short one the rows that do not fit scroll (j k, arrows, PgUp PgDn, g G), the
+//! bottom border counting the lines above and below and always saying how to close the
+//! overlay.
 #![forbid(unsafe_code)]
 
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
@@ -12,6 +13,7 @@ use ratatui::Frame;
 use super::format::{pad_right, wrap};
 use super::{first_shown, fit_parts, Ctx, Part};
 use crate::tui::input::KEYS;
+use crate::tui::replay::REPLAY_KEYS;
 use crate::tui::theme::{state_glyph, LEGEND};
 
 /// Width of the key column.
@@ -77,7 +79,8 @@ fn lines<'a>(ctx: &Ctx<'a>, width: usize) -> Vec<Line<'a>> {
     let mut lines: Vec<Line<'a>> = Vec::new();
     // A space, the key column, the text, a space.
     let text_width = width.saturating_sub(KEY_WIDTH + 2).max(10);
-    for help in KEYS {
+    let replay = ctx.app.data().facts.replay.is_some();
+    for help in KEYS.iter().chain(REPLAY_KEYS.iter().filter(|_| replay)) {
         for (index, chunk) in wrap(help.does, text_width).into_iter().enumerate() {
             let keys = if index == 0 { help.keys } else { "" };
             lines.push(Line::from(vec![

@@ -1,0 +1,148 @@
+//! `enginetop replay FILE`: the dashboard over a recording, with a time cursor; `--summary
+//! text|json` prints the profiler's summary at the end (or at `--at`) instead; `--bench`
+//! times opening and scrubbing a generated ~1 GB recording.
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use enginetop::record::replay_bench::bench_replay;
+use enginetop::record::Replay;
+use enginetop::tui::replay::parse_time;
+use enginetop::tui::{self, ReplaySource};
+
+/// How `--summary` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum SummaryFormat {
+    /// The profiler's table, for people.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ReplayArgs {
+    /// The recording (written by `--record FILE`).
+    #[arg(required_unless_present = "bench")]
+    file: Option<PathBuf>,
+    /// Start at this time of the run, paused (12.5, 800ms, 1m30s) [default: the start,
+    /// playing].
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    at: Option<Duration>,
+    /// No dashboard: print the profiler's summary at the end of the recording (at `--at`,
+    /// if given) and what the file lost.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    summary: Option<SummaryFormat>,
+    /// Write a synthetic recording of `--bench-mb` MB to the temporary directory, time
+    /// opening and scrubbing it, print the figures and delete it.
+    #[arg(long, conflicts_with_all = ["file", "at", "summary"])]
+    bench: bool,
+    /// The synthetic recording's size for `--bench`, in MB.
+    #[arg(long, value_name = "MB", default_value_t = 1024, requires = "bench")]
+    bench_mb: u64,
+}
+
+pub(super) fn run(args: &ReplayArgs) -> Result<()> {
+    if args.bench {
+        return bench(args.bench_mb);
+    }
+    let Some(file) = &args.file else {
+        bail!("pass the recording to replay: enginetop replay FILE");
+    };
+    let mut replay = Replay::open(file)?;
+    if let Some(at) = args.at {
+        let nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
+        replay.seek(replay.start_ns().saturating_add(nanos))?;
+    }
+    match args.summary {
+        Some(format) => summary(&mut replay, format, args.at.is_some()),
+        None => {
+            let source = ReplaySource::new(replay, args.at.is_some());
+            tui::run(source, tui::RunOptions::default())?;
+            Ok(())
+        }
+    }
+}
+
+fn summary(replay: &mut Replay, format: SummaryFormat, at: bool) -> Result<()> {
+    if !at {
+        replay.seek_to_end()?;
+    }
+    let seconds = |ns: u64| ns.saturating_sub(replay.start_ns()) as f64 / 1e9;
+    let (cursor_s, total_s) = (seconds(replay.cursor_ns()), seconds(replay.end_ns()));
+    let losses = replay.losses();
+    let summary = replay.summary();
+    let index = replay.index();
+    let text = match format {
+        SummaryFormat::Json => {
+            let json = serde_json::json!({
+                "file": index.path(),
+                "workload": index.info.workload,
+                "cursor_s": cursor_s,
+                "total_s": total_s,
+                "complete": index.complete,
+                "losses": losses,
+                "profiler": summary.to_json_top(usize::MAX),
+            });
+            format!("{json}\n")
+        }
+        SummaryFormat::Text => {
+            let mut text = format!(
+                "replay of {} ({}) at {cursor_s:.6} s of {total_s:.6} s\n",
+                index.path(),
+                index.info.workload
+            );
+            for loss in &losses {
+                text.push_str(&format!("lost: {loss}\n"));
+            }
+            text.push_str(&summary.table());
+            text
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to stdout")
+}
+
+fn bench(megabytes: u64) -> Result<()> {
+    let path = std::env::temp_dir().join(format!(
+        "enginetop-replay-bench-{}.etrec",
+        std::process::id()
+    ));
+    eprintln!(
+        "writing a {megabytes} MB synthetic recording to {} (deleted afterwards)",
+        path.display()
+    );
+    let bench = bench_replay(&path, megabytes << 20)?;
+    let ms = |time: Duration| format!("{:.1} ms", time.as_secs_f64() * 1e3);
+    println!(
+        "recording: {} bytes, {} events, {} frames (written in {})",
+        bench.bytes,
+        bench.events,
+        bench.frames,
+        ms(bench.write)
+    );
+    println!(
+        "open (index, first and last chunks, state at the start): {}",
+        ms(bench.open)
+    );
+    println!(
+        "step forward one 16x frame (1.6 s of run): {}",
+        ms(bench.step)
+    );
+    println!(
+        "first jump to the middle (feeds half the events): {}",
+        ms(bench.first_jump)
+    );
+    println!(
+        "jump back a tenth of the run (from a checkpoint): {}",
+        ms(bench.jump_back)
+    );
+    println!("step back one 16x frame: {}", ms(bench.step_back));
+    println!("checkpoints kept: {}", bench.checkpoints);
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! The dashboard over a recording (`enginetop replay FILE`): [`ReplaySource`] is a
+//! [`DashboardSource`] whose frames are the statistics at a time cursor
+//! ([`crate::record::Replay`]), and [`keys`] are the cursor's keys and prompts.
+//!
+//! ```text
+//! keys: space x X n N J o --(Control::Pause / Control::Replay)--> ReplaySource
+//!     playing: cursor += wall time since the last frame x speed; paused: moved by steps
+//!     snapshot(): Replay::seek(cursor) -> Stats at the cursor -> DashboardData + ReplayFacts
+//! header / footer <- ReplayFacts (REPLAY, cursor / total, speed, what the file lost)
+//! ```
+//! A replay shows a recorded run, so what changes a run (resizing, tuning, resetting,
+//! exporting the live window) is refused with the reason.
+#![forbid(unsafe_code)]
+
+pub mod keys;
+mod source;
+
+pub use keys::{ReplayAction, REPLAY_KEYS};
+pub use source::ReplaySource;
+
+use std::time::Duration;
+
+/// A request to the replay's cursor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplayControl {
+    /// The next speed up (`true`) or down.
+    Speed(bool),
+    /// One step forward (`true`) or back, while paused.
+    Step(bool),
+    /// To a time of the run, as typed (`12.5`, `800ms`, `1m30s`).
+    JumpTo(String),
+    /// To the next start of an op whose name holds this text.
+    NextOp(String),
+}
+
+/// The replay's state, for the header and the footer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReplayFacts {
+    /// The cursor, from the run's first event.
+    pub cursor: Duration,
+    /// The run's length (its last event).
+    pub total: Duration,
+    /// Run time per wall time.
+    pub speed: f64,
+    /// Whether the cursor moves by itself.
+    pub playing: bool,
+    /// What the file lost (cut off, damaged frames), one sentence each.
+    pub losses: Vec<String>,
+}
+
+impl ReplayFacts {
+    /// `12.345 s / 40.000 s · 2x · paused`.
+    pub fn position(&self) -> String {
+        let state = if self.playing { "playing" } else { "paused" };
+        format!(
+            "{} / {} · {} · {state}",
+            seconds(self.cursor),
+            seconds(self.total),
+            speed_text(self.speed)
+        )
+    }
+}
+
+/// `12.345 s`.
+pub fn seconds(time: Duration) -> String {
+    format!("{:.3} s", time.as_secs_f64())
+}
+
+/// `0.25x`, `2x`.
+pub fn speed_text(speed: f64) -> String {
+    format!("{speed}x")
+}
+
+/// Why the dashboard refuses what would change a run, in a replay.
+pub const CANNOT_RESIZE: &str = "a replay cannot resize: it shows a recorded run; record a \
+                                 run with other counts (--inter, --intra) and compare them";
+
+/// Parses a time of the run: seconds (`12.5`), or a number with a unit (`800ms`, `250us`,
+/// `2s`, `1m`), or several (`1m30s`).
+///
+/// ```
+/// use enginetop::tui::replay::parse_time;
+/// use std::time::Duration;
+/// assert_eq!(parse_time("12.5"), Ok(Duration::from_millis(12_500)));
+/// assert_eq!(parse_time("1m30s"), Ok(Duration::from_secs(90)));
+/// assert_eq!(parse_time(" 800ms "), Ok(Duration::from_millis(800)));
+/// assert!(parse_time("soon").is_err());
+/// ```
+pub fn parse_time(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let bad = || {
+        format!(
+            "`{text}` is not a time of the run: type seconds (12.5) or a number with a unit \
+             (800ms, 250us, 2s, 1m30s)"
+        )
+    };
+    if text.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(seconds) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds).map_err(|_| bad());
+    }
+    let mut total = 0.0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let number: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" | "min" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += number * scale;
+        rest = &rest[unit..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| bad())
+}

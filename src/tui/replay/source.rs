@@ -1,0 +1,313 @@
+//! [`ReplaySource`]: the dashboard's frames from a recording, at a cursor that plays,
+//! pauses, changes speed, steps and jumps.
+//!
+//! Playing, each frame moves the cursor by the wall time since the last frame times the
+//! speed, and stops at the end of the run (space then plays it again from the start). A
+//! step moves it by [`STEP`] times the speed. The statistics follow the cursor through
+//! [`Replay::seek`] (forward: the events in between; back: from a checkpoint).
+#![forbid(unsafe_code)]
+
+use std::time::{Duration, Instant};
+
+use super::{parse_time, seconds, speed_text, ReplayControl, ReplayFacts, CANNOT_RESIZE};
+use crate::record::{Replay, Setting};
+use crate::tui::source::{Control, ControlError, DashboardData, DashboardSource, Facts};
+
+/// The speeds `x` and `X` go through.
+pub const SPEEDS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
+/// Where the speed starts ([`SPEEDS`]: 1x).
+const NORMAL_SPEED: usize = 2;
+/// Run time one step moves at 1x: a frame of the dashboard's default 10 a second.
+pub const STEP: Duration = Duration::from_millis(100);
+
+/// A recording shown in the dashboard.
+#[derive(Debug)]
+pub struct ReplaySource {
+    replay: Replay,
+    speed: usize,
+    playing: bool,
+    /// When the cursor last moved with the clock (playing).
+    last_tick: Option<Instant>,
+    /// The cursor's target, ns since the recording's epoch.
+    cursor_ns: u64,
+    /// An error reading the file after it opened (a thread could not be named).
+    failure: Option<String>,
+}
+
+impl ReplaySource {
+    /// A replay of `replay` from its cursor, playing at 1x (paused, with `paused`).
+    pub fn new(replay: Replay, paused: bool) -> ReplaySource {
+        ReplaySource {
+            cursor_ns: replay.cursor_ns(),
+            replay,
+            speed: NORMAL_SPEED,
+            playing: !paused,
+            last_tick: None,
+            failure: None,
+        }
+    }
+
+    /// The replay under the dashboard.
+    pub fn replay(&self) -> &Replay {
+        &self.replay
+    }
+
+    fn speed(&self) -> f64 {
+        SPEEDS[self.speed]
+    }
+
+    /// Moves the cursor with the clock while playing; stops at the end.
+    fn tick(&mut self) {
+        let now = Instant::now();
+        let last = self.last_tick.replace(now);
+        if !self.playing {
+            return;
+        }
+        if let Some(last) = last {
+            let run_ns = (now - last).as_nanos() as f64 * self.speed();
+            self.cursor_ns = self.cursor_ns.saturating_add(run_ns as u64);
+        }
+        if self.cursor_ns >= self.replay.end_ns() {
+            self.cursor_ns = self.replay.end_ns();
+            self.playing = false;
+        }
+    }
+
+    fn seek(&mut self, target_ns: u64) -> Result<(), ControlError> {
+        self.cursor_ns = target_ns.clamp(self.replay.start_ns(), self.replay.end_ns());
+        self.replay
+            .seek(self.cursor_ns)
+            .map_err(|error| ControlError::Failed(crate::error_chain::text(&error)))
+    }
+
+    fn at(&self) -> String {
+        seconds(Duration::from_nanos(
+            self.cursor_ns.saturating_sub(self.replay.start_ns()),
+        ))
+    }
+
+    fn replay_control(&mut self, control: ReplayControl) -> Result<String, ControlError> {
+        let failed = |why: String| Err(ControlError::Failed(why));
+        match control {
+            ReplayControl::Speed(up) => {
+                let speed = match up {
+                    true => (self.speed + 1).min(SPEEDS.len() - 1),
+                    false => self.speed.saturating_sub(1),
+                };
+                if speed == self.speed {
+                    let end = if up { "fastest" } else { "slowest" };
+                    return failed(format!("already at the {end} speed ({})", self.speed_now()));
+                }
+                self.speed = speed;
+                Ok(format!("speed {}", self.speed_now()))
+            }
+            ReplayControl::Step(_) if self.playing => {
+                failed("steps move a paused replay: space pauses it first".into())
+            }
+            ReplayControl::Step(forward) => {
+                let step = (STEP.as_nanos() as f64 * self.speed()) as u64;
+                let target = match forward {
+                    true => self.cursor_ns.saturating_add(step),
+                    false => self.cursor_ns.saturating_sub(step),
+                };
+                self.seek(target)?;
+                Ok(format!("at {}", self.at()))
+            }
+            ReplayControl::JumpTo(text) => {
+                let time = parse_time(&text).map_err(ControlError::Failed)?;
+                let start = self.replay.start_ns();
+                let nanos = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
+                self.seek(start.saturating_add(nanos))?;
+                Ok(format!("at {}", self.at()))
+            }
+            ReplayControl::NextOp(name) => {
+                let found = self
+                    .replay
+                    .next_op(&name)
+                    .map_err(|error| ControlError::Failed(crate::error_chain::text(&error)))?;
+                match found {
+                    Some(start) => {
+                        self.seek(start)?;
+                        Ok(format!("at {}: the next `{name}` op starts", self.at()))
+                    }
+                    None => failed(format!("no op named like `{name}` starts after the cursor")),
+                }
+            }
+        }
+    }
+
+    fn speed_now(&self) -> String {
+        speed_text(self.speed())
+    }
+
+    fn setting(&self, key: &str) -> String {
+        let settings: &[Setting] = &self.replay.index().info.settings;
+        settings
+            .iter()
+            .find(|setting| setting.key == key)
+            .map_or_else(String::new, |setting| setting.value.clone())
+    }
+
+    fn facts(&self) -> Facts {
+        let start = self.replay.start_ns();
+        let mut losses = self.replay.losses();
+        if let Some(failure) = &self.failure {
+            losses.push(failure.clone());
+        }
+        let mut notices = vec![format!("recording {}", self.replay.index().path())];
+        if !losses.is_empty() {
+            notices.push(format!("{} parts lost", losses.len()));
+        }
+        Facts {
+            workload: self.replay.index().info.workload.clone(),
+            engine: self.setting("engine"),
+            pool_kind: self.setting("pool"),
+            elapsed: Duration::from_nanos(self.replay.cursor_ns().saturating_sub(start)),
+            intra_op: self.setting("intra").parse().unwrap_or(0),
+            notices,
+            warnings: losses.clone(),
+            replay: Some(ReplayFacts {
+                cursor: Duration::from_nanos(self.replay.cursor_ns().saturating_sub(start)),
+                total: Duration::from_nanos(self.replay.end_ns().saturating_sub(start)),
+                speed: self.speed(),
+                playing: self.playing,
+                losses,
+            }),
+            ..Facts::default()
+        }
+    }
+}
+
+impl DashboardSource for ReplaySource {
+    fn snapshot(&mut self) -> DashboardData {
+        self.tick();
+        if let Err(error) = self.replay.seek(self.cursor_ns) {
+            self.failure = Some(crate::error_chain::text(&error));
+            self.playing = false;
+        }
+        DashboardData {
+            snapshot: self.replay.snapshot(),
+            facts: self.facts(),
+            devices: Vec::new(),
+        }
+    }
+
+    fn control(&mut self, control: Control) -> Result<String, ControlError> {
+        let refuse = |why: &str| Err(ControlError::Failed(why.to_string()));
+        match control {
+            Control::Pause(_) if self.playing => {
+                self.playing = false;
+                Ok(format!("paused at {}", self.at()))
+            }
+            Control::Pause(_) => {
+                if self.cursor_ns >= self.replay.end_ns() {
+                    self.seek(self.replay.start_ns())?;
+                }
+                self.playing = true;
+                self.last_tick = Some(Instant::now());
+                Ok(format!(
+                    "playing from {} at {}",
+                    self.at(),
+                    self.speed_now()
+                ))
+            }
+            Control::Replay(control) => self.replay_control(control),
+            Control::SetInterOp { .. } | Control::SetIntraOp(_) | Control::Tune(_) => {
+                refuse(CANNOT_RESIZE)
+            }
+            Control::ExportTrace => {
+                refuse("a replay exports the whole recording: enginetop export FILE --to chrome")
+            }
+            Control::ResetStats => {
+                refuse("a replay shows the run's statistics as they were: J jumps to a time")
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::record::tests::{record_synthetic, scratch, Synthetic};
+
+    fn source(name: &str) -> (ReplaySource, std::path::PathBuf) {
+        let path = scratch(name);
+        let run = Synthetic {
+            worker: "rs-worker",
+            ops: &[("rs-gemm", 300), ("rs-relu", 40)],
+            rounds: 2_000,
+        };
+        record_synthetic(&path, &run);
+        (ReplaySource::new(Replay::open(&path).unwrap(), true), path)
+    }
+
+    fn ops(data: &DashboardData) -> u64 {
+        data.snapshot.ops.iter().map(|op| op.count).sum()
+    }
+
+    #[test]
+    fn steps_jumps_and_speeds_move_the_cursor_and_the_statistics() {
+        let (mut source, path) = source("tui-replay-steps");
+        let first = source.snapshot();
+        let replay = first.facts.replay.clone().unwrap();
+        assert_eq!(replay.cursor, Duration::ZERO);
+        assert!(!replay.playing);
+        assert_eq!(ops(&first), 0);
+        let said = source.control(Control::Replay(ReplayControl::Step(true)));
+        assert_eq!(said.unwrap(), "at 0.100 s");
+        let stepped = source.snapshot();
+        assert_eq!(stepped.facts.replay.clone().unwrap().cursor, STEP);
+        // 100 ms hold 293 rounds of 341 us: 586 ops ended.
+        assert_eq!(ops(&stepped), 586);
+        source
+            .control(Control::Replay(ReplayControl::Speed(true)))
+            .unwrap();
+        source
+            .control(Control::Replay(ReplayControl::Step(true)))
+            .unwrap();
+        let twice = source.snapshot();
+        assert_eq!(twice.facts.replay.clone().unwrap().speed, 2.0);
+        assert_eq!(twice.facts.replay.unwrap().cursor, STEP * 3);
+        source
+            .control(Control::Replay(ReplayControl::Step(false)))
+            .unwrap();
+        assert_eq!(
+            ops(&source.snapshot()),
+            586,
+            "back where the first step was"
+        );
+        let jumped = source.control(Control::Replay(ReplayControl::JumpTo("0.5s".into())));
+        assert_eq!(jumped.unwrap(), "at 0.500 s");
+        let bad = source.control(Control::Replay(ReplayControl::JumpTo("later".into())));
+        assert!(bad.unwrap_err().to_string().contains("not a time"));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn playing_stops_at_the_end_and_resizes_are_refused() {
+        let (mut source, path) = source("tui-replay-play");
+        source
+            .control(Control::Replay(ReplayControl::JumpTo("100".into())))
+            .unwrap();
+        let end = source.snapshot().facts.replay.unwrap();
+        assert_eq!(end.cursor, end.total);
+        assert!(source
+            .control(Control::Pause(false))
+            .unwrap()
+            .starts_with("playing from 0.000 s"));
+        assert!(source.snapshot().facts.replay.unwrap().playing);
+        let step = source.control(Control::Replay(ReplayControl::Step(true)));
+        assert!(step.unwrap_err().to_string().contains("paused replay"));
+        let resize = source.control(Control::SetIntraOp(4)).unwrap_err();
+        assert!(
+            resize.to_string().starts_with("a replay cannot resize: "),
+            "{resize}"
+        );
+        let inter = Control::SetInterOp {
+            device: "cpu0".into(),
+            threads: 3,
+        };
+        assert!(source.control(inter).is_err());
+        std::fs::remove_file(&path).unwrap();
+    }
+}
