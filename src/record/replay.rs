@@ -33,7 +33,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
 
-use crate::profiler::{DeviceId, OpName, Snapshot, Stats, StatsOptions, Summary, ThreadId};
+use crate::profiler::spans::{self, SpanSnapshot, SpanStore};
+use crate::profiler::{
+    DeviceId, EventSink, OpName, Snapshot, Stats, StatsOptions, Summary, ThreadId,
+};
 
 use super::convert::to_event;
 use super::export::thread_named;
@@ -139,6 +142,8 @@ pub struct Replay {
     index: RecordingIndex,
     ids: Ids,
     stats: Stats,
+    /// The op spans fed since the last restore, for the timeline (see [`Replay::spans`]).
+    spans: SpanStore,
     at: Position,
     cursor_ns: u64,
     reach_ns: u64,
@@ -176,6 +181,7 @@ impl Replay {
                 stats: stats.clone(),
             }],
             stats,
+            spans: SpanStore::new(spans::DEFAULT_CAPACITY),
             fed_since_checkpoint: 0,
             checkpoint_every: CHECKPOINT_EVENTS,
             current: None,
@@ -220,6 +226,14 @@ impl Replay {
     /// The statistics at the cursor, windows ending there.
     pub fn snapshot(&mut self) -> Snapshot {
         self.stats.snapshot(self.cursor_ns)
+    }
+
+    /// The op spans that ended by the cursor, for the op-by-op timeline: those fed since the
+    /// statistics were last restored from a checkpoint (a seek backwards restores the
+    /// checkpoint at or before its target, at most [`CHECKPOINT_EVENTS`] fed events back), up
+    /// to the store's capacity.
+    pub fn spans(&self) -> SpanSnapshot {
+        self.spans.snapshot()
     }
 
     /// The profiler's summary at the cursor (every op ended by then).
@@ -283,6 +297,7 @@ impl Replay {
             .find(|checkpoint| checkpoint.reach_ns <= target)
             .unwrap_or(&self.checkpoints[0]);
         self.stats = checkpoint.stats.clone();
+        self.spans = SpanStore::new(spans::DEFAULT_CAPACITY);
         self.reach_ns = checkpoint.reach_ns;
         self.at = Position {
             frame: checkpoint.frame,
@@ -312,6 +327,7 @@ impl Replay {
             self.ids.learn(&chunk)?;
             let after = self.at.upto;
             let mut last = 0;
+            let mut batch = Vec::new();
             for event in &chunk.events {
                 last = last.max(event.ts_ns);
                 let fresh = after.is_none_or(|upto| event.ts_ns > upto);
@@ -321,9 +337,14 @@ impl Replay {
                         self.ids.device(event.device),
                         self.ids.thread(event.thread)?,
                     );
-                    self.stats.ingest(&to_event(event, ids));
+                    let event = to_event(event, ids);
+                    self.stats.ingest(&event);
+                    batch.push(event);
                     self.fed_since_checkpoint += 1;
                 }
+            }
+            if !batch.is_empty() {
+                self.spans.drained(&batch, chunk.dropped);
             }
             self.stats.set_dropped(chunk.dropped);
             if last <= target {
@@ -430,6 +451,12 @@ mod tests {
         };
         assert_eq!(rows(&replayed).len(), 2);
         assert_eq!(rows(&replayed), rows(&live));
+        let spans = replay.spans();
+        assert_eq!(spans.len(), 2_000, "every op reaches the timeline as a span");
+        let last = spans.iter().find(|span| span.op == 1_999).unwrap();
+        assert_eq!(last.duration_ns(), 1_000 + 1_999);
+        replay.seek(1_000 + 1_000 * 10_000).unwrap();
+        assert_eq!(replay.spans().len(), 1_000, "a seek back keeps the spans ended by then");
         std::fs::remove_file(&path).unwrap();
     }
 

@@ -189,6 +189,8 @@ impl DashboardSource for ReplaySource {
             snapshot: self.replay.snapshot(),
             facts: self.facts(),
             devices: Vec::new(),
+            spans: self.replay.spans(),
+            deps: Default::default(),
         }
     }
 
