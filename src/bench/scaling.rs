@@ -1,8 +1,8 @@
 //! `enginetop bench scaling`: the predicted scaling curve checked against measured steps.
 //!
-//! For each workload, one **reference run** at `reference` counts records the graph, its op
-//! times and body splits, and its summary's curve predicts the step at every point of
-//! `points`; then every point is **measured**: a driver per point, each first warmed up by
+//! For each workload, a **reference run** at `reference` counts runs `rounds` rounds of
+//! `iterations` iterations; each round's op times and body splits predict the step at every
+//! point of `points`, and a point's prediction is the median round's; then every point is **measured**: a driver per point, each first warmed up by
 //! one iteration, then `rounds` rounds in which every point runs `iterations` iterations in
 //! turn (interleaved, so a machine's drift falls on every point alike). A round's step is
 //! its run time over its iterations; the figure is the median round. Each point also
@@ -138,8 +138,11 @@ fn run_workload(
     let graph = load(workload)?;
     let (inter, intra) = config.reference;
     let mut reference = Point::start(&graph, workload, inter, intra)?;
-    let report = reference.measure(config.iterations)?;
-    let curve = reference.predicted(&report);
+    let mut curves = Vec::new();
+    for _ in 0..config.rounds.max(1) {
+        let report = reference.measure(config.iterations)?;
+        curves.push(reference.predicted(&report));
+    }
     drop(reference);
     let mut points = config
         .points
@@ -158,10 +161,17 @@ fn run_workload(
     }
     let results = points.iter().enumerate().map(|(index, point)| {
         let measured_ms = median(&steps[index]).unwrap_or(f64::NAN);
-        let predicted_ms = curve
+        let predicted: Vec<f64> = curves
             .iter()
-            .find(|(counts, _)| *counts == (point.inter, point.intra))
-            .map_or(f64::NAN, |(_, step)| *step);
+            .filter_map(|curve| {
+                let counts = (point.inter, point.intra);
+                curve
+                    .iter()
+                    .find(|(at, _)| *at == counts)
+                    .map(|(_, step)| *step)
+            })
+            .collect();
+        let predicted_ms = median(&predicted).unwrap_or(f64::NAN);
         let own_ms = median(&own[index]).unwrap_or(f64::NAN);
         ScalingBenchResult {
             workload: workload.name.clone(),
@@ -199,8 +209,8 @@ pub fn table(results: &[ScalingBenchResult]) -> String {
     }
     let reference = results.first().map_or("", |r| r.reference.as_str());
     out.push_str(&format!(
-        "measured: the median round's step; predicted: simulated from one {reference} run's \
-         recording; own: simulated from the point's own runs; error: (predicted - measured) / \
+        "measured: the median round's step; predicted: the median of the steps simulated from \
+         each {reference} reference round; own: simulated from the point's own runs; error: (predicted - measured) / \
          measured\n"
     ));
     out

@@ -452,11 +452,19 @@ mod tests {
         assert_eq!(rows(&replayed).len(), 2);
         assert_eq!(rows(&replayed), rows(&live));
         let spans = replay.spans();
-        assert_eq!(spans.len(), 2_000, "every op reaches the timeline as a span");
+        assert_eq!(
+            spans.len(),
+            2_000,
+            "every op reaches the timeline as a span"
+        );
         let last = spans.iter().find(|span| span.op == 1_999).unwrap();
         assert_eq!(last.duration_ns(), 1_000 + 1_999);
         replay.seek(1_000 + 1_000 * 10_000).unwrap();
-        assert_eq!(replay.spans().len(), 1_000, "a seek back keeps the spans ended by then");
+        assert_eq!(
+            replay.spans().len(),
+            1_000,
+            "a seek back keeps the spans ended by then"
+        );
         std::fs::remove_file(&path).unwrap();
     }
 
