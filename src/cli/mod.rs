@@ -14,9 +14,11 @@
 //! enginetop bench gemm [--threads T] [--json] [--size N] [--reps N]
 //! enginetop bench profiler [--json] [--reps N] [--threads T] [--quick] [--bench ...]
 //! enginetop bench gpu [--mode event|sync|both] [--json] [--ops N] [--reps N] [--gpus ...]
+//! enginetop bench scaling [--json] [--rounds N]
+//! enginetop bench tune [--workload NAMES] [--budget SECONDS] [--space DIMS] [--rounds N] [--json]
 //! enginetop tune --workload NAME|PATH [--set NAME=VALUE]... [--budget SECONDS]
-//!                [--objective throughput|latency] [--space inter,intra] [--summary table|json]
-//!                [--max-threads N] [--engine ...] [--pool ...]
+//!                [--objective throughput|latency] [--space inter,intra,spin,pool]
+//!                [--summary table|json] [--cores N] [--max-threads N] [--engine ...] [--pool ...]
 //! enginetop workloads [WORKLOAD [--set NAME=VALUE]...]
 //! enginetop devices [--json] [--gpus none|auto|cuda|sim:N]
 //! enginetop trace demo [--out FILE] [--pool simple|eigen|chase-lev] [--threads T]
@@ -24,6 +26,7 @@
 //! enginetop export RECORDING --to chrome [--out FILE]
 //! enginetop compare A B [--summary table|json]
 //! enginetop analyze FILE [--summary table|json]
+//! enginetop replay RECORDING [--at TIME] [--summary text|json] | --bench [--bench-mb MB]
 //! ```
 //! One file per command; new commands go in [`Command`].
 use std::process::ExitCode;

@@ -29,7 +29,7 @@ pub(super) struct ReplayArgs {
     file: Option<PathBuf>,
     /// Start at this time of the run, paused (12.5, 800ms, 1m30s) [default: the start,
     /// playing].
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = parse_time, allow_negative_numbers = true)]
     at: Option<Duration>,
     /// No dashboard: print the profiler's summary at the end of the recording (at `--at`,
     /// if given) and what the file lost.
@@ -40,7 +40,14 @@ pub(super) struct ReplayArgs {
     #[arg(long, conflicts_with_all = ["file", "at", "summary"])]
     bench: bool,
     /// The synthetic recording's size for `--bench`, in MB.
-    #[arg(long, value_name = "MB", default_value_t = 1024, requires = "bench")]
+    #[arg(
+        long,
+        value_name = "MB",
+        default_value_t = 1024,
+        requires = "bench",
+        value_parser = super::numbers::whole::<u64>(1, 1 << 20),
+        allow_negative_numbers = true,
+    )]
     bench_mb: u64,
 }
 

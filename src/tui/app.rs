@@ -698,6 +698,9 @@ impl App {
             Ok(text) => {
                 self.apply_accepted_resize(control);
                 match control {
+                    // A replay's Space plays or pauses its cursor (its facts say which);
+                    // the display follows the cursor, so it never freezes there.
+                    Control::Pause(_) if self.data.facts.replay.is_some() => {}
                     Control::Pause(paused) => {
                         self.paused = *paused;
                         self.timeline.display_paused = *paused;

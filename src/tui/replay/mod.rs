@@ -90,8 +90,8 @@ pub fn parse_time(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let bad = || {
         format!(
-            "`{text}` is not a time of the run: type seconds (12.5) or a number with a unit \
-             (800ms, 250us, 2s, 1m30s)"
+            "`{text}` is not a time of the run: expected seconds from 0 (12.5) or a number with \
+             a unit (800ms, 250us, 2s, 1m30s)"
         )
     };
     if text.is_empty() {
