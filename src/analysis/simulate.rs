@@ -128,7 +128,7 @@ pub struct PredictedStep {
     pub step_ms: f64,
 }
 
-/// The engine, the graph and the op bodies to simulate (see the [module docs](self)).
+/// The engine, the graph and the op bodies to simulate (see the `analysis::simulate` module docs).
 #[derive(Clone, Debug)]
 pub struct EngineModel {
     /// Per op, its device, priority and body split.

@@ -4,7 +4,7 @@
 //! # Cells
 //! Per recording thread, time is summed in cells: the thread's [`WorkState`] crossed with the
 //! [`Readiness`] of work at that moment, over the sliding window and since the start (a
-//! [`StateTimeline`] of `6 x 4` states, so both add up to the thread's observed time exactly,
+//! `StateTimeline` of `6 x 4` states, so both add up to the thread's observed time exactly,
 //! as its activity shares do).
 //!
 //! - **State**: the thread's activity (see [`Stats`](super::stats::Stats)), with running

@@ -1,5 +1,5 @@
 //! The dashboard over a recording (`enginetop replay FILE`): [`ReplaySource`] is a
-//! [`DashboardSource`] whose frames are the statistics at a time cursor
+//! [`DashboardSource`](crate::tui::DashboardSource) whose frames are the statistics at a time cursor
 //! ([`crate::record::Replay`]), and [`keys`] are the cursor's keys and prompts.
 //!
 //! ```text

@@ -13,7 +13,7 @@
 //! │ █ op  ▓ intra-op  ▒ stealing  ...                               │  legend
 //! ╰─────────────────────────────────────────────────────────────────╯
 //! ```
-//! The view is a column of blocks ([`blocks`]), each as tall as its lines, the last taking
+//! The view is a column of blocks (`blocks`), each as tall as its lines, the last taking
 //! what is left: another block (a predicted scaling curve) goes in the list. The bars use the
 //! timeline's glyphs and colours for the states they share, so a worker reads the same here
 //! and there.
