@@ -370,3 +370,36 @@ fn scaling_view_shows_verdicts_path_and_attribution_bars() {
     assert!(text.contains("no ready op 70%, wake-up 20%"), "{text}");
     assert!(text.contains("op 90%, stealing 10%"), "{text}");
 }
+
+/// The scaling view's what-if block: the summary's predicted grid with today's counts marked.
+#[test]
+fn scaling_view_shows_the_predicted_curve_with_today_marked() {
+    use enginetop::analysis::{PredictedStep, GRID};
+    use enginetop::tui::DashboardData;
+    use enginetop::workload::run::PredictedCurve;
+    let step = |inter: usize, intra: usize| PredictedStep {
+        inter,
+        intra,
+        step_ms: 40.0 / (inter.min(4) * intra.min(2)) as f64,
+    };
+    let points = GRID
+        .iter()
+        .flat_map(|&inter| GRID.iter().map(move |&intra| step(inter, intra)))
+        .collect();
+    let mut data = DashboardData::default();
+    data.facts.predicted = Some(PredictedCurve {
+        points,
+        today: step(2, 1),
+        measured_step_ms: 21.5,
+        intra_measured: true,
+    });
+    let mut app = App::new();
+    app.observe(data);
+    let text = widget(&app, 120, 30, view::scaling::draw);
+    assert!(text.contains("what if (predicted, not measured)"), "{text}");
+    assert!(
+        text.contains("today 2x1: predicted 20.00 ms, measured 21.50 ms"),
+        "{text}"
+    );
+    assert!(text.contains("best predicted 4x2: 5.00 ms"), "{text}");
+}

@@ -247,6 +247,7 @@ impl LiveSource {
             pool_usage: Vec::new(),
             verdicts: self.handle.verdicts(),
             scaling: self.handle.scaling(),
+            predicted: self.handle.predicted(),
             replay: None,
         };
         if let Some(outcome) = self.outcome.lock().clone() {

@@ -158,6 +158,9 @@ pub struct Facts {
     pub verdicts: Vec<String>,
     /// What the verdicts were computed from, for the scaling view (`w`).
     pub scaling: Option<crate::analysis::LiveScaling>,
+    /// The step predicted at other thread counts, today's marked (the scaling view's
+    /// what-if block).
+    pub predicted: Option<crate::workload::run::PredictedCurve>,
     /// In a replay: its cursor, length, speed and losses (the header says REPLAY).
     pub replay: Option<super::replay::ReplayFacts>,
 }

@@ -90,11 +90,32 @@ fn blocks<'a>(ctx: &Ctx<'a>, inner: usize) -> Vec<ViewBlock<'a>> {
             fill: false,
         },
         ViewBlock {
+            title: "what if (predicted, not measured)".into(),
+            lines: predicted_lines(ctx),
+            fill: false,
+        },
+        ViewBlock {
             title: "where each worker's time went (window)".into(),
             lines: attribution_lines(ctx.theme, &attribution, inner),
             fill: true,
         },
     ]
+}
+
+/// The predicted curve as the summary prints it: the grid, today's counts marked `*`, the
+/// best point and the assumptions.
+fn predicted_lines<'a>(ctx: &Ctx<'a>) -> Vec<Line<'a>> {
+    match &ctx.app.data().facts.predicted {
+        Some(curve) => curve
+            .to_string()
+            .lines()
+            .map(|line| Line::raw(line.trim_start().to_string()))
+            .collect(),
+        None => vec![Line::styled(
+            "no prediction yet: it needs two finished iterations",
+            ctx.theme.dim(),
+        )],
+    }
 }
 
 fn verdict_lines<'a>(ctx: &Ctx<'a>, inner: usize) -> Vec<Line<'a>> {

@@ -179,7 +179,7 @@ pub(super) struct Shared {
     /// The iteration ops' measured times.
     pub(super) times: OpTimes,
     /// How the iteration ops' bodies divided over the intra-op pool.
-    split: Arc<IntraSplit>,
+    pub(super) split: Arc<IntraSplit>,
     /// Index of the first iteration op in `ops`.
     first_iteration_op: usize,
     /// The iteration's graph, for the scaling analysis.

@@ -308,9 +308,16 @@ impl DriverHandle {
         shared.live_verdicts.lines(
             shared.iterations_done(),
             &shared.times,
+            &shared.split,
             &shared.shape,
             &settings,
         )
+    }
+
+    /// The step predicted for other thread counts from the run's op times and body splits
+    /// so far (the summary's what-if grid), as of the latest verdict lines.
+    pub fn predicted(&self) -> Option<super::PredictedCurve> {
+        self.shared.live_verdicts.predicted()
     }
 
     /// The last finished iteration's work, span and critical path, and the threads'

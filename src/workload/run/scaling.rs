@@ -14,6 +14,7 @@ use crate::sync::Mutex;
 use crate::workload::{Graph, TensorId};
 
 use super::counters::Lane;
+use super::intra_split::IntraSplit;
 use super::op_times::OpTimes;
 use super::plan::PreparedOp;
 use super::predict::PredictedCurve;
@@ -250,6 +251,8 @@ struct LiveState {
     sample: Option<SchedSample>,
     /// What the lines were computed from.
     live: Option<LiveScaling>,
+    /// The step predicted at other counts from the run's op times and body splits so far.
+    predicted: Option<PredictedCurve>,
 }
 
 impl LiveVerdicts {
@@ -259,6 +262,7 @@ impl LiveVerdicts {
         &self,
         done: u64,
         times: &OpTimes,
+        split: &IntraSplit,
         shape: &RanShape,
         settings: &RunSettings,
     ) -> Vec<String> {
@@ -287,11 +291,18 @@ impl LiveVerdicts {
             scaling,
             descheduled,
         });
+        let splits = split.splits(&times.totals(), done);
+        state.predicted = Some(shape.predicted_curve(&splits, settings, step));
         state.lines.clone()
     }
 
     /// What the latest lines were computed from (`None` before the first).
     pub(super) fn scaling(&self) -> Option<LiveScaling> {
         self.state.lock().live.clone()
+    }
+
+    /// The predicted curve as of the latest lines (`None` before the first).
+    pub(super) fn predicted(&self) -> Option<PredictedCurve> {
+        self.state.lock().predicted.clone()
     }
 }
