@@ -91,7 +91,7 @@ fn blocks<'a>(ctx: &Ctx<'a>, inner: usize) -> Vec<ViewBlock<'a>> {
         },
         ViewBlock {
             title: "what if (predicted, not measured)".into(),
-            lines: predicted_lines(ctx),
+            lines: predicted_lines(ctx, inner),
             fill: false,
         },
         ViewBlock {
@@ -104,13 +104,27 @@ fn blocks<'a>(ctx: &Ctx<'a>, inner: usize) -> Vec<ViewBlock<'a>> {
 
 /// The predicted curve as the summary prints it: the grid, today's counts marked `*`, the
 /// best point and the assumptions.
-fn predicted_lines<'a>(ctx: &Ctx<'a>) -> Vec<Line<'a>> {
+fn predicted_lines<'a>(ctx: &Ctx<'a>, inner: usize) -> Vec<Line<'a>> {
     match &ctx.app.data().facts.predicted {
-        Some(curve) => curve
-            .to_string()
-            .lines()
-            .map(|line| Line::raw(line.trim_start().to_string()))
-            .collect(),
+        Some(curve) => {
+            let text = curve.to_string();
+            let indent = text
+                .lines()
+                .filter(|line| !line.trim().is_empty())
+                .map(|line| line.len() - line.trim_start().len())
+                .min()
+                .unwrap_or(0);
+            // The grid's columns line up by their spaces: only a line too long for the row
+            // (the assumptions) is wrapped, at words.
+            text.lines()
+                .map(|line| line.get(indent..).unwrap_or(""))
+                .flat_map(|line| match line.chars().count() <= inner {
+                    true => vec![line.to_string()],
+                    false => wrap(line, inner.max(10)),
+                })
+                .map(Line::raw)
+                .collect()
+        }
         None => vec![Line::styled(
             "no prediction yet: it needs two finished iterations",
             ctx.theme.dim(),
