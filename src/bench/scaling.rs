@@ -2,14 +2,14 @@
 //!
 //! For each workload, a **reference run** at `reference` counts runs `rounds` rounds of
 //! `iterations` iterations; each round's op times and body splits predict the step at every
-//! point of `points`, and a point's prediction is the median round's; then every point is **measured**: a driver per point, each first warmed up by
-//! one iteration, then `rounds` rounds in which every point runs `iterations` iterations in
-//! turn (interleaved, so a machine's drift falls on every point alike). A round's step is
-//! its run time over its iterations; the figure is the median round. Each point also
-//! predicts its own step from its own runs (`own_ms`): the gap between that and the measured
-//! step is what the simulation leaves out (engine and wake-up costs between ops, a loaded
-//! machine), the gap between `predicted_ms` and `own_ms` is the transfer from the reference
-//! counts to these.
+//! point of `points`, and a point's prediction is the median round's. Then every point is
+//! **measured**: a driver per point, each first warmed up by one iteration, then `rounds`
+//! rounds in which every point runs `iterations` iterations in turn (interleaved, so a
+//! machine's drift falls on every point alike). A round's step is its run time over its
+//! iterations; the figure is the median round. Each point also predicts its own step from its
+//! own runs (`own_ms`): the gap between that and the measured step is what the simulation
+//! leaves out (engine and wake-up costs between ops, a loaded machine), the gap between
+//! `predicted_ms` and `own_ms` is the transfer from the reference counts to these.
 //!
 //! Only counts a machine runs without oversubscription mean anything here (`inter x intra`
 //! at most its cores); a shared machine's figures are noisy whatever the counts.
