@@ -302,7 +302,7 @@ impl EngineModel {
 
 /// When each op started, and when the last one ended.
 struct Timeline {
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg_attr(any(not(test), loom), allow(dead_code))]
     starts: Vec<Duration>,
     end: Duration,
 }

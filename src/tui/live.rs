@@ -116,9 +116,12 @@ impl LiveRun {
                 *slot.lock() = Some(outcome_of(&result));
                 result
             })?;
-        let spans = Arc::new(SpanStore::new(spans::DEFAULT_CAPACITY));
-        let as_sink: Arc<dyn EventSink> = spans.clone();
-        profiler.add_sink(Arc::downgrade(&as_sink));
+        // std's Arc: the collector holds its sinks as `std::sync::Weak` trait objects in every
+        // build, which loom's `Arc` cannot make (no `Weak`, no coercion to `dyn`).
+        let spans = std::sync::Arc::new(SpanStore::new(spans::DEFAULT_CAPACITY));
+        let as_sink: std::sync::Arc<dyn EventSink> = spans.clone();
+        // The sink: a `std::sync::Weak` trait object (loom's `Arc` has no `Weak`).
+        profiler.add_sink(std::sync::Arc::downgrade(&as_sink));
         let source = LiveSource {
             spans,
             handle: handle.clone(),
@@ -197,7 +200,8 @@ pub struct LiveSource {
     /// The live search, from `t` until the user keeps its best or goes back.
     tuner: Option<LiveTuner>,
     /// The recent op spans, fed by the profiler's collector (the timeline's ops).
-    spans: Arc<SpanStore>,
+    // std's Arc: the collector's sink is this store's `std::sync::Weak` (see `start`).
+    spans: std::sync::Arc<SpanStore>,
 }
 
 impl std::fmt::Debug for LiveSource {

@@ -121,9 +121,12 @@ fn nanos(time: Duration) -> u64 {
 /// The next thread's bit number.
 static NEXT_BIT: LazyLock<AtomicU32> = LazyLock::new(|| AtomicU32::new(0));
 
+// Thread-local: which helper ran a task is a fact about the thread, so a task's runner
+// marks its bit without touching shared state.
 thread_local! {
     /// This thread's bit in the helper masks (0: not given yet).
-    static THREAD_BIT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
+    static THREAD_BIT: std::cell::Cell<u64> = std::cell::Cell::new(0);
 }
 
 /// The calling thread's bit, given on first use.
