@@ -7,25 +7,14 @@ use std::process::Output;
 use serde_json::Value;
 
 mod common;
-use common::cli::{command, text};
+use common::cli::{self, text};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "enginetop-analyze-cli-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    cli::scratch("analyze-cli", name)
 }
 
 fn enginetop(args: &[&str], dir: &Path) -> Output {
-    command()
-        .args(args)
-        .current_dir(dir)
-        .env("XDG_CACHE_HOME", dir)
-        .output()
-        .expect("the enginetop binary starts")
+    cli::run_in(args, dir)
 }
 
 fn stdout_of(output: &Output) -> String {

@@ -3,31 +3,20 @@
 //! and says what it lost, a file that is not a recording is refused clearly, and in a real
 //! terminal (tmux) the replay pauses, steps, jumps and shows its cursor move.
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 use serde_json::Value;
 
 mod common;
-use common::cli::{command, text};
+use common::cli::{self, text};
+use common::tmux::{Tmux, PROMPT};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "enginetop-replay-cli-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    cli::scratch("replay-cli", name)
 }
 
 fn enginetop(args: &[&str], dir: &Path) -> Output {
-    command()
-        .args(args)
-        .current_dir(dir)
-        .env("XDG_CACHE_HOME", dir)
-        .output()
-        .expect("the enginetop binary starts")
+    cli::run_in(args, dir)
 }
 
 fn succeeded(output: &Output) -> String {
@@ -127,71 +116,6 @@ fn the_replay_ends_with_the_live_runs_summary_and_a_cut_file_with_its_prefix() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A tmux server of our own with one 160x48 session running a shell.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(work: &Path) -> Tmux {
-        let tmux = Tmux {
-            socket: format!("enginetop-replay-e2e-{}", std::process::id()),
-        };
-        let shell = format!(
-            "env -i PATH=/usr/bin:/bin TERM=xterm-256color PS1='e2e$ ' HOME={} sh",
-            work.display()
-        );
-        let size = ["-x", "160", "-y", "48"];
-        tmux.ok(&[&["new-session", "-d"][..], &size, &["-s", "e2e", &shell]].concat());
-        tmux.wait_for("the shell prompt", |screen| screen.contains("e2e$"));
-        tmux
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let output = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux runs");
-        assert!(
-            output.status.success(),
-            "tmux {args:?}: {}",
-            text(&output.stderr)
-        );
-        text(&output.stdout)
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        for key in keys {
-            self.ok(&["send-keys", "-t", "e2e", key]);
-        }
-    }
-
-    fn wait_for(&self, what: &str, holds: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.ok(&["capture-pane", "-p", "-t", "e2e"]);
-            if holds(&screen) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "timed out waiting for {what}; the screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
-}
-
 /// The cursor the header shows: `0.100 s / 1.000 s · 1x · paused` gives 0.1.
 fn cursor(screen: &str) -> Option<f64> {
     let words: Vec<&str> = screen.split_whitespace().collect();
@@ -203,17 +127,13 @@ fn cursor(screen: &str) -> Option<f64> {
 
 #[test]
 fn a_replay_in_a_terminal_pauses_steps_and_jumps() {
-    if !Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
+    if !common::tmux::available() {
         eprintln!("tmux is not installed: the replay's terminal test is skipped");
         return;
     }
     let dir = scratch("e2e");
     record_run(&dir, ["--duration", "1"]);
-    let tmux = Tmux::start(&dir);
+    let tmux = Tmux::start(&dir, "replay");
     let line = format!(
         "'{}' replay '{}' --at 0.01",
         env!("CARGO_BIN_EXE_enginetop"),
@@ -248,6 +168,6 @@ fn a_replay_in_a_terminal_pauses_steps_and_jumps() {
         "{playing}"
     );
     tmux.keys(&["q"]);
-    tmux.wait_for("the shell again", |s| s.trim_end().ends_with("e2e$"));
+    tmux.wait_for("the shell again", |s| s.trim_end().ends_with(PROMPT));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,124 +15,13 @@
 //! why and pass (CI installs tmux).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 use enginetop::profiler::validate::validate_file;
 
-/// The longest any screen condition is waited for.
-const PATIENCE: Duration = Duration::from_secs(60);
-/// How often the screen is read while waiting (tmux tells no one when a pane changes, so
-/// the condition is polled).
-const POLL: Duration = Duration::from_millis(100);
-/// The shell's prompt (capture-pane drops the trailing space).
-const PROMPT: &str = "e2e-prompt$";
-
-/// A tmux server of our own (its own socket) with one 160x48 session running a shell.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(work: &Path, name: &str) -> Tmux {
-        let tmux = Tmux {
-            socket: format!("enginetop-e2e-{name}-{}", std::process::id()),
-        };
-        let shell = format!(
-            "env -i PATH=/usr/bin:/bin TERM=xterm-256color PS1='{PROMPT} ' HOME={} sh",
-            work.display()
-        );
-        tmux.ok(&[
-            "new-session",
-            "-d",
-            "-x",
-            "160",
-            "-y",
-            "48",
-            "-s",
-            "e2e",
-            &shell,
-        ]);
-        tmux.wait_for("the shell prompt", |screen| screen.contains(PROMPT));
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux runs")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.ok(&["capture-pane", "-p", "-t", "e2e"])
-    }
-
-    /// A pane variable (`alternate_on`, `cursor_flag`, ...).
-    fn pane(&self, variable: &str) -> String {
-        self.ok(&[
-            "display-message",
-            "-p",
-            "-t",
-            "e2e",
-            &format!("#{{{variable}}}"),
-        ])
-        .trim()
-        .to_string()
-    }
-
-    /// Types `text` literally.
-    fn type_text(&self, text: &str) {
-        self.ok(&["send-keys", "-t", "e2e", "-l", text]);
-    }
-
-    /// Presses a named key (`Enter`, `Space`).
-    fn key(&self, key: &str) {
-        self.ok(&["send-keys", "-t", "e2e", key]);
-    }
-
-    /// Reads the screen until `holds` is true; fails with the last screen after
-    /// [`PATIENCE`].
-    fn wait_for(&self, what: &str, holds: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if holds(&screen) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "timed out waiting for {what}; the screen:\n{screen}"
-            );
-            std::thread::sleep(POLL);
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
-}
-
-fn tmux_available() -> bool {
-    Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|out| out.status.success())
-}
+mod common;
+use common::tmux::{available as tmux_available, Tmux, PROMPT};
 
 /// `target/<profile>/examples/dashboard_demo`, next to this test's own binary, brought up
 /// to date by cargo first (a no-op after a plain `cargo test`, which builds the examples; a

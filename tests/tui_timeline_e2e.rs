@@ -6,96 +6,10 @@
 //! quits (`q`, exit code 0). It waits on screen conditions with a timeout, never a fixed
 //! sleep. Without tmux it prints why and passes (CI installs tmux).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
-/// The longest any screen condition is waited for.
-const PATIENCE: Duration = Duration::from_secs(60);
-/// How often the screen is read while waiting.
-const POLL: Duration = Duration::from_millis(100);
-/// The shell's prompt.
-const PROMPT: &str = "e2e-prompt$";
-
-/// A tmux server of our own (its own socket) with one 160x48 session running a shell.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(work: &Path) -> Tmux {
-        let tmux = Tmux {
-            socket: format!("enginetop-e2e-timeline-{}", std::process::id()),
-        };
-        let shell = format!(
-            "env -i PATH=/usr/bin:/bin TERM=xterm-256color PS1='{PROMPT} ' HOME={} sh",
-            work.display()
-        );
-        let size = ["-x", "160", "-y", "48"];
-        tmux.ok(&[&["new-session", "-d"][..], &size, &["-s", "e2e", &shell]].concat());
-        tmux.wait_for("the shell prompt", |screen| screen.contains(PROMPT));
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux runs")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.ok(&["capture-pane", "-p", "-t", "e2e"])
-    }
-
-    fn type_text(&self, text: &str) {
-        self.ok(&["send-keys", "-t", "e2e", "-l", text]);
-    }
-
-    fn key(&self, key: &str) {
-        self.ok(&["send-keys", "-t", "e2e", key]);
-    }
-
-    fn wait_for(&self, what: &str, holds: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if holds(&screen) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "timed out waiting for {what}; the screen:\n{screen}"
-            );
-            std::thread::sleep(POLL);
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
-}
-
-fn tmux_available() -> bool {
-    Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|out| out.status.success())
-}
+mod common;
+use common::tmux::{available as tmux_available, Tmux};
 
 /// A scratch directory removed when dropped.
 struct Scratch(PathBuf);
@@ -125,7 +39,7 @@ fn an_op_picked_on_the_zoomed_paused_timeline_shows_its_name_and_id() {
     let work = std::env::temp_dir().join(format!("enginetop-e2e-timeline-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
     let scratch = Scratch(work);
-    let tmux = Tmux::start(&scratch.0);
+    let tmux = Tmux::start(&scratch.0, "timeline");
     let exit_code = scratch.0.join("exit-code");
     let command = format!(
         "'{}' --workload resnet-like --set image=32 --set batch=1 --inter 2 --intra 1 \

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod rand_sum;
 pub mod sources;
 pub mod streams;
+pub mod tmux;
 
 /// Generous bound for conditions that must become true; a hang fails instead of blocking CI.
 pub const DEADLINE: Duration = Duration::from_secs(60);
