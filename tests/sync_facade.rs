@@ -24,17 +24,6 @@ const SYNC_NAMES: &[&str] = &[
 ];
 const THREAD_NAMES: &[&str] = &["spawn", "Builder", "scope", "JoinHandle"];
 
-/// Files still to convert, each to leave this list once it passes: modules that other work
-/// in progress is rewriting (the profiler's typed identities), converted after it lands.
-/// A listed file that no longer offends fails the test, so the list only shrinks.
-const PENDING: &[&str] = &[
-    "profiler/collector.rs",
-    "profiler/demo.rs",
-    "profiler/mod.rs",
-    "profiler/pool_probe.rs",
-    "profiler/stream_probe.rs",
-];
-
 /// Whether a line of code names a facade primitive from `std`.
 fn names_std_primitive(code: &str) -> bool {
     let word_after = |prefix: &str, names: &[&str]| {
@@ -116,7 +105,6 @@ fn every_module_takes_sync_primitives_from_the_facade() {
     let files = rust_files(&src);
     assert!(files.len() > 50, "found the library's sources");
     let mut offenders = Vec::new();
-    let mut converted = Vec::new();
     for file in files {
         if file == src.join("sync.rs") {
             continue;
@@ -128,20 +116,10 @@ fn every_module_takes_sync_primitives_from_the_facade() {
             .replace('\\', "/");
         let text = std::fs::read_to_string(&file).unwrap();
         let lines = offending_lines(&text);
-        if PENDING.contains(&relative.as_str()) {
-            if lines.is_empty() {
-                converted.push(relative);
-            }
-            continue;
-        }
         for line in lines {
             offenders.push(format!("{relative}:{line}"));
         }
     }
-    assert!(
-        converted.is_empty(),
-        "these files pass now: take them off PENDING: {converted:?}"
-    );
     assert!(
         offenders.is_empty(),
         "route these through crate::sync, or say in a comment above why loom cannot model them:\n{}",

@@ -4,6 +4,7 @@
 //! `tracing`-style span. `enginetop trace demo` exports it; the trace tests validate it.
 #![forbid(unsafe_code)]
 
+// std's Arc: the pool is watched as a `std::sync::Weak` trait object (loom has neither).
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,6 +77,7 @@ pub fn run_pool_demo(profiler: &Profiler, options: &DemoOptions) -> Result<DemoR
     let threads = options.threads.max(1);
     let pool_options = PoolOptions::new(options.kind, threads, &name).max_threads(threads * 2);
     let pool = Arc::new(Pool::new(profiler.instrument_pool(pool_options, device))?);
+    // A `Weak` trait object: std's (loom's `Arc` has no `Weak` and no `dyn` coercion).
     let watched: std::sync::Weak<dyn QueueDepthSource> = Arc::downgrade(&pool) as _;
     profiler.watch_queues(device, watched);
     let demo = Arc::new(Demo {

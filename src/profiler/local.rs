@@ -17,7 +17,7 @@
 
 use std::cell::RefCell;
 
-use super::collector::Core;
+use super::core::Core;
 use super::event::Event;
 use super::ring::Producer;
 use crate::sync::thread_local;

@@ -4,7 +4,9 @@
 //!
 //! ```text
 //! pool / engine / device thread --record(Event)--> its own SPSC ring  (ring.rs, local.rs)
-//!                                                       |  drained every 1-10 ms
+//!                                                       |  registered with the shared
+//!                                                       |  state (core.rs), drained
+//!                                                       |  every 1-10 ms
 //!                                                 `profiler` thread   (collector.rs)
 //!                                     +-----------------+------------------+
 //!                               live Stats -> Snapshot            trace window (window.rs)
@@ -81,6 +83,7 @@
 pub mod chrome;
 pub mod clock;
 mod collector;
+mod core;
 pub mod demo;
 pub mod engine_probe;
 pub mod event;
@@ -106,7 +109,7 @@ use std::time::Duration;
 pub use crate::engine::OpName;
 pub use chrome::ExportReport;
 pub use clock::now_ns;
-pub use collector::{EventSink, QueueDepth, QueueDepthSource};
+pub use core::{EventSink, QueueDepth, QueueDepthSource};
 pub use engine_probe::EngineProbe;
 pub use event::{Event, EventKind, OpInfo};
 pub use names::{name_current_thread, DeviceId, ThreadId};
@@ -119,7 +122,7 @@ pub use work_states::{Readiness, StateTime, WorkState, WorkerStates};
 
 use crate::pool::{PoolObserver, PoolOptions};
 use crate::sync::{thread, Arc, Mutex};
-use collector::Core;
+use core::Core;
 
 /// How a profiler is set up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -460,6 +463,7 @@ impl Profiler {
     /// profiler.flush();
     /// assert_eq!(profiler.snapshot().device("doc-pool").unwrap().tasks, 1);
     /// ```
+    // std's Arc: a `dyn` trait object, which loom's `Arc` cannot hold.
     pub fn pool_observer(&self, device: DeviceId) -> std::sync::Arc<dyn PoolObserver> {
         PoolProbe::new(self, device).into_observer()
     }
@@ -476,6 +480,7 @@ impl Profiler {
 
     /// Samples `source`'s queue depths (as `device`'s) every `queue_sample_interval`, for as
     /// long as it lives.
+    // std's Weak trait object: loom's `Arc` has no `Weak` and no `dyn` coercion.
     pub fn watch_queues(&self, device: DeviceId, source: std::sync::Weak<dyn QueueDepthSource>) {
         if let Some(core) = &self.core {
             core.watch(device, source);
@@ -484,6 +489,7 @@ impl Profiler {
 
     /// Hands every batch the collector drains from now on to `sink` (a recording), for as
     /// long as it lives. Nothing happens when profiling is off.
+    // std's Weak trait object: loom's `Arc` has no `Weak` and no `dyn` coercion.
     pub fn add_sink(&self, sink: std::sync::Weak<dyn EventSink>) {
         if let Some(core) = &self.core {
             core.add_sink(sink);

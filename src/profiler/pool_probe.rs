@@ -26,7 +26,7 @@
 //! [`ThreadPool::stats`]: crate::pool::ThreadPool::stats
 #![forbid(unsafe_code)]
 
-use super::collector::{QueueDepth, QueueDepthSource};
+use super::core::{QueueDepth, QueueDepthSource};
 use super::event::{Event, EventKind, FROM_INJECTOR, NO_WORKER};
 use super::names::DeviceId;
 use super::Profiler;
@@ -85,6 +85,7 @@ impl PoolProbe {
     }
 
     /// The probe as the pool's observer type.
+    // std's Arc: a `dyn` trait object, which loom's `Arc` cannot hold.
     pub fn into_observer(self) -> std::sync::Arc<dyn PoolObserver> {
         std::sync::Arc::new(self)
     }
@@ -110,6 +111,7 @@ impl PoolProbe {
             return None;
         }
         let profiler = profiler.clone();
+        // std's Arc: a `dyn Fn` trait object, which loom's `Arc` cannot hold.
         Some(std::sync::Arc::new(move |pool: PoolId| {
             let probe = PoolProbe::for_pool(&profiler, pool).task_events(false);
             Some(probe.into_observer())

@@ -32,7 +32,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::collector::EventSink;
+use super::core::EventSink;
 use super::event::{Event, EventKind};
 use super::names::{DeviceId, ThreadId};
 use crate::engine::OpName;

@@ -58,6 +58,7 @@ pub fn describe_gpus(profiler: &Profiler, options: &EngineOptions) -> usize {
         return 0;
     }
     let backend = match &options.gpu_backend {
+        // std's Arc: the backend is a `dyn` trait object, which loom's `Arc` cannot hold.
         Some(backend) => Some(std::sync::Arc::clone(backend)),
         None if matches!(options.gpus, GpuSelection::None) => None,
         None => {

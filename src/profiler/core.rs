@@ -1,0 +1,203 @@
+//! The profiler's shared state: what recording threads, the collector thread and readers
+//! of the statistics share ([`Core`]), and the interfaces the collector feeds or samples
+//! ([`EventSink`], [`QueueDepthSource`]).
+//!
+//! Recording threads reach the core only to register their ring and to count events that
+//! had no ring to go to; every event goes through the thread's own ring (`local.rs`). The
+//! collector thread (`collector.rs`) adopts the registered rings, drains them into the
+//! statistics, the trace window and the sinks, and answers flushes through [`Signal`].
+//! Readers take a statistics snapshot or the sorted trace window under their locks, each
+//! held by the collector for one batch at most.
+#![forbid(unsafe_code)]
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use super::chrome::WindowThread;
+use super::clock::Epoch;
+use super::event::Event;
+use super::names::{DeviceId, ThreadId};
+use super::ring::{self, Consumer, Producer};
+use super::stats::{Snapshot, Stats};
+use super::window::TraceWindow;
+use super::ProfilerOptions;
+use crate::engine::OpName;
+use crate::sync::{AtomicU64, Condvar, Mutex, Ordering};
+
+/// One sampled queue: whose it is, its label and its depth.
+pub type QueueDepth = (DeviceId, OpName, u64);
+
+/// Something whose queue depths the collector samples (a pool, an engine's queues).
+pub trait QueueDepthSource: Send + Sync {
+    /// Appends every queue's depth now. `device` is the device it is watched as: a pool's
+    /// queues are all that device's; a source that spans devices (an engine, a pool per
+    /// device) names each queue's own.
+    fn queue_depths(&self, device: DeviceId, out: &mut Vec<QueueDepth>);
+}
+
+/// Something that receives every batch the collector drains (a recording): the events in
+/// the order drained, each stamped with its thread and its time in ns, and the count of
+/// events dropped so far. It runs on the collector thread, so it must not block.
+pub trait EventSink: Send + Sync {
+    /// One drained batch (never empty) and the drop count so far.
+    fn drained(&self, events: &[Event], dropped: u64);
+}
+
+/// A watched source: weak, so watching never keeps a pool alive.
+pub(super) struct Watched {
+    pub(super) device: DeviceId,
+    // std's Weak: loom's `Arc` has no `Weak` and no `dyn` coercion.
+    pub(super) source: std::sync::Weak<dyn QueueDepthSource>,
+}
+
+/// The collector's side of a ring.
+pub(super) struct Drained {
+    pub(super) thread: ThreadId,
+    pub(super) consumer: Consumer,
+    /// The ring's drop count when it was last drained.
+    pub(super) dropped_seen: u64,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Signal {
+    pub(super) requested: u64,
+    pub(super) completed: u64,
+    pub(super) stop: bool,
+    pub(super) running: bool,
+}
+
+/// What recording threads, the collector and readers share.
+pub(crate) struct Core {
+    id: u64,
+    pub(crate) epoch: &'static Epoch,
+    pub(super) options: ProfilerOptions,
+    /// Rings registered since the collector last looked.
+    pub(super) new_rings: Mutex<Vec<Drained>>,
+    pub(super) signal: Mutex<Signal>,
+    pub(super) wake: Condvar,
+    pub(super) done: Condvar,
+    pub(super) stats: Mutex<Stats>,
+    pub(super) window: Mutex<TraceWindow>,
+    pub(super) watched: Mutex<Vec<Watched>>,
+    /// Batch receivers ([`EventSink`]): weak, so a sink ends when its owner drops it.
+    // std's Weak: loom's `Arc` has no `Weak` and no `dyn` coercion.
+    pub(super) sinks: Mutex<Vec<std::sync::Weak<dyn EventSink>>>,
+    /// Events with no ring to go to (recorded while a thread was exiting).
+    pub(super) lost: AtomicU64,
+}
+
+static NEXT_PROFILER: LazyLock<AtomicU64> = LazyLock::new(|| AtomicU64::new(1));
+
+impl Core {
+    pub(crate) fn new(options: ProfilerOptions) -> Self {
+        Core {
+            id: NEXT_PROFILER.fetch_add(1, Ordering::Relaxed),
+            epoch: Epoch::get(),
+            new_rings: Mutex::new(Vec::new()),
+            signal: Mutex::new(Signal::default()),
+            wake: Condvar::new(),
+            done: Condvar::new(),
+            stats: Mutex::new(Stats::new(options.stats)),
+            window: Mutex::new(TraceWindow::new(options.window)),
+            watched: Mutex::new(Vec::new()),
+            sinks: Mutex::new(Vec::new()),
+            lost: AtomicU64::new(0),
+            options,
+        }
+    }
+
+    /// This profiler's process-unique id (how threads find their ring for it).
+    #[inline]
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Stamps `event` with the time (a raw counter stamp, resolved when drained) and pushes
+    /// it into the calling thread's ring. (The epoch is read from its static, not through
+    /// `self.epoch`: one pointer fewer to follow.)
+    #[inline(always)]
+    pub(crate) fn record_now(&self, event: Event) {
+        super::local::push(self, event.at(Epoch::get().raw_stamp()));
+    }
+
+    /// Stamps every event of `events` with one reading of the time (a raw counter stamp)
+    /// and pushes them, in order: for events that happen at one point of the code.
+    #[inline]
+    pub(crate) fn record_all_now(&self, events: impl IntoIterator<Item = Event>) {
+        super::local::push_all_at(self, events, Epoch::get().raw_stamp());
+    }
+
+    /// Pushes `event` as it is (its timestamp already set).
+    #[inline(always)]
+    pub(crate) fn record_at(&self, event: Event) {
+        super::local::push(self, event);
+    }
+
+    /// A new ring for the calling thread; the collector adopts it at its next round.
+    pub(crate) fn register_ring(&self) -> Producer {
+        let (producer, consumer) = ring::ring(self.options.ring_capacity);
+        self.new_rings.lock().push(Drained {
+            thread: ThreadId::current(),
+            consumer,
+            dropped_seen: 0,
+        });
+        producer
+    }
+
+    #[cold]
+    pub(crate) fn count_lost(&self, events: u64) {
+        self.lost.fetch_add(events, Ordering::Relaxed);
+    }
+
+    /// Samples `source`'s queue depths every `queue_sample_interval`, as `device`.
+    // std's Weak trait object: loom's `Arc` has no `Weak` and no `dyn` coercion.
+    pub(crate) fn watch(&self, device: DeviceId, source: std::sync::Weak<dyn QueueDepthSource>) {
+        self.watched.lock().push(Watched { device, source });
+    }
+
+    /// Feeds every drained batch to `sink` from the next round on, for as long as it lives.
+    // std's Weak trait object: loom's `Arc` has no `Weak` and no `dyn` coercion.
+    pub(crate) fn add_sink(&self, sink: std::sync::Weak<dyn EventSink>) {
+        self.sinks.lock().push(sink);
+    }
+
+    /// The statistics now.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let now = self.epoch.now_ns();
+        self.stats.lock().snapshot(now)
+    }
+
+    /// Zeroes the statistics' counters, histograms and windows (see [`Stats::reset`]).
+    pub(crate) fn reset_stats(&self) {
+        let now = self.epoch.now_ns();
+        self.stats.lock().reset(now);
+    }
+
+    /// The trace window, sorted by timestamp, how many events it let go, and the threads
+    /// whose earlier events it let go.
+    pub(crate) fn window_events(&self) -> (Vec<Event>, u64, Vec<WindowThread>) {
+        let window = self.window.lock();
+        (window.sorted(), window.evicted(), window.threads_before())
+    }
+
+    /// Waits until a collector round that started after this call has finished. Returns at
+    /// once if the collector is not running.
+    pub(crate) fn flush(&self) {
+        let mut signal = self.signal.lock();
+        if !signal.running {
+            return;
+        }
+        signal.requested += 1;
+        let target = signal.requested;
+        self.wake.notify_all();
+        while signal.running && signal.completed < target {
+            signal = self.done.wait_timeout(signal, Duration::from_millis(100));
+        }
+    }
+
+    /// Asks the collector to run its last round and exit.
+    pub(crate) fn request_stop(&self) {
+        self.signal.lock().stop = true;
+        self.wake.notify_all();
+    }
+}
