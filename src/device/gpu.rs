@@ -61,10 +61,12 @@ impl Default for GpuWorkerCounts {
     }
 }
 
-/// Which of a GPU's pools a worker belongs to.
+/// Which of a GPU's pools a worker belongs to: the GPU part of
+/// [`PoolRole`](crate::device::identity::PoolRole) (`GpuCompute`, `GpuCopy`, `GpuPriority`),
+/// as a type of its own so GPU code matches only roles a GPU has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum WorkerRole {
+pub enum GpuRole {
     /// Ordinary ops, FIFO, one compute stream per worker.
     Compute,
     /// `CopyToGpu` / `CopyFromGpu` ops by priority; an h2d and a d2h stream per worker.
@@ -73,40 +75,40 @@ pub enum WorkerRole {
     Prioritized,
 }
 
-impl WorkerRole {
+impl GpuRole {
     /// `compute`, `copy` or `prio` (thread names are `gpu<d>-<role>-<k>`).
     pub const fn as_str(self) -> &'static str {
         match self {
-            WorkerRole::Compute => "compute",
-            WorkerRole::Copy => "copy",
-            WorkerRole::Prioritized => "prio",
+            GpuRole::Compute => "compute",
+            GpuRole::Copy => "copy",
+            GpuRole::Prioritized => "prio",
         }
     }
 
     /// The streams each worker of this role owns.
     pub(crate) const fn stream_kinds(self) -> &'static [StreamKind] {
         match self {
-            WorkerRole::Compute | WorkerRole::Prioritized => &[StreamKind::Compute],
-            WorkerRole::Copy => &[StreamKind::CopyH2D, StreamKind::CopyD2H],
+            GpuRole::Compute | GpuRole::Prioritized => &[StreamKind::Compute],
+            GpuRole::Copy => &[StreamKind::CopyH2D, StreamKind::CopyD2H],
         }
     }
 
     /// Whether the pool's queue is ordered by the ops' priorities (else FIFO).
     pub(crate) const fn by_priority(self) -> bool {
-        !matches!(self, WorkerRole::Compute)
+        !matches!(self, GpuRole::Compute)
     }
 }
 
 /// One GPU worker's device and streams.
 pub struct Lane {
-    role: WorkerRole,
+    role: GpuRole,
     device: Arc<dyn GpuDevice>,
     streams: Vec<Arc<dyn Stream>>,
 }
 
 impl Lane {
     /// Makes a new stream on `device` for every stream kind `role` needs.
-    fn open(device: &Arc<dyn GpuDevice>, role: WorkerRole) -> Result<Self, StreamError> {
+    fn open(device: &Arc<dyn GpuDevice>, role: GpuRole) -> Result<Self, StreamError> {
         let streams = role
             .stream_kinds()
             .iter()
@@ -120,7 +122,7 @@ impl Lane {
     }
 
     /// The worker's role.
-    pub fn role(&self) -> WorkerRole {
+    pub fn role(&self) -> GpuRole {
         self.role
     }
 

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use super::gpu::WorkerRole;
+use super::gpu::GpuRole;
 
 /// A device: the host (threads of no device), CPU `n` or GPU `n`.
 ///
@@ -87,23 +87,23 @@ impl PoolRole {
             .copied()
     }
 
-    /// The GPU worker role it is, if it is one.
-    pub const fn gpu_worker(self) -> Option<WorkerRole> {
+    /// Its [`GpuRole`], if it is a GPU pool's role.
+    pub const fn gpu_role(self) -> Option<GpuRole> {
         match self {
-            PoolRole::GpuCompute => Some(WorkerRole::Compute),
-            PoolRole::GpuCopy => Some(WorkerRole::Copy),
-            PoolRole::GpuPriority => Some(WorkerRole::Prioritized),
+            PoolRole::GpuCompute => Some(GpuRole::Compute),
+            PoolRole::GpuCopy => Some(GpuRole::Copy),
+            PoolRole::GpuPriority => Some(GpuRole::Prioritized),
             _ => None,
         }
     }
 }
 
-impl From<WorkerRole> for PoolRole {
-    fn from(role: WorkerRole) -> Self {
+impl From<GpuRole> for PoolRole {
+    fn from(role: GpuRole) -> Self {
         match role {
-            WorkerRole::Compute => PoolRole::GpuCompute,
-            WorkerRole::Copy => PoolRole::GpuCopy,
-            WorkerRole::Prioritized => PoolRole::GpuPriority,
+            GpuRole::Compute => PoolRole::GpuCompute,
+            GpuRole::Copy => PoolRole::GpuCopy,
+            GpuRole::Prioritized => PoolRole::GpuPriority,
         }
     }
 }
@@ -170,14 +170,10 @@ mod tests {
 
     #[test]
     fn gpu_worker_roles_map_both_ways() {
-        for role in [
-            WorkerRole::Compute,
-            WorkerRole::Copy,
-            WorkerRole::Prioritized,
-        ] {
-            assert_eq!(PoolRole::from(role).gpu_worker(), Some(role));
+        for role in [GpuRole::Compute, GpuRole::Copy, GpuRole::Prioritized] {
+            assert_eq!(PoolRole::from(role).gpu_role(), Some(role));
         }
-        assert_eq!(PoolRole::CpuPriority.gpu_worker(), None);
+        assert_eq!(PoolRole::CpuPriority.gpu_role(), None);
     }
 
     #[test]

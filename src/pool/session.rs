@@ -458,7 +458,7 @@ impl RegistryState {
         let threads = options.effective_inter_op_threads();
         shared_or_start(
             &mut self.global_inter,
-            PoolRole::InterOp,
+            GlobalPool::InterOp,
             threads,
             options,
             warnings,
@@ -473,7 +473,7 @@ impl RegistryState {
         let threads = options.effective_intra_op_threads();
         shared_or_start(
             &mut self.global_intra,
-            PoolRole::IntraOp,
+            GlobalPool::IntraOp,
             threads,
             options,
             warnings,
@@ -485,7 +485,7 @@ impl RegistryState {
 /// a later session asking for another size gets the pool and a warning.
 fn shared_or_start(
     slot: &mut Option<SharedPool>,
-    role: PoolRole,
+    role: GlobalPool,
     threads: usize,
     options: &SessionOptions,
     warnings: &mut Vec<SessionWarning>,
@@ -528,21 +528,21 @@ fn check_max_threads(max_threads: usize) -> Result<(), SessionError> {
     }
 }
 
-/// Which global pool.
+/// Which of the two global pools (TensorFlow's inter-op and intra-op pools).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PoolRole {
+pub enum GlobalPool {
     /// Runs ops side by side.
     InterOp,
     /// Runs the loops inside one op.
     IntraOp,
 }
 
-impl PoolRole {
+impl GlobalPool {
     /// The name of the registry's global pool for this role (and its threads' prefix).
     pub(crate) fn global_pool_name(self) -> &'static str {
         match self {
-            PoolRole::InterOp => "inter",
-            PoolRole::IntraOp => "intra",
+            GlobalPool::InterOp => "inter",
+            GlobalPool::IntraOp => "intra",
         }
     }
 }
@@ -554,7 +554,7 @@ pub enum SessionWarning {
     /// A global pool already existed with another size; the first session's size wins.
     GlobalPoolSizeIgnored {
         /// Which global pool.
-        role: PoolRole,
+        role: GlobalPool,
         /// The size it was created with.
         existing: usize,
         /// The size this session asked for.
@@ -571,8 +571,8 @@ impl fmt::Display for SessionWarning {
                 requested,
             } => {
                 let kind = match role {
-                    PoolRole::InterOp => "inter-op",
-                    PoolRole::IntraOp => "intra-op",
+                    GlobalPool::InterOp => "inter-op",
+                    GlobalPool::IntraOp => "intra-op",
                 };
                 write!(
                     f,
@@ -582,10 +582,10 @@ impl fmt::Display for SessionWarning {
                     role.global_pool_name()
                 )?;
                 match role {
-                    PoolRole::InterOp => f.write_str(
+                    GlobalPool::InterOp => f.write_str(
                         "set use_per_session_threads to give this session its own inter-op pool",
                     ),
-                    PoolRole::IntraOp => f.write_str(
+                    GlobalPool::IntraOp => f.write_str(
                         "the intra-op pool is always shared, so open the first session with \
                          this size or use a separate PoolRegistry",
                     ),
@@ -725,12 +725,12 @@ mod tests {
             second.warnings(),
             [
                 SessionWarning::GlobalPoolSizeIgnored {
-                    role: PoolRole::InterOp,
+                    role: GlobalPool::InterOp,
                     existing: 1,
                     requested: 2
                 },
                 SessionWarning::GlobalPoolSizeIgnored {
-                    role: PoolRole::IntraOp,
+                    role: GlobalPool::IntraOp,
                     existing: 1,
                     requested: 2
                 },

@@ -326,7 +326,7 @@ pub struct DeviceLayout {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::device::gpu::WorkerRole;
+    use crate::device::gpu::GpuRole;
     use crate::device::stream::StreamId;
 
     /// The decoding undoes `StreamId::code` for every role (the packing lives in
@@ -387,11 +387,7 @@ mod tests {
         let device = SimBackend::new(1, SimModel::instant())
             .open(0, None)
             .unwrap();
-        let roles = [
-            WorkerRole::Compute,
-            WorkerRole::Copy,
-            WorkerRole::Prioritized,
-        ];
+        let roles = [GpuRole::Compute, GpuRole::Copy, GpuRole::Prioritized];
         let pools: Vec<GpuWorkers> = roles
             .iter()
             .map(|&role| GpuWorkers::start(&device, role, 1).unwrap())

@@ -5,7 +5,7 @@
 // std's `Arc`: handles to trait objects, which loom's `Arc` cannot coerce to `dyn`.
 use std::sync::Arc;
 
-use super::{Lane, WorkerRole, CURRENT_LANE};
+use super::{GpuRole, Lane, CURRENT_LANE};
 use crate::device::identity::{Device, PoolId};
 use crate::device::priority::{PriorityWorkers, WorkerOwns};
 use crate::device::stream::{GpuDevice, StreamError};
@@ -17,7 +17,7 @@ pub struct GpuPoolStats {
     /// `gpu<d>-<role>`; threads are `<name>-<k>`.
     pub name: String,
     /// The pool's role.
-    pub role: WorkerRole,
+    pub role: GpuRole,
     /// The pool: its GPU and role.
     pub pool: PoolId,
     /// Worker threads.
@@ -33,13 +33,13 @@ pub struct GpuPoolStats {
 /// Worker threads of one GPU and role, each owning its streams.
 ///
 /// ```
-/// use enginetop::device::gpu::{current_lane, GpuWorkers, WorkerRole};
+/// use enginetop::device::gpu::{current_lane, GpuWorkers, GpuRole};
 /// use enginetop::device::sim::{SimBackend, SimModel};
 /// use enginetop::device::stream::GpuBackend;
 /// use enginetop::pool::Task;
 ///
 /// let device = SimBackend::new(1, SimModel::instant()).open(0, None).unwrap();
-/// let copy = GpuWorkers::start(&device, WorkerRole::Copy, 1).unwrap();
+/// let copy = GpuWorkers::start(&device, GpuRole::Copy, 1).unwrap();
 /// let (tx, rx) = std::sync::mpsc::channel();
 /// copy.schedule(0, Task::new(move || {
 ///     let streams = current_lane().unwrap().stream_ids();
@@ -51,7 +51,7 @@ pub struct GpuPoolStats {
 /// ```
 pub struct GpuWorkers {
     workers: PriorityWorkers<Arc<Lane>>,
-    role: WorkerRole,
+    role: GpuRole,
     pool: PoolId,
     streams: Vec<String>,
 }
@@ -73,7 +73,7 @@ impl GpuWorkers {
     /// `gpu<ordinal>-<role>-<k>`; makes every worker's streams first, in thread order.
     pub fn start(
         device: &Arc<dyn GpuDevice>,
-        role: WorkerRole,
+        role: GpuRole,
         threads: usize,
     ) -> Result<Self, StreamError> {
         Self::start_observed(device, role, threads, None)
@@ -83,7 +83,7 @@ impl GpuWorkers {
     /// `observer` as a pool's do (worker `k` is thread `gpu<ordinal>-<role>-<k>`).
     pub fn start_observed(
         device: &Arc<dyn GpuDevice>,
-        role: WorkerRole,
+        role: GpuRole,
         threads: usize,
         observer: Option<Arc<dyn PoolObserver>>,
     ) -> Result<Self, StreamError> {
@@ -160,7 +160,7 @@ mod tests {
             .unwrap()
     }
 
-    fn run_order(role: WorkerRole) -> Vec<&'static str> {
+    fn run_order(role: GpuRole) -> Vec<&'static str> {
         let pool = GpuWorkers::start(&device(), role, 1).unwrap();
         run_order_of_four(pool, GpuWorkers::schedule)
     }
@@ -168,15 +168,12 @@ mod tests {
     #[test]
     fn priority_pools_run_highest_first_and_compute_pools_in_order() {
         assert_eq!(
-            run_order(WorkerRole::Prioritized),
+            run_order(GpuRole::Prioritized),
             ["high-1", "high-2", "mid", "low"]
         );
+        assert_eq!(run_order(GpuRole::Copy), ["high-1", "high-2", "mid", "low"]);
         assert_eq!(
-            run_order(WorkerRole::Copy),
-            ["high-1", "high-2", "mid", "low"]
-        );
-        assert_eq!(
-            run_order(WorkerRole::Compute),
+            run_order(GpuRole::Compute),
             ["low", "high-1", "mid", "high-2"]
         );
     }
@@ -184,8 +181,8 @@ mod tests {
     #[test]
     fn thread_k_owns_stream_k_and_the_stats_say_so() {
         let device = device();
-        let compute = GpuWorkers::start(&device, WorkerRole::Compute, 2).unwrap();
-        let prio = GpuWorkers::start(&device, WorkerRole::Prioritized, 1).unwrap();
+        let compute = GpuWorkers::start(&device, GpuRole::Compute, 2).unwrap();
+        let prio = GpuWorkers::start(&device, GpuRole::Prioritized, 1).unwrap();
         let (tx, rx) = mpsc::channel();
         for _ in 0..20 {
             let tx = tx.clone();
@@ -214,7 +211,7 @@ mod tests {
 
     #[test]
     fn dropping_runs_everything_queued() {
-        let pool = GpuWorkers::start(&device(), WorkerRole::Copy, 2).unwrap();
+        let pool = GpuWorkers::start(&device(), GpuRole::Copy, 2).unwrap();
         let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         for priority in 0..200 {
             let ran = Arc::clone(&ran);

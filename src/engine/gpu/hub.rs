@@ -24,7 +24,7 @@ use crate::device::cpu::{observer_for, PoolObservers};
 use crate::device::cuda;
 use crate::device::discover::{backend_for, choose, GpuChoice, GpuSelection};
 use crate::device::gpu::{
-    GpuPoolStats, GpuWorkerCounts, GpuWorkers, WorkerRole, GPU_PRIORITY_WORKERS,
+    GpuPoolStats, GpuRole, GpuWorkerCounts, GpuWorkers, GPU_PRIORITY_WORKERS,
 };
 use crate::device::identity::{Device, PoolId};
 use crate::device::sim::SimModel;
@@ -66,15 +66,15 @@ struct DeviceWorkers {
 impl DeviceWorkers {
     fn open(resolved: &Resolved, setup: &GpuSetup, ordinal: u32) -> Result<Self, StreamError> {
         let device = resolved.backend.open(ordinal, setup.observer.clone())?;
-        let start = |role: WorkerRole, threads: usize| {
+        let start = |role: GpuRole, threads: usize| {
             let pool = PoolId::new(Device::Gpu(ordinal), role.into());
             let observer = observer_for(setup.pool_observers.as_ref(), pool);
             GpuWorkers::start_observed(&device, role, threads, observer)
         };
         Ok(DeviceWorkers {
-            compute: start(WorkerRole::Compute, setup.counts.compute)?,
-            copy: start(WorkerRole::Copy, setup.counts.copy)?,
-            prioritized: start(WorkerRole::Prioritized, GPU_PRIORITY_WORKERS)?,
+            compute: start(GpuRole::Compute, setup.counts.compute)?,
+            copy: start(GpuRole::Copy, setup.counts.copy)?,
+            prioritized: start(GpuRole::Prioritized, GPU_PRIORITY_WORKERS)?,
             _device: device,
         })
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{FakeOptions, Scenario, MAX_WORKERS};
-use crate::device::gpu::WorkerRole;
+use crate::device::gpu::GpuRole;
 use crate::device::identity::PoolRole;
 use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::stats::{
@@ -58,19 +58,19 @@ const STREAMS: [(u32, StreamId); 4] = [
 
 /// The simulated GPU's workers: role, index in their pool, and the slots of the [`STREAMS`]
 /// each feeds.
-const GPU_WORKERS: [(WorkerRole, u32, &[u32]); 3] = [
-    (WorkerRole::Compute, 0, &[0]),
-    (WorkerRole::Compute, 1, &[1]),
-    (WorkerRole::Copy, 0, &[2, 3]),
+const GPU_WORKERS: [(GpuRole, u32, &[u32]); 3] = [
+    (GpuRole::Compute, 0, &[0]),
+    (GpuRole::Compute, 1, &[1]),
+    (GpuRole::Copy, 0, &[2, 3]),
 ];
 
 /// How many of [`GPU_WORKERS`] have each role.
 fn gpu_worker_roles() -> crate::workload::run::GpuWorkerRoles {
     let count = |role| GPU_WORKERS.iter().filter(|(r, _, _)| *r == role).count();
     crate::workload::run::GpuWorkerRoles {
-        compute: count(WorkerRole::Compute),
-        copy: count(WorkerRole::Copy),
-        prio: count(WorkerRole::Prioritized),
+        compute: count(GpuRole::Compute),
+        copy: count(GpuRole::Copy),
+        prio: count(GpuRole::Prioritized),
     }
 }
 
@@ -477,7 +477,7 @@ impl Model {
     fn op_of(&self, thread: &FakeThread) -> &'static str {
         let pick = mix(self.step / 2, thread.tid as u64, 5) as usize;
         let names: &[usize] = match thread.role {
-            Role::Gpu(w) if GPU_WORKERS[w].0 == WorkerRole::Copy => &[10, 11],
+            Role::Gpu(w) if GPU_WORKERS[w].0 == GpuRole::Copy => &[10, 11],
             Role::Gpu(..) => &[0, 5, 1, 2],
             Role::Priority(_) => &[8, 9],
             Role::Cpu(_) | Role::Intra => &[0, 1, 2, 3, 4, 5, 6, 7],
