@@ -59,11 +59,11 @@ use super::trace_time::{exact_duration, inside, micros, SliceIndex};
 use super::window::is_worker_event;
 
 /// Where GPU stream tracks start in a device's `tid` space.
-pub const STREAM_TID_BASE: u32 = 1_000_000;
+pub(crate) const STREAM_TID_BASE: u32 = 1_000_000;
 
 /// Figures carried into `otherData`, and what the trace says about its devices.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TraceContext {
+pub(crate) struct TraceContext {
     /// Events lost before the collector saw them.
     pub dropped_events: u64,
     /// Events the trace window let go.
@@ -78,7 +78,7 @@ pub struct TraceContext {
 
 /// A thread as it was when the trace window began (after the events it let go).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WindowThread {
+pub(crate) struct WindowThread {
     /// The thread.
     pub thread: ThreadId,
     /// The device of its first worker event, if it had one.
@@ -107,7 +107,7 @@ pub struct ExportReport {
 }
 
 /// Writes `events` (sorted by timestamp) as a Chrome trace to `out`.
-pub fn write_trace(
+pub(crate) fn write_trace(
     events: &[Event],
     context: &TraceContext,
     out: impl Write,
@@ -117,7 +117,7 @@ pub fn write_trace(
 
 /// [`write_trace`], with `graph` (any JSON value: the op graph a recording holds) written as
 /// `otherData.graph` when given.
-pub fn write_trace_with_graph(
+pub(crate) fn write_trace_with_graph(
     events: &[Event],
     context: &TraceContext,
     graph: Option<serde_json::Value>,

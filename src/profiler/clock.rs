@@ -42,13 +42,13 @@ use chrono::{DateTime, Utc};
 
 /// The tag of a raw counter reading in [`Event::ts_ns`](super::Event::ts_ns): set by
 /// [`Epoch::raw_stamp`], removed by [`Epoch::resolve`].
-pub const RAW_STAMP: u64 = 1 << 63;
+pub(crate) const RAW_STAMP: u64 = 1 << 63;
 
 /// Fixed-point bits of [`Epoch`]'s ticks-to-nanoseconds factor.
 const SCALE_BITS: u32 = 40;
 
 /// The process epoch: when it was taken, on the counter and on the wall clock.
-pub struct Epoch {
+pub(crate) struct Epoch {
     clock: quanta::Clock,
     start_raw: u64,
     /// Nanoseconds per 2^`SCALE_BITS` ticks (2^`SCALE_BITS` when quanta reads the OS clock,
@@ -85,13 +85,13 @@ impl Epoch {
     /// The counter now, tagged with [`RAW_STAMP`]: what the recording path stores, for the
     /// collector to [`resolve`](Self::resolve).
     #[inline(always)]
-    pub fn raw_stamp(&self) -> u64 {
+    pub(crate) fn raw_stamp(&self) -> u64 {
         self.clock.raw() | RAW_STAMP
     }
 
     /// Nanoseconds since the epoch of raw counter reading `raw` (0 for a reading before it).
     #[inline]
-    pub fn ticks_to_ns(&self, raw: u64) -> u64 {
+    pub(crate) fn ticks_to_ns(&self, raw: u64) -> u64 {
         let ticks = u128::from(raw.saturating_sub(self.start_raw));
         ((ticks * u128::from(self.ns_per_2_40_ticks)) >> SCALE_BITS) as u64
     }
@@ -99,7 +99,7 @@ impl Epoch {
     /// A stored timestamp in nanoseconds since the epoch: a [`raw_stamp`](Self::raw_stamp)
     /// converted, anything else (nanoseconds already) as it is.
     #[inline]
-    pub fn resolve(&self, stamp: u64) -> u64 {
+    pub(crate) fn resolve(&self, stamp: u64) -> u64 {
         if stamp & RAW_STAMP != 0 {
             self.ticks_to_ns(stamp & !RAW_STAMP)
         } else {
@@ -107,13 +107,8 @@ impl Epoch {
         }
     }
 
-    /// The wall-clock time of the epoch.
-    pub fn wall_start(&self) -> DateTime<Utc> {
-        self.wall_start
-    }
-
     /// The wall-clock time `ns` nanoseconds after the epoch.
-    pub fn wall_at(&self, ns: u64) -> DateTime<Utc> {
+    pub(crate) fn wall_at(&self, ns: u64) -> DateTime<Utc> {
         self.wall_start + chrono::Duration::nanoseconds(i64::try_from(ns).unwrap_or(i64::MAX))
     }
 }

@@ -95,17 +95,17 @@ impl EventKind {
 }
 
 /// `aux` of a pool event recorded on a thread outside the pool.
-pub const NO_WORKER: u32 = u32::MAX;
+pub(crate) const NO_WORKER: u32 = u32::MAX;
 /// `arg` of a `Steal` from the pool's shared injector rather than a worker's queue.
-pub const FROM_INJECTOR: u64 = u64::MAX;
+pub(crate) const FROM_INJECTOR: u64 = u64::MAX;
 /// The bit of `flags` set on a failed `OpEnd` or a panicked `TaskEnd`.
-pub const ERROR_FLAG: u8 = 0x80;
+pub(crate) const ERROR_FLAG: u8 = 0x80;
 /// The bits of `flags` holding an op's property.
-pub const PROPERTY_MASK: u8 = 0x7f;
+pub(crate) const PROPERTY_MASK: u8 = 0x7f;
 
 /// Op properties by code, in the order of MXNet's `FnProperty` (and the engine's): an op
 /// event's property code indexes this table.
-pub const PROPERTY_NAMES: [&str; 8] = [
+pub(crate) const PROPERTY_NAMES: [&str; 8] = [
     "normal",
     "copy_from_gpu",
     "copy_to_gpu",
@@ -117,7 +117,7 @@ pub const PROPERTY_NAMES: [&str; 8] = [
 ];
 
 /// The name of property `code` (`"unknown"` past the table).
-pub fn property_name(code: u8) -> &'static str {
+pub(crate) fn property_name(code: u8) -> &'static str {
     PROPERTY_NAMES
         .get(usize::from(code))
         .copied()
@@ -226,7 +226,7 @@ impl Event {
     }
 
     /// The role of the pool a pool event came from, if its probe knew it.
-    pub fn pool_role(&self) -> Option<PoolRole> {
+    pub(crate) fn pool_role(&self) -> Option<PoolRole> {
         PoolRole::from_code(self.flags & PROPERTY_MASK)
     }
 

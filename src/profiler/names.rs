@@ -113,7 +113,7 @@ pub struct ThreadId(u32);
 
 impl ThreadId {
     /// Not a thread (an event not yet stamped by the collector).
-    pub const UNKNOWN: ThreadId = ThreadId(0);
+    pub(crate) const UNKNOWN: ThreadId = ThreadId(0);
 
     /// The calling thread's id, registering it (with its `std` name, or `thread-<id>`) on
     /// first use.

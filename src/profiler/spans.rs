@@ -42,16 +42,16 @@ use crate::sync::Mutex;
 type Chunk = std::sync::Arc<[OpSpan]>;
 
 /// Spans a chunk holds: the unit that is sealed, shared with readers and dropped.
-pub const CHUNK: usize = 1024;
+pub(crate) const CHUNK: usize = 1024;
 
 /// The spans a store keeps by default: 131,072 (about 7 MiB).
-pub const DEFAULT_CAPACITY: usize = 128 * CHUNK;
+pub(crate) const DEFAULT_CAPACITY: usize = 128 * CHUNK;
 
 /// The most ops a store tracks between their queueing or start and their end.
-pub const MAX_OPEN: usize = 65_536;
+pub(crate) const MAX_OPEN: usize = 65_536;
 
 /// How far back among the spans appended a stream event drained after its op's end looks.
-pub const LATE_STREAM_REACH: usize = 256;
+pub(crate) const LATE_STREAM_REACH: usize = 256;
 
 /// One op, start to end, as it ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,7 +81,7 @@ pub struct OpSpan {
 
 impl OpSpan {
     /// How long it ran (ns).
-    pub fn duration_ns(&self) -> u64 {
+    pub(crate) fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
 

@@ -582,7 +582,7 @@ impl Stats {
     }
 
     /// Sets the dropped-events figure (the collector sums it from the rings).
-    pub fn set_dropped(&mut self, dropped: u64) {
+    pub(crate) fn set_dropped(&mut self, dropped: u64) {
         self.dropped = dropped;
     }
 
@@ -666,7 +666,7 @@ impl Stats {
     /// among the lost events, and a lost end would leave it running for good) and it counts
     /// as between tasks until its next event; ops that started before the gap and end after
     /// it count in their device's totals but not in the op table (their start is unknown).
-    pub fn events_lost(&mut self, thread: ThreadId, last_ts: Option<u64>) {
+    pub(crate) fn events_lost(&mut self, thread: ThreadId, last_ts: Option<u64>) {
         let Some(&slot) = self.thread_slots.get(&thread) else {
             return;
         };
@@ -681,7 +681,7 @@ impl Stats {
     }
 
     /// Marks `thread` as exited at `ts` (its ring closed): idle from then on.
-    pub fn thread_exited(&mut self, thread: ThreadId, ts: u64) {
+    pub(crate) fn thread_exited(&mut self, thread: ThreadId, ts: u64) {
         if let Some(&slot) = self.thread_slots.get(&thread) {
             let stats = &mut self.threads[slot].1;
             stats.running_depth = 0;

@@ -20,7 +20,7 @@ use crate::engine::{EngineOptions, OpName};
 use crate::sync::Mutex;
 
 /// The profiler device of GPU `ordinal`: `gpu(ordinal)`, where [`StreamProbe`] records it.
-pub fn gpu_device(ordinal: u32) -> DeviceId {
+pub(crate) fn gpu_device(ordinal: u32) -> DeviceId {
     DeviceId::register(&format!("gpu({ordinal})"))
 }
 

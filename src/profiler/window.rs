@@ -47,7 +47,7 @@ impl Default for WindowOptions {
 impl WindowOptions {
     /// The most events the window holds (0: no window, nothing to export, and the collector
     /// saves the copy).
-    pub fn max_events(&self) -> usize {
+    pub(crate) fn max_events(&self) -> usize {
         self.max_bytes / std::mem::size_of::<Event>()
     }
 
