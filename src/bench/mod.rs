@@ -13,6 +13,8 @@
 //! - [`gemm`]: this machine's square `f32` GEMM peak through our kernels and intra-op pool,
 //!   measured on demand or read from a per-machine cache.
 //! - [`profiler`]: ns per recorded event, clock costs, and profiled-vs-unprofiled ratios.
+//! - [`overhead`]: what the scaling analysis, `--record` and the Chrome window each add to a
+//!   profiled step, and the dashboard's frame cost.
 //! - [`scaling`]: the predicted scaling curve against measured steps, with the error.
 //! - [`tune`]: the tuner's pick against the default, fresh runs interleaved round by round.
 //! - [`stats`]: median and percentiles.
@@ -22,6 +24,7 @@
 pub mod engine;
 pub mod gemm;
 pub mod gpu;
+pub mod overhead;
 pub mod pool;
 pub mod profiler;
 pub mod report;

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use enginetop::bench::engine::{self as engine_bench, EngineBenchConfig, EngineBenchResult, Shape};
 use enginetop::bench::gemm::{self as gemm_bench, GemmBenchConfig};
 use enginetop::bench::gpu as gpu_bench;
+use enginetop::bench::overhead::{self as overhead_bench, OverheadBenchConfig};
 use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
 use enginetop::bench::profiler::{self as profiler_bench, ProfilerBenchConfig};
 use enginetop::bench::report;
@@ -49,6 +50,92 @@ enum BenchTarget {
     /// The predicted scaling curve against measured steps: resnet-like, transformer-like,
     /// random-dag and wavefront at 1x1, 1x2 and 2x1, predicted from a 1x2 run.
     Scaling(ScalingBenchArgs),
+    /// What the scaling analysis, --record and the Chrome window each add to a profiled step
+    /// (resnet-like, random-dag; interleaved rounds, ratios of medians against the issues'
+    /// targets), and the dashboard's frame cost in % of one core.
+    Overhead(OverheadBenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct OverheadBenchArgs {
+    /// Print one JSON object per workload (and one for the frame cost) instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    /// Small workloads, 3 rounds of 2 iterations, 1 s of frames: a smoke run.
+    #[arg(long)]
+    quick: bool,
+
+    /// Rounds (default 9, 3 with --quick).
+    #[arg(
+        long,
+        value_parser = super::numbers::whole::<u32>(1, 1000),
+        allow_negative_numbers = true,
+    )]
+    rounds: Option<u32>,
+
+    /// Iterations per variant per round (default 3, 2 with --quick).
+    #[arg(
+        long,
+        value_parser = super::numbers::whole::<u32>(1, 100_000),
+        allow_negative_numbers = true,
+    )]
+    iterations: Option<u32>,
+
+    /// Seconds of dashboard frames on resnet-like (default 10, 1 with --quick; 0: skip).
+    #[arg(
+        long,
+        value_parser = super::numbers::whole::<u32>(0, 3600),
+        allow_negative_numbers = true,
+    )]
+    seconds: Option<u32>,
+}
+
+impl OverheadBenchArgs {
+    fn config(&self) -> OverheadBenchConfig {
+        let mut config = if self.quick {
+            OverheadBenchConfig::quick()
+        } else {
+            OverheadBenchConfig::full()
+        };
+        if let Some(rounds) = self.rounds {
+            config.rounds = rounds as usize;
+        }
+        if let Some(iterations) = self.iterations {
+            config.iterations = u64::from(iterations);
+        }
+        if let Some(seconds) = self.seconds {
+            config.frame = match (seconds, config.frame.take()) {
+                (0, _) | (_, None) => None,
+                (seconds, Some((workload, _))) => {
+                    Some((workload, Duration::from_secs(u64::from(seconds))))
+                }
+            };
+        }
+        config
+    }
+}
+
+/// `enginetop bench overhead`: one JSON line per workload and one for the frames, or a table.
+fn bench_overhead(args: &OverheadBenchArgs) -> Result<()> {
+    let report = overhead_bench::run(&args.config(), &mut |name| {
+        eprintln!("overhead: {name} ...");
+    })
+    .context("the overhead benchmark failed")?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        for workload in &report.workloads {
+            let line = serde_json::to_string(workload).context("serializing a result")?;
+            writeln!(stdout, "{line}").context("writing to stdout")?;
+        }
+        if let Some(frame) = &report.frame {
+            let line = serde_json::to_string(frame).context("serializing a result")?;
+            writeln!(stdout, "{line}").context("writing to stdout")?;
+        }
+    } else {
+        write!(stdout, "{}", overhead_bench::table(&report)).context("writing to stdout")?;
+    }
+    stdout.flush().context("writing to stdout")
 }
 
 #[derive(Debug, Args)]
@@ -77,6 +164,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<()> {
         BenchTarget::Gpu(args) => bench_gpu(args),
         BenchTarget::Scaling(args) => bench_scaling(args),
         BenchTarget::Tune(args) => bench_tune(args),
+        BenchTarget::Overhead(args) => bench_overhead(args),
     }
 }
 

@@ -53,14 +53,18 @@ pub struct StatsOptions {
     pub window: Duration,
     /// Buckets the window is cut into (its resolution).
     pub buckets: u32,
+    /// Whether each thread's work-state cells are kept (the scaling analysis's attribution
+    /// reads them); off, the snapshot's `work_states` stay empty of time.
+    pub work_states: bool,
 }
 
 impl Default for StatsOptions {
-    /// A one-second window in ten buckets.
+    /// A one-second window in ten buckets, work states kept.
     fn default() -> Self {
         StatsOptions {
             window: Duration::from_secs(1),
             buckets: 10,
+            work_states: true,
         }
     }
 }
@@ -590,7 +594,9 @@ impl Stats {
     pub fn ingest(&mut self, event: &Event) {
         self.events += 1;
         self.count(event);
-        self.track_work_states(event);
+        if self.options.work_states {
+            self.track_work_states(event);
+        }
     }
 
     /// The counters and the activity timelines.
@@ -1190,6 +1196,34 @@ mod tests {
             let total: u64 = states.since_start.iter().map(|t| t.ns).sum();
             assert_eq!(total, 1000 * MS, "thread {}", states.thread);
         }
+    }
+
+    /// With `work_states` off, the cells keep no time; the activity shares are unchanged.
+    #[test]
+    fn work_states_off_keeps_no_cells() {
+        let pool = DeviceId::register("stats-ws-off");
+        let op = |kind| Event::op(kind, pool, OpName::new("ws-off-op"), OpInfo::new(1));
+        let mut script = Script { events: Vec::new() };
+        script.at(0, 931, op(EventKind::OpQueued));
+        script.at(0, 931, op(EventKind::OpStart));
+        script.at(100, 931, op(EventKind::OpEnd));
+        let options = StatsOptions {
+            work_states: false,
+            ..StatsOptions::default()
+        };
+        let (mut off, mut on) = (Stats::new(options), stats_of(&script));
+        for event in &script.events {
+            off.ingest(event);
+        }
+        let kept = |stats: &mut Stats| -> u64 {
+            let snapshot = stats.snapshot(200 * MS);
+            let states = snapshot.work_states.iter();
+            states.flat_map(|s| &s.since_start).map(|t| t.ns).sum()
+        };
+        assert_eq!(kept(&mut off), 0);
+        assert!(kept(&mut on) > 0, "the cells keep time when on");
+        let total = |stats: &mut Stats| stats.snapshot(200 * MS).op("ws-off-op").unwrap().total_ns;
+        assert_eq!(total(&mut off), total(&mut on));
     }
 
     #[test]
