@@ -47,7 +47,7 @@ enum BenchTarget {
     /// interleaved round by round; the gain with its spread.
     Tune(TuneBenchArgs),
     /// The predicted scaling curve against measured steps: resnet-like, transformer-like,
-    /// random-dag and wavefront at 1x1, 1x2 and 2x1, predicted from a 1x2 run.
+    /// random-dag and wavefront at 1x1, 1x2 and 2x1, each predicted from each one's runs.
     Scaling(ScalingBenchArgs),
 }
 
