@@ -41,7 +41,10 @@
 //! oversubscription, no other process), no memory-bandwidth or cache limit, no engine,
 //! queue or wake-up cost between ops, every op pushed at once, one iteration at a time (the
 //! driver's iteration marker reads every tensor, so an iteration's writes wait for the one
-//! before), and an op's parallel part divides evenly over any intra-op count.
+//! before), and an op's parallel part divides evenly over any intra-op count. The engine's
+//! costs between ops are left out rather than guessed: they are what a run's measured step
+//! has beyond its predicted one at its own counts (the `why` section shows both), and they
+//! differ from count to count (a lone worker never parks between ops; two wake each other).
 #![forbid(unsafe_code)]
 
 use std::cmp::Reverse;
@@ -416,6 +419,24 @@ mod tests {
         }
         let serial = serial_model(&one);
         assert_eq!(serial.step(1, 64), 64 * MS, "a serial body does not scale");
+    }
+
+    #[test]
+    fn independent_split_ops_take_ceil_n_over_inter_rounds_of_their_intra_time() {
+        let n = 7;
+        let split = OpSplit {
+            serial: MS,
+            parallel: 12 * MS,
+        };
+        let ops = (0..n)
+            .map(|i| op(&format!("s{i}"), &[], &[i], 13 * MS))
+            .collect();
+        let model = EngineModel::new(&graph(ops, n), &[], &vec![split; n], &[]);
+        for (inter, intra) in [(1, 1), (2, 1), (3, 2), (4, 3), (7, 4), (8, 12)] {
+            let rounds = n.div_ceil(inter) as u32;
+            let body = MS + 12 * MS / intra as u32;
+            assert_eq!(model.step(inter, intra), rounds * body, "{inter}x{intra}");
+        }
     }
 
     #[test]

@@ -1,15 +1,17 @@
-//! `enginetop bench scaling`: the predicted scaling curve checked against measured steps.
+//! `enginetop bench scaling`: the predicted scaling curve checked against measured steps,
+//! every count predicted from every count.
 //!
-//! For each workload, a **reference run** at `reference` counts runs `rounds` rounds of
-//! `iterations` iterations; each round's op times and body splits predict the step at every
-//! point of `points`, and a point's prediction is the median round's. Then every point is
-//! **measured**: a driver per point, each first warmed up by one iteration, then `rounds`
-//! rounds in which every point runs `iterations` iterations in turn (interleaved, so a
-//! machine's drift falls on every point alike). A round's step is its run time over its
-//! iterations; the figure is the median round. Each point also predicts its own step from its
-//! own runs (`own_ms`): the gap between that and the measured step is what the simulation
-//! leaves out (engine and wake-up costs between ops, a loaded machine), the gap between
-//! `predicted_ms` and `own_ms` is the transfer from the reference counts to these.
+//! For each workload, a driver per point of `points`, each first warmed up by one iteration;
+//! then `rounds` rounds in which every point runs `iterations` iterations in turn
+//! (interleaved, so a machine's drift falls on every point alike). A round's step is its run
+//! time over its iterations. Each round's run is also a **recording**: its op times and body
+//! splits predict the step at every point. So each pair (target, reference) of points gets,
+//! per round, the error of the step the reference's run predicts for the target against the
+//! target's measured step in the same round, `(predicted - measured) / measured`; the figure
+//! is the median round's error, with the smallest and largest as its spread. A reference
+//! equal to its target is the simulation's own error (what it leaves out: engine and wake-up
+//! costs it does not model, a loaded machine); any other is a transfer, which adds how well
+//! one count's op times and splits stand for another's.
 //!
 //! Only counts a machine runs without oversubscription mean anything here (`inter x intra`
 //! at most its cores); a shared machine's figures are noisy whatever the counts.
@@ -34,9 +36,7 @@ pub struct ScalingWorkload {
 pub struct ScalingBenchConfig {
     /// The workloads.
     pub workloads: Vec<ScalingWorkload>,
-    /// The counts `(inter, intra)` of the run whose recording predicts the others.
-    pub reference: (usize, usize),
-    /// The counts compared.
+    /// The counts `(inter, intra)` measured, each also a reference for all of them.
     pub points: Vec<(usize, usize)>,
     /// Iterations per measured round.
     pub iterations: u64,
@@ -46,7 +46,7 @@ pub struct ScalingBenchConfig {
 
 impl ScalingBenchConfig {
     /// The issue's check on a 2-core machine: resnet-like, transformer-like, random-dag and
-    /// wavefront, sized for seconds each, predicted from a 1x2 run at 1x1, 1x2 and 2x1.
+    /// wavefront, sized for seconds each, at 1x1, 1x2 and 2x1, each predicted from each.
     pub fn two_cores() -> Self {
         let workload = |name: &str, set: &[&str]| ScalingWorkload {
             name: name.to_string(),
@@ -59,7 +59,6 @@ impl ScalingBenchConfig {
                 workload("random-dag", &["ops=2000"]),
                 workload("wavefront", &["n=40", "size=4096"]),
             ],
-            reference: (1, 2),
             points: vec![(1, 1), (1, 2), (2, 1)],
             iterations: 3,
             rounds: 5,
@@ -67,29 +66,38 @@ impl ScalingBenchConfig {
     }
 }
 
-/// One workload at one point.
+/// One workload at one target point, predicted from one reference point.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct ScalingBenchResult {
     /// The workload.
     pub workload: String,
-    /// Inter-op workers.
+    /// Inter-op workers of the target.
     pub inter: usize,
-    /// Intra-op threads.
+    /// Intra-op threads of the target.
     pub intra: usize,
-    /// The median measured step, in milliseconds.
+    /// Inter-op workers of the reference, whose runs predict the target.
+    pub reference_inter: usize,
+    /// Intra-op threads of the reference.
+    pub reference_intra: usize,
+    /// The median measured step of the target, in milliseconds.
     pub measured_ms: f64,
-    /// The step predicted from the reference run, in milliseconds.
+    /// The median step the reference's runs predict for the target, in milliseconds.
     pub predicted_ms: f64,
-    /// `(predicted - measured) / measured`, in percent.
+    /// The median round's `(predicted - measured) / measured`, in percent.
     pub error_pct: f64,
-    /// The step predicted from this point's own runs, in milliseconds.
-    pub own_ms: f64,
-    /// `(own - measured) / measured`, in percent.
-    pub own_error_pct: f64,
-    /// The reference run's counts, `1x2`.
-    pub reference: String,
+    /// The smallest round's error, in percent.
+    pub error_min_pct: f64,
+    /// The largest round's error, in percent.
+    pub error_max_pct: f64,
     /// Rounds measured.
     pub rounds: usize,
+}
+
+impl ScalingBenchResult {
+    /// Whether the reference is the target itself (the simulation's own error).
+    pub fn own(&self) -> bool {
+        (self.reference_inter, self.reference_intra) == (self.inter, self.intra)
+    }
 }
 
 /// Why the benchmark could not run.
@@ -131,88 +139,117 @@ pub fn run(
     Ok(results)
 }
 
+/// One point's rounds: the measured step and the curve each round's run predicts.
+#[derive(Default)]
+struct Rounds {
+    steps: Vec<f64>,
+    curves: Vec<Vec<((usize, usize), f64)>>,
+}
+
 fn run_workload(
     config: &ScalingBenchConfig,
     workload: &ScalingWorkload,
 ) -> Result<Vec<ScalingBenchResult>, ScalingBenchError> {
     let graph = load(workload)?;
-    let (inter, intra) = config.reference;
-    let mut reference = Point::start(&graph, workload, inter, intra)?;
-    let mut curves = Vec::new();
-    for _ in 0..config.rounds.max(1) {
-        let report = reference.measure(config.iterations)?;
-        curves.push(reference.predicted(&report));
-    }
-    drop(reference);
     let mut points = config
         .points
         .iter()
         .map(|&(inter, intra)| Point::start(&graph, workload, inter, intra))
         .collect::<Result<Vec<Point>, _>>()?;
-    let mut steps: Vec<Vec<f64>> = vec![Vec::new(); points.len()];
-    let mut own: Vec<Vec<f64>> = vec![Vec::new(); points.len()];
+    let mut rounds: Vec<Rounds> = points.iter().map(|_| Rounds::default()).collect();
     for _ in 0..config.rounds.max(1) {
-        for (index, point) in points.iter_mut().enumerate() {
+        for (point, rounds) in points.iter_mut().zip(&mut rounds) {
             let report = point.measure(config.iterations)?;
             let step = report.elapsed.as_secs_f64() * 1e3 / report.iterations.max(1) as f64;
-            steps[index].push(step);
-            own[index].push(point.own_prediction(&report));
+            rounds.steps.push(step);
+            rounds.curves.push(point.predicted(&report));
         }
     }
-    let results = points.iter().enumerate().map(|(index, point)| {
-        let measured_ms = median(&steps[index]).unwrap_or(f64::NAN);
-        let predicted: Vec<f64> = curves
-            .iter()
-            .filter_map(|curve| {
-                let counts = (point.inter, point.intra);
-                curve
-                    .iter()
-                    .find(|(at, _)| *at == counts)
-                    .map(|(_, step)| *step)
-            })
-            .collect();
-        let predicted_ms = median(&predicted).unwrap_or(f64::NAN);
-        let own_ms = median(&own[index]).unwrap_or(f64::NAN);
-        ScalingBenchResult {
-            workload: workload.name.clone(),
-            inter: point.inter,
-            intra: point.intra,
-            measured_ms,
-            predicted_ms,
-            error_pct: error_pct(predicted_ms, measured_ms),
-            own_ms,
-            own_error_pct: error_pct(own_ms, measured_ms),
-            reference: format!("{inter}x{intra}"),
-            rounds: steps[index].len(),
+    let mut results = Vec::new();
+    for (target, measured) in points.iter().zip(&rounds) {
+        for (reference, recorded) in points.iter().zip(&rounds) {
+            let (target, reference) = (
+                (target.inter, target.intra),
+                (reference.inter, reference.intra),
+            );
+            results.push(compare(workload, target, measured, reference, recorded));
         }
-    });
-    Ok(results.collect())
+    }
+    Ok(results)
 }
 
-/// `results` as a table: measured and predicted steps and the errors, and what they mean.
+/// The target's measured rounds against what the reference's rounds predict for it, round
+/// by round.
+fn compare(
+    workload: &ScalingWorkload,
+    target: (usize, usize),
+    measured: &Rounds,
+    reference: (usize, usize),
+    recorded: &Rounds,
+) -> ScalingBenchResult {
+    let predicted: Vec<f64> = recorded
+        .curves
+        .iter()
+        .map(|curve| {
+            let at = curve.iter().find(|(at, _)| *at == target);
+            at.map_or(f64::NAN, |(_, step)| *step)
+        })
+        .collect();
+    let errors: Vec<f64> = predicted
+        .iter()
+        .zip(&measured.steps)
+        .map(|(predicted, measured)| error_pct(*predicted, *measured))
+        .collect();
+    let extreme = |pick: fn(f64, f64) -> f64| errors.iter().copied().reduce(pick);
+    ScalingBenchResult {
+        workload: workload.name.clone(),
+        inter: target.0,
+        intra: target.1,
+        reference_inter: reference.0,
+        reference_intra: reference.1,
+        measured_ms: median(&measured.steps).unwrap_or(f64::NAN),
+        predicted_ms: median(&predicted).unwrap_or(f64::NAN),
+        error_pct: median(&errors).unwrap_or(f64::NAN),
+        error_min_pct: extreme(f64::min).unwrap_or(f64::NAN),
+        error_max_pct: extreme(f64::max).unwrap_or(f64::NAN),
+        rounds: errors.len(),
+    }
+}
+
+/// `results` as a table: per target and reference, the steps and the error with its
+/// spread; then the largest own and transfer errors, and what the figures mean.
 pub fn table(results: &[ScalingBenchResult]) -> String {
     let mut out = format!(
-        "{:<17} {:>6} {:>12} {:>13} {:>8} {:>9} {:>8}\n",
-        "workload", "counts", "measured ms", "predicted ms", "error", "own ms", "error"
+        "{:<17} {:>6} {:>9} {:>12} {:>13} {:>8} {:>17}\n",
+        "workload", "target", "reference", "measured ms", "predicted ms", "error", "spread"
     );
     for r in results {
         out.push_str(&format!(
-            "{:<17} {:>6} {:>12.2} {:>13.2} {:>+7.1}% {:>9.2} {:>+7.1}%\n",
+            "{:<17} {:>6} {:>9} {:>12.2} {:>13.2} {:>+7.1}% {:>+7.1}..{:>+6.1}%\n",
             r.workload,
             format!("{}x{}", r.inter, r.intra),
+            format!("{}x{}", r.reference_inter, r.reference_intra),
             r.measured_ms,
             r.predicted_ms,
             r.error_pct,
-            r.own_ms,
-            r.own_error_pct
+            r.error_min_pct,
+            r.error_max_pct,
         ));
     }
-    let reference = results.first().map_or("", |r| r.reference.as_str());
+    let worst = |own: bool| {
+        let errors = results.iter().filter(|r| r.own() == own);
+        errors.map(|r| r.error_pct.abs()).fold(0.0, f64::max)
+    };
     out.push_str(&format!(
-        "measured: the median round's step; predicted: the median of the steps simulated from \
-         each {reference} reference round; own: simulated from the point's own runs; error: (predicted - measured) / \
-         measured\n"
+        "largest median error: {:.1}% predicting a count from its own runs, {:.1}% from \
+         another count's\n",
+        worst(true),
+        worst(false)
     ));
+    out.push_str(
+        "error: (predicted - measured) / measured in the same round, median over rounds; \
+         spread: the smallest and largest round's; measured, predicted: the median rounds'\n",
+    );
     out
 }
 
@@ -289,15 +326,6 @@ impl Point {
             .map(|point| ((point.inter, point.intra), point.step_ms))
             .collect()
     }
-
-    /// The step `report`'s run predicts at its own counts.
-    fn own_prediction(&self, report: &RunReport) -> f64 {
-        let summary = self.driver.summary(report, None, None);
-        summary
-            .scaling
-            .and_then(|scaling| scaling.predicted)
-            .map_or(f64::NAN, |curve| curve.today.step_ms)
-    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -305,31 +333,64 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_tiny_check_reports_every_point_with_its_error() {
+    fn a_tiny_check_predicts_every_point_from_every_point() {
         let config = ScalingBenchConfig {
             workloads: vec![ScalingWorkload {
                 name: "chain".to_string(),
                 set: vec!["length=20".to_string()],
             }],
-            reference: (1, 2),
             points: vec![(1, 1), (2, 1)],
             iterations: 2,
-            rounds: 2,
+            rounds: 3,
         };
         let mut seen = Vec::new();
         let results = run(&config, &mut |name| seen.push(name.to_string())).unwrap();
         assert_eq!(seen, ["chain"]);
-        let counts: Vec<(usize, usize)> = results.iter().map(|r| (r.inter, r.intra)).collect();
-        assert_eq!(counts, [(1, 1), (2, 1)]);
+        let pairs: Vec<((usize, usize), (usize, usize))> = results
+            .iter()
+            .map(|r| ((r.inter, r.intra), (r.reference_inter, r.reference_intra)))
+            .collect();
+        let (one, two) = ((1, 1), (2, 1));
+        assert_eq!(pairs, [(one, one), (one, two), (two, one), (two, two)]);
+        let own: Vec<bool> = results.iter().map(ScalingBenchResult::own).collect();
+        assert_eq!(own, [true, false, false, true]);
         for result in &results {
-            assert_eq!((result.reference.as_str(), result.rounds), ("1x2", 2));
+            assert_eq!(result.rounds, 3);
             assert!(
                 result.measured_ms > 0.0 && result.predicted_ms > 0.0,
                 "{result:?}"
             );
-            let error = (result.predicted_ms - result.measured_ms) / result.measured_ms * 100.0;
-            assert_eq!(result.error_pct, error);
+            assert!(
+                result.error_min_pct <= result.error_pct
+                    && result.error_pct <= result.error_max_pct,
+                "the median round lies within the spread: {result:?}"
+            );
         }
+        let text = table(&results);
+        assert_eq!(text.lines().count(), 1 + results.len() + 2, "{text}");
+        assert!(text.contains("largest median error: "), "{text}");
+    }
+
+    #[test]
+    fn a_rounds_error_pairs_the_prediction_with_the_same_rounds_measurement() {
+        let workload = ScalingWorkload {
+            name: "w".to_string(),
+            set: Vec::new(),
+        };
+        let measured = Rounds {
+            steps: vec![10.0, 20.0, 40.0],
+            curves: Vec::new(),
+        };
+        let curve = |step: f64| vec![((1, 1), 100.0), ((2, 1), step)];
+        let recorded = Rounds {
+            steps: Vec::new(),
+            curves: vec![curve(11.0), curve(18.0), curve(40.0)],
+        };
+        let result = compare(&workload, (2, 1), &measured, (1, 1), &recorded);
+        assert_eq!((result.error_min_pct, result.error_max_pct), (-10.0, 10.0));
+        assert_eq!(result.error_pct, 0.0);
+        assert_eq!((result.measured_ms, result.predicted_ms), (20.0, 18.0));
+        assert!(!result.own());
     }
 
     #[test]

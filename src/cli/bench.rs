@@ -48,7 +48,7 @@ enum BenchTarget {
     /// interleaved round by round; the gain with its spread.
     Tune(TuneBenchArgs),
     /// The predicted scaling curve against measured steps: resnet-like, transformer-like,
-    /// random-dag and wavefront at 1x1, 1x2 and 2x1, predicted from a 1x2 run.
+    /// random-dag and wavefront at 1x1, 1x2 and 2x1, each predicted from each one's runs.
     Scaling(ScalingBenchArgs),
     /// What the scaling analysis, --record and the Chrome window each add to a profiled step
     /// (resnet-like, random-dag; interleaved rounds, ratios of medians against the issues'

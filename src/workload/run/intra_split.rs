@@ -260,6 +260,23 @@ mod tests {
     }
 
     #[test]
+    fn one_thread_takes_the_sum_of_the_tasks_when_the_op_thread_never_waits() {
+        // Blocks of 4, 1, 2 and 3 ms: the op thread ran the first itself, two helpers the
+        // rest, and the op took 4 ms (no code outside the loop, no waiting).
+        let ms = Duration::from_millis;
+        let split = IntraSplit::new(1);
+        split.task_ran(0, 1, 1, ms(4));
+        for (task, helper) in [(1, 2), (2, 4), (3, 2)] {
+            split.task_ran(0, 1, helper, ms(task));
+        }
+        split.finish(0);
+        let body = split.splits(&[ms(4)], 1)[0];
+        assert_eq!(body.time(1), ms(10), "the sum of the tasks");
+        assert_eq!((body.serial, body.parallel), (Duration::ZERO, ms(10)));
+        assert_eq!(body.time(2), ms(5));
+    }
+
+    #[test]
     fn a_measured_parallel_for_hands_its_blocks_to_helpers() {
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "split-test")).unwrap();
         let split = Arc::new(IntraSplit::new(1));
