@@ -445,6 +445,18 @@ impl Comparison {
     pub fn json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
+
+    /// `op`'s total time per iteration in each run, ms: what it adds to one step, where both
+    /// runs say how many iterations they ran (a Chrome trace does not).
+    pub fn per_step_ms(&self, op: &OpRow) -> Option<Delta> {
+        match (self.a.iterations, self.b.iterations) {
+            (Some(a @ 1..), Some(b @ 1..)) => Some(Delta::of(
+                op.total_ms.a / a as f64,
+                op.total_ms.b / b as f64,
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// `x1.234`, or `-` without a ratio.

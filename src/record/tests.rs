@@ -384,6 +384,8 @@ fn the_op_made_twice_as_slow_is_named_first() {
     assert_eq!(first.name, "rec-relu", "{comparison}");
     assert_eq!(first.mean_us.ratio, Some(2.0));
     assert_eq!(first.count.delta, 0.0);
+    let per_step = comparison.per_step_ms(first).unwrap();
+    assert!((per_step.a - 0.040).abs() < 1e-9 && (per_step.b - 0.080).abs() < 1e-9);
     let step = comparison.step_time_s.unwrap();
     assert!(step.delta > 0.0, "{step:?}");
     let table = comparison.to_string();
