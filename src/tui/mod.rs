@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod deps;
 #[cfg(any(test, feature = "test-fakes"))]
 pub mod fake;
 pub mod history;
