@@ -6,11 +6,12 @@
 
 mod tui_support;
 
-use std::collections::BTreeMap;
-
-use enginetop::profiler::spans::{OpDeps, OpSpan, SpanSnapshot};
+use enginetop::profiler::spans::{OpSpan, SpanSnapshot};
 use enginetop::profiler::{DeviceId, OpName, ThreadId};
+use enginetop::record::graph::GraphOp;
+use enginetop::record::{GraphShape, OpRun};
 use enginetop::tui::app::Focus;
+use enginetop::tui::deps::OpGraph;
 use enginetop::tui::view::{op_detail, timeline, Ctx};
 use enginetop::tui::{App, DashboardSource, FakeOptions, Theme};
 use ratatui::backend::TestBackend;
@@ -55,18 +56,36 @@ fn spans_for(app: &App, rows: usize) -> Vec<OpSpan> {
 }
 
 /// A fake dashboard after 30 frames whose last frame carries op spans on its first three
-/// rows (and the graph of op 1019).
+/// rows, and the graph of ops 1017 to 1019 (one iteration: `relu` writes w1, `gemm` reads it
+/// and writes x, `sgd_update` reads both and writes y).
 fn harness() -> Harness {
     let mut h = Harness::new(FakeOptions::default(), 30);
     let mut data = h.source.snapshot();
     let spans = spans_for(&h.app, 3);
     data.spans = SpanSnapshot::from_spans(spans);
-    let deps = OpDeps {
-        reads: vec!["w1".into(), "x".into()],
-        writes: vec!["y".into()],
-        waited_on: vec![1018, 2017],
+    let op = |name: &str, reads: Vec<u32>, writes: Vec<u32>| GraphOp {
+        name: name.into(),
+        device: 0,
+        reads,
+        writes,
     };
-    data.deps = BTreeMap::from([(1019, deps)]);
+    let shape = GraphShape {
+        vars: vec!["w1".into(), "x".into(), "y".into()],
+        ops: vec![
+            op("relu", vec![], vec![0]),
+            op("gemm", vec![0], vec![1]),
+            op("sgd_update", vec![0, 1], vec![2]),
+        ],
+        ..GraphShape::default()
+    };
+    let runs = (0..3)
+        .map(|index| OpRun {
+            op_id: 1017 + u64::from(index),
+            iteration: 0,
+            index,
+        })
+        .collect();
+    data.deps = OpGraph::new(&shape, runs);
     h.app.observe(data);
     h
 }
@@ -160,14 +179,27 @@ fn left_and_right_walk_a_rows_ops_and_enter_opens_the_detail() {
         "worker      cpu0-w0 on cpu0",
         "queue wait  40.0µs",
         "reads       w1, x",
-        "waited on   op 1018, op 2017",
+        "writes      y",
+        "waited on   op 1017 relu (RAW on w1)",
+        "            op 1018 gemm (RAW on x)",
     ] {
         assert!(screen.contains(expected), "{expected:?} missing:\n{screen}");
     }
-    // Another op: its graph is not recorded, and the detail says so.
     h.press(KeyCode::Left);
     let screen = h.screen(160, 48);
     assert!(screen.contains("op id       1018"), "{screen}");
+    assert!(
+        screen.contains("waited on   op 1017 relu (RAW on w1)"),
+        "{screen}"
+    );
+    h.press(KeyCode::Left);
+    assert!(h
+        .screen(160, 48)
+        .contains("waited on   none (ready at once)"));
+    // An op the graph does not place: the detail says its graph was not recorded.
+    h.press(KeyCode::Left);
+    let screen = h.screen(160, 48);
+    assert!(screen.contains("op id       1016"), "{screen}");
     assert!(screen.contains("reads       not recorded"), "{screen}");
     h.press(KeyCode::Esc);
     assert!(!h.app.timeline.detail);

@@ -2,7 +2,8 @@
 //! resnet-like` (small), and the test focuses the timeline (Tab), zooms in until a column is
 //! finer than a frame (`>`: the title says `ops`), pauses (space: the footer says the workload
 //! and the display are paused), puts the cursor on an op (←, ↓ to the next row while a row has
-//! none), opens its detail (Enter) and reads the op's name and id there, closes it (Esc) and
+//! none), opens its detail (Enter) and reads the op's name and id there, and what it read,
+//! wrote and waited on (the run's graph, hooked into the dashboard), closes it (Esc) and
 //! quits (`q`, exit code 0). It waits on screen conditions with a timeout, never a fixed
 //! sleep. Without tmux it prints why and passes (CI installs tmux).
 
@@ -86,6 +87,13 @@ fn an_op_picked_on_the_zoomed_paused_timeline_shows_its_name_and_id() {
         "the title names the op:\n{screen}"
     );
     assert!(detail_value(&screen, "queue wait").is_some(), "{screen}");
+    for row in ["reads", "writes", "waited on"] {
+        let value = detail_value(&screen, row).unwrap_or_default();
+        assert!(
+            !value.is_empty() && value != "not recorded",
+            "{row}: {value:?}\n{screen}"
+        );
+    }
     tmux.key("Escape");
     tmux.wait_for("the detail closed", |s| !s.contains(" op id  "));
     tmux.type_text("q");

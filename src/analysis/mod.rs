@@ -85,5 +85,6 @@ pub use schedstat::{Descheduled, SchedSample, ThreadDelay};
 pub use simulate::{
     EngineModel, OpSplit, PredictedStep, QueueOrder, SimDevice, Workers, ASSUMPTIONS, GRID,
 };
-pub use span::{analyze, DeviceScaling, Edge, PathOp, RanGraph, RanOp, Scaling};
+pub use span::{analyze, DeviceScaling, Edge, EdgeKind, PathOp, RanGraph, RanOp, Scaling};
+pub(crate) use span::{predecessors, Pred};
 pub use verdict::{verdicts, Bound, DeviceFacts, Verdict, OVERSUBSCRIBED_SHARE};

@@ -127,12 +127,17 @@ pub struct Scaling {
     pub devices: Vec<DeviceScaling>,
 }
 
-/// The edge into an op from one of its predecessors.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Pred {
-    pub(super) op: usize,
-    kind: EdgeKind,
-    var: usize,
+/// The edge into an op from one of its predecessors: the engine's own rule (a read waits
+/// for the var's last writer, a write for its readers since then and, without them, for its
+/// last writer), which the op detail shows as what an op waited on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pred {
+    /// The predecessor, as an index into [`RanGraph::ops`].
+    pub(crate) op: usize,
+    /// Why the op waits for it.
+    pub(crate) kind: EdgeKind,
+    /// The var both touch (an index into [`RanGraph::vars`]).
+    pub(crate) var: usize,
 }
 
 /// The longest path through the graph under some weights.
@@ -197,7 +202,7 @@ pub fn analyze(graph: &RanGraph) -> Scaling {
 }
 
 /// Each op's predecessors, from every var's accesses in push order.
-pub(super) fn predecessors(graph: &RanGraph) -> Vec<Vec<Pred>> {
+pub(crate) fn predecessors(graph: &RanGraph) -> Vec<Vec<Pred>> {
     let mut last_writer: Vec<Option<usize>> = vec![None; graph.vars.len()];
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); graph.vars.len()];
     let mut preds = Vec::with_capacity(graph.ops.len());

@@ -92,19 +92,6 @@ impl OpSpan {
     }
 }
 
-/// What an op read and wrote and which ops it waited on, where the graph is known (the
-/// engine's vars and the ops that last wrote them). Nothing in the profiler's events carries
-/// it; a source that knows the graph supplies it by op id.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OpDeps {
-    /// The vars it read, by name.
-    pub reads: Vec<String>,
-    /// The vars it wrote, by name.
-    pub writes: Vec<String>,
-    /// The op ids it waited on (the last writers of what it reads and writes).
-    pub waited_on: Vec<u64>,
-}
-
 /// An immutable picture of a store's spans, oldest chunk first; within a chunk spans are in
 /// the order they completed as drained (not sorted by start across threads).
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -17,14 +17,23 @@
 //! [`GraphCalls::join`] pairs each [`OpRun`] with its op's `OpStart` and `OpEnd` events (by
 //! op id): the op's time on its worker as the events measured it. A run with no events (the
 //! recording was cut off, or the profiler dropped them) is left out and counted.
+//!
+//! # Reading them one frame at a time
+//! A replay reads a recording by its index, frame by frame, and never whole: [`GraphFrames`]
+//! reads the one frame it is asked for and keeps it if it is a shape or an op-run frame
+//! (the dashboard's op detail asks for those beside the chunks the replay has read).
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::format::{RecordKind, RecordedEvent, MAGIC};
+use super::format::{decode_payload, Frame, RecordKind, RecordedEvent, FRAME_HEADER_LEN, MAGIC};
+use super::index::FrameEntry;
+use super::reader::frame_header;
 use super::{parse_recording, RecordError};
 
 /// One iteration's ops, their vars and their worker pools: the graph without times.
@@ -218,6 +227,60 @@ pub fn load_graph_calls(path: impl AsRef<Path>) -> Result<(GraphCalls, Source), 
         .map_err(|error| no_graph(&format!("its `otherData.graph` does not read: {error}")))?;
     calls.check().map_err(|why| no_graph(&why))?;
     Ok((calls, Source::ChromeTrace))
+}
+
+/// A graph frame of a recording: its shape, or a batch of op runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GraphFrame {
+    /// The iteration's ops, vars and pools (once a run starts).
+    Shape(GraphShape),
+    /// Which op of which iteration each of these engine op ids was.
+    Runs(Vec<OpRun>),
+}
+
+/// A recording's graph frames, read one at a time by their index entries (see the module
+/// docs).
+#[derive(Debug)]
+pub struct GraphFrames {
+    file: File,
+}
+
+impl GraphFrames {
+    /// Opens the recording at `path` (its index has checked the file header).
+    pub fn open(path: impl AsRef<Path>) -> Result<GraphFrames, RecordError> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|source| RecordError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(GraphFrames { file })
+    }
+
+    /// The frame at `entry` if it is a graph frame (`Ok(None)`: another kind); `Err` says
+    /// why it could not be read.
+    pub fn read(&mut self, entry: &FrameEntry) -> Result<Option<GraphFrame>, String> {
+        let mut header = [0u8; FRAME_HEADER_LEN];
+        self.file
+            .seek(SeekFrom::Start(entry.offset))
+            .and_then(|_| self.file.read_exact(&mut header))
+            .map_err(|error| format!("could not be read ({error})"))?;
+        let (length, crc) = frame_header(&header).ok_or("has no header")?;
+        if length != entry.length as usize {
+            return Err(format!(
+                "declares {length} bytes where the index has {}",
+                entry.length
+            ));
+        }
+        let mut payload = vec![0; length];
+        self.file
+            .read_exact(&mut payload)
+            .map_err(|error| format!("could not be read ({error})"))?;
+        match decode_payload(&payload, crc).map_err(|why| why.to_string())? {
+            Frame::Shape(shape) => Ok(Some(GraphFrame::Shape(shape))),
+            Frame::Runs(runs) => Ok(Some(GraphFrame::Runs(runs.runs().collect()))),
+            _ => Ok(None),
+        }
+    }
 }
 
 /// What [`load_graph_calls`] read.

@@ -10,6 +10,7 @@
 //! ```text
 //! driver thread: Driver::run(length) -> Driver::summary -> outcome slot (final numbers)
 //! dashboard:     LiveSource::snapshot  <- Profiler::snapshot + DriverHandle::progress
+//!                                      <- SpanStore (op spans) + RunLog (graph, op runs)
 //!                LiveSource::control   -> DriverHandle (resize, pause) / Profiler (export, reset)
 //! ```
 //! The header's GFLOP/s is a [`GflopsSplit`] (CPU-context ops, compared with the CPU peak;
@@ -22,6 +23,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::deps::RunLog;
 use super::source::{
     Control, ControlError, DashboardData, DashboardSource, DeviceKind, DeviceLayout, Facts,
     PoolUsage, StreamLayout,
@@ -42,7 +44,7 @@ use crate::workload::run::{
 const RATE_WINDOW: Duration = Duration::from_secs(1);
 
 /// What the source shows that neither the profiler nor the driver's progress tells.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct LiveInfo {
     /// The engine kind (what `+`/`-` can resize).
     pub engine: EngineKind,
@@ -67,6 +69,13 @@ pub struct LiveInfo {
     /// The search `t` runs (budget, objective, space, CPUs, `max_threads`; its start is the
     /// run's counts when `t` is pressed). `None`: `t` says why it cannot tune.
     pub tune: Option<TuneOptions>,
+    /// The run's graph and op runs, for the op detail's reads, writes and waits: the log
+    /// hooked as the driver's graph observer ([`RunHooks::graph`]) when it was made.
+    /// `None`: the detail says they were not recorded.
+    ///
+    /// [`RunHooks::graph`]: crate::workload::run::RunHooks::graph
+    // std's `Arc`: the same log is the run's observer, a trait object.
+    pub graph: Option<std::sync::Arc<RunLog>>,
 }
 
 /// The final numbers, set by the driver thread when the run ends.
@@ -453,7 +462,12 @@ impl DashboardSource for LiveSource {
             facts,
             devices,
             spans,
-            deps: Default::default(),
+            deps: self
+                .info
+                .graph
+                .as_ref()
+                .map(|graph| graph.snapshot())
+                .unwrap_or_default(),
         }
     }
 

@@ -21,6 +21,7 @@
 
 pub mod app;
 pub mod compare;
+pub mod deps;
 #[cfg(any(test, feature = "test-fakes"))]
 pub mod fake;
 pub mod history;

@@ -22,12 +22,11 @@
 //! ```
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::device::identity::PoolRole;
 use crate::device::stream::{StreamId, StreamKind};
-use crate::profiler::spans::{OpDeps, SpanSnapshot};
+use crate::profiler::spans::SpanSnapshot;
 use crate::profiler::Snapshot;
 use crate::workload::run::GpuWorkerRoles;
 
@@ -113,9 +112,10 @@ pub struct DashboardData {
     pub devices: Vec<DeviceLayout>,
     /// The recent op spans (the timeline's ops when zoomed in).
     pub spans: SpanSnapshot,
-    /// What ops read, wrote and waited on, by op id, where the source knows the graph (the
-    /// op detail says "not recorded" for an op missing here).
-    pub deps: BTreeMap<u64, OpDeps>,
+    /// The run's graph and which op each op id was, where the source knows them: what the
+    /// op detail asks for an op's reads, writes and waits (it says "not recorded" for an op
+    /// the graph does not place).
+    pub deps: super::deps::OpGraph,
 }
 
 /// The header's facts, supplied by the driver.

@@ -97,7 +97,7 @@ mod summary;
 
 #[cfg(all(test, not(loom)))]
 pub(crate) use counters::Lane; // the dashboard tests find a lane by its kind
-pub use driver::{Driver, RunLength, RunReport, ITERATIONS_IN_FLIGHT};
+pub use driver::{Driver, RunLength, RunReport, ITERATIONS_IN_FLIGHT, ITERATION_END};
 pub use error::RunError;
 pub use hooks::{ProfilerReport, Progress, QueueWatch, RunHooks};
 pub use live::{DriverHandle, LiveProgress};

@@ -14,6 +14,7 @@ use enginetop::device::stream::BackendKind;
 use enginetop::engine::{DeviceType, EngineOptions};
 use enginetop::profiler::layer::{init_logging, LevelFilter, LogTarget};
 use enginetop::profiler::{Profiler, ProfilerOptions};
+use enginetop::tui::deps::RunLog;
 use enginetop::tui::{self, LiveInfo, LiveRun};
 use enginetop::workload::run::{Driver, RunHooks, RunLength};
 use enginetop::workload::Graph;
@@ -38,11 +39,15 @@ pub(super) fn run(
     let log = log_path();
     let _logging = init_logging(&profiler, LogTarget::File(log.clone()), LevelFilter::INFO)?;
     let recorder = super::super::record::start(args.record.as_deref(), &profiler, &graph, &config)?;
+    // The op detail's graph, telling the recorder what it is told.
+    let recorded = super::super::record::graph_observer(recorder.as_ref());
+    let graph_log = Arc::new(RunLog::new(tui::deps::DEFAULT_CAPACITY, recorded));
     let hooks = RunHooks {
-        graph: super::super::record::graph_observer(recorder.as_ref()),
+        graph: Some(graph_log.clone()),
         ..profiler_hooks(&profiler, args.profile_rows)
     };
     let mut info = live_info(args, &config, &graph)?;
+    info.graph = Some(graph_log);
     let driver = Driver::new(graph, &config, &hooks)?;
     describe_gpus(&driver, &config, &mut info);
     // Traces exported with `e` (or --trace at the end) label the GPUs with their models.
@@ -133,6 +138,7 @@ fn live_info(args: &RunArgs, config: &RuntimeConfig, graph: &Graph) -> Result<Li
         gpu_model: None,
         trace_dir,
         tune: Some(enginetop::tune::TuneOptions::for_dashboard(config)),
+        graph: None, // set by `run`, which hooks it into the run
     })
 }
 

@@ -78,7 +78,8 @@ impl GpuHub {
             return;
         };
         let state = Arc::new(OpState {
-            tag: OpTag::named(self.next_op_id(), block.name.id()),
+            // The op's own id: its stream events then name the op its events name.
+            tag: OpTag::named(block.id, block.name.id()),
             stream: Arc::clone(lane.stream(stream_kind(block.prop))),
             device: Arc::clone(lane.device()),
             outcome: Arc::new(DeviceOutcome::default()),

@@ -33,7 +33,7 @@ use crate::engine::block::OpHandle;
 use crate::engine::opr::{op_task, run_ready};
 use crate::engine::var::Var;
 use crate::engine::{Context, EngineError, FnProperty, OpName};
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::Mutex;
 
 /// What an engine's GPUs are built from ([`EngineOptions`](crate::engine::EngineOptions)).
 #[derive(Clone)]
@@ -104,7 +104,6 @@ pub(crate) struct GpuHub {
     pub(super) table: VarTable,
     /// GPU ops between their prologue and their completion, by block address.
     pub(super) in_flight: Mutex<HashMap<usize, Arc<OpState>>>,
-    next_op: AtomicU64,
 }
 
 impl GpuHub {
@@ -117,16 +116,11 @@ impl GpuHub {
             manage: Mutex::new(()),
             table: VarTable::new(),
             in_flight: Mutex::new(HashMap::new()),
-            next_op: AtomicU64::new(0),
         }
     }
 
     pub(crate) fn sync(&self) -> GpuSyncMode {
         self.setup.sync
-    }
-
-    pub(super) fn next_op_id(&self) -> u64 {
-        self.next_op.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// The backend, resolving the selection the first time.

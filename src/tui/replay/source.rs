@@ -5,12 +5,20 @@
 //! speed, and stops at the end of the run (space then plays it again from the start). A
 //! step moves it by [`STEP`] times the speed. The statistics follow the cursor through
 //! [`Replay::seek`] (forward: the events in between; back: from a checkpoint).
+//!
+//! The op detail's graph comes from the recording's graph frames ([`ReplayGraph`]): the
+//! shape and op-run frames among the frames the replay has read, fed to a [`RunLog`] as the
+//! cursor moves on; a move back refills it from the frames of the spans the replay holds.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
 
 use super::{parse_time, seconds, speed_text, ReplayControl, ReplayFacts, CANNOT_RESIZE};
+use crate::profiler::spans::SpanSnapshot;
+use crate::record::graph::{GraphFrame, GraphFrames};
+use crate::record::index::{FrameEntry, RecordingIndex};
 use crate::record::{Replay, Setting};
+use crate::tui::deps::{OpGraph, RunLog, DEFAULT_CAPACITY};
 use crate::tui::source::{Control, ControlError, DashboardData, DashboardSource, Facts};
 
 /// The speeds `x` and `X` go through.
@@ -32,12 +40,15 @@ pub struct ReplaySource {
     cursor_ns: u64,
     /// An error reading the file after it opened (a thread could not be named).
     failure: Option<String>,
+    /// The op detail's graph, read as the replay goes.
+    graph: ReplayGraph,
 }
 
 impl ReplaySource {
     /// A replay of `replay` from its cursor, playing at 1x (paused, with `paused`).
     pub fn new(replay: Replay, paused: bool) -> ReplaySource {
         ReplaySource {
+            graph: ReplayGraph::open(replay.index()),
             cursor_ns: replay.cursor_ns(),
             replay,
             speed: NORMAL_SPEED,
@@ -185,12 +196,16 @@ impl DashboardSource for ReplaySource {
             self.failure = Some(crate::error_chain::text(&error));
             self.playing = false;
         }
+        let spans = self.replay.spans();
+        let deps = self
+            .graph
+            .update(self.replay.index(), self.replay.cursor_ns(), &spans);
         DashboardData {
             snapshot: self.replay.snapshot(),
             facts: self.facts(),
             devices: Vec::new(),
-            spans: self.replay.spans(),
-            deps: Default::default(),
+            spans,
+            deps,
         }
     }
 
@@ -225,6 +240,97 @@ impl DashboardSource for ReplaySource {
             }
         }
     }
+}
+
+/// The recording's graph frames among those the replay has read (see the module docs).
+///
+/// The writer puts each chunk's op runs in the frame right after it, so the graph frames
+/// read are those among the chunks the replay has read, and the one op-run frame right after
+/// the last of them (the runs of the ops at the cursor): the frame after that is the next
+/// chunk, left for the replay to read (decoded here only where no op ran between two chunks).
+#[derive(Debug)]
+struct ReplayGraph {
+    /// `None`: the file could not be opened again (the detail says "not recorded").
+    frames: Option<GraphFrames>,
+    log: RunLog,
+    /// Every frame before this one has been looked at.
+    next: usize,
+    /// A frame after the chunks read that is not a graph frame (a chunk the replay has not
+    /// read yet): not read again.
+    not_graph: Option<usize>,
+    /// The cursor at the last update.
+    cursor_ns: u64,
+}
+
+impl ReplayGraph {
+    fn open(index: &RecordingIndex) -> ReplayGraph {
+        ReplayGraph {
+            frames: GraphFrames::open(index.path()).ok(),
+            log: RunLog::new(DEFAULT_CAPACITY, None),
+            next: 1,
+            not_graph: None,
+            cursor_ns: 0,
+        }
+    }
+
+    /// Reads the graph frames up to the chunks read by `cursor_ns` (after a move back, from
+    /// those of `spans`, the spans held) and returns the graph.
+    fn update(&mut self, index: &RecordingIndex, cursor_ns: u64, spans: &SpanSnapshot) -> OpGraph {
+        let Some(frames) = self.frames.as_mut() else {
+            return OpGraph::default();
+        };
+        let entries = index.frames();
+        if cursor_ns < self.cursor_ns {
+            self.log.clear_runs();
+            self.next = first_frame_of(entries, spans);
+        }
+        self.cursor_ns = cursor_ns;
+        let read = |entry: &FrameEntry| entry.span.is_some_and(|span| span.first_ns <= cursor_ns);
+        let reach = entries.iter().rposition(read).map_or(1, |last| last + 1);
+        while self.next < entries.len() {
+            let frame = self.next;
+            let entry = &entries[frame];
+            let ahead = frame >= reach;
+            if ahead && (entry.span.is_some() || self.not_graph == Some(frame)) {
+                break; // a chunk the replay has not read yet
+            }
+            let mut stop = false;
+            if entry.span.is_none() {
+                match frames.read(entry) {
+                    Ok(Some(GraphFrame::Shape(shape))) => self.log.set_shape(&shape),
+                    Ok(Some(GraphFrame::Runs(runs))) => {
+                        self.log.add_runs(runs);
+                        // The runs written after the last chunk read; next comes a chunk.
+                        stop = ahead;
+                    }
+                    Ok(None) if ahead => {
+                        self.not_graph = Some(frame);
+                        break;
+                    }
+                    // The replay reports a damaged frame when it reaches it.
+                    Ok(None) | Err(_) => {}
+                }
+            }
+            self.next += 1;
+            if stop {
+                break;
+            }
+        }
+        self.log.snapshot()
+    }
+}
+
+/// The frame to read op runs from again for `spans`: the chunk before the first that holds
+/// an event at or after the oldest span's start (an op's run can be written a chunk ahead of
+/// its events).
+fn first_frame_of(entries: &[FrameEntry], spans: &SpanSnapshot) -> usize {
+    let Some(oldest) = spans.iter().map(|span| span.start_ns).min() else {
+        return 1;
+    };
+    let holds = |entry: &FrameEntry| entry.span.is_some_and(|span| span.last_ns >= oldest);
+    let first = entries.iter().position(holds).unwrap_or(entries.len());
+    let chunk = |entry: &FrameEntry| entry.span.is_some();
+    entries[..first].iter().rposition(chunk).unwrap_or(1).max(1)
 }
 
 #[cfg(all(test, not(loom)))]

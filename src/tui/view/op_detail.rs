@@ -2,7 +2,9 @@
 //! the timeline's cursor, Esc closes): its name and id, the worker that ran it, when it was
 //! queued, started and ended (seconds on the profiler's clock), its queue wait and duration,
 //! its stream for a GPU op, whether it failed, and what it read, wrote and waited on where the
-//! source knows the graph ("not recorded" where it does not).
+//! source knows the graph ("not recorded" where it does not): each op it waited on on a row
+//! of its own, with its id, name and the edge's reason (`op 412 conv1 (RAW on w1)`). The
+//! deps are computed here, for this op only ([`OpGraph::deps`](crate::tui::deps::OpGraph)).
 #![forbid(unsafe_code)]
 
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
@@ -11,13 +13,16 @@ use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
 use ratatui::Frame;
 
 use super::{format, Ctx};
-use crate::profiler::spans::{OpDeps, OpSpan};
+use crate::profiler::spans::OpSpan;
+use crate::tui::deps::OpDeps;
 use crate::tui::source::StreamLayout;
 
 /// Width of the label column.
 const LABEL_WIDTH: usize = 11;
 /// The widest the box gets.
 const MAX_WIDTH: u16 = 72;
+/// The most waited-on ops listed, one a row; a last row counts the rest.
+const MAX_WAITED_ON: usize = 8;
 
 /// Draws the detail of the timeline's cursor op over `area`, if it is open.
 pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
@@ -53,8 +58,10 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
 
 /// The rows of `span`'s detail, each cut to `width` cells.
 pub fn lines<'a>(ctx: &Ctx<'a>, span: &OpSpan, width: usize) -> Vec<Line<'a>> {
-    let deps = ctx.app.data().deps.get(&span.op);
-    let rows: [(&str, String); 14] = [
+    let data = ctx.app.data();
+    let deps = data.deps.deps(span, &data.spans);
+    let deps = deps.as_ref();
+    let rows: [(&str, String); 13] = [
         ("name", span.name.as_str().to_string()),
         ("op id", span.op.to_string()),
         ("worker", worker(ctx, span)),
@@ -74,9 +81,11 @@ pub fn lines<'a>(ctx: &Ctx<'a>, span: &OpSpan, width: usize) -> Vec<Line<'a>> {
         ("status", if span.error { "failed" } else { "ok" }.into()),
         ("reads", names(deps.map(|d| &d.reads))),
         ("writes", names(deps.map(|d| &d.writes))),
-        ("waited on", waited_on(deps)),
     ];
+    let waited = waited_on(deps).into_iter().enumerate();
+    let waited = waited.map(|(row, text)| (if row == 0 { "waited on" } else { "" }, text));
     rows.into_iter()
+        .chain(waited)
         .map(|(label, value)| {
             let label = format!(" {} ", format::pad_right(label, LABEL_WIDTH));
             let value = format::fit(&value, width.saturating_sub(LABEL_WIDTH + 2));
@@ -130,13 +139,23 @@ fn names(names: Option<&Vec<String>>) -> String {
     }
 }
 
-fn waited_on(deps: Option<&OpDeps>) -> String {
-    match deps {
-        None => "not recorded".into(),
-        Some(deps) if deps.waited_on.is_empty() => "none (ready at once)".into(),
-        Some(deps) => {
-            let ops: Vec<String> = deps.waited_on.iter().map(|op| format!("op {op}")).collect();
-            ops.join(", ")
-        }
+/// The waited-on rows: one per op (at most [`MAX_WAITED_ON`], then how many more).
+fn waited_on(deps: Option<&OpDeps>) -> Vec<String> {
+    let Some(deps) = deps else {
+        return vec!["not recorded".into()];
+    };
+    if deps.waited_on.is_empty() {
+        return vec!["none (ready at once)".into()];
     }
+    let mut rows: Vec<String> = deps
+        .waited_on
+        .iter()
+        .take(MAX_WAITED_ON)
+        .map(ToString::to_string)
+        .collect();
+    let more = deps.waited_on.len().saturating_sub(MAX_WAITED_ON);
+    if more > 0 {
+        rows.push(format!("and {more} more"));
+    }
+    rows
 }

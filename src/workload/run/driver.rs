@@ -33,8 +33,9 @@ use super::summary::{RunSettings, RunSummary};
 /// done, so one iteration's ops can overlap the previous one's tail.
 pub const ITERATIONS_IN_FLIGHT: u64 = 2;
 
-/// The name of the op that marks an iteration done.
-const ITERATION_END: &str = "iteration_end";
+/// The name of the op that marks an iteration done: pushed after the iteration's ops, it
+/// reads every tensor, so the next iteration's first write of each waits for it.
+pub const ITERATION_END: &str = "iteration_end";
 
 /// How long a run goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
