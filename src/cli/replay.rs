@@ -177,7 +177,7 @@ fn bench(megabytes: u64) -> Result<()> {
         ("step back one 16x frame", ms(bench.step_back)),
     ];
     let width = rows.iter().map(|(what, _)| what.len()).max().unwrap_or(0);
-    println!("{:width$}  {}", "measure", "time");
+    println!("{:width$}  time", "measure");
     for (what, time) in rows {
         println!("{what:width$}  {time}");
     }

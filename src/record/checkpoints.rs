@@ -210,7 +210,7 @@ impl Builder {
         let mut batch: Vec<Event> = Vec::new();
         let (mut reach_ns, mut since) = (0u64, 0u64);
         let frames = self.reader.frames();
-        for frame in 1..frames.len() {
+        for (frame, entry) in frames.iter().enumerate().skip(1) {
             if self.shared.stop.load(Ordering::Relaxed) {
                 return Ok(());
             }
@@ -228,7 +228,7 @@ impl Builder {
                 Ok(None) => None,
                 Err(why) => Some((frame, why)),
             };
-            since += u64::from(frames[frame].length);
+            since += u64::from(entry.length);
             let checkpoint = (since >= self.spacing).then(|| {
                 since = 0;
                 Arc::new(Checkpoint {
