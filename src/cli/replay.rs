@@ -10,7 +10,7 @@ use clap::Args;
 
 use enginetop::record::replay_bench::bench_replay;
 use enginetop::record::Replay;
-use enginetop::tui::replay::parse_time;
+use enginetop::tui::replay::{parse_time, FEED_BUDGET};
 use enginetop::tui::{self, ReplaySource};
 
 /// How `--summary` prints.
@@ -59,14 +59,25 @@ pub(super) fn run(args: &ReplayArgs) -> Result<()> {
         bail!("pass the recording to replay: enginetop replay FILE");
     };
     let mut replay = Replay::open(file)?;
-    if let Some(at) = args.at {
+    let at = args.at.map(|at| {
         let nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
-        replay.seek(replay.start_ns().saturating_add(nanos))?;
-    }
+        replay.start_ns().saturating_add(nanos)
+    });
     match args.summary {
-        Some(format) => summary(&mut replay, format, args.at.is_some()),
+        Some(format) => {
+            if let Some(at) = at {
+                replay.seek(at)?;
+            }
+            summary(&mut replay, format, at.is_some())
+        }
         None => {
-            let source = ReplaySource::new(replay, args.at.is_some());
+            // The dashboard moves the statistics to `--at` frame by frame (never a frozen
+            // first frame on a large recording).
+            let source = ReplaySource::new(replay, at.is_some());
+            let source = match at {
+                Some(at) => source.starting_at(at),
+                None => source,
+            };
             tui::run(source, tui::RunOptions::default())?;
             Ok(())
         }
@@ -124,32 +135,65 @@ fn bench(megabytes: u64) -> Result<()> {
         "writing a {megabytes} MB synthetic recording to {} (deleted afterwards)",
         path.display()
     );
-    let bench = bench_replay(&path, megabytes << 20)?;
+    let bench = bench_replay(&path, megabytes << 20, FEED_BUDGET)?;
     let ms = |time: Duration| format!("{:.1} ms", time.as_secs_f64() * 1e3);
+    let mb = |bytes: u64| format!("{:.1} MB", bytes as f64 / (1 << 20) as f64);
     println!(
-        "recording: {} bytes, {} events, {} frames (written in {})",
+        "recording: {} ({} bytes), {} events, {} frames (written in {})",
+        mb(bench.bytes),
         bench.bytes,
         bench.events,
         bench.frames,
         ms(bench.write)
     );
+    let rows = [
+        ("open (index, ends, state at the start)", ms(bench.open)),
+        (
+            "first far jump (to 90%, right after open): first frame",
+            ms(bench.first_jump_frame),
+        ),
+        (
+            "first far jump: statistics at the target",
+            format!(
+                "{} ({} frames)",
+                ms(bench.first_jump_reached),
+                bench.first_jump_frames
+            ),
+        ),
+        (
+            "all checkpoints built (from open)",
+            ms(bench.checkpoints_built),
+        ),
+        (
+            "random far jumps, median",
+            format!(
+                "{} (of {})",
+                ms(bench.random_median()),
+                bench.random_jumps.len()
+            ),
+        ),
+        ("random far jumps, max", ms(bench.random_max())),
+        ("step forward one 16x frame (1.6 s of run)", ms(bench.step)),
+        ("step back one 16x frame", ms(bench.step_back)),
+    ];
+    let width = rows.iter().map(|(what, _)| what.len()).max().unwrap_or(0);
+    println!("{:width$}  time", "measure");
+    for (what, time) in rows {
+        println!("{what:width$}  {time}");
+    }
+    let memory = bench
+        .checkpoint_memory
+        .map_or_else(|| "not measured".to_string(), mb);
     println!(
-        "open (index, first and last chunks, state at the start): {}",
-        ms(bench.open)
+        "checkpoints: {} (one every {} of frames, {} at most), resident memory grown: {}",
+        bench.checkpoints,
+        mb(bench.spacing),
+        enginetop::record::MAX_CHECKPOINTS + 1,
+        memory
     );
     println!(
-        "step forward one 16x frame (1.6 s of run): {}",
-        ms(bench.step)
+        "frame budget: {} of feeding in a frame of 100 ms (10 frames a second)",
+        ms(bench.budget)
     );
-    println!(
-        "first jump to the middle (feeds half the events): {}",
-        ms(bench.first_jump)
-    );
-    println!(
-        "jump back a tenth of the run (from a checkpoint): {}",
-        ms(bench.jump_back)
-    );
-    println!("step back one 16x frame: {}", ms(bench.step_back));
-    println!("checkpoints kept: {}", bench.checkpoints);
     Ok(())
 }

@@ -24,11 +24,11 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::format::{
-    decode_payload, Frame, RecordedEvent, RecordingInfo, Tables, FILE_HEADER_LEN, FRAME_HEADER_LEN,
-    MAX_FRAME_BYTES,
+    decode_payload, Chunk, Frame, RecordedEvent, RecordingInfo, Tables, FILE_HEADER_LEN,
+    FRAME_HEADER_LEN, MAX_FRAME_BYTES,
 };
 use super::reader::{check_file_header, chunk_events, frame_header};
 use super::RecordError;
@@ -80,6 +80,7 @@ pub struct ChunkData {
 #[derive(Debug)]
 pub struct RecordingIndex {
     path: String,
+    source: PathBuf,
     file: File,
     frames: Vec<FrameEntry>,
     /// The run's description.
@@ -116,6 +117,7 @@ impl RecordingIndex {
         check_file_header(&head, &shown)?;
         let mut index = RecordingIndex {
             path: shown.clone(),
+            source: path.as_ref().to_path_buf(),
             file,
             frames: Vec::new(),
             info: RecordingInfo::default(),
@@ -198,21 +200,24 @@ impl RecordingIndex {
 
     /// Reads and decodes frame `frame`; `Err` says why it could not be.
     fn decode(&self, frame: usize) -> Result<Frame, String> {
-        let entry = self.frames[frame];
-        let mut payload = vec![0; entry.length as usize];
-        let start = entry.offset + FRAME_HEADER_LEN as u64;
-        let read = (&self.file)
-            .seek(SeekFrom::Start(start))
-            .and_then(|_| (&self.file).read_exact(&mut payload));
-        read.map_err(|error| format!("could not be read ({error})"))?;
-        decode_payload(&payload, entry.crc).map_err(|why| why.to_string())
+        decode_at(&self.file, self.frames[frame])
+    }
+
+    /// A second reader of the same frames, through its own handle on the file, for a thread
+    /// beside the replay's (each handle has its own file position).
+    pub(crate) fn frame_reader(&self) -> Result<FrameReader, RecordError> {
+        let file = File::open(&self.source).map_err(|source| RecordError::Read {
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(FrameReader {
+            file,
+            frames: self.frames.clone(),
+        })
     }
 
     fn damaged(&self, frame: usize, why: &str) -> String {
-        format!(
-            "frame {frame} (at byte {}) {why}: its events are left out",
-            self.frames[frame].offset
-        )
+        damaged(frame, self.frames[frame], why)
     }
 
     fn read_header(&mut self) -> Result<(), RecordError> {
@@ -282,27 +287,75 @@ impl RecordingIndex {
     /// why it is left out.
     pub fn chunk(&mut self, frame: usize) -> Result<Option<ChunkData>, String> {
         let chunk = match self.decode(frame) {
-            Ok(Frame::Chunk(chunk)) => chunk,
+            Ok(Frame::Chunk(chunk)) => chunk_data(chunk),
             Ok(_) => return Ok(None),
             Err(why) => return Err(self.damaged(frame, &why)),
         };
-        let events: Vec<RecordedEvent> = chunk_events(chunk.base_ns, chunk.events).collect();
-        let times = events.iter().map(|event| event.ts_ns);
+        let times = chunk.events.iter().map(|event| event.ts_ns);
         let first_ns = times.clone().min().unwrap_or(0);
         let last_ns = times.max().unwrap_or(0);
         self.frames[frame].span = Some(ChunkSpan {
             first_ns,
             last_ns,
-            events: events.len() as u32,
+            events: chunk.events.len() as u32,
         });
-        Ok(Some(ChunkData {
-            events,
-            names: chunk.tables.names,
-            devices: chunk.tables.devices,
-            threads: chunk.tables.threads,
-            dropped: chunk.dropped,
-            lost: chunk.lost,
-        }))
+        Ok(Some(chunk))
+    }
+}
+
+/// Frames of a recording read through a handle of their own ([`RecordingIndex::frame_reader`]).
+#[derive(Debug)]
+pub(crate) struct FrameReader {
+    file: File,
+    frames: Vec<FrameEntry>,
+}
+
+impl FrameReader {
+    /// Every whole frame, as the index found them.
+    pub(crate) fn frames(&self) -> &[FrameEntry] {
+        &self.frames
+    }
+
+    /// Frame `frame`'s content if it is a chunk (`Ok(None)`: another kind); `Err` is the
+    /// sentence saying why it is left out, as [`RecordingIndex::chunk`] words it.
+    pub(crate) fn chunk(&self, frame: usize) -> Result<Option<ChunkData>, String> {
+        let entry = self.frames[frame];
+        match decode_at(&self.file, entry) {
+            Ok(Frame::Chunk(chunk)) => Ok(Some(chunk_data(chunk))),
+            Ok(_) => Ok(None),
+            Err(why) => Err(damaged(frame, entry, &why)),
+        }
+    }
+}
+
+/// Reads and decodes the frame at `entry` through `file`; `Err` says why it could not be.
+fn decode_at(file: &File, entry: FrameEntry) -> Result<Frame, String> {
+    let mut payload = vec![0; entry.length as usize];
+    let start = entry.offset + FRAME_HEADER_LEN as u64;
+    let mut file = file;
+    let read = file
+        .seek(SeekFrom::Start(start))
+        .and_then(|_| file.read_exact(&mut payload));
+    read.map_err(|error| format!("could not be read ({error})"))?;
+    decode_payload(&payload, entry.crc).map_err(|why| why.to_string())
+}
+
+fn damaged(frame: usize, entry: FrameEntry, why: &str) -> String {
+    format!(
+        "frame {frame} (at byte {}) {why}: its events are left out",
+        entry.offset
+    )
+}
+
+/// A decoded chunk with absolute times.
+fn chunk_data(chunk: Chunk) -> ChunkData {
+    ChunkData {
+        events: chunk_events(chunk.base_ns, chunk.events).collect(),
+        names: chunk.tables.names,
+        devices: chunk.tables.devices,
+        threads: chunk.tables.threads,
+        dropped: chunk.dropped,
+        lost: chunk.lost,
     }
 }
 

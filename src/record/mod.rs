@@ -16,6 +16,7 @@
 //! one place (`convert.rs`).
 #![forbid(unsafe_code)]
 
+mod checkpoints;
 pub mod compare;
 mod convert;
 mod export;
@@ -27,11 +28,12 @@ mod replay;
 pub mod replay_bench;
 mod writer;
 
+pub use checkpoints::{CHECKPOINT_BYTES, MAX_CHECKPOINTS};
 pub use export::export_chrome;
 pub use format::{RecordKind, RecordedEvent, RecordingInfo, Setting, FORMAT_VERSION};
 pub use graph::{load_graph_calls, GraphCalls, GraphObserver, GraphShape, OpRun};
 pub use reader::{parse_recording, read_recording, Ending, Recording};
-pub use replay::{Replay, CHECKPOINT_EVENTS};
+pub use replay::Replay;
 pub use writer::{RecordReport, Recorder};
 
 /// Errors from writing or reading a recording.

@@ -1,7 +1,9 @@
 //! A synthetic recording of a given size, written frame by frame as the recorder writes
-//! them (no profiler in between), and the replay's speed over it: opening, a step, a first
-//! jump far ahead, a jump back, a step back. `enginetop replay --bench` runs it and prints
-//! the figures; no test times anything.
+//! them (no profiler in between), and the replay's speed over it: opening; a first far jump
+//! as the dashboard makes it (frames of a feeding budget each, right after opening, while
+//! the checkpoints are being built); the time to build every checkpoint and what they hold;
+//! then [`RANDOM_JUMPS`] jumps to random moments, and steps forward and back.
+//! `enginetop replay --bench` runs it and prints the figures; no test times anything.
 //!
 //! The run: [`THREADS`] workers, each running ops of [`OP_NAMES`] names back to back (start,
 //! end, and a steal now and then), 16,384 events a chunk, each thread's events together in
@@ -21,6 +23,9 @@ pub const THREADS: u32 = 8;
 pub const OP_NAMES: u32 = 32;
 const CHUNK_EVENTS: u32 = 16_384;
 
+/// Jumps to random moments timed once the checkpoints are built.
+pub const RANDOM_JUMPS: usize = 25;
+
 /// How long each part of the replay took.
 #[derive(Clone, Debug)]
 pub struct ReplayBench {
@@ -33,70 +38,130 @@ pub struct ReplayBench {
     /// Writing it.
     pub write: Duration,
     /// Opening it (scanning the frames, decoding the first and last chunks, the statistics
-    /// at the first event).
+    /// at the first event, starting the checkpoint builder).
     pub open: Duration,
-    /// One 16x frame forward from the start (1.6 s of run).
+    /// The feeding budget of a dashboard frame.
+    pub budget: Duration,
+    /// The first jump to nine tenths of the run, right after opening: its first frame (a
+    /// budgeted feed and a snapshot).
+    pub first_jump_frame: Duration,
+    /// The same jump until the statistics are at its target, frame after frame.
+    pub first_jump_reached: Duration,
+    /// The frames that took.
+    pub first_jump_frames: usize,
+    /// From opening until every checkpoint was built.
+    pub checkpoints_built: Duration,
+    /// Checkpoints then.
+    pub checkpoints: usize,
+    /// Frame bytes between two checkpoints.
+    pub spacing: u64,
+    /// Resident memory grown while the checkpoints were built (Linux; `None` elsewhere).
+    pub checkpoint_memory: Option<u64>,
+    /// Jumps to [`RANDOM_JUMPS`] random moments (whole: statistics at the target), sorted.
+    pub random_jumps: Vec<Duration>,
+    /// One 16x frame (1.6 s of run) forward from the middle.
     pub step: Duration,
-    /// The first jump to the middle (feeds half the events).
-    pub first_jump: Duration,
-    /// A jump back a tenth of the run (from a checkpoint).
-    pub jump_back: Duration,
     /// One 16x frame back from there.
     pub step_back: Duration,
-    /// Checkpoints kept by then.
-    pub checkpoints: usize,
 }
 
-/// Writes a synthetic recording of about `bytes` bytes to `path`, times the replay over it,
-/// and deletes it.
-pub fn bench_replay(path: &Path, bytes: u64) -> Result<ReplayBench, RecordError> {
+impl ReplayBench {
+    /// The median random jump.
+    pub fn random_median(&self) -> Duration {
+        self.random_jumps[self.random_jumps.len() / 2]
+    }
+
+    /// The slowest random jump.
+    pub fn random_max(&self) -> Duration {
+        self.random_jumps.iter().copied().max().unwrap_or_default()
+    }
+}
+
+/// Writes a synthetic recording of about `bytes` bytes to `path`, times the replay over it
+/// with frames feeding for `budget` each, and deletes it.
+pub fn bench_replay(path: &Path, bytes: u64, budget: Duration) -> Result<ReplayBench, RecordError> {
     let started = Instant::now();
     let (size, events) = write_synthetic(path, bytes)?;
     let write = started.elapsed();
-    let result = time_replay(path);
+    let result = time_replay(path, budget);
     let _ = std::fs::remove_file(path);
     let mut bench = result?;
     (bench.bytes, bench.events, bench.write) = (size, events, write);
     Ok(bench)
 }
 
-fn time_replay(path: &Path) -> Result<ReplayBench, RecordError> {
-    let timed = |start: Instant| start.elapsed();
+/// One dashboard frame: a budgeted feed and a snapshot; whether the target is reached.
+fn frame(replay: &mut Replay, target: u64, budget: Duration) -> Result<bool, RecordError> {
+    let reached = replay.seek_within(target, budget)?;
+    let _ = replay.snapshot();
+    Ok(reached)
+}
+
+/// A whole jump: the statistics at `target` and their snapshot.
+fn jump(replay: &mut Replay, target: u64) -> Result<Duration, RecordError> {
     let start = Instant::now();
+    replay.seek(target)?;
+    let _ = replay.snapshot();
+    Ok(start.elapsed())
+}
+
+fn time_replay(path: &Path, budget: Duration) -> Result<ReplayBench, RecordError> {
+    let opened = Instant::now();
+    let memory_before = resident_bytes();
     let mut replay = Replay::open(path)?;
-    let open = timed(start);
+    let open = opened.elapsed();
     let (first, last) = (replay.start_ns(), replay.end_ns());
+    let far = first + (last - first) / 10 * 9;
+    let start = Instant::now();
+    let mut reached = frame(&mut replay, far, budget)?;
+    let first_jump_frame = start.elapsed();
+    let mut first_jump_frames = 1;
+    while !reached {
+        reached = frame(&mut replay, far, budget)?;
+        first_jump_frames += 1;
+    }
+    let first_jump_reached = start.elapsed();
+    replay.wait_for_checkpoints();
+    let checkpoints_built = opened.elapsed();
+    let checkpoint_memory = resident_bytes()
+        .zip(memory_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    let mut rng = fastrand::Rng::with_seed(25);
+    let mut random_jumps = (0..RANDOM_JUMPS)
+        .map(|_| jump(&mut replay, rng.u64(first..=last)))
+        .collect::<Result<Vec<_>, _>>()?;
+    random_jumps.sort();
     let frame_16x = 1_600_000_000;
-    let start = Instant::now();
-    replay.seek(first + frame_16x)?;
-    let _ = replay.snapshot();
-    let step = timed(start);
     let middle = first + (last - first) / 2;
-    let start = Instant::now();
-    replay.seek(middle)?;
-    let _ = replay.snapshot();
-    let first_jump = timed(start);
-    let back = middle - (last - first) / 10;
-    let start = Instant::now();
-    replay.seek(back)?;
-    let _ = replay.snapshot();
-    let jump_back = timed(start);
-    let start = Instant::now();
-    replay.seek(back.saturating_sub(frame_16x))?;
-    let _ = replay.snapshot();
-    let step_back = timed(start);
+    jump(&mut replay, middle)?;
+    let step = jump(&mut replay, middle + frame_16x)?;
+    let step_back = jump(&mut replay, middle)?;
     Ok(ReplayBench {
         bytes: 0,
         events: 0,
         frames: replay.index().frames().len(),
         write: Duration::ZERO,
         open,
-        step,
-        first_jump,
-        jump_back,
-        step_back,
+        budget,
+        first_jump_frame,
+        first_jump_reached,
+        first_jump_frames,
+        checkpoints_built,
         checkpoints: replay.checkpoints(),
+        spacing: replay.spacing(),
+        checkpoint_memory,
+        random_jumps,
+        step,
+        step_back,
     })
+}
+
+/// This process's resident memory, from `/proc/self/status` (Linux only).
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Writes the synthetic run until the file holds `bytes`; returns its size and events.

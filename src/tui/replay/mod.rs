@@ -5,9 +5,13 @@
 //! ```text
 //! keys: space x X n N J o --(Control::Pause / Control::Replay)--> ReplaySource
 //!     playing: cursor += wall time since the last frame x speed; paused: moved by steps
-//!     snapshot(): Replay::seek(cursor) -> Stats at the cursor -> DashboardData + ReplayFacts
-//! header / footer <- ReplayFacts (REPLAY, cursor / total, speed, what the file lost)
+//!     snapshot(): Replay::seek_within(cursor, FEED_BUDGET) -> Stats at the cursor, or at the
+//!                 nearest state ready short of it (seeking) -> DashboardData + ReplayFacts
+//! header / footer <- ReplayFacts (REPLAY, cursor / total, speed, seeking, what the file lost)
 //! ```
+//! A jump never holds a frame up: each frame feeds for [`FEED_BUDGET`] at most (half the
+//! default frame interval of 100 ms) from the nearest checkpoint ready, and while the target
+//! is not reached the frame shows the state fed so far and the footer says `seeking`.
 //! A replay shows a recorded run, so what changes a run (resizing, tuning, resetting,
 //! exporting the live window) is refused with the reason.
 #![forbid(unsafe_code)]
@@ -46,18 +50,31 @@ pub struct ReplayFacts {
     pub playing: bool,
     /// What the file lost (cut off, damaged frames), one sentence each.
     pub losses: Vec<String>,
+    /// The moment the cursor is on its way to, while the statistics are short of it.
+    pub seeking: Option<Duration>,
+    /// The share of the recording the checkpoints cover so far, 0 to 1.
+    pub checkpoints_built: f64,
 }
 
 impl ReplayFacts {
-    /// `12.345 s / 40.000 s · 2x · paused`.
+    /// `12.345 s / 40.000 s · 2x · paused`, and while the statistics are short of the cursor
+    /// ` · seeking 30.000 s (checkpoints 42%)`.
     pub fn position(&self) -> String {
         let state = if self.playing { "playing" } else { "paused" };
-        format!(
+        let mut line = format!(
             "{} / {} · {} · {state}",
             seconds(self.cursor),
             seconds(self.total),
             speed_text(self.speed)
-        )
+        );
+        if let Some(target) = self.seeking {
+            line.push_str(&format!(" · seeking {}", seconds(target)));
+            if self.checkpoints_built < 1.0 {
+                let built = (self.checkpoints_built * 100.0).floor();
+                line.push_str(&format!(" (checkpoints {built}%)"));
+            }
+        }
+        line
     }
 }
 
@@ -70,6 +87,10 @@ pub fn seconds(time: Duration) -> String {
 pub fn speed_text(speed: f64) -> String {
     format!("{speed}x")
 }
+
+/// How long a frame feeds the replay's statistics at most: half the dashboard's default
+/// frame interval (100 ms, 10 frames a second), the rest left to the snapshot and drawing.
+pub const FEED_BUDGET: Duration = Duration::from_millis(50);
 
 /// Why the dashboard refuses what would change a run, in a replay.
 pub const CANNOT_RESIZE: &str = "a replay cannot resize: it shows a recorded run; record a \

@@ -3,8 +3,10 @@
 //!
 //! Playing, each frame moves the cursor by the wall time since the last frame times the
 //! speed, and stops at the end of the run (space then plays it again from the start). A
-//! step moves it by [`STEP`] times the speed. The statistics follow the cursor through
-//! [`Replay::seek`] (forward: the events in between; back: from a checkpoint).
+//! step moves it by [`STEP`] times the speed. A step or a jump only moves the cursor; each
+//! frame moves the statistics toward it through [`Replay::seek_within`] for [`FEED_BUDGET`]
+//! at most (from the nearest checkpoint ready), so a far jump shows the nearest state ready
+//! and `seeking` until the statistics get there.
 //!
 //! The op detail's graph comes from the recording's graph frames ([`ReplayGraph`]): the
 //! shape and op-run frames among the frames the replay has read, fed to a [`RunLog`] as the
@@ -13,7 +15,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{parse_time, seconds, speed_text, ReplayControl, ReplayFacts, CANNOT_RESIZE};
+use super::{
+    parse_time, seconds, speed_text, ReplayControl, ReplayFacts, CANNOT_RESIZE, FEED_BUDGET,
+};
 use crate::profiler::spans::SpanSnapshot;
 use crate::record::graph::{GraphFrame, GraphFrames};
 use crate::record::index::{FrameEntry, RecordingIndex};
@@ -38,6 +42,10 @@ pub struct ReplaySource {
     last_tick: Option<Instant>,
     /// The cursor's target, ns since the recording's epoch.
     cursor_ns: u64,
+    /// Whether the statistics are short of the cursor (a jump not yet fed through).
+    seeking: bool,
+    /// How long a frame feeds the statistics at most ([`FEED_BUDGET`]).
+    budget: Duration,
     /// An error reading the file after it opened (a thread could not be named).
     failure: Option<String>,
     /// The op detail's graph, read as the replay goes.
@@ -54,8 +62,17 @@ impl ReplaySource {
             speed: NORMAL_SPEED,
             playing: !paused,
             last_tick: None,
+            seeking: false,
+            budget: FEED_BUDGET,
             failure: None,
         }
+    }
+
+    /// The same, with the cursor moved to `target_ns` (clamped to the run): the first frames
+    /// show the state on the way there.
+    pub fn starting_at(mut self, target_ns: u64) -> ReplaySource {
+        self.seek(target_ns);
+        self
     }
 
     /// The replay under the dashboard.
@@ -84,11 +101,9 @@ impl ReplaySource {
         }
     }
 
-    fn seek(&mut self, target_ns: u64) -> Result<(), ControlError> {
+    /// Moves the cursor; the frames move the statistics after it.
+    fn seek(&mut self, target_ns: u64) {
         self.cursor_ns = target_ns.clamp(self.replay.start_ns(), self.replay.end_ns());
-        self.replay
-            .seek(self.cursor_ns)
-            .map_err(|error| ControlError::Failed(crate::error_chain::text(&error)))
     }
 
     fn at(&self) -> String {
@@ -121,14 +136,14 @@ impl ReplaySource {
                     true => self.cursor_ns.saturating_add(step),
                     false => self.cursor_ns.saturating_sub(step),
                 };
-                self.seek(target)?;
+                self.seek(target);
                 Ok(format!("at {}", self.at()))
             }
             ReplayControl::JumpTo(text) => {
                 let time = parse_time(&text).map_err(ControlError::Failed)?;
                 let start = self.replay.start_ns();
                 let nanos = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
-                self.seek(start.saturating_add(nanos))?;
+                self.seek(start.saturating_add(nanos));
                 Ok(format!("at {}", self.at()))
             }
             ReplayControl::NextOp(name) => {
@@ -138,7 +153,7 @@ impl ReplaySource {
                     .map_err(|error| ControlError::Failed(crate::error_chain::text(&error)))?;
                 match found {
                     Some(start) => {
-                        self.seek(start)?;
+                        self.seek(start);
                         Ok(format!("at {}: the next `{name}` op starts", self.at()))
                     }
                     None => failed(format!("no op named like `{name}` starts after the cursor")),
@@ -183,6 +198,10 @@ impl ReplaySource {
                 speed: self.speed(),
                 playing: self.playing,
                 losses,
+                seeking: self
+                    .seeking
+                    .then(|| Duration::from_nanos(self.cursor_ns.saturating_sub(start))),
+                checkpoints_built: self.replay.checkpoints_built(),
             }),
             ..Facts::default()
         }
@@ -192,9 +211,12 @@ impl ReplaySource {
 impl DashboardSource for ReplaySource {
     fn snapshot(&mut self) -> DashboardData {
         self.tick();
-        if let Err(error) = self.replay.seek(self.cursor_ns) {
-            self.failure = Some(crate::error_chain::text(&error));
-            self.playing = false;
+        match self.replay.seek_within(self.cursor_ns, self.budget) {
+            Ok(reached) => self.seeking = !reached,
+            Err(error) => {
+                self.failure = Some(crate::error_chain::text(&error));
+                (self.playing, self.seeking) = (false, false);
+            }
         }
         let spans = self.replay.spans();
         let deps = self
@@ -218,7 +240,7 @@ impl DashboardSource for ReplaySource {
             }
             Control::Pause(_) => {
                 if self.cursor_ns >= self.replay.end_ns() {
-                    self.seek(self.replay.start_ns())?;
+                    self.seek(self.replay.start_ns());
                 }
                 self.playing = true;
                 self.last_tick = Some(Instant::now());
@@ -260,6 +282,8 @@ struct ReplayGraph {
     not_graph: Option<usize>,
     /// The cursor at the last update.
     cursor_ns: u64,
+    /// Whether the run's shape frame has been read (it comes before every op-run frame).
+    shape_read: bool,
 }
 
 impl ReplayGraph {
@@ -270,11 +294,15 @@ impl ReplayGraph {
             next: 1,
             not_graph: None,
             cursor_ns: 0,
+            shape_read: false,
         }
     }
 
-    /// Reads the graph frames up to the chunks read by `cursor_ns` (after a move back, from
-    /// those of `spans`, the spans held) and returns the graph.
+    /// Reads the graph frames up to the chunks read by `cursor_ns` (after a move back, or a
+    /// jump ahead through a checkpoint, from those of `spans`, the spans held) and returns the
+    /// graph. A jump ahead skips the frames between: the chunks there were never decoded (the
+    /// replay started from a checkpoint), and reading them to find the op runs among them
+    /// would decode the file up to the cursor on the dashboard's thread.
     fn update(&mut self, index: &RecordingIndex, cursor_ns: u64, spans: &SpanSnapshot) -> OpGraph {
         let Some(frames) = self.frames.as_mut() else {
             return OpGraph::default();
@@ -285,11 +313,17 @@ impl ReplayGraph {
             self.next = first_frame_of(entries, spans);
         }
         self.cursor_ns = cursor_ns;
+        let held_from = first_frame_of(entries, spans);
         let read = |entry: &FrameEntry| entry.span.is_some_and(|span| span.first_ns <= cursor_ns);
         let reach = entries.iter().rposition(read).map_or(1, |last| last + 1);
         while self.next < entries.len() {
+            if self.shape_read {
+                self.next = self.next.max(held_from);
+            }
+            let Some(entry) = entries.get(self.next) else {
+                break;
+            };
             let frame = self.next;
-            let entry = &entries[frame];
             let ahead = frame >= reach;
             if ahead && (entry.span.is_some() || self.not_graph == Some(frame)) {
                 break; // a chunk the replay has not read yet
@@ -297,7 +331,10 @@ impl ReplayGraph {
             let mut stop = false;
             if entry.span.is_none() {
                 match frames.read(entry) {
-                    Ok(Some(GraphFrame::Shape(shape))) => self.log.set_shape(&shape),
+                    Ok(Some(GraphFrame::Shape(shape))) => {
+                        self.log.set_shape(&shape);
+                        self.shape_read = true;
+                    }
                     Ok(Some(GraphFrame::Runs(runs))) => {
                         self.log.add_runs(runs);
                         // The runs written after the last chunk read; next comes a chunk.
@@ -349,6 +386,16 @@ mod tests {
         (ReplaySource::new(Replay::open(&path).unwrap(), true), path)
     }
 
+    /// The frame once the statistics are at the cursor (each frame feeds a chunk at least).
+    fn settled(source: &mut ReplaySource) -> DashboardData {
+        loop {
+            let data = source.snapshot();
+            if data.facts.replay.as_ref().unwrap().seeking.is_none() {
+                return data;
+            }
+        }
+    }
+
     fn ops(data: &DashboardData) -> u64 {
         data.snapshot.ops.iter().map(|op| op.count).sum()
     }
@@ -363,7 +410,7 @@ mod tests {
         assert_eq!(ops(&first), 0);
         let said = source.control(Control::Replay(ReplayControl::Step(true)));
         assert_eq!(said.unwrap(), "at 0.100 s");
-        let stepped = source.snapshot();
+        let stepped = settled(&mut source);
         assert_eq!(stepped.facts.replay.clone().unwrap().cursor, STEP);
         // 100 ms hold 293 rounds of 341 us: 586 ops ended.
         assert_eq!(ops(&stepped), 586);
@@ -373,14 +420,14 @@ mod tests {
         source
             .control(Control::Replay(ReplayControl::Step(true)))
             .unwrap();
-        let twice = source.snapshot();
+        let twice = settled(&mut source);
         assert_eq!(twice.facts.replay.clone().unwrap().speed, 2.0);
         assert_eq!(twice.facts.replay.unwrap().cursor, STEP * 3);
         source
             .control(Control::Replay(ReplayControl::Step(false)))
             .unwrap();
         assert_eq!(
-            ops(&source.snapshot()),
+            ops(&settled(&mut source)),
             586,
             "back where the first step was"
         );
@@ -397,7 +444,7 @@ mod tests {
         source
             .control(Control::Replay(ReplayControl::JumpTo("100".into())))
             .unwrap();
-        let end = source.snapshot().facts.replay.unwrap();
+        let end = settled(&mut source).facts.replay.unwrap();
         assert_eq!(end.cursor, end.total);
         assert!(source
             .control(Control::Pause(false))
@@ -416,6 +463,35 @@ mod tests {
             threads: 3,
         };
         assert!(source.control(inter).is_err());
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A far jump with no time to feed: the frame answers at once with the state on the way
+    /// and says it is seeking; the next frames get there.
+    #[test]
+    fn a_far_jump_shows_the_state_on_the_way_and_says_it_is_seeking() {
+        let path = scratch("tui-replay-seeking");
+        crate::record::replay_bench::write_synthetic(&path, 600_000).unwrap();
+        let replay = Replay::open_spaced(&path, Some(u64::MAX)).unwrap();
+        let mut source = ReplaySource::new(replay, true);
+        source.budget = Duration::ZERO;
+        let said = source.control(Control::Replay(ReplayControl::JumpTo("0.25".into())));
+        assert_eq!(said.unwrap(), "at 0.250 s");
+        let first = source.snapshot();
+        let facts = first.facts.replay.clone().unwrap();
+        assert_eq!(facts.seeking, Some(Duration::from_millis(250)));
+        assert!(
+            facts.cursor < Duration::from_millis(250),
+            "{:?}",
+            facts.cursor
+        );
+        let line = facts.position();
+        assert!(line.contains(" · seeking 0.250 s"), "{line}");
+        let there = settled(&mut source);
+        let facts = there.facts.replay.clone().unwrap();
+        assert_eq!(facts.cursor, Duration::from_millis(250));
+        assert!(!facts.position().contains("seeking"));
+        assert!(ops(&there) > ops(&first), "{} {}", ops(&there), ops(&first));
         std::fs::remove_file(&path).unwrap();
     }
 }
