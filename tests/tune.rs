@@ -2,8 +2,8 @@
 //! (tests/data/tune/): a chain of large GEMMs wants 1 inter-op worker and every intra-op
 //! thread; many independent small ops (each waits, IO-like, so they overlap however loaded
 //! the machine is) want every inter-op worker and 1 intra-op thread. In both the other
-//! dimension does nothing, so its extra threads tie within noise and the tie rule gives them
-//! up: the answer does not depend on timing luck. The tuned run's checksum equals a plain run's of as many
+//! dimension does nothing, so its extra threads tie with the default in the tuner's pairs,
+//! and a tie goes to fewer threads: the answer does not depend on timing luck. The tuned run's checksum equals a plain run's of as many
 //! iterations: resizing never changes results.
 use std::time::Duration;
 

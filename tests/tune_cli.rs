@@ -31,7 +31,7 @@ fn the_json_summary_has_best_default_gain_and_points() {
         "--set",
         "us=500",
         "--budget",
-        "6",
+        "8",
         "--max-threads",
         "2",
         "--spin",
@@ -49,6 +49,24 @@ fn the_json_summary_has_best_default_gain_and_points() {
     }
     assert!(json["gain"]["ratio"].as_f64().unwrap() > 0.0);
     assert!(json["gain"]["spread"].as_f64().unwrap() >= 0.0);
+    // The gain is the pick's paired figure against the default: never slower beyond its
+    // paired spread; the default itself has no pairs.
+    let (gain, pairs) = (&json["gain"], json["gain"]["pairs"].as_u64().unwrap());
+    if best["inter"] == default["inter"] && best["intra"] == default["intra"] {
+        assert_eq!(pairs, 0, "{json:#}");
+    } else {
+        assert!(pairs >= 3, "{json:#}");
+        let (ratio, spread) = (
+            gain["ratio"].as_f64().unwrap(),
+            gain["spread"].as_f64().unwrap(),
+        );
+        assert!(ratio + spread >= 1.0, "{json:#}");
+    }
+    for paired in json["paired"].as_array().unwrap() {
+        assert!(["faster", "tie", "slower", "unconfirmed"]
+            .contains(&paired["verdict"].as_str().unwrap()));
+        assert!(!paired["ratios"].as_array().unwrap().is_empty(), "{paired}");
+    }
     let points = json["points"].as_array().unwrap();
     assert!(!points.is_empty());
     for point in points {

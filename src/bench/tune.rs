@@ -3,8 +3,8 @@
 //! round by round, and reports the gain with its spread and the number of rounds.
 //!
 //! # Measuring
-//! 1. **Tune**: `enginetop tune` over the space and budget given (its own figures are kept
-//!    beside, as the tuner's estimate).
+//! 1. **Tune**: `enginetop tune` over the space and budget given (its own paired figure for
+//!    the pick against the default is kept beside, as the tuner's estimate).
 //! 2. **Size a run**: every measured run does the same iterations, enough for about one
 //!    `--window` at the default's tuned speed (at least [`MIN_ITERATIONS`]), after a warm-up
 //!    of [`WARM_UP_ITERATIONS`] on the same run (pools started, caches filled, setup ops done).
@@ -113,8 +113,13 @@ pub struct TuneBenchResult {
     pub rounds: usize,
     /// Iterations each measured run counted.
     pub iterations: u64,
-    /// The tuner's own estimate of the gain, when it measured both.
+    /// The tuner's own estimate of the gain, when it measured both: its paired median ratio
+    /// (1.0 when its pick is the default).
     pub tuner_gain: Option<f64>,
+    /// The tuner's paired spread of that ratio.
+    pub tuner_gain_spread: Option<f64>,
+    /// The pairs behind the tuner's estimate (0: its pick is the default).
+    pub tuner_pairs: usize,
     /// Seconds the tuner took.
     pub tune_s: f64,
 }
@@ -164,7 +169,9 @@ pub fn run_tune_bench(
         gain_spread: spread(&ratios),
         rounds: ratios.len(),
         iterations,
-        tuner_gain: found.tuner_gain,
+        tuner_gain: found.tuner_gain.map(|gain| gain.ratio),
+        tuner_gain_spread: found.tuner_gain.map(|gain| gain.spread),
+        tuner_pairs: found.tuner_gain.map_or(0, |gain| gain.pairs),
         tune_s: found.elapsed.as_secs_f64(),
     })
 }
@@ -175,7 +182,7 @@ struct Found {
     default: Point,
     /// The default's tuned iterations per second.
     default_rate: f64,
-    tuner_gain: Option<f64>,
+    tuner_gain: Option<tune::Gain>,
     elapsed: Duration,
 }
 
@@ -208,7 +215,7 @@ fn tune_once(name: &str, graph: &Graph, config: &TuneBenchConfig) -> Result<Foun
         pick,
         default,
         default_rate,
-        tuner_gain: report.gain.map(|gain| gain.ratio),
+        tuner_gain: report.gain,
         elapsed: report.elapsed,
     })
 }
@@ -272,7 +279,7 @@ fn spread(samples: &[f64]) -> f64 {
 pub fn table(results: &[TuneBenchResult]) -> String {
     use std::fmt::Write as _;
     let mut out = format!(
-        "{:<17} {:<30} {:>14}  {:<30} {:>14}  {:>15}  {:>6}  {:>7}\n",
+        "{:<17} {:<30} {:>14}  {:<30} {:>14}  {:>15}  {:>6}  {:>23}\n",
         "workload", "pick", "iterations/s", "default", "iterations/s", "gain", "rounds", "tuner"
     );
     let describe = |s: &Side| {
@@ -283,12 +290,19 @@ pub fn table(results: &[TuneBenchResult]) -> String {
     };
     let figure = |s: &Side| format!("{:.2} ± {:.2}", s.median, s.spread);
     for r in results {
-        let tuner = r
-            .tuner_gain
-            .map_or("-".to_string(), |g| format!("{:+.1}%", (g - 1.0) * 100.0));
+        let tuner = match (r.tuner_gain, r.tuner_gain_spread) {
+            (Some(g), Some(s)) if r.tuner_pairs > 0 => format!(
+                "{:+.1}% ± {:.1}% ({} pairs)",
+                (g - 1.0) * 100.0,
+                s * 100.0,
+                r.tuner_pairs
+            ),
+            (Some(_), _) => "default kept".to_string(),
+            _ => "-".to_string(),
+        };
         let _ = writeln!(
             out,
-            "{:<17} {:<30} {:>14}  {:<30} {:>14}  {:>15}  {:>6}  {:>7}",
+            "{:<17} {:<30} {:>14}  {:<30} {:>14}  {:>15}  {:>6}  {:>23}",
             r.workload,
             describe(&r.pick),
             figure(&r.pick),
@@ -305,7 +319,8 @@ pub fn table(results: &[TuneBenchResult]) -> String {
     }
     out.push_str(
         "gain: median of the rounds' pick/default ratios ± their median absolute deviation; \
-         each round runs both, fresh, in alternating order; tuner: the tuner's own estimate\n",
+         each round runs both, fresh, in alternating order; tuner: the tuner's own paired \
+         estimate (median ratio ± paired spread)\n",
     );
     out
 }

@@ -46,6 +46,13 @@ enum BenchTarget {
     Gpu(GpuBenchArgs),
     /// The tuner's pick against the default: tune each workload, then fresh runs of both,
     /// interleaved round by round; the gain with its spread.
+    ///
+    /// Run it on a quiet machine, e.g. `enginetop bench tune --workload
+    /// resnet-like,transformer-like --budget 60 --rounds 5`. Per workload it prints the pick
+    /// and the default (iterations/s, median ± median absolute deviation over the rounds),
+    /// the gain (the median of the rounds' paired pick/default ratios ± their median
+    /// absolute deviation), the rounds, and the tuner's own paired estimate; --json gives
+    /// the same per workload (`gain`, `gain_spread`, `rounds`, `tuner_gain`).
     Tune(TuneBenchArgs),
     /// The predicted scaling curve against measured steps: resnet-like, transformer-like,
     /// random-dag and wavefront at 1x1, 1x2 and 2x1, each predicted from each one's runs.

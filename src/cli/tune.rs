@@ -43,7 +43,8 @@ pub(super) struct TuneArgs {
     #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
 
-    /// Seconds the whole search may take (each point gets an equal share of windows).
+    /// Seconds the whole search may take, the pick's paired check against the default
+    /// included (every window is as long; the pairs get 24 of them).
     #[arg(
         long,
         value_name = "SECONDS",
@@ -276,6 +277,7 @@ fn show_probe(setting: &str, event: &ProbeEvent) {
         Phase::Calibrate => "calibrating",
         Phase::Scan => "scan",
         Phase::Confirm => "confirm",
+        Phase::Paired => "paired with the default",
     };
     let best = event
         .best

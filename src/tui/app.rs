@@ -1190,6 +1190,7 @@ mod tests {
                     best: best.map(|(point, _)| point),
                     default: Point { inter: 2, intra: 2 },
                     gain: None,
+                    paired: Vec::new(),
                     outcome,
                 })
             });

@@ -75,6 +75,7 @@ pub fn headline(progress: &TuneProgress) -> String {
                     crate::tune::Phase::Calibrate => "calibrating at",
                     crate::tune::Phase::Scan => "scan",
                     crate::tune::Phase::Confirm => "confirm",
+                    crate::tune::Phase::Paired => "paired",
                 };
                 match event.value {
                     None => format!(" · {phase} {} measuring", event.point),
@@ -94,14 +95,14 @@ pub fn headline(progress: &TuneProgress) -> String {
                 crate::tune::Outcome::Stopped => "stopped".to_string(),
                 crate::tune::Outcome::Ended(why) => format!("ended ({why})"),
             };
-            let gain = report.gain.map_or(String::new(), |gain| {
-                format!(
-                    " ({:.2}x ±{:.2} the default {}{})",
+            let gain = report.gain.map_or(String::new(), |gain| match gain.pairs {
+                0 => " (the default: no challenger beat it in pairs)".to_string(),
+                pairs => format!(
+                    " ({:.2}x ±{:.2} the default {}, {pairs} pairs)",
                     gain.ratio,
                     gain.spread,
                     short(report.default),
-                    gain.note()
-                )
+                ),
             });
             format!("tuner {how} at {windows}{best}{gain}")
         }

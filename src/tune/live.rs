@@ -3,7 +3,7 @@
 //! [`TuneProgress`], and it stops the search with the [`TuneStop`] it shares.
 //!
 //! ```text
-//! tuner thread: search(probe, options, stop, observe) -> TuneReport
+//! tuner thread: search(probe, options, stop, observe) -> TuneReport (paired pick)
 //!                 observe(ProbeEvent) --lock--> TuneProgress (latest window, samples so far)
 //!                 end -----------------lock--> TuneProgress::ended (the report, or a refusal)
 //! dashboard:    LiveTuner::progress() (a copy, under the same lock); LiveTuner::stop()
@@ -15,7 +15,9 @@
 //! joins the thread: the probe checks the button every few milliseconds, so it ends soon.
 #![forbid(unsafe_code)]
 
-use super::search::{search, Outcome, PointResult, Probe, ProbeEvent, TuneOptions, TuneReport};
+use super::search::{
+    search, Outcome, Phase, PointResult, Probe, ProbeEvent, TuneOptions, TuneReport,
+};
 use super::space::{Objective, Point};
 use super::TuneStop;
 use crate::sync::{thread, Arc, Mutex};
@@ -38,7 +40,8 @@ pub struct TuneProgress {
     pub objective: Objective,
     /// The window measured now, or the last one measured.
     pub latest: Option<ProbeEvent>,
-    /// Every point measured so far with its windows' figures, in the order first measured.
+    /// Every point measured so far with its windows' figures, in the order first measured
+    /// (the paired windows are the report's `paired`, not counted here, as in its `points`).
     pub measured: Vec<PointResult>,
     /// How it ended (`None`: it still runs).
     pub ended: Option<TuneEnd>,
@@ -89,7 +92,7 @@ impl TuneProgress {
 
     /// Takes one window's event: the latest window, and its figure once measured.
     fn observe(&mut self, event: &ProbeEvent) {
-        if let Some(value) = event.value {
+        if let Some(value) = event.value.filter(|_| event.phase != Phase::Paired) {
             match self.measured.iter_mut().find(|r| r.point == event.point) {
                 Some(result) => {
                     let mut samples = std::mem::take(&mut result.samples);

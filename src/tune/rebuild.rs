@@ -14,23 +14,28 @@
 //! measure is listed as skipped.
 //!
 //! # The rounds
-//! Each setting's live search ends with its pick (the tie rule within the setting). The
-//! finalists are the run's own setting (its pick and the default counts) and the other
-//! settings with the best picks, up to [`ROUND_SETTINGS`]. A round visits each finalist
-//! setting in the same order: a fresh run built at the finalist's counts, one warm-up window
-//! (discarded: workers start, caches fill, setup ops run), then one window per finalist of
-//! that setting. Rounds go on until [`CONFIRM_SAMPLES`] or the budget: their window is cut
-//! from what phase one left, with each visit's build cost taken as the slowest build seen;
-//! fewer rounds (at least two) are run rather than windows shorter than [`MIN_WINDOW`].
-//! Every finalist is thus measured once per round, a slow moment of the machine lands on
-//! one round of every setting alike, and only these interleaved figures compare settings
-//! (figures from different phases would carry the machine's drift between them).
+//! Each setting's live search ends with its unpaired candidate (the tie rule within the
+//! setting; the live searches do not pair: the rounds do). The finalists are the run's own
+//! setting (its candidate and the default counts) and the other settings with the best
+//! candidates, up to [`ROUND_SETTINGS`]. A round visits each finalist setting, the order
+//! reversed every other round (so a steady drift of the machine favours no setting): a
+//! fresh run built at the finalist's counts, one warm-up window (discarded: workers start,
+//! caches fill, setup ops run), then one window per finalist of that setting. Rounds go on
+//! until [`CONFIRM_SAMPLES`] or the budget: their window is cut from what phase one left,
+//! with each visit's build cost taken as the slowest build seen; fewer rounds (at least
+//! [`MIN_PAIRS`]) are run rather than windows shorter than [`MIN_WINDOW`]. Every finalist
+//! is thus measured once per round, a slow moment of the machine lands on one round of
+//! every setting alike, and only these interleaved figures compare settings (figures from
+//! different phases would carry the machine's drift between them).
 //!
 //! # The pick
-//! Among the finalists, by the same rule as within a setting ([`pick_among`]): the best
-//! pessimistic figure leads, then the fewest threads within noise of it, then the run's own
-//! setting, never measurably worse than the default. When no round could run, the settings'
-//! live figures are compared instead, and the report says so.
+//! The rounds are the pairs: a finalist's window and the default's of the same round make a
+//! pair. The candidate among the finalists is chosen by the same rule as within a setting
+//! ([`pick_among`](super::search::pick_among): the best pessimistic figure leads, then the fewest threads within noise
+//! of it, then the run's own setting); it and the leader of the other finalists are then
+//! checked against the default in their pairs ([`decide`]): kept when faster beyond the
+//! paired spread, or tied within it with fewer threads; else the default. When no round
+//! could run nothing was paired, and the default is kept (the report says so).
 //!
 //! # Stopping
 //! A stop, a run that fails or a build that fails ends the search at once; the report keeps
@@ -39,8 +44,9 @@
 
 use std::time::Duration;
 
+use super::paired::{decide, PairedResult, MIN_PAIRS};
 use super::search::{
-    gain, pick_among, rank, search, Basis, Gain, Halt, Outcome, Phase, PointResult, Probe,
+    challengers, rank, search_with, Basis, Gain, Halt, Outcome, Pairing, Phase, PointResult, Probe,
     ProbeEvent, TuneOptions, TuneReport, CONFIRM_SAMPLES, HEADROOM, MIN_WINDOW, SETTLE_FRACTION,
 };
 use super::setting::Setting;
@@ -52,8 +58,8 @@ use super::{TuneError, TuneStop};
 pub const ROUNDS_FRACTION: f64 = 0.3;
 /// The most settings measured in the rounds (the run's own included).
 pub const ROUND_SETTINGS: usize = 4;
-/// The fewest rounds worth running: one round compares nothing interleaved.
-const MIN_ROUNDS: usize = 2;
+/// The fewest rounds worth running: the pairs confirm nothing with fewer.
+const MIN_ROUNDS: usize = MIN_PAIRS;
 
 /// What builds, measures and stops the runs: real workload runs
 /// ([`tune_settings`](super::tune_settings)), or a fake.
@@ -120,6 +126,9 @@ pub struct SettingsReport {
     pub default: (Setting, Point),
     /// The best over the default, when both were measured alike.
     pub gain: Option<Gain>,
+    /// The challengers checked against the default in the rounds' pairs, with their
+    /// settings, in order of preference.
+    pub paired: Vec<(Setting, PairedResult)>,
     /// How the search ended.
     pub outcome: Outcome,
 }
@@ -226,7 +235,7 @@ impl Shares {
 
 /// Whether a live search over `options` fits its budget.
 fn search_plan_fits(options: &TuneOptions) -> Result<(), TuneError> {
-    super::search::Plan::new(options).map(drop)
+    super::search::Plan::new(options, Pairing::Unpaired).map(drop)
 }
 
 /// A search over settings in progress.
@@ -287,9 +296,13 @@ impl<R: Rebuild> SettingsRun<'_, R> {
                 probe: &mut run,
                 since,
             };
-            let found = search(&mut on_clock, &options, self.stop, &mut |event| {
-                observe(setting, event)
-            });
+            let found = search_with(
+                &mut on_clock,
+                &options,
+                Pairing::Unpaired,
+                self.stop,
+                &mut |event| observe(setting, event),
+            );
             self.rebuild.finish(setting, run);
             let Ok(report) = found else {
                 self.skipped.push(setting);
@@ -355,8 +368,12 @@ impl<R: Rebuild> SettingsRun<'_, R> {
         let slot = window.mul_f64(1.0 + SETTLE_FRACTION);
         let planned = rounds * visits.iter().map(|(_, p)| 1 + p.len()).sum::<usize>();
         let mut index = 0;
-        for _round in 0..rounds {
-            for (setting, points) in &visits {
+        for round in 0..rounds {
+            let order: Vec<&(Setting, Vec<Point>)> = match round % 2 {
+                0 => visits.iter().collect(),
+                _ => visits.iter().rev().collect(),
+            };
+            for (setting, points) in order {
                 if self.stop.is_stopped() {
                     return Outcome::Stopped;
                 }
@@ -486,30 +503,58 @@ impl<R: Rebuild> SettingsRun<'_, R> {
             best: None,
             default,
             gain: None,
+            paired: Vec::new(),
             outcome,
         };
-        let compared = report.compared();
-        let results: Vec<&PointResult> = compared.iter().map(|&(_, r)| r).collect();
-        let position = |(setting, point): (Setting, Point)| {
-            compared
-                .iter()
-                .position(|&(s, r)| s == setting && r.point == point)
-        };
-        let cost = |i: usize| {
-            let (setting, result) = compared[i];
-            (result.point.threads(), usize::from(setting != default.0))
-        };
-        let objective = report.objective;
-        let best = pick_among(&results, objective, position(default), &cost);
-        let gain = best
-            .zip(position(default))
-            .filter(|&(_, d)| !results[d].samples.is_empty())
-            .map(|(b, d)| gain(objective, results[b], results[d]));
-        let best = best.map(|i| (compared[i].0, compared[i].1.point));
+        let (best, gain, paired) = decision(&report);
         report.best = best;
         report.gain = gain;
+        report.paired = paired;
         report
     }
+}
+
+/// The pick, its gain and the pairs behind them (see the module docs): the default unless a
+/// challenger's rounds, paired with the default's, keep it.
+#[allow(clippy::type_complexity)]
+fn decision(
+    report: &SettingsReport,
+) -> (
+    Option<(Setting, Point)>,
+    Option<Gain>,
+    Vec<(Setting, PairedResult)>,
+) {
+    let compared = report.compared();
+    let default = report.default;
+    let Some(d) = compared
+        .iter()
+        .position(|&(s, r)| (s, r.point) == default && !r.samples.is_empty())
+    else {
+        return (None, None, Vec::new());
+    };
+    if report.rounds == 0 {
+        return (Some(default), Some(Gain::NONE), Vec::new());
+    }
+    let results: Vec<&PointResult> = compared.iter().map(|&(_, r)| r).collect();
+    let cost = |i: usize| {
+        let (setting, result) = compared[i];
+        (result.point.threads(), usize::from(setting != default.0))
+    };
+    let objective = report.objective;
+    let paired: Vec<(Setting, PairedResult)> = challengers(&results, objective, Some(d), &cost)
+        .into_iter()
+        .map(|i| {
+            let (setting, r) = compared[i];
+            let pairs = PairedResult::measured(objective, r.point, &r.samples, &results[d].samples);
+            (setting, pairs)
+        })
+        .collect();
+    let results: Vec<PairedResult> = paired.iter().map(|(_, p)| p.clone()).collect();
+    let (best, gain) = match decide(default.1, &results) {
+        Some(i) => ((paired[i].0, paired[i].1.point), paired[i].1.gain()),
+        None => (default, Gain::NONE),
+    };
+    (Some(best), Some(gain), paired)
 }
 
 fn outcome_of(halt: Halt) -> Outcome {

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
-use super::search::{Outcome, PointResult, TuneReport};
+use super::paired::PairedResult;
+use super::search::{Gain, Outcome, PointResult, TuneReport};
 use super::space::Objective;
 
 mod settings;
@@ -159,17 +160,55 @@ pub fn text_report(report: &TuneReport) -> String {
         "{}",
         describe("default: ", report.point(default), default)
     );
+    for paired in &report.paired {
+        let picked = report.best == Some(paired.point);
+        out.push_str(&paired_line(&paired.point.to_string(), paired, picked));
+    }
     if let Some(gain) = report.gain {
-        let _ = writeln!(
-            out,
-            "gain:    {:+.1}% ± {:.1}% over the default{}",
-            (gain.ratio - 1.0) * 100.0,
-            gain.spread * 100.0,
-            gain.note()
-        );
+        out.push_str(&gain_line(&gain));
     }
     out.push_str(&outcome_line(&report.outcome));
     out
+}
+
+/// A challenger's pairs against the default, as a line: its median ratio ± paired spread,
+/// the pairs, the verdict, and whether it was kept.
+fn paired_line(label: &str, paired: &PairedResult, picked: bool) -> String {
+    let outcome = match picked {
+        true => "kept",
+        false => "not kept",
+    };
+    format!(
+        "paired:  {label}: {:+.1}% ± {:.1}% against the default, median of {} alternating \
+         pairs: {} ({outcome})\n",
+        (paired.ratio - 1.0) * 100.0,
+        paired.spread * 100.0,
+        paired.ratios.len(),
+        paired.verdict.as_str(),
+    )
+}
+
+/// The gain line: the pick over the default, or that the pick is the default.
+fn gain_line(gain: &Gain) -> String {
+    match *gain == Gain::NONE {
+        true => "gain:    none: the pick is the default\n".to_string(),
+        false => format!(
+            "gain:    {:+.1}% ± {:.1}% over the default{}\n",
+            (gain.ratio - 1.0) * 100.0,
+            gain.spread * 100.0,
+            gain.note()
+        ),
+    }
+}
+
+/// The gain as JSON: `ratio`, `spread`, `percent`, `pairs` (0: unpaired, or the default).
+fn gain_json(gain: &Gain) -> serde_json::Value {
+    json!({
+        "ratio": gain.ratio,
+        "spread": gain.spread,
+        "percent": (gain.ratio - 1.0) * 100.0,
+        "pairs": gain.pairs,
+    })
 }
 
 /// How a search ended, as a line (empty when it ran its course).
@@ -201,7 +240,9 @@ fn json_unit(objective: Objective) -> &'static str {
 }
 
 /// The report as JSON: `best` and `default` (`inter`, `intra`, `median`, `spread`,
-/// `samples`), `gain` (`ratio`, `spread`, `percent`), `points`, and how it was measured.
+/// `samples`), `gain` (`ratio`, `spread`, `percent`, `pairs`), `points`, `paired` (each
+/// challenger's `inter`, `intra`, `ratio`, `spread`, `ratios`, `verdict`), and how it was
+/// measured.
 pub fn json(report: &TuneReport) -> serde_json::Value {
     let point = |point| {
         let result = report.point(point);
@@ -222,12 +263,9 @@ pub fn json(report: &TuneReport) -> serde_json::Value {
         "elapsed_s": report.elapsed.as_secs_f64(),
         "best": report.best.map(point),
         "default": point(report.default),
-        "gain": report.gain.map(|gain| json!({
-            "ratio": gain.ratio,
-            "spread": gain.spread,
-            "percent": (gain.ratio - 1.0) * 100.0,
-        })),
+        "gain": report.gain.as_ref().map(gain_json),
         "points": report.points,
+        "paired": report.paired,
         "outcome": outcome_json(&report.outcome),
     })
 }

@@ -1,11 +1,13 @@
-//! [`search`]: calibrate, scan, confirm the leaders interleaved, pick (the algorithm is in the
-//! [module docs](super)). Pure logic over a [`Probe`], so the tests drive it with a fake.
+//! [`search`]: calibrate, scan, confirm the leaders interleaved, check the pick against the
+//! default in pairs, pick (the algorithm is in the [module docs](super)). Pure logic over a
+//! [`Probe`], so the tests drive it with a fake.
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
 
 use serde::Serialize;
 
+use super::paired::{decide, PairedResult, PAIRED_WINDOWS};
 use super::space::{Objective, Point, Space};
 use super::stats::{median, spread, within_noise};
 use super::{TuneError, TuneStop};
@@ -20,11 +22,9 @@ pub const CONFIRM_SAMPLES: usize = 5;
 const CONFIRM_POINTS: usize = 5;
 /// A scan figure within this fraction of the best scan figure makes a point a contender.
 pub const SCAN_TOLERANCE: f64 = 0.5;
-/// Two medians closer than this fraction of the larger are always within noise.
+/// Two medians closer than this fraction of the larger are always within noise (choosing
+/// the candidate among the leaders; the default is then faced in pairs).
 pub const MIN_NOISE: f64 = 0.1;
-/// The tie rule's pick may trail the default by at most this fraction (or the two spreads,
-/// if larger): fewer threads are worth a tie, not a measured loss against the default.
-pub const DEFAULT_MARGIN: f64 = 0.05;
 /// The part of a slot left for a window's overrun (it ends on an iteration end).
 pub(super) const HEADROOM: f64 = 0.9;
 
@@ -101,6 +101,8 @@ pub enum Phase {
     Scan,
     /// The leaders again, interleaved.
     Confirm,
+    /// The candidates and the default in alternating windows, paired.
+    Paired,
 }
 
 /// One window, before (`value: None`) and after it is measured, for progress displays.
@@ -163,19 +165,35 @@ impl PointResult {
 /// How much the best beats the default.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Gain {
-    /// The best's speed over the default's (1.0: as fast).
+    /// The best's speed over the default's (1.0: as fast): the median of the pairs' ratios
+    /// when paired.
     pub ratio: f64,
-    /// The ratio's uncertainty from the two points' spreads (plus or minus).
+    /// The ratio's uncertainty (plus or minus): the paired spread when paired, else from the
+    /// two points' spreads.
     pub spread: f64,
+    /// The pairs it was measured in (0: from the two points' own windows, or the pick is
+    /// the default).
+    pub pairs: usize,
 }
 
 impl Gain {
-    /// What a ratio below 1.0 means: the pick is the fewest threads within noise of the
-    /// leader (the tie rule), so it may measure slower than the default by no more than noise.
-    pub fn note(&self) -> &'static str {
-        match self.ratio < 1.0 {
-            true => " (fewest threads within noise of the fastest)",
+    /// The default against itself.
+    pub const NONE: Gain = Gain {
+        ratio: 1.0,
+        spread: 0.0,
+        pairs: 0,
+    };
+
+    /// What the figure is: paired, and what a ratio below 1.0 means (a tie within the
+    /// paired spread, which goes to fewer threads).
+    pub fn note(&self) -> String {
+        let tie = match self.ratio < 1.0 {
+            true => ": a tie within the paired spread, which goes to fewer threads",
             false => "",
+        };
+        match self.pairs {
+            0 => String::new(),
+            pairs => format!(" (median of {pairs} alternating pairs{tie})"),
         }
     }
 }
@@ -212,6 +230,9 @@ pub struct TuneReport {
     pub default: Point,
     /// The best over the default, when both were measured.
     pub gain: Option<Gain>,
+    /// The challengers checked against the default in pairs, in order of preference (empty:
+    /// a grid of one point, a search that does not pair, or one that ended before the pairs).
+    pub paired: Vec<PairedResult>,
     /// How the search ended.
     pub outcome: Outcome,
 }
@@ -231,7 +252,28 @@ pub fn search(
     stop: &TuneStop,
     observe: &mut dyn FnMut(&ProbeEvent),
 ) -> Result<TuneReport, TuneError> {
-    let plan = Plan::new(options)?;
+    search_with(probe, options, Pairing::Paired, stop, observe)
+}
+
+/// Whether a search checks its candidate against the default in pairs itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pairing {
+    /// It does: its pick is never slower than the default beyond the paired spread.
+    Paired,
+    /// It does not: its `best` is the unpaired candidate, for a caller that pairs it with
+    /// the default itself (the rounds of a search over settings).
+    Unpaired,
+}
+
+/// [`search`], pairing as `pairing` says.
+pub(super) fn search_with(
+    probe: &mut dyn Probe,
+    options: &TuneOptions,
+    pairing: Pairing,
+    stop: &TuneStop,
+    observe: &mut dyn FnMut(&ProbeEvent),
+) -> Result<TuneReport, TuneError> {
+    let plan = Plan::new(options, pairing)?;
     let mut run = Search {
         probe,
         options,
@@ -244,6 +286,8 @@ pub fn search(
             .iter()
             .map(|&point| PointResult::new(point, Vec::new()))
             .collect(),
+        challengers: Vec::new(),
+        default_pairs: Vec::new(),
         basis: None,
     };
     let outcome = match run.run() {
@@ -258,7 +302,8 @@ pub fn search(
 pub(super) struct Plan {
     grid: Vec<Point>,
     default: Point,
-    /// Windows planned: calibration, scan, confirm rounds.
+    pairing: Pairing,
+    /// Windows planned: calibration, scan, confirm rounds, pairs.
     planned: usize,
     /// Settling plus window, per window.
     slot: Duration,
@@ -266,7 +311,7 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    pub(super) fn new(options: &TuneOptions) -> Result<Plan, TuneError> {
+    pub(super) fn new(options: &TuneOptions, pairing: Pairing) -> Result<Plan, TuneError> {
         let (space, start) = (options.space, options.start);
         let mut grid = space.grid(start, options.cpus, options.max_threads);
         let default = space.default_point(start, options.cpus, options.max_threads);
@@ -275,7 +320,11 @@ impl Plan {
             grid.sort();
         }
         let confirm = CONFIRM_POINTS.min(grid.len()) * (CONFIRM_SAMPLES - 1);
-        let planned = 1 + grid.len() + confirm;
+        let paired = match (pairing, grid.len()) {
+            (Pairing::Paired, 2..) => PAIRED_WINDOWS,
+            _ => 0,
+        };
+        let planned = 1 + grid.len() + confirm + paired;
         let slot = options.budget / planned as u32;
         let window = slot.mul_f64(HEADROOM / (1.0 + SETTLE_FRACTION));
         if window < MIN_WINDOW {
@@ -290,6 +339,7 @@ impl Plan {
         Ok(Plan {
             grid,
             default,
+            pairing,
             planned,
             slot,
             window,
@@ -307,6 +357,10 @@ struct Search<'a> {
     index: usize,
     /// One per grid point, in grid order.
     results: Vec<PointResult>,
+    /// The candidates paired with the default, with their paired windows.
+    challengers: Vec<(Point, Vec<f64>)>,
+    /// The default's paired windows.
+    default_pairs: Vec<f64>,
     basis: Option<Basis>,
 }
 
@@ -331,7 +385,84 @@ impl Search<'_> {
                 }
             }
         }
+        match self.plan.pairing {
+            Pairing::Paired => self.pairs(),
+            Pairing::Unpaired => Ok(()),
+        }
+    }
+
+    /// The candidates against the default in rounds, the order alternating (default first
+    /// in even rounds, last in odd ones), as many rounds as [`PAIRED_WINDOWS`] holds.
+    fn pairs(&mut self) -> Result<(), End> {
+        let default = self.plan.default;
+        self.challengers = self
+            .candidates()
+            .into_iter()
+            .filter(|&point| point != default)
+            .map(|point| (point, Vec::new()))
+            .collect();
+        if self.challengers.is_empty() {
+            return Ok(());
+        }
+        let mut order = vec![default];
+        order.extend(self.challengers.iter().map(|(point, _)| *point));
+        for round in 0..PAIRED_WINDOWS / order.len() {
+            for k in 0..order.len() {
+                let point = match round % 2 {
+                    0 => order[k],
+                    _ => order[order.len() - 1 - k],
+                };
+                self.window(Phase::Paired, point)?;
+            }
+        }
         Ok(())
+    }
+
+    /// The points worth pairing with the default: see [`challengers`].
+    fn candidates(&self) -> Vec<Point> {
+        let results: Vec<&PointResult> = self.results.iter().collect();
+        let default = results.iter().position(|r| r.point == self.plan.default);
+        let cost = |i: usize| (results[i].point.threads(), 0);
+        challengers(&results, self.options.objective, default, &cost)
+            .into_iter()
+            .map(|i| results[i].point)
+            .collect()
+    }
+
+    /// The pick once the pairs are in: see [`decide`]; the unpaired candidate while none is
+    /// under way (or when the search does not pair).
+    fn decision(&self) -> (Option<Point>, Option<Gain>, Vec<PairedResult>) {
+        let objective = self.options.objective;
+        let default = self.plan.default;
+        let measured: Vec<PointResult> = self
+            .results
+            .iter()
+            .filter(|r| !r.samples.is_empty())
+            .cloned()
+            .collect();
+        let find = |point: Point| measured.iter().find(|r| r.point == point);
+        let candidate = pick(&measured, objective);
+        let Some(default_result) = find(default) else {
+            return (candidate, None, Vec::new());
+        };
+        if self.plan.pairing == Pairing::Unpaired {
+            let gain = candidate
+                .and_then(find)
+                .map(|best| gain(objective, best, default_result));
+            return (candidate, gain, Vec::new());
+        }
+        let paired: Vec<PairedResult> = self
+            .challengers
+            .iter()
+            .map(|(point, windows)| {
+                PairedResult::measured(objective, *point, windows, &self.default_pairs)
+            })
+            .collect();
+        let (best, gain) = match decide(default, &paired) {
+            Some(i) => (paired[i].point, paired[i].gain()),
+            None => (default, Gain::NONE),
+        };
+        (Some(best), Some(gain), paired)
     }
 
     /// Measures `point` once, if its slot fits in the budget (else ends the search).
@@ -344,7 +475,11 @@ impl Search<'_> {
         }
         self.announce(phase, point, None);
         let value = self.probe.measure(point, self.plan.window)?;
-        self.result_mut(point).push(value);
+        match phase {
+            Phase::Paired if point == self.plan.default => self.default_pairs.push(value),
+            Phase::Paired => self.paired_mut(point).push(value),
+            _ => self.result_mut(point).push(value),
+        }
         self.announce(phase, point, Some(value));
         Ok(())
     }
@@ -353,7 +488,10 @@ impl Search<'_> {
         if value.is_none() {
             self.index += 1;
         }
-        let picked = pick(&self.results, self.options.objective, self.plan.default);
+        let picked = match self.challengers.is_empty() {
+            true => pick(&self.results, self.options.objective),
+            false => self.decision().0,
+        };
         let best = picked.and_then(|best| {
             let result = self.results.iter().find(|r| r.point == best)?;
             Some((best, result.median))
@@ -373,6 +511,15 @@ impl Search<'_> {
             .iter()
             .find(|r| r.point == point)
             .map_or(0, |r| r.samples.len())
+    }
+
+    fn paired_mut(&mut self, point: Point) -> &mut Vec<f64> {
+        let index = self
+            .challengers
+            .iter()
+            .position(|(challenger, _)| *challenger == point)
+            .expect("every point paired is a challenger");
+        &mut self.challengers[index].1
     }
 
     fn result_mut(&mut self, point: Point) -> &mut PointResult {
@@ -437,17 +584,12 @@ impl Search<'_> {
 
     fn report(self, outcome: Outcome) -> TuneReport {
         let objective = self.options.objective;
+        let (best, gain, paired) = self.decision();
         let points: Vec<PointResult> = self
             .results
             .into_iter()
             .filter(|r| !r.samples.is_empty())
             .collect();
-        let best = pick(&points, objective, self.plan.default);
-        let find = |point: Point| points.iter().find(|r| r.point == point);
-        let gain = best
-            .and_then(find)
-            .zip(find(self.plan.default))
-            .map(|(best, default)| gain(objective, best, default));
         TuneReport {
             objective,
             basis: self.basis,
@@ -458,6 +600,7 @@ impl Search<'_> {
             best,
             default: self.plan.default,
             gain,
+            paired,
             outcome,
         }
     }
@@ -485,30 +628,16 @@ pub(super) fn rank(objective: Objective, a: &PointResult, b: &PointResult) -> st
     }
 }
 
-/// The pick among `results` (the points measured more than once; all measured points while
-/// none is): see [`pick_among`].
-fn pick(results: &[PointResult], objective: Objective, default: Point) -> Option<Point> {
+/// The unpaired candidate among `results` (the points measured more than once; all measured
+/// points while none is): see [`pick_among`].
+fn pick(results: &[PointResult], objective: Objective) -> Option<Point> {
     let results: Vec<&PointResult> = results.iter().collect();
-    let default = results.iter().position(|r| r.point == default);
-    pick_among(&results, objective, default, &|i| {
-        (results[i].point.threads(), 0)
-    })
-    .map(|i| results[i].point)
+    pick_among(&results, objective, &|i| (results[i].point.threads(), 0)).map(|i| results[i].point)
 }
 
-/// The index of the pick among `results` (the ones measured more than once; all measured
-/// ones while none is): the leader is the best pessimistic figure (median less its spread, or
-/// plus it for a step time), so a point that is fast only sometimes does not lead; then the
-/// lowest `cost` (fewest threads first) within noise of the leader, among those not
-/// measurably worse than `default` (slower by more than the two spreads together, at least
-/// [`DEFAULT_MARGIN`]), so the pick never loses to the default beyond what the windows
-/// themselves show as noise.
-pub(super) fn pick_among(
-    results: &[&PointResult],
-    objective: Objective,
-    default: Option<usize>,
-    cost: &dyn Fn(usize) -> (usize, usize),
-) -> Option<usize> {
+/// The indices `results` are judged among: the ones measured more than once; all measured
+/// ones while none is.
+fn eligible(results: &[&PointResult]) -> Vec<usize> {
     let measured: Vec<usize> = (0..results.len())
         .filter(|&i| !results[i].samples.is_empty())
         .collect();
@@ -517,38 +646,67 @@ pub(super) fn pick_among(
         .copied()
         .filter(|&i| results[i].samples.len() > 1)
         .collect();
-    let eligible = match repeated.is_empty() {
+    match repeated.is_empty() {
         true => measured,
         false => repeated,
-    };
+    }
+}
+
+/// The index of the leader among `results` ([`eligible`] ones): the best pessimistic figure
+/// (median less its spread, or plus it for a step time), so a point that is fast only
+/// sometimes does not lead.
+pub(super) fn leader_among(results: &[&PointResult], objective: Objective) -> Option<usize> {
     let pessimistic = |r: &PointResult| match objective {
         Objective::Throughput => r.median - r.spread,
         Objective::Latency => r.median + r.spread,
     };
-    let leader = eligible.iter().copied().reduce(|a, b| {
+    eligible(results).into_iter().reduce(|a, b| {
         match objective.better(pessimistic(results[b]), pessimistic(results[a])) {
             true => b,
             false => a,
         }
-    })?;
-    let default = default
-        .filter(|default| eligible.contains(default))
-        .map(|default| results[default]);
-    let measurably_worse = |r: &PointResult, than: &PointResult| {
-        let floor = DEFAULT_MARGIN * r.median.abs().max(than.median.abs());
-        objective.better(than.median, r.median)
-            && (r.median - than.median).abs() > (r.spread + than.spread).max(floor)
-    };
-    eligible
-        .iter()
-        .copied()
+    })
+}
+
+/// The index of the unpaired candidate among `results` ([`eligible`] ones): the lowest
+/// `cost` (fewest threads first) within noise of the leader ([`leader_among`]), then the
+/// best median. Whether it beats the default is for the pairs to say ([`decide`]).
+pub(super) fn pick_among(
+    results: &[&PointResult],
+    objective: Objective,
+    cost: &dyn Fn(usize) -> (usize, usize),
+) -> Option<usize> {
+    let leader = leader_among(results, objective)?;
+    eligible(results)
+        .into_iter()
         .filter(|&i| within_noise(results[i], results[leader]))
-        .filter(|&i| default.is_none_or(|default| !measurably_worse(results[i], default)))
         .min_by(|&a, &b| {
             cost(a)
                 .cmp(&cost(b))
                 .then(rank(objective, results[a], results[b]))
         })
+}
+
+/// The indices of the points worth pairing with `default` among `results`, in order of
+/// preference: the unpaired candidate ([`pick_among`]), then the leader of the rest (the
+/// best pessimistic figure among the points other than the default), so a candidate the
+/// pairs reject can give way to the next best rather than straight to the default. Never
+/// `default` itself.
+pub(super) fn challengers(
+    results: &[&PointResult],
+    objective: Objective,
+    default: Option<usize>,
+    cost: &dyn Fn(usize) -> (usize, usize),
+) -> Vec<usize> {
+    let mut chosen: Vec<usize> = pick_among(results, objective, cost).into_iter().collect();
+    let others: Vec<usize> = (0..results.len()).filter(|&i| Some(i) != default).collect();
+    let rest: Vec<&PointResult> = others.iter().map(|&i| results[i]).collect();
+    if let Some(leader) = leader_among(&rest, objective) {
+        chosen.push(others[leader]);
+    }
+    chosen.dedup();
+    chosen.retain(|&i| Some(i) != default);
+    chosen
 }
 
 /// `best` over `default`, with the uncertainty of the two spreads.
@@ -558,6 +716,7 @@ pub(super) fn gain(objective: Objective, best: &PointResult, default: &PointResu
     Gain {
         ratio,
         spread: ratio * (best.relative_spread() + default.relative_spread()),
+        pairs: 0,
     }
 }
 

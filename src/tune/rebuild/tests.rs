@@ -191,8 +191,8 @@ fn every_setting_is_built_in_turn_then_the_finalists_are_interleaved() {
         assert_eq!(search.setting, *setting);
         assert_eq!(search.report.outcome, Outcome::Finished);
     }
-    // Phase two: rounds visit the same settings in the same order, each visit a fresh
-    // build, a warm-up, then its finalists' windows.
+    // Phase two: rounds visit the same settings, the order reversed every other round,
+    // each visit a fresh build, a warm-up, then its finalists' windows.
     let visits = &builds[6..];
     let finalist_settings: Vec<Setting> = {
         let mut seen = Vec::new();
@@ -209,8 +209,15 @@ fn every_setting_is_built_in_turn_then_the_finalists_are_interleaved() {
         "the run's own setting first"
     );
     assert!(finalist_settings.contains(&SIMPLE_OFF));
-    for round in visits.chunks(finalist_settings.len()) {
-        assert_eq!(round, &finalist_settings[..round.len()]);
+    let mut reversed = finalist_settings.clone();
+    reversed.reverse();
+    for (k, round) in visits.chunks(finalist_settings.len()).enumerate() {
+        let order = if k % 2 == 0 {
+            &finalist_settings
+        } else {
+            &reversed
+        };
+        assert_eq!(round, &order[..round.len()], "round {k}");
     }
     assert_eq!(report.rounds, visits.len() / finalist_settings.len());
     assert!(report.rounds >= MIN_ROUNDS, "{report:#?}");
@@ -233,6 +240,49 @@ fn every_setting_is_built_in_turn_then_the_finalists_are_interleaved() {
     assert_eq!(report.default, (EIGEN_ON, Point { inter: 2, intra: 2 }));
     let gain = report.gain.unwrap();
     assert!(gain.ratio > 1.1, "{gain:?}");
+    // The rounds are the pairs: the pick's gain is its paired figure against the default.
+    assert_eq!(gain.pairs, report.rounds);
+    let (_, pick) = report
+        .paired
+        .iter()
+        .find(|(setting, _)| *setting == SIMPLE_OFF)
+        .unwrap();
+    assert_eq!(pick.verdict, crate::tune::Verdict::Faster);
+}
+
+/// The resnet-like case across settings: the own setting's 1x2 is the fewest threads within
+/// the noise floor of the leader, but 4.5% slower than the default in every round: the
+/// rounds' pairs reject it, and the default is kept.
+#[test]
+fn a_finalist_slower_than_the_default_in_the_rounds_is_not_picked() {
+    fn resnet_like(_: Setting, p: Point) -> f64 {
+        match (p.inter, p.intra) {
+            (1, 2) => 94.5,
+            (2, 2) => 99.0,
+            (1, 1) => 55.0,
+            _ => 84.0,
+        }
+    }
+    for seed in 0..5 {
+        let mut fake = FakeRebuild::new(resnet_like, 0.01, seed);
+        let report = run(&mut fake, 60, "inter,intra,spin");
+        assert!(report.rounds >= MIN_ROUNDS, "seed {seed}: {report:#?}");
+        assert_eq!(
+            report.best,
+            Some(report.default),
+            "seed {seed}: {report:#?}"
+        );
+        assert_eq!(report.gain, Some(Gain::NONE));
+        assert!(
+            report
+                .paired
+                .iter()
+                .any(|(_, p)| p.point == Point { inter: 1, intra: 2 }
+                    && p.verdict == crate::tune::Verdict::Slower),
+            "seed {seed}: {:#?}",
+            report.paired
+        );
+    }
 }
 
 #[test]
@@ -299,7 +349,9 @@ fn a_failed_build_or_a_stop_reports_what_it_had() {
     assert!(matches!(&report.outcome, Outcome::Ended(why) if why.contains("building the run")));
     assert_eq!(report.settings.len(), 2);
     assert_eq!(report.rounds, 0);
-    assert!(report.best.is_some(), "the live figures are compared");
+    // No round: nothing was paired, so the default is kept.
+    assert_eq!(report.best, Some(report.default), "{report:#?}");
+    assert_eq!(report.gain, Some(Gain::NONE));
     // A stop before anything ran measures nothing.
     let stop = TuneStop::new();
     stop.stop();

@@ -6,7 +6,10 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
-use super::{heat_map_title, json_unit, outcome_json, outcome_line, shown, surface};
+use super::{
+    gain_json, gain_line, heat_map_title, json_unit, outcome_json, outcome_line, paired_line,
+    shown, surface,
+};
 use crate::tune::rebuild::SettingsReport;
 use crate::tune::search::PointResult;
 use crate::tune::setting::Setting;
@@ -50,8 +53,9 @@ pub fn settings_text(report: &SettingsReport) -> String {
 fn rounds_table(report: &SettingsReport) -> String {
     let objective = report.objective;
     let mut out = match report.rounds {
-        0 => "no interleaved round fitted: the settings' live figures are compared (measured \
-              one setting after another, so the machine's drift may tilt them)\n"
+        0 => "no interleaved round fitted: nothing was paired with the default, so the default \
+              is kept (the settings' live figures above were measured one setting after \
+              another)\n"
             .to_string(),
         rounds => format!(
             "compared in {rounds} interleaved rounds, a fresh run per setting each round, a \
@@ -121,14 +125,13 @@ fn verdict(report: &SettingsReport) -> String {
         None => out.push_str("best:    none (nothing was measured)\n"),
     }
     let _ = writeln!(out, "{}", describe("default: ", report.default));
+    for (setting, paired) in &report.paired {
+        let picked = report.best == Some((*setting, paired.point));
+        let label = format!("{setting}, {}", paired.point);
+        out.push_str(&paired_line(&label, paired, picked));
+    }
     if let Some(gain) = report.gain {
-        let _ = writeln!(
-            out,
-            "gain:    {:+.1}% ± {:.1}% over the default{}",
-            (gain.ratio - 1.0) * 100.0,
-            gain.spread * 100.0,
-            gain.note()
-        );
+        out.push_str(&gain_line(&gain));
     }
     let _ = writeln!(
         out,
@@ -206,6 +209,16 @@ pub fn settings_json(report: &SettingsReport) -> serde_json::Value {
             value
         })
         .collect();
+    let paired: Vec<serde_json::Value> = report
+        .paired
+        .iter()
+        .map(|(setting, paired)| {
+            let mut value = json!(paired);
+            value["pool"] = setting.pool.as_str().into();
+            value["spin"] = setting.spin_flag().into();
+            value
+        })
+        .collect();
     let skipped: Vec<serde_json::Value> = report
         .skipped
         .iter()
@@ -218,11 +231,8 @@ pub fn settings_json(report: &SettingsReport) -> serde_json::Value {
         "elapsed_s": report.elapsed.as_secs_f64(),
         "best": report.best.map(chosen),
         "default": chosen(report.default),
-        "gain": report.gain.map(|gain| json!({
-            "ratio": gain.ratio,
-            "spread": gain.spread,
-            "percent": (gain.ratio - 1.0) * 100.0,
-        })),
+        "gain": report.gain.as_ref().map(gain_json),
+        "paired": paired,
         "rounds": report.rounds,
         "round_window_ms": report.round_window.as_secs_f64() * 1e3,
         "points": points,
