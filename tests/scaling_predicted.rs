@@ -148,7 +148,7 @@ fn tune_with_cores_prints_the_predicted_best_as_a_prediction() {
         "--set",
         "us=500",
         "--budget",
-        "3",
+        "7",
         "--max-threads",
         "2",
         "--cores",

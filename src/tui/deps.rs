@@ -44,7 +44,7 @@ use std::fmt;
 use crate::analysis::{predecessors, EdgeKind, Pred, RanGraph, RanOp};
 use crate::profiler::spans::{self, OpSpan, SpanSnapshot};
 use crate::record::graph::{GraphObserver, GraphShape, OpRun};
-use crate::sync::Mutex;
+use crate::sync::{Arc, Mutex};
 use crate::workload::run::ITERATION_END;
 
 // Immutable shared slices and the shape's edges: no protocol for loom to model, so `std`'s.
@@ -198,7 +198,7 @@ fn pushed(shape: &GraphShape, iterations: usize) -> RanGraph {
 /// sorted by op id). The default knows no graph: every op's deps are "not recorded".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpGraph {
-    edges: Option<std::sync::Arc<ShapeEdges>>,
+    edges: Option<Arc<ShapeEdges>>,
     runs: Vec<Chunk>,
 }
 
@@ -219,14 +219,14 @@ impl OpGraph {
     /// };
     /// let run = |op_id, index| OpRun { op_id, iteration: 0, index };
     /// let graph = OpGraph::new(&shape, vec![run(7, 0), run(8, 1)]);
-    /// let deps = graph.deps_of(8, "use", |_| None).unwrap();
+    /// let deps = graph.deps_of(8, "use", |_, _| None).unwrap();
     /// assert_eq!((deps.reads, deps.writes), (vec!["x".into()], vec!["y".into()]));
     /// assert_eq!(deps.waited_on[0].to_string(), "op 7 load (RAW on x)");
     /// ```
     pub fn new(shape: &GraphShape, runs: Vec<OpRun>) -> OpGraph {
         let runs = runs.chunks(CHUNK).map(sorted).collect();
         OpGraph {
-            edges: Some(std::sync::Arc::new(ShapeEdges::new(shape))),
+            edges: Some(Arc::new(ShapeEdges::new(shape))),
             runs,
         }
     }
@@ -379,7 +379,7 @@ fn sorted(runs: &[OpRun]) -> Chunk {
 
 #[derive(Debug, Default)]
 struct LogInner {
-    edges: Option<std::sync::Arc<ShapeEdges>>,
+    edges: Option<Arc<ShapeEdges>>,
     sealed: VecDeque<Chunk>,
     tail: Vec<OpRun>,
 }
@@ -406,6 +406,7 @@ impl fmt::Debug for RunLog {
 impl RunLog {
     /// A log keeping at least `capacity` op runs (whole chunks, at least two), telling
     /// `forward` too.
+    // std's Arc: a `dyn` trait object, which loom's `Arc` cannot hold.
     pub fn new(capacity: usize, forward: Option<std::sync::Arc<dyn GraphObserver>>) -> RunLog {
         RunLog {
             capacity: capacity.div_ceil(CHUNK).max(2) * CHUNK,
@@ -451,7 +452,7 @@ impl RunLog {
 
     /// Takes `shape` (once a run starts).
     pub fn set_shape(&self, shape: &GraphShape) {
-        let edges = std::sync::Arc::new(ShapeEdges::new(shape));
+        let edges = Arc::new(ShapeEdges::new(shape));
         self.inner.lock().edges = Some(edges);
     }
 }
