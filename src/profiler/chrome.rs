@@ -26,9 +26,9 @@
 //!   depths as `C` counters named `queue <label>`. A thread that was parked when the window
 //!   began is parked from the window's start; one still parked or spinning at its end stays
 //!   so to the window's last event. Every thread the window knows of gets its track, even
-//!   one with no event in the window ([`TraceContext::threads`]).
+//!   one with no event in the window (`TraceContext::threads`).
 //! - `tracing` spans: `X` slices (`cat: "span"`).
-//! - The op graph, when the export has one ([`write_trace_with_graph`], from a recording):
+//! - The op graph, when the export has one (`write_trace_with_graph`, from a recording):
 //!   `otherData.graph`, as the recording keeps it (the iteration's ops with their reads and
 //!   writes, and each op run's op id, iteration, index, start and end in ns), for an
 //!   analyzer (`enginetop analyze`). Not in the op slices' `args`: those stay the same for

@@ -17,11 +17,11 @@
 //! shift; cheap, but on the recording path it sits between the counter read and the store of
 //! the event, where it adds a fifth or so to the counter read, itself the floor of any
 //! per-event timestamp. So events recorded "now" carry the
-//! *raw* reading, tagged with [`RAW_STAMP`] (the top bit, which no nanosecond count since the
-//! epoch reaches in 292 years), and the collector turns it into nanoseconds ([`Epoch::resolve`]) when it drains the
+//! *raw* reading, tagged with `RAW_STAMP` (the top bit, which no nanosecond count since the
+//! epoch reaches in 292 years), and the collector turns it into nanoseconds (`Epoch::resolve`) when it drains the
 //! ring. Events recorded with a time of their own ([`record_at`](super::Profiler::record_at))
 //! carry nanoseconds, untagged, and pass through unchanged. Both go through the same
-//! conversion ([`Epoch::ticks_to_ns`]), so every timestamp, from every thread, is on one
+//! conversion (`Epoch::ticks_to_ns`), so every timestamp, from every thread, is on one
 //! clock: monotonic per thread (the counter is; the conversion is non-decreasing) and
 //! comparable across threads (one epoch, an invariant TSC that the kernel also uses as its
 //! clocksource, or quanta's OS-clock fallback).
@@ -41,7 +41,7 @@ use std::sync::LazyLock;
 use chrono::{DateTime, Utc};
 
 /// The tag of a raw counter reading in [`Event::ts_ns`](super::Event::ts_ns): set by
-/// [`Epoch::raw_stamp`], removed by [`Epoch::resolve`].
+/// [`Epoch::raw_stamp`], removed by `Epoch::resolve`.
 pub(crate) const RAW_STAMP: u64 = 1 << 63;
 
 /// Fixed-point bits of [`Epoch`]'s ticks-to-nanoseconds factor.
@@ -82,7 +82,7 @@ impl Epoch {
         self.ticks_to_ns(self.clock.raw())
     }
 
-    /// The counter now, tagged with [`RAW_STAMP`]: what the recording path stores, for the
+    /// The counter now, tagged with `RAW_STAMP`: what the recording path stores, for the
     /// collector to [`resolve`](Self::resolve).
     #[inline(always)]
     pub(crate) fn raw_stamp(&self) -> u64 {

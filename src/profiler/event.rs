@@ -14,20 +14,20 @@ use crate::device::identity::PoolRole;
 use crate::engine::OpName;
 
 /// What happened. The table gives the meaning of `name`, `aux` and `arg` for each kind
-/// (`worker`: the pool worker index, [`NO_WORKER`] outside a pool).
+/// (`worker`: the pool worker index, `NO_WORKER` outside a pool).
 ///
 /// | kind | name | aux | arg |
 /// |---|---|---|---|
 /// | `OpQueued` / `OpStart` / `OpEnd` | op name | priority (`i32` bits) | op id |
 /// | `TaskStart` / `TaskEnd` | - | worker | - |
-/// | `Steal` | - | thief worker | victim worker, [`FROM_INJECTOR`] |
+/// | `Steal` | - | thief worker | victim worker, `FROM_INJECTOR` |
 /// | `SpinStart` / `SpinEnd` / `Park` / `Unpark` | - | worker | - |
 /// | `PoolResized` | pool name | workers before | workers after |
 /// | `QueueDepth` | queue label | - | depth |
 /// | `StreamSubmit` / `StreamStart` / `StreamEnd` | op name | stream | op id |
 /// | `SpanEnter` / `SpanExit` | span name | - | span id |
 ///
-/// `flags` holds the error bit ([`ERROR_FLAG`]) on `OpEnd` / `TaskEnd`, and in its low 7 bits
+/// `flags` holds the error bit (`ERROR_FLAG`) on `OpEnd` / `TaskEnd`, and in its low 7 bits
 /// the op's property on op events and the pool's [`PoolRole`] code on pool events (0: a pool
 /// of no known role).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -164,7 +164,7 @@ pub struct OpInfo {
     pub id: u64,
     /// The push's priority.
     pub priority: i32,
-    /// The op's property code (an index into [`PROPERTY_NAMES`]).
+    /// The op's property code (an index into `PROPERTY_NAMES`).
     pub property: u8,
 }
 

@@ -8,7 +8,7 @@
 //! its thread and device, `OpEnd` completes the span and appends it. Stream events
 //! (`StreamSubmit` / `StreamStart` / `StreamEnd`) name the stream of a GPU op: noted on its
 //! open entry, or, when the stream event is drained after the op's end, set on the span if it
-//! is among the last [`LATE_STREAM_REACH`] appended.
+//! is among the last `LATE_STREAM_REACH` appended.
 //!
 //! A batch is in ring order, one ring after another, so an op's queueing (recorded by the
 //! thread that made it ready) can come after its start (recorded by the worker) in one
@@ -17,15 +17,15 @@
 //! queueing was not seen).
 //!
 //! # Bounds
-//! Completed spans go into chunks of [`CHUNK`] spans; a full chunk is sealed (made an
+//! Completed spans go into chunks of `CHUNK` spans; a full chunk is sealed (made an
 //! immutable shared slice) and a new one started. Past the store's capacity the oldest sealed
 //! chunk goes, and its spans count as [`dropped`](SpanSnapshot::dropped). Open ops are bounded
-//! too: past [`MAX_OPEN`] (ops whose end was lost in a full ring, or never came) the older
+//! too: past `MAX_OPEN` (ops whose end was lost in a full ring, or never came) the older
 //! half of them is given up, counted in [`SpanSnapshot::abandoned`].
 //!
 //! # Readers
 //! [`SpanStore::snapshot`] takes the lock for as long as it takes to clone the sealed chunks'
-//! handles (one reference count each) and copy the open chunk (at most [`CHUNK`] spans), so
+//! handles (one reference count each) and copy the open chunk (at most `CHUNK` spans), so
 //! the collector waits at most that long for it. A snapshot is immutable: a dashboard frozen
 //! on one keeps its picture while the store moves on.
 #![forbid(unsafe_code)]

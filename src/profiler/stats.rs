@@ -12,7 +12,7 @@
 //!   again over its lifetime since the start (or the last reset), for a finished run's
 //!   figures: from its first state change to its exit (a resize's retired thread stops
 //!   counting when it exits), so each thread's shares add up to 1 over the time it lived. When a thread's
-//!   ring dropped events ([`Stats::events_lost`]) its open ops are forgotten and it counts as
+//!   ring dropped events (`Stats::events_lost`) its open ops are forgotten and it counts as
 //!   between tasks until its next event: a lost end must not leave it running for good.
 //! - **Work states** per worker: the same time, with running split into ops and tasks
 //!   outside ops, crossed with whether work was ready for it or elsewhere
