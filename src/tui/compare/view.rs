@@ -10,10 +10,9 @@
 //! centred line saying so.
 #![forbid(unsafe_code)]
 
-use ratatui::layout::{Constraint, Flex, Layout, Rect};
-use ratatui::style::Style;
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
+use ratatui::widgets::{Clear, Paragraph};
 use ratatui::Frame;
 
 use super::keys::COMPARE_KEYS;
@@ -21,7 +20,7 @@ use super::panes;
 use super::state::{CompareView, Mode};
 use super::table;
 use crate::tui::theme::Theme;
-use crate::tui::view::format;
+use crate::tui::view::{centered, draw_too_small_for, format};
 
 /// The smallest screen the view draws its panes on.
 pub const MIN: (u16, u16) = (60, 16);
@@ -60,20 +59,7 @@ pub fn draw(frame: &mut Frame<'_>, view: &CompareView, theme: Theme) {
     }
 }
 
-/// A bordered block titled `title`, highlighted when `focused`.
-pub fn block<'a>(title: Line<'a>, focused: bool, theme: Theme) -> Block<'a> {
-    let style = if focused {
-        theme.focused_border()
-    } else {
-        theme.border()
-    };
-    Block::default()
-        .borders(Borders::ALL)
-        .border_type(BorderType::Rounded)
-        .border_style(style)
-        .title(title)
-        .title_style(Style::new())
-}
+pub use crate::tui::view::panel_block as block;
 
 /// ` ↑ 2 above · ↓ 5 more ` for a bottom border, when rows are out of sight.
 pub fn more_marker<'a>(theme: Theme, above: usize, below: usize) -> Option<Line<'a>> {
@@ -137,12 +123,7 @@ fn draw_help(frame: &mut Frame<'_>, area: Rect, view: &CompareView, theme: Theme
     let width = area.width.min(100);
     let lines = help_lines(theme, usize::from(width.saturating_sub(2)));
     let height = (lines.len() as u16 + 2).min(area.height);
-    let [popup] = Layout::horizontal([Constraint::Length(width)])
-        .flex(Flex::Center)
-        .areas(area);
-    let [popup] = Layout::vertical([Constraint::Length(height)])
-        .flex(Flex::Center)
-        .areas(popup);
+    let popup = centered(area, width, height);
     let visible = usize::from(height.saturating_sub(2));
     let above = view.help_scroll.min(lines.len().saturating_sub(visible));
     view.shown
@@ -188,19 +169,5 @@ fn help_lines<'a>(theme: Theme, width: usize) -> Vec<Line<'a>> {
 
 /// One centred line in place of panes that would not fit.
 fn draw_too_small(frame: &mut Frame<'_>, area: Rect, view: &CompareView, theme: Theme) {
-    let quit = if view.mode == Mode::Normal {
-        "(q quits)"
-    } else {
-        "(Ctrl-C quits)"
-    };
-    let text = format!(
-        "terminal too small: {}x{}, needs at least {}x{} {quit}",
-        area.width, area.height, MIN.0, MIN.1
-    );
-    let rows = format::cells(&text).div_ceil(usize::from(area.width.max(1)));
-    let [middle] = Layout::vertical([Constraint::Length(rows as u16)])
-        .flex(Flex::Center)
-        .areas(area);
-    let line = Line::styled(text, theme.warning()).centered();
-    frame.render_widget(Paragraph::new(line).wrap(Wrap { trim: true }), middle);
+    draw_too_small_for(frame, area, MIN, view.mode == Mode::Normal, theme);
 }

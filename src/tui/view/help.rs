@@ -5,13 +5,13 @@
 //! overlay.
 #![forbid(unsafe_code)]
 
-use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
+use ratatui::widgets::{Clear, Paragraph};
 use ratatui::Frame;
 
 use super::format::{pad_right, wrap};
-use super::{first_shown, fit_parts, Ctx, Part};
+use super::{centered, first_shown, fit_parts, panel_block, Ctx, Part};
 use crate::tui::input::KEYS;
 use crate::tui::replay::REPLAY_KEYS;
 use crate::tui::theme::{state_glyph, LEGEND};
@@ -28,23 +28,14 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let width = (widest as u16 + 2).min(area.width);
     let lines = lines(ctx, usize::from(width.saturating_sub(2)));
     let height = (lines.len() as u16 + 2).min(area.height);
-    let [popup] = Layout::horizontal([Constraint::Length(width)])
-        .flex(Flex::Center)
-        .areas(area);
-    let [popup] = Layout::vertical([Constraint::Length(height)])
-        .flex(Flex::Center)
-        .areas(popup);
+    let popup = centered(area, width, height);
     let visible = usize::from(height.saturating_sub(2));
     ctx.app.shown_rows.help.set(visible);
     ctx.app.shown_rows.help_lines.set(lines.len());
     let above = first_shown(ctx.app.help_scroll, lines.len(), visible);
     let below = lines.len().saturating_sub(above + visible);
     let close = close_line(ctx, above, below, usize::from(width.saturating_sub(2)));
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_type(BorderType::Rounded)
-        .border_style(ctx.theme.focused_border())
-        .title(Line::styled(" keys ", ctx.theme.strong()))
+    let block = panel_block(Line::styled(" keys ", ctx.theme.strong()), true, ctx.theme)
         .title_bottom(close.right_aligned());
     frame.render_widget(Clear, popup);
     let shown: Vec<Line<'_>> = lines.into_iter().skip(above).collect();

@@ -80,18 +80,36 @@ impl<'a> Ctx<'a> {
 
     /// A bordered block titled `title`, highlighted when `focus` has the focus.
     pub fn block(&self, title: Line<'a>, focus: Focus) -> Block<'a> {
-        let style = if self.app.focus == focus && self.app.mode != Mode::Help {
-            self.theme.focused_border()
-        } else {
-            self.theme.border()
-        };
-        Block::default()
-            .borders(Borders::ALL)
-            .border_type(BorderType::Rounded)
-            .border_style(style)
-            .title(title)
-            .title_style(Style::new())
+        let focused = self.app.focus == focus && self.app.mode != Mode::Help;
+        panel_block(title, focused, self.theme)
     }
+}
+
+/// A bordered block titled `title`, its border highlighted when `focused`: every panel's and
+/// popup's frame, in the dashboard and the compare view alike.
+pub fn panel_block(title: Line<'_>, focused: bool, theme: Theme) -> Block<'_> {
+    let style = if focused {
+        theme.focused_border()
+    } else {
+        theme.border()
+    };
+    Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Rounded)
+        .border_style(style)
+        .title(title)
+        .title_style(Style::new())
+}
+
+/// A `width` x `height` popup centred in `area` (each clipped to `area`).
+pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let [popup] = Layout::horizontal([Constraint::Length(width.min(area.width))])
+        .flex(Flex::Center)
+        .areas(area);
+    let [popup] = Layout::vertical([Constraint::Length(height.min(area.height))])
+        .flex(Flex::Center)
+        .areas(popup);
+    popup
 }
 
 /// Draws the whole screen.
@@ -165,14 +183,25 @@ fn draw_compact(frame: &mut Frame<'_>, body: Rect, ctx: &Ctx<'_>) {
 /// One line, centred, in place of panels that would not fit (three short ones, wrapped,
 /// when the line does not fit the width).
 fn draw_too_small(frame: &mut Frame<'_>, area: Rect, app: &App, theme: Theme) {
-    // In the help and the filter, q closes the help or types a q; Ctrl-C always quits.
-    let quit = if app.mode == Mode::Normal {
+    draw_too_small_for(frame, area, MIN, app.mode == Mode::Normal, theme);
+}
+
+/// The "terminal too small" line of a screen that needs `min` (columns, rows): `quits_on_q`
+/// where q quits (in a help or a filter, q closes it or types a q; Ctrl-C always quits).
+pub fn draw_too_small_for(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    min: (u16, u16),
+    quits_on_q: bool,
+    theme: Theme,
+) {
+    let quit = if quits_on_q {
         "(q quits)"
     } else {
         "(Ctrl-C quits)"
     };
     let size = format!("terminal too small: {}x{}", area.width, area.height);
-    let needs = format!("needs at least {}x{}", MIN.0, MIN.1);
+    let needs = format!("needs at least {}x{}", min.0, min.1);
     let line = format!("{size}, {needs} {quit}");
     let texts = if format::cells(&line) <= usize::from(area.width) {
         vec![line]

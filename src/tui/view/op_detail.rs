@@ -7,12 +7,12 @@
 //! deps are computed here, for this op only ([`OpGraph::deps`](crate::tui::deps::OpGraph)).
 #![forbid(unsafe_code)]
 
-use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
+use ratatui::widgets::{Clear, Paragraph};
 use ratatui::Frame;
 
-use super::{format, Ctx};
+use super::{centered, format, panel_block, Ctx};
 use crate::profiler::spans::OpSpan;
 use crate::tui::deps::OpDeps;
 use crate::tui::source::StreamLayout;
@@ -34,24 +34,12 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let text_width = usize::from(width.saturating_sub(2));
     let lines = lines(ctx, &span, text_width);
     let height = (lines.len() as u16 + 2).min(area.height);
-    let [popup] = Layout::horizontal([Constraint::Length(width)])
-        .flex(Flex::Center)
-        .areas(area);
-    let [popup] = Layout::vertical([Constraint::Length(height)])
-        .flex(Flex::Center)
-        .areas(popup);
+    let popup = centered(area, width, height);
     let title = format!(" op {} · {} ", span.op, span.name);
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_type(BorderType::Rounded)
-        .border_style(ctx.theme.focused_border())
-        .title(Line::styled(
-            format::fit(&title, text_width),
-            ctx.theme.strong(),
-        ))
-        .title_bottom(
-            Line::styled(" ←/→ other ops · Esc closes ", ctx.theme.key()).right_aligned(),
-        );
+    let title = Line::styled(format::fit(&title, text_width), ctx.theme.strong());
+    let block = panel_block(title, true, ctx.theme).title_bottom(
+        Line::styled(" ←/→ other ops · Esc closes ", ctx.theme.key()).right_aligned(),
+    );
     frame.render_widget(Clear, popup);
     frame.render_widget(Paragraph::new(lines).block(block), popup);
 }
