@@ -44,11 +44,13 @@ use std::fmt;
 use crate::analysis::{predecessors, EdgeKind, Pred, RanGraph, RanOp};
 use crate::profiler::spans::{self, OpSpan, SpanSnapshot};
 use crate::record::graph::{GraphObserver, GraphShape, OpRun};
-use crate::sync::{Arc, Mutex};
+use crate::sync::Mutex;
 use crate::workload::run::ITERATION_END;
 
-// Immutable shared slices and the shape's edges: no protocol for loom to model, so `std`'s.
+// Immutable shared slices and the shape's edges: no protocol for loom to model, so `std`'s
+// (whose `Arc`, unlike loom's, also lets the graph derive `PartialEq`).
 type Chunk = std::sync::Arc<[OpRun]>;
+type Edges = std::sync::Arc<ShapeEdges>;
 
 /// Op runs a chunk holds: the unit sorted, sealed, shared and dropped.
 pub const CHUNK: usize = spans::CHUNK;
@@ -198,7 +200,7 @@ fn pushed(shape: &GraphShape, iterations: usize) -> RanGraph {
 /// sorted by op id). The default knows no graph: every op's deps are "not recorded".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpGraph {
-    edges: Option<Arc<ShapeEdges>>,
+    edges: Option<Edges>,
     runs: Vec<Chunk>,
 }
 
@@ -226,7 +228,7 @@ impl OpGraph {
     pub fn new(shape: &GraphShape, runs: Vec<OpRun>) -> OpGraph {
         let runs = runs.chunks(CHUNK).map(sorted).collect();
         OpGraph {
-            edges: Some(Arc::new(ShapeEdges::new(shape))),
+            edges: Some(Edges::new(ShapeEdges::new(shape))),
             runs,
         }
     }
@@ -379,7 +381,7 @@ fn sorted(runs: &[OpRun]) -> Chunk {
 
 #[derive(Debug, Default)]
 struct LogInner {
-    edges: Option<Arc<ShapeEdges>>,
+    edges: Option<Edges>,
     sealed: VecDeque<Chunk>,
     tail: Vec<OpRun>,
 }
@@ -452,7 +454,7 @@ impl RunLog {
 
     /// Takes `shape` (once a run starts).
     pub fn set_shape(&self, shape: &GraphShape) {
-        let edges = Arc::new(ShapeEdges::new(shape));
+        let edges = Edges::new(ShapeEdges::new(shape));
         self.inner.lock().edges = Some(edges);
     }
 }
