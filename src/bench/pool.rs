@@ -29,8 +29,6 @@ mod spawn;
 mod tree;
 mod wake;
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use crate::bench::stats::median;
@@ -40,8 +38,24 @@ pub use contender::Contender;
 use contender::Runner;
 
 /// One of the pool benchmarks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(
+    serialize_all = "snake_case",
+    parse_err_ty = BenchError,
+    parse_err_fn = BenchError::unknown_bench
+)]
 pub enum Bench {
     /// 1,000,000 no-op tasks scheduled from outside.
     Spawn,
@@ -67,13 +81,7 @@ impl Bench {
 
     /// The name users type (`--bench spawn,tree`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Bench::Spawn => "spawn",
-            Bench::Tree => "tree",
-            Bench::ParallelFor => "parallel_for",
-            Bench::WakeHot => "wake_hot",
-            Bench::WakeCold => "wake_cold",
-        }
+        self.into()
     }
 
     /// Reps when the user names none: parallel_for is defined as a median of 9.
@@ -82,23 +90,6 @@ impl Bench {
             Bench::ParallelFor => 9,
             _ => 5,
         }
-    }
-}
-
-impl fmt::Display for Bench {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Bench {
-    type Err = BenchError;
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Bench::ALL
-            .into_iter()
-            .find(|bench| bench.as_str() == name.trim())
-            .ok_or_else(|| BenchError::UnknownBench(name.to_string()))
     }
 }
 
@@ -291,6 +282,13 @@ pub enum BenchError {
     /// A benchmark produced no samples (zero reps or zero samples configured).
     #[error("the benchmark produced no samples: give it at least one rep and one sample")]
     NoSamples,
+}
+
+impl BenchError {
+    /// The error for a benchmark name that is not one of ours.
+    fn unknown_bench(name: &str) -> Self {
+        BenchError::UnknownBench(name.to_string())
+    }
 }
 
 /// Runs `bench` on every contender of `config`, interleaving reps; one result per contender.

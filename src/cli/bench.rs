@@ -454,7 +454,7 @@ impl PoolBenchArgs {
         }
         let mut benches = Vec::new();
         for name in &self.bench {
-            let bench = name.parse::<Bench>()?;
+            let bench = name.trim().parse::<Bench>()?;
             if !benches.contains(&bench) {
                 benches.push(bench);
             }

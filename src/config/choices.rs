@@ -2,7 +2,8 @@
 //! and how GPU ops keep their dependencies, and the default thread ceiling.
 //!
 //! They are plain values with their user-facing names (`Display`) and the spellings each
-//! accepts (`FromStr`, ours and TensorFlow's or MXNet's). They live here, at the bottom, so
+//! accepts (`FromStr`, ours and TensorFlow's or MXNet's, derived by strum; the errors name
+//! the accepted spellings). They live here, at the bottom, so
 //! that `config` imports no runtime module; the pool, the engine and the devices re-export the
 //! one each runs on, under the paths users know (`pool::PoolKind`, `engine::EngineKind`, ...).
 #![forbid(unsafe_code)]
@@ -14,14 +15,50 @@ use std::str::FromStr;
 pub const DEFAULT_MAX_THREADS: usize = 128;
 
 /// The pool implementations, chosen by name (`--pool simple|eigen|chase-lev`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+///
+/// ```
+/// use enginetop::pool::PoolKind;
+/// assert_eq!("Non-Blocking".parse::<PoolKind>().unwrap(), PoolKind::Eigen);
+/// assert_eq!(PoolKind::ChaseLev.to_string(), "chase-lev");
+/// let err = "rayon".parse::<PoolKind>().unwrap_err().to_string();
+/// assert!(err.contains("use one of simple, eigen, chase-lev"), "{err}");
+/// ```
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(
+    ascii_case_insensitive,
+    parse_err_ty = UnknownPoolKind,
+    parse_err_fn = UnknownPoolKind::of
+)]
 pub enum PoolKind {
     /// Work-sharing: one locked deque, LIFO stack of parked waiters.
+    #[strum(to_string = "simple")]
     Simple,
     /// Eigen's NonBlockingThreadPool: per-worker RunQueue, work stealing.
+    #[strum(
+        to_string = "eigen",
+        serialize = "non-blocking",
+        serialize = "nonblocking"
+    )]
     Eigen,
     /// The same worker loop over crossbeam's Chase-Lev deques.
+    #[strum(
+        to_string = "chase-lev",
+        serialize = "chaselev",
+        serialize = "crossbeam"
+    )]
     ChaseLev,
 }
 
@@ -31,43 +68,58 @@ impl PoolKind {
 
     /// The name users type.
     pub fn as_str(self) -> &'static str {
-        match self {
-            PoolKind::Simple => "simple",
-            PoolKind::Eigen => "eigen",
-            PoolKind::ChaseLev => "chase-lev",
-        }
+        self.into()
     }
 }
 
-impl fmt::Display for PoolKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for PoolKind {
-    type Err = UnknownPoolKind;
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "simple" => Ok(PoolKind::Simple),
-            "eigen" | "non-blocking" | "nonblocking" => Ok(PoolKind::Eigen),
-            "chase-lev" | "chaselev" | "crossbeam" => Ok(PoolKind::ChaseLev),
-            _ => Err(UnknownPoolKind(name.to_string())),
-        }
-    }
-}
-
-/// The three engines (`--engine`, `ENGINETOP_ENGINE`, `MXNET_ENGINE_TYPE`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+/// The three engines (`--engine`, `ENGINETOP_ENGINE`, `MXNET_ENGINE_TYPE`): ours (`naive`,
+/// `pooled`, `per-device`) or MXNet's (`NaiveEngine`, `ThreadedEngine`,
+/// `ThreadedEnginePooled`, `ThreadedEnginePerDevice`), in any case.
+///
+/// ```
+/// use enginetop::engine::EngineKind;
+/// assert_eq!("ThreadedEnginePerDevice".parse::<EngineKind>().unwrap(), EngineKind::PerDevice);
+/// assert_eq!(EngineKind::Pooled.to_string(), "pooled");
+/// ```
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(
+    ascii_case_insensitive,
+    parse_err_ty = UnknownEngineKind,
+    parse_err_fn = UnknownEngineKind::of
+)]
 pub enum EngineKind {
     /// Runs each op on the pushing thread at push (MXNet's `NaiveEngine`): for debugging.
+    #[strum(to_string = "naive", serialize = "NaiveEngine")]
     Naive,
     /// Shared workers plus one IO worker for copies (MXNet's `ThreadedEngine`).
+    #[strum(
+        to_string = "pooled",
+        serialize = "threaded",
+        serialize = "ThreadedEngine",
+        serialize = "ThreadedEnginePooled"
+    )]
     Pooled,
     /// A worker pool per device plus a CPU priority pool (MXNet's `ThreadedEnginePerDevice`).
     #[default]
+    #[strum(
+        to_string = "per-device",
+        serialize = "perdevice",
+        serialize = "per_device",
+        serialize = "ThreadedEnginePerDevice"
+    )]
     PerDevice,
 }
 
@@ -77,11 +129,7 @@ impl EngineKind {
 
     /// The name users type.
     pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Naive => "naive",
-            EngineKind::Pooled => "pooled",
-            EngineKind::PerDevice => "per-device",
-        }
+        self.into()
     }
 
     /// MXNet's name for this engine (`MXNET_ENGINE_TYPE`).
@@ -94,31 +142,6 @@ impl EngineKind {
     }
 }
 
-impl fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for EngineKind {
-    type Err = UnknownEngineKind;
-
-    /// Ours (`naive`, `pooled`, `per-device`) or MXNet's (`NaiveEngine`, `ThreadedEngine`,
-    /// `ThreadedEnginePooled`, `ThreadedEnginePerDevice`).
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "naive" | "naiveengine" => Ok(EngineKind::Naive),
-            "pooled" | "threaded" | "threadedengine" | "threadedenginepooled" => {
-                Ok(EngineKind::Pooled)
-            }
-            "per-device" | "perdevice" | "per_device" | "threadedengineperdevice" => {
-                Ok(EngineKind::PerDevice)
-            }
-            _ => Err(UnknownEngineKind(name.to_string())),
-        }
-    }
-}
-
 /// A pool kind name that is not one of ours.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -126,6 +149,13 @@ impl FromStr for EngineKind {
     crate::error_chain::Cut(.0)
 )]
 pub struct UnknownPoolKind(pub String);
+
+impl UnknownPoolKind {
+    /// The error for `name`.
+    fn of(name: &str) -> Self {
+        UnknownPoolKind(name.to_string())
+    }
+}
 
 /// An engine name that is not one of ours or MXNet's.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -137,31 +167,61 @@ pub struct UnknownPoolKind(pub String);
 )]
 pub struct UnknownEngineKind(pub String);
 
-/// How dependencies between GPU ops are kept (the protocol: `src/engine/gpu/mod.rs`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+impl UnknownEngineKind {
+    /// The error for `name`.
+    fn of(name: &str) -> Self {
+        UnknownEngineKind(name.to_string())
+    }
+}
+
+/// How dependencies between GPU ops are kept (the protocol: `src/engine/gpu/mod.rs`):
+/// `event` (also `events`, `async`) or `sync` (also `op`, `per-op`), in any case.
+///
+/// ```
+/// use enginetop::engine::GpuSyncMode;
+/// assert_eq!("Events".parse::<GpuSyncMode>().unwrap(), GpuSyncMode::Event);
+/// assert_eq!("per-op".parse::<GpuSyncMode>().unwrap(), GpuSyncMode::PerOp);
+/// assert!("never".parse::<GpuSyncMode>().is_err());
+/// ```
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(
+    ascii_case_insensitive,
+    parse_err_ty = BadGpuSyncMode,
+    parse_err_fn = BadGpuSyncMode::of
+)]
 pub enum GpuSyncMode {
     /// Ops complete at launch; dependents wait on events (device) or fences (host).
     #[default]
+    #[strum(to_string = "event", serialize = "events", serialize = "async")]
     Event,
     /// The worker synchronizes its stream after every op (MXNet without `Async`).
     #[serde(rename = "sync")]
+    #[strum(
+        to_string = "sync",
+        serialize = "op",
+        serialize = "per-op",
+        serialize = "per_op"
+    )]
     PerOp,
 }
 
 impl GpuSyncMode {
     /// `event` or `sync`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            GpuSyncMode::Event => "event",
-            GpuSyncMode::PerOp => "sync",
-        }
-    }
-}
-
-impl fmt::Display for GpuSyncMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
@@ -173,23 +233,10 @@ impl fmt::Display for GpuSyncMode {
 )]
 pub struct BadGpuSyncMode(pub String);
 
-impl FromStr for GpuSyncMode {
-    type Err = BadGpuSyncMode;
-
-    /// `event` (also `events`, `async`) or `sync` (also `op`, `per-op`).
-    ///
-    /// ```
-    /// use enginetop::engine::GpuSyncMode;
-    /// assert_eq!("Events".parse::<GpuSyncMode>().unwrap(), GpuSyncMode::Event);
-    /// assert_eq!("per-op".parse::<GpuSyncMode>().unwrap(), GpuSyncMode::PerOp);
-    /// assert!("never".parse::<GpuSyncMode>().is_err());
-    /// ```
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "event" | "events" | "async" => Ok(GpuSyncMode::Event),
-            "op" | "sync" | "per-op" | "per_op" => Ok(GpuSyncMode::PerOp),
-            _ => Err(BadGpuSyncMode(text.to_string())),
-        }
+impl BadGpuSyncMode {
+    /// The error for `text`.
+    fn of(text: &str) -> Self {
+        BadGpuSyncMode(text.to_string())
     }
 }
 

@@ -110,14 +110,14 @@ pub(super) fn check_max_threads(setting: Origin, max: usize) -> Result<usize, Co
 }
 
 pub(super) fn parse_pool_kind(setting: Origin, text: &str) -> Result<PoolKind, ConfigError> {
-    PoolKind::from_str(text).map_err(|_| ConfigError::UnknownPoolKind {
+    PoolKind::from_str(text.trim()).map_err(|_| ConfigError::UnknownPoolKind {
         setting,
         value: text.to_string(),
     })
 }
 
 pub(super) fn parse_engine_kind(setting: Origin, text: &str) -> Result<EngineKind, ConfigError> {
-    EngineKind::from_str(text).map_err(|_| ConfigError::UnknownEngineKind {
+    EngineKind::from_str(text.trim()).map_err(|_| ConfigError::UnknownEngineKind {
         setting,
         value: text.to_string(),
     })
@@ -132,7 +132,7 @@ pub(super) fn parse_gpus(setting: Origin, text: &str) -> Result<GpuSelection, Co
 }
 
 pub(super) fn parse_gpu_sync(setting: Origin, text: &str) -> Result<GpuSyncMode, ConfigError> {
-    GpuSyncMode::from_str(text).map_err(|_| ConfigError::UnknownGpuSync {
+    GpuSyncMode::from_str(text.trim()).map_err(|_| ConfigError::UnknownGpuSync {
         setting,
         value: text.to_string(),
     })

@@ -86,7 +86,12 @@ impl Objective {
 }
 
 /// A dimension a user may name in `--space`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::EnumString)]
+#[strum(
+    serialize_all = "lowercase",
+    parse_err_ty = TuneError,
+    parse_err_fn = unknown_dimension
+)]
 pub enum Dimension {
     /// The inter-op count.
     Inter,
@@ -98,18 +103,9 @@ pub enum Dimension {
     Pool,
 }
 
-impl FromStr for Dimension {
-    type Err = TuneError;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text.trim() {
-            "inter" => Ok(Dimension::Inter),
-            "intra" => Ok(Dimension::Intra),
-            "spin" => Ok(Dimension::Spin),
-            "pool" => Ok(Dimension::Pool),
-            other => Err(TuneError::UnknownDimension(other.to_string())),
-        }
-    }
+/// The error for a `--space` entry that names no dimension.
+fn unknown_dimension(text: &str) -> TuneError {
+    TuneError::UnknownDimension(text.to_string())
 }
 
 /// The dimensions searched: the counts (live), and spinning and the pool kind (by rebuilding
@@ -158,7 +154,7 @@ impl FromStr for Space {
             pool: false,
         };
         for name in text.split(',').filter(|name| !name.trim().is_empty()) {
-            match name.parse::<Dimension>()? {
+            match name.trim().parse::<Dimension>()? {
                 Dimension::Inter => space.inter = true,
                 Dimension::Intra => space.intra = true,
                 Dimension::Spin => space.spin = true,
