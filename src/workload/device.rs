@@ -138,7 +138,7 @@ impl Dtype {
     }
 
     /// Bytes per element.
-    pub fn size_bytes(self) -> u64 {
+    pub(crate) fn size_bytes(self) -> u64 {
         match self {
             Dtype::F64 | Dtype::I64 => 8,
             Dtype::F32 | Dtype::I32 => 4,

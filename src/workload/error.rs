@@ -51,7 +51,7 @@ pub struct Position {
 impl Position {
     /// The position of byte `offset` in `text` (clamped to the text, and back to a character
     /// boundary).
-    pub fn of_offset(text: &str, offset: usize) -> Self {
+    pub(crate) fn of_offset(text: &str, offset: usize) -> Self {
         let mut offset = offset.min(text.len());
         while !text.is_char_boundary(offset) {
             offset -= 1;
@@ -389,7 +389,7 @@ impl Located {
         }
     }
 
-    pub fn into_error(self, file: &str, text: &str) -> WorkloadError {
+    pub(crate) fn into_error(self, file: &str, text: &str) -> WorkloadError {
         WorkloadError {
             file: file.to_string(),
             position: self.span.map(|span| Position::of_offset(text, span.start)),

@@ -17,27 +17,27 @@ use super::schema::{
 };
 
 /// Templates nested deeper than this are refused (a template that uses itself).
-pub const MAX_TEMPLATE_DEPTH: usize = 16;
+pub(crate) const MAX_TEMPLATE_DEPTH: usize = 16;
 /// Blocks nested deeper than this are refused, counting the blocks inside the templates
 /// they use (below the TOML parser's own limit of 80 tables in one header).
 pub const MAX_BLOCK_DEPTH: usize = 64;
 /// Tensors plus ops plus list entries plus repetitions, all told.
 pub const MAX_WORK: u64 = 2_000_000;
 /// Dimensions in a shape.
-pub const MAX_RANK: usize = 8;
+pub(crate) const MAX_RANK: usize = 8;
 
 /// A text value and the span it came from.
-pub type SpannedText = (String, Range<usize>);
+pub(crate) type SpannedText = (String, Range<usize>);
 
 /// A tensor after expansion.
 #[derive(Clone, Debug)]
-pub struct RawTensor {
+pub(crate) struct RawTensor {
     /// Its name.
     pub name: SpannedText,
     /// Its shape, every dimension >= 1.
     pub shape: Vec<usize>,
     /// Where the shape is written.
-    pub shape_span: Range<usize>,
+    pub(crate) shape_span: Range<usize>,
     /// Dtype name, if given.
     pub dtype: Option<SpannedText>,
     /// Device, if given.
@@ -68,11 +68,11 @@ pub struct RawOp {
 }
 
 /// The names of an op's four tensor lists, in [`RawOp::lists`] order.
-pub const LIST_NAMES: [&str; 4] = ["reads", "writes", "also_reads", "also_writes"];
+pub(crate) const LIST_NAMES: [&str; 4] = ["reads", "writes", "also_reads", "also_writes"];
 
 /// Everything the file expands to.
 #[derive(Debug, Default)]
-pub struct Expanded {
+pub(crate) struct Expanded {
     /// Tensors in declaration order.
     pub tensors: Vec<RawTensor>,
     /// Ops in push order.
@@ -629,7 +629,7 @@ fn check_template_args(
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`.
-pub fn is_identifier(text: &str) -> bool {
+pub(crate) fn is_identifier(text: &str) -> bool {
     let mut chars = text.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')

@@ -62,7 +62,7 @@ impl TensorDecl {
     }
 
     /// The bytes a run holds for it: every tensor is stored as `f32`, whatever its dtype.
-    pub fn held_bytes(&self) -> u64 {
+    pub(crate) fn held_bytes(&self) -> u64 {
         held_bytes(self.elements())
     }
 }

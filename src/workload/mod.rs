@@ -28,7 +28,7 @@
 //!
 //! Strings (names, devices, properties, argument values) embed expressions as `${expr}`;
 //! numbers (shape dimensions, `repeat`, `priority`) are integers or expression strings, with
-//! or without `${}`. Expressions ([`expr`]): integers, `+ - * / %`, comparisons, `&& || !`,
+//! or without `${}`. Expressions (module `expr`): integers, `+ - * / %`, comparisons, `&& || !`,
 //! `cond ? a : b`, `'strings'`, variables, `min`, `max`, `rand(lo, hi)`, `is_gpu(dev)`,
 //! `is_cpu(dev)`. A list entry in `reads` / `writes` may be `{ repeat = N, index = "j", name = "v${j}" }`.
 //!
@@ -97,19 +97,20 @@
 mod device;
 mod error;
 mod expand;
-pub mod expr;
+pub(crate) mod expr;
 mod graph;
 mod load;
 mod params;
 mod resolve;
 pub mod run;
-pub mod schema;
+pub(crate) mod schema;
 mod shipped;
 
 pub use crate::engine::{Context, FnProperty};
 pub use crate::kernels::{KernelKind, KernelParams, ParamValue};
 pub use device::{Dtype, Init};
 pub use error::{Position, Problem, WorkloadError};
+pub use expr::ExprError;
 pub use graph::{Graph, OpDecl, OpId, TensorDecl, TensorId};
 pub use load::{load_path, load_spec, load_str, MAX_FILE_BYTES};
 pub use params::Overrides;

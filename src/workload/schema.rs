@@ -156,7 +156,8 @@ pub struct OpSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BlockSpec {
-    /// Label used in error messages.
+    /// A label for the file's readers: accepted, not used by loading.
+    #[allow(dead_code)] // read by serde only: `deny_unknown_fields` must accept the key
     pub name: Option<Sp<String>>,
     /// How many times the body is expanded; 1 when absent, 0 drops it.
     pub repeat: Option<Sp<Number>>,

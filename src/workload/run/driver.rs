@@ -513,11 +513,6 @@ impl Driver {
         &self.engine
     }
 
-    /// The intra-op pool every kernel uses.
-    pub fn intra_pool(&self) -> &Pool {
-        &self.shared.intra
-    }
-
     /// The engine, pool kind and thread counts of this run (the counts as resized last).
     pub fn settings(&self) -> RunSettings {
         RunSettings {
@@ -540,11 +535,6 @@ impl Driver {
     /// Resizes the engine's CPU workers (the inter-op threads) while ops run.
     pub fn set_inter_op_threads(&self, threads: usize) -> Result<(), RunError> {
         self.handle().set_inter_op_threads(threads)
-    }
-
-    /// Resizes the intra-op pool while ops run.
-    pub fn set_intra_op_threads(&self, threads: usize) -> Result<(), RunError> {
-        self.handle().set_intra_op_threads(threads)
     }
 
     fn run_setup(&mut self) -> Result<(), RunError> {

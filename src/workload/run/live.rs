@@ -284,7 +284,7 @@ impl DriverHandle {
     }
 
     /// Resizes the intra-op pool while ops run.
-    pub fn set_intra_op_threads(&self, threads: usize) -> Result<(), RunError> {
+    pub(crate) fn set_intra_op_threads(&self, threads: usize) -> Result<(), RunError> {
         let pool = &self.shared.intra;
         self.control
             .resize(Resize::Intra(threads), || pool.set_num_threads(threads))
@@ -353,7 +353,7 @@ impl DriverHandle {
 
     /// Waits until `count` iterations of this run have finished, or until `deadline`;
     /// returns how many have (the tuner's measurement windows end on iteration ends).
-    pub fn wait_for_iterations(&self, count: u64, deadline: Instant) -> u64 {
+    pub(crate) fn wait_for_iterations(&self, count: u64, deadline: Instant) -> u64 {
         let first = self.control.first_iteration.load(Ordering::Relaxed);
         let done = self
             .shared

@@ -276,13 +276,13 @@ pub struct IntraPoolSummary {
     /// Workers that existed during the run (the most it had at once).
     pub threads: usize,
     /// Workers at the run's end.
-    pub threads_at_end: usize,
+    pub(crate) threads_at_end: usize,
     /// `parallel_for` tasks its workers ran.
     pub tasks_run: u64,
     /// The same per worker that existed, by index.
-    pub tasks_per_worker: Vec<u64>,
+    pub(crate) tasks_per_worker: Vec<u64>,
     /// Tasks run by threads outside the pool: an op's thread helping with its own blocks.
-    pub run_by_callers: u64,
+    pub(crate) run_by_callers: u64,
     /// Tasks a worker stole from another's queue.
     pub steals: u64,
 }
@@ -343,7 +343,7 @@ pub struct RunSummary {
     /// Per worker pool of the engine: ops, busy time, utilization.
     pub utilization: Vec<LaneUsage>,
     /// The intra-op pool's counts.
-    pub intra_pool: IntraPoolSummary,
+    pub(crate) intra_pool: IntraPoolSummary,
     /// Hash of every tensor after the run (16 hex digits); equal on every engine.
     pub checksum: String,
     /// The configuration's warnings (oversubscription).
@@ -354,7 +354,7 @@ pub struct RunSummary {
     /// The profiler's aggregate table as text, when a profiler is connected (not in the
     /// JSON, which has `profiler`).
     #[serde(skip)]
-    pub profiler_table: Option<String>,
+    pub(crate) profiler_table: Option<String>,
     /// The profiler's aggregate table as JSON rows (`operators`, `spans`, each row's times
     /// in nanoseconds, and how many rows were not shown), when a profiler is connected.
     pub profiler: Option<serde_json::Value>,
