@@ -24,7 +24,7 @@ pub use super::timeline_nav::ZOOM_LEVELS;
 pub const STATUS_FRAMES: u64 = 40;
 
 /// Frames the start-up warnings stay: 10 s at the default 10 frames a second.
-pub const WARNING_FRAMES: u64 = 100;
+pub(crate) const WARNING_FRAMES: u64 = 100;
 
 /// What the user asked for (from a key, see [`input`](super::input)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,7 +238,7 @@ pub struct Status {
 
 /// How many rows the scrolling panels showed at their last draw (0: not drawn yet).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct ShownRows {
+pub struct ShownRows {
     /// The selected device panel's worker rows.
     pub(crate) devices: std::cell::Cell<usize>,
     /// The timeline's worker rows.
@@ -267,11 +267,11 @@ pub struct App {
     /// The selected device panel (target of `+`/`-`).
     pub selected_device: usize,
     /// First worker row shown in the selected device panel.
-    pub device_scroll: usize,
+    pub(crate) device_scroll: usize,
     /// First row shown in the timeline.
-    pub timeline_scroll: usize,
+    pub(crate) timeline_scroll: usize,
     /// First line shown in the help overlay.
-    pub help_scroll: usize,
+    pub(crate) help_scroll: usize,
     /// Rows the selected device panel, the timeline, the ops table and the help showed when
     /// last drawn (the views set them): a scroll stops where the last row is at the bottom,
     /// so `G` then `↑` moves at once.
@@ -361,7 +361,7 @@ impl App {
     }
 
     /// Whether a live search runs (it owns the counts meanwhile).
-    pub fn is_tuning(&self) -> bool {
+    pub(crate) fn is_tuning(&self) -> bool {
         self.tuner.as_ref().is_some_and(TuneProgress::is_running)
     }
 
@@ -386,14 +386,14 @@ impl App {
 
     /// Ops per second over the whole run (since the last reset, if any), once it finished:
     /// the ops counted over the elapsed time.
-    pub fn run_ops_per_s(&self) -> Option<f64> {
+    pub(crate) fn run_ops_per_s(&self) -> Option<f64> {
         let ops: u64 = self.data.snapshot.devices.iter().map(|d| d.ops).sum();
         self.run_average(ops)
     }
 
     /// `count` (ops, tasks: counted since the start or the last reset) per second of the
     /// run since then, once it finished; `None` while it runs.
-    pub fn run_average(&self, count: u64) -> Option<f64> {
+    pub(crate) fn run_average(&self, count: u64) -> Option<f64> {
         if !self.is_finished() {
             return None;
         }
@@ -411,7 +411,7 @@ impl App {
     }
 
     /// Whether the statistics were reset during the run.
-    pub fn stats_were_reset(&self) -> bool {
+    pub(crate) fn stats_were_reset(&self) -> bool {
         self.stats_since > Duration::ZERO
     }
 
@@ -422,7 +422,7 @@ impl App {
 
     /// What the timeline's navigation reads of the frame shown, `rows` being
     /// [`timeline_nav::rows_of`] the data.
-    pub fn nav_frame<'a>(&'a self, rows: &'a [timeline_nav::NavRow]) -> NavFrame<'a> {
+    pub(crate) fn nav_frame<'a>(&'a self, rows: &'a [timeline_nav::NavRow]) -> NavFrame<'a> {
         NavFrame {
             rows,
             spans: &self.data.spans,
@@ -482,7 +482,7 @@ impl App {
     /// The inter-op count the header shows and the device it is: the selected device's, if
     /// it can be resized; else the first that can (what `+`/`-` change is
     /// [`plus_minus`](App::plus_minus)).
-    pub fn shown_inter_op(&self) -> Option<(String, usize)> {
+    pub(crate) fn shown_inter_op(&self) -> Option<(String, usize)> {
         let resizable: Vec<(usize, String, usize)> = device_panels(&self.data)
             .iter()
             .enumerate()
@@ -898,7 +898,7 @@ fn moved(position: usize, action: Action, page: usize) -> usize {
 
 /// What has the focus and what the arrows do there, for the footer: `device` is the
 /// selected device panel's title.
-pub fn focus_text(focus: Focus, device: &str) -> String {
+pub(crate) fn focus_text(focus: Focus, device: &str) -> String {
     match focus {
         Focus::Devices => format!("focus: devices ({device}): ←/→ pick a device, ↑/↓ scroll"),
         Focus::Timeline => {

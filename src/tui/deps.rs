@@ -85,7 +85,7 @@ pub struct WaitedOn {
 }
 
 /// `RAW`, `WAR`, `WAW`: an edge kind in a few letters.
-pub fn abbreviation(kind: EdgeKind) -> &'static str {
+pub(crate) fn abbreviation(kind: EdgeKind) -> &'static str {
     match kind {
         EdgeKind::ReadAfterWrite => "RAW",
         EdgeKind::WriteAfterRead => "WAR",
@@ -231,11 +231,6 @@ impl OpGraph {
             edges: Some(Edges::new(ShapeEdges::new(shape))),
             runs,
         }
-    }
-
-    /// Whether the source knows the graph (else every op's deps are "not recorded").
-    pub fn is_known(&self) -> bool {
-        self.edges.is_some()
     }
 
     /// What `span`'s op read, wrote and waited on; `None` where its run is not held (a setup
@@ -431,14 +426,14 @@ impl RunLog {
     }
 
     /// Lets every op run go (the shape stays): a replay going back refills it.
-    pub fn clear_runs(&self) {
+    pub(crate) fn clear_runs(&self) {
         let mut inner = self.inner.lock();
         inner.sealed.clear();
         inner.tail.clear();
     }
 
     /// Takes `runs`, in one lock.
-    pub fn add_runs(&self, runs: impl IntoIterator<Item = OpRun>) {
+    pub(crate) fn add_runs(&self, runs: impl IntoIterator<Item = OpRun>) {
         let mut inner = self.inner.lock();
         for run in runs {
             inner.tail.push(run);
@@ -453,7 +448,7 @@ impl RunLog {
     }
 
     /// Takes `shape` (once a run starts).
-    pub fn set_shape(&self, shape: &GraphShape) {
+    pub(crate) fn set_shape(&self, shape: &GraphShape) {
         let edges = Edges::new(ShapeEdges::new(shape));
         self.inner.lock().edges = Some(edges);
     }
@@ -624,7 +619,7 @@ mod tests {
         );
         // The forwarded log was told the same.
         let forwarded = told.snapshot();
-        assert!(forwarded.is_known());
+        assert!(forwarded.edges.is_some());
         assert!(forwarded.deps_of(newest.op_id, "blind", markers).is_some());
     }
 }

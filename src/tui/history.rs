@@ -20,15 +20,15 @@ pub struct Sample {
     /// The workload's elapsed time when it was taken (paused time excluded).
     pub elapsed: Duration,
     /// When it was taken, on the profiler's clock (ns; keeps running while paused).
-    pub taken_ns: u64,
+    pub(crate) taken_ns: u64,
     /// Ops finished per second, every device together.
     pub ops_per_s: f64,
     /// Tasks waiting, every queue of every device together.
     pub queue_depth: u64,
     /// Queue depth per profiler device, by device name (sorted).
-    pub device_queues: Vec<(String, u64)>,
+    pub(crate) device_queues: Vec<(String, u64)>,
     /// What each thread was doing, by thread id (sorted).
-    pub activities: Vec<(u32, Activity)>,
+    pub(crate) activities: Vec<(u32, Activity)>,
     /// The (inter-op, intra-op) counts in force: the first resizable device's inter-op
     /// workers (0: none) and the intra-op threads. A sample whose counts differ from the one
     /// before it follows a resize, by hand or by the tuner: the sparklines and the timeline
@@ -67,12 +67,12 @@ impl Sample {
     }
 
     /// Whether the counts changed between `before` and this sample (a resize happened).
-    pub fn resized_since(&self, before: &Sample) -> bool {
+    pub(crate) fn resized_since(&self, before: &Sample) -> bool {
         self.threads != before.threads
     }
 
     /// What `thread` was doing, if it was seen.
-    pub fn activity_of(&self, thread: u32) -> Option<Activity> {
+    pub(crate) fn activity_of(&self, thread: u32) -> Option<Activity> {
         self.activities
             .binary_search_by_key(&thread, |&(id, _)| id)
             .ok()
@@ -80,7 +80,7 @@ impl Sample {
     }
 
     /// The queue depth of profiler device `device`, if it was seen.
-    pub fn queue_of(&self, device: &str) -> Option<u64> {
+    pub(crate) fn queue_of(&self, device: &str) -> Option<u64> {
         self.device_queues
             .iter()
             .find(|(name, _)| name == device)

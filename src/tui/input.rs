@@ -194,7 +194,7 @@ pub fn action_for(event: &Event, mode: Mode) -> Option<Action> {
 }
 
 /// The action for key `key` in `mode`, if any.
-pub fn action_for_key(key: &KeyEvent, mode: Mode) -> Option<Action> {
+pub(crate) fn action_for_key(key: &KeyEvent, mode: Mode) -> Option<Action> {
     let control = key.modifiers.contains(KeyModifiers::CONTROL);
     if control && key.code == KeyCode::Char('c') {
         return Some(Action::Quit);

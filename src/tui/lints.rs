@@ -25,7 +25,7 @@ pub const SPIN_SHARE: f64 = 0.5;
 /// How far back the queue-growth lint looks.
 pub const QUEUE_SPAN: Duration = Duration::from_secs(5);
 /// How much of [`QUEUE_SPAN`] the history must cover before the lint speaks.
-pub const QUEUE_MIN_COVERED: Duration = Duration::from_secs(3);
+pub(crate) const QUEUE_MIN_COVERED: Duration = Duration::from_secs(3);
 /// The smallest depth worth a warning.
 pub const QUEUE_MIN_DEPTH: u64 = 64;
 /// The slowest growth worth a warning, in tasks per second.

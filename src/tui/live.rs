@@ -403,13 +403,13 @@ impl LiveSource {
 
 /// The profiler device of the engine's ops and workers on CPU `id` (what the engine probe
 /// records ops under; the CLI names the engine's worker pools the same).
-pub fn cpu_profiler_device(id: u32) -> String {
+pub(crate) fn cpu_profiler_device(id: u32) -> String {
     Device::Cpu(id).to_string()
 }
 
 /// The name of the profiler device pool `pool` records on (the profiler's mapping, so the
 /// dashboard and the pool probes agree).
-pub fn pool_profiler_device(pool: PoolId) -> String {
+pub(crate) fn pool_profiler_device(pool: PoolId) -> String {
     DeviceId::of_pool(pool).name().to_string()
 }
 
@@ -809,7 +809,7 @@ mod tests {
 
     /// A scratch directory removed on drop (no tempfile crate in the dependencies).
     mod tempdir {
-        pub struct Dir(std::path::PathBuf);
+        pub(crate) struct Dir(std::path::PathBuf);
 
         impl Dir {
             pub fn new() -> Dir {

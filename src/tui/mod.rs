@@ -46,7 +46,7 @@ pub use replay::ReplaySource;
 pub use run::{run, RunOptions, TuiError};
 pub use source::{
     Control, ControlError, DashboardData, DashboardSource, DeviceKind, DeviceLayout, Facts,
-    PoolUsage, StreamLayout,
+    StreamLayout,
 };
 pub use theme::{ColorChoice, Theme};
 pub use tuner::TuneControl;

@@ -22,7 +22,7 @@ pub struct PoolPanel<'a> {
 
 impl PoolPanel<'_> {
     /// The depth of worker `index`'s own queue (the pool's `w<index>` queue), if sampled.
-    pub fn queue_of(&self, index: Option<u32>) -> Option<u64> {
+    pub(crate) fn queue_of(&self, index: Option<u32>) -> Option<u64> {
         let label = format!("w{}", index?);
         let device = self.device?;
         device
@@ -48,7 +48,7 @@ impl PoolPanel<'_> {
     }
 
     /// Pool tasks finished per second over the window.
-    pub fn tasks_per_s(&self) -> f64 {
+    pub(crate) fn tasks_per_s(&self) -> f64 {
         self.device.map_or(0.0, |device| device.tasks_per_s)
     }
 
@@ -92,20 +92,15 @@ impl DevicePanel<'_> {
         &self.layout.title
     }
 
-    /// Whether `+`/`-` can resize it.
-    pub fn is_resizable(&self) -> bool {
-        self.layout.inter_op.is_some()
-    }
-
     /// Every worker row: the pool's, then the priority pool's.
-    pub fn all_workers(&self) -> impl Iterator<Item = &WorkerSnapshot> + '_ {
+    pub(crate) fn all_workers(&self) -> impl Iterator<Item = &WorkerSnapshot> + '_ {
         let priority = self.priority.iter().flat_map(|pool| pool.workers.iter());
         self.pool.workers.iter().chain(priority).copied()
     }
 
     /// A GPU's worker threads that feed none of the streams it has seen (the prioritized
     /// worker before its first op): the timeline has a row for them, so the panel lists them.
-    pub fn workers_without_stream(&self) -> impl Iterator<Item = &WorkerSnapshot> + '_ {
+    pub(crate) fn workers_without_stream(&self) -> impl Iterator<Item = &WorkerSnapshot> + '_ {
         let feeds_a_stream = |worker: &WorkerSnapshot| {
             let (role, index) = (worker.role, worker.worker);
             self.streams
@@ -121,7 +116,7 @@ impl DevicePanel<'_> {
 
     /// The rows its panel lists (borders excluded): a GPU's streams and stream-less workers,
     /// else every worker (at least one row, saying none was seen).
-    pub fn row_count(&self) -> usize {
+    pub(crate) fn row_count(&self) -> usize {
         if self.streams.is_empty() {
             self.all_workers().count().max(1)
         } else {
@@ -131,7 +126,7 @@ impl DevicePanel<'_> {
 }
 
 /// The panels of `data`, in display order.
-pub fn device_panels(data: &DashboardData) -> Vec<DevicePanel<'_>> {
+pub(crate) fn device_panels(data: &DashboardData) -> Vec<DevicePanel<'_>> {
     if data.devices.is_empty() {
         return data
             .snapshot

@@ -29,7 +29,7 @@ use crate::sync::{Arc, AtomicBool, Ordering};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunOptions {
     /// Frames per second (snapshots taken and screens drawn).
-    pub fps: u32,
+    pub(crate) fps: u32,
     /// Colour, or not (`NO_COLOR` is honoured under [`ColorChoice::Auto`]).
     pub color: ColorChoice,
 }

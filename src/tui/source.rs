@@ -151,9 +151,9 @@ pub struct Facts {
     pub warnings: Vec<String>,
     /// Once finished, the (inter, intra) counts the run had for the longest share of its
     /// time, when it was resized (the summary's headline figures).
-    pub threads_over_run: Option<(usize, usize)>,
+    pub(crate) threads_over_run: Option<(usize, usize)>,
     /// Once finished, each worker pool's figures over the whole run (the summary's).
-    pub pool_usage: Vec<PoolUsage>,
+    pub(crate) pool_usage: Vec<PoolUsage>,
     /// Why it does not scale: one verdict line per device (`cpu0: critical path: ...`).
     pub verdicts: Vec<String>,
     /// What the verdicts were computed from, for the scaling view (`w`).
@@ -168,7 +168,7 @@ pub struct Facts {
 /// How busy a panel's worker pool was over a finished run, time-weighted over the thread
 /// counts it had: the summary's `utilization` row of the same pool.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct PoolUsage {
+pub(crate) struct PoolUsage {
     /// The panel ([`DeviceLayout::title`]: `cpu0`, `gpu0`).
     pub panel: String,
     /// Its threads on average over the run.
@@ -226,11 +226,6 @@ impl StreamLayout {
         }
     }
 
-    /// Whether it runs kernels (else it copies).
-    pub fn is_compute(&self) -> bool {
-        self.kind == StreamKind::Compute
-    }
-
     /// The GPU worker that feeds the stream, as its pool's role and its index there
     /// (`device::gpu`): copy worker `k` owns the `k`th stream each way, compute worker `k`
     /// the `k`th compute stream, and the prioritized worker the compute stream after the
@@ -275,7 +270,7 @@ impl StreamLayout {
 
     /// The stream alone, as the trace's stream track names it (`stream h2d0`): the
     /// [`label`](Self::label) where that does not fit.
-    pub fn stream_label(&self) -> String {
+    pub(crate) fn stream_label(&self) -> String {
         let stream = StreamId {
             device: 0,
             kind: self.kind,
@@ -290,13 +285,13 @@ impl StreamLayout {
 /// engine's workers and checks). Streams are named after it ([`StreamLayout::label`]) and
 /// the fake names its GPU threads with it, so the GPU panel and the timeline agree. Made
 /// for display only: rows are matched to streams by [`StreamLayout::feeder`].
-pub fn gpu_worker_name(gpu: &str, role: impl Into<PoolRole>, index: u32) -> String {
+pub(crate) fn gpu_worker_name(gpu: &str, role: impl Into<PoolRole>, index: u32) -> String {
     format!("{gpu}-{}-{index}", role.into())
 }
 
 /// The role and index packed into a [`StreamId::code`]; the inverse of that packing (its
 /// round trip is tested for every role). An unknown role reads as compute.
-pub fn decode_stream_code(code: u32) -> (StreamKind, u32) {
+pub(crate) fn decode_stream_code(code: u32) -> (StreamKind, u32) {
     let id = StreamId::from_code(0, code);
     (id.kind, id.index)
 }

@@ -20,7 +20,7 @@ use ratatui::crossterm::terminal::{
 use ratatui::Terminal;
 
 /// The terminal the dashboard draws on.
-pub type DashboardTerminal = Terminal<CrosstermBackend<Stdout>>;
+pub(crate) type DashboardTerminal = Terminal<CrosstermBackend<Stdout>>;
 
 /// Whether a guard holds the terminal (the panic hook restores only then).
 static IN_DASHBOARD: AtomicBool = AtomicBool::new(false);

@@ -57,16 +57,11 @@ impl Theme {
     }
 
     /// The theme `choice` asks for, reading `NO_COLOR` from the environment.
-    pub fn from_env(choice: ColorChoice) -> Self {
+    pub(crate) fn from_env(choice: ColorChoice) -> Self {
         let no_color = std::env::var("NO_COLOR").ok();
         Theme {
             color: choice.resolve(no_color.as_deref()),
         }
-    }
-
-    /// Whether colours are used.
-    pub fn has_color(self) -> bool {
-        self.color
     }
 
     fn fg(self, color: Color) -> Style {
@@ -88,7 +83,7 @@ impl Theme {
     }
 
     /// Titles and key figures.
-    pub fn strong(self) -> Style {
+    pub(crate) fn strong(self) -> Style {
         Style::new().add_modifier(Modifier::BOLD)
     }
 
@@ -119,7 +114,7 @@ impl Theme {
     }
 
     /// The border of the focused panel.
-    pub fn focused_border(self) -> Style {
+    pub(crate) fn focused_border(self) -> Style {
         self.fg(Color::Cyan).add_modifier(Modifier::BOLD)
     }
 
@@ -160,7 +155,7 @@ impl Theme {
 }
 
 /// The glyph of a worker's state in its row.
-pub fn state_glyph(activity: Activity) -> &'static str {
+pub(crate) fn state_glyph(activity: Activity) -> &'static str {
     match activity {
         Activity::Running => "▶",
         Activity::Stealing => "⇄",
@@ -171,7 +166,7 @@ pub fn state_glyph(activity: Activity) -> &'static str {
 }
 
 /// The glyph of one timeline cell.
-pub fn timeline_glyph(activity: Option<Activity>) -> &'static str {
+pub(crate) fn timeline_glyph(activity: Option<Activity>) -> &'static str {
     match activity {
         Some(Activity::Running) => "█",
         Some(Activity::Stealing) => "▒",

@@ -62,7 +62,7 @@ pub const ZOOM_LEVELS: [Duration; 22] = [
 ];
 
 /// The zoom a dashboard starts at: 100 ms a column (a frame a column at 10 frames a second).
-pub const DEFAULT_ZOOM: usize = 15;
+pub(crate) const DEFAULT_ZOOM: usize = 15;
 
 /// The dashboard's frame period (at its 10 frames a second): a column finer than this shows
 /// op spans. A nominal figure, not the gap between the last frames, so that frames coming
@@ -135,7 +135,7 @@ impl NavFrame<'_> {
     }
 
     /// The oldest time anything is retained for (a span's start or a frame).
-    pub fn oldest_ns(&self) -> u64 {
+    pub(crate) fn oldest_ns(&self) -> u64 {
         let oldest_span = self.spans.iter().map(|s| s.start_ns).min();
         let oldest_frame = self.history.samples().next().map(|s| s.taken_ns);
         oldest_span
@@ -146,7 +146,7 @@ impl NavFrame<'_> {
     }
 
     /// `row`'s spans, by start.
-    pub fn row_spans(&self, row: usize) -> Vec<OpSpan> {
+    pub(crate) fn row_spans(&self, row: usize) -> Vec<OpSpan> {
         let Some(thread) = self.rows.get(row).map(|r| r.thread) else {
             return Vec::new();
         };
@@ -207,7 +207,7 @@ impl TimelineNav {
     }
 
     /// The time the view covers (ns): the columns last drawn times the column's span.
-    pub fn view_ns(&self) -> u64 {
+    pub(crate) fn view_ns(&self) -> u64 {
         let columns = match self.columns.get() {
             0 => DEFAULT_COLUMNS,
             drawn => drawn,
@@ -394,13 +394,13 @@ impl TimelineNav {
     }
 
     /// Keeps the cursor's row within `rows` rows.
-    pub fn clamp_row(&mut self, rows: usize) {
+    pub(crate) fn clamp_row(&mut self, rows: usize) {
         self.row = self.row.min(rows.saturating_sub(1));
     }
 
     /// The first row to show so that the cursor's row is among `visible` rows shown from
     /// `scroll` on.
-    pub fn scroll_for_row(&self, scroll: usize, visible: usize) -> usize {
+    pub(crate) fn scroll_for_row(&self, scroll: usize, visible: usize) -> usize {
         let visible = visible.max(1);
         if self.row < scroll {
             self.row

@@ -33,7 +33,7 @@ pub enum TuneControl {
 
 impl TuneControl {
     /// The point the run is resized to, for [`Keep`](Self::Keep) and [`Back`](Self::Back).
-    pub fn settles_at(self) -> Option<Point> {
+    pub(crate) fn settles_at(self) -> Option<Point> {
         match self {
             TuneControl::Keep(point) | TuneControl::Back(point) => Some(point),
             TuneControl::Start | TuneControl::Stop => None,

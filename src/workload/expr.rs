@@ -71,7 +71,7 @@ pub enum ExprError {
         /// What was needed, in words.
         expected: String,
     },
-    /// Nesting deeper than [`MAX_NESTING`].
+    /// Nesting deeper than `MAX_NESTING`.
     #[error(
         "it nests deeper than {max} levels of parentheses, unary operators and \
          `?:`: expected at most {max}",

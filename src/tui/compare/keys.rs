@@ -139,7 +139,7 @@ pub fn action_for(event: &Event, mode: Mode) -> Option<CompareAction> {
 }
 
 /// The action for key `key` in `mode`, if any.
-pub fn action_for_key(key: &KeyEvent, mode: Mode) -> Option<CompareAction> {
+pub(crate) fn action_for_key(key: &KeyEvent, mode: Mode) -> Option<CompareAction> {
     let control = key.modifiers.contains(KeyModifiers::CONTROL);
     if control {
         return (key.code == KeyCode::Char('c')).then_some(CompareAction::Quit);

@@ -26,7 +26,7 @@ const MAX_WORKER_ROWS: u16 = 8;
 
 /// Rows the detail and workers panes want: the detail's lines, or a heading and every
 /// worker up to [`MAX_WORKER_ROWS`], in their borders.
-pub fn bottom_height(view: &CompareView) -> u16 {
+pub(crate) fn bottom_height(view: &CompareView) -> u16 {
     let workers = view.comparison().workers.len() as u16;
     DETAIL_LINES.max(1 + workers.min(MAX_WORKER_ROWS)) + 2
 }
@@ -56,7 +56,7 @@ fn change_spans<'a>(delta: &Delta, theme: Theme) -> Vec<Span<'a>> {
 }
 
 /// Draws the header into `area`.
-pub fn draw_header(frame: &mut Frame<'_>, area: Rect, view: &CompareView, theme: Theme) {
+pub(crate) fn draw_header(frame: &mut Frame<'_>, area: Rect, view: &CompareView, theme: Theme) {
     let comparison = view.comparison();
     let width = usize::from(area.width.saturating_sub(2));
     let run = |side: &str, run: &RunSummaryLine| {
@@ -176,7 +176,7 @@ fn fit_line(line: Line<'_>, width: usize) -> Line<'_> {
 }
 
 /// Draws the selected op's detail into `area`.
-pub fn draw_detail(frame: &mut Frame<'_>, area: Rect, view: &CompareView, theme: Theme) {
+pub(crate) fn draw_detail(frame: &mut Frame<'_>, area: Rect, view: &CompareView, theme: Theme) {
     let width = usize::from(area.width.saturating_sub(2));
     let Some(op) = view.selected_op() else {
         let title = Line::styled(" op ", theme.strong());
@@ -281,7 +281,7 @@ fn busy_columns(width: u16) -> Vec<Busy> {
 }
 
 /// Draws the workers' busy time into `area`, scrolled where the focus put it.
-pub fn draw_workers(frame: &mut Frame<'_>, area: Rect, view: &CompareView, theme: Theme) {
+pub(crate) fn draw_workers(frame: &mut Frame<'_>, area: Rect, view: &CompareView, theme: Theme) {
     let workers = &view.comparison().workers;
     let title = Line::from(vec![
         Span::styled(" workers busy ", theme.strong()),

@@ -110,9 +110,9 @@ pub struct ShownRows {
     /// Worker rows the workers pane showed.
     pub workers: Cell<usize>,
     /// The first op row the table showed (it follows the selection).
-    pub ops_from: Cell<usize>,
+    pub(crate) ops_from: Cell<usize>,
     /// The help's last first line (its length less the lines it showed).
-    pub help_last: Cell<usize>,
+    pub(crate) help_last: Cell<usize>,
 }
 
 /// The compare view's whole state.
@@ -127,9 +127,9 @@ pub struct CompareView {
     /// The selected op: a position in the shown order.
     pub selected: usize,
     /// The first worker row shown.
-    pub workers_scroll: usize,
+    pub(crate) workers_scroll: usize,
     /// The first help line shown.
-    pub help_scroll: usize,
+    pub(crate) help_scroll: usize,
     /// The pane the arrows move in.
     pub focus: Pane,
     /// What the keys do now.
@@ -178,7 +178,7 @@ impl CompareView {
 
     /// `op`'s change in time per step, ms (where both runs say their iterations; else its
     /// change in total time): what [`SortKey::Contribution`] orders by, signed.
-    pub fn change_ms(&self, op: &OpRow) -> f64 {
+    pub(crate) fn change_ms(&self, op: &OpRow) -> f64 {
         self.comparison
             .per_step_ms(op)
             .map_or(op.total_ms.delta, |per_step| per_step.delta)

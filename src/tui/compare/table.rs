@@ -244,7 +244,7 @@ fn op_row(
 }
 
 /// Slower (more time in B) as a warning, faster as good news, no change plain.
-pub fn change_style(theme: Theme, delta: f64) -> ratatui::style::Style {
+pub(crate) fn change_style(theme: Theme, delta: f64) -> ratatui::style::Style {
     match delta {
         d if d > 0.0 => theme.warning(),
         d if d < 0.0 => theme.ok(),

@@ -10,13 +10,13 @@ pub fn ms(ms: f64) -> String {
 }
 
 /// A change in milliseconds, signed (`+800µs`, `-1.20ms`, `+0ns`).
-pub fn delta_ms(ms: f64) -> String {
+pub(crate) fn delta_ms(ms: f64) -> String {
     let sign = if ms < 0.0 { '-' } else { '+' };
     format!("{sign}{}", format::nanos(ms.abs() * 1e6))
 }
 
 /// A count, or a change of one, signed (`+3`, `-1.2k`).
-pub fn delta_count(count: f64) -> String {
+pub(crate) fn delta_count(count: f64) -> String {
     let sign = if count < 0.0 { '-' } else { '+' };
     format!("{sign}{}", format::quantity(count.abs().round()))
 }

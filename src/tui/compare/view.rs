@@ -59,7 +59,7 @@ pub fn draw(frame: &mut Frame<'_>, view: &CompareView, theme: Theme) {
     }
 }
 
-pub use crate::tui::view::panel_block as block;
+pub(crate) use crate::tui::view::panel_block as block;
 
 /// ` ↑ 2 above · ↓ 5 more ` for a bottom border, when rows are out of sight.
 pub fn more_marker<'a>(theme: Theme, above: usize, below: usize) -> Option<Line<'a>> {

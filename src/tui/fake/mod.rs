@@ -25,7 +25,7 @@ use crate::profiler::DeviceId;
 use model::Model;
 
 /// The most workers a fake pool takes.
-pub const MAX_WORKERS: usize = 32;
+pub(crate) const MAX_WORKERS: usize = 32;
 
 /// Pool worker `index` of `device`, thread `thread`, named `name`, doing `activity`, with no
 /// time observed and nothing counted yet: the model's rows and the tests' start from it.

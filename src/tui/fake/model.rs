@@ -194,7 +194,11 @@ impl Model {
         }
     }
 
-    pub fn set_inter_op(&mut self, device: &str, threads: usize) -> Result<String, ControlError> {
+    pub(crate) fn set_inter_op(
+        &mut self,
+        device: &str,
+        threads: usize,
+    ) -> Result<String, ControlError> {
         let index = device
             .strip_prefix("cpu")
             .and_then(|n| n.parse::<usize>().ok())
@@ -209,7 +213,7 @@ impl Model {
         Ok(format!("inter {threads} on {device}"))
     }
 
-    pub fn set_intra_op(&mut self, threads: usize) -> Result<String, ControlError> {
+    pub(crate) fn set_intra_op(&mut self, threads: usize) -> Result<String, ControlError> {
         if !(1..=MAX_WORKERS).contains(&threads) {
             let reason = format!("the intra-op pool takes 1 to {MAX_WORKERS} threads");
             return Err(ControlError::Failed(reason));

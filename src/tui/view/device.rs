@@ -32,14 +32,14 @@ use crate::workload::run::{plural, worker_count};
 const COLLAPSED: u16 = 3;
 
 /// Rows the selected panel would like (borders included).
-pub fn wanted_height(ctx: &Ctx<'_>) -> u16 {
+pub(crate) fn wanted_height(ctx: &Ctx<'_>) -> u16 {
     ctx.panels
         .get(ctx.app.selected_device)
         .map_or(COLLAPSED, |panel| panel.row_count() as u16 + 2)
 }
 
 /// Rows every panel would like, stacked (borders included).
-pub fn stack_height(ctx: &Ctx<'_>) -> u16 {
+pub(crate) fn stack_height(ctx: &Ctx<'_>) -> u16 {
     ctx.panels
         .iter()
         .map(|panel| panel.row_count() as u16 + 2)
@@ -91,7 +91,7 @@ fn stack_heights(ctx: &Ctx<'_>, available: u16) -> Vec<u16> {
 }
 
 /// Draws the selected panel into `area`, with every device's name as a tab in its title.
-pub fn draw_selected(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw_selected(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let Some(panel) = ctx.panels.get(ctx.app.selected_device) else {
         return draw_stack(frame, area, ctx);
     };

@@ -98,7 +98,7 @@ pub fn pad_right(text: &str, width: usize) -> String {
 }
 
 /// `text` padded with spaces on the left to `width` cells (as is when wider).
-pub fn pad_left(text: &str, width: usize) -> String {
+pub(crate) fn pad_left(text: &str, width: usize) -> String {
     let pad = width.saturating_sub(cells(text));
     format!("{}{text}", " ".repeat(pad))
 }
@@ -142,7 +142,7 @@ pub fn fit(text: &str, width: usize) -> String {
 
 /// `text` cut to end in `…` within `width` cells, whether or not it fits whole (what a
 /// line with more after it ends in). Nothing at width 0.
-pub fn ellipsized(text: &str, width: usize) -> String {
+pub(crate) fn ellipsized(text: &str, width: usize) -> String {
     if width == 0 {
         return String::new();
     }
@@ -181,7 +181,7 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
 
 /// The first `count` of `rows` (at least one), the last ending in `…` (within `width`
 /// cells) when some are left out.
-pub fn at_most_rows(mut rows: Vec<String>, count: usize, width: usize) -> Vec<String> {
+pub(crate) fn at_most_rows(mut rows: Vec<String>, count: usize, width: usize) -> Vec<String> {
     let count = count.max(1);
     if rows.len() > count {
         rows.truncate(count);

@@ -87,7 +87,7 @@ impl<'a> Ctx<'a> {
 
 /// A bordered block titled `title`, its border highlighted when `focused`: every panel's and
 /// popup's frame, in the dashboard and the compare view alike.
-pub fn panel_block(title: Line<'_>, focused: bool, theme: Theme) -> Block<'_> {
+pub(crate) fn panel_block(title: Line<'_>, focused: bool, theme: Theme) -> Block<'_> {
     let style = if focused {
         theme.focused_border()
     } else {
@@ -102,7 +102,7 @@ pub fn panel_block(title: Line<'_>, focused: bool, theme: Theme) -> Block<'_> {
 }
 
 /// A `width` x `height` popup centred in `area` (each clipped to `area`).
-pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
+pub(crate) fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let [popup] = Layout::horizontal([Constraint::Length(width.min(area.width))])
         .flex(Flex::Center)
         .areas(area);
@@ -188,7 +188,7 @@ fn draw_too_small(frame: &mut Frame<'_>, area: Rect, app: &App, theme: Theme) {
 
 /// The "terminal too small" line of a screen that needs `min` (columns, rows): `quits_on_q`
 /// where q quits (in a help or a filter, q closes it or types a q; Ctrl-C always quits).
-pub fn draw_too_small_for(
+pub(crate) fn draw_too_small_for(
     frame: &mut Frame<'_>,
     area: Rect,
     min: (u16, u16),
@@ -221,7 +221,7 @@ pub fn draw_too_small_for(
 }
 
 /// A part of a title or label and how readily it goes (0: never; higher goes first).
-pub type Part<'a> = (u8, Vec<Span<'a>>);
+pub(crate) type Part<'a> = (u8, Vec<Span<'a>>);
 
 /// The parts that fit in `width`, in their order, dropping the most expendable first (the
 /// later of two equally expendable). A line that dropped a part ends in ` …`, so nothing goes
@@ -315,7 +315,7 @@ pub fn more_marker<'a>(ctx: &Ctx<'_>, above: usize, below: usize) -> Option<Line
 
 /// The first row to show of `rows` in `visible` rows when `scroll` asks for it: never so far
 /// that the last rows leave the bottom blank.
-pub fn first_shown(scroll: usize, rows: usize, visible: usize) -> usize {
+pub(crate) fn first_shown(scroll: usize, rows: usize, visible: usize) -> usize {
     scroll.min(rows.saturating_sub(visible))
 }
 
@@ -329,7 +329,7 @@ pub(crate) mod tests {
     use crate::tui::source::DashboardSource;
 
     /// An app fed `frames` frames of a fake built with `options`.
-    pub fn app_after(options: FakeOptions, frames: usize) -> App {
+    pub(crate) fn app_after(options: FakeOptions, frames: usize) -> App {
         let mut source = FakeSource::new(options);
         let mut app = App::new();
         for _ in 0..frames {

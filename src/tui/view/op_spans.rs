@@ -17,11 +17,11 @@ use crate::profiler::stats::Activity;
 use crate::tui::timeline_nav::NavFrame;
 
 /// Glyph of a column ops fill at least half of.
-pub const FULL: &str = "█";
+pub(crate) const FULL: &str = "█";
 /// Glyph of a column ops fill less than half of.
-pub const PART: &str = "▌";
+pub(crate) const PART: &str = "▌";
 /// Glyph of the cursor's op.
-pub const CURSOR: &str = "▓";
+pub(crate) const CURSOR: &str = "▓";
 
 /// The columns in view: `columns` of `span_ns` each, the last ending at `right_ns`.
 #[derive(Clone, Copy, Debug)]

@@ -16,9 +16,9 @@ use crate::tui::app::{App, Focus};
 use crate::tui::history::Sample;
 
 /// Rows the wide layout gives the sparklines (borders included).
-pub const WIDE_HEIGHT: u16 = 8;
+pub(crate) const WIDE_HEIGHT: u16 = 8;
 /// Rows the compact layout gives them.
-pub const COMPACT_HEIGHT: u16 = 2;
+pub(crate) const COMPACT_HEIGHT: u16 = 2;
 
 /// One series: its name, unit and how to read it from a sample.
 struct Series {
@@ -44,7 +44,7 @@ const QUEUED: Series = Series {
 };
 
 /// Draws both series in a bordered box, one above the other.
-pub fn draw_wide(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw_wide(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     // Never focused: the block is only a frame; use a focus no key gives it.
     let block = ctx
         .block(
@@ -61,7 +61,7 @@ pub fn draw_wide(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
 }
 
 /// Draws both series side by side, a label row over a one-row sparkline each.
-pub fn draw_compact(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw_compact(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let [left, right] =
         Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(area);
     draw_series(frame, left, ctx, &THROUGHPUT);
@@ -147,7 +147,7 @@ fn mark_resizes(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>, samples: &[&Sa
 }
 
 /// The glyph of a resize on the sparklines and the timeline.
-pub const RESIZE_GLYPH: &str = "│";
+pub(crate) const RESIZE_GLYPH: &str = "│";
 
 #[cfg(test)]
 mod tests {

@@ -40,7 +40,7 @@ use crate::tui::timeline_nav::NavRow;
 pub const HOLD: Duration = Duration::from_secs(1);
 
 /// Rows the timeline would like (borders, legend and one per worker).
-pub fn wanted_height(ctx: &Ctx<'_>) -> u16 {
+pub(crate) fn wanted_height(ctx: &Ctx<'_>) -> u16 {
     let rows: usize = ctx.panels.iter().map(|p| p.all_workers().count()).sum();
     rows as u16 + 3
 }
