@@ -294,7 +294,10 @@ pub fn cached_gemm_peak(threads: usize) -> Result<f64, GemmBenchError> {
 }
 
 /// [`cached_gemm_peak`] with the cache in `dir` and the benchmark `config`.
-pub fn cached_gemm_peak_in(dir: &Path, config: &GemmBenchConfig) -> Result<f64, GemmBenchError> {
+pub(crate) fn cached_gemm_peak_in(
+    dir: &Path,
+    config: &GemmBenchConfig,
+) -> Result<f64, GemmBenchError> {
     let key = cache_key(config);
     if let Some(peak) = read_cache(dir).get(&key) {
         return Ok(peak.gemm_peak_gflops);

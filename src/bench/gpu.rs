@@ -129,7 +129,7 @@ pub fn compare_chain(
 
 /// The engine chain's op `i`: a GEMM on a compute stream (even `i`) or a host-to-device copy
 /// on a copy stream (odd `i`), with their property.
-pub fn engine_chain_op(i: usize) -> (FnProperty, GpuWork) {
+pub(crate) fn engine_chain_op(i: usize) -> (FnProperty, GpuWork) {
     if i % 2 == 0 {
         (FnProperty::Normal, GpuWork::gemm(256, 256, 256))
     } else {
@@ -204,9 +204,9 @@ pub struct EngineChainResult {
     /// Median wall time per op, nanoseconds.
     pub ns_per_op: f64,
     /// Fastest rep, nanoseconds per op.
-    pub ns_per_op_min: f64,
+    pub(crate) ns_per_op_min: f64,
     /// Slowest rep, nanoseconds per op.
-    pub ns_per_op_max: f64,
+    pub(crate) ns_per_op_max: f64,
 }
 
 /// Runs the engine chain `reps` times in each of `modes` (interleaved rep by rep).

@@ -99,15 +99,15 @@ pub struct Sizes {
     /// Tasks scheduled by spawn.
     pub spawn_tasks: usize,
     /// Depth of the tree's root (tasks = 2^(depth+1) - 1).
-    pub tree_depth: u32,
+    pub(crate) tree_depth: u32,
     /// Elements summed by parallel_for.
-    pub parallel_for_len: usize,
+    pub(crate) parallel_for_len: usize,
     /// Latency samples per wake_hot rep.
-    pub wake_hot_samples: usize,
+    pub(crate) wake_hot_samples: usize,
     /// Latency samples per wake_cold rep.
-    pub wake_cold_samples: usize,
+    pub(crate) wake_cold_samples: usize,
     /// Idle time before each wake_cold sample.
-    pub cold_idle: Duration,
+    pub(crate) cold_idle: Duration,
 }
 
 impl Sizes {
@@ -161,7 +161,7 @@ impl PoolBenchConfig {
     }
 
     /// Reps `bench` runs with this configuration (at least 1).
-    pub fn reps_for(&self, bench: Bench) -> usize {
+    pub(crate) fn reps_for(&self, bench: Bench) -> usize {
         self.reps.unwrap_or(bench.default_reps()).max(1)
     }
 }

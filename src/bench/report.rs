@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use super::pool::{BenchResult, Metric};
 
 /// The pool kind every table row is compared with.
-pub const BASELINE_POOL: &str = "eigen";
+pub(crate) const BASELINE_POOL: &str = "eigen";
 
 /// `result` as one JSON object on one line.
 pub fn json_line(result: &BenchResult) -> String {
@@ -50,7 +50,7 @@ pub fn table(results: &[BenchResult]) -> String {
 }
 
 /// `result`'s headline figure divided by the baseline pool's for the same bench and threads.
-pub fn vs_baseline(result: &BenchResult, results: &[BenchResult]) -> Option<f64> {
+pub(crate) fn vs_baseline(result: &BenchResult, results: &[BenchResult]) -> Option<f64> {
     let baseline = results.iter().find(|other| {
         other.pool == BASELINE_POOL
             && other.bench == result.bench

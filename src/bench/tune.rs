@@ -117,11 +117,11 @@ pub struct TuneBenchResult {
     /// (1.0 when its pick is the default).
     pub tuner_gain: Option<f64>,
     /// The tuner's paired spread of that ratio.
-    pub tuner_gain_spread: Option<f64>,
+    pub(crate) tuner_gain_spread: Option<f64>,
     /// The pairs behind the tuner's estimate (0: its pick is the default).
-    pub tuner_pairs: usize,
+    pub(crate) tuner_pairs: usize,
     /// Seconds the tuner took.
-    pub tune_s: f64,
+    pub(crate) tune_s: f64,
 }
 
 /// Tunes `name` and measures the pick against the default (see the module docs).

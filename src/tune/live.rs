@@ -59,7 +59,7 @@ impl TuneProgress {
     }
 
     /// Whether the search still runs.
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         self.ended.is_none()
     }
 
@@ -85,7 +85,7 @@ impl TuneProgress {
     }
 
     /// Whether the search ended because the run did (nothing left to resize).
-    pub fn run_ended(&self) -> bool {
+    pub(crate) fn run_ended(&self) -> bool {
         self.report()
             .is_some_and(|report| matches!(report.outcome, Outcome::Ended(_)))
     }

@@ -115,7 +115,7 @@ pub struct SettingsReport {
     /// Settings whose build left too little of their share to measure.
     pub skipped: Vec<Setting>,
     /// The rounds' window (zero: no round ran).
-    pub round_window: Duration,
+    pub(crate) round_window: Duration,
     /// Rounds measured whole.
     pub rounds: usize,
     /// The finalists with their rounds' figures.

@@ -154,7 +154,7 @@ impl PointResult {
     }
 
     /// The spread as a fraction of the median.
-    pub fn relative_spread(&self) -> f64 {
+    pub(crate) fn relative_spread(&self) -> f64 {
         match self.median {
             median if median != 0.0 => self.spread / median.abs(),
             _ => 0.0,

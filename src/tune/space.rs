@@ -193,7 +193,7 @@ impl Space {
 
     /// The default configuration (one thread per CPU in each searched dimension, at most
     /// `max_threads`; `start`'s count in the others).
-    pub fn default_point(self, start: Point, cpus: usize, max_threads: usize) -> Point {
+    pub(crate) fn default_point(self, start: Point, cpus: usize, max_threads: usize) -> Point {
         let per_cpu = cpus.clamp(1, max_threads.max(1));
         Point {
             inter: if self.inter { per_cpu } else { start.inter },
