@@ -155,11 +155,12 @@ impl Collector {
         self.rings.retain_mut(|ring| {
             let closed = ring.consumer.is_closed();
             let thread = ring.thread;
-            let drained = ring.consumer.drain(|mut event| {
+            let from = batch.len();
+            let drained = ring.consumer.drain_into(batch);
+            for event in &mut batch[from..] {
                 event.thread = thread;
                 event.ts_ns = epoch.resolve(event.ts_ns); // raw stamps to ns (clock.rs)
-                batch.push(event);
-            });
+            }
             // Drops happen while the ring is full, so before this drain freed it: the
             // missing events come after the ones just drained.
             let dropped = ring.consumer.dropped();

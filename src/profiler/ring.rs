@@ -356,21 +356,40 @@ impl Drop for Producer {
 }
 
 impl Consumer {
-    /// Hands every published event to `sink`, oldest first; returns how many.
-    pub(crate) fn drain(&mut self, mut sink: impl FnMut(Event)) -> usize {
+    /// Appends every published event to `out`, oldest first; returns how many.
+    ///
+    /// In bulk: `out` grows once, and the published slots are read as (at most) two
+    /// contiguous runs, before and after the wrap-around, with no per-event index masking or
+    /// capacity check.
+    pub(crate) fn drain_into(&mut self, out: &mut Vec<Event>) -> usize {
         let head = self.shared.head.load(Ordering::Acquire);
         let available = head.wrapping_sub(self.tail);
-        for _ in 0..available {
-            let slot = &self.shared.slots[self.tail & self.shared.mask];
-            // SAFETY: slot `tail` is in `[tail, head)`: the producer wrote it before its
-            // `Release` store of `head`, which our `Acquire` load saw, and it will not write it
-            // again until our `Release` store of a `tail` past it. Reading is race-free.
-            let event = slot.with(|cell| unsafe { *cell });
-            sink(event);
-            self.tail = self.tail.wrapping_add(1);
+        let start = self.tail & self.shared.mask;
+        let before_wrap = available.min(self.shared.slots.len() - start);
+        let runs = [
+            &self.shared.slots[start..start + before_wrap],
+            &self.shared.slots[..available - before_wrap],
+        ];
+        out.reserve(available);
+        for run in runs {
+            // SAFETY: every slot of both runs is in `[tail, head)`: the producer wrote it
+            // before its `Release` store of `head`, which our `Acquire` load saw, and it will
+            // not write it again until our `Release` store of a `tail` past it. Reading is
+            // race-free.
+            out.extend(run.iter().map(|slot| slot.with(|cell| unsafe { *cell })));
         }
+        self.tail = head;
         self.shared.tail.store(self.tail, Ordering::Release);
         available
+    }
+
+    /// Hands every published event to `sink`, oldest first; returns how many.
+    #[cfg(test)]
+    pub(crate) fn drain(&mut self, mut sink: impl FnMut(Event)) -> usize {
+        let mut events = Vec::new();
+        let drained = self.drain_into(&mut events);
+        events.into_iter().for_each(&mut sink);
+        drained
     }
 
     /// Events the producer dropped because the ring was full, so far.

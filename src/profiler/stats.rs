@@ -104,9 +104,22 @@ const STATES: [Activity; 5] = [
     Activity::Idle,
 ];
 
+/// `activity`'s index in [`STATES`] (its declaration order, checked below).
+#[inline]
 fn state_index(activity: Activity) -> usize {
-    STATES.iter().position(|&a| a == activity).unwrap_or(4)
+    activity as usize
 }
+
+const _: () = {
+    let mut index = 0;
+    while index < STATES.len() {
+        assert!(
+            STATES[index] as usize == index,
+            "STATES is in declaration order"
+        );
+        index += 1;
+    }
+};
 
 /// Share of the window per activity (they add up to 1 once anything was observed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
@@ -593,9 +606,17 @@ impl Stats {
     /// Takes one event into account.
     pub fn ingest(&mut self, event: &Event) {
         self.events += 1;
-        self.count(event);
-        if self.options.work_states {
-            self.track_work_states(event);
+        // An op's start and end (two of an engine op's three events) take one path each
+        // that finds their thread once; every other kind counts, then tracks work states.
+        match event.kind {
+            EventKind::OpStart => self.op_started(event),
+            EventKind::OpEnd => self.op_ended(event),
+            _ => {
+                self.count(event);
+                if self.options.work_states {
+                    self.track_work_states(event);
+                }
+            }
         }
     }
 
@@ -603,8 +624,7 @@ impl Stats {
     fn count(&mut self, event: &Event) {
         match event.kind {
             EventKind::OpQueued => self.device(event.device).queued += 1,
-            EventKind::OpStart => self.op_started(event),
-            EventKind::OpEnd => self.op_ended(event),
+            EventKind::OpStart | EventKind::OpEnd => {} // `ingest` takes them
             EventKind::TaskStart => self.start_running(event),
             EventKind::TaskEnd => self.task_ended(event),
             EventKind::Steal => self.stolen(event),
@@ -641,7 +661,6 @@ impl Stats {
     fn track_work_states(&mut self, event: &Event) {
         let flipped = match event.kind {
             EventKind::OpQueued => self.ready.op_queued(event.device),
-            EventKind::OpStart => self.ready.op_started(event.device),
             EventKind::QueueDepth => {
                 let tasks = self.device(event.device).queues.values().sum();
                 self.ready.tasks_sampled(event.device, tasks)
@@ -813,11 +832,41 @@ impl Stats {
         thread
     }
 
-    /// Remembers the op's start on its thread's stack (no hashing: almost every op ends on
-    /// the thread that started it); the oldest of too many open ops moves to `in_flight`.
+    /// The thread of op event `event`, found once: bound to the op's device unless it is a
+    /// pool worker (see [`worker_thread`](Self::worker_thread)).
+    fn op_thread(&mut self, event: &Event) -> usize {
+        let slot = self.thread_slot_cached(event.thread);
+        let thread = &mut self.threads[slot].1;
+        if thread.worker.is_none() {
+            thread.device = Some(event.device);
+        }
+        slot
+    }
+
+    /// Puts the thread in `slot` in its cell after an op event at `ts`, every thread's when
+    /// `flipped` (a device's readiness changed).
+    fn op_cells(&mut self, slot: usize, flipped: bool, ts: u64) {
+        if flipped {
+            for slot in 0..self.threads.len() {
+                self.refresh_cell(slot, ts);
+            }
+        } else {
+            self.refresh_cell(slot, ts);
+        }
+    }
+
+    /// The op's thread runs (one level more); its start goes on the thread's stack (no
+    /// hashing: almost every op ends on the thread that started it), the oldest of too many
+    /// open ops moving to `in_flight`. Then the ready work and the work-state cells.
     fn op_started(&mut self, event: &Event) {
-        self.start_running(event);
-        let thread = self.thread(event.thread);
+        let slot = self.op_thread(event);
+        let thread = &mut self.threads[slot].1;
+        thread.running_depth += 1;
+        if thread.running_depth == 1 {
+            thread
+                .timeline
+                .enter(state_index(Activity::Running), event.ts_ns);
+        }
         thread.ops_open += 1;
         let spilled = if thread.open_ops.len() >= MAX_OPEN_PER_THREAD {
             thread.open_ops.pop_front()
@@ -833,13 +882,17 @@ impl Stats {
             }
             self.in_flight.insert(id, started);
         }
+        if self.options.work_states {
+            let flipped = self.ready.op_started(event.device);
+            self.op_cells(slot, flipped, event.ts_ns);
+        }
     }
 
-    /// When the op `event` ends was started: on this thread (the common case), spilled to
-    /// `in_flight`, or on another thread (an op completed asynchronously).
-    fn op_start_time(&mut self, event: &Event) -> Option<u64> {
+    /// When the op `event` ends was started: on its thread (in `slot`; the common case),
+    /// spilled to `in_flight`, or on another thread (an op completed asynchronously).
+    fn op_start_time(&mut self, slot: usize, event: &Event) -> Option<u64> {
         let id = event.op_id();
-        let thread = self.thread(event.thread);
+        let thread = &mut self.threads[slot].1;
         if let Some(position) = thread.open_ops.iter().rposition(|&(open, ..)| open == id) {
             return thread
                 .open_ops
@@ -858,11 +911,19 @@ impl Stats {
         })
     }
 
+    /// The op's thread runs one level less (between tasks at none), the op's duration goes
+    /// to its name's row and its end to its device; then the thread's work-state cell.
     fn op_ended(&mut self, event: &Event) {
-        let thread = self.stop_running(event);
+        let slot = self.op_thread(event);
+        let thread = &mut self.threads[slot].1;
+        thread.running_depth = thread.running_depth.saturating_sub(1);
+        if thread.running_depth == 0 {
+            let between_tasks = state_index(thread.between_tasks());
+            thread.timeline.enter(between_tasks, event.ts_ns);
+        }
         thread.ops += 1;
         thread.ops_open = thread.ops_open.saturating_sub(1);
-        if let Some(start) = self.op_start_time(event) {
+        if let Some(start) = self.op_start_time(slot, event) {
             let duration = event.ts_ns.saturating_sub(start);
             durations(&mut self.ops, event.name).record(duration, event.is_error());
         }
@@ -870,6 +931,9 @@ impl Stats {
         device.ops.add(event.ts_ns);
         device.op_total += 1;
         device.op_errors += u64::from(event.is_error());
+        if self.options.work_states {
+            self.op_cells(slot, false, event.ts_ns);
+        }
     }
 
     fn task_ended(&mut self, event: &Event) {

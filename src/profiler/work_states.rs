@@ -76,9 +76,25 @@ pub struct Readiness {
 /// Cells per thread: every state with every readiness.
 pub(crate) const CELLS: usize = 24;
 
+/// `state`'s index in [`WorkState::ALL`] (its declaration order, checked below).
+const fn state_index(state: WorkState) -> usize {
+    state as usize
+}
+
+const _: () = {
+    let mut index = 0;
+    while index < WorkState::ALL.len() {
+        assert!(
+            state_index(WorkState::ALL[index]) == index,
+            "WorkState::ALL is in declaration order"
+        );
+        index += 1;
+    }
+};
+
+#[inline]
 fn cell_index(state: WorkState, ready: Readiness) -> usize {
-    let state = WorkState::ALL.iter().position(|s| *s == state).unwrap_or(5);
-    state * 4 + usize::from(ready.own) * 2 + usize::from(ready.elsewhere)
+    state_index(state) * 4 + usize::from(ready.own) * 2 + usize::from(ready.elsewhere)
 }
 
 fn cell_of(index: usize) -> (WorkState, Readiness) {

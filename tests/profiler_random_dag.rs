@@ -1,0 +1,50 @@
+//! The engine benchmark's random_dag, profiled at the default settings the way a profiled
+//! run is wired (an `EngineProbe` for op events, `PoolProbe::engine_pools` on the engine's
+//! worker pools): the collector keeps up, so no event is dropped, and every op's three events
+//! (queued, started, finished) reach the statistics.
+//!
+//! The benchmark's size: 100,000 ops, whose starts and ends alone put at least 100,000 events
+//! in one of the two workers' rings, more than a default ring holds (65,536), so a collector
+//! that did not drain the rings while the run goes on would drop events here.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use enginetop::bench::engine::{run_once, Shape};
+use enginetop::engine::{Engine, EngineKind, EngineOptions};
+use enginetop::profiler::{EngineProbe, PoolProbe, Profiler, ProfilerOptions};
+
+const SCALE: f64 = 1.0;
+
+#[test]
+fn random_dag_profiled_at_the_defaults_drops_nothing() {
+    let workload = Shape::RandomDag.workload(SCALE);
+    let ops = workload.ops.len() as u64;
+    assert!(ops >= 100_000, "{ops} ops");
+    let values: &'static [AtomicU64] =
+        Box::leak((0..workload.vars).map(|_| AtomicU64::new(0)).collect());
+    let profiler = Profiler::new(ProfilerOptions::default()).expect("a profiler");
+    let mut options = EngineOptions::new(EngineKind::PerDevice, 2)
+        .observer(Arc::new(EngineProbe::new(&profiler)));
+    options.pool_observers = PoolProbe::engine_pools(&profiler);
+    let engine = Engine::new(options).expect("an engine");
+    let (_, digest) = run_once(&engine, &workload, values).expect("random_dag runs");
+    assert_eq!(digest, workload.sequential_digest());
+    drop(engine);
+    profiler.flush();
+    let snapshot = profiler.snapshot();
+    assert_eq!(snapshot.dropped_events, 0, "the collector fell behind");
+    let (queued, finished): (u64, u64) = snapshot
+        .devices
+        .iter()
+        .fold((0, 0), |(queued, ops), device| {
+            (queued + device.queued, ops + device.ops)
+        });
+    assert_eq!(
+        (queued, finished),
+        (ops, ops),
+        "every op queued and finished"
+    );
+    let timed = snapshot.op("bench-op").map_or(0, |op| op.count);
+    assert_eq!(timed, ops, "every op's start matched its end");
+}
