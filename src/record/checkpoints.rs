@@ -33,8 +33,9 @@ use super::index::RecordingIndex;
 /// Frame bytes between two checkpoints at least.
 pub const CHECKPOINT_BYTES: u64 = 1 << 20;
 /// Frame bytes between two checkpoints, at least, per byte of the last checkpoint: the
-/// checkpoints take at most about 1/32 of a file.
-pub const CHECKPOINT_RATIO: u64 = 32;
+/// checkpoints take at most about 1/16 of a file, and a run whose statistics are large (many
+/// op names) gets its checkpoints further apart.
+pub const CHECKPOINT_RATIO: u64 = 16;
 
 /// The `recorder` thread's statistics, and when the next checkpoint is due.
 #[derive(Debug)]

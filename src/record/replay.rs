@@ -774,7 +774,7 @@ mod tests {
         assert!(jumping.checkpoints() >= 5, "{}", jumping.checkpoints());
         assert_eq!(jumping.checkpoints() as u64, report.checkpoints);
         assert!(
-            report.checkpoint_bytes * 16 < report.bytes,
+            report.checkpoint_bytes * 8 < report.bytes,
             "checkpoints {} of {} bytes",
             report.checkpoint_bytes,
             report.bytes
