@@ -146,6 +146,12 @@ fn bench(megabytes: u64) -> Result<()> {
         bench.frames,
         ms(bench.write)
     );
+    println!(
+        "checkpoints in the file: {} ({}, {:.1}% of it)",
+        bench.checkpoints,
+        mb(bench.checkpoint_bytes),
+        bench.checkpoint_bytes as f64 * 100.0 / bench.bytes.max(1) as f64
+    );
     let rows = [
         ("open (index, ends, state at the start)", ms(bench.open)),
         (
@@ -159,10 +165,6 @@ fn bench(megabytes: u64) -> Result<()> {
                 ms(bench.first_jump_reached),
                 bench.first_jump_frames
             ),
-        ),
-        (
-            "all checkpoints built (from open)",
-            ms(bench.checkpoints_built),
         ),
         (
             "random far jumps, median",
@@ -181,16 +183,8 @@ fn bench(megabytes: u64) -> Result<()> {
     for (what, time) in rows {
         println!("{what:width$}  {time}");
     }
-    let memory = bench
-        .checkpoint_memory
-        .map_or_else(|| "not measured".to_string(), mb);
-    println!(
-        "checkpoints: {} (one every {} of frames, {} at most), resident memory grown: {}",
-        bench.checkpoints,
-        mb(bench.spacing),
-        enginetop::record::MAX_CHECKPOINTS + 1,
-        memory
-    );
+    let memory = bench.memory.map_or_else(|| "not measured".to_string(), mb);
+    println!("resident memory grown (open, jumps and steps): {memory}");
     println!(
         "frame budget: {} of feeding in a frame of 100 ms (10 frames a second)",
         ms(bench.budget)

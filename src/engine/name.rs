@@ -76,8 +76,8 @@ impl OpName {
         self.0
     }
 
-    /// A name from its id, unchecked (a test's arbitrary bit pattern).
-    #[cfg(all(test, not(loom)))]
+    /// A name from its id, unchecked: a test's arbitrary bit pattern, or a recording's id
+    /// before it is mapped to this process's (`Stats::remap`).
     pub(crate) const fn from_raw(id: u32) -> OpName {
         OpName(id)
     }

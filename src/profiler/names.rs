@@ -108,7 +108,19 @@ impl serde::Serialize for DeviceId {
 
 /// A thread that recorded events: a small process-wide id, its name kept in a registry
 /// (`cpu0-w3`, `intra-2`, `profiler`, ...). Id 0 means "not stamped yet".
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct ThreadId(u32);
 
 impl ThreadId {

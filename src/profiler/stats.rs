@@ -46,8 +46,11 @@ use super::work_states::{Cells, ReadyWork, WorkState, WorkerStates};
 use crate::device::identity::PoolRole;
 use crate::engine::OpName;
 
+mod image;
+pub(crate) use image::IdMap;
+
 /// How the sliding windows are cut.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StatsOptions {
     /// Length of the sliding window (shares, rates, occupancy).
     pub window: Duration,
@@ -328,7 +331,8 @@ impl Snapshot {
 const PENDING_DURATIONS: usize = 32;
 
 /// Count, extremes and a histogram of durations.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(into = "image::DurationsImage", from = "image::DurationsImage")]
 struct Durations {
     count: u64,
     errors: u64,
@@ -402,7 +406,7 @@ impl Durations {
 }
 
 /// Per recording thread.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct ThreadStats {
     timeline: StateTimeline<5>,
     /// Its time against the ready work.
@@ -411,7 +415,9 @@ struct ThreadStats {
     running_depth: u32,
     /// Of which op starts.
     ops_open: u32,
+    #[serde(with = "image::device")]
     device: Option<DeviceId>,
+    #[serde(with = "image::role")]
     role: Option<PoolRole>,
     worker: Option<u32>,
     tasks: u64,
@@ -420,6 +426,7 @@ struct ThreadStats {
     /// Open spans: (span id, entered at).
     spans: Vec<(u64, u64)>,
     /// Ops started here and not ended yet: (op id, started at, name), newest last.
+    #[serde(with = "image::open_ops")]
     open_ops: VecDeque<(u64, u64, OpName)>,
 }
 
@@ -456,7 +463,7 @@ impl ThreadStats {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct DeviceStats {
     ops: RateCounter,
     tasks: RateCounter,
@@ -465,12 +472,13 @@ struct DeviceStats {
     task_total: u64,
     task_panics: u64,
     queued: u64,
+    #[serde(with = "image::queues")]
     queues: BTreeMap<OpName, u64>,
     workers: Option<u64>,
     resizes: u64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct StreamStats {
     /// Busy (0) or idle (1).
     timeline: StateTimeline<2>,
@@ -520,14 +528,19 @@ const MAX_OPEN_PER_THREAD: usize = 64;
 /// let snapshot = stats.snapshot(10_000);
 /// assert_eq!(snapshot.op("add").unwrap().total_ns, 3_000);
 /// ```
-#[derive(Clone, Debug)]
+///
+/// Statistics serialize (serde) with the ids they hold as plain numbers: a recording's
+/// checkpoints carry them, and [`remap`](Stats::remap) gives them this process's ids.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
     options: StatsOptions,
     geometry: Buckets,
     /// Per thread, in order of first sight; found through `thread_slots` and a one-entry
     /// cache (a batch holds runs of one thread's events).
     threads: Vec<(ThreadId, ThreadStats)>,
+    #[serde(skip)]
     thread_slots: HashMap<ThreadId, usize, BuildHasherDefault<IdHasher>>,
+    #[serde(skip)]
     last_thread: Option<(ThreadId, usize)>,
     /// Indexed by device id.
     devices: Vec<Option<DeviceStats>>,
@@ -537,7 +550,9 @@ pub struct Stats {
     in_flight: HashMap<u64, u64, BuildHasherDefault<IdHasher>>,
     /// Ready work per device, for the work states.
     ready: ReadyWork,
+    #[serde(with = "image::steals")]
     steals: BTreeMap<(DeviceId, u32, Option<u32>), u64>,
+    #[serde(with = "image::streams")]
     streams: BTreeMap<(DeviceId, u32), StreamStats>,
     events: u64,
     dropped: u64,

@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 
 /// Bucket geometry shared by every timeline of one [`Stats`](super::stats::Stats).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Buckets {
     /// Width of one bucket.
     pub(crate) bucket_ns: u64,
@@ -39,7 +39,7 @@ impl Buckets {
 }
 
 /// Buckets of `T`, oldest first, indexed by bucket number (gaps allowed).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct BucketRing<T> {
     geometry: Buckets,
     buckets: VecDeque<(u64, T)>,
@@ -111,7 +111,11 @@ impl<T: Copy> BucketRing<T> {
 }
 
 /// Time spent in each of `K` states over a sliding window, and since it was made.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(bound(
+    serialize = "[u64; K]: serde::Serialize",
+    deserialize = "[u64; K]: serde::Deserialize<'de>"
+))]
 pub(crate) struct StateTimeline<const K: usize> {
     ring: BucketRing<[u64; K]>,
     /// The state since `since`, if any state was ever entered.
@@ -134,6 +138,12 @@ impl<const K: usize> StateTimeline<K> {
     }
 
     /// The state entered last, if any.
+    /// Whether it is cut by `geometry` and in one of its `K` states, if any (a timeline
+    /// read from a file is checked before use).
+    pub(crate) fn is_well_formed(&self, geometry: Buckets) -> bool {
+        self.ring.geometry == geometry && self.current.is_none_or(|(state, _)| state < K)
+    }
+
     pub(crate) fn state(&self) -> Option<usize> {
         self.current.map(|(state, _)| state)
     }
@@ -242,7 +252,7 @@ fn shares_of<const K: usize>(totals: [u64; K]) -> [f64; K] {
 }
 
 /// Events per second over a sliding window.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct RateCounter {
     ring: BucketRing<u64>,
     first_seen: Option<u64>,
@@ -257,6 +267,11 @@ impl RateCounter {
     }
 
     /// Counts one event at `ts`.
+    /// Whether it is cut by `geometry` (a counter read from a file is checked before use).
+    pub(crate) fn is_well_formed(&self, geometry: Buckets) -> bool {
+        self.ring.geometry == geometry
+    }
+
     pub(crate) fn add(&mut self, ts: u64) {
         self.first_seen = Some(self.first_seen.map_or(ts, |first| first.min(ts)));
         if let Some(count) = self.ring.newest_holding(ts, ts) {

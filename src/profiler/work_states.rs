@@ -140,7 +140,7 @@ fn state_times(totals: [u64; CELLS]) -> Vec<StateTime> {
 }
 
 /// One thread's cell timeline.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Cells {
     pub(crate) timeline: StateTimeline<CELLS>,
     /// The latest time a cell was entered (older facts count from it).
@@ -194,7 +194,7 @@ impl Cells {
 }
 
 /// One device's ready work.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct DeviceWork {
     /// Ops queued minus ops started.
     ops: i64,
@@ -214,7 +214,7 @@ impl DeviceWork {
 }
 
 /// Ready work per device: ops queued and not started, tasks at the latest queue sample.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ReadyWork {
     /// Indexed by device id.
     devices: Vec<DeviceWork>,
@@ -242,6 +242,21 @@ impl ReadyWork {
     }
 
     /// An op was queued on `device`; whether its readiness flipped.
+    /// The same counts under the ids `map` gives the devices (a checkpoint's, restored).
+    pub(crate) fn remap(&mut self, mut map: impl FnMut(DeviceId) -> DeviceId) {
+        let old = std::mem::take(&mut self.devices);
+        for (index, counts) in old.into_iter().enumerate() {
+            if counts == DeviceWork::default() {
+                continue;
+            }
+            let index = usize::from(map(DeviceId::from_raw(index as u16)).id());
+            if self.devices.len() <= index {
+                self.devices.resize(index + 1, DeviceWork::default());
+            }
+            self.devices[index] = counts;
+        }
+    }
+
     pub(crate) fn op_queued(&mut self, device: DeviceId) -> bool {
         self.update(device, |counts| {
             counts.ops += 1;

@@ -1,256 +1,227 @@
-//! Checkpoints of a replay, built by a thread of their own right after the recording opens,
-//! so that a jump to any moment feeds at most one checkpoint's spacing of events.
+//! Checkpoints: the replay's statistics written into the recording while it is recorded, so
+//! that a replay jumps to any moment of a file of any size by restoring the latest checkpoint
+//! before it and feeding at most one checkpoint interval of events.
 //!
-//! # Algorithm
-//! A replay's statistics can only be fed forward (module `replay`), so the state at a moment
-//! far from the cursor costs every event in between. The **builder** thread folds the whole
-//! recording once, from its first chunk, in file order, with statistics of its own and a
-//! [`FrameReader`] of its own (its own file handle, so its reads never move the replay's
-//! file position). Every [`spacing`](Checkpoints::start) bytes of frames it passes, it
-//! appends a [`Checkpoint`] (a copy of its statistics at a chunk boundary, and the latest
-//! event time fed by then, its `reach`) to the shared list. The replay, on each jump, takes
-//! the latest checkpoint whose reach is at or before the target ([`Checkpoints::best`]) and
-//! feeds forward from it; while the builder has not yet passed the target, that is the
-//! nearest state that is ready, and the replay feeds forward from it a frame's budget at a
-//! time (`Replay::seek_within`) until the target is reached or a nearer checkpoint is.
+//! # Writing ([`CheckpointMaker`], on the `recorder` thread)
+//! The recorder feeds every event it puts in a chunk to statistics of its own, the
+//! profiler's [`Stats`], exactly as a replay feeds them (chunk after chunk, each chunk's
+//! events in order, then its dropped-events figure), under the recording's own ids. After a
+//! chunk and its op runs are written, when the frames written since the last checkpoint
+//! hold [`CHECKPOINT_BYTES`], and [`CHECKPOINT_RATIO`] times the last checkpoint's size, it
+//! writes a checkpoint frame: the statistics (postcard, inside the frame's lz4), every table
+//! entry used so far (a jump needs the names of ids first used before it), and the latest
+//! event time written (its `reach`). The ratio keeps the checkpoints' bytes a small share of
+//! the file whatever the statistics' size (it grows with op names and threads, not with the
+//! run's length); the feeding stays on the `recorder` thread, off the workers' path. A run
+//! killed at any moment leaves the checkpoints of its prefix: each is a whole frame.
 //!
-//! # Shared state and why nothing is lost
-//! - The recorded names, devices and threads become this process's ids through one `Ids`
-//!   behind a [`Mutex`], shared by the builder and the replay: a recorded thread gets one
-//!   `ThreadId` in both, so a checkpoint's statistics and the replay's agree on every key.
-//!   Each side locks it once per chunk (to learn its tables and resolve its events).
-//! - The list of checkpoints, the builder's progress and what it found damaged sit in one
-//!   [`Mutex`]`<Progress>`. The list only grows, in fold order, so reach never decreases
-//!   along it; the first entry (empty statistics at the first chunk, reach 0) is there
-//!   before the thread starts, so [`best`](Checkpoints::best) always has an answer.
-//!   Checkpoints are shared as `Arc`s: taking one holds the lock only to clone a pointer.
-//! - Waiters ([`Checkpoints::wait_built`]) check `done` under the mutex and wait on the
-//!   [`Condvar`]; the builder sets `done` under the same mutex and then notifies all, so a
-//!   waiter either sees `done` or is already waiting when the notification comes.
-//! - Dropping [`Checkpoints`] sets `stop` (an `AtomicBool`, relaxed: a request, read between
-//!   chunks; the join is what orders the thread's end before the drop returns) and joins the
-//!   builder, which is at most one chunk away from reading it.
-//!
-//! # Memory
-//! The spacing is [`CHECKPOINT_BYTES`] of frames, or more for a file so large that this
-//! would give more than [`MAX_CHECKPOINTS`]: at most `MAX_CHECKPOINTS + 1` checkpoints are
-//! kept whatever the file's size, each one statistics object, whose size grows with the
-//! run's threads, devices and op names but not with its length.
+//! # Finding ([`Checkpoints`], in the replay)
+//! The index knows which frames are checkpoints from their headers. Their reaches grow along
+//! the file, so the latest one at or before a target is found by a binary search that reads
+//! the checkpoints it probes (their reach is kept, a few bytes each; the statistics are
+//! decoded only for the one restored): a handful of frame reads, whatever the file's size.
+//! A checkpoint that cannot be read counts as past every target: the search lands on an
+//! earlier one, and feeding from any checkpoint whose reach is at or before the target gives
+//! the same state, only later. Memory: one reach per checkpoint, and the one restored.
 #![forbid(unsafe_code)]
 
 use crate::profiler::{Event, Stats, StatsOptions};
-use crate::sync::thread::{self, JoinHandle};
-use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering};
 
-use super::index::FrameReader;
-use super::replay::{resolve, Ids};
-use super::RecordError;
+use super::format::{CheckpointFrame, Frame, Tables};
+use super::index::RecordingIndex;
 
 /// Frame bytes between two checkpoints at least.
 pub const CHECKPOINT_BYTES: u64 = 1 << 20;
-/// Checkpoints kept at most (besides the first), whatever the file's size.
-pub const MAX_CHECKPOINTS: u64 = 1024;
+/// Frame bytes between two checkpoints, at least, per byte of the last checkpoint: the
+/// checkpoints take at most about 1/16 of a file, and a run whose statistics are large (many
+/// op names) gets its checkpoints further apart.
+pub const CHECKPOINT_RATIO: u64 = 16;
 
-/// The statistics at a chunk boundary.
+/// The `recorder` thread's statistics, and when the next checkpoint is due.
 #[derive(Debug)]
-pub(crate) struct Checkpoint {
-    /// Chunks before this frame are fed; none after.
-    pub(crate) frame: usize,
-    /// The latest event time among them (0: none).
-    pub(crate) reach_ns: u64,
-    pub(crate) stats: Stats,
+pub(crate) struct CheckpointMaker {
+    stats: Stats,
+    /// Every table entry written so far, in order of first use.
+    tables: Tables,
+    reach_ns: u64,
+    /// Frame bytes written since the last checkpoint.
+    since: u64,
+    /// Frame bytes after which the next checkpoint is due.
+    every: u64,
+    /// The least of `every`.
+    min_bytes: u64,
+    /// Checkpoints written.
+    pub(crate) written: u64,
+    /// Their bytes.
+    pub(crate) bytes: u64,
 }
 
-/// What the builder has done, shared with the replay.
+impl CheckpointMaker {
+    /// A maker whose checkpoints come every `min_bytes` of frames at least.
+    pub(crate) fn new(min_bytes: u64) -> CheckpointMaker {
+        CheckpointMaker {
+            stats: Stats::new(StatsOptions::default()),
+            tables: Tables::default(),
+            reach_ns: 0,
+            since: 0,
+            every: min_bytes,
+            min_bytes,
+            written: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Feeds one event of the chunk being gathered.
+    pub(crate) fn ingest(&mut self, event: &Event) {
+        self.reach_ns = self.reach_ns.max(event.ts_ns);
+        self.stats.ingest(event);
+    }
+
+    /// A chunk goes out with `tables` (the entries it uses first) and `dropped`.
+    pub(crate) fn chunk(&mut self, tables: &Tables, dropped: u64) {
+        self.tables.names.extend(tables.names.iter().cloned());
+        self.tables.devices.extend(tables.devices.iter().cloned());
+        self.tables.threads.extend(tables.threads.iter().cloned());
+        self.stats.set_dropped(dropped);
+    }
+
+    /// `bytes` of frames were written.
+    pub(crate) fn wrote(&mut self, bytes: u64) {
+        self.since += bytes;
+    }
+
+    /// Whether a checkpoint is due.
+    pub(crate) fn due(&self) -> bool {
+        self.since >= self.every
+    }
+
+    /// The checkpoint frame of the chunks written so far.
+    pub(crate) fn frame(&self) -> Result<Frame, postcard::Error> {
+        Ok(Frame::Checkpoint(CheckpointFrame {
+            reach_ns: self.reach_ns,
+            tables: self.tables.clone(),
+            stats: postcard::to_stdvec(&self.stats)?,
+        }))
+    }
+
+    /// A checkpoint of `bytes` was written: the next is due after the larger of the least
+    /// interval and [`CHECKPOINT_RATIO`] times its size.
+    pub(crate) fn written(&mut self, bytes: u64) {
+        self.since = 0;
+        self.every = self.min_bytes.max(bytes.saturating_mul(CHECKPOINT_RATIO));
+        self.written += 1;
+        self.bytes += bytes;
+    }
+}
+
+/// What is known of a checkpoint's reach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reach {
+    Unread,
+    At(u64),
+    Damaged,
+}
+
+/// A recording's checkpoints, found by their frame headers and read when a jump needs them.
 #[derive(Debug)]
-struct Progress {
-    ready: Vec<Arc<Checkpoint>>,
-    /// Frames folded (the next one to fold).
-    frame: usize,
-    done: bool,
-    /// Frames it could not read, and why; or why it stopped.
+pub(crate) struct Checkpoints {
+    /// Their frames, in file order.
+    frames: Vec<usize>,
+    reach: Vec<Reach>,
+    /// Checkpoints that could not be read, and why.
     damaged: Vec<(usize, String)>,
 }
 
-#[derive(Debug)]
-struct Shared {
-    progress: Mutex<Progress>,
-    changed: Condvar,
-    stop: AtomicBool,
-}
-
-/// The checkpoints of one replay and the thread building them.
-#[derive(Debug)]
-pub(crate) struct Checkpoints {
-    shared: Arc<Shared>,
-    frames: usize,
-    builder: Option<JoinHandle<()>>,
-}
-
-/// The spacing for a file whose frames hold `frame_bytes`: [`CHECKPOINT_BYTES`], or wider
-/// so that at most [`MAX_CHECKPOINTS`] are kept.
-pub(crate) fn spacing_for(frame_bytes: u64) -> u64 {
-    CHECKPOINT_BYTES.max(frame_bytes.div_ceil(MAX_CHECKPOINTS))
-}
-
 impl Checkpoints {
-    /// Starts the builder over `reader`'s frames, a checkpoint every `spacing` frame bytes.
-    pub(crate) fn start(
-        reader: FrameReader,
-        ids: Arc<Mutex<Ids>>,
-        spacing: u64,
-    ) -> Result<Checkpoints, RecordError> {
-        let first = Checkpoint {
-            frame: 1,
-            reach_ns: 0,
-            stats: Stats::new(StatsOptions::default()),
-        };
-        let frames = reader.frames().len();
-        let shared = Arc::new(Shared {
-            progress: Mutex::new(Progress {
-                ready: vec![Arc::new(first)],
-                frame: 1,
-                done: frames <= 1,
-                damaged: Vec::new(),
-            }),
-            changed: Condvar::new(),
-            stop: AtomicBool::new(false),
-        });
-        let builder = Builder {
-            shared: shared.clone(),
-            reader,
-            ids,
-            spacing: spacing.max(1),
-        };
-        let handle = thread::Builder::new()
-            .name("replay-checkpoints".into())
-            .spawn(move || builder.run())
-            .map_err(RecordError::Spawn)?;
-        Ok(Checkpoints {
-            shared,
+    /// The checkpoints `index` found.
+    pub(crate) fn of(index: &RecordingIndex) -> Checkpoints {
+        let frames: Vec<usize> = (0..index.frames().len())
+            .filter(|&frame| index.frames()[frame].checkpoint)
+            .collect();
+        Checkpoints {
+            reach: vec![Reach::Unread; frames.len()],
             frames,
-            builder: Some(handle),
-        })
-    }
-
-    /// The latest checkpoint built whose reach is at or before `target_ns`.
-    pub(crate) fn best(&self, target_ns: u64) -> Arc<Checkpoint> {
-        let progress = self.shared.progress.lock();
-        let ready = &progress.ready;
-        let after = ready.partition_point(|checkpoint| checkpoint.reach_ns <= target_ns);
-        ready[after.saturating_sub(1)].clone()
-    }
-
-    /// Checkpoints built so far.
-    pub(crate) fn ready(&self) -> usize {
-        self.shared.progress.lock().ready.len()
-    }
-
-    /// The share of the file folded so far, 0 to 1.
-    pub(crate) fn built(&self) -> f64 {
-        let progress = self.shared.progress.lock();
-        match progress.done {
-            true => 1.0,
-            false => progress.frame as f64 / self.frames.max(1) as f64,
+            damaged: Vec::new(),
         }
     }
 
-    /// Frames the builder could not read, and why (the builder's failure too).
-    pub(crate) fn damaged(&self) -> Vec<(usize, String)> {
-        self.shared.progress.lock().damaged.clone()
-    }
-
-    /// Waits until every checkpoint is built (or the builder stopped).
-    pub(crate) fn wait_built(&self) {
-        let mut progress = self.shared.progress.lock();
-        while !progress.done {
-            progress = self.shared.changed.wait(progress);
+    /// None: for a replay that feeds from the first event only.
+    pub(crate) fn none() -> Checkpoints {
+        Checkpoints {
+            frames: Vec::new(),
+            reach: Vec::new(),
+            damaged: Vec::new(),
         }
     }
-}
 
-impl Drop for Checkpoints {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
-        if let Some(builder) = self.builder.take() {
-            // A panic in the builder has already ended it; nothing is left to undo.
-            let _ = builder.join();
-        }
-    }
-}
-
-/// The builder thread's side.
-struct Builder {
-    shared: Arc<Shared>,
-    reader: FrameReader,
-    ids: Arc<Mutex<Ids>>,
-    spacing: u64,
-}
-
-impl Builder {
-    fn run(self) {
-        let failure = self.fold().err();
-        let mut progress = self.shared.progress.lock();
-        if let Some(error) = failure {
-            let why = format!(
-                "checkpoints stopped at frame {}: {}; jumps past it feed from there",
-                progress.frame,
-                crate::error_chain::text(&error)
-            );
-            progress.damaged.push((usize::MAX, why));
-        }
-        progress.done = true;
-        drop(progress);
-        self.shared.changed.notify_all();
+    /// How many the file holds.
+    pub(crate) fn len(&self) -> usize {
+        self.frames.len()
     }
 
-    /// Folds every frame in order, appending a checkpoint every `spacing` bytes.
-    fn fold(&self) -> Result<(), RecordError> {
-        let mut stats = Stats::new(StatsOptions::default());
-        let mut batch: Vec<Event> = Vec::new();
-        let (mut reach_ns, mut since) = (0u64, 0u64);
-        let frames = self.reader.frames();
-        for (frame, entry) in frames.iter().enumerate().skip(1) {
-            if self.shared.stop.load(Ordering::Relaxed) {
-                return Ok(());
-            }
-            let damaged = match self.reader.chunk(frame) {
-                Ok(Some(chunk)) => {
-                    batch.clear();
-                    let last = resolve(&self.ids, &chunk, None, u64::MAX, &mut batch)?;
-                    for event in &batch {
-                        stats.ingest(event);
-                    }
-                    stats.set_dropped(chunk.dropped);
-                    reach_ns = reach_ns.max(last);
-                    None
+    /// Those that could not be read, and why.
+    pub(crate) fn damaged(&self) -> &[(usize, String)] {
+        &self.damaged
+    }
+
+    /// Checkpoint `k`'s reach, read once (`None`: it cannot be read).
+    fn reach(&mut self, index: &RecordingIndex, k: usize) -> Option<u64> {
+        if self.reach[k] == Reach::Unread {
+            self.reach[k] = match index.checkpoint(self.frames[k]) {
+                Ok(checkpoint) => Reach::At(checkpoint.reach_ns),
+                Err(why) => {
+                    self.damaged.push((self.frames[k], why));
+                    Reach::Damaged
                 }
-                Ok(None) => None,
-                Err(why) => Some((frame, why)),
             };
-            since += u64::from(entry.length);
-            let checkpoint = (since >= self.spacing).then(|| {
-                since = 0;
-                Arc::new(Checkpoint {
-                    frame: frame + 1,
-                    reach_ns,
-                    stats: stats.clone(),
-                })
-            });
-            self.publish(frame + 1, checkpoint, damaged);
         }
-        Ok(())
+        match self.reach[k] {
+            Reach::At(reach) => Some(reach),
+            Reach::Unread | Reach::Damaged => None,
+        }
     }
 
-    fn publish(
-        &self,
-        frame: usize,
-        checkpoint: Option<Arc<Checkpoint>>,
-        damaged: Option<(usize, String)>,
-    ) {
-        let mut progress = self.shared.progress.lock();
-        progress.frame = frame;
-        progress.ready.extend(checkpoint);
-        progress.damaged.extend(damaged);
+    /// The latest checkpoint whose reach is at or before `target_ns`, found by the reaches
+    /// alone (`None`: none is; feed from the first event).
+    pub(crate) fn best(&mut self, index: &RecordingIndex, target_ns: u64) -> Option<usize> {
+        let (mut low, mut high) = (0, self.frames.len());
+        while low < high {
+            let middle = (low + high) / 2;
+            match self.reach(index, middle) {
+                Some(reach) if reach <= target_ns => low = middle + 1,
+                _ => high = middle,
+            }
+        }
+        low.checked_sub(1)
+    }
+
+    /// Checkpoint `k`'s frame.
+    pub(crate) fn frame(&self, k: usize) -> usize {
+        self.frames[k]
+    }
+
+    /// Checkpoint `k`, read whole (`None`: it cannot be, and later searches pass it by).
+    pub(crate) fn load(&mut self, index: &RecordingIndex, k: usize) -> Option<CheckpointFrame> {
+        match index.checkpoint(self.frames[k]) {
+            Ok(checkpoint) => Some(checkpoint),
+            Err(why) => {
+                self.set_damaged(k, why);
+                None
+            }
+        }
+    }
+
+    /// Checkpoint frame `frame` turned out unusable: later searches pass it by.
+    pub(crate) fn mark_damaged(&mut self, frame: usize, why: String) {
+        if let Ok(k) = self.frames.binary_search(&frame) {
+            self.set_damaged(k, why);
+        }
+    }
+
+    fn set_damaged(&mut self, k: usize, why: String) {
+        if self.reach[k] != Reach::Damaged {
+            self.reach[k] = Reach::Damaged;
+            self.damaged.push((self.frames[k], why));
+        }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! file   = MAGIC (8 bytes: "ENGTREC\0") | FORMAT_VERSION (u32 LE) | frame*
-//! frame  = payload length (u32 LE) | CRC-32 of the payload (u32 LE) | payload
+//! frame  = length word (u32 LE) | CRC-32 of the payload (u32 LE) | payload
+//! length word = payload length | CHECKPOINT_BIT when the frame is a checkpoint
 //! payload = lz4 block (uncompressed size prepended) of postcard(Frame)
 //! ```
 //! Every frame decodes on its own: a reader that stops at any frame boundary has read a
@@ -19,8 +20,14 @@
 //! The op graph ([`super::graph`]) comes in two frame kinds: a shape frame (the iteration's
 //! ops, their reads, writes, vars and worker pools) when a run starts, and op-run frames
 //! (which op of which iteration each engine op id was) beside the event chunks, so any prefix
-//! holds the graph of the ops it ran. Version 1 files, which have neither, are refused with
-//! the version error.
+//! holds the graph of the ops it ran.
+//!
+//! **Checkpoints** ([`CheckpointFrame`]) come every so many bytes of frames (module
+//! `checkpoints`): the statistics fed with every chunk before them, so a replay jumps to any
+//! moment by restoring the latest checkpoint before it and feeding at most one checkpoint
+//! interval of events. Their length word carries [`CHECKPOINT_BIT`], so the index finds
+//! them from the frame headers alone. Files of versions 1 and 2, without graph or
+//! checkpoints, are refused with the version error.
 #![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
@@ -33,13 +40,15 @@ use super::graph::{GraphShape, OpRun};
 /// The first bytes of every recording.
 pub(crate) const MAGIC: [u8; 8] = *b"ENGTREC\0";
 /// The format this build writes and reads; bumped whenever a frame changes.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// Bytes before the first frame (magic and version).
 pub(crate) const FILE_HEADER_LEN: usize = MAGIC.len() + 4;
 /// Bytes before each frame's payload (length and checksum).
 pub(crate) const FRAME_HEADER_LEN: usize = 8;
 /// The largest payload a frame may have (compressed or not): a larger length is corruption.
 pub(crate) const MAX_FRAME_BYTES: usize = 256 << 20;
+/// The length word's bit that marks a checkpoint frame (above any length a frame may have).
+pub(crate) const CHECKPOINT_BIT: u32 = 1 << 31;
 
 /// One setting of the run's configuration (`inter` = `2`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,6 +229,20 @@ pub(crate) enum Frame {
     Shape(GraphShape),
     /// Op runs: which op of which iteration each engine op id was.
     Runs(Runs),
+    /// The statistics at this point of the file.
+    Checkpoint(CheckpointFrame),
+}
+
+/// The replay's state after every chunk before it: what a jump restores.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct CheckpointFrame {
+    /// The latest event time of those chunks (0: none).
+    pub(crate) reach_ns: u64,
+    /// Every name, device and thread those chunks use, in order of first use.
+    pub(crate) tables: Tables,
+    /// The statistics fed with them ([`Stats`](crate::profiler::Stats), postcard), with the
+    /// recording's ids.
+    pub(crate) stats: Vec<u8>,
 }
 
 /// A batch of op runs, each op id stored as a delta from the one before (the engine numbers
@@ -272,7 +295,14 @@ pub(crate) fn file_header() -> [u8; FILE_HEADER_LEN] {
 pub(crate) fn encode_frame(frame: &Frame) -> Result<Vec<u8>, postcard::Error> {
     let plain = postcard::to_stdvec(frame)?;
     let payload = lz4_flex::block::compress_prepend_size(&plain);
-    let length = u32::try_from(payload.len()).map_err(|_| postcard::Error::SerializeBufferFull)?;
+    let length = u32::try_from(payload.len())
+        .ok()
+        .filter(|&length| length < CHECKPOINT_BIT)
+        .ok_or(postcard::Error::SerializeBufferFull)?;
+    let length = match frame {
+        Frame::Checkpoint(_) => length | CHECKPOINT_BIT,
+        _ => length,
+    };
     let mut bytes = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
     bytes.extend_from_slice(&length.to_le_bytes());
     bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());

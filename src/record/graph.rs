@@ -264,7 +264,11 @@ impl GraphFrames {
             .seek(SeekFrom::Start(entry.offset))
             .and_then(|_| self.file.read_exact(&mut header))
             .map_err(|error| format!("could not be read ({error})"))?;
-        let (length, crc) = frame_header(&header).ok_or("has no header")?;
+        let header = frame_header(&header).ok_or("has no header")?;
+        if header.checkpoint {
+            return Ok(None);
+        }
+        let (length, crc) = (header.length, header.crc);
         if length != entry.length as usize {
             return Err(format!(
                 "declares {length} bytes where the index has {}",

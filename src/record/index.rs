@@ -4,17 +4,19 @@
 //! # Algorithm
 //! Opening reads the file header (magic, version), then hops from frame header to frame
 //! header (`offset += 8 + length`): one small read per frame, no payload read, decompressed
-//! or checked. That gives every whole frame's offset, length and checksum. Then it decodes
+//! or checked. That gives every whole frame's offset, length and checksum, and which frames
+//! are checkpoints (their length word's bit, see [`super::format`]). Then it decodes
 //! only the frames it needs to say what the file holds: the header frame (the run's
 //! configuration), the first chunk (when the run starts), and the frames at the end back to
 //! the last chunk (when it ends; the final thread names, the summary and the end frame of a
 //! finished recording). Everything else is decoded when the replay reaches it
-//! ([`RecordingIndex::chunk`]), and each chunk's first and last event time and event count
-//! are kept in its entry then ([`FrameEntry::span`]), so the replay can tell which frames
-//! hold a moment it has seen before.
+//! ([`RecordingIndex::chunk`], [`RecordingIndex::checkpoint`]), and each chunk's first and
+//! last event time and event count are kept in its entry then ([`FrameEntry::span`]), so the
+//! replay can tell which frames hold a moment it has seen before.
 //!
 //! # Damage
-//! A file cut off inside a frame (a killed run) ends at its last whole frame; a frame header
+//! A file cut off inside a frame (a killed run) ends at its last whole frame (the loss says
+//! whether the cut frame was a checkpoint or events); a frame header
 //! that declares an impossible length ends the scan there (its length is unknown, so no later
 //! frame can be found); a frame whose checksum or decoding fails is left out when read and
 //! the replay goes on with the next. Each of these is kept as a sentence in
@@ -24,13 +26,13 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::format::{
-    decode_payload, Chunk, Frame, RecordedEvent, RecordingInfo, Tables, FILE_HEADER_LEN,
-    FRAME_HEADER_LEN, MAX_FRAME_BYTES,
+    decode_payload, CheckpointFrame, Chunk, Frame, RecordedEvent, RecordingInfo, Tables,
+    FILE_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_BYTES,
 };
-use super::reader::{check_file_header, chunk_events, frame_header};
+use super::reader::{check_file_header, chunk_events, frame_header, FrameHeader};
 use super::RecordError;
 
 /// How many frames at the end are decoded at most, looking for the last chunk.
@@ -44,6 +46,8 @@ pub struct FrameEntry {
     /// Its payload's length.
     pub length: u32,
     crc: u32,
+    /// Whether its header marks it a checkpoint.
+    pub checkpoint: bool,
     /// For a chunk decoded once: its first and last event time and its event count.
     pub span: Option<ChunkSpan>,
 }
@@ -80,7 +84,6 @@ pub struct ChunkData {
 #[derive(Debug)]
 pub struct RecordingIndex {
     path: String,
-    source: PathBuf,
     file: File,
     frames: Vec<FrameEntry>,
     /// The run's description.
@@ -117,7 +120,6 @@ impl RecordingIndex {
         check_file_header(&head, &shown)?;
         let mut index = RecordingIndex {
             path: shown.clone(),
-            source: path.as_ref().to_path_buf(),
             file,
             frames: Vec::new(),
             info: RecordingInfo::default(),
@@ -165,7 +167,12 @@ impl RecordingIndex {
             }
             (&self.file).seek(SeekFrom::Start(offset))?;
             (&self.file).read_exact(&mut header)?;
-            let Some((length, crc)) = frame_header(&header) else {
+            let Some(FrameHeader {
+                length,
+                crc,
+                checkpoint,
+            }) = frame_header(&header)
+            else {
                 break;
             };
             if length > MAX_FRAME_BYTES {
@@ -178,13 +185,20 @@ impl RecordingIndex {
             }
             let whole = (FRAME_HEADER_LEN + length) as u64;
             if whole > rest {
-                self.note_cut(offset, rest);
+                let what = match checkpoint {
+                    true => "a checkpoint",
+                    false => "a frame",
+                };
+                self.losses.push(format!(
+                    "the last {rest} bytes ({what} cut off after byte {offset}) are left out"
+                ));
                 break;
             }
             self.frames.push(FrameEntry {
                 offset,
                 length: length as u32,
                 crc,
+                checkpoint,
                 span: None,
             });
             offset += whole;
@@ -201,19 +215,6 @@ impl RecordingIndex {
     /// Reads and decodes frame `frame`; `Err` says why it could not be.
     fn decode(&self, frame: usize) -> Result<Frame, String> {
         decode_at(&self.file, self.frames[frame])
-    }
-
-    /// A second reader of the same frames, through its own handle on the file, for a thread
-    /// beside the replay's (each handle has its own file position).
-    pub(crate) fn frame_reader(&self) -> Result<FrameReader, RecordError> {
-        let file = File::open(&self.source).map_err(|source| RecordError::Read {
-            path: self.path.clone(),
-            source,
-        })?;
-        Ok(FrameReader {
-            file,
-            frames: self.frames.clone(),
-        })
     }
 
     fn damaged(&self, frame: usize, why: &str) -> String {
@@ -261,6 +262,9 @@ impl RecordingIndex {
     fn read_tail(&mut self) {
         let count = self.frames.len();
         for frame in (1..count).rev().take(TAIL_FRAMES) {
+            if self.frames[frame].checkpoint {
+                continue;
+            }
             match self.decode(frame) {
                 Ok(Frame::End(_)) => self.complete = true,
                 Ok(Frame::Summary(summary)) => self.summary = Some(summary),
@@ -286,6 +290,9 @@ impl RecordingIndex {
     /// of frame), with its [`span`](FrameEntry::span) noted; `Err` is the sentence saying
     /// why it is left out.
     pub fn chunk(&mut self, frame: usize) -> Result<Option<ChunkData>, String> {
+        if self.frames[frame].checkpoint {
+            return Ok(None);
+        }
         let chunk = match self.decode(frame) {
             Ok(Frame::Chunk(chunk)) => chunk_data(chunk),
             Ok(_) => return Ok(None),
@@ -301,30 +308,22 @@ impl RecordingIndex {
         });
         Ok(Some(chunk))
     }
-}
 
-/// Frames of a recording read through a handle of their own ([`RecordingIndex::frame_reader`]).
-#[derive(Debug)]
-pub(crate) struct FrameReader {
-    file: File,
-    frames: Vec<FrameEntry>,
-}
-
-impl FrameReader {
-    /// Every whole frame, as the index found them.
-    pub(crate) fn frames(&self) -> &[FrameEntry] {
-        &self.frames
+    /// Frame `frame`'s checkpoint; `Err` is the sentence saying why it is left out (it
+    /// cannot be read, or is not a checkpoint though its header says so).
+    pub(crate) fn checkpoint(&self, frame: usize) -> Result<CheckpointFrame, String> {
+        match self.decode(frame) {
+            Ok(Frame::Checkpoint(checkpoint)) => Ok(checkpoint),
+            Ok(_) => Err(self.damaged_checkpoint(frame, "is not a checkpoint")),
+            Err(why) => Err(self.damaged_checkpoint(frame, &why)),
+        }
     }
 
-    /// Frame `frame`'s content if it is a chunk (`Ok(None)`: another kind); `Err` is the
-    /// sentence saying why it is left out, as [`RecordingIndex::chunk`] words it.
-    pub(crate) fn chunk(&self, frame: usize) -> Result<Option<ChunkData>, String> {
-        let entry = self.frames[frame];
-        match decode_at(&self.file, entry) {
-            Ok(Frame::Chunk(chunk)) => Ok(Some(chunk_data(chunk))),
-            Ok(_) => Ok(None),
-            Err(why) => Err(damaged(frame, entry, &why)),
-        }
+    fn damaged_checkpoint(&self, frame: usize, why: &str) -> String {
+        format!(
+            "checkpoint frame {frame} (at byte {}) {why}: jumps restore an earlier one",
+            self.frames[frame].offset
+        )
     }
 }
 

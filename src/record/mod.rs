@@ -8,7 +8,10 @@
 //! file -> read_recording -> Recording (events + name/device/thread tables)    (reader.rs)
 //!      -> export_chrome (the profiler's own exporter)                          (export.rs)
 //!      -> compare                                                              (compare.rs)
-//! file -> RecordingIndex (frame headers only) -> Replay: Stats at a cursor (index.rs, replay.rs)
+//! recorder thread: Stats fed the same events -> checkpoint frames every so many bytes
+//!                                                                          (checkpoints.rs)
+//! file -> RecordingIndex (frame headers only) -> Replay: Stats at a cursor, from the
+//!      checkpoint before it                                    (index.rs, replay.rs)
 //! ```
 //! The format ([`mod@format`]) is a versioned header and self-contained, checksummed frames, so
 //! a run killed at any moment leaves a readable prefix and a damaged file a clear error. The
@@ -28,12 +31,12 @@ mod replay;
 pub mod replay_bench;
 mod writer;
 
-pub use checkpoints::{CHECKPOINT_BYTES, MAX_CHECKPOINTS};
+pub use checkpoints::{CHECKPOINT_BYTES, CHECKPOINT_RATIO};
 pub use export::export_chrome;
 pub use format::{RecordKind, RecordedEvent, RecordingInfo, Setting, FORMAT_VERSION};
 pub use graph::{load_graph_calls, GraphCalls, GraphObserver, GraphShape, OpRun};
 pub use reader::{parse_recording, read_recording, Ending, Recording};
-pub use replay::Replay;
+pub use replay::{OpSearch, Replay, SearchStep, RESTORE_AHEAD_BYTES};
 pub use writer::{RecordReport, Recorder};
 
 /// Errors from writing or reading a recording.

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use super::format::{
     decode_payload, Chunk, End, Frame, RecordedEvent, RecordingInfo, Runs, Tables, WireEvent,
-    FILE_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, MAGIC, MAX_FRAME_BYTES,
+    CHECKPOINT_BIT, FILE_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, MAGIC, MAX_FRAME_BYTES,
 };
 use super::graph::{GraphCalls, GraphShape, OpRun};
 use super::RecordError;
@@ -235,7 +235,12 @@ pub fn parse_recording(bytes: &[u8], path: &str) -> Result<Recording, RecordErro
                 rest.len()
             )));
         }
-        let Some((length, crc)) = frame_header(rest) else {
+        let Some(FrameHeader {
+            length,
+            crc,
+            checkpoint,
+        }) = frame_header(rest)
+        else {
             return Ok(cut_off(recording, offset, rest.len()));
         };
         if length > MAX_FRAME_BYTES {
@@ -246,6 +251,10 @@ pub fn parse_recording(bytes: &[u8], path: &str) -> Result<Recording, RecordErro
             return Ok(cut_off(recording, offset, rest.len()));
         };
         let frame = decode_payload(payload, crc).map_err(|why| corrupt(why.to_string()))?;
+        if checkpoint != matches!(frame, Frame::Checkpoint(_)) {
+            let why = "has a length word whose checkpoint bit does not match its content";
+            return Err(corrupt(why.to_string()));
+        }
         match (index, frame) {
             (0, Frame::Header(info)) => recording.info = info,
             (0, _) | (1.., Frame::Header(_)) => {
@@ -258,6 +267,8 @@ pub fn parse_recording(bytes: &[u8], path: &str) -> Result<Recording, RecordErro
             (_, Frame::End(end)) => recording.add_end(end),
             (_, Frame::Shape(shape)) => recording.graph = Some(shape),
             (_, Frame::Runs(runs)) => recording.add_runs(runs),
+            // The statistics at a point: a replay's, of nothing a whole read needs.
+            (_, Frame::Checkpoint(_)) => {}
         }
         offset += FRAME_HEADER_LEN + length;
         index += 1;
@@ -291,12 +302,25 @@ pub(super) fn check_file_header(bytes: &[u8], path: &str) -> Result<(), RecordEr
     Ok(())
 }
 
-/// A frame's payload length and checksum, if `bytes` holds its whole header.
-pub(super) fn frame_header(bytes: &[u8]) -> Option<(usize, u32)> {
+/// A frame's header: its payload's length and checksum, and whether it says it is a
+/// checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct FrameHeader {
+    pub(super) length: usize,
+    pub(super) crc: u32,
+    pub(super) checkpoint: bool,
+}
+
+/// A frame's header, if `bytes` holds it whole.
+pub(super) fn frame_header(bytes: &[u8]) -> Option<FrameHeader> {
     let header = bytes.get(..FRAME_HEADER_LEN)?;
-    let length = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+    let word = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
     let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-    Some((length as usize, crc))
+    Some(FrameHeader {
+        length: (word & !CHECKPOINT_BIT) as usize,
+        crc,
+        checkpoint: word & CHECKPOINT_BIT != 0,
+    })
 }
 
 fn cut_off(mut recording: Recording, read: usize, partial: usize) -> Recording {

@@ -16,20 +16,27 @@
 //! Forward, the replay feeds the events between the old and the new cursor: playing and
 //! stepping cost what the events in between cost. Backward, the statistics cannot be
 //! un-fed, and far forward feeding would cost every event in between, so the replay starts
-//! from a **checkpoint** (module `checkpoints`): a copy of the statistics at a chunk
-//! boundary with the latest event time fed by then (its `reach`), built by a thread of its
-//! own that folds the file once from the moment it opens. A jump to `T` restores the latest
-//! built checkpoint whose reach is at or before `T` when the cursor is after `T`, or when
-//! that checkpoint is more than one spacing ahead of the cursor, and feeds forward from
-//! there: one spacing of events at most once the builder has passed `T`.
-//! [`Replay::seek`] feeds until `T`; [`Replay::seek_within`] feeds for at most a budget (at
-//! chunk boundaries) and says whether it got there, so a dashboard frame shows the nearest
-//! state ready and the next frames go on from it. Only the chunk the cursor is in stays
-//! decoded.
+//! from a **checkpoint** the recorder wrote into the file (module `checkpoints`): the
+//! statistics after every chunk before it, and the latest event time among them (its
+//! `reach`). A jump to `T` restores the latest checkpoint whose reach is at or before `T`
+//! when the statistics are past `T`, or when that checkpoint lies more than
+//! [`RESTORE_AHEAD_BYTES`] ahead of them, and feeds forward from there: one checkpoint
+//! interval of events at most, from the moment the file opens. [`Replay::seek`] feeds until
+//! `T`; [`Replay::seek_within`] feeds for at most a budget (at chunk boundaries) and says
+//! whether it got there, so a dashboard frame shows the nearest state ready and the next
+//! frames go on from it. Only the chunk the cursor is in stays decoded.
 //!
-//! Recorded names, devices and threads get this process's ids the first time a chunk
-//! names them; threads get a thread of their recorded name (the final name when the
-//! recording has it), as the Chrome export does, so the statistics name them as live.
+//! # Ids
+//! Recorded names, devices and threads get this process's ids the first time a chunk or a
+//! restored checkpoint names them; threads get a thread of their recorded name (the final
+//! name when the recording has it), as the Chrome export does, so the statistics name them
+//! as live. A restored checkpoint's statistics carry the recording's ids and are given
+//! this process's ([`Stats::remap`]).
+//!
+//! # Searching
+//! [`Replay::search_within`] looks for the next start of an op of a name chunk after chunk
+//! from the cursor, for at most a budget per call, so the dashboard stays live on a file of
+//! any size; [`Replay::next_op`] searches to the end at once.
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
@@ -38,17 +45,21 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::profiler::spans::{self, SpanSnapshot, SpanStore};
+use crate::profiler::stats::IdMap;
 use crate::profiler::{
     DeviceId, Event, EventSink, OpName, Snapshot, Stats, StatsOptions, Summary, ThreadId,
 };
-use crate::sync::{Arc, Mutex};
 
-use super::checkpoints::{spacing_for, Checkpoint, Checkpoints};
+use super::checkpoints::{Checkpoints, CHECKPOINT_BYTES};
 use super::convert::to_event;
 use super::export::thread_named;
-use super::format::RecordKind;
+use super::format::{CheckpointFrame, RecordKind, Tables};
 use super::index::{ChunkData, RecordingIndex};
 use super::RecordError;
+
+/// Frame bytes a checkpoint must lie ahead of the statistics for a forward jump to restore
+/// it rather than feed up to it (decoding a checkpoint costs about what feeding this does).
+pub const RESTORE_AHEAD_BYTES: u64 = CHECKPOINT_BYTES / 4;
 
 /// Where the statistics are: every frame before `frame` fed, and of `frame` the events at
 /// or before `upto` (`None`: none of it).
@@ -58,7 +69,7 @@ struct Position {
     upto: Option<u64>,
 }
 
-/// This process's ids for the recording's (shared by the replay and its checkpoint builder).
+/// This process's ids for the recording's.
 #[derive(Debug, Default)]
 pub(super) struct Ids {
     names: HashMap<u32, (OpName, String)>,
@@ -69,17 +80,34 @@ pub(super) struct Ids {
 
 impl Ids {
     fn learn(&mut self, chunk: &ChunkData) -> Result<(), RecordError> {
-        for (id, text) in &chunk.names {
+        self.learn_entries(&chunk.names, &chunk.devices, &chunk.threads)
+    }
+
+    fn learn_tables(&mut self, tables: &Tables) -> Result<(), RecordError> {
+        self.learn_entries(&tables.names, &tables.devices, &tables.threads)
+    }
+
+    fn learn_names(&mut self, names: &[(u32, String)]) {
+        for (id, text) in names {
             self.names
                 .entry(*id)
                 .or_insert_with(|| (OpName::new(text), text.clone()));
         }
-        for (id, text) in &chunk.devices {
+    }
+
+    fn learn_entries(
+        &mut self,
+        names: &[(u32, String)],
+        devices: &[(u16, String)],
+        threads: &[(u32, String)],
+    ) -> Result<(), RecordError> {
+        self.learn_names(names);
+        for (id, text) in devices {
             self.devices
                 .entry(*id)
                 .or_insert_with(|| DeviceId::register(text));
         }
-        for (id, text) in &chunk.threads {
+        for (id, text) in threads {
             if !self.threads.contains_key(id) {
                 let name = self.final_threads.get(id).unwrap_or(text);
                 self.threads.insert(*id, thread_named(name)?);
@@ -88,21 +116,21 @@ impl Ids {
         Ok(())
     }
 
-    fn name(&mut self, id: u32) -> OpName {
+    fn name_of(&mut self, id: u32) -> OpName {
         self.names
             .entry(id)
             .or_insert_with(|| (OpName::new("unknown"), "unknown".into()))
             .0
     }
 
-    fn device(&mut self, id: u16) -> DeviceId {
+    fn device_of(&mut self, id: u16) -> DeviceId {
         *self
             .devices
             .entry(id)
             .or_insert_with(|| DeviceId::register("unknown"))
     }
 
-    fn thread(&mut self, id: u32) -> Result<ThreadId, RecordError> {
+    fn thread_of(&mut self, id: u32) -> Result<ThreadId, RecordError> {
         if let Some(&thread) = self.threads.get(&id) {
             return Ok(thread);
         }
@@ -112,17 +140,32 @@ impl Ids {
     }
 }
 
+impl IdMap for Ids {
+    fn name(&mut self, name: OpName) -> OpName {
+        self.name_of(name.id())
+    }
+
+    fn device(&mut self, device: DeviceId) -> DeviceId {
+        self.device_of(device.id())
+    }
+
+    /// Every thread of a restored checkpoint is learned before its statistics are remapped
+    /// (naming one may fail, which this cannot say), so each is found here.
+    fn thread(&mut self, thread: ThreadId) -> ThreadId {
+        self.threads.get(&thread.id()).copied().unwrap_or(thread)
+    }
+}
+
 /// Learns `chunk`'s tables and appends to `batch` its events after `after` (`None`: all)
 /// and at or before `target`, in file order, with this process's ids; returns the chunk's
 /// latest event time (0: no event).
-pub(super) fn resolve(
-    ids: &Mutex<Ids>,
+fn resolve(
+    ids: &mut Ids,
     chunk: &ChunkData,
     after: Option<u64>,
     target: u64,
     batch: &mut Vec<Event>,
 ) -> Result<u64, RecordError> {
-    let mut ids = ids.lock();
     ids.learn(chunk)?;
     let mut last = 0;
     for event in &chunk.events {
@@ -130,14 +173,46 @@ pub(super) fn resolve(
         let fresh = after.is_none_or(|upto| event.ts_ns > upto);
         if fresh && event.ts_ns <= target {
             let resolved = (
-                ids.name(event.name),
-                ids.device(event.device),
-                ids.thread(event.thread)?,
+                ids.name_of(event.name),
+                ids.device_of(event.device),
+                ids.thread_of(event.thread)?,
             );
             batch.push(to_event(event, resolved));
         }
     }
     Ok(last)
+}
+
+/// A search for the next start of an op whose name holds a text, made a slice at a time
+/// ([`Replay::search_within`]).
+#[derive(Debug)]
+pub struct OpSearch {
+    /// The text, lowercase.
+    query: String,
+    /// Op starts at or before this are passed by.
+    after_ns: u64,
+    /// The next frame to look through.
+    frame: usize,
+    /// Whether each recorded name id holds the text, once seen.
+    matches: HashMap<u32, bool>,
+}
+
+impl OpSearch {
+    /// The text searched for, as typed.
+    pub fn query(&self) -> &str {
+        &self.query
+    }
+}
+
+/// Where a search stands after a slice.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SearchStep {
+    /// The op starts then (ns since the recording's epoch).
+    Found(u64),
+    /// No op of the name starts after the cursor.
+    Missing,
+    /// Not done: the share of the file looked through, 0 to 1.
+    Searching(f64),
 }
 
 /// A recording being replayed: a cursor in its run, and the statistics at the cursor.
@@ -161,7 +236,7 @@ pub(super) fn resolve(
 #[derive(Debug)]
 pub struct Replay {
     index: RecordingIndex,
-    ids: Arc<Mutex<Ids>>,
+    ids: Ids,
     stats: Stats,
     /// The op spans fed since the last restore, for the timeline (see [`Replay::spans`]).
     spans: SpanStore,
@@ -169,8 +244,8 @@ pub struct Replay {
     cursor_ns: u64,
     reach_ns: u64,
     checkpoints: Checkpoints,
-    /// Frame bytes between two checkpoints.
-    spacing: u64,
+    /// Checkpoints restored so far.
+    restores: u64,
     /// The chunk the cursor is in, decoded.
     current: Option<(usize, Rc<ChunkData>)>,
     /// Frames found damaged while replaying, and why.
@@ -180,26 +255,28 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// Opens the recording at `path` with the cursor at its first event, and starts building
-    /// its checkpoints in the background.
+    /// Opens the recording at `path` with the cursor at its first event.
     pub fn open(path: impl AsRef<Path>) -> Result<Replay, RecordError> {
-        Replay::open_spaced(path, None)
+        Replay::open_with(path, true)
     }
 
-    /// [`Replay::open`] with checkpoints every `spacing` frame bytes (`None`: the default,
-    /// [`spacing_for`] the file).
-    pub(crate) fn open_spaced(
-        path: impl AsRef<Path>,
-        spacing: Option<u64>,
-    ) -> Result<Replay, RecordError> {
+    /// [`Replay::open`] with the file's checkpoints left unused: every jump back feeds from
+    /// the first event (what the checkpoints are checked against).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn open_from_start(path: impl AsRef<Path>) -> Result<Replay, RecordError> {
+        Replay::open_with(path, false)
+    }
+
+    fn open_with(path: impl AsRef<Path>, checkpoints: bool) -> Result<Replay, RecordError> {
         let index = RecordingIndex::open(path)?;
-        let frame_bytes = index.frames().iter().map(|f| u64::from(f.length)).sum();
-        let spacing = spacing.unwrap_or_else(|| spacing_for(frame_bytes));
-        let ids = Arc::new(Mutex::new(Ids {
+        let ids = Ids {
             final_threads: index.final_threads.iter().cloned().collect(),
             ..Ids::default()
-        }));
-        let checkpoints = Checkpoints::start(index.frame_reader()?, ids.clone(), spacing)?;
+        };
+        let checkpoints = match checkpoints {
+            true => Checkpoints::of(&index),
+            false => Checkpoints::none(),
+        };
         let mut replay = Replay {
             cursor_ns: index.first_ns.unwrap_or(0),
             index,
@@ -210,7 +287,7 @@ impl Replay {
             },
             reach_ns: 0,
             checkpoints,
-            spacing,
+            restores: 0,
             stats: Stats::new(StatsOptions::default()),
             spans: SpanStore::new(spans::DEFAULT_CAPACITY),
             current: None,
@@ -244,35 +321,21 @@ impl Replay {
         self.cursor_ns
     }
 
-    /// Frame bytes between two checkpoints.
-    pub fn spacing(&self) -> u64 {
-        self.spacing
-    }
-
-    /// Checkpoints built so far.
+    /// The checkpoints the file holds (used by this replay).
     pub fn checkpoints(&self) -> usize {
-        self.checkpoints.ready()
+        self.checkpoints.len()
     }
 
-    /// The share of the file the checkpoint builder has folded, 0 to 1.
-    pub fn checkpoints_built(&self) -> f64 {
-        self.checkpoints.built()
+    /// Checkpoints restored so far (jumps that started from one).
+    pub fn restores(&self) -> u64 {
+        self.restores
     }
 
-    /// Waits until every checkpoint is built.
-    pub fn wait_for_checkpoints(&self) {
-        self.checkpoints.wait_built();
-    }
-
-    /// What could not be read: the index's losses, then the damaged frames met so far (by
-    /// the replay or its checkpoint builder).
+    /// What could not be read: the index's losses, then the damaged frames and checkpoints
+    /// met so far.
     pub fn losses(&self) -> Vec<String> {
         let mut damaged = self.damaged.clone();
-        for (frame, why) in self.checkpoints.damaged() {
-            if !damaged.iter().any(|(seen, _)| *seen == frame) {
-                damaged.push((frame, why));
-            }
-        }
+        damaged.extend(self.checkpoints.damaged().iter().cloned());
         damaged.sort_by_key(|(frame, _)| *frame);
         let mut losses = self.index.losses.clone();
         losses.extend(damaged.into_iter().map(|(_, why)| why));
@@ -286,7 +349,7 @@ impl Replay {
 
     /// The op spans that ended by the cursor, for the op-by-op timeline: those fed since the
     /// statistics were last restored from a checkpoint (a jump restores the checkpoint at or
-    /// before its target, at most one checkpoint spacing of events back), up to the store's
+    /// before its target, at most one checkpoint interval of events back), up to the store's
     /// capacity.
     pub fn spans(&self) -> SpanSnapshot {
         self.spans.snapshot()
@@ -300,7 +363,7 @@ impl Replay {
     /// Moves the cursor to `target_ns` (clamped to the run) and the statistics with it.
     pub fn seek(&mut self, target_ns: u64) -> Result<(), RecordError> {
         let target = target_ns.clamp(self.start_ns(), self.end_ns());
-        self.start_toward(target);
+        self.start_toward(target)?;
         self.feed_until(target, None)?;
         self.cursor_ns = target;
         Ok(())
@@ -311,10 +374,10 @@ impl Replay {
     /// `false` when the cursor stopped short, at the nearest state ready, and a next call
     /// goes on from there.
     pub fn seek_within(&mut self, target_ns: u64, budget: Duration) -> Result<bool, RecordError> {
-        let deadline = Instant::now() + budget;
+        let deadline = Instant::now().checked_add(budget);
         let target = target_ns.clamp(self.start_ns(), self.end_ns());
-        self.start_toward(target);
-        let reached = self.feed_until(target, Some(deadline))?;
+        self.start_toward(target)?;
+        let reached = self.feed_until(target, deadline)?;
         self.cursor_ns = match reached {
             true => target,
             false => self.reach_ns.clamp(self.start_ns(), target),
@@ -325,39 +388,82 @@ impl Replay {
     /// Feeds every event left (also any after the last chunk's latest) and puts the cursor
     /// at the end: the state the live run ended with.
     pub fn seek_to_end(&mut self) -> Result<(), RecordError> {
-        self.start_toward(u64::MAX);
+        self.start_toward(u64::MAX)?;
         self.feed_until(u64::MAX, None)?;
         self.cursor_ns = self.end_ns().max(self.reach_ns);
         Ok(())
     }
 
-    /// The start time of the first op after the cursor whose name holds `query` (any case),
-    /// if there is one.
-    pub fn next_op(&mut self, query: &str) -> Result<Option<u64>, RecordError> {
-        let query = query.to_lowercase();
-        for frame in self.at.frame..self.index.frames().len() {
-            let Ok(Some(chunk)) = self.chunk(frame) else {
-                continue;
-            };
-            let mut ids = self.ids.lock();
-            ids.learn(&chunk)?;
-            let names = &ids.names;
-            let found = chunk
-                .events
-                .iter()
-                .filter(|event| event.kind == RecordKind::OpStart && event.ts_ns > self.cursor_ns)
-                .filter(|event| {
-                    names
-                        .get(&event.name)
-                        .is_some_and(|(_, text)| text.to_lowercase().contains(&query))
-                })
-                .map(|event| event.ts_ns)
-                .min();
-            if found.is_some() {
-                return Ok(found);
+    /// A search for the next start of an op whose name holds `query` (any case), after the
+    /// cursor; [`search_within`](Replay::search_within) makes it.
+    pub fn search_op(&self, query: &str) -> OpSearch {
+        OpSearch {
+            query: query.to_lowercase(),
+            after_ns: self.cursor_ns,
+            frame: self.at.frame,
+            matches: HashMap::new(),
+        }
+    }
+
+    /// Goes on with `search` for about `budget` at most (whole chunks, at least one): in the
+    /// first chunk from the cursor's that holds a start of a matching op after the cursor,
+    /// the earliest such start.
+    pub fn search_within(&mut self, search: &mut OpSearch, budget: Duration) -> SearchStep {
+        let deadline = Instant::now().checked_add(budget);
+        let frames = self.index.frames().len();
+        while search.frame < frames {
+            let frame = search.frame;
+            search.frame += 1;
+            if let Some(found) = self.search_chunk(search, frame) {
+                return SearchStep::Found(found);
+            }
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return SearchStep::Searching(search.frame as f64 / frames as f64);
             }
         }
-        Ok(None)
+        SearchStep::Missing
+    }
+
+    /// The start time of the next op after the cursor whose name holds `query` (any case),
+    /// searched to the end at once (see [`search_within`](Replay::search_within)).
+    pub fn next_op(&mut self, query: &str) -> Option<u64> {
+        let mut search = self.search_op(query);
+        loop {
+            match self.search_within(&mut search, Duration::MAX) {
+                SearchStep::Found(at) => return Some(at),
+                SearchStep::Missing => return None,
+                SearchStep::Searching(_) => {}
+            }
+        }
+    }
+
+    /// The earliest matching op start after the search's time in chunk `frame`.
+    fn search_chunk(&mut self, search: &mut OpSearch, frame: usize) -> Option<u64> {
+        let chunk = match &self.current {
+            Some((held, chunk)) if *held == frame => chunk.clone(),
+            _ => Rc::new(self.index.chunk(frame).ok()??),
+        };
+        self.ids.learn_names(&chunk.names);
+        let names = &self.ids.names;
+        let OpSearch {
+            query,
+            after_ns,
+            matches,
+            ..
+        } = search;
+        chunk
+            .events
+            .iter()
+            .filter(|event| event.kind == RecordKind::OpStart && event.ts_ns > *after_ns)
+            .filter(|event| {
+                *matches.entry(event.name).or_insert_with(|| {
+                    names
+                        .get(&event.name)
+                        .is_some_and(|(_, text)| text.to_lowercase().contains(query.as_str()))
+                })
+            })
+            .map(|event| event.ts_ns)
+            .min()
     }
 
     /// Whether feeding forward from where the statistics are reaches the state at `target`:
@@ -367,23 +473,81 @@ impl Replay {
     }
 
     /// Restores the best checkpoint for `target` when feeding from it is needed (the
-    /// statistics are past the target) or saves more than a spacing of feeding.
-    fn start_toward(&mut self, target: u64) {
-        let checkpoint = self.checkpoints.best(target);
-        let frames = self.index.frames();
-        let offset = |frame: usize| frames.get(frame).map_or(u64::MAX, |entry| entry.offset);
-        let ahead = offset(checkpoint.frame).saturating_sub(offset(self.at.frame));
-        if !self.can_feed_to(target) || (checkpoint.frame > self.at.frame && ahead > self.spacing) {
-            self.restore(&checkpoint);
+    /// statistics are past the target) or saves feeding more than [`RESTORE_AHEAD_BYTES`].
+    fn start_toward(&mut self, target: u64) -> Result<(), RecordError> {
+        let feedable = self.can_feed_to(target);
+        loop {
+            let Some(k) = self.checkpoints.best(&self.index, target) else {
+                if !feedable {
+                    self.restart();
+                }
+                return Ok(());
+            };
+            let frame = self.checkpoints.frame(k);
+            if feedable && !self.far_ahead(frame) {
+                return Ok(());
+            }
+            let Some(checkpoint) = self.checkpoints.load(&self.index, k) else {
+                continue; // marked damaged: the next search passes it by
+            };
+            match self.restore(frame, &checkpoint)? {
+                Ok(()) => return Ok(()),
+                Err(why) => self.checkpoints.mark_damaged(frame, why),
+            }
         }
     }
 
-    fn restore(&mut self, checkpoint: &Checkpoint) {
-        self.stats = checkpoint.stats.clone();
+    /// Whether frame `frame` lies more than [`RESTORE_AHEAD_BYTES`] ahead of the position.
+    fn far_ahead(&self, frame: usize) -> bool {
+        let frames = self.index.frames();
+        match frames.get(self.at.frame) {
+            Some(at) => frames[frame].offset > at.offset + RESTORE_AHEAD_BYTES,
+            None => false,
+        }
+    }
+
+    /// The statistics of the checkpoint at frame `frame`, under this process's ids; the
+    /// inner `Err` says why the checkpoint cannot be used.
+    fn restore(
+        &mut self,
+        frame: usize,
+        checkpoint: &CheckpointFrame,
+    ) -> Result<Result<(), String>, RecordError> {
+        let offset = self.index.frames()[frame].offset;
+        let unusable = |why: &str| {
+            Ok(Err(format!(
+                "checkpoint frame {frame} (at byte {offset}) {why}: jumps restore an earlier one"
+            )))
+        };
+        let Ok(mut stats) = postcard::from_bytes::<Stats>(&checkpoint.stats) else {
+            return unusable("holds statistics that do not decode");
+        };
+        if !stats.is_well_formed() {
+            return unusable("holds statistics that do not hold together");
+        }
+        self.ids.learn_tables(&checkpoint.tables)?;
+        for thread in stats.thread_ids() {
+            self.ids.thread_of(thread.id())?;
+        }
+        stats.remap(&mut self.ids);
+        self.stats = stats;
         self.spans = SpanStore::new(spans::DEFAULT_CAPACITY);
         self.reach_ns = checkpoint.reach_ns;
         self.at = Position {
-            frame: checkpoint.frame,
+            frame: frame + 1,
+            upto: None,
+        };
+        self.restores += 1;
+        Ok(Ok(()))
+    }
+
+    /// Empty statistics before the first chunk.
+    fn restart(&mut self) {
+        self.stats = Stats::new(StatsOptions::default());
+        self.spans = SpanStore::new(spans::DEFAULT_CAPACITY);
+        self.reach_ns = 0;
+        self.at = Position {
+            frame: 1,
             upto: None,
         };
     }
@@ -422,7 +586,7 @@ impl Replay {
         };
         let mut batch = std::mem::take(&mut self.batch);
         batch.clear();
-        let last = resolve(&self.ids, &chunk, self.at.upto, target, &mut batch)?;
+        let last = resolve(&mut self.ids, &chunk, self.at.upto, target, &mut batch)?;
         for event in &batch {
             self.stats.ingest(event);
         }
@@ -468,8 +632,10 @@ impl Replay {
 mod tests {
     use super::*;
     use crate::profiler::{Event, EventKind, OpInfo, Profiler, ProfilerOptions};
+    use crate::record::format::FRAME_HEADER_LEN;
+    use crate::record::replay_bench::write_synthetic_with;
     use crate::record::tests::{record_synthetic, scratch, Synthetic};
-    use crate::record::{Recorder, RecordingInfo};
+    use crate::record::{read_recording, RecordReport, Recorder, RecordingInfo};
 
     const OPS: &[(&str, u64)] = &[("rp-gemm", 300), ("rp-relu", 40), ("rp-sgd", 120)];
 
@@ -532,10 +698,11 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
     }
 
-    /// A synthetic recording of many chunks (8 threads, 16,384 events a chunk).
-    fn chunked(name: &str, bytes: u64) -> std::path::PathBuf {
+    /// A synthetic recording of many chunks (8 threads, 16,384 events a chunk), with the
+    /// recorder's checkpoints every `checkpoint_bytes` of frames at least.
+    fn chunked(name: &str, bytes: u64, checkpoint_bytes: u64) -> std::path::PathBuf {
         let path = scratch(name);
-        crate::record::replay_bench::write_synthetic(&path, bytes).unwrap();
+        write_synthetic_with(&path, bytes, checkpoint_bytes).unwrap();
         path
     }
 
@@ -556,11 +723,11 @@ mod tests {
         format!("{snapshot:?}")
     }
 
-    /// The state at `target` folded from the first event (no checkpoint but the first).
+    /// The state at `target` folded from the first event (no checkpoint).
     fn folded(path: &std::path::Path, target: u64) -> String {
-        let mut fold = Replay::open_spaced(path, Some(u64::MAX)).unwrap();
+        let mut fold = Replay::open_from_start(path).unwrap();
         fold.seek(target).unwrap();
-        assert_eq!(fold.checkpoints(), 1);
+        assert_eq!(fold.restores(), 0);
         state(&mut fold)
     }
 
@@ -574,11 +741,12 @@ mod tests {
     }
 
     /// A real recording (a profiler's events through the recorder) of several chunks: ops of
-    /// three names, drained batch by batch.
-    fn real(name: &str) -> std::path::PathBuf {
+    /// three names, drained batch by batch, checkpoints every `checkpoint_bytes` at least.
+    fn real(name: &str, checkpoint_bytes: u64) -> (std::path::PathBuf, RecordReport) {
         let path = scratch(name);
         let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
-        let recorder = Recorder::start(&path, &profiler, RecordingInfo::default()).unwrap();
+        let info = RecordingInfo::default();
+        let recorder = Recorder::start_with(&path, &profiler, info, checkpoint_bytes).unwrap();
         let device = DeviceId::register("rp-real-cpu");
         let names = ["rp-real-a", "rp-real-b", "rp-real-c"].map(OpName::new);
         for id in 0..60_000u64 {
@@ -593,37 +761,84 @@ mod tests {
             }
         }
         profiler.flush();
-        recorder.finish(&profiler, None).unwrap();
-        path
+        let report = recorder.finish(&profiler, None).unwrap();
+        (path, report)
     }
 
-    /// Over a real recording, jumps in any order land where folding from the first event
-    /// lands, whichever checkpoint they start from.
+    /// Over a real recording, jumps in any order, each restoring the recorder's checkpoint
+    /// before it, land where folding from the first event lands.
     #[test]
     fn a_state_reached_through_checkpoints_is_the_state_folded_from_the_start() {
-        let path = real("replay-checkpoints");
-        let mut jumping = Replay::open_spaced(&path, Some(1)).unwrap();
-        jumping.wait_for_checkpoints();
-        let frames = jumping.index().frames().len();
-        assert!(frames >= 6, "{frames} frames");
+        let (path, report) = real("replay-checkpoints", 1);
+        let mut jumping = Replay::open(&path).unwrap();
+        assert!(jumping.checkpoints() >= 5, "{}", jumping.checkpoints());
+        assert_eq!(jumping.checkpoints() as u64, report.checkpoints);
         assert!(
-            jumping.checkpoints() >= frames - 1,
-            "{}",
-            jumping.checkpoints()
+            report.checkpoint_bytes * 8 < report.bytes,
+            "checkpoints {} of {} bytes",
+            report.checkpoint_bytes,
+            report.bytes
         );
         for target in moments(&jumping, 12) {
             jumping.seek(target).unwrap();
             assert_eq!(state(&mut jumping), folded(&path, target), "at {target}");
         }
+        assert!(jumping.restores() >= 3, "{} restores", jumping.restores());
+        assert!(jumping.losses().is_empty(), "{:?}", jumping.losses());
         std::fs::remove_file(&path).unwrap();
     }
 
-    /// The cursor moved forward, back and forward again, while the checkpoints are still
-    /// being built, shows what folding straight there shows.
+    /// The most frames between two checkpoints (or the first one and the file's start).
+    fn widest_interval(index: &RecordingIndex) -> usize {
+        let mut last = 0;
+        let mut widest = 0;
+        for (frame, entry) in index.frames().iter().enumerate() {
+            if entry.checkpoint {
+                widest = widest.max(frame - last);
+                last = frame;
+            }
+        }
+        widest.max(index.frames().len() - last)
+    }
+
+    /// Right after opening, a jump to nine tenths of the run restores the checkpoint before
+    /// it and feeds no more than one checkpoint interval of frames (a frame a call here).
+    #[test]
+    fn a_far_jump_right_after_opening_feeds_one_interval_at_most() {
+        let path = chunked("replay-far", 4_000_000, 100_000);
+        let mut replay = Replay::open(&path).unwrap();
+        let frames = replay.index().frames().len();
+        let widest = widest_interval(replay.index());
+        assert!(
+            replay.checkpoints() >= 3 && widest * 3 < frames,
+            "{widest} of {frames}"
+        );
+        let target = replay.start_ns() + (replay.end_ns() - replay.start_ns()) / 10 * 9;
+        let mut calls = 1;
+        while !replay.seek_within(target, Duration::ZERO).unwrap() {
+            calls += 1;
+        }
+        assert!(
+            calls <= widest,
+            "{calls} calls, {widest} frames between checkpoints, from {:?} to {:?}",
+            replay
+                .index()
+                .frames()
+                .iter()
+                .position(|entry| entry.checkpoint),
+            replay.at
+        );
+        assert_eq!(replay.restores(), 1);
+        assert_eq!(state(&mut replay), folded(&path, target));
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// The cursor moved forward, back and forward again shows what folding straight there
+    /// shows.
     #[test]
     fn any_path_to_a_moment_gives_the_same_statistics() {
-        let path = chunked("replay-paths", 1_000_000);
-        let mut wandering = Replay::open_spaced(&path, Some(100_000)).unwrap();
+        let path = chunked("replay-paths", 1_000_000, 100_000);
+        let mut wandering = Replay::open(&path).unwrap();
         let (start, end) = (wandering.start_ns(), wandering.end_ns());
         let moments: Vec<u64> = (0..=10).map(|k| start + (end - start) * k / 10).collect();
         for &target in moments
@@ -635,8 +850,7 @@ mod tests {
             wandering.seek(target).unwrap();
             assert_eq!(state(&mut wandering), folded(&path, target), "at {target}");
         }
-        wandering.wait_for_checkpoints();
-        assert!(wandering.checkpoints() > 3, "{}", wandering.checkpoints());
+        assert!(wandering.restores() > 3, "{}", wandering.restores());
         wandering.seek_to_end().unwrap();
         let all = ops(&mut wandering);
         wandering.seek(moments[5]).unwrap();
@@ -652,8 +866,8 @@ mod tests {
     /// target; the calls get to the state a whole jump gets to.
     #[test]
     fn a_jump_in_budgeted_steps_gets_where_a_whole_jump_does() {
-        let path = chunked("replay-budget", 600_000);
-        let mut stepping = Replay::open_spaced(&path, Some(u64::MAX)).unwrap();
+        let path = chunked("replay-budget", 600_000, CHECKPOINT_BYTES);
+        let mut stepping = Replay::open_from_start(&path).unwrap();
         let target = stepping.end_ns() - (stepping.end_ns() - stepping.start_ns()) / 4;
         let mut calls = 0;
         let mut shown = stepping.cursor_ns();
@@ -673,37 +887,81 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
     }
 
-    /// A chunk damaged in the middle: the checkpoint builder names it before the cursor gets
-    /// there, and jumps past it land where folding past it does.
-    #[test]
-    fn a_corrupt_chunk_is_named_and_skipped_by_jumps_and_checkpoints() {
-        let path = chunked("replay-corrupt", 600_000);
-        let index = RecordingIndex::open(&path).unwrap();
-        let middle = index.frames().len() / 2;
-        let entry = index.frames()[middle];
+    /// Flips a byte inside the payload of frame `frame` of the file at `path`; returns the
+    /// frame's offset.
+    fn damage(path: &std::path::Path, frame: usize) -> u64 {
+        let index = RecordingIndex::open(path).unwrap();
+        let entry = index.frames()[frame];
         drop(index);
-        let mut bytes = std::fs::read(&path).unwrap();
-        bytes[entry.offset as usize + super::super::format::FRAME_HEADER_LEN + 9] ^= 0x5a;
-        std::fs::write(&path, &bytes).unwrap();
-        let mut replay = Replay::open_spaced(&path, Some(1)).unwrap();
-        replay.wait_for_checkpoints();
-        let losses = replay.losses().join("; ");
+        let mut bytes = std::fs::read(path).unwrap();
+        bytes[entry.offset as usize + FRAME_HEADER_LEN + 9] ^= 0x5a;
+        std::fs::write(path, &bytes).unwrap();
+        entry.offset
+    }
+
+    /// A chunk damaged in the middle: a replay feeding through it names it and goes on; a
+    /// jump past the checkpoint after it loses nothing (the checkpoint holds its events).
+    #[test]
+    fn a_corrupt_chunk_is_named_when_fed_and_a_checkpoint_after_it_holds_its_events() {
+        let path = chunked("replay-corrupt", 800_000, 100_000);
+        let mut whole = Replay::open_from_start(&path).unwrap();
+        whole.seek_to_end().unwrap();
+        let all = ops(&mut whole);
+        let index = RecordingIndex::open(&path).unwrap();
+        let middle = (index.frames().len() / 2..)
+            .find(|&frame| !index.frames()[frame].checkpoint)
+            .unwrap();
+        let after = (middle..index.frames().len()).any(|frame| index.frames()[frame].checkpoint);
+        assert!(after, "a checkpoint follows frame {middle}");
+        drop(index);
+        let offset = damage(&path, middle);
+        let mut fed = Replay::open_from_start(&path).unwrap();
+        fed.seek_to_end().unwrap();
+        let losses = fed.losses().join("; ");
         assert!(
-            losses.contains(&format!("frame {middle} (at byte {})", entry.offset))
+            losses.contains(&format!("frame {middle} (at byte {offset})"))
                 && losses.contains("left out"),
             "{losses}"
         );
-        for target in moments(&replay, 6) {
+        assert!(ops(&mut fed) < all);
+        let mut jumping = Replay::open(&path).unwrap();
+        jumping.seek_to_end().unwrap();
+        assert_eq!(ops(&mut jumping), all);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A damaged checkpoint is named when a jump meets it, and the jump restores the one
+    /// before: every moment still shows what folding from the start shows.
+    #[test]
+    fn a_damaged_checkpoint_is_named_and_jumps_restore_an_earlier_one() {
+        let path = chunked("replay-bad-checkpoint", 1_200_000, 100_000);
+        let index = RecordingIndex::open(&path).unwrap();
+        let checkpoints: Vec<usize> = (0..index.frames().len())
+            .filter(|&frame| index.frames()[frame].checkpoint)
+            .collect();
+        assert!(checkpoints.len() >= 3, "{checkpoints:?}");
+        let bad = checkpoints[checkpoints.len() / 2];
+        let reach = index.checkpoint(bad).unwrap().reach_ns;
+        drop(index);
+        let offset = damage(&path, bad);
+        let mut replay = Replay::open(&path).unwrap();
+        for target in [reach, reach + 1].into_iter().chain(moments(&replay, 6)) {
             replay.seek(target).unwrap();
             assert_eq!(state(&mut replay), folded(&path, target), "at {target}");
         }
-        assert_eq!(replay.losses().len(), 1, "{:?}", replay.losses());
+        let losses = replay.losses().join("; ");
+        assert!(
+            losses.contains(&format!("checkpoint frame {bad} (at byte {offset})"))
+                && losses.contains("restore an earlier one"),
+            "{losses}"
+        );
+        assert!(replay.restores() > 0);
         std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
     fn a_cut_off_recording_replays_its_prefix_and_says_what_it_lost() {
-        let path = chunked("replay-cut", 400_000);
+        let path = chunked("replay-cut", 400_000, CHECKPOINT_BYTES);
         let mut whole = Replay::open(&path).unwrap();
         whole.seek_to_end().unwrap();
         let all = ops(&mut whole);
@@ -721,17 +979,101 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
     }
 
+    /// A file cut inside a checkpoint (a run killed while it was written) replays its
+    /// prefix through the checkpoints before the cut, and says a checkpoint was cut off.
+    #[test]
+    fn a_recording_cut_inside_a_checkpoint_replays_its_prefix_and_says_so() {
+        let path = chunked("replay-cut-checkpoint", 1_200_000, 100_000);
+        let index = RecordingIndex::open(&path).unwrap();
+        let checkpoints: Vec<usize> = (0..index.frames().len())
+            .filter(|&frame| index.frames()[frame].checkpoint)
+            .collect();
+        assert!(checkpoints.len() >= 3, "{checkpoints:?}");
+        let entry = index.frames()[checkpoints[checkpoints.len() - 1]];
+        drop(index);
+        let bytes = std::fs::read(&path).unwrap();
+        let cut_at = entry.offset as usize + FRAME_HEADER_LEN + entry.length as usize / 2;
+        std::fs::write(&path, &bytes[..cut_at]).unwrap();
+        let mut cut = Replay::open(&path).unwrap();
+        let losses = cut.losses().join("; ");
+        assert!(
+            losses.contains(&format!("a checkpoint cut off after byte {}", entry.offset))
+                && losses.contains("no end frame"),
+            "{losses}"
+        );
+        assert_eq!(cut.checkpoints(), checkpoints.len() - 1);
+        for target in moments(&cut, 8) {
+            cut.seek(target).unwrap();
+            assert_eq!(state(&mut cut), folded(&path, target), "at {target}");
+        }
+        assert!(cut.restores() > 0);
+        cut.seek_to_end().unwrap();
+        assert!(ops(&mut cut) > 0);
+        std::fs::remove_file(&path).unwrap();
+    }
+
     #[test]
     fn the_next_op_of_a_name_is_found_after_the_cursor() {
         let path = synthetic("replay-next-op", 50);
         let mut replay = Replay::open(&path).unwrap();
-        let first = replay.next_op("RP-SGD").unwrap().unwrap();
+        let first = replay.next_op("RP-SGD").unwrap();
         // The first sgd starts after a gemm (300 us) and a relu (40 us), 500 ns apart each.
         assert_eq!(first, replay.start_ns() + 341_000);
         replay.seek(first).unwrap();
-        let second = replay.next_op("sgd").unwrap().unwrap();
+        let second = replay.next_op("sgd").unwrap();
         assert_eq!(second - first, 461_500);
-        assert_eq!(replay.next_op("no-such-op").unwrap(), None);
+        assert_eq!(replay.next_op("no-such-op"), None);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// The next op of a name after `after` by a plain scan of the file's chunks in order:
+    /// in the first chunk holding a start of a matching op after `after`, the earliest.
+    fn scanned(path: &std::path::Path, after: u64, query: &str) -> Option<u64> {
+        let names = read_recording(path).unwrap();
+        let mut index = RecordingIndex::open(path).unwrap();
+        let query = query.to_lowercase();
+        (1..index.frames().len()).find_map(|frame| {
+            let chunk = index.chunk(frame).ok()??;
+            chunk
+                .events
+                .iter()
+                .filter(|event| event.kind == RecordKind::OpStart && event.ts_ns > after)
+                .filter(|event| names.name(event.name).to_lowercase().contains(&query))
+                .map(|event| event.ts_ns)
+                .min()
+        })
+    }
+
+    /// `o`'s search, a chunk a slice, finds at every cursor what a plain scan finds.
+    #[test]
+    fn a_search_in_slices_finds_the_op_a_plain_scan_finds() {
+        let path = chunked("replay-search", 1_500_000, CHECKPOINT_BYTES);
+        let mut replay = Replay::open(&path).unwrap();
+        let mut slices_seen = 0;
+        for target in moments(&replay, 5) {
+            replay.seek(target).unwrap();
+            for query in ["bench-op-7", "OP-3", "no-such-op"] {
+                let mut search = replay.search_op(query);
+                let found = loop {
+                    match replay.search_within(&mut search, Duration::ZERO) {
+                        SearchStep::Searching(done) => {
+                            assert!((0.0..=1.0).contains(&done), "{done}");
+                            slices_seen += 1;
+                        }
+                        SearchStep::Found(at) => break Some(at),
+                        SearchStep::Missing => break None,
+                    }
+                };
+                let expected = scanned(&path, replay.cursor_ns(), query);
+                assert_eq!(found, expected, "`{query}` after {target}");
+                if query == "no-such-op" {
+                    assert_eq!(found, None);
+                } else if target < replay.end_ns() - 10_000_000 {
+                    assert!(found.is_some(), "`{query}` after {target}");
+                }
+            }
+        }
+        assert!(slices_seen > 10, "{slices_seen} slices");
         std::fs::remove_file(&path).unwrap();
     }
 }

@@ -1,9 +1,9 @@
 //! A synthetic recording of a given size, written frame by frame as the recorder writes
-//! them (no profiler in between), and the replay's speed over it: opening; a first far jump
-//! as the dashboard makes it (frames of a feeding budget each, right after opening, while
-//! the checkpoints are being built); the time to build every checkpoint and what they hold;
-//! then [`RANDOM_JUMPS`] jumps to random moments, and steps forward and back.
-//! `enginetop replay --bench` runs it and prints the figures; no test times anything.
+//! them (no profiler in between, checkpoints made the recorder's way), and the replay's
+//! speed over it: opening; a first far jump as the dashboard makes it (frames of a feeding
+//! budget each, right after opening); then [`RANDOM_JUMPS`] jumps to random moments, steps
+//! forward and back, and the memory all that took. `enginetop replay --bench` runs it and
+//! prints the figures; no test times anything.
 //!
 //! The run: [`THREADS`] workers, each running ops of [`OP_NAMES`] names back to back (start,
 //! end, and a steal now and then), 16,384 events a chunk, each thread's events together in
@@ -14,8 +14,13 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::format::{encode_frame, file_header, Chunk, End, Frame, RecordKind, Tables, WireEvent};
+use super::checkpoints::{CheckpointMaker, CHECKPOINT_BYTES};
+use super::convert::to_event;
+use super::format::{
+    encode_frame, file_header, Chunk, End, Frame, RecordKind, RecordedEvent, Tables, WireEvent,
+};
 use super::{RecordError, RecordingInfo, Replay, Setting};
+use crate::profiler::{DeviceId, OpName, ThreadId};
 
 /// Worker threads of the synthetic run.
 pub const THREADS: u32 = 8;
@@ -37,26 +42,25 @@ pub struct ReplayBench {
     pub frames: usize,
     /// Writing it.
     pub write: Duration,
+    /// Checkpoints it holds.
+    pub checkpoints: u64,
+    /// Their bytes.
+    pub checkpoint_bytes: u64,
     /// Opening it (scanning the frames, decoding the first and last chunks, the statistics
-    /// at the first event, starting the checkpoint builder).
+    /// at the first event).
     pub open: Duration,
     /// The feeding budget of a dashboard frame.
     pub budget: Duration,
     /// The first jump to nine tenths of the run, right after opening: its first frame (a
-    /// budgeted feed and a snapshot).
+    /// budgeted feed from the checkpoint restored, and a snapshot).
     pub first_jump_frame: Duration,
     /// The same jump until the statistics are at its target, frame after frame.
     pub first_jump_reached: Duration,
     /// The frames that took.
     pub first_jump_frames: usize,
-    /// From opening until every checkpoint was built.
-    pub checkpoints_built: Duration,
-    /// Checkpoints then.
-    pub checkpoints: usize,
-    /// Frame bytes between two checkpoints.
-    pub spacing: u64,
-    /// Resident memory grown while the checkpoints were built (Linux; `None` elsewhere).
-    pub checkpoint_memory: Option<u64>,
+    /// Resident memory grown from before opening to after the jumps and steps (Linux;
+    /// `None` elsewhere).
+    pub memory: Option<u64>,
     /// Jumps to [`RANDOM_JUMPS`] random moments (whole: statistics at the target), sorted.
     pub random_jumps: Vec<Duration>,
     /// One 16x frame (1.6 s of run) forward from the middle.
@@ -81,12 +85,13 @@ impl ReplayBench {
 /// with frames feeding for `budget` each, and deletes it.
 pub fn bench_replay(path: &Path, bytes: u64, budget: Duration) -> Result<ReplayBench, RecordError> {
     let started = Instant::now();
-    let (size, events) = write_synthetic(path, bytes)?;
+    let written = write_synthetic(path, bytes)?;
     let write = started.elapsed();
     let result = time_replay(path, budget);
     let _ = std::fs::remove_file(path);
     let mut bench = result?;
-    (bench.bytes, bench.events, bench.write) = (size, events, write);
+    (bench.bytes, bench.events, bench.write) = (written.bytes, written.events, write);
+    (bench.checkpoints, bench.checkpoint_bytes) = (written.checkpoints, written.checkpoint_bytes);
     Ok(bench)
 }
 
@@ -121,11 +126,6 @@ fn time_replay(path: &Path, budget: Duration) -> Result<ReplayBench, RecordError
         first_jump_frames += 1;
     }
     let first_jump_reached = start.elapsed();
-    replay.wait_for_checkpoints();
-    let checkpoints_built = opened.elapsed();
-    let checkpoint_memory = resident_bytes()
-        .zip(memory_before)
-        .map(|(after, before)| after.saturating_sub(before));
     let mut rng = fastrand::Rng::with_seed(25);
     let mut random_jumps = (0..RANDOM_JUMPS)
         .map(|_| jump(&mut replay, rng.u64(first..=last)))
@@ -136,20 +136,22 @@ fn time_replay(path: &Path, budget: Duration) -> Result<ReplayBench, RecordError
     jump(&mut replay, middle)?;
     let step = jump(&mut replay, middle + frame_16x)?;
     let step_back = jump(&mut replay, middle)?;
+    let memory = resident_bytes()
+        .zip(memory_before)
+        .map(|(after, before)| after.saturating_sub(before));
     Ok(ReplayBench {
         bytes: 0,
         events: 0,
         frames: replay.index().frames().len(),
         write: Duration::ZERO,
+        checkpoints: 0,
+        checkpoint_bytes: 0,
         open,
         budget,
         first_jump_frame,
         first_jump_reached,
         first_jump_frames,
-        checkpoints_built,
-        checkpoints: replay.checkpoints(),
-        spacing: replay.spacing(),
-        checkpoint_memory,
+        memory,
         random_jumps,
         step,
         step_back,
@@ -164,8 +166,26 @@ fn resident_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Writes the synthetic run until the file holds `bytes`; returns its size and events.
-pub(crate) fn write_synthetic(path: &Path, bytes: u64) -> Result<(u64, u64), RecordError> {
+/// What [`write_synthetic`] wrote.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Written {
+    pub(crate) bytes: u64,
+    pub(crate) events: u64,
+    pub(crate) checkpoints: u64,
+    pub(crate) checkpoint_bytes: u64,
+}
+
+/// Writes the synthetic run until the file holds `bytes`, with the recorder's checkpoints.
+pub(crate) fn write_synthetic(path: &Path, bytes: u64) -> Result<Written, RecordError> {
+    write_synthetic_with(path, bytes, CHECKPOINT_BYTES)
+}
+
+/// [`write_synthetic`] with checkpoints every `checkpoint_bytes` of frames at least.
+pub(crate) fn write_synthetic_with(
+    path: &Path,
+    bytes: u64,
+    checkpoint_bytes: u64,
+) -> Result<Written, RecordError> {
     let write_error = |source| RecordError::Write {
         path: path.display().to_string(),
         source,
@@ -174,11 +194,13 @@ pub(crate) fn write_synthetic(path: &Path, bytes: u64) -> Result<(u64, u64), Rec
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     out.write_all(&file_header()).map_err(write_error)?;
     let mut size = file_header().len() as u64;
-    let mut put = |frame: &Frame, size: &mut u64| -> Result<(), RecordError> {
+    let mut checkpoint = CheckpointMaker::new(checkpoint_bytes);
+    let mut put = |frame: &Frame, size: &mut u64, checkpoint: &mut CheckpointMaker| {
         let encoded = encode_frame(frame).map_err(RecordError::Encode)?;
         out.write_all(&encoded).map_err(write_error)?;
         *size += encoded.len() as u64;
-        Ok(())
+        checkpoint.wrote(encoded.len() as u64);
+        Ok::<u64, RecordError>(encoded.len() as u64)
     };
     let info = RecordingInfo {
         enginetop: env!("CARGO_PKG_VERSION").into(),
@@ -190,30 +212,69 @@ pub(crate) fn write_synthetic(path: &Path, bytes: u64) -> Result<(u64, u64), Rec
         ],
     };
     let mut writer = Synthetic::new();
-    put(&Frame::Header(info), &mut size)?;
+    put(&Frame::Header(info), &mut size, &mut checkpoint)?;
     let mut events = 0u64;
     let mut first = true;
     while size < bytes {
         let chunk = writer.chunk(first);
         first = false;
         events += chunk.events.len() as u64;
-        put(&Frame::Chunk(chunk), &mut size)?;
+        feed(&mut checkpoint, &chunk);
+        put(&Frame::Chunk(chunk), &mut size, &mut checkpoint)?;
+        if checkpoint.due() {
+            let frame = checkpoint.frame().map_err(RecordError::Encode)?;
+            let written = put(&frame, &mut size, &mut checkpoint)?;
+            checkpoint.written(written);
+        }
     }
     let end = End {
         events,
         dropped: 0,
         lost: 0,
     };
-    put(&Frame::End(end), &mut size)?;
+    put(&Frame::End(end), &mut size, &mut checkpoint)?;
     out.flush().map_err(write_error)?;
-    Ok((size, events))
+    Ok(Written {
+        bytes: size,
+        events,
+        checkpoints: checkpoint.written,
+        checkpoint_bytes: checkpoint.bytes,
+    })
 }
 
-/// The synthetic run's state: each thread's clock and next op.
+/// Feeds `chunk` to the checkpoints' statistics as the recorder does (its ids are this
+/// process's: the names are interned, the device registered).
+fn feed(checkpoint: &mut CheckpointMaker, chunk: &Chunk) {
+    checkpoint.chunk(&chunk.tables, chunk.dropped);
+    let mut ts_ns = chunk.base_ns;
+    for wire in &chunk.events {
+        ts_ns = ts_ns.wrapping_add(wire.dt_ns as u64);
+        let recorded = RecordedEvent {
+            ts_ns,
+            kind: wire.kind,
+            thread: wire.thread,
+            device: wire.device,
+            name: wire.name,
+            aux: wire.aux,
+            arg: wire.arg,
+            flags: wire.flags,
+        };
+        let ids = (
+            OpName::from_raw(wire.name),
+            DeviceId::from_raw(wire.device),
+            ThreadId::from_raw(wire.thread),
+        );
+        checkpoint.ingest(&to_event(&recorded, ids));
+    }
+}
+
+/// The synthetic run's state: each thread's clock and next op, its names and device.
 struct Synthetic {
     clock: Vec<u64>,
     op: u64,
     rng: fastrand::Rng,
+    names: Vec<OpName>,
+    device: DeviceId,
 }
 
 impl Synthetic {
@@ -222,6 +283,10 @@ impl Synthetic {
             clock: vec![1_000_000; THREADS as usize],
             op: 0,
             rng: fastrand::Rng::with_seed(7),
+            names: (0..OP_NAMES)
+                .map(|n| OpName::new(&format!("bench-op-{n}")))
+                .collect(),
+            device: DeviceId::register("bench-cpu"),
         }
     }
 
@@ -234,16 +299,17 @@ impl Synthetic {
         for thread in 0..THREADS {
             for _ in 0..per_thread {
                 self.op += 1;
-                let name = self.rng.u32(0..OP_NAMES);
+                let index = self.rng.u32(0..OP_NAMES);
+                let name = self.names[index as usize].id();
                 let start = self.clock[thread as usize] + self.rng.u64(200..2_000);
-                let end = start + 10_000 + u64::from(name) * 3_000 + self.rng.u64(0..5_000);
+                let end = start + 10_000 + u64::from(index) * 3_000 + self.rng.u64(0..5_000);
                 self.clock[thread as usize] = end;
                 for (kind, ts) in [(RecordKind::OpStart, start), (RecordKind::OpEnd, end)] {
                     events.push(WireEvent {
                         dt_ns: ts.wrapping_sub(previous) as i64,
                         kind,
                         thread,
-                        device: 0,
+                        device: self.device.id(),
                         name,
                         aux: thread,
                         arg: self.op,
@@ -255,10 +321,12 @@ impl Synthetic {
         }
         let tables = match with_tables {
             true => Tables {
-                names: (0..OP_NAMES)
-                    .map(|n| (n, format!("bench-op-{n}")))
+                names: self
+                    .names
+                    .iter()
+                    .map(|name| (name.id(), name.as_str().to_string()))
                     .collect(),
-                devices: vec![(0, "bench-cpu".into())],
+                devices: vec![(self.device.id(), "bench-cpu".into())],
                 threads: (0..THREADS)
                     .map(|t| (t, format!("bench-worker-{t}")))
                     .collect(),

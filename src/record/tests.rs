@@ -192,8 +192,8 @@ fn frames(bytes: &[u8]) -> Vec<usize> {
     let mut offset = FILE_HEADER_LEN;
     while offset + FRAME_HEADER_LEN <= bytes.len() {
         offsets.push(offset);
-        let length = u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap());
-        offset += FRAME_HEADER_LEN + length as usize;
+        let word = u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap());
+        offset += FRAME_HEADER_LEN + (word & !format::CHECKPOINT_BIT) as usize;
     }
     offsets
 }
@@ -240,7 +240,8 @@ fn another_version_or_another_kind_of_file_is_refused_naming_the_fix() {
 
 /// Recomputes the checksum of the frame at `offset` (so a mutation reaches the decoders).
 fn fix_checksum(bytes: &mut [u8], offset: usize) {
-    let length = u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap()) as usize;
+    let word = u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap());
+    let length = (word & !format::CHECKPOINT_BIT) as usize;
     let payload = offset + FRAME_HEADER_LEN;
     let end = (payload + length).min(bytes.len());
     let crc = crc32fast::hash(&bytes[payload..end]);

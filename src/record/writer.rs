@@ -20,6 +20,11 @@
 //! more are let go and counted. The thread writes the shape as soon as it comes and the op
 //! runs in a frame beside each chunk.
 //!
+//! Every event the thread puts in a chunk it also feeds to statistics of its own, and every
+//! so many bytes it writes them as a checkpoint frame after a chunk (module `checkpoints`
+//! says when and why): the replay's jumps start from them. That work is the thread's, off
+//! the workers' and the collector's path.
+//!
 //! [`Recorder::finish`] closes the channel: the thread writes what it holds, the latest
 //! thread names and device labels, the run's summary and the end frame, then exits. A
 //! recorder dropped without `finish` writes what it holds and no end frame (the reader
@@ -38,6 +43,7 @@ use std::time::{Duration, Instant};
 use crate::profiler::{DeviceId, Event, EventSink, Profiler, ThreadId};
 use crate::sync::{thread, AtomicU64, Mutex, Ordering};
 
+use super::checkpoints::{CheckpointMaker, CHECKPOINT_BYTES};
 use super::convert::recorded;
 use super::format::{
     encode_frame, file_header, Chunk, End, Frame, RecordedEvent, RecordingInfo, Runs, Tables,
@@ -72,6 +78,10 @@ pub struct RecordReport {
     pub dropped: u64,
     /// Events the recorder let go because its writer fell behind.
     pub lost: u64,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// Their bytes (part of `bytes`).
+    pub checkpoint_bytes: u64,
 }
 
 enum Message {
@@ -188,6 +198,16 @@ impl Recorder {
         profiler: &Profiler,
         info: RecordingInfo,
     ) -> Result<Recorder, RecordError> {
+        Recorder::start_with(path, profiler, info, CHECKPOINT_BYTES)
+    }
+
+    /// [`Recorder::start`] with checkpoints every `checkpoint_bytes` of frames at least.
+    pub(crate) fn start_with(
+        path: impl AsRef<Path>,
+        profiler: &Profiler,
+        info: RecordingInfo,
+        checkpoint_bytes: u64,
+    ) -> Result<Recorder, RecordError> {
         let path = path.as_ref().to_path_buf();
         let write_error = |source| RecordError::Write {
             path: path.display().to_string(),
@@ -219,6 +239,7 @@ impl Recorder {
             chunk: Vec::new(),
             tables: Tables::default(),
             seen: Seen::default(),
+            checkpoint: CheckpointMaker::new(checkpoint_bytes),
         };
         let writer = thread::Builder::new()
             .name("recorder".to_string())
@@ -303,6 +324,8 @@ struct Writer {
     chunk: Vec<RecordedEvent>,
     tables: Tables,
     seen: Seen,
+    /// The statistics of what is written, and when the next checkpoint is due.
+    checkpoint: CheckpointMaker,
 }
 
 impl Writer {
@@ -318,6 +341,7 @@ impl Writer {
                     self.add(&events);
                     if self.chunk.len() >= CHUNK_EVENTS || last_write.elapsed() >= FLUSH_EVERY {
                         self.write_chunk()?;
+                        self.write_checkpoint_if_due()?;
                         last_write = Instant::now();
                     }
                 }
@@ -331,6 +355,7 @@ impl Writer {
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     self.write_chunk()?;
+                    self.write_checkpoint_if_due()?;
                     last_write = Instant::now();
                 }
                 Err(RecvTimeoutError::Disconnected) => {
@@ -359,14 +384,26 @@ impl Writer {
                 self.tables.threads.push((thread.id(), thread.name()));
             }
             self.chunk.push(recorded(event));
+            self.checkpoint.ingest(event);
         }
+    }
+
+    /// Writes a checkpoint after the frames written, when one is due.
+    fn write_checkpoint_if_due(&mut self) -> Result<(), RecordError> {
+        if !self.checkpoint.due() {
+            return Ok(());
+        }
+        let frame = self.checkpoint.frame().map_err(RecordError::Encode)?;
+        let bytes = self.write(&frame)?;
+        self.checkpoint.written(bytes);
+        Ok(())
     }
 
     /// Writes a shape at once; keeps op runs for the next chunk.
     fn add_graph(&mut self, graph: PendingGraph) -> Result<(), RecordError> {
         self.runs.extend(graph.runs);
         match graph.shape {
-            Some(shape) => self.write(&Frame::Shape(shape)),
+            Some(shape) => self.write(&Frame::Shape(shape)).map(drop),
             None => Ok(()),
         }
     }
@@ -407,6 +444,7 @@ impl Writer {
                 }
             })
             .collect();
+        self.checkpoint.chunk(&self.tables, self.dropped);
         let chunk = Chunk {
             tables: std::mem::take(&mut self.tables),
             dropped: self.dropped,
@@ -416,7 +454,7 @@ impl Writer {
         };
         self.events += self.chunk.len() as u64;
         self.chunk.clear();
-        self.write(&Frame::Chunk(chunk))
+        self.write(&Frame::Chunk(chunk)).map(drop)
     }
 
     fn finish(
@@ -457,7 +495,8 @@ impl Writer {
         Ok(self.report())
     }
 
-    fn write(&mut self, frame: &Frame) -> Result<(), RecordError> {
+    /// Writes `frame`; returns its size.
+    fn write(&mut self, frame: &Frame) -> Result<u64, RecordError> {
         let bytes = encode_frame(frame).map_err(RecordError::Encode)?;
         self.file
             .write_all(&bytes)
@@ -465,9 +504,11 @@ impl Writer {
                 path: self.path.display().to_string(),
                 source,
             })?;
-        self.bytes += bytes.len() as u64;
+        let size = bytes.len() as u64;
+        self.bytes += size;
         self.frames += 1;
-        Ok(())
+        self.checkpoint.wrote(size);
+        Ok(size)
     }
 
     fn report(&self) -> RecordReport {
@@ -478,6 +519,8 @@ impl Writer {
             frames: self.frames,
             dropped: self.dropped,
             lost: self.lost.load(Ordering::Relaxed),
+            checkpoints: self.checkpoint.written,
+            checkpoint_bytes: self.checkpoint.bytes,
         }
     }
 }

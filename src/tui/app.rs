@@ -669,6 +669,9 @@ impl App {
                 self.focus = Focus::Ops;
             }
             Action::Tune => return self.tune_control(),
+            Action::FilterCancel if super::replay::keys::searching(self) => {
+                return Some(Control::Replay(super::replay::ReplayControl::CancelSearch));
+            }
             Action::FilterCancel if self.is_tuning() => {
                 return Some(Control::Tune(TuneControl::Stop))
             }

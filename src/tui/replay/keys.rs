@@ -97,7 +97,8 @@ pub const REPLAY_KEYS: [KeyHelp; 4] = [
     },
     KeyHelp {
         keys: "o",
-        does: "replay: jump to the next start of an op whose name holds the text typed",
+        does: "replay: jump to the next start of an op whose name holds the text typed \
+               (searched a slice a frame; Esc cancels)",
         hint: ("o", "next op"),
         bindings: &[(
             KeyCode::Char('o'),
@@ -143,6 +144,15 @@ pub fn prompt_key(code: KeyCode) -> Option<Action> {
         _ => return None,
     };
     Some(Action::Replay(action))
+}
+
+/// Whether a replay's search for the next op runs (Esc then cancels it).
+pub fn searching(app: &App) -> bool {
+    app.data()
+        .facts
+        .replay
+        .as_ref()
+        .is_some_and(|replay| replay.searching)
 }
 
 /// Why `action` is refused in a replay (what would change the run), if it is.

@@ -3,15 +3,18 @@
 //! ([`crate::record::Replay`]), and [`keys`] are the cursor's keys and prompts.
 //!
 //! ```text
-//! keys: space x X n N J o --(Control::Pause / Control::Replay)--> ReplaySource
+//! keys: space x X n N J o Esc --(Control::Pause / Control::Replay)--> ReplaySource
 //!     playing: cursor += wall time since the last frame x speed; paused: moved by steps
 //!     snapshot(): Replay::seek_within(cursor, FEED_BUDGET) -> Stats at the cursor, or at the
 //!                 nearest state ready short of it (seeking) -> DashboardData + ReplayFacts
 //! header / footer <- ReplayFacts (REPLAY, cursor / total, speed, seeking, what the file lost)
 //! ```
 //! A jump never holds a frame up: each frame feeds for [`FEED_BUDGET`] at most (half the
-//! default frame interval of 100 ms) from the nearest checkpoint ready, and while the target
-//! is not reached the frame shows the state fed so far and the footer says `seeking`.
+//! default frame interval of 100 ms) from the recording's checkpoint before the target, and
+//! while the target is not reached the frame shows the state fed so far and the footer says
+//! `seeking`. The search for the next op of a name (`o`) goes the same way: a slice of the
+//! file per frame for the same budget, the footer saying `searching` and how far, Esc
+//! cancelling it.
 //! A replay shows a recorded run, so what changes a run (resizing, tuning, resetting,
 //! exporting the live window) is refused with the reason.
 #![forbid(unsafe_code)]
@@ -33,8 +36,10 @@ pub enum ReplayControl {
     Step(bool),
     /// To a time of the run, as typed (`12.5`, `800ms`, `1m30s`).
     JumpTo(String),
-    /// To the next start of an op whose name holds this text.
+    /// To the next start of an op whose name holds this text (searched a slice per frame).
     NextOp(String),
+    /// Stop the search for the next op.
+    CancelSearch,
 }
 
 /// The replay's state, for the header and the footer.
@@ -52,13 +57,16 @@ pub struct ReplayFacts {
     pub losses: Vec<String>,
     /// The moment the cursor is on its way to, while the statistics are short of it.
     pub seeking: Option<Duration>,
-    /// The share of the recording the checkpoints cover so far, 0 to 1.
-    pub checkpoints_built: f64,
+    /// Whether a search for the next op of a name runs (Esc cancels it).
+    pub searching: bool,
+    /// How that search goes or went (`searching `sgd` 42% (Esc cancels)`), until the next
+    /// control.
+    pub search: Option<String>,
 }
 
 impl ReplayFacts {
     /// `12.345 s / 40.000 s · 2x · paused`, and while the statistics are short of the cursor
-    /// ` · seeking 30.000 s (checkpoints 42%)`.
+    /// ` · seeking 30.000 s`, then how the search for the next op goes.
     pub fn position(&self) -> String {
         let state = if self.playing { "playing" } else { "paused" };
         let mut line = format!(
@@ -69,10 +77,9 @@ impl ReplayFacts {
         );
         if let Some(target) = self.seeking {
             line.push_str(&format!(" · seeking {}", seconds(target)));
-            if self.checkpoints_built < 1.0 {
-                let built = (self.checkpoints_built * 100.0).floor();
-                line.push_str(&format!(" (checkpoints {built}%)"));
-            }
+        }
+        if let Some(search) = &self.search {
+            line.push_str(&format!(" · {search}"));
         }
         line
     }

@@ -5,8 +5,11 @@
 //! speed, and stops at the end of the run (space then plays it again from the start). A
 //! step moves it by [`STEP`] times the speed. A step or a jump only moves the cursor; each
 //! frame moves the statistics toward it through [`Replay::seek_within`] for [`FEED_BUDGET`]
-//! at most (from the nearest checkpoint ready), so a far jump shows the nearest state ready
-//! and `seeking` until the statistics get there.
+//! at most (from the recording's checkpoint before it), so a far jump shows the nearest
+//! state ready and `seeking` until the statistics get there. `o` starts a search for the
+//! next op of a name ([`Replay::search_within`]): while it runs, each frame searches for the
+//! same budget instead of feeding, the footer says how far it got, Esc cancels it; found,
+//! the cursor jumps there.
 //!
 //! The op detail's graph comes from the recording's graph frames ([`ReplayGraph`]): the
 //! shape and op-run frames among the frames the replay has read, fed to a [`RunLog`] as the
@@ -21,7 +24,7 @@ use super::{
 use crate::profiler::spans::SpanSnapshot;
 use crate::record::graph::{GraphFrame, GraphFrames};
 use crate::record::index::{FrameEntry, RecordingIndex};
-use crate::record::{Replay, Setting};
+use crate::record::{OpSearch, Replay, SearchStep, Setting};
 use crate::tui::deps::{OpGraph, RunLog, DEFAULT_CAPACITY};
 use crate::tui::source::{Control, ControlError, DashboardData, DashboardSource, Facts};
 
@@ -50,6 +53,10 @@ pub struct ReplaySource {
     failure: Option<String>,
     /// The op detail's graph, read as the replay goes.
     graph: ReplayGraph,
+    /// The search for the next op of a name, while it runs.
+    search: Option<OpSearch>,
+    /// How the search goes or went, for the footer.
+    search_line: Option<String>,
 }
 
 impl ReplaySource {
@@ -65,6 +72,8 @@ impl ReplaySource {
             seeking: false,
             budget: FEED_BUDGET,
             failure: None,
+            search: None,
+            search_line: None,
         }
     }
 
@@ -114,6 +123,9 @@ impl ReplaySource {
 
     fn replay_control(&mut self, control: ReplayControl) -> Result<String, ControlError> {
         let failed = |why: String| Err(ControlError::Failed(why));
+        if control != ReplayControl::CancelSearch {
+            self.search_line = None;
+        }
         match control {
             ReplayControl::Speed(up) => {
                 let speed = match up {
@@ -147,19 +159,47 @@ impl ReplaySource {
                 Ok(format!("at {}", self.at()))
             }
             ReplayControl::NextOp(name) => {
-                let found = self
-                    .replay
-                    .next_op(&name)
-                    .map_err(|error| ControlError::Failed(crate::error_chain::text(&error)))?;
-                match found {
-                    Some(start) => {
-                        self.seek(start);
-                        Ok(format!("at {}: the next `{name}` op starts", self.at()))
-                    }
-                    None => failed(format!("no op named like `{name}` starts after the cursor")),
+                self.search = Some(self.replay.search_op(&name));
+                self.search_line = Some(format!("searching `{name}` (Esc cancels)"));
+                Ok(format!(
+                    "searching for the next `{name}` op after {} (Esc cancels)",
+                    self.at()
+                ))
+            }
+            ReplayControl::CancelSearch => match self.search.take() {
+                Some(search) => {
+                    self.search_line = None;
+                    Ok(format!("search for `{}` cancelled", search.query()))
                 }
+                None => failed("no search for an op runs".into()),
+            },
+        }
+    }
+
+    /// Goes on with the search for a frame's budget; found, moves the cursor there.
+    fn search_slice(&mut self) {
+        let Some(search) = self.search.as_mut() else {
+            return;
+        };
+        let query = search.query().to_string();
+        match self.replay.search_within(search, self.budget) {
+            SearchStep::Searching(done) => {
+                let percent = (done * 100.0).floor();
+                self.search_line = Some(format!("searching `{query}` {percent}% (Esc cancels)"));
+                return;
+            }
+            SearchStep::Found(start) => {
+                self.seek(start);
+                self.search_line = Some(format!("the next `{query}` op starts at {}", self.at()));
+            }
+            SearchStep::Missing => {
+                self.search_line = Some(format!(
+                    "no op named like `{query}` starts after {}",
+                    self.at()
+                ));
             }
         }
+        self.search = None;
     }
 
     fn speed_now(&self) -> String {
@@ -201,7 +241,8 @@ impl ReplaySource {
                 seeking: self
                     .seeking
                     .then(|| Duration::from_nanos(self.cursor_ns.saturating_sub(start))),
-                checkpoints_built: self.replay.checkpoints_built(),
+                searching: self.search.is_some(),
+                search: self.search_line.clone(),
             }),
             ..Facts::default()
         }
@@ -211,11 +252,15 @@ impl ReplaySource {
 impl DashboardSource for ReplaySource {
     fn snapshot(&mut self) -> DashboardData {
         self.tick();
-        match self.replay.seek_within(self.cursor_ns, self.budget) {
-            Ok(reached) => self.seeking = !reached,
-            Err(error) => {
-                self.failure = Some(crate::error_chain::text(&error));
-                (self.playing, self.seeking) = (false, false);
+        if self.search.is_some() {
+            self.search_slice();
+        } else {
+            match self.replay.seek_within(self.cursor_ns, self.budget) {
+                Ok(reached) => self.seeking = !reached,
+                Err(error) => {
+                    self.failure = Some(crate::error_chain::text(&error));
+                    (self.playing, self.seeking) = (false, false);
+                }
             }
         }
         let spans = self.replay.spans();
@@ -324,6 +369,10 @@ impl ReplayGraph {
                 break;
             };
             let frame = self.next;
+            if entry.checkpoint {
+                self.next += 1;
+                continue; // the replay's statistics, no part of the graph
+            }
             let ahead = frame >= reach;
             if ahead && (entry.span.is_some() || self.not_graph == Some(frame)) {
                 break; // a chunk the replay has not read yet
@@ -472,7 +521,7 @@ mod tests {
     fn a_far_jump_shows_the_state_on_the_way_and_says_it_is_seeking() {
         let path = scratch("tui-replay-seeking");
         crate::record::replay_bench::write_synthetic(&path, 600_000).unwrap();
-        let replay = Replay::open_spaced(&path, Some(u64::MAX)).unwrap();
+        let replay = Replay::open_from_start(&path).unwrap();
         let mut source = ReplaySource::new(replay, true);
         source.budget = Duration::ZERO;
         let said = source.control(Control::Replay(ReplayControl::JumpTo("0.25".into())));
