@@ -11,11 +11,16 @@
 //! failure names that op.
 //!
 //! # Nothing is lost
-//! Each thread's bulk is registered with its engine, so `wait_for_all`, `stop` and the
-//! engine's shutdown flush every thread's bulk, including those of threads that have exited.
+//! Each thread's bulk is registered with its engine (the registry is held by the engine's
+//! handle, `handle.rs`), so `wait_for_all`, `stop` and the engine's shutdown flush every
+//! thread's bulk, including those of threads that have exited.
 //! A flush pushes while holding that bulk's lock, so a thread flushing its own bulk before a
 //! later push waits for a concurrent flush by another thread: its ops keep their order.
 //! A thread running an op never bulks (an op run inline during a flush may push).
+//!
+//! # Place
+//! Above the core (a flush is a push) and the op spec (what `push_sync` appends); the core
+//! does not know bulks: its waits, stop and shutdown take the handle's flush as a closure.
 #![forbid(unsafe_code)]
 
 use std::cell::RefCell;
@@ -25,8 +30,9 @@ use super::core::Core;
 use super::current;
 use super::error::{EngineError, FailureCause, OpFailure, OpResult, SharedOpError};
 use super::opr::{fill_deps, Deps, OpHeader};
+use super::spec::OpSpec;
 use super::var::Var;
-use super::{Context, FnProperty, OpName, OpSpec, RunContext};
+use super::{Context, FnProperty, OpName, RunContext};
 use crate::sync::{thread_local, Arc, AtomicUsize, Mutex, Ordering};
 
 /// A synchronous op body, boxed for the bulk.

@@ -1,5 +1,10 @@
 //! The engine's shared core: push, complete, the pending count and the waits, errors, and the
 //! seam to the engine kinds ([`Dispatch`]).
+//!
+//! Above the op (`opr.rs`, `block.rs`) and the queues (`ready.rs`, `recycle.rs`); below the
+//! bulk batches, the dispatchers (`naive.rs`, `threaded.rs`, which implement [`Dispatch`]) and
+//! the handle (whose bulk flush the waits, stop and shutdown take as a closure). The GPU hub
+//! it holds sits above it: part of the one loop of types left (`mod.rs`, "Files").
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
@@ -10,7 +15,6 @@ use smallvec::SmallVec;
 
 use super::block::Body;
 use super::block::{self, OpHandle, Waiter};
-use super::bulk::BulkRegistry;
 use super::current::{self, Refused};
 use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
 use super::gpu::GpuHub;
@@ -99,7 +103,6 @@ pub(crate) struct Core {
     lifecycle: Mutex<()>,
     pub(crate) dispatcher: Box<dyn Dispatch>,
     observer: Option<Arc<dyn EngineObserver>>,
-    pub(crate) bulks: BulkRegistry,
     pub(crate) blocks: BlockPool,
     /// The engine's GPUs (per-device engine with a GPU selection); see `engine::gpu`.
     pub(crate) gpu: Option<Arc<GpuHub>>,
@@ -149,7 +152,6 @@ impl Core {
             lifecycle: Mutex::new(()),
             dispatcher,
             observer,
-            bulks: BulkRegistry::new(),
             blocks: BlockPool::new(),
             gpu,
             id_base: next_engine_serial() << OP_SEQUENCE_BITS,
@@ -404,10 +406,14 @@ impl Core {
     }
 
     /// MXNet's `WaitForAll`: every op done; reports the first failure no wait has reported
-    /// and forgets every failure (no var carries one after it).
-    pub(crate) fn wait_for_all(core: &Arc<Core>) -> Result<(), EngineError> {
+    /// and forgets every failure (no var carries one after it). `flush` pushes every
+    /// thread's bulk (the handle's, `bulk.rs`) before the wait.
+    pub(crate) fn wait_for_all(
+        core: &Arc<Core>,
+        flush: impl FnOnce() -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
         Self::refuse_inside_op()?;
-        core.bulks.flush_all(core)?;
+        flush()?;
         core.wait_idle();
         let slots = std::mem::take(&mut *core.errors.lock());
         let mut first = None;
@@ -418,11 +424,15 @@ impl Core {
         first.map_or(Ok(()), |failure| Err(failure.into()))
     }
 
-    /// Drains, then joins every worker; pushes are refused until [`Core::start`].
-    pub(crate) fn stop(core: &Arc<Core>) -> Result<(), EngineError> {
+    /// Drains (after `flush`, as in [`Core::wait_for_all`]), then joins every worker;
+    /// pushes are refused until [`Core::start`].
+    pub(crate) fn stop(
+        core: &Arc<Core>,
+        flush: impl FnOnce() -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
         Self::refuse_inside_op()?;
         let _lifecycle = core.lifecycle.lock();
-        core.bulks.flush_all(core)?;
+        flush()?;
         core.accepting.store(false, Ordering::SeqCst);
         core.wait_idle();
         core.dispatcher.stop();
@@ -431,12 +441,15 @@ impl Core {
 
     /// Like [`Core::stop`], but ops that have not started yet skip their bodies (they still
     /// complete, so everything pushed drains at once). Returns how many were skipped.
-    pub(crate) fn cancel(core: &Arc<Core>) -> Result<u64, EngineError> {
+    pub(crate) fn cancel(
+        core: &Arc<Core>,
+        flush: impl FnOnce() -> Result<(), EngineError>,
+    ) -> Result<u64, EngineError> {
         Self::refuse_inside_op()?;
         let _lifecycle = core.lifecycle.lock();
         let before = core.cancelled_ops.load(Ordering::Relaxed);
         core.cancelling.store(true, Ordering::SeqCst);
-        let flushed = core.bulks.flush_all(core);
+        let flushed = flush();
         core.accepting.store(false, Ordering::SeqCst);
         core.wait_idle();
         core.dispatcher.stop();
@@ -456,15 +469,12 @@ impl Core {
     }
 
     /// The last handle is gone: run everything pushed (unless called from inside an op,
-    /// which cannot wait for itself), then join the workers.
-    pub(crate) fn shutdown(core: &Arc<Core>) {
+    /// which cannot wait for itself), then join the workers. `close_bulks` is told whether
+    /// this thread runs an op: it flushes every thread's bulk unless so, then closes them.
+    pub(crate) fn shutdown(core: &Arc<Core>, close_bulks: impl FnOnce(bool)) {
         let inside_op = current::running_op().is_some();
         let _lifecycle = core.lifecycle.lock();
-        if !inside_op {
-            // A failed flush means the engine was already stopped and drained.
-            let _ = core.bulks.flush_all(core);
-        }
-        core.bulks.close();
+        close_bulks(inside_op);
         core.accepting.store(false, Ordering::SeqCst);
         if inside_op {
             // Joining the workers here would wait for the op this thread is running (a pool

@@ -7,12 +7,18 @@
 //! `exception_ptr` clears them all at the first report, which hides the failure from the
 //! other vars' waiters). `wait_for_all` reports the first failure no wait has reported yet,
 //! then empties every slot, so no var carries a failure after it.
+//!
+//! Above the value files (`name.rs`, `types.rs`, `settings.rs`), below everything that can
+//! fail. The two checks of those values whose failure is an [`EngineError`] are written here:
+//! parsing a [`Context`] and checking an [`EngineSetting`]'s worker count.
 #![forbid(unsafe_code)]
 
 use std::fmt;
+use std::str::FromStr;
 
 use super::settings::EngineSetting;
-use super::{Context, OpName};
+use super::types::{Context, DeviceType};
+use super::OpName;
 use crate::device::stream::{BackendKind, StreamError};
 use crate::error_chain::Cut;
 use crate::pool::PoolError;
@@ -246,6 +252,56 @@ pub enum EngineError {
         /// The OS error.
         reason: String,
     },
+}
+
+/// The worker-count check of `settings.rs`, here because its error names the setting.
+impl EngineSetting {
+    /// Checks `threads` for this setting of `engine` built with `max_threads`.
+    pub(crate) fn check(
+        self,
+        engine: super::EngineKind,
+        threads: usize,
+        max_threads: usize,
+    ) -> Result<(), EngineError> {
+        let Some(max) = self.limit(engine, max_threads) else {
+            return Err(EngineError::NoSuchSetting {
+                engine,
+                setting: self,
+            });
+        };
+        if (1..=max).contains(&threads) {
+            return Ok(());
+        }
+        Err(EngineError::WorkerCount {
+            engine,
+            setting: self,
+            requested: threads,
+            max,
+        })
+    }
+}
+
+/// Parsing a context of `types.rs`, here because its error names the text.
+impl FromStr for Context {
+    type Err = EngineError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = || EngineError::BadContext(text.to_string());
+        let trimmed = text.trim().to_ascii_lowercase();
+        let (device, rest) = if let Some(rest) = trimmed.strip_prefix("cpu") {
+            (DeviceType::Cpu, rest)
+        } else if let Some(rest) = trimmed.strip_prefix("gpu") {
+            (DeviceType::Gpu, rest)
+        } else {
+            return Err(bad());
+        };
+        let id = match rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
+            Some(digits) => digits.trim().parse().map_err(|_| bad())?,
+            None if rest.is_empty() => 0,
+            None => return Err(bad()),
+        };
+        Ok(Context { device, id })
+    }
 }
 
 impl From<PoolError> for EngineError {

@@ -3,11 +3,13 @@
 
 use std::fmt;
 
+use super::bulk::BulkRegistry;
 use super::core::{Core, Dispatch, DispatchStats, Latch};
 use super::gpu::{GpuHub, GpuSetup, GpuSyncMode};
 use super::naive::Naive;
 use super::opr::{fill_deps, Completion, Deps, OpHeader, Operator, OperatorInner, RunContext};
 use super::settings::{EngineSetting, WorkerCounts};
+use super::spec::OpSpec;
 use super::threaded::{PerDevice, Pooled, WorkerConfig};
 use super::var::Var;
 use super::var_list::VarList;
@@ -243,83 +245,6 @@ impl fmt::Debug for EngineOptions {
     }
 }
 
-/// What to push: name, context, vars, property, priority.
-///
-/// ```
-/// use enginetop::engine::{Context, FnProperty, OpSpec};
-/// let spec = OpSpec::new("copy").ctx(Context::cpu(0)).prop(FnProperty::CopyToGpu).priority(3);
-/// assert_eq!(spec.name.as_str(), "copy");
-/// ```
-#[derive(Clone, Copy, Debug)]
-pub struct OpSpec<'a> {
-    /// The op's name (errors and the profiler use it).
-    pub name: OpName,
-    /// Where it runs (default `cpu(0)`).
-    pub ctx: Context,
-    /// Vars it reads.
-    pub reads: VarList<'a>,
-    /// Vars it writes.
-    pub writes: VarList<'a>,
-    /// What kind of op it is (default `Normal`).
-    pub prop: FnProperty,
-    /// Its priority (only the priority pool orders by it; higher first).
-    pub priority: i32,
-}
-
-impl<'a> OpSpec<'a> {
-    /// An op named `name` on `cpu(0)` with no vars, `Normal`, priority 0.
-    pub fn new(name: impl Into<OpName>) -> Self {
-        OpSpec {
-            name: name.into(),
-            ctx: Context::cpu(0),
-            reads: VarList::EMPTY,
-            writes: VarList::EMPTY,
-            prop: FnProperty::Normal,
-            priority: 0,
-        }
-    }
-
-    /// Sets the context.
-    pub fn ctx(mut self, ctx: Context) -> Self {
-        self.ctx = ctx;
-        self
-    }
-
-    /// Sets the vars read: one var, or a slice, array or `Vec` of vars or of `&Var`.
-    pub fn reads(mut self, reads: impl Into<VarList<'a>>) -> Self {
-        self.reads = reads.into();
-        self
-    }
-
-    /// Sets the vars written: one var, or a slice, array or `Vec` of vars or of `&Var`.
-    pub fn writes(mut self, writes: impl Into<VarList<'a>>) -> Self {
-        self.writes = writes.into();
-        self
-    }
-
-    /// Sets the property.
-    pub fn prop(mut self, prop: FnProperty) -> Self {
-        self.prop = prop;
-        self
-    }
-
-    /// Sets the priority.
-    pub fn priority(mut self, priority: i32) -> Self {
-        self.priority = priority;
-        self
-    }
-
-    fn header(&self) -> OpHeader {
-        OpHeader {
-            ctx: self.ctx,
-            prop: self.prop,
-            priority: self.priority,
-            name: self.name,
-            is_wait: false,
-        }
-    }
-}
-
 /// A live view of an engine.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct EngineStats {
@@ -384,13 +309,22 @@ pub struct Engine {
 /// Shuts the core down when the last handle goes.
 struct Shared {
     core: Arc<Core>,
+    /// Every thread's bulk of small synchronous ops for this engine (`bulk.rs`).
+    bulks: BulkRegistry,
     /// The engine's `max_threads`: the range of its worker-count settings.
     max_threads: usize,
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        Core::shutdown(&self.core);
+        let (core, bulks) = (&self.core, &self.bulks);
+        Core::shutdown(core, |inside_op| {
+            if !inside_op {
+                // A failed flush means the engine was already stopped and drained.
+                let _ = bulks.flush_all(core);
+            }
+            bulks.close();
+        });
     }
 }
 
@@ -414,6 +348,7 @@ impl Engine {
         Ok(Engine {
             shared: Arc::new(Shared {
                 core: Arc::new(core),
+                bulks: BulkRegistry::new(),
                 max_threads,
             }),
         })
@@ -468,13 +403,13 @@ impl Engine {
         F: FnOnce(RunContext) -> OpResult + Send + 'static,
     {
         let core = self.core();
-        if !core.bulks.is_active() {
+        if !self.shared.bulks.is_active() {
             return self.push_async(spec, sync_body(body));
         }
         check_not_deleted(&spec)?;
         // Refuse a context now, not when the bulk is flushed by some later call.
         core.dispatcher.check(spec.name, spec.ctx, spec.prop)?;
-        match core.bulks.try_append(core, &spec, Box::new(body))? {
+        match self.shared.bulks.try_append(core, &spec, Box::new(body))? {
             None => Ok(()),
             Some(body) => self.push_async(spec, sync_body(body)),
         }
@@ -558,7 +493,7 @@ impl Engine {
     pub fn wait_for_var(&self, var: &Var) -> Result<(), EngineError> {
         Core::refuse_inside_op()?;
         let core = self.core();
-        core.bulks.flush_mine(core)?;
+        self.shared.bulks.flush_mine(core)?;
         if !var.0.cell.ready_to_read() {
             let latch = Arc::new(Latch::default());
             let signal = latch.clone();
@@ -589,20 +524,20 @@ impl Engine {
     /// yet reported and forgets the others (a second call is clean). Refused on a thread that
     /// is running an op.
     pub fn wait_for_all(&self) -> Result<(), EngineError> {
-        Core::wait_for_all(self.core())
+        Core::wait_for_all(self.core(), || self.flush_all())
     }
 
     /// Runs everything pushed, then joins every worker thread; pushes are refused until
     /// [`start`](Self::start).
     pub fn stop(&self) -> Result<(), EngineError> {
-        Core::stop(self.core())
+        Core::stop(self.core(), || self.flush_all())
     }
 
     /// Stops like [`stop`](Self::stop), but skips the bodies of the ops that have not started
     /// (they complete without running, so nothing waits for them); ops already running finish.
     /// Returns how many ops were skipped. [`start`](Self::start) resumes the engine.
     pub fn cancel(&self) -> Result<u64, EngineError> {
-        Core::cancel(self.core())
+        Core::cancel(self.core(), || self.flush_all())
     }
 
     /// Starts the workers again after [`stop`](Self::stop) (a no-op while running).
@@ -613,12 +548,12 @@ impl Engine {
     /// Sets this thread's bulk size (0 = no bulking); returns the previous one.
     pub fn set_bulk_size(&self, size: usize) -> Result<usize, EngineError> {
         let core = self.core();
-        core.bulks.set_size(core, size)
+        self.shared.bulks.set_size(core, size)
     }
 
     /// This thread's bulk size.
     pub fn bulk_size(&self) -> usize {
-        self.core().bulks.size()
+        self.shared.bulks.size()
     }
 
     /// Resizes the CPU worker pools (per-device: every CPU device, and those started later;
@@ -670,11 +605,16 @@ impl Engine {
         }
     }
 
+    /// Pushes every thread's bulk.
+    fn flush_all(&self) -> Result<(), EngineError> {
+        self.shared.bulks.flush_all(self.core())
+    }
+
     fn before_push(&self, spec: &OpSpec<'_>) -> Result<(), EngineError> {
         check_not_deleted(spec)?;
         let core = self.core();
-        if core.bulks.is_active() {
-            core.bulks.flush_mine(core)?;
+        if self.shared.bulks.is_active() {
+            self.shared.bulks.flush_mine(core)?;
         }
         Ok(())
     }
@@ -688,8 +628,8 @@ impl Engine {
             });
         }
         let core = self.core();
-        if core.bulks.is_active() {
-            core.bulks.flush_mine(core)?;
+        if self.shared.bulks.is_active() {
+            self.shared.bulks.flush_mine(core)?;
         }
         Ok(())
     }

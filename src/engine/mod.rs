@@ -74,6 +74,18 @@
 //! and a few draining tasks (`ready.rs`), not one pool task per op; a worker that makes an op
 //! of its own pool ready runs it next as a continuation (`current.rs`). The profiler hook
 //! ([`EngineObserver`]) costs one branch when none is installed.
+//!
+//! # Files, bottom first
+//! Values: `name.rs` (interned op names), `types.rs` (contexts, properties), `event.rs` (the
+//! observer's events), `settings.rs` (worker counts), `error.rs`. The var state: `var.rs`
+//! (the var state machine and the var handle), `var_list.rs`. The op: `block.rs` (who owns
+//! an op block, the appends under the var locks), `opr.rs` (the block's data, running it,
+//! its completion), `spec.rs` (what a push says). The thread's part: `current.rs` (the op
+//! running here, continuations). The queues: `ready.rs` (ready ops in front of a worker
+//! pool), `recycle.rs` (free op blocks). Then `core.rs` (push, completion, the pending count,
+//! waits), `bulk.rs`, `gpu/`, the dispatchers `threaded.rs` and `naive.rs`, and `handle.rs`.
+//! Each file imports only files before it, except inside one loop of types that refer to each
+//! other (var, block, opr, current, core, gpu), listed in `tests/module_layers.rs`.
 
 mod block;
 mod bulk;
@@ -89,6 +101,7 @@ pub(crate) mod opr;
 mod ready;
 mod recycle;
 mod settings;
+mod spec;
 mod threaded;
 mod types;
 pub(crate) mod var;
@@ -99,10 +112,11 @@ pub use crate::config::{BadGpuSyncMode, EngineKind, GpuSyncMode, UnknownEngineKi
 pub use error::{EngineError, FailureCause, OpError, OpFailure, OpResult, SharedOpError};
 pub use event::{EngineEvent, EngineObserver};
 pub use gpu::OpStream;
-pub use handle::{Engine, EngineOptions, EngineQueues, EngineStats, OpSpec};
+pub use handle::{Engine, EngineOptions, EngineQueues, EngineStats};
 pub use name::OpName;
 pub use opr::{Completion, Operator, RunContext};
 pub use settings::{EngineSetting, WorkerCounts};
+pub use spec::OpSpec;
 pub use threaded::MAX_CPU_DEVICES;
 pub use types::{Context, DeviceType, FnProperty};
 pub use var::Var;

@@ -13,11 +13,14 @@
 //!
 //! `max` is the engine's `max_threads`; `max'` is the same, capped at the priority pool's
 //! [`MAX_PRIORITY_THREADS`].
+//!
+//! This file sits below `error.rs` (an error names the setting it refuses), so the check that
+//! returns an [`EngineError`](super::EngineError), `EngineSetting::check`, is written there.
 #![forbid(unsafe_code)]
 
 use std::fmt;
 
-use super::{EngineError, EngineKind};
+use super::EngineKind;
 use crate::device::cpu::MAX_PRIORITY_THREADS;
 
 /// A worker count an engine can be built with and resized to.
@@ -69,30 +72,6 @@ impl EngineSetting {
             _ => "",
         }
     }
-
-    /// Checks `threads` for this setting of `engine` built with `max_threads`.
-    pub(crate) fn check(
-        self,
-        engine: EngineKind,
-        threads: usize,
-        max_threads: usize,
-    ) -> Result<(), EngineError> {
-        let Some(max) = self.limit(engine, max_threads) else {
-            return Err(EngineError::NoSuchSetting {
-                engine,
-                setting: self,
-            });
-        };
-        if (1..=max).contains(&threads) {
-            return Ok(());
-        }
-        Err(EngineError::WorkerCount {
-            engine,
-            setting: self,
-            requested: threads,
-            max,
-        })
-    }
 }
 
 impl fmt::Display for EngineSetting {
@@ -142,7 +121,7 @@ pub(crate) fn count_fix(requested: usize, max: usize) -> String {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::engine::{Context, Engine, EngineOptions, FnProperty, OpSpec};
+    use crate::engine::{Context, Engine, EngineError, EngineOptions, FnProperty, OpSpec};
 
     const MAX: usize = 6;
     const KINDS: [EngineKind; 3] = [EngineKind::Naive, EngineKind::Pooled, EngineKind::PerDevice];

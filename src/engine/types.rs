@@ -1,11 +1,12 @@
 //! The small value types every push carries: where an op runs ([`Context`]), what kind of op
 //! it is ([`FnProperty`]), and which engine runs it ([`EngineKind`]).
+//!
+//! The bottom of the engine's files: it imports none of them. Parsing a context fails with an
+//! [`EngineError`](super::EngineError), which names contexts, so that `FromStr` impl is
+//! written in `error.rs`, above this file.
 #![forbid(unsafe_code)]
 
 use std::fmt;
-use std::str::FromStr;
-
-use super::EngineError;
 
 /// The kind of device a [`Context`] names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -68,28 +69,6 @@ impl fmt::Display for Context {
             DeviceType::Cpu => write!(f, "cpu({})", self.id),
             DeviceType::Gpu => write!(f, "gpu({})", self.id),
         }
-    }
-}
-
-impl FromStr for Context {
-    type Err = EngineError;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let bad = || EngineError::BadContext(text.to_string());
-        let trimmed = text.trim().to_ascii_lowercase();
-        let (device, rest) = if let Some(rest) = trimmed.strip_prefix("cpu") {
-            (DeviceType::Cpu, rest)
-        } else if let Some(rest) = trimmed.strip_prefix("gpu") {
-            (DeviceType::Gpu, rest)
-        } else {
-            return Err(bad());
-        };
-        let id = match rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
-            Some(digits) => digits.trim().parse().map_err(|_| bad())?,
-            None if rest.is_empty() => 0,
-            None => return Err(bad()),
-        };
-        Ok(Context { device, id })
     }
 }
 
