@@ -117,6 +117,7 @@ pub use pool_probe::PoolProbe;
 pub use stats::{Snapshot, Stats, StatsOptions};
 pub use stream_probe::StreamProbe;
 pub use summary::{SortKey, Summary};
+pub(crate) use window::is_worker_event;
 pub use window::WindowOptions;
 pub use work_states::{Readiness, StateTime, WorkState, WorkerStates};
 

@@ -60,7 +60,7 @@ fn record_kind(kind: EventKind) -> RecordKind {
     }
 }
 
-fn event_kind(kind: RecordKind) -> EventKind {
+pub(super) fn event_kind(kind: RecordKind) -> EventKind {
     match kind {
         RecordKind::OpQueued => EventKind::OpQueued,
         RecordKind::OpStart => EventKind::OpStart,

@@ -7,6 +7,7 @@
 //! run driver --GraphObserver (shape once, then each op run)--> Sink --> graph frames (graph.rs)
 //! file -> read_recording -> Recording (events + name/device/thread tables)    (reader.rs)
 //!      -> export_chrome (the profiler's own exporter)                          (export.rs)
+//! file -> export_perfetto: two streaming passes, TracePackets out             (perfetto/)
 //!      -> compare                                                              (compare.rs)
 //! recorder thread: Stats fed the same events -> checkpoint frames every so many bytes
 //!                                                                          (checkpoints.rs)
@@ -26,6 +27,7 @@ mod export;
 pub mod format;
 pub mod graph;
 pub mod index;
+mod perfetto;
 mod reader;
 mod replay;
 pub mod replay_bench;
@@ -35,6 +37,7 @@ pub use checkpoints::{CHECKPOINT_BYTES, CHECKPOINT_RATIO};
 pub use export::export_chrome;
 pub use format::{RecordKind, RecordedEvent, RecordingInfo, Setting, FORMAT_VERSION};
 pub use graph::{load_graph_calls, GraphCalls, GraphObserver, GraphShape, OpRun};
+pub use perfetto::{export_perfetto, PerfettoExport, PerfettoReport};
 pub use reader::{parse_recording, read_recording, Ending, Recording};
 pub use replay::{OpSearch, Replay, SearchStep, RESTORE_AHEAD_BYTES};
 pub use writer::{RecordReport, Recorder};
@@ -146,6 +149,9 @@ pub enum RecordError {
     /// Writing the Chrome export failed. The I/O error is the source.
     #[error("could not write the Chrome trace")]
     Export(#[source] std::io::Error),
+    /// Writing the Perfetto export failed. The I/O error is the source.
+    #[error("could not write the Perfetto trace")]
+    ExportPerfetto(#[source] std::io::Error),
 }
 
 #[cfg(all(test, not(loom)))]
