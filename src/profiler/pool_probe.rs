@@ -239,7 +239,7 @@ impl PoolProbe {
         let record = LOCAL_TASKS
             .try_with(|local| {
                 let mut local = local.borrow_mut();
-                if !local.as_ref().is_some_and(|l| l.profiler == core.id()) {
+                if local.as_ref().is_none_or(|l| l.profiler != core.id()) {
                     let counts = core.task_counts.register(self.device);
                     *local = Some(LocalTasks::new(core.id(), counts, self.sample_tasks));
                 }
