@@ -37,7 +37,8 @@
 //!
 //! Timestamps are microseconds (with nanosecond fractions) relative to the window's first
 //! event; the wall-clock time of that event is `otherData.start_time` (RFC 3339), next to the
-//! dropped and evicted event counts. Slices on one track always nest, also as viewers read
+//! dropped and evicted event counts and, when a pool probe counted tasks,
+//! `otherData.task_sampling` (tasks counted and recorded, the rate). Slices on one track always nest, also as viewers read
 //! them (doubles, `ts + dur`: see `trace_time.rs`), and at equal `ts` the longer slice
 //! comes first: a slice that would overlap its parent's end (an event lost, a span left open
 //! across a task) is clamped to it and counted in [`ExportReport::clamped`]. Starts and ends
@@ -68,6 +69,8 @@ pub(crate) struct TraceContext {
     pub dropped_events: u64,
     /// Events the trace window let go.
     pub evicted_events: u64,
+    /// Pool tasks counted and recorded: `otherData.task_sampling` when any was counted.
+    pub task_sampling: super::TaskSampling,
     /// Device descriptions: written as `process_labels` of the device's process and into
     /// `otherData.device_labels`, for devices with events in the trace.
     pub device_labels: Vec<(DeviceId, String)>,
@@ -933,7 +936,7 @@ fn other_data(
         .iter()
         .map(|(device, label)| (device.clone(), label.clone().into()))
         .collect();
-    serde_json::json!({
+    let mut other = serde_json::json!({
         "device_labels": labels,
         "producer": "enginetop",
         "version": env!("CARGO_PKG_VERSION"),
@@ -942,7 +945,20 @@ fn other_data(
         "clock": "tsc (quanta), ns since the process epoch",
         "dropped_events": context.dropped_events,
         "evicted_events": context.evicted_events,
-    })
+    });
+    let sampling = &context.task_sampling;
+    if sampling.tasks > 0 {
+        other["task_sampling"] = serde_json::json!({
+            "tasks": sampling.tasks,
+            "recorded": sampling.recorded,
+            "rate": sampling.rate,
+            "max_rate": sampling.max_rate,
+            "sampled": sampling.is_sampled(),
+            "note": "pool task events: 1 in `rate` tasks recorded per worker (adaptive); \
+                     task counts are exact",
+        });
+    }
+    other
 }
 
 /// The oldest entry queued under `key`, dropping the key when it empties.

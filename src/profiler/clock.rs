@@ -96,6 +96,18 @@ impl Epoch {
         ((ticks * u128::from(self.ns_per_2_40_ticks)) >> SCALE_BITS) as u64
     }
 
+    /// Nanoseconds in a span of `ticks` counter ticks (a duration, not a reading).
+    #[inline]
+    pub(crate) fn ticks_as_ns(&self, ticks: u64) -> u64 {
+        ((u128::from(ticks) * u128::from(self.ns_per_2_40_ticks)) >> SCALE_BITS) as u64
+    }
+
+    /// Counter ticks in a span of `ns` nanoseconds (at least one).
+    pub(crate) fn ns_as_ticks(&self, ns: u64) -> u64 {
+        let ticks = (u128::from(ns) << SCALE_BITS) / u128::from(self.ns_per_2_40_ticks.max(1));
+        u64::try_from(ticks).unwrap_or(u64::MAX).max(1)
+    }
+
     /// A stored timestamp in nanoseconds since the epoch: a [`raw_stamp`](Self::raw_stamp)
     /// converted, anything else (nanoseconds already) as it is.
     #[inline]

@@ -19,6 +19,7 @@ use super::event::Event;
 use super::names::{DeviceId, ThreadId};
 use super::ring::{self, Consumer, Producer};
 use super::stats::{Snapshot, Stats};
+use super::task_counts::TaskCounts;
 use super::window::TraceWindow;
 use super::ProfilerOptions;
 use crate::engine::OpName;
@@ -84,6 +85,8 @@ pub(crate) struct Core {
     pub(super) sinks: Mutex<Vec<std::sync::Weak<dyn EventSink>>>,
     /// Events with no ring to go to (recorded while a thread was exiting).
     pub(super) lost: AtomicU64,
+    /// Pool workers' exact task counts (`task_counts`), put into every snapshot.
+    pub(super) task_counts: TaskCounts,
 }
 
 static NEXT_PROFILER: LazyLock<AtomicU64> = LazyLock::new(|| AtomicU64::new(1));
@@ -102,6 +105,7 @@ impl Core {
             watched: Mutex::new(Vec::new()),
             sinks: Mutex::new(Vec::new()),
             lost: AtomicU64::new(0),
+            task_counts: TaskCounts::default(),
             options,
         }
     }
@@ -164,13 +168,16 @@ impl Core {
     /// The statistics now.
     pub(crate) fn snapshot(&self) -> Snapshot {
         let now = self.epoch.now_ns();
-        self.stats.lock().snapshot(now)
+        let mut snapshot = self.stats.lock().snapshot(now);
+        self.task_counts.apply(&mut snapshot);
+        snapshot
     }
 
     /// Zeroes the statistics' counters, histograms and windows (see [`Stats::reset`]).
     pub(crate) fn reset_stats(&self) {
         let now = self.epoch.now_ns();
         self.stats.lock().reset(now);
+        self.task_counts.reset();
     }
 
     /// The trace window, sorted by timestamp, how many events it let go, and the threads

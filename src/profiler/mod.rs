@@ -96,6 +96,7 @@ pub mod spans;
 pub mod stats;
 pub mod stream_probe;
 pub mod summary;
+mod task_counts;
 mod timeline;
 mod trace_time;
 pub mod validate;
@@ -117,6 +118,7 @@ pub use pool_probe::PoolProbe;
 pub use stats::{Snapshot, Stats, StatsOptions};
 pub use stream_probe::StreamProbe;
 pub use summary::{SortKey, Summary};
+pub use task_counts::TaskSampling;
 pub(crate) use window::is_worker_event;
 pub use window::WindowOptions;
 pub use work_states::{Readiness, StateTime, WorkState, WorkerStates};
@@ -141,12 +143,17 @@ pub struct ProfilerOptions {
     pub stats: StatsOptions,
     /// The trace window kept for export.
     pub window: WindowOptions,
+    /// Whether pool probes may record a sample of their tasks' events when tasks come too
+    /// fast to record them all (every task is still counted; see [`PoolProbe`]). Off, every
+    /// task's start and end are recorded.
+    pub sample_pool_tasks: bool,
 }
 
 impl Default for ProfilerOptions {
     /// 65,536-event rings (2 MiB per thread), drained every 10 ms, or down to every 1 ms
     /// while a ring fills fast (the collector's cadence), queues sampled every 10 ms, a 1 s
-    /// statistics window, a 16 MiB / 10 s trace window.
+    /// statistics window, a 16 MiB / 10 s trace window, pool task events sampled when tasks
+    /// come too fast.
     fn default() -> Self {
         ProfilerOptions {
             ring_capacity: 1 << 16,
@@ -155,6 +162,7 @@ impl Default for ProfilerOptions {
             queue_sample_interval: Duration::from_millis(10),
             stats: StatsOptions::default(),
             window: WindowOptions::default(),
+            sample_pool_tasks: true,
         }
     }
 }
@@ -546,8 +554,10 @@ impl Profiler {
             Some(core) => core.window_events(),
             None => (Vec::new(), 0, Vec::new()),
         };
+        let snapshot = self.snapshot();
         let context = chrome::TraceContext {
-            dropped_events: self.snapshot().dropped_events,
+            dropped_events: snapshot.dropped_events,
+            task_sampling: snapshot.task_sampling,
             evicted_events: evicted,
             device_labels: self.device_labels(),
             threads,

@@ -305,6 +305,9 @@ pub struct Snapshot {
     pub events: u64,
     /// Events lost: full rings, exiting threads.
     pub dropped_events: u64,
+    /// Pool tasks counted and recorded, and the sampling rate (filled from the workers'
+    /// counters by the profiler, see `task_counts`; empty from the events alone).
+    pub task_sampling: super::task_counts::TaskSampling,
 }
 
 impl Snapshot {
@@ -989,6 +992,7 @@ impl Stats {
             streams: self.stream_list(now_ns),
             events: self.events,
             dropped_events: self.dropped.saturating_sub(self.dropped_before_reset),
+            task_sampling: Default::default(),
         }
     }
 

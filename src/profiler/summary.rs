@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::str::FromStr;
 
 use super::stats::{OpSnapshot, Snapshot};
+use super::task_counts::TaskSampling;
 use super::ProfilerError;
 
 /// What the rows are sorted by (largest first).
@@ -69,6 +70,9 @@ pub struct Summary {
     pub sort_by: SortKey,
     /// Events lost before the collector saw them (their ops may be missing).
     pub dropped_events: u64,
+    /// How pool task events were sampled, when some task's were not recorded (`None`:
+    /// every counted task was recorded).
+    pub task_sampling: Option<TaskSampling>,
 }
 
 impl Summary {
@@ -79,6 +83,7 @@ impl Summary {
             spans: snapshot.spans.clone(),
             sort_by: SortKey::Total,
             dropped_events: snapshot.dropped_events,
+            task_sampling: Some(snapshot.task_sampling).filter(TaskSampling::is_sampled),
         }
         .sorted_by(SortKey::Total)
     }
@@ -117,6 +122,14 @@ impl Summary {
                 self.dropped_events
             );
         }
+        if let Some(sampling) = &self.task_sampling {
+            let _ = writeln!(
+                out,
+                "\nNote: pool task events were sampled, {}; task counts and state times are \
+                 exact.",
+                sampling.describe()
+            );
+        }
         out
     }
 
@@ -137,6 +150,7 @@ impl Summary {
             spans_not_shown,
             sort_by: self.sort_by,
             dropped_events: self.dropped_events,
+            task_sampling: self.task_sampling,
         };
         serde_json::to_value(top).expect("a summary always serializes")
     }
@@ -151,6 +165,7 @@ struct TopJson<'a> {
     spans_not_shown: usize,
     sort_by: SortKey,
     dropped_events: u64,
+    task_sampling: Option<TaskSampling>,
 }
 
 /// The first `limit` of `rows`, and how many are left out.
@@ -300,6 +315,42 @@ mod tests {
         assert_eq!(json["operators"].as_array().unwrap().len(), 3);
         assert_eq!(json["operators"][0]["name"], "c");
         assert!(!table.contains("not shown"));
+    }
+
+    #[test]
+    fn sampled_task_events_are_stated_in_the_table_and_the_json() {
+        let sampling = TaskSampling {
+            tasks: 5_000,
+            recorded: 40,
+            rate: 128,
+            max_rate: 256,
+        };
+        let snapshot = Snapshot {
+            task_sampling: sampling,
+            ..Snapshot::default()
+        };
+        let summary = Summary::from_snapshot(&snapshot);
+        let table = summary.table();
+        assert!(
+            table.contains("sampled, 1 in 128, up to 1 in 256 (40 of 5,000 tasks recorded)"),
+            "{table}"
+        );
+        for json in [summary.to_json(), summary.to_json_top(1)] {
+            assert_eq!(json["task_sampling"]["rate"], 128);
+            assert_eq!(json["task_sampling"]["tasks"], 5_000);
+        }
+        let every = Snapshot {
+            task_sampling: TaskSampling {
+                recorded: 5_000,
+                rate: 1,
+                max_rate: 1,
+                ..sampling
+            },
+            ..Snapshot::default()
+        };
+        let summary = Summary::from_snapshot(&every);
+        assert!(!summary.table().contains("sampled"));
+        assert!(summary.to_json()["task_sampling"].is_null());
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub fn export_chrome(recording: &Recording, out: impl Write) -> Result<ExportRep
     let context = TraceContext {
         dropped_events: recording.dropped_events,
         evicted_events: 0,
+        task_sampling: Default::default(),
         device_labels: recording
             .device_labels
             .iter()

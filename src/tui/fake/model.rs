@@ -464,6 +464,7 @@ impl Model {
             streams: self.streams(options),
             events: (self.all_ops * 4.0) as u64,
             dropped_events: self.dropped,
+            task_sampling: Default::default(),
         };
         DashboardData {
             facts: self.facts(options, &snapshot),

@@ -1,9 +1,9 @@
 //! The header: what runs (workload, engine, pool kind, elapsed, iterations, notices) and the
 //! state badge on the first row; the settings (`inter N`, `intra M`), throughput, GFLOP/s
-//! against the peak and dropped events on the second: over the last moments while the workload
-//! runs, over the whole run (`run avg`) once it finished. Each row drops its least important
-//! parts first when the width is short; the badge, the settings and the dropped count always
-//! stay.
+//! against the peak and dropped events (and the rate pool task events are sampled at, when
+//! they are) on the second: over the last moments while the workload runs, over the whole run
+//! (`run avg`) once it finished. Each row drops its least important parts first when the width
+//! is short; the badge, the settings, the dropped count and the sampling rate always stay.
 #![forbid(unsafe_code)]
 
 use ratatui::layout::Rect;
@@ -117,6 +117,9 @@ fn figures_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
         }
     }
     parts.push((0, dropped(ctx)));
+    if let Some(sampled) = task_sampling(ctx) {
+        parts.push((0, sampled));
+    }
     if data.facts.cores > 0 {
         let cores = format!("{} cores", data.facts.cores);
         parts.push((5, vec![sep(), Span::styled(cores, theme.dim())]));
@@ -211,6 +214,20 @@ fn dropped<'a>(ctx: &Ctx<'a>) -> Vec<Span<'a>> {
     ]
 }
 
+/// ` │ tasks 1/N sampled` when pool task events were sampled (their counts stay exact).
+fn task_sampling<'a>(ctx: &Ctx<'a>) -> Option<Vec<Span<'a>>> {
+    let sampling = ctx.app.data().snapshot.task_sampling;
+    sampling.is_sampled().then(|| {
+        vec![
+            Span::styled(" │ ", ctx.theme.dim()),
+            Span::styled(
+                format!("tasks 1/{} sampled", sampling.rate.max(1)),
+                ctx.theme.dim(),
+            ),
+        ]
+    })
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use std::time::Duration;
@@ -291,6 +308,24 @@ mod tests {
         app.observe(data(true));
         let finished = header_text(&app);
         assert!(finished.contains("│ run avg 1500 ops/s"), "{finished}");
+    }
+
+    #[test]
+    fn sampled_task_events_show_their_rate_beside_the_drops() {
+        let mut app = App::new();
+        app.observe(data(false));
+        assert!(!header_text(&app).contains("sampled"));
+        let mut sampled = data(false);
+        sampled.snapshot.task_sampling = crate::profiler::TaskSampling {
+            tasks: 1000,
+            recorded: 10,
+            rate: 64,
+            max_rate: 64,
+        };
+        let mut app = App::new();
+        app.observe(sampled);
+        let text = header_text(&app);
+        assert!(text.contains("dropped 0 │ tasks 1/64 sampled"), "{text}");
     }
 
     #[test]
