@@ -57,7 +57,7 @@ impl Catalog {
                 Frame::End(end) => {
                     catalog.dropped_events = catalog.dropped_events.max(end.dropped);
                 }
-                Frame::Summary(_) | Frame::Shape(_) | Frame::Runs(_) => {}
+                Frame::Summary(_) | Frame::Shape(_) | Frame::Runs(_) | Frame::Checkpoint(_) => {}
             }
         }
         catalog.running = HashMap::new();

@@ -11,7 +11,7 @@ use std::path::Path;
 use crate::record::format::{
     decode_payload, Frame, FILE_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_BYTES,
 };
-use crate::record::reader::{check_file_header, frame_header};
+use crate::record::reader::{check_file_header, frame_header, FrameHeader};
 use crate::record::RecordError;
 
 /// Why the frames stopped before the end of a whole recording.
@@ -92,7 +92,7 @@ impl FrameStream {
                 false => Err(self.cut_off(0)),
             };
         }
-        let Some((length, crc)) = frame_header(&header[..got]) else {
+        let Some(FrameHeader { length, crc, .. }) = frame_header(&header[..got]) else {
             return Err(self.cut_off(got as u64));
         };
         if self.ended {
@@ -111,7 +111,7 @@ impl FrameStream {
             decode_payload(&self.payload, crc).map_err(|why| self.corrupt(why.to_string()))?;
         match (self.index, &frame) {
             (0, Frame::Header(_)) | (1.., Frame::Chunk(_) | Frame::Tables(_)) => {}
-            (1.., Frame::Summary(_) | Frame::Shape(_) | Frame::Runs(_)) => {}
+            (1.., Frame::Summary(_) | Frame::Shape(_) | Frame::Runs(_) | Frame::Checkpoint(_)) => {}
             (1.., Frame::End(_)) => self.ended = true,
             _ => {
                 let why = "is out of place: a recording has one header frame, first";
