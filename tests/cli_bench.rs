@@ -104,3 +104,76 @@ fn unknown_bench_and_zero_threads_are_refused() {
         assert!(!text(&output.stderr).contains("panicked"), "{args:?}");
     }
 }
+
+/// The JSON lines of a successful run.
+fn json_lines(args: &[&str]) -> Vec<Value> {
+    let output = enginetop(args);
+    assert!(output.status.success(), "stderr: {}", text(&output.stderr));
+    text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}")))
+        .collect()
+}
+
+#[test]
+fn profiler_rows_set_each_figure_beside_its_clock_reads() {
+    let rows = json_lines(&[
+        "bench",
+        "profiler",
+        "--quick",
+        "--json",
+        "--reps",
+        "1",
+        "--threads",
+        "1",
+        "--bench",
+        "record_event,span_pair",
+    ]);
+    let names: Vec<(&str, Option<&str>)> = rows
+        .iter()
+        .map(|r| (r["bench"].as_str().unwrap(), r["variant"].as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("record_event", None),
+            ("record_event", None),
+            ("record_event", Some("no_clock")),
+            ("record_event", Some("engine_mix")),
+            ("span_pair", Some("ours")),
+            ("span_pair", Some("fastrace")),
+            ("clock_read", Some("std_instant")),
+            ("clock_read", Some("tsc")),
+        ],
+        "the clock comes along with the rows that contain it"
+    );
+    for row in &rows {
+        for key in ["clock_reads", "beyond_clock_ns", "ns_per_pair", "ns_per_op"] {
+            assert!(row.get(key).is_some(), "{key} missing from {row}");
+        }
+    }
+    let tsc = rows[7]["ns_per_event"].as_f64().unwrap();
+    let reads: Vec<f64> = rows[..6]
+        .iter()
+        .map(|r| r["clock_reads"].as_f64().unwrap())
+        .collect();
+    assert_eq!(reads, [1.0, 1.0, 0.0, 2.0 / 3.0, 1.0, 1.0]);
+    for (row, reads) in rows.iter().zip(reads) {
+        let ns = row["ns_per_event"].as_f64().unwrap();
+        let beyond = row["beyond_clock_ns"].as_f64().unwrap();
+        assert!((beyond - (ns - reads * tsc)).abs() < 1e-9, "{row}");
+    }
+    assert!(rows[6..].iter().all(|r| r["beyond_clock_ns"].is_null()));
+    let (ours, fastrace) = (&rows[4], &rows[5]);
+    let pair = |row: &Value| row["ns_per_pair"].as_f64().unwrap();
+    assert!(
+        pair(fastrace) > 0.0 && fastrace["note"].is_null(),
+        "{fastrace}"
+    );
+    let ratio = ours["ratio"].as_f64().unwrap();
+    assert!(
+        (ratio - pair(ours) / pair(fastrace)).abs() < 1e-12,
+        "{ours}"
+    );
+    assert_eq!(ours["ns_per_event"].as_f64().unwrap(), pair(ours) / 2.0);
+}

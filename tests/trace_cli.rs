@@ -143,7 +143,11 @@ fn bench_profiler_json_lines_carry_the_reference_keys() {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}")))
         .collect();
-    assert_eq!(lines.len(), 5, "4 record_event rows and random_dag");
+    assert_eq!(
+        lines.len(),
+        7,
+        "4 record_event rows, the 2 clock_read rows they bring, random_dag"
+    );
     for line in &lines {
         for key in ["bench", "ns_per_event", "ratio"] {
             assert!(line.get(key).is_some(), "{key} missing: {line}");
@@ -151,6 +155,6 @@ fn bench_profiler_json_lines_carry_the_reference_keys() {
     }
     assert!(lines[0]["ns_per_event"].as_f64().unwrap() > 0.0);
     assert_eq!(lines[3]["variant"], "engine_mix");
-    assert_eq!(lines[4]["bench"], "random_dag");
-    assert!(lines[4]["dropped"].as_u64().is_some(), "{}", lines[4]);
+    assert_eq!(lines[6]["bench"], "random_dag");
+    assert!(lines[6]["dropped"].as_u64().is_some(), "{}", lines[6]);
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Apache MXNet 1.9.1 peer of `enginetop bench engine` into target/peers/mxnet_engine.
+# Builds the Apache MXNet 1.9.1 peer of `enginetop bench engine` (and, with --profile, of
+# `enginetop bench profiler`'s random_dag) into target/peers/mxnet_engine.
 #
 # 1. Creates a Python venv in target/peers/mxnet-venv and installs mxnet==1.9.1 from PyPI
 #    (with numpy<2, which 1.9.1 requires). The manylinux2014 wheel bundles libmxnet.so,

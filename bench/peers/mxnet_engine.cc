@@ -6,6 +6,7 @@
 //   {"bench":"chain","engine":"mxnet-1.9.1","threads":2,"ns_per_op":1234.5,"correct":true,"reps":5}
 //
 //   mxnet_engine [--threads T] [--reps N] [--quick] [--bench independent,chain,...]
+//                [--profile ops|all]
 //
 // Built by bench/peers/build-mxnet.sh (pip-installed mxnet==1.9.1 wheel: its libmxnet.so and
 // mxnet/include/mxnet/c_api.h; g++ -O2 -std=c++17, -DMXNET_LIBRARY=<path>, rpath to the
@@ -53,7 +54,29 @@
 //     "correct" is true only if every rep matched bit for bit (exit status 1 otherwise).
 //   - Before the first rep, one warm-up op is pushed and waited for, so the lazily created
 //     CPU worker pool exists before timing starts (our engine's workers exist up front too).
+//
+// --profile MODE: what MXNet's own profiler adds per op (the peer of `enginetop bench profiler
+// --bench random_dag`). Every rep runs each benchmark twice, with MXNet's profiler off and on
+// (which goes first alternates from rep to rep), and prints instead
+//
+//   {"bench":"random_dag","engine":"mxnet-1.9.1","profiler":"ops","threads":2,
+//    "ns_per_op":5000.0,"ns_per_op_profiled":6000.0,"added_ns_per_op":1000.0,"ratio":1.2,
+//    "records_per_op":2.00,"correct":true,"reps":5}
+//
+// with ns_per_op and ns_per_op_profiled the medians over reps, added_ns_per_op their
+// difference and ratio their quotient. The profiler is configured once through the C API,
+// MXSetProfilerConfig, with a file under /tmp (/tmp/mxnet_engine-profile-<pid>.json) and, for
+// MODE "ops", only the engine's op records on (profile_imperative=true: each op pushed with a
+// name gets a begin and an end record on its worker; profile_symbolic, profile_memory and
+// profile_api false), or for MODE "all" profile_all=true. A profiled run is
+// MXSetProfilerState(1), the timed run, MXSetProfilerState(0); then, untimed, MXDumpProfile(0)
+// writes that run's records to the file (truncating it), the records naming the op are
+// counted (records_per_op: per op pushed; "ops" writes four, a begin and an end on the worker
+// and an async begin and end in the "operator" domain) and the file is deleted. A run with no record exits
+// with status 1 (the profiler would not have measured anything). One profiled warm-up op runs
+// before timing too.
 #include <dlfcn.h>
+#include <unistd.h>
 #include <mxnet/c_api.h>  // declarations only: the library is dlopen'ed, see load_mxnet
 
 #include <algorithm>
@@ -61,6 +84,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -98,11 +123,14 @@ struct Workload {
   std::vector<NDArrayHandle> vars;  // one NDArray (engine var) per benchmark var
   std::vector<uint64_t> expected;   // values after a sequential run
   std::vector<double> ns_per_op;    // one per rep
+  std::vector<double> ns_per_op_profiled;  // one per rep (--profile)
+  uint64_t records = 0;                    // profiler records naming the op (--profile)
   bool correct = true;
 };
 
 const char* const kBenches[] = {"independent", "chain", "random_dag", "wavefront",
                                 "binary_tree"};
+const char* const kProfileModes[] = {"ops", "all"};
 
 using bench_args::Options;
 
@@ -115,6 +143,9 @@ struct MxApi {
   decltype(&::MXNDArrayFree) MXNDArrayFree;
   decltype(&::MXNDArrayWaitAll) MXNDArrayWaitAll;
   decltype(&::MXEnginePushSyncND) MXEnginePushSyncND;
+  decltype(&::MXSetProfilerConfig) MXSetProfilerConfig;
+  decltype(&::MXSetProfilerState) MXSetProfilerState;
+  decltype(&::MXDumpProfile) MXDumpProfile;
 };
 MxApi mx;
 
@@ -145,6 +176,9 @@ void load_mxnet() {
   resolve(library, "MXNDArrayFree", mx.MXNDArrayFree);
   resolve(library, "MXNDArrayWaitAll", mx.MXNDArrayWaitAll);
   resolve(library, "MXEnginePushSyncND", mx.MXEnginePushSyncND);
+  resolve(library, "MXSetProfilerConfig", mx.MXSetProfilerConfig);
+  resolve(library, "MXSetProfilerState", mx.MXSetProfilerState);
+  resolve(library, "MXDumpProfile", mx.MXDumpProfile);
 }
 
 void check(int rc, const char* what) {
@@ -280,6 +314,55 @@ double run_once(Workload& w, std::vector<uint64_t>& values) {
   return ns / static_cast<double>(w.ops.size());
 }
 
+// ---- MXNet's profiler (--profile) ----
+
+// Configures MXNet's profiler to record into `file`: the engine's op records only ("ops"), or
+// everything it can record ("all"). It stays stopped until a profiled run starts it.
+void configure_profiler(const std::string& mode, const std::string& file) {
+  std::vector<const char*> keys, values;
+  if (mode == "all") {
+    keys = {"profile_all"};
+    values = {"true"};
+  } else {
+    keys = {"profile_symbolic", "profile_imperative", "profile_memory", "profile_api"};
+    values = {"false", "true", "false", "false"};
+  }
+  keys.push_back("filename");
+  values.push_back(file.c_str());
+  check(mx.MXSetProfilerConfig(static_cast<int>(keys.size()), keys.data(), values.data()),
+        "MXSetProfilerConfig");
+}
+
+// Points MXNet's profiler at no file: at exit its destructor dumps once more (an empty trace
+// tail), which would otherwise leave a file behind.
+void unconfigure_profiler() {
+  const char* keys[] = {"filename"};
+  const char* values[] = {""};
+  check(mx.MXSetProfilerConfig(1, keys, values), "MXSetProfilerConfig");
+}
+
+// How many times `needle` occurs in the file at `path` (0 when it cannot be read).
+uint64_t count_in_file(const std::string& path, const std::string& needle) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++count;
+  return count;
+}
+
+// One run with MXNet's profiler on; untimed afterwards, its records are dumped to `file`,
+// those naming the op counted into w.records, and the file deleted.
+double run_profiled(Workload& w, std::vector<uint64_t>& values, const std::string& file) {
+  check(mx.MXSetProfilerState(1), "MXSetProfilerState(1)");
+  double ns = run_once(w, values);
+  check(mx.MXSetProfilerState(0), "MXSetProfilerState(0)");
+  check(mx.MXDumpProfile(0), "MXDumpProfile");
+  w.records += count_in_file(file, std::string("\"") + kOpName + "\"");
+  std::remove(file.c_str());
+  return ns;
+}
+
 double median(std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());
   size_t mid = samples.size() / 2;
@@ -293,7 +376,12 @@ double median(std::vector<double> samples) {
 int main(int argc, char** argv) {
   Options defaults;
   defaults.reps = 5;
-  Options options = bench_args::Parser("mxnet_engine", kBenches).parse(argc, argv, defaults);
+  Options options = bench_args::Parser("mxnet_engine", kBenches)
+                        .profile_modes(kProfileModes)
+                        .parse(argc, argv, defaults);
+  const bool profile = !options.profile.empty();
+  const std::string profile_file =
+      "/tmp/mxnet_engine-profile-" + std::to_string(getpid()) + ".json";
 
   // Before libmxnet.so is loaded: it creates the engine from these while it loads.
   setenv("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice", 1);
@@ -303,7 +391,10 @@ int main(int argc, char** argv) {
   int previous_bulk = 0;
   check(mx.MXEngineSetBulkSize(0, &previous_bulk), "MXEngineSetBulkSize");
 
-  // Warm-up: creates the CPU worker pool of device cpu(0).
+  if (profile) configure_profiler(options.profile, profile_file);
+
+  // Warm-up: creates the CPU worker pool of device cpu(0) (and with --profile, runs one op
+  // profiled).
   {
     Workload warm;
     warm.name = "warm-up";
@@ -314,6 +405,7 @@ int main(int argc, char** argv) {
     reset(warm.expected, 1);
     apply(warm.expected.data(), warm.ops[0]);
     run_once(warm, values);
+    if (profile) run_profiled(warm, values, profile_file);
     check(mx.MXNDArrayFree(warm.vars[0]), "MXNDArrayFree");
   }
 
@@ -327,11 +419,38 @@ int main(int argc, char** argv) {
   check(mx.MXNDArrayWaitAll(), "MXNDArrayWaitAll");
 
   std::vector<uint64_t> values;
-  for (int rep = 0; rep < options.reps; ++rep)
-    for (Workload& w : workloads) w.ns_per_op.push_back(run_once(w, values));
+  for (int rep = 0; rep < options.reps; ++rep) {
+    for (Workload& w : workloads) {
+      const bool profiled_first = profile && rep % 2 == 1;
+      if (profiled_first) w.ns_per_op_profiled.push_back(run_profiled(w, values, profile_file));
+      w.ns_per_op.push_back(run_once(w, values));
+      if (profile && !profiled_first)
+        w.ns_per_op_profiled.push_back(run_profiled(w, values, profile_file));
+    }
+  }
 
   bool all_correct = true;
+  bool all_recorded = true;
   for (Workload& w : workloads) {
+    if (profile) {
+      const double off = median(w.ns_per_op), on = median(w.ns_per_op_profiled);
+      const double records_per_op =
+          static_cast<double>(w.records) / static_cast<double>(w.ops.size() * options.reps);
+      std::printf(
+          "{\"bench\":\"%s\",\"engine\":\"mxnet-1.9.1\",\"profiler\":\"%s\",\"threads\":%d,"
+          "\"ns_per_op\":%.1f,\"ns_per_op_profiled\":%.1f,\"added_ns_per_op\":%.1f,"
+          "\"ratio\":%.4f,\"records_per_op\":%.2f,\"correct\":%s,\"reps\":%d}\n",
+          w.name.c_str(), options.profile.c_str(), options.threads, off, on, on - off, on / off,
+          records_per_op, w.correct ? "true" : "false", options.reps);
+      std::fflush(stdout);
+      all_correct = all_correct && w.correct;
+      if (w.records == 0) {
+        std::fprintf(stderr, "mxnet_engine: %s: MXNet's profiler recorded no op\n",
+                     w.name.c_str());
+        all_recorded = false;
+      }
+      continue;
+    }
     std::printf(
         "{\"bench\":\"%s\",\"engine\":\"mxnet-1.9.1\",\"threads\":%d,\"ns_per_op\":%.1f,"
         "\"correct\":%s,\"reps\":%d}\n",
@@ -344,6 +463,7 @@ int main(int argc, char** argv) {
   for (Workload& w : workloads)
     for (NDArrayHandle var : w.vars) check(mx.MXNDArrayFree(var), "MXNDArrayFree");
   check(mx.MXNDArrayWaitAll(), "MXNDArrayWaitAll");
+  if (profile) unconfigure_profiler();
   check(mx.MXNotifyShutdown(), "MXNotifyShutdown");
-  return all_correct ? 0 : 1;
+  return all_correct && all_recorded ? 0 : 1;
 }
