@@ -392,6 +392,7 @@ fn scaling_view_shows_the_predicted_curve_with_today_marked() {
         today: step(2, 1),
         measured_step_ms: 21.5,
         intra_measured: true,
+        dispatch: Vec::new(),
     });
     let mut app = App::new();
     app.observe(data);

@@ -71,19 +71,23 @@
 //! # What if
 //! A discrete-event simulation of the engine over the same graph predicts the step for
 //! other inter-op and intra-op counts ([`EngineModel`]; its algorithm and assumptions are in
-//! its module's essay).
+//! its module's essay), with the engine's cost before each op measured from the run
+//! ([`dispatch_costs`]).
 #![forbid(unsafe_code)]
 
 pub mod attribution;
+mod dispatch;
 mod schedstat;
 mod simulate;
 mod span;
 mod verdict;
 
 pub use attribution::{attribute, bucket, Attribution, Bucket, LiveScaling, Period};
+pub use dispatch::{dispatch_costs, DispatchCost, IterationTimes, OpRunTimes};
 pub use schedstat::{Descheduled, SchedSample, ThreadDelay};
 pub use simulate::{
-    EngineModel, OpSplit, PredictedStep, QueueOrder, SimDevice, Workers, ASSUMPTIONS, GRID,
+    EngineModel, OpSplit, ParallelLoop, PredictedStep, QueueOrder, SimDevice, Workers, ASSUMPTIONS,
+    GRID,
 };
 pub use span::{analyze, DeviceScaling, Edge, EdgeKind, PathOp, RanGraph, RanOp, Scaling};
 pub(crate) use span::{predecessors, Pred};

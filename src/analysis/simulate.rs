@@ -5,10 +5,17 @@
 //! One iteration's ops in push order with the vars they read and write and the device
 //! (worker pool) each runs on ([`RanGraph`]), each op's priority, each device's workers and
 //! queue order ([`SimDevice`]), and per op its body split ([`OpSplit`]): a serial part and
-//! a parallel part. An op with `intra` intra-op threads takes
-//! `serial + parallel / intra`. The split comes from measurement: the run driver times every
-//! intra-op task an op hands to `parallel_for` and says how it gets there
-//! (`workload::run::intra_split`); an op that handed out no task is all serial.
+//! its parallel loops ([`ParallelLoop`]), each with its items, their cost and its time on
+//! one thread. With `intra` intra-op threads a loop takes its one-thread time times the
+//! share of its items the busiest thread runs when the kernels cut it for `intra` threads
+//! ([`busiest_items`]: Eigen's cost model picks the blocks, or runs a small loop inline;
+//! the blocks go a block at a time to the threads), so an op takes
+//! `serial + sum over its loops of time * busiest_items(intra) / items`. The split comes
+//! from measurement, at any intra-op count, intra 1 included: every loop reports its
+//! blocks' summed time and its wall time on the op's thread, and the serial part is the
+//! op's time less its loops' wall times, so the op thread's wait for other threads' blocks
+//! counts as neither serial nor loop work (`workload::run::intra_split`). An op that ran no
+//! loop is all serial.
 //!
 //! # The simulation ([`EngineModel::step`])
 //! The engine orders every var's accesses in push order, so an op waits for exactly the
@@ -19,7 +26,11 @@
 //! workers), highest priority first and first in, first out among equals on a priority pool
 //! ([`QueueOrder::Priority`]: the CPU priority pool, the GPU workers). Ops that become ready
 //! at the same moment join in push order. Whenever a device has an idle worker and a queued
-//! op, the worker takes the head of the queue and is busy for the op's time. Events are the
+//! op, the worker takes the head of the queue and is busy for the engine's cost before the
+//! op, then the op's time. That cost is the device's measured [`DispatchCost`]
+//! ([`EngineModel::with_dispatch`]; `analysis::dispatch` has the rule): its continuing
+//! figure for a worker that finished an op at that same moment, its waking figure for a
+//! worker that was idle (workers that just finished take the queue's head first). Events are the
 //! op ends, taken in time order from a heap (all ends of one moment before the queues are
 //! served again), so one simulation costs `O(ops log ops + edges)` and is deterministic.
 //! The predicted step is the moment the last op ends.
@@ -30,44 +41,84 @@
 //!
 //! # Known answers (the tests)
 //! A chain takes its work at any inter count; `n` equal independent ops take
-//! `ceil(n / inter) * t`; a perfectly parallel body takes `parallel / intra`; a priority
-//! pool runs a ready high-priority op before an earlier low-priority one; one worker with
-//! serial bodies takes the sum of the op times, exactly (integer nanoseconds throughout);
-//! and every prediction lies between Brent's bounds, `max(work / inter, span)` and
-//! `work / inter + span`.
+//! `ceil(n / inter) * t`; a perfectly parallel loop takes `time / intra`, and a loop the
+//! cost model cuts into uneven blocks its busiest thread's share; a priority pool runs a
+//! ready high-priority op before an earlier low-priority one; one worker with serial bodies
+//! takes the sum of the op times, exactly (integer nanoseconds throughout), and with engine
+//! costs one waking gap plus a continuing gap per further op; and without engine costs every
+//! prediction lies between Brent's bounds, `max(work / inter, span)` and `work / inter +
+//! span`.
 //!
 //! # Assumptions ([`ASSUMPTIONS`], printed where the curve is shown)
 //! An idealised machine: `inter x intra` cores for each CPU device's workers (no
-//! oversubscription, no other process), no memory-bandwidth or cache limit, no engine,
-//! queue or wake-up cost between ops, every op pushed at once, one iteration at a time (the
+//! oversubscription, no other process), no memory-bandwidth or cache limit, the engine's
+//! cost before an op as the run measured it on its device (whatever the counts), every op
+//! pushed at once, one iteration at a time (the
 //! driver's iteration marker reads every tensor, so an iteration's writes wait for the one
-//! before), and an op's parallel part divides evenly over any intra-op count. The engine's
-//! costs between ops are left out rather than guessed: they are what a run's measured step
-//! has beyond its predicted one at its own counts (the `why` section shows both), and they
-//! differ from count to count (a lone worker never parks between ops; two wake each other).
+//! before), a parallel loop's blocks of equal items take equal time, and an intra-op thread
+//! starts a block at once (no wake-up or scheduling cost inside a loop).
 #![forbid(unsafe_code)]
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
+use super::dispatch::DispatchCost;
 use super::span::{predecessors, RanGraph};
+use crate::kernels::par::busiest_items;
+use crate::pool::parallel_for::Cost;
 
 /// The inter-op and intra-op counts of the predicted curve.
 pub const GRID: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// What the prediction assumes, in one line.
 pub const ASSUMPTIONS: &str = "an idealised machine with inter x intra cores per CPU device: \
-    no oversubscription, no memory-bandwidth limit, no engine or wake-up cost between ops, \
-    an op's parallel part divides evenly over the intra-op threads";
+    no oversubscription, no memory-bandwidth limit, the engine's cost before each op as this \
+    run measured it per device (a worker continuing, a worker woken), whatever the counts, \
+    an op's parallel loops cut into blocks by the cost model for that many intra-op threads, \
+    blocks of equal items taking equal time, no wake-up cost inside a loop";
+
+/// One parallel loop of an op's body: what the kernels' cost model cuts, and its time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ParallelLoop {
+    /// Its items.
+    pub items: usize,
+    /// The cost of one item.
+    pub cost: Cost,
+    /// Its blocks' time on one thread.
+    pub time: Duration,
+}
+
+impl ParallelLoop {
+    /// Its time with `intra` intra-op threads (at least one): the busiest thread's items'
+    /// share of its one-thread time (integer nanoseconds, so one thread takes `time`
+    /// exactly).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use enginetop::analysis::ParallelLoop;
+    /// use enginetop::kernels::par::item_cost;
+    /// let ms = Duration::from_millis;
+    /// let heavy = ParallelLoop { items: 64, cost: item_cost(0.0, 0.0, 1e6, 1.0), time: ms(8) };
+    /// assert_eq!((heavy.time(1), heavy.time(2), heavy.time(4)), (ms(8), ms(4), ms(2)));
+    /// ```
+    pub fn time(&self, intra: usize) -> Duration {
+        if self.items == 0 {
+            return self.time;
+        }
+        let busiest = busiest_items(intra.max(1), self.items, self.cost);
+        let nanos = self.time.as_nanos() * busiest as u128 / self.items as u128;
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+}
 
 /// How an op's body divides over intra-op threads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct OpSplit {
-    /// The part only one thread runs.
+    /// The part only the op's thread runs.
     pub serial: Duration,
-    /// The part the intra-op threads share (its time on one thread).
-    pub parallel: Duration,
+    /// Its parallel loops.
+    pub loops: Vec<ParallelLoop>,
 }
 
 impl OpSplit {
@@ -75,7 +126,7 @@ impl OpSplit {
     pub fn serial(time: Duration) -> Self {
         OpSplit {
             serial: time,
-            parallel: Duration::ZERO,
+            loops: Vec::new(),
         }
     }
 
@@ -83,13 +134,16 @@ impl OpSplit {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use enginetop::analysis::OpSplit;
+    /// use enginetop::analysis::{OpSplit, ParallelLoop};
+    /// use enginetop::kernels::par::item_cost;
     /// let ms = Duration::from_millis;
-    /// let split = OpSplit { serial: ms(2), parallel: ms(8) };
+    /// let gemm = ParallelLoop { items: 64, cost: item_cost(0.0, 0.0, 1e6, 1.0), time: ms(8) };
+    /// let split = OpSplit { serial: ms(2), loops: vec![gemm] };
     /// assert_eq!((split.time(1), split.time(4)), (ms(10), ms(4)));
     /// ```
     pub fn time(&self, intra: usize) -> Duration {
-        self.serial + self.parallel / u32::try_from(intra.max(1)).unwrap_or(u32::MAX)
+        let loops = self.loops.iter().map(|run| run.time(intra));
+        self.serial + loops.sum::<Duration>()
     }
 }
 
@@ -141,9 +195,11 @@ pub struct EngineModel {
     waits_for: Vec<usize>,
     /// Per op, the ops waiting for it.
     unblocks: Vec<Vec<usize>>,
+    /// Per device, the engine's cost before each op.
+    dispatch: Vec<DispatchCost>,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct ModelOp {
     device: usize,
     priority: i32,
@@ -166,8 +222,8 @@ impl EngineModel {
             priority: priorities.get(index).copied().unwrap_or(0),
             split: splits
                 .get(index)
-                .copied()
-                .unwrap_or(OpSplit::serial(op.time)),
+                .cloned()
+                .unwrap_or_else(|| OpSplit::serial(op.time)),
         });
         let ops: Vec<ModelOp> = ops.collect();
         let plain = SimDevice {
@@ -175,7 +231,7 @@ impl EngineModel {
             order: QueueOrder::Fifo,
         };
         let device_count = ops.iter().map(|op| op.device + 1).max().unwrap_or(0);
-        let devices = (0..device_count.max(devices.len()))
+        let devices: Vec<SimDevice> = (0..device_count.max(devices.len()))
             .map(|device| devices.get(device).copied().unwrap_or(plain))
             .collect();
         let mut waits_for = vec![0; ops.len()];
@@ -189,12 +245,23 @@ impl EngineModel {
                 unblocks[pred].push(op);
             }
         }
+        let dispatch = vec![DispatchCost::default(); devices.len()];
         EngineModel {
             ops,
             devices,
             waits_for,
             unblocks,
+            dispatch,
         }
+    }
+
+    /// The model with the engine's measured cost before each op, per device of the graph
+    /// (a missing one: none).
+    pub fn with_dispatch(mut self, costs: &[DispatchCost]) -> Self {
+        for (device, cost) in self.dispatch.iter_mut().enumerate() {
+            *cost = costs.get(device).copied().unwrap_or_default();
+        }
+        self
     }
 
     /// The predicted step with `inter` inter-op workers and `intra` intra-op threads (each at
@@ -246,9 +313,13 @@ impl EngineModel {
         let mut idle: Vec<usize> = (0..self.devices.len())
             .map(|device| self.workers(device, inter))
             .collect();
+        // Per device, its workers that finished an op at `now` (they take the next op as a
+        // continuation; the others are woken).
+        let mut fresh = vec![0usize; self.devices.len()];
         let mut queues = ReadyQueues::new(self.devices.len());
         let mut ends: BinaryHeap<Reverse<(Duration, usize)>> = BinaryHeap::new();
         let mut starts = vec![Duration::ZERO; self.ops.len()];
+        let times: Vec<Duration> = self.ops.iter().map(|op| op.split.time(intra)).collect();
         let mut now = Duration::ZERO;
         for op in (0..self.ops.len()).filter(|&op| waiting[op] == 0) {
             queues.push(self.key(op), op);
@@ -258,10 +329,18 @@ impl EngineModel {
                 while *idle > 0 {
                     let Some(op) = queues.pop(device) else { break };
                     *idle -= 1;
-                    starts[op] = now;
-                    ends.push(Reverse((now + self.ops[op].split.time(intra), op)));
+                    let cost = &self.dispatch[device];
+                    let gap = if fresh[device] > 0 {
+                        fresh[device] -= 1;
+                        cost.continuing
+                    } else {
+                        cost.waking
+                    };
+                    starts[op] = now + gap;
+                    ends.push(Reverse((now + gap + times[op], op)));
                 }
             }
+            fresh.fill(0);
             let Some(Reverse((end, first))) = ends.pop() else {
                 break;
             };
@@ -277,6 +356,7 @@ impl EngineModel {
             let mut ready = Vec::new();
             for op in finished {
                 idle[self.ops[op].device] += 1;
+                fresh[self.ops[op].device] += 1;
                 for &next in &self.unblocks[op] {
                     waiting[next] -= 1;
                     if waiting[next] == 0 {
@@ -356,6 +436,24 @@ mod tests {
         EngineModel::new(graph, &[], &[], &[])
     }
 
+    /// A loop of 256 heavy items taking `time` on one thread: the cost model cuts it into
+    /// blocks that divide evenly over any power-of-two thread count up to 64.
+    fn even_loop(time: Duration) -> ParallelLoop {
+        ParallelLoop {
+            items: 256,
+            cost: Cost::compute(1e9),
+            time,
+        }
+    }
+
+    /// An op of `serial` on its thread and one [`even_loop`] of `parallel`.
+    fn split(serial: Duration, parallel: Duration) -> OpSplit {
+        OpSplit {
+            serial,
+            loops: vec![even_loop(parallel)],
+        }
+    }
+
     /// A deterministic random graph: `n` ops over `vars` vars, each reading up to three and
     /// writing one, 1 to 9 ms each.
     fn random_graph(n: usize, vars: usize, seed: u64) -> RanGraph {
@@ -409,11 +507,7 @@ mod tests {
     #[test]
     fn a_perfectly_parallel_body_scales_with_intra() {
         let one = graph(vec![op("gemm", &[], &[0], 64 * MS)], 1);
-        let split = OpSplit {
-            serial: Duration::ZERO,
-            parallel: 64 * MS,
-        };
-        let model = EngineModel::new(&one, &[], &[split], &[]);
+        let model = EngineModel::new(&one, &[], &[split(Duration::ZERO, 64 * MS)], &[]);
         for intra in GRID {
             assert_eq!(model.step(1, intra), 64 * MS / intra as u32);
         }
@@ -424,19 +518,81 @@ mod tests {
     #[test]
     fn independent_split_ops_take_ceil_n_over_inter_rounds_of_their_intra_time() {
         let n = 7;
-        let split = OpSplit {
-            serial: MS,
-            parallel: 12 * MS,
-        };
+        let body = split(MS, 12 * MS);
         let ops = (0..n)
             .map(|i| op(&format!("s{i}"), &[], &[i], 13 * MS))
             .collect();
-        let model = EngineModel::new(&graph(ops, n), &[], &vec![split; n], &[]);
-        for (inter, intra) in [(1, 1), (2, 1), (3, 2), (4, 3), (7, 4), (8, 12)] {
+        let model = EngineModel::new(&graph(ops, n), &[], &vec![body; n], &[]);
+        for (inter, intra) in [(1, 1), (2, 1), (3, 2), (4, 4), (7, 4), (8, 16)] {
             let rounds = n.div_ceil(inter) as u32;
             let body = MS + 12 * MS / intra as u32;
             assert_eq!(model.step(inter, intra), rounds * body, "{inter}x{intra}");
         }
+    }
+
+    #[test]
+    fn a_loop_takes_its_busiest_threads_share_as_the_cost_model_cuts_it() {
+        // 3 heavy items on 2 threads: blocks of 2 and 1 items, the busiest thread runs 2 of
+        // the 3 items' time.
+        let heavy = ParallelLoop {
+            items: 3,
+            cost: Cost::compute(1e9),
+            time: 9 * MS,
+        };
+        assert_eq!(
+            (heavy.time(1), heavy.time(2), heavy.time(3)),
+            (9 * MS, 6 * MS, 3 * MS)
+        );
+        // Too little work for a second thread: the loop runs inline at any count.
+        let small = ParallelLoop {
+            cost: Cost::compute(1.0),
+            ..heavy
+        };
+        assert_eq!(small.time(64), 9 * MS);
+        let body = OpSplit {
+            serial: 2 * MS,
+            loops: vec![heavy, small],
+        };
+        let one = graph(vec![op("two-loops", &[], &[0], 20 * MS)], 1);
+        let model = EngineModel::new(&one, &[], &[body], &[]);
+        assert_eq!(model.step(1, 1), 20 * MS);
+        assert_eq!(model.step(1, 2), 17 * MS, "2 serial + 6 + 9");
+    }
+
+    #[test]
+    fn engine_costs_delay_each_op_by_its_workers_kind_of_gap() {
+        let us = Duration::from_micros(1);
+        let costs = [DispatchCost {
+            continuing: us,
+            waking: 10 * us,
+        }];
+        // A chain on one worker: woken once, then continuing.
+        let ops = (0..5)
+            .map(|i| op(&format!("c{i}"), &[0], &[0], MS))
+            .collect();
+        let chain = serial_model(&graph(ops, 1)).with_dispatch(&costs);
+        assert_eq!(chain.step(1, 1), 5 * MS + 10 * us + 4 * us);
+        assert_eq!(
+            chain.step(4, 1),
+            5 * MS + 10 * us + 4 * us,
+            "one ready op at a time"
+        );
+        // A fork: `a`, then `b` and `c` at once on two workers: one continues after `a`,
+        // the other (idle since the start) is woken.
+        let fork = vec![
+            op("a", &[], &[0], MS),
+            op("b", &[0], &[1], 2 * MS),
+            op("c", &[0], &[2], 3 * MS),
+        ];
+        let model = serial_model(&graph(fork, 3)).with_dispatch(&costs);
+        let timeline = model.run(2, 1);
+        assert_eq!(timeline.starts, [10 * us, MS + 11 * us, MS + 20 * us]);
+        assert_eq!(model.step(2, 1), 4 * MS + 20 * us);
+        assert_eq!(
+            serial_model(&graph(vec![op("a", &[], &[0], MS)], 1)).step(1, 1),
+            MS,
+            "no measured cost, none added"
+        );
     }
 
     #[test]
@@ -513,16 +669,13 @@ mod tests {
 
     #[test]
     fn the_best_for_some_cores_stays_within_them_and_prefers_fewer_threads() {
-        let split = OpSplit {
-            serial: Duration::ZERO,
-            parallel: 8 * MS,
-        };
+        let body = split(Duration::ZERO, 8 * MS);
         // Two independent perfectly parallel ops of 8 ms: on 4 cores 2x2 and 1x4 take 4 ms,
         // 4x1 takes 8 ms (two ops for four workers); the tie goes to fewer intra-op threads.
         let ops = (0..2)
             .map(|i| op(&format!("p{i}"), &[], &[i], 8 * MS))
             .collect();
-        let model = EngineModel::new(&graph(ops, 2), &[], &[split, split], &[]);
+        let model = EngineModel::new(&graph(ops, 2), &[], &[body.clone(), body], &[]);
         let best = model.best_for_cores(4).unwrap();
         assert_eq!((best.inter, best.intra, best.step_ms), (2, 2, 4.0));
         let best = model.best_for_cores(3).unwrap();

@@ -25,13 +25,33 @@
 //! arithmetic in cycles at [`VECTOR_FLOPS_PER_CYCLE`] (or [`GEMM_FLOPS_PER_CYCLE`] inside a
 //! GEMM), so Eigen's cost model picks the thread count and block size as it would for the same
 //! loop in TensorFlow.
+//!
+//! # What a loop reports
+//! Every block is timed (two clock reads; a block is worth at least 40,000 cycles), and the
+//! outermost loop on a thread tells its pool, when it returns, its items, their cost, its
+//! blocks' summed time and its own wall time ([`ThreadPool::loop_ran`]), inline loops
+//! included: the run driver's what-if simulation divides that time as [`busiest_items`] says
+//! the loop would be cut for another thread count. A loop inside a block is part of that
+//! block's time, so it does not report.
 #![forbid(unsafe_code)]
 
+use std::cell::Cell;
 use std::ops::Range;
+use std::time::{Duration, Instant};
 
-use crate::pool::parallel_for::{block_plan, parallel_for_scheduled, threads_for, Cost, Schedule};
+use crate::pool::parallel_for::{
+    block_plan, parallel_for_scheduled, threads_for, Cost, LoopRun, Schedule,
+};
 use crate::pool::ThreadPool;
-use crate::sync::Mutex;
+use crate::sync::{thread_local, AtomicU64, Mutex, Ordering};
+
+// Thread-local: whether the calling thread is inside a loop is a fact about its stack, so
+// only the outermost loop of a thread reports itself.
+thread_local! {
+    /// Whether the calling thread runs a loop of this module now.
+    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
+    static IN_LOOP: Cell<bool> = Cell::new(false);
+}
 
 /// Flops per cycle of a simple vectorized loop (8 `f32` lanes of AVX, one op each).
 pub const VECTOR_FLOPS_PER_CYCLE: f64 = 8.0;
@@ -273,14 +293,18 @@ fn run_blocks<B: Send>(
     mut split: impl FnMut(usize, usize) -> B,
     run: impl Fn(Range<usize>, B) + Sync,
 ) {
-    let size = block_size(pool, n, cost);
+    let size = block_size(pool.num_threads(), n, cost);
     let slots: [Mutex<Option<B>>; MAX_BLOCKS] = std::array::from_fn(|block| {
         let first = block * size;
         Mutex::new((first < n).then(|| split(first, (first + size).min(n))))
     });
     let schedule = Schedule::FixedBlockSize { block_size: size };
+    let outermost = Outermost::enter();
+    let busy = AtomicU64::new(0);
+    let start = Instant::now();
     parallel_for_scheduled(pool, n, schedule, |first, last| {
         debug_assert_eq!(first % size, 0, "a block that is not the planned one");
+        let block_start = Instant::now();
         let blocks = first / size..last.div_ceil(size);
         for (block, slot) in slots.iter().enumerate().take(blocks.end).skip(blocks.start) {
             let share = slot.lock().take();
@@ -290,19 +314,68 @@ fn run_blocks<B: Send>(
                 share.expect("each block runs once"),
             );
         }
+        busy.fetch_add(nanos(block_start.elapsed()), Ordering::Relaxed);
     });
+    if outermost.0 {
+        pool.loop_ran(&LoopRun {
+            items: n,
+            cost,
+            busy: Duration::from_nanos(busy.load(Ordering::Relaxed)),
+            wall: start.elapsed(),
+        });
+    }
 }
 
-/// The block size `parallel_for` would use for `n` items of `cost` on `pool` (all `n` where it
-/// would run them inline), coarsened to make at most [`MAX_BLOCKS`] blocks.
-fn block_size(pool: &dyn ThreadPool, n: usize, cost: Cost) -> usize {
-    let threads = pool.num_threads();
+/// Whether this loop is its thread's outermost; leaving it (also by a panic) clears the mark.
+struct Outermost(bool);
+
+impl Outermost {
+    fn enter() -> Self {
+        Outermost(!IN_LOOP.with(|in_loop| in_loop.replace(true)))
+    }
+}
+
+impl Drop for Outermost {
+    fn drop(&mut self) {
+        if self.0 {
+            IN_LOOP.with(|in_loop| in_loop.set(false));
+        }
+    }
+}
+
+fn nanos(time: Duration) -> u64 {
+    u64::try_from(time.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The block size `parallel_for` would use for `n` items of `cost` on `threads` threads (all
+/// `n` where it would run them inline), coarsened to make at most [`MAX_BLOCKS`] blocks.
+fn block_size(threads: usize, n: usize, cost: Cost) -> usize {
     let size = if n <= 1 || threads <= 1 || threads_for(n, cost, threads) == 1 {
         n
     } else {
         block_plan(n, cost, threads).size
     };
     size.max(n.div_ceil(MAX_BLOCKS)).max(1)
+}
+
+/// How many of a loop's `n` items of `cost` its busiest thread runs on an intra-op pool of
+/// `threads` threads: the loop is cut as [`for_each_chunk`] cuts it, and its equal blocks are
+/// shared out a block at a time, so the busiest thread runs `ceil(blocks / threads)` of them
+/// (all `n` where the loop runs inline).
+///
+/// ```
+/// use enginetop::kernels::par::{busiest_items, item_cost};
+/// let heavy = item_cost(0.0, 0.0, 1e6, 1.0);
+/// assert_eq!(busiest_items(1, 64, heavy), 64);
+/// assert_eq!(busiest_items(2, 64, heavy), 32); // 8 blocks of 8, 4 each
+/// assert_eq!(busiest_items(3, 64, item_cost(0.0, 0.0, 1.0, 1.0)), 64); // too small to split
+/// ```
+pub fn busiest_items(threads: usize, n: usize, cost: Cost) -> usize {
+    let size = block_size(threads, n, cost);
+    if n <= size || threads <= 1 {
+        return n;
+    }
+    (n.div_ceil(size).div_ceil(threads) * size).min(n)
 }
 
 #[cfg(test)]

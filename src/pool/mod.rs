@@ -117,6 +117,11 @@ pub trait ThreadPool: Send + Sync {
 
     /// Which implementation this is.
     fn kind(&self) -> PoolKind;
+
+    /// A parallel loop the calling thread ran on this pool finished (the kernels report
+    /// each outermost loop, inline ones included): a measuring wrapper records it; a pool
+    /// ignores it.
+    fn loop_ran(&self, _run: &parallel_for::LoopRun) {}
 }
 
 /// Errors from making or resizing a pool.

@@ -180,6 +180,21 @@ pub fn task_size(n: usize, cost: Cost) -> f64 {
     total_cycles(n, cost) / TASK_CYCLES
 }
 
+/// One parallel loop as it ran, for [`ThreadPool::loop_ran`]: its items and their cost
+/// (what the cost model cuts) and two times.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LoopRun {
+    /// Items in the loop.
+    pub items: usize,
+    /// The cost of one item.
+    pub cost: Cost,
+    /// Its blocks' times summed, whatever thread ran each: the loop on one thread.
+    pub busy: Duration,
+    /// From the call to its return on the calling thread (its wait for other threads'
+    /// blocks included).
+    pub wall: Duration,
+}
+
 /// How a loop of `n` items is cut: `count` blocks of `size` items (the last may be shorter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockPlan {

@@ -101,7 +101,7 @@ pub use driver::{Driver, RunLength, RunReport, ITERATIONS_IN_FLIGHT, ITERATION_E
 pub use error::RunError;
 pub use hooks::{ProfilerReport, Progress, QueueWatch, RunHooks};
 pub use live::{DriverHandle, LiveProgress};
-pub use predict::PredictedCurve;
+pub use predict::{PoolDispatch, PredictedCurve};
 pub use scaling::ScalingSummary;
 pub use storage::memory_available;
 pub use summary::{

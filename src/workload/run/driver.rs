@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::analysis::{self, Descheduled, OpSplit, Period, SchedSample};
+use crate::analysis::{self, Descheduled, DispatchCost, OpSplit, Period, SchedSample};
 use crate::config::RuntimeConfig;
 use crate::engine::{
     Engine, EngineError, EngineKind, EngineOptions, FnProperty, OpName, OpResult, OpSpec, Var,
@@ -23,7 +23,7 @@ use super::history::ConfigHistory;
 use super::hooks::{ProfilerReport, Progress, RunHooks};
 use super::intra_split::{IntraSplit, MeasuredPool};
 use super::live::{DriverHandle, RunControl};
-use super::op_times::OpTimes;
+use super::op_times::{OpTimes, READABLE_ITERATIONS};
 use super::plan::{check_dtypes, PreparedOp};
 use super::scaling::{LiveVerdicts, RanShape, ScalingSummary};
 use super::storage::{check_memory, TensorStore};
@@ -126,6 +126,9 @@ pub struct RunReport {
     pub(super) descheduled: Option<Descheduled>,
     /// Each iteration op's mean body split over the intra-op pool.
     pub(super) op_splits: Vec<OpSplit>,
+    /// Per device of the iteration's graph, the engine's cost before an op, measured over
+    /// the run's last iterations.
+    pub(super) dispatch: Vec<DispatchCost>,
 }
 
 /// Counts finished iterations; the driver waits on it.
@@ -226,9 +229,7 @@ impl Shared {
             }
             let slot = index - self.first_iteration_op;
             let pool = MeasuredPool::new(self.intra.as_dyn(), &self.split, slot);
-            let work = op.call.execute(&pool, reads, writes);
-            pool.finish();
-            work
+            op.call.execute(&pool, reads, writes)
         })?;
         let flops = work.map_or(op.flops_estimate, |work| work.flops);
         self.counters.record(op.lane_slot, start.elapsed(), flops);
@@ -423,7 +424,18 @@ impl Driver {
                 .splits(&self.shared.times.totals(), pushed),
             last_iteration,
             descheduled: descheduled.map(|(before, after)| before.until(&after)),
+            dispatch: self.dispatch(pushed),
         })
+    }
+
+    /// The engine's cost before an op per device, over the last of the `pushed` iterations
+    /// just run (as many as stay readable).
+    fn dispatch(&self, pushed: u64) -> Vec<DispatchCost> {
+        let end = self.iterations_pushed;
+        let recent = end - pushed.min(READABLE_ITERATIONS).min(end)..end;
+        let times = &self.shared.times;
+        let iterations: Vec<_> = recent.map(|i| times.iteration_times(i)).collect();
+        analysis::dispatch_costs(&self.shared.shape.template, &iterations)
     }
 
     /// The summary of `report`, compared with `gemm_peak_gflops` when given, with the
@@ -479,6 +491,7 @@ impl Driver {
             .verdicts(&mean, settings, report.descheduled.as_ref());
         let predicted = self.shared.shape.predicted_curve(
             &report.op_splits,
+            &report.dispatch,
             settings,
             report.elapsed / iterations,
         );
@@ -572,6 +585,7 @@ impl Driver {
             .prop(op.prop)
             .priority(op.priority);
         let shared = Arc::clone(&self.shared);
+        let pushed = Instant::now();
         self.engine
             .push_sync(spec, move |run| {
                 let start = Instant::now();
@@ -582,7 +596,9 @@ impl Driver {
                 }
                 if let Some(iteration) = iteration {
                     let op = index - shared.first_iteration_op;
-                    shared.times.record(iteration, op, start.elapsed());
+                    shared
+                        .times
+                        .record(iteration, op, (pushed, start), start.elapsed());
                     if let Some(graph) = &shared.graph.0 {
                         let index = u32::try_from(op).unwrap_or(u32::MAX);
                         graph.ran(OpRun {

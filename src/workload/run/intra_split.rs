@@ -1,190 +1,148 @@
 //! [`IntraSplit`]: how each iteration op's body divides over the intra-op pool, measured from
-//! the intra-op tasks it hands out, for the what-if simulation
-//! ([`crate::analysis::EngineModel`]).
+//! the parallel loops it runs, for the what-if simulation ([`crate::analysis::EngineModel`]).
 //!
 //! # What is measured
 //! An iteration op's kernel gets a [`MeasuredPool`] instead of the intra-op pool itself: it
-//! passes every call through, and wraps every task scheduled through it (the blocks
-//! `parallel_for` hands out, and the halves those tasks split off, since a task schedules on
-//! the pool its call was given) in a closure that times the task and adds its time to its
-//! op's execution in progress:
-//! - as **offloaded** time when another thread ran it, with that thread's bit in the
-//!   execution's **helper** mask (a thread's bit is fixed when it first runs such a task);
-//! - as **helped** time when the op's own thread ran it while waiting in `parallel_for`.
-//!
-//! When the op's body returns, its thread takes the execution's three figures (swapping
-//! them back to zero) and adds to the op's run totals: the offloaded time, and its own share
-//! of the parallel part, `max(helped, offloaded / helpers)` (a caller runs one block in place
-//! when a loop has no more blocks than threads, and that block is no task: it is taken to be
-//! as long as an average helper's share).
+//! passes every call through, and hears every outermost parallel loop the kernel runs on it
+//! ([`ThreadPool::loop_ran`], reported by `kernels::par` at any thread count, an inline loop
+//! at intra 1 included): the loop's items and their cost, its blocks' summed time (`busy`,
+//! whatever thread ran each block) and its wall time on the op's thread (`wall`, the op
+//! thread's wait for other threads' blocks included). Per op, the loops are kept by shape
+//! (items and cost): each shape's busy time summed over the run, and the loops' wall time
+//! summed over the run.
 //!
 //! # The split
-//! Over the run, per op: the parallel part is the offloaded time plus the op thread's share,
-//! the serial part is the op's time less its own share (what its thread did outside the
-//! parallel loops). An op that handed out no task (every op of a run at intra 1, where
-//! `parallel_for` runs inline) is all serial. See [`IntraSplit::splits`].
+//! Over the run, per op: each loop shape's busy time is its one-thread time; the serial part
+//! is the op's time less its loops' wall times (what its thread did outside the loops). So
+//! the op thread's wait inside a loop counts as neither: a loop is its blocks' work, which
+//! the simulation divides again for any intra-op count. An op that ran no loop is all
+//! serial. See [`IntraSplit::splits`].
 //!
 //! # Cost and races
-//! Per task: two clock reads, one thread-local read and two relaxed read-modify-writes on
-//! the op's cells; per op execution: three swaps and two adds. Intra-op tasks are sized to
-//! be worth at least 40,000 cycles, so this stays within about a percent of a task. A task
-//! adds its time after its block has settled `parallel_for`'s barrier, so its op may have
-//! returned already: that time then counts for the op's next execution (the run totals lose
-//! nothing). Thread bits repeat after 64 threads: two helpers sharing a bit count as one.
+//! Per loop: one uncontended lock of the op's cell and a short scan of its shapes (a kernel
+//! runs a few loops); the first run of a shape allocates. Only the op's thread records (a
+//! loop reported from another thread, a kernel's loop inside a block, is part of that block's
+//! time), and the engine runs one execution of an op at a time.
 #![forbid(unsafe_code)]
 
-use std::sync::LazyLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::analysis::OpSplit;
+use crate::analysis::{OpSplit, ParallelLoop};
+use crate::pool::parallel_for::{Cost, LoopRun};
 use crate::pool::{PoolError, PoolKind, PoolStats, Task, ThreadPool};
-use crate::sync::{thread_local, Arc, AtomicU32, AtomicU64, Ordering};
+use crate::sync::Mutex;
 
-/// Per iteration op, its intra-op tasks' time: the execution in progress and the run's totals.
+/// One loop shape of an op, summed over the run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct LoopTotal {
+    items: usize,
+    cost: Cost,
+    busy: Duration,
+}
+
+/// One op's loops over the run.
+#[derive(Debug, Default)]
+struct OpLoops {
+    shapes: Vec<LoopTotal>,
+    /// The loops' wall times on the op's thread, summed.
+    wall: Duration,
+}
+
+impl OpLoops {
+    fn add(&mut self, run: &LoopRun) {
+        self.wall += run.wall;
+        let same = |total: &&mut LoopTotal| total.items == run.items && total.cost == run.cost;
+        match self.shapes.iter_mut().find(same) {
+            Some(total) => total.busy += run.busy,
+            None => self.shapes.push(LoopTotal {
+                items: run.items,
+                cost: run.cost,
+                busy: run.busy,
+            }),
+        }
+    }
+}
+
+/// Per iteration op, its parallel loops over the run.
 #[derive(Debug)]
 pub(super) struct IntraSplit {
-    /// Per op, task time other threads ran in the execution in progress (ns).
-    offloaded_now: Vec<AtomicU64>,
-    /// Per op, task time its own thread ran in the execution in progress (ns).
-    helped_now: Vec<AtomicU64>,
-    /// Per op, the bits of the threads that ran its tasks in the execution in progress.
-    helpers_now: Vec<AtomicU64>,
-    /// Per op, offloaded time over the run (ns).
-    offloaded: Vec<AtomicU64>,
-    /// Per op, its own thread's share of the parallel part over the run (ns).
-    own_share: Vec<AtomicU64>,
+    ops: Vec<Mutex<OpLoops>>,
 }
 
 impl IntraSplit {
     /// Room for an iteration of `ops` ops.
     pub(super) fn new(ops: usize) -> Self {
-        let zeros = || (0..ops).map(|_| AtomicU64::new(0)).collect();
         IntraSplit {
-            offloaded_now: zeros(),
-            helped_now: zeros(),
-            helpers_now: zeros(),
-            offloaded: zeros(),
-            own_share: zeros(),
+            ops: (0..ops).map(|_| Mutex::new(OpLoops::default())).collect(),
         }
     }
 
     /// The run totals back to zero (a new run starts).
     pub(super) fn reset(&self) {
-        for cell in self.offloaded.iter().chain(&self.own_share) {
-            cell.store(0, Ordering::Relaxed);
+        for op in &self.ops {
+            *op.lock() = OpLoops::default();
         }
     }
 
-    /// A task of op `op` ran for `time` on the thread with bit `runner` (`owner`: the op's).
-    fn task_ran(&self, op: usize, owner: u64, runner: u64, time: Duration) {
-        let nanos = nanos(time);
-        if runner == owner {
-            self.helped_now[op].fetch_add(nanos, Ordering::Relaxed);
-        } else {
-            self.offloaded_now[op].fetch_add(nanos, Ordering::Relaxed);
-            self.helpers_now[op].fetch_or(runner, Ordering::Relaxed);
+    /// Op `op` ran the loop `run` on its thread.
+    fn loop_ran(&self, op: usize, run: &LoopRun) {
+        if run.items > 0 {
+            self.ops[op].lock().add(run);
         }
     }
 
-    /// Op `op`'s body returned: its execution's figures join the run totals.
-    fn finish(&self, op: usize) {
-        let offloaded = self.offloaded_now[op].swap(0, Ordering::Relaxed);
-        let helped = self.helped_now[op].swap(0, Ordering::Relaxed);
-        let helpers = self.helpers_now[op].swap(0, Ordering::Relaxed).count_ones();
-        let share = helped.max(offloaded / u64::from(helpers.max(1)));
-        self.offloaded[op].fetch_add(offloaded, Ordering::Relaxed);
-        self.own_share[op].fetch_add(share, Ordering::Relaxed);
-    }
-
-    /// Each op's split over `iterations` iterations whose op times summed to `totals`.
+    /// Each op's mean split over `iterations` iterations whose op times summed to `totals`.
     pub(super) fn splits(&self, totals: &[Duration], iterations: u64) -> Vec<OpSplit> {
         let runs = u32::try_from(iterations.max(1)).unwrap_or(u32::MAX);
-        let load = |cell: &AtomicU64| Duration::from_nanos(cell.load(Ordering::Relaxed));
         totals
             .iter()
-            .zip(self.offloaded.iter().zip(&self.own_share))
-            .map(|(total, (offloaded, share))| {
-                let (offloaded, share) = (load(offloaded), load(share));
+            .zip(&self.ops)
+            .map(|(total, loops)| {
+                let loops = loops.lock();
+                let shapes = loops.shapes.iter().map(|shape| ParallelLoop {
+                    items: shape.items,
+                    cost: shape.cost,
+                    time: shape.busy / runs,
+                });
                 OpSplit {
-                    serial: total.saturating_sub(share) / runs,
-                    parallel: (offloaded + share.min(*total)) / runs,
+                    serial: total.saturating_sub(loops.wall) / runs,
+                    loops: shapes.collect(),
                 }
             })
             .collect()
     }
 }
 
-fn nanos(time: Duration) -> u64 {
-    u64::try_from(time.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// The next thread's bit number.
-static NEXT_BIT: LazyLock<AtomicU32> = LazyLock::new(|| AtomicU32::new(0));
-
-// Thread-local: which helper ran a task is a fact about the thread, so a task's runner
-// marks its bit without touching shared state.
-thread_local! {
-    /// This thread's bit in the helper masks (0: not given yet).
-    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
-    static THREAD_BIT: std::cell::Cell<u64> = std::cell::Cell::new(0);
-}
-
-/// The calling thread's bit, given on first use.
-fn thread_bit() -> u64 {
-    THREAD_BIT.with(|bit| {
-        if bit.get() == 0 {
-            bit.set(1 << (NEXT_BIT.fetch_add(1, Ordering::Relaxed) % 64));
-        }
-        bit.get()
-    })
-}
-
 /// The intra-op pool as one execution of an iteration op sees it: every call passes
-/// through; every task is timed for the op (see the module docs).
+/// through; every loop reported on the op's thread is recorded for the op (see the module
+/// docs).
 pub(super) struct MeasuredPool<'a> {
     inner: &'a dyn ThreadPool,
-    split: &'a Arc<IntraSplit>,
+    split: &'a IntraSplit,
     op: usize,
-    /// The op thread's bit.
-    owner: u64,
+    /// The op's thread.
+    owner: std::thread::ThreadId,
 }
 
 impl<'a> MeasuredPool<'a> {
     /// `inner` measured for op `op`, on the op's own thread.
-    pub(super) fn new(inner: &'a dyn ThreadPool, split: &'a Arc<IntraSplit>, op: usize) -> Self {
+    pub(super) fn new(inner: &'a dyn ThreadPool, split: &'a IntraSplit, op: usize) -> Self {
         MeasuredPool {
             inner,
             split,
             op,
-            owner: thread_bit(),
+            owner: std::thread::current().id(),
         }
-    }
-
-    /// The op's body returned (on the op's thread).
-    pub(super) fn finish(self) {
-        self.split.finish(self.op);
-    }
-
-    fn wrap(&self, task: Task) -> Task {
-        let (split, op, owner) = (Arc::clone(self.split), self.op, self.owner);
-        Task::new(move || {
-            let start = Instant::now();
-            let outcome = task.run_caught();
-            split.task_ran(op, owner, thread_bit(), start.elapsed());
-            if let Err(message) = outcome {
-                std::panic::resume_unwind(Box::new(message));
-            }
-        })
     }
 }
 
 impl ThreadPool for MeasuredPool<'_> {
     fn schedule(&self, task: Task) {
-        self.inner.schedule(self.wrap(task));
+        self.inner.schedule(task);
     }
 
     fn schedule_with_hint(&self, task: Task, start: usize, limit: usize) {
-        self.inner.schedule_with_hint(self.wrap(task), start, limit);
+        self.inner.schedule_with_hint(task, start, limit);
     }
 
     fn num_threads(&self) -> usize {
@@ -218,19 +176,33 @@ impl ThreadPool for MeasuredPool<'_> {
     fn kind(&self) -> PoolKind {
         self.inner.kind()
     }
+
+    fn loop_ran(&self, run: &LoopRun) {
+        if std::thread::current().id() == self.owner {
+            self.split.loop_ran(self.op, run);
+        }
+    }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::pool::parallel_for::{parallel_for, Cost};
+    use crate::kernels::par::{for_each_chunk, item_cost};
     use crate::pool::{Pool, PoolOptions};
-    use crate::sync::AtomicUsize;
 
     const US: Duration = Duration::from_micros(1);
 
+    fn run(items: usize, busy: Duration, wall: Duration) -> LoopRun {
+        LoopRun {
+            items,
+            cost: Cost::compute(1e9),
+            busy,
+            wall,
+        }
+    }
+
     #[test]
-    fn an_op_without_tasks_is_all_serial() {
+    fn an_op_without_loops_is_all_serial() {
         let split = IntraSplit::new(2);
         let totals = [30 * US, 8 * US];
         let splits = split.splits(&totals, 2);
@@ -239,61 +211,66 @@ mod tests {
     }
 
     #[test]
-    fn offloaded_time_and_the_callers_share_make_the_parallel_part() {
+    fn the_wait_inside_a_loop_is_neither_serial_nor_loop_work() {
         let split = IntraSplit::new(1);
-        // One execution: two helpers ran 6 us each; the op thread helped 2 us.
-        split.task_ran(0, 1, 2, 6 * US);
-        split.task_ran(0, 1, 4, 6 * US);
-        split.task_ran(0, 1, 1, 2 * US);
-        split.finish(0);
-        // The op took 10 us: its own share is max(2, 12 / 2) = 6 us of parallel work.
-        let splits = split.splits(&[10 * US], 1);
+        // The op took 11 us: 1 us outside its loop, 10 us in it, of which its thread waited
+        // for the last blocks; the blocks ran 12 us in all.
+        split.loop_ran(0, &run(64, 12 * US, 10 * US));
+        let body = split.splits(&[11 * US], 1).remove(0);
+        assert_eq!(body.serial, US);
+        assert_eq!(body.loops.len(), 1);
+        assert_eq!(body.loops[0].time, 12 * US);
         assert_eq!(
-            splits[0],
-            OpSplit {
-                serial: 4 * US,
-                parallel: 18 * US
-            }
+            body.time(1),
+            13 * US,
+            "one thread runs every block, and waits for none"
         );
+        assert_eq!(body.time(2), 7 * US);
         split.reset();
         assert_eq!(split.splits(&[10 * US], 1)[0], OpSplit::serial(10 * US));
     }
 
     #[test]
-    fn one_thread_takes_the_sum_of_the_tasks_when_the_op_thread_never_waits() {
-        // Blocks of 4, 1, 2 and 3 ms: the op thread ran the first itself, two helpers the
-        // rest, and the op took 4 ms (no code outside the loop, no waiting).
-        let ms = Duration::from_millis;
+    fn loops_of_one_shape_add_up_and_other_shapes_stay_apart() {
         let split = IntraSplit::new(1);
-        split.task_ran(0, 1, 1, ms(4));
-        for (task, helper) in [(1, 2), (2, 4), (3, 2)] {
-            split.task_ran(0, 1, helper, ms(task));
+        for _ in 0..2 {
+            split.loop_ran(0, &run(64, 4 * US, 4 * US));
+            split.loop_ran(0, &run(8, 2 * US, 2 * US));
         }
-        split.finish(0);
-        let body = split.splits(&[ms(4)], 1)[0];
-        assert_eq!(body.time(1), ms(10), "the sum of the tasks");
-        assert_eq!((body.serial, body.parallel), (Duration::ZERO, ms(10)));
-        assert_eq!(body.time(2), ms(5));
+        split.loop_ran(0, &run(0, US, US)); // an empty loop: nothing to split
+        let body = split.splits(&[14 * US], 2).remove(0);
+        let shapes: Vec<(usize, Duration)> =
+            body.loops.iter().map(|run| (run.items, run.time)).collect();
+        assert_eq!(shapes, [(64, 4 * US), (8, 2 * US)]);
+        assert_eq!(body.serial, US, "14 us less 12 us of loops, halved");
     }
 
     #[test]
-    fn a_measured_parallel_for_hands_its_blocks_to_helpers() {
-        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "split-test")).unwrap();
-        let split = Arc::new(IntraSplit::new(1));
-        let measured = MeasuredPool::new(pool.as_dyn(), &split, 0);
-        let items = AtomicUsize::new(0);
-        // Enough work per item that the cost model splits it over both threads.
-        parallel_for(&measured, 64, Cost::compute(1e6), |first, last| {
-            let mut x = 0u64;
-            for i in 0..200_000u64 {
-                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
-            }
-            items.fetch_add(last - first, Ordering::Relaxed);
-        });
-        measured.finish();
-        assert_eq!(items.load(Ordering::Relaxed), 64);
-        let tasks =
-            split.offloaded[0].load(Ordering::Relaxed) + split.own_share[0].load(Ordering::Relaxed);
-        assert!(tasks > 0, "the blocks run as tasks were timed");
+    fn a_kernel_loop_reports_itself_even_inline_on_one_thread() {
+        for threads in [1, 2] {
+            let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, threads, "split-test"));
+            let pool = pool.unwrap();
+            let split = IntraSplit::new(1);
+            let measured = MeasuredPool::new(pool.as_dyn(), &split, 0);
+            let mut out = vec![0u64; 64];
+            // Enough work per chunk that the cost model splits it over two threads.
+            let cost = item_cost(0.0, 1.0, 1e6, 1.0);
+            for_each_chunk(&measured, &mut out, 1, cost, |index, chunk| {
+                let mut x = index as u64;
+                for i in 0..20_000u64 {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+                }
+                chunk[0] = x | 1;
+            });
+            assert!(out.iter().all(|&value| value != 0));
+            let body = split.splits(&[Duration::from_secs(1)], 1).remove(0);
+            assert_eq!(body.loops.len(), 1, "{threads} threads: {body:?}");
+            assert_eq!(body.loops[0].items, 64);
+            assert!(body.loops[0].time > Duration::ZERO, "its blocks were timed");
+            assert!(
+                body.serial < Duration::from_secs(1),
+                "its wall left the serial part"
+            );
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! [`OpTimes`]: each iteration op's measured time, per iteration in flight and summed over
-//! the run, for the scaling analysis ([`crate::analysis`]).
+//! the run, for the scaling analysis ([`crate::analysis`]), and when each was pushed,
+//! started and on which worker thread, for the engine's measured cost between ops
+//! ([`crate::analysis::dispatch_costs`]).
 //!
 //! # Protocol
 //! An op body of iteration `i` stores its time in slot `i % SLOTS` at its op's index, and
@@ -13,9 +15,11 @@
 //! two iterations' times of the same ops, never torn values).
 #![forbid(unsafe_code)]
 
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::analysis::{IterationTimes, OpRunTimes};
+use crate::sync::{thread_local, AtomicU32, AtomicU64, Ordering};
 
 /// Iteration slots kept: the ones in flight, the last finished one and a spare.
 const SLOTS: u64 = 4;
@@ -26,6 +30,12 @@ pub(super) struct OpTimes {
     ops: usize,
     /// `SLOTS` rows of `ops` times, in ns.
     slots: Vec<AtomicU64>,
+    /// Laid out as `slots`: when each op was pushed (ns since `epoch`).
+    pushes: Vec<AtomicU64>,
+    /// Laid out as `slots`: when each op started (ns since `epoch`).
+    starts: Vec<AtomicU64>,
+    /// Laid out as `slots`: the worker thread that ran each op ([`worker_number`]).
+    workers: Vec<AtomicU32>,
     /// Per slot, when its iteration ended (ns since `epoch`; 0: not yet).
     ends: Vec<AtomicU64>,
     /// Per op, its time summed over the run, in ns.
@@ -40,17 +50,60 @@ impl OpTimes {
         OpTimes {
             ops,
             slots: zeros(ops * SLOTS as usize),
+            pushes: zeros(ops * SLOTS as usize),
+            starts: zeros(ops * SLOTS as usize),
+            workers: (0..ops * SLOTS as usize)
+                .map(|_| AtomicU32::new(0))
+                .collect(),
             ends: zeros(SLOTS as usize),
             totals: zeros(ops),
             epoch: Instant::now(),
         }
     }
 
-    /// Op `op` (its index in the iteration) of iteration `iteration` took `time`.
-    pub(super) fn record(&self, iteration: u64, op: usize, time: Duration) {
-        let nanos = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
-        self.slots[self.cell(iteration, op)].store(nanos, Ordering::Relaxed);
+    /// Op `op` (its index in the iteration) of iteration `iteration`, pushed at `pushed`,
+    /// started at `start` on the calling thread and took `time`.
+    pub(super) fn record(
+        &self,
+        iteration: u64,
+        op: usize,
+        (pushed, start): (Instant, Instant),
+        time: Duration,
+    ) {
+        let nanos = nanos(time);
+        let cell = self.cell(iteration, op);
+        self.slots[cell].store(nanos, Ordering::Relaxed);
+        self.pushes[cell].store(self.since_epoch(pushed), Ordering::Relaxed);
+        self.starts[cell].store(self.since_epoch(start), Ordering::Relaxed);
+        self.workers[cell].store(worker_number(), Ordering::Relaxed);
         self.totals[op].fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    fn since_epoch(&self, at: Instant) -> u64 {
+        nanos(at.saturating_duration_since(self.epoch))
+    }
+
+    /// When each op of iteration `iteration` was pushed, started and ended, on which
+    /// worker, and when the iteration before ended (read once the iteration and the one
+    /// before are done, within [`SLOTS`]` - 1` iterations of the last one).
+    pub(super) fn iteration_times(&self, iteration: u64) -> IterationTimes {
+        let ops = (0..self.ops).map(|op| {
+            let cell = self.cell(iteration, op);
+            let start = self.starts[cell].load(Ordering::Relaxed);
+            OpRunTimes {
+                pushed: self.pushes[cell].load(Ordering::Relaxed),
+                start,
+                end: start + self.slots[cell].load(Ordering::Relaxed),
+                worker: self.workers[cell].load(Ordering::Relaxed),
+            }
+        });
+        let previous = iteration.checked_sub(1);
+        let previous_end =
+            previous.map(|before| self.ends[(before % SLOTS) as usize].load(Ordering::Acquire));
+        IterationTimes {
+            ops: ops.collect(),
+            previous_end: previous_end.filter(|&end| end > 0),
+        }
     }
 
     /// Iteration `iteration` ended now.
@@ -93,6 +146,35 @@ impl OpTimes {
     }
 }
 
+/// Iterations whose [`OpTimes::iteration_times`] stay readable after a run: the slot of the
+/// iteration before the oldest must still hold its end.
+pub(super) const READABLE_ITERATIONS: u64 = SLOTS - 1;
+
+fn nanos(time: Duration) -> u64 {
+    u64::try_from(time.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The next thread's number.
+static NEXT_WORKER: LazyLock<AtomicU32> = LazyLock::new(|| AtomicU32::new(1));
+
+// Thread-local: which worker ran an op is a fact about the thread, so the op's body marks
+// it without shared state.
+thread_local! {
+    /// This thread's number (0: not given yet).
+    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
+    static WORKER: std::cell::Cell<u32> = std::cell::Cell::new(0);
+}
+
+/// The calling thread's number, given on first use.
+fn worker_number() -> u32 {
+    WORKER.with(|number| {
+        if number.get() == 0 {
+            number.set(NEXT_WORKER.fetch_add(1, Ordering::Relaxed));
+        }
+        number.get()
+    })
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -102,9 +184,10 @@ mod tests {
     #[test]
     fn iterations_keep_their_own_times_and_the_run_sums_them() {
         let times = OpTimes::new(2);
-        times.record(0, 0, 3 * US);
-        times.record(0, 1, 4 * US);
-        times.record(1, 0, 5 * US);
+        let now = (Instant::now(), Instant::now());
+        times.record(0, 0, now, 3 * US);
+        times.record(0, 1, now, 4 * US);
+        times.record(1, 0, now, 5 * US);
         assert_eq!(times.iteration(0), [3 * US, 4 * US]);
         assert_eq!(times.iteration(1), [5 * US, Duration::ZERO]);
         assert_eq!(times.totals(), [8 * US, 4 * US]);
@@ -115,6 +198,27 @@ mod tests {
             [3 * US, 4 * US],
             "a reset keeps the slots"
         );
+    }
+
+    #[test]
+    fn an_iteration_keeps_when_each_op_was_pushed_and_ran_and_where() {
+        let times = OpTimes::new(2);
+        let pushed = times.epoch + 10 * US;
+        let start = pushed + 5 * US;
+        times.record(1, 0, (pushed, start), 3 * US);
+        times.record(1, 1, (pushed, start + 3 * US), 2 * US);
+        times.end(0);
+        let iteration = times.iteration_times(1);
+        let first = iteration.ops[0];
+        assert_eq!(
+            (first.pushed, first.start, first.end),
+            (10_000, 15_000, 18_000)
+        );
+        assert_eq!(iteration.ops[1].end, 20_000);
+        assert_eq!(first.worker, iteration.ops[1].worker, "one thread ran both");
+        assert!(first.worker > 0);
+        assert!(iteration.previous_end.is_some());
+        assert_eq!(times.iteration_times(0).previous_end, None);
     }
 
     #[test]

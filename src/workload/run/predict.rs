@@ -7,7 +7,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::analysis::{
-    EngineModel, OpSplit, PredictedStep, QueueOrder, SimDevice, Workers, ASSUMPTIONS, GRID,
+    DispatchCost, EngineModel, OpSplit, PredictedStep, QueueOrder, SimDevice, Workers, ASSUMPTIONS,
+    GRID,
 };
 
 use super::counters::Lane;
@@ -26,9 +27,20 @@ pub struct PredictedCurve {
     pub today: PredictedStep,
     /// The run's measured step, in milliseconds.
     pub measured_step_ms: f64,
-    /// Whether any op handed work to the intra-op pool (without, every body is serial and
-    /// the intra-op count changes nothing).
+    /// Whether any op ran a parallel loop (without, every body is serial and the intra-op
+    /// count changes nothing).
     pub intra_measured: bool,
+    /// Per worker pool with ops, the engine's measured cost before an op.
+    pub dispatch: Vec<PoolDispatch>,
+}
+
+/// One worker pool's measured engine cost before an op, as the `why` section shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolDispatch {
+    /// The pool.
+    pub device: String,
+    /// Its cost.
+    pub cost: DispatchCost,
 }
 
 impl PredictedCurve {
@@ -83,11 +95,31 @@ impl fmt::Display for PredictedCurve {
             )?;
         }
         writeln!(f)?;
+        let costs: Vec<String> = self
+            .dispatch
+            .iter()
+            .map(|pool| {
+                let us = |time: std::time::Duration| time.as_secs_f64() * 1e6;
+                format!(
+                    "{} {:.1} us continuing, {:.1} us woken",
+                    pool.device,
+                    us(pool.cost.continuing),
+                    us(pool.cost.waking)
+                )
+            })
+            .collect();
+        if !costs.is_empty() {
+            writeln!(
+                f,
+                "    engine cost before an op (measured): {}",
+                costs.join("; ")
+            )?;
+        }
         if !self.intra_measured {
             writeln!(
                 f,
-                "    no op handed work to the intra-op pool, so every body counts as serial \
-                 (at intra 1 nothing is split: run with --intra 2 or more to measure it)"
+                "    no op ran a parallel loop, so every body counts as serial and the intra-op \
+                 count changes nothing"
             )?;
         }
         Ok(())
@@ -111,30 +143,45 @@ fn sim_device(lane: Lane, settings: &RunSettings) -> SimDevice {
 }
 
 impl RanShape {
-    /// The simulation of this shape with `splits` (one per iteration op) under `settings`.
-    fn engine_model(&self, splits: &[OpSplit], settings: &RunSettings) -> EngineModel {
+    /// The simulation of this shape with `splits` (one per iteration op) and the engine's
+    /// `dispatch` costs (one per device) under `settings`.
+    fn engine_model(
+        &self,
+        splits: &[OpSplit],
+        dispatch: &[DispatchCost],
+        settings: &RunSettings,
+    ) -> EngineModel {
         let devices: Vec<SimDevice> = self
             .lanes
             .iter()
             .map(|lane| sim_device(*lane, settings))
             .collect();
-        EngineModel::new(&self.template, &self.priorities, splits, &devices)
+        EngineModel::new(&self.template, &self.priorities, splits, &devices).with_dispatch(dispatch)
     }
 
-    /// The curve of this shape with `splits` under `settings`, whose run measured a step of
-    /// `measured_step`.
+    /// The curve of this shape with `splits` and `dispatch` under `settings`, whose run
+    /// measured a step of `measured_step`.
     pub(super) fn predicted_curve(
         &self,
         splits: &[OpSplit],
+        dispatch: &[DispatchCost],
         settings: &RunSettings,
         measured_step: Duration,
     ) -> PredictedCurve {
-        let model = self.engine_model(splits, settings);
+        let model = self.engine_model(splits, dispatch, settings);
+        let with_ops = |device: &usize| self.template.ops.iter().any(|op| op.device == *device);
+        let pools = (0..self.lanes.len())
+            .filter(with_ops)
+            .map(|device| PoolDispatch {
+                device: self.template.devices[device].clone(),
+                cost: dispatch.get(device).copied().unwrap_or_default(),
+            });
         PredictedCurve {
             points: model.curve(&GRID),
             today: model.point(settings.inter, settings.intra),
             measured_step_ms: measured_step.as_secs_f64() * 1e3,
-            intra_measured: splits.iter().any(|split| !split.parallel.is_zero()),
+            intra_measured: splits.iter().any(|split| !split.loops.is_empty()),
+            dispatch: pools.collect(),
         }
     }
 }
@@ -145,9 +192,10 @@ impl DriverHandle {
     /// measured: a prediction, under [`ASSUMPTIONS`]; `None` for no cores.
     pub fn predicted_for_cores(&self, report: &RunReport, cores: usize) -> Option<PredictedStep> {
         let shared = &self.shared;
-        let model = shared
-            .shape
-            .engine_model(&report.op_splits, &shared.settings);
+        let model =
+            shared
+                .shape
+                .engine_model(&report.op_splits, &report.dispatch, &shared.settings);
         model.best_for_cores(cores)
     }
 }
@@ -176,6 +224,13 @@ mod tests {
             points,
             measured_step_ms: 35.0,
             intra_measured: true,
+            dispatch: vec![PoolDispatch {
+                device: "cpu:0 workers".to_string(),
+                cost: DispatchCost {
+                    continuing: Duration::from_micros(2),
+                    waking: Duration::from_micros(15),
+                },
+            }],
         };
         let text = curve.to_string();
         assert!(text.contains(ASSUMPTIONS), "{text}");
@@ -187,7 +242,11 @@ mod tests {
         );
         assert!(text.contains("today 1x2: predicted 32.00 ms, measured 35.00 ms"));
         assert!(text.contains("best predicted 4x64: 0.25 ms"), "{text}");
-        assert!(!text.contains("no op handed work"));
+        assert!(
+            text.contains("engine cost before an op (measured): cpu:0 workers 2.0 us continuing, 15.0 us woken"),
+            "{text}"
+        );
+        assert!(!text.contains("no op ran a parallel loop"));
         let json = serde_json::to_value(&curve).unwrap();
         assert_eq!(json.as_array().unwrap().len(), 49);
         assert_eq!(json[1]["intra"], 2);
@@ -201,7 +260,8 @@ mod tests {
             today: point(1, 1, 5.0),
             measured_step_ms: 6.0,
             intra_measured: false,
+            dispatch: Vec::new(),
         };
-        assert!(curve.to_string().contains("--intra 2 or more"));
+        assert!(curve.to_string().contains("no op ran a parallel loop"));
     }
 }

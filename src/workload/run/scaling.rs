@@ -292,7 +292,9 @@ impl LiveVerdicts {
             descheduled,
         });
         let splits = split.splits(&times.totals(), done);
-        state.predicted = Some(shape.predicted_curve(&splits, settings, step));
+        let iteration = [times.iteration_times(last)];
+        let dispatch = analysis::dispatch_costs(&shape.template, &iteration);
+        state.predicted = Some(shape.predicted_curve(&splits, &dispatch, settings, step));
         state.lines.clone()
     }
 

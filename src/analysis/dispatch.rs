@@ -1,0 +1,248 @@
+//! The engine's cost between ops, measured from a run: how long a ready op waits for a
+//! worker that is free to take it, per device, for the what-if simulation
+//! ([`super::EngineModel::with_dispatch`]).
+//!
+//! # The rule
+//! Each op execution of a run's iterations brings when it was pushed, started and ended and
+//! which worker thread ran it. It became ready at the latest of its push, its predecessors'
+//! ends in its iteration (the span analysis's edges) and, for an op that writes, the end of
+//! the iteration before (the driver's iteration marker reads every tensor, so a write waits
+//! for it). The worker that ran it was free from the end of its previous op. So the op
+//! waited for the engine from `max(ready, free)` to its start, and the sample is one of two
+//! kinds:
+//! - **continuing**: the worker was still busy when the op became ready (`free >= ready`):
+//!   it finished its op, completed it in the engine and took the next (the per-op cost a
+//!   lone worker pays between ops);
+//! - **waking**: the worker was idle before the op was ready: the engine had to hand the op
+//!   to a parked or spinning worker (the wake-up between two workers).
+//!
+//! A sample whose start precedes the estimate of its ready moment (an op that did not wait
+//! for the iteration before after all) is dropped. Each device's figure per kind is the
+//! median of its samples; a device with no waking sample (a lone worker never idles while
+//! work is ready) takes its continuing figure for both.
+#![forbid(unsafe_code)]
+
+use std::time::Duration;
+
+use super::span::{predecessors, RanGraph};
+
+/// One execution of an op (nanoseconds from any one epoch).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpRunTimes {
+    /// When the driver pushed it.
+    pub pushed: u64,
+    /// When its body started.
+    pub start: u64,
+    /// When its body ended.
+    pub end: u64,
+    /// The worker thread that ran it (any per-thread number).
+    pub worker: u32,
+}
+
+/// One iteration's executions, one per op of the graph, and when the one before ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IterationTimes {
+    /// Per op of the graph, in push order.
+    pub ops: Vec<OpRunTimes>,
+    /// When the iteration before ended (`None`: unknown).
+    pub previous_end: Option<u64>,
+}
+
+/// What the engine adds before an op on one device, measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DispatchCost {
+    /// Before an op its worker takes on finishing its previous one.
+    pub continuing: Duration,
+    /// Before an op a worker takes after idling.
+    pub waking: Duration,
+}
+
+/// Each device's [`DispatchCost`] over `iterations` of `graph` (see the module docs).
+pub fn dispatch_costs(graph: &RanGraph, iterations: &[IterationTimes]) -> Vec<DispatchCost> {
+    let (mut continuing, mut waking) = samples(graph, iterations);
+    continuing
+        .iter_mut()
+        .zip(&mut waking)
+        .map(|(continuing, waking)| {
+            let continuing = median(continuing).unwrap_or(0);
+            DispatchCost {
+                continuing: Duration::from_nanos(continuing),
+                waking: Duration::from_nanos(median(waking).unwrap_or(continuing)),
+            }
+        })
+        .collect()
+}
+
+/// Per device, the continuing and the waking gaps (ns).
+type Samples = Vec<Vec<u64>>;
+
+/// Every op execution's gap, by device and kind (see the module docs).
+fn samples(graph: &RanGraph, iterations: &[IterationTimes]) -> (Samples, Samples) {
+    let preds = predecessors(graph);
+    let devices = graph.devices.len().max(1 + max_device(graph));
+    let mut continuing: Vec<Vec<u64>> = vec![Vec::new(); devices];
+    let mut waking: Vec<Vec<u64>> = vec![Vec::new(); devices];
+    let free = previous_ends(iterations);
+    let whole = iterations.iter().enumerate();
+    for (iteration, times) in whole.filter(|(_, times)| times.ops.len() == graph.ops.len()) {
+        for (op, run) in times.ops.iter().enumerate() {
+            let mut ready = run.pushed;
+            for pred in &preds[op] {
+                ready = ready.max(times.ops[pred.op].end);
+            }
+            if let (false, Some(end)) = (graph.ops[op].writes.is_empty(), times.previous_end) {
+                ready = ready.max(end);
+            }
+            if run.start < ready {
+                continue;
+            }
+            let device = graph.ops[op].device;
+            match free[iteration][op] {
+                Some(free) if free >= ready => {
+                    continuing[device].push(run.start.saturating_sub(free));
+                }
+                _ => waking[device].push(run.start - ready),
+            }
+        }
+    }
+    (continuing, waking)
+}
+
+fn max_device(graph: &RanGraph) -> usize {
+    graph.ops.iter().map(|op| op.device).max().unwrap_or(0)
+}
+
+/// Per iteration and op, when its worker's previous execution (in any iteration) ended.
+fn previous_ends(iterations: &[IterationTimes]) -> Vec<Vec<Option<u64>>> {
+    let mut runs: Vec<(u32, u64, u64, usize, usize)> = Vec::new();
+    for (iteration, times) in iterations.iter().enumerate() {
+        for (op, run) in times.ops.iter().enumerate() {
+            runs.push((run.worker, run.start, run.end, iteration, op));
+        }
+    }
+    runs.sort_unstable();
+    let mut free: Vec<Vec<Option<u64>>> = iterations
+        .iter()
+        .map(|times| vec![None; times.ops.len()])
+        .collect();
+    for pair in runs.windows(2) {
+        let (before, after) = (pair[0], pair[1]);
+        if before.0 == after.0 {
+            free[after.3][after.4] = Some(before.2);
+        }
+    }
+    free
+}
+
+/// The middle value (the upper one of an even count); `None` for none.
+fn median(values: &mut [u64]) -> Option<u64> {
+    if values.is_empty() {
+        return None;
+    }
+    let middle = values.len() / 2;
+    Some(*values.select_nth_unstable(middle).1)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::analysis::span::tests::op;
+
+    fn graph(ops: Vec<crate::analysis::RanOp>, vars: usize) -> RanGraph {
+        RanGraph {
+            ops,
+            vars: (0..vars).map(|var| format!("v{var}")).collect(),
+            devices: vec!["cpu:0 workers".to_string()],
+            wall: Duration::ZERO,
+        }
+    }
+
+    fn run(start: u64, end: u64, worker: u32) -> OpRunTimes {
+        OpRunTimes {
+            pushed: 0,
+            start,
+            end,
+            worker,
+        }
+    }
+
+    #[test]
+    fn a_lone_worker_takes_its_continuing_gap_for_both_kinds() {
+        // A chain on one worker: each op starts 2 ns after the one before ends; the first
+        // was pushed as it started.
+        let ops = (0..5).map(|i| op(&format!("c{i}"), &[0], &[0], Duration::ZERO));
+        let chain = graph(ops.collect(), 1);
+        let mut times: Vec<OpRunTimes> = (0..5).map(|i| run(i * 12 + 2, i * 12 + 12, 7)).collect();
+        times[0].pushed = 2;
+        let iteration = IterationTimes {
+            ops: times,
+            previous_end: None,
+        };
+        let (continuing, waking) = samples(&chain, std::slice::from_ref(&iteration));
+        assert_eq!((continuing, waking), (vec![vec![2; 4]], vec![vec![0]]));
+        let two = Duration::from_nanos(2);
+        let costs = dispatch_costs(&chain, &[iteration]);
+        assert_eq!(costs[0].continuing, two);
+        let mut alone = graph(vec![op("x", &[], &[0], Duration::ZERO)], 1);
+        alone.ops.push(op("y", &[0], &[0], Duration::ZERO));
+        let continues = IterationTimes {
+            ops: vec![run(0, 10, 1), run(13, 20, 1)],
+            previous_end: None,
+        };
+        let (_, waking) = samples(&alone, std::slice::from_ref(&continues));
+        assert_eq!(waking, [vec![0]], "x: pushed at 0, started at 0");
+        let costs = dispatch_costs(&alone, &[continues]);
+        assert_eq!(costs[0].continuing, Duration::from_nanos(3));
+    }
+
+    #[test]
+    fn an_idle_worker_taking_a_ready_op_is_a_wake_up() {
+        // a (worker 1) ends at 100; b and c wait for it: b continues on worker 1 at 103, c
+        // starts on worker 2 (idle since 50) at 130.
+        let ops = vec![
+            op("a", &[], &[0], Duration::ZERO),
+            op("b", &[0], &[1], Duration::ZERO),
+            op("c", &[0], &[2], Duration::ZERO),
+            op("early", &[], &[3], Duration::ZERO),
+        ];
+        let times = vec![
+            run(10, 100, 1),
+            run(103, 200, 1),
+            run(130, 180, 2),
+            run(0, 50, 2),
+        ];
+        let iteration = IterationTimes {
+            ops: times,
+            previous_end: None,
+        };
+        let (continuing, mut waking) = samples(&graph(ops, 4), &[iteration]);
+        waking[0].sort_unstable();
+        assert_eq!(continuing, [vec![3]]);
+        assert_eq!(waking, [vec![0, 10, 30]], "early, a (pushed at 0) and c");
+    }
+
+    #[test]
+    fn an_op_waits_for_its_push_and_for_the_iteration_before_when_it_writes() {
+        let ops = vec![
+            op("w", &[], &[0], Duration::ZERO),
+            op("r", &[1], &[], Duration::ZERO),
+            op("late", &[], &[2], Duration::ZERO),
+        ];
+        let mut times = vec![run(500, 600, 1), run(40, 60, 2), run(400, 450, 3)];
+        times[1].pushed = 35;
+        let iteration = IterationTimes {
+            ops: times,
+            previous_end: Some(480),
+        };
+        let (_, waking) = samples(&graph(ops, 3), &[iteration]);
+        // w: ready at 480 (the iteration before), so 20; r writes nothing: pushed at 35, 5;
+        // late started before the iteration before ended: dropped.
+        assert_eq!(waking, [vec![20, 5]]);
+    }
+
+    #[test]
+    fn no_samples_cost_nothing() {
+        let costs = dispatch_costs(&graph(Vec::new(), 0), &[]);
+        assert_eq!(costs, [DispatchCost::default()]);
+    }
+}
