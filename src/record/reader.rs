@@ -182,7 +182,7 @@ impl Recording {
 /// A chunk's events with their absolute times (each stored as a delta from the one before).
 pub(super) fn chunk_events(
     base_ns: u64,
-    events: Vec<WireEvent>,
+    events: impl IntoIterator<Item = WireEvent>,
 ) -> impl Iterator<Item = RecordedEvent> {
     let mut ts_ns = base_ns;
     events.into_iter().map(move |wire| {

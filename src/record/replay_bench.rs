@@ -16,9 +16,8 @@ use std::time::{Duration, Instant};
 
 use super::checkpoints::{CheckpointMaker, CHECKPOINT_BYTES};
 use super::convert::to_event;
-use super::format::{
-    encode_frame, file_header, Chunk, End, Frame, RecordKind, RecordedEvent, Tables, WireEvent,
-};
+use super::format::{encode_frame, file_header, Chunk, End, Frame, RecordKind, Tables, WireEvent};
+use super::reader::chunk_events;
 use super::{RecordError, RecordingInfo, Replay, Setting};
 use crate::profiler::{DeviceId, OpName, ThreadId};
 
@@ -246,23 +245,11 @@ pub(crate) fn write_synthetic_with(
 /// process's: the names are interned, the device registered).
 fn feed(checkpoint: &mut CheckpointMaker, chunk: &Chunk) {
     checkpoint.chunk(&chunk.tables, chunk.dropped);
-    let mut ts_ns = chunk.base_ns;
-    for wire in &chunk.events {
-        ts_ns = ts_ns.wrapping_add(wire.dt_ns as u64);
-        let recorded = RecordedEvent {
-            ts_ns,
-            kind: wire.kind,
-            thread: wire.thread,
-            device: wire.device,
-            name: wire.name,
-            aux: wire.aux,
-            arg: wire.arg,
-            flags: wire.flags,
-        };
+    for recorded in chunk_events(chunk.base_ns, chunk.events.iter().copied()) {
         let ids = (
-            OpName::from_raw(wire.name),
-            DeviceId::from_raw(wire.device),
-            ThreadId::from_raw(wire.thread),
+            OpName::from_raw(recorded.name),
+            DeviceId::from_raw(recorded.device),
+            ThreadId::from_raw(recorded.thread),
         );
         checkpoint.ingest(&to_event(&recorded, ids));
     }
