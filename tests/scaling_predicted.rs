@@ -136,6 +136,11 @@ fn an_op_split_over_the_intra_op_pool_predicts_a_shorter_step_with_more_threads(
             "intra {intra}: {one} > {two} > {many}"
         );
         assert!(two >= one / 2.0, "intra {intra}: the serial part stays");
+        assert_eq!(
+            curve(&scaling).loop_wake_measured,
+            intra > 1,
+            "a split loop's wake-up is measured where the loop split"
+        );
         assert_eq!(step_at(&scaling, 64, 2), two, "one op: more workers idle");
     }
 }

@@ -393,6 +393,8 @@ fn scaling_view_shows_the_predicted_curve_with_today_marked() {
         measured_step_ms: 21.5,
         intra_measured: true,
         dispatch: Vec::new(),
+        loop_wake: std::time::Duration::ZERO,
+        loop_wake_measured: false,
     });
     let mut app = App::new();
     app.observe(data);

@@ -15,7 +15,10 @@
 //! blocks' summed time and its wall time on the op's thread, and the serial part is the
 //! op's time less its loops' wall times, so the op thread's wait for other threads' blocks
 //! counts as neither serial nor loop work (`workload::run::intra_split`). An op that ran no
-//! loop is all serial.
+//! loop is all serial. A loop that runs split over several threads also waits once for a
+//! woken intra-op thread ([`EngineModel::with_loop_wake`]): the run's measured median of its
+//! split loops' wall time beyond their busiest thread's blocks, or, in a run where no loop
+//! split (intra 1), the engine's cost of waking a worker.
 //!
 //! # The simulation ([`EngineModel::step`])
 //! The engine orders every var's accesses in push order, so an op waits for exactly the
@@ -55,8 +58,8 @@
 //! cost before an op as the run measured it on its device (whatever the counts), every op
 //! pushed at once, one iteration at a time (the
 //! driver's iteration marker reads every tensor, so an iteration's writes wait for the one
-//! before), a parallel loop's blocks of equal items take equal time, and an intra-op thread
-//! starts a block at once (no wake-up or scheduling cost inside a loop).
+//! before), a parallel loop's blocks of equal items take equal time, and a split loop's
+//! only cost beyond its blocks is one wake-up of an intra-op thread.
 #![forbid(unsafe_code)]
 
 use std::cmp::Reverse;
@@ -76,7 +79,7 @@ pub const ASSUMPTIONS: &str = "an idealised machine with inter x intra cores per
     no oversubscription, no memory-bandwidth limit, the engine's cost before each op as this \
     run measured it per device (a worker continuing, a worker woken), whatever the counts, \
     an op's parallel loops cut into blocks by the cost model for that many intra-op threads, \
-    blocks of equal items taking equal time, no wake-up cost inside a loop";
+    blocks of equal items taking equal time, one measured intra-op wake-up per split loop";
 
 /// One parallel loop of an op's body: what the kernels' cost model cuts, and its time.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -128,6 +131,15 @@ impl OpSplit {
             serial: time,
             loops: Vec::new(),
         }
+    }
+
+    /// How many of its loops run split over several threads with `intra` intra-op threads
+    /// (the others run inline on the op's thread).
+    pub fn split_loops(&self, intra: usize) -> usize {
+        let split = |run: &&ParallelLoop| {
+            run.items > 0 && busiest_items(intra.max(1), run.items, run.cost) < run.items
+        };
+        self.loops.iter().filter(split).count()
     }
 
     /// Its time with `intra` intra-op threads (at least one).
@@ -197,6 +209,8 @@ pub struct EngineModel {
     unblocks: Vec<Vec<usize>>,
     /// Per device, the engine's cost before each op.
     dispatch: Vec<DispatchCost>,
+    /// What a loop split over several threads waits for a woken intra-op thread.
+    loop_wake: Duration,
 }
 
 #[derive(Clone, Debug)]
@@ -252,7 +266,22 @@ impl EngineModel {
             waits_for,
             unblocks,
             dispatch,
+            loop_wake: Duration::ZERO,
         }
+    }
+
+    /// The model with `wake` added to every loop that runs split over several threads: the
+    /// wait for a woken intra-op thread.
+    pub fn with_loop_wake(mut self, wake: Duration) -> Self {
+        self.loop_wake = wake;
+        self
+    }
+
+    /// Op `op`'s time with `intra` intra-op threads, its loops' wake-ups included.
+    fn op_time(&self, op: usize, intra: usize) -> Duration {
+        let split = &self.ops[op].split;
+        let wakes = u32::try_from(split.split_loops(intra)).unwrap_or(u32::MAX);
+        split.time(intra) + self.loop_wake * wakes
     }
 
     /// The model with the engine's measured cost before each op, per device of the graph
@@ -319,7 +348,9 @@ impl EngineModel {
         let mut queues = ReadyQueues::new(self.devices.len());
         let mut ends: BinaryHeap<Reverse<(Duration, usize)>> = BinaryHeap::new();
         let mut starts = vec![Duration::ZERO; self.ops.len()];
-        let times: Vec<Duration> = self.ops.iter().map(|op| op.split.time(intra)).collect();
+        let times: Vec<Duration> = (0..self.ops.len())
+            .map(|op| self.op_time(op, intra))
+            .collect();
         let mut now = Duration::ZERO;
         for op in (0..self.ops.len()).filter(|&op| waiting[op] == 0) {
             queues.push(self.key(op), op);
@@ -593,6 +624,25 @@ mod tests {
             MS,
             "no measured cost, none added"
         );
+    }
+
+    #[test]
+    fn a_split_loop_waits_once_for_a_woken_thread_and_an_inline_one_never() {
+        let us = Duration::from_micros(1);
+        let small = ParallelLoop {
+            items: 3,
+            cost: Cost::compute(1.0),
+            time: MS,
+        };
+        let body = OpSplit {
+            serial: MS,
+            loops: vec![even_loop(8 * MS), even_loop(8 * MS), small],
+        };
+        assert_eq!((body.split_loops(1), body.split_loops(2)), (0, 2));
+        let one = graph(vec![op("op", &[], &[0], 18 * MS)], 1);
+        let model = EngineModel::new(&one, &[], &[body], &[]).with_loop_wake(50 * us);
+        assert_eq!(model.step(1, 1), 18 * MS, "intra 1: every loop inline");
+        assert_eq!(model.step(1, 2), 10 * MS + 100 * us);
     }
 
     #[test]

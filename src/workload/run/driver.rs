@@ -129,6 +129,8 @@ pub struct RunReport {
     /// Per device of the iteration's graph, the engine's cost before an op, measured over
     /// the run's last iterations.
     pub(super) dispatch: Vec<DispatchCost>,
+    /// A split loop's mean wait for a woken intra-op thread (`None`: no loop split).
+    pub(super) loop_wake: Option<Duration>,
 }
 
 /// Counts finished iterations; the driver waits on it.
@@ -425,6 +427,7 @@ impl Driver {
             last_iteration,
             descheduled: descheduled.map(|(before, after)| before.until(&after)),
             dispatch: self.dispatch(pushed),
+            loop_wake: self.shared.split.loop_wake(),
         })
     }
 
@@ -491,7 +494,7 @@ impl Driver {
             .verdicts(&mean, settings, report.descheduled.as_ref());
         let predicted = self.shared.shape.predicted_curve(
             &report.op_splits,
-            &report.dispatch,
+            (&report.dispatch, report.loop_wake),
             settings,
             report.elapsed / iterations,
         );

@@ -11,6 +11,13 @@
 //! (items and cost): each shape's busy time summed over the run, and the loops' wall time
 //! summed over the run.
 //!
+//! # A split loop's wake-up
+//! A loop the pool's thread count splits (`busiest_items` below its items) waits beyond its
+//! blocks: for a parked intra-op thread to wake and take a block, and for the last block.
+//! Its wall time less its busiest thread's share of its busy time is that wait; the run
+//! keeps the median over its latest split loops ([`IntraSplit::loop_wake`]), which the simulation
+//! adds to each loop it splits.
+//!
 //! # The split
 //! Over the run, per op: each loop shape's busy time is its one-thread time; the serial part
 //! is the op's time less its loops' wall times (what its thread did outside the loops). So
@@ -28,6 +35,7 @@
 use std::time::Duration;
 
 use crate::analysis::{OpSplit, ParallelLoop};
+use crate::kernels::par::busiest_items;
 use crate::pool::parallel_for::{Cost, LoopRun};
 use crate::pool::{PoolError, PoolKind, PoolStats, Task, ThreadPool};
 use crate::sync::Mutex;
@@ -67,6 +75,35 @@ impl OpLoops {
 #[derive(Debug)]
 pub(super) struct IntraSplit {
     ops: Vec<Mutex<OpLoops>>,
+    /// The latest split loops' waits beyond their blocks (ns), at most [`WAKE_SAMPLES`].
+    waits: Mutex<WaitSamples>,
+}
+
+/// How many split loops' waits the median is taken over (the latest ones).
+const WAKE_SAMPLES: usize = 1024;
+
+/// A ring of the latest waits.
+#[derive(Debug, Default)]
+struct WaitSamples {
+    waits: Vec<u64>,
+    next: usize,
+}
+
+impl WaitSamples {
+    fn push(&mut self, wait: u64) {
+        if self.waits.len() < WAKE_SAMPLES {
+            self.waits.push(wait);
+        } else {
+            self.waits[self.next] = wait;
+        }
+        self.next = (self.next + 1) % WAKE_SAMPLES;
+    }
+
+    fn median(&self) -> Option<u64> {
+        let mut sorted = self.waits.clone();
+        sorted.sort_unstable();
+        sorted.get(sorted.len() / 2).copied()
+    }
 }
 
 impl IntraSplit {
@@ -74,6 +111,7 @@ impl IntraSplit {
     pub(super) fn new(ops: usize) -> Self {
         IntraSplit {
             ops: (0..ops).map(|_| Mutex::new(OpLoops::default())).collect(),
+            waits: Mutex::new(WaitSamples::default()),
         }
     }
 
@@ -82,13 +120,29 @@ impl IntraSplit {
         for op in &self.ops {
             *op.lock() = OpLoops::default();
         }
+        *self.waits.lock() = WaitSamples::default();
     }
 
-    /// Op `op` ran the loop `run` on its thread.
-    fn loop_ran(&self, op: usize, run: &LoopRun) {
-        if run.items > 0 {
-            self.ops[op].lock().add(run);
+    /// Op `op` ran the loop `run` on its thread, on a pool of `threads` threads.
+    fn loop_ran(&self, op: usize, run: &LoopRun, threads: usize) {
+        if run.items == 0 {
+            return;
         }
+        self.ops[op].lock().add(run);
+        let busiest = busiest_items(threads, run.items, run.cost);
+        if busiest < run.items {
+            let blocks = run.busy.as_nanos() * busiest as u128 / run.items as u128;
+            let wait = run.wall.as_nanos().saturating_sub(blocks);
+            let wait = u64::try_from(wait).unwrap_or(u64::MAX);
+            self.waits.lock().push(wait);
+        }
+    }
+
+    /// The median wait of a split loop beyond its busiest thread's blocks, over the run's
+    /// latest split loops (`None`: no loop split). A median, so a loop whose thread was
+    /// descheduled does not stand for every loop.
+    pub(super) fn loop_wake(&self) -> Option<Duration> {
+        self.waits.lock().median().map(Duration::from_nanos)
     }
 
     /// Each op's mean split over `iterations` iterations whose op times summed to `totals`.
@@ -179,7 +233,7 @@ impl ThreadPool for MeasuredPool<'_> {
 
     fn loop_ran(&self, run: &LoopRun) {
         if std::thread::current().id() == self.owner {
-            self.split.loop_ran(self.op, run);
+            self.split.loop_ran(self.op, run, self.inner.num_threads());
         }
     }
 }
@@ -215,7 +269,7 @@ mod tests {
         let split = IntraSplit::new(1);
         // The op took 11 us: 1 us outside its loop, 10 us in it, of which its thread waited
         // for the last blocks; the blocks ran 12 us in all.
-        split.loop_ran(0, &run(64, 12 * US, 10 * US));
+        split.loop_ran(0, &run(64, 12 * US, 10 * US), 1);
         let body = split.splits(&[11 * US], 1).remove(0);
         assert_eq!(body.serial, US);
         assert_eq!(body.loops.len(), 1);
@@ -234,15 +288,32 @@ mod tests {
     fn loops_of_one_shape_add_up_and_other_shapes_stay_apart() {
         let split = IntraSplit::new(1);
         for _ in 0..2 {
-            split.loop_ran(0, &run(64, 4 * US, 4 * US));
-            split.loop_ran(0, &run(8, 2 * US, 2 * US));
+            split.loop_ran(0, &run(64, 4 * US, 4 * US), 1);
+            split.loop_ran(0, &run(8, 2 * US, 2 * US), 1);
         }
-        split.loop_ran(0, &run(0, US, US)); // an empty loop: nothing to split
+        split.loop_ran(0, &run(0, US, US), 1); // an empty loop: nothing to split
         let body = split.splits(&[14 * US], 2).remove(0);
         let shapes: Vec<(usize, Duration)> =
             body.loops.iter().map(|run| (run.items, run.time)).collect();
         assert_eq!(shapes, [(64, 4 * US), (8, 2 * US)]);
         assert_eq!(body.serial, US, "14 us less 12 us of loops, halved");
+    }
+
+    #[test]
+    fn a_split_loops_wait_beyond_its_busiest_threads_blocks_is_its_wake_up() {
+        let split = IntraSplit::new(1);
+        // Inline on one thread: no wake-up to measure.
+        split.loop_ran(0, &run(64, 12 * US, 12 * US), 1);
+        assert_eq!(split.loop_wake(), None);
+        // Split on two: 64 heavy items, 32 each, so 6 us of blocks on the busiest thread
+        // of 12; the loop took 10, 8 and (its thread descheduled) 200 us on the op's thread:
+        // waits of 4, 2 and 194 us, whose median is 4.
+        split.loop_ran(0, &run(64, 12 * US, 10 * US), 2);
+        split.loop_ran(0, &run(64, 12 * US, 8 * US), 2);
+        split.loop_ran(0, &run(64, 12 * US, 200 * US), 2);
+        assert_eq!(split.loop_wake(), Some(4 * US));
+        split.reset();
+        assert_eq!(split.loop_wake(), None);
     }
 
     #[test]

@@ -32,6 +32,11 @@ pub struct PredictedCurve {
     pub intra_measured: bool,
     /// Per worker pool with ops, the engine's measured cost before an op.
     pub dispatch: Vec<PoolDispatch>,
+    /// What a loop split over several threads waits for a woken intra-op thread.
+    pub loop_wake: Duration,
+    /// Whether `loop_wake` was measured on split loops (else it is the engine's cost of
+    /// waking a CPU worker: no loop split in the run).
+    pub loop_wake_measured: bool,
 }
 
 /// One worker pool's measured engine cost before an op, as the `why` section shows it.
@@ -115,6 +120,16 @@ impl fmt::Display for PredictedCurve {
                 costs.join("; ")
             )?;
         }
+        let source = if self.loop_wake_measured {
+            "measured"
+        } else {
+            "no loop split: the engine's cost of waking a worker"
+        };
+        writeln!(
+            f,
+            "    intra-op wake-up per split loop: {:.1} us ({source})",
+            self.loop_wake.as_secs_f64() * 1e6
+        )?;
         if !self.intra_measured {
             writeln!(
                 f,
@@ -149,6 +164,7 @@ impl RanShape {
         &self,
         splits: &[OpSplit],
         dispatch: &[DispatchCost],
+        loop_wake: Duration,
         settings: &RunSettings,
     ) -> EngineModel {
         let devices: Vec<SimDevice> = self
@@ -156,7 +172,18 @@ impl RanShape {
             .iter()
             .map(|lane| sim_device(*lane, settings))
             .collect();
-        EngineModel::new(&self.template, &self.priorities, splits, &devices).with_dispatch(dispatch)
+        EngineModel::new(&self.template, &self.priorities, splits, &devices)
+            .with_dispatch(dispatch)
+            .with_loop_wake(loop_wake)
+    }
+
+    /// A split loop's wake-up: `measured`, else the waking cost of the engine's first CPU
+    /// worker pool in `dispatch` (zero without one).
+    fn loop_wake(&self, measured: Option<Duration>, dispatch: &[DispatchCost]) -> Duration {
+        let cpu_workers = |lane: &Lane| matches!(lane, Lane::SharedWorkers | Lane::CpuWorkers(_));
+        let engine = self.lanes.iter().position(cpu_workers);
+        let engine = engine.and_then(|device| dispatch.get(device));
+        measured.unwrap_or_else(|| engine.map_or(Duration::ZERO, |cost| cost.waking))
     }
 
     /// The curve of this shape with `splits` and `dispatch` under `settings`, whose run
@@ -164,11 +191,12 @@ impl RanShape {
     pub(super) fn predicted_curve(
         &self,
         splits: &[OpSplit],
-        dispatch: &[DispatchCost],
+        (dispatch, measured_wake): (&[DispatchCost], Option<Duration>),
         settings: &RunSettings,
         measured_step: Duration,
     ) -> PredictedCurve {
-        let model = self.engine_model(splits, dispatch, settings);
+        let loop_wake = self.loop_wake(measured_wake, dispatch);
+        let model = self.engine_model(splits, dispatch, loop_wake, settings);
         let with_ops = |device: &usize| self.template.ops.iter().any(|op| op.device == *device);
         let pools = (0..self.lanes.len())
             .filter(with_ops)
@@ -182,6 +210,8 @@ impl RanShape {
             measured_step_ms: measured_step.as_secs_f64() * 1e3,
             intra_measured: splits.iter().any(|split| !split.loops.is_empty()),
             dispatch: pools.collect(),
+            loop_wake,
+            loop_wake_measured: measured_wake.is_some(),
         }
     }
 }
@@ -192,10 +222,9 @@ impl DriverHandle {
     /// measured: a prediction, under [`ASSUMPTIONS`]; `None` for no cores.
     pub fn predicted_for_cores(&self, report: &RunReport, cores: usize) -> Option<PredictedStep> {
         let shared = &self.shared;
-        let model =
-            shared
-                .shape
-                .engine_model(&report.op_splits, &report.dispatch, &shared.settings);
+        let shape = &shared.shape;
+        let wake = shape.loop_wake(report.loop_wake, &report.dispatch);
+        let model = shape.engine_model(&report.op_splits, &report.dispatch, wake, &shared.settings);
         model.best_for_cores(cores)
     }
 }
@@ -231,6 +260,8 @@ mod tests {
                     waking: Duration::from_micros(15),
                 },
             }],
+            loop_wake: Duration::from_micros(30),
+            loop_wake_measured: true,
         };
         let text = curve.to_string();
         assert!(text.contains(ASSUMPTIONS), "{text}");
@@ -244,6 +275,10 @@ mod tests {
         assert!(text.contains("best predicted 4x64: 0.25 ms"), "{text}");
         assert!(
             text.contains("engine cost before an op (measured): cpu:0 workers 2.0 us continuing, 15.0 us woken"),
+            "{text}"
+        );
+        assert!(
+            text.contains("intra-op wake-up per split loop: 30.0 us (measured)"),
             "{text}"
         );
         assert!(!text.contains("no op ran a parallel loop"));
@@ -261,6 +296,8 @@ mod tests {
             measured_step_ms: 6.0,
             intra_measured: false,
             dispatch: Vec::new(),
+            loop_wake: Duration::ZERO,
+            loop_wake_measured: false,
         };
         assert!(curve.to_string().contains("no op ran a parallel loop"));
     }

@@ -294,7 +294,8 @@ impl LiveVerdicts {
         let splits = split.splits(&times.totals(), done);
         let iteration = [times.iteration_times(last)];
         let dispatch = analysis::dispatch_costs(&shape.template, &iteration);
-        state.predicted = Some(shape.predicted_curve(&splits, &dispatch, settings, step));
+        let costs = (&dispatch[..], split.loop_wake());
+        state.predicted = Some(shape.predicted_curve(&splits, costs, settings, step));
         state.lines.clone()
     }
 
