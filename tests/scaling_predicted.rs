@@ -131,10 +131,14 @@ fn an_op_split_over_the_intra_op_pool_predicts_a_shorter_step_with_more_threads(
             step_at(&scaling, 1, 2),
             step_at(&scaling, 1, 64),
         );
-        assert!(
-            one > two && two > many,
-            "intra {intra}: {one} > {two} > {many}"
-        );
+        // From a run at intra 2 the model adds the measured wait for a woken intra-op thread
+        // to each split loop; on a loaded machine that wait can outweigh one more thread, so
+        // only the widest split must win there.
+        let ordered = match intra {
+            1 => one > two && two > many,
+            _ => one > many && two > many,
+        };
+        assert!(ordered, "intra {intra}: {one} > {two} > {many}");
         assert!(two >= one / 2.0, "intra {intra}: the serial part stays");
         assert_eq!(
             curve(&scaling).loop_wake_measured,

