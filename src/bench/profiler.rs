@@ -11,7 +11,7 @@
 //!   completion): three events, two clock reads. A labelled variant, not the per-event
 //!   figure above.
 //! - **span_pair**: ns per begin/end pair, ours (two events, two clock reads) against a
-//!   `fastrace` span, in the same run ([`span_pair`](self::span_pair); the `peers` feature).
+//!   `fastrace` span, in the same run (module `span_pair`; the `peers` feature).
 //! - **record_disabled**: the same with `Profiler::disabled()`: the one-branch cost.
 //! - **clock_read**: ns per timestamp from `std::time::Instant::now()` and from the
 //!   profiler's TSC clock (the raw counter read the recording path stores), side by side (why
@@ -396,7 +396,7 @@ pub fn record_disabled(config: &ProfilerBenchConfig) -> ProfilerBenchResult {
 }
 
 /// ns per timestamp: `Instant::now()` and the profiler's clock (the raw counter read an event
-/// stores, [`Epoch::raw_stamp`]), reps interleaved.
+/// stores, `Epoch::raw_stamp`), reps interleaved.
 pub fn clock_reads(config: &ProfilerBenchConfig) -> Vec<ProfilerBenchResult> {
     let reads = config.events_per_rep;
     let epoch = Epoch::get();

@@ -533,7 +533,7 @@ const MAX_OPEN_PER_THREAD: usize = 64;
 /// ```
 ///
 /// Statistics serialize (serde) with the ids they hold as plain numbers: a recording's
-/// checkpoints carry them, and [`remap`](Stats::remap) gives them this process's ids.
+/// checkpoints carry them, and `remap` gives them this process's ids.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Stats {
     options: StatsOptions,

@@ -22,10 +22,10 @@
 //! (which op of which iteration each engine op id was) beside the event chunks, so any prefix
 //! holds the graph of the ops it ran.
 //!
-//! **Checkpoints** ([`CheckpointFrame`]) come every so many bytes of frames (module
+//! **Checkpoints** (`CheckpointFrame`) come every so many bytes of frames (module
 //! `checkpoints`): the statistics fed with every chunk before them, so a replay jumps to any
 //! moment by restoring the latest checkpoint before it and feeding at most one checkpoint
-//! interval of events. Their length word carries [`CHECKPOINT_BIT`], so the index finds
+//! interval of events. Their length word carries `CHECKPOINT_BIT`, so the index finds
 //! them from the frame headers alone. Files of versions 1 and 2, without graph or
 //! checkpoints, are refused with the version error.
 #![forbid(unsafe_code)]

@@ -10,7 +10,7 @@
 //! configuration), the first chunk (when the run starts), and the frames at the end back to
 //! the last chunk (when it ends; the final thread names, the summary and the end frame of a
 //! finished recording). Everything else is decoded when the replay reaches it
-//! ([`RecordingIndex::chunk`], [`RecordingIndex::checkpoint`]), and each chunk's first and
+//! ([`RecordingIndex::chunk`], `RecordingIndex::checkpoint`), and each chunk's first and
 //! last event time and event count are kept in its entry then ([`FrameEntry::span`]), so the
 //! replay can tell which frames hold a moment it has seen before.
 //!

@@ -3,9 +3,9 @@
 //! A recorded event costs at least the read of its timestamp. Every ns/event row says how
 //! many clock reads its figure holds per event (`clock_reads`: 1 for `op_start`/`op_end`, 0
 //! for a pre-stamped or disabled event and for the collector, 2/3 for the engine's mix), and
-//! [`attribute`] sets `beyond_clock_ns = ns_per_event - clock_reads * tsc`, where `tsc` is the
+//! `attribute` sets `beyond_clock_ns = ns_per_event - clock_reads * tsc`, where `tsc` is the
 //! `clock_read`/`tsc` row of the same run: the raw counter read the recording path stores.
-//! [`needs_clock`] makes a run that selects a row with clock reads measure that clock too.
+//! `needs_clock` makes a run that selects a row with clock reads measure that clock too.
 #![forbid(unsafe_code)]
 
 use super::ProfilerBenchResult;
