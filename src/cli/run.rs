@@ -20,6 +20,7 @@ use enginetop::engine::{EngineKind, EngineQueues, GpuSyncMode};
 use enginetop::pool::{Pool, PoolKind};
 use enginetop::profiler::{
     DeviceId, EngineProbe, PoolProbe, Profiler, ProfilerOptions, QueueDepthSource, StreamProbe,
+    WindowOptions,
 };
 use enginetop::workload;
 use enginetop::workload::run::{
@@ -310,7 +311,7 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
     let profiler = if args.no_profile {
         Profiler::disabled()
     } else {
-        Profiler::new(ProfilerOptions::default())?
+        Profiler::new(headless_profiler_options(args))?
     };
     let recorder =
         super::record::start(args.record.as_deref(), &profiler, &graph, &options.config)?;
@@ -438,6 +439,19 @@ fn print_summary(args: &RunArgs, summary: &RunSummary) -> Result<()> {
         .write_all(text.as_bytes())
         .context("writing to stdout")?;
     stdout.flush().context("writing to stdout")
+}
+
+/// The profiler of a headless run: the trace window only when `--trace` will export it (a
+/// recording takes its events from the collector, not from the window).
+fn headless_profiler_options(args: &RunArgs) -> ProfilerOptions {
+    let window = match args.trace {
+        Some(_) => WindowOptions::default(),
+        None => WindowOptions::none(),
+    };
+    ProfilerOptions {
+        window,
+        ..ProfilerOptions::default()
+    }
 }
 
 /// Writes the profiler's trace window to `--trace FILE`, if given.

@@ -212,11 +212,6 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
-    /// Probes now (see [`probe`]).
-    pub fn detect() -> Self {
-        CudaBackend { probe: probe() }
-    }
-
     /// A backend over an earlier probe.
     pub fn from_probe(probe: CudaProbe) -> Self {
         CudaBackend { probe }

@@ -133,7 +133,7 @@ pub struct DevicesReport {
     /// What the configured `--gpus` / `ENGINETOP_GPUS` picks...
     pub configured: Option<GpuChoice>,
     /// ... or why it cannot be used.
-    pub configured_error: Option<String>,
+    pub(crate) configured_error: Option<String>,
 }
 
 /// CPU devices: the cores and the pools the configuration builds.

@@ -86,16 +86,6 @@ impl PoolRole {
             .get(usize::from(code.checked_sub(1)?))
             .copied()
     }
-
-    /// Its [`GpuRole`], if it is a GPU pool's role.
-    pub const fn gpu_role(self) -> Option<GpuRole> {
-        match self {
-            PoolRole::GpuCompute => Some(GpuRole::Compute),
-            PoolRole::GpuCopy => Some(GpuRole::Copy),
-            PoolRole::GpuPriority => Some(GpuRole::Prioritized),
-            _ => None,
-        }
-    }
 }
 
 impl From<GpuRole> for PoolRole {
@@ -169,11 +159,10 @@ mod tests {
     }
 
     #[test]
-    fn gpu_worker_roles_map_both_ways() {
-        for role in [GpuRole::Compute, GpuRole::Copy, GpuRole::Prioritized] {
-            assert_eq!(PoolRole::from(role).gpu_role(), Some(role));
-        }
-        assert_eq!(PoolRole::CpuPriority.gpu_role(), None);
+    fn gpu_worker_roles_map_to_their_pool_roles() {
+        assert_eq!(PoolRole::from(GpuRole::Compute), PoolRole::GpuCompute);
+        assert_eq!(PoolRole::from(GpuRole::Copy), PoolRole::GpuCopy);
+        assert_eq!(PoolRole::from(GpuRole::Prioritized), PoolRole::GpuPriority);
     }
 
     #[test]

@@ -250,9 +250,9 @@ pub struct GpuInfo {
     /// The device's name (the simulated one includes its model).
     pub name: String,
     /// Device memory in bytes.
-    pub memory_bytes: u64,
+    pub(crate) memory_bytes: u64,
     /// Compute capability (`(9, 0)` for an H100), CUDA only.
-    pub compute_capability: Option<(i32, i32)>,
+    pub(crate) compute_capability: Option<(i32, i32)>,
     /// The CUDA driver's version (`13.0`), CUDA only.
     pub driver_version: Option<String>,
     /// The simulated device's model.

@@ -90,7 +90,7 @@ pub struct PoolGeometry {
     /// Output height.
     pub out_height: usize,
     /// Output width.
-    pub out_width: usize,
+    pub(crate) out_width: usize,
 }
 
 impl PoolGeometry {

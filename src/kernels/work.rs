@@ -41,15 +41,6 @@ impl Work {
             0.0
         }
     }
-
-    /// Floating-point operations per byte moved.
-    pub fn intensity(&self) -> f64 {
-        if self.bytes > 0.0 {
-            self.flops / self.bytes
-        } else {
-            0.0
-        }
-    }
 }
 
 impl Add for Work {

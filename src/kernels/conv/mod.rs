@@ -109,7 +109,7 @@ pub struct Conv2dGeometry {
     /// Images (N).
     pub batch: usize,
     /// Input channels.
-    pub in_channels: usize,
+    pub(crate) in_channels: usize,
     /// Input height.
     pub height: usize,
     /// Input width.
@@ -117,15 +117,15 @@ pub struct Conv2dGeometry {
     /// Output channels.
     pub out_channels: usize,
     /// Kernel height.
-    pub kernel_h: usize,
+    pub(crate) kernel_h: usize,
     /// Kernel width.
-    pub kernel_w: usize,
+    pub(crate) kernel_w: usize,
     /// Stride and padding.
     pub params: Conv2dParams,
     /// Output height.
     pub out_height: usize,
     /// Output width.
-    pub out_width: usize,
+    pub(crate) out_width: usize,
 }
 
 impl Conv2dGeometry {
