@@ -106,6 +106,7 @@
 //! `examples/pool.rs` and `examples/engine.rs` are the same as small programs
 //! (`cargo run --release --example engine`).
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 pub mod analysis;
 pub mod bench;

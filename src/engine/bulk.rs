@@ -99,7 +99,7 @@ impl BulkRegistry {
     }
 
     /// The calling thread's bulk size.
-    pub fn size(&self) -> usize {
+    pub(super) fn size(&self) -> usize {
         if !self.is_active() {
             return 0;
         }

@@ -58,7 +58,7 @@ struct State {
 
 impl SimplePool {
     /// Starts `options.threads` workers.
-    pub fn new(options: PoolOptions) -> Result<Self, PoolError> {
+    pub(crate) fn new(options: PoolOptions) -> Result<Self, PoolError> {
         let max = options.max_threads;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {

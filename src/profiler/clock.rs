@@ -72,13 +72,13 @@ static EPOCH: LazyLock<Epoch> = LazyLock::new(|| {
 impl Epoch {
     /// The process epoch (calibrated and taken at the first call).
     #[inline(always)]
-    pub fn get() -> &'static Epoch {
+    pub(crate) fn get() -> &'static Epoch {
         &EPOCH
     }
 
     /// Nanoseconds since the epoch, now.
     #[inline(always)]
-    pub fn now_ns(&self) -> u64 {
+    pub(crate) fn now_ns(&self) -> u64 {
         self.ticks_to_ns(self.clock.raw())
     }
 

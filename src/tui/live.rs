@@ -812,7 +812,7 @@ mod tests {
         pub(crate) struct Dir(std::path::PathBuf);
 
         impl Dir {
-            pub fn new() -> Dir {
+            pub(super) fn new() -> Dir {
                 use crate::sync::{AtomicU32, Ordering};
                 static NEXT: AtomicU32 = AtomicU32::new(0);
                 let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -822,7 +822,7 @@ mod tests {
                 Dir(path)
             }
 
-            pub fn path(&self) -> &std::path::Path {
+            pub(super) fn path(&self) -> &std::path::Path {
                 &self.0
             }
         }

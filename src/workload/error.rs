@@ -375,14 +375,14 @@ pub(crate) struct Located {
 }
 
 impl Located {
-    pub fn at(span: Range<usize>, problem: Problem) -> Self {
+    pub(super) fn at(span: Range<usize>, problem: Problem) -> Self {
         Located {
             span: Some(span),
             problem,
         }
     }
 
-    pub fn nowhere(problem: Problem) -> Self {
+    pub(super) fn nowhere(problem: Problem) -> Self {
         Located {
             span: None,
             problem,

@@ -20,9 +20,9 @@ use super::schema::{
 pub(crate) const MAX_TEMPLATE_DEPTH: usize = 16;
 /// Blocks nested deeper than this are refused, counting the blocks inside the templates
 /// they use (below the TOML parser's own limit of 80 tables in one header).
-pub const MAX_BLOCK_DEPTH: usize = 64;
+pub(super) const MAX_BLOCK_DEPTH: usize = 64;
 /// Tensors plus ops plus list entries plus repetitions, all told.
-pub const MAX_WORK: u64 = 2_000_000;
+pub(super) const MAX_WORK: u64 = 2_000_000;
 /// Dimensions in a shape.
 pub(crate) const MAX_RANK: usize = 8;
 
@@ -48,7 +48,7 @@ pub(crate) struct RawTensor {
 
 /// An op after expansion; tensors still by name.
 #[derive(Clone, Debug)]
-pub struct RawOp {
+pub(super) struct RawOp {
     /// Its name.
     pub name: SpannedText,
     /// Kernel name.
@@ -82,7 +82,10 @@ pub(crate) struct Expanded {
 }
 
 /// Expands `file` with the parameter values `params` (defaults already overridden).
-pub fn expand(file: &WorkloadFile, params: &BTreeMap<String, Value>) -> LoadResult<Expanded> {
+pub(super) fn expand(
+    file: &WorkloadFile,
+    params: &BTreeMap<String, Value>,
+) -> LoadResult<Expanded> {
     let seed = match params.get("seed") {
         Some(Value::Int(seed)) => *seed as u64,
         _ => 0,

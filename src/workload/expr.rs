@@ -205,7 +205,7 @@ pub enum ExprError {
 }
 
 /// Parentheses, unary operators and `?:` nested deeper than this are refused.
-pub const MAX_NESTING: usize = 64;
+pub(crate) const MAX_NESTING: usize = 64;
 
 /// A value an expression can hold.
 #[derive(Clone, Debug, PartialEq)]
@@ -245,14 +245,14 @@ impl fmt::Display for Value {
 
 /// The variables an expression can see: the parameters, then local bindings (template
 /// arguments, block indices; later bindings shadow earlier ones), and the random stream.
-pub struct Vars<'g> {
+pub(crate) struct Vars<'g> {
     globals: &'g BTreeMap<String, Value>,
     locals: Vec<(String, Value)>,
 }
 
 impl<'g> Vars<'g> {
     /// Only the parameters.
-    pub fn new(globals: &'g BTreeMap<String, Value>) -> Self {
+    pub(crate) fn new(globals: &'g BTreeMap<String, Value>) -> Self {
         Vars {
             globals,
             locals: Vec::new(),
@@ -260,17 +260,17 @@ impl<'g> Vars<'g> {
     }
 
     /// Binds `name` until the matching [`Vars::pop`].
-    pub fn push(&mut self, name: &str, value: Value) {
+    pub(crate) fn push(&mut self, name: &str, value: Value) {
         self.locals.push((name.to_string(), value));
     }
 
     /// Drops the latest binding.
-    pub fn pop(&mut self) {
+    pub(crate) fn pop(&mut self) {
         self.locals.pop();
     }
 
     /// A fresh scope with the same parameters and no locals (a template's).
-    pub fn fresh(&self) -> Vars<'g> {
+    pub(crate) fn fresh(&self) -> Vars<'g> {
         Vars::new(self.globals)
     }
 
@@ -294,11 +294,11 @@ impl<'g> Vars<'g> {
 
 /// SplitMix64: the deterministic stream behind `rand(lo, hi)`.
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
     /// A stream from `seed`.
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Rng(seed)
     }
 
@@ -323,7 +323,7 @@ impl Rng {
 
 /// Evaluates `text`: a string with `${expr}` parts. A string that is exactly one `${expr}`
 /// keeps the expression's type; anything else becomes a string.
-pub fn interpolate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, ExprError> {
+pub(crate) fn interpolate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, ExprError> {
     let mut pieces: Vec<Value> = Vec::new();
     let mut literal = String::new();
     let mut rest = text;
@@ -349,7 +349,7 @@ pub fn interpolate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, Expr
 
 /// Evaluates a numeric field's expression (`"batch * 2"` or `"${batch * 2}"`) to an integer
 /// (a boolean counts as 0 or 1, so `repeat = "i > 0"` includes a body conditionally).
-pub fn evaluate_int(text: &str, vars: &Vars, rng: &mut Rng) -> Result<i64, ExprError> {
+pub(crate) fn evaluate_int(text: &str, vars: &Vars, rng: &mut Rng) -> Result<i64, ExprError> {
     match evaluate(unwrap_braces(text), vars, rng)? {
         Value::Int(value) => Ok(value),
         Value::Bool(truth) => Ok(i64::from(truth)),
@@ -362,7 +362,11 @@ pub fn evaluate_int(text: &str, vars: &Vars, rng: &mut Rng) -> Result<i64, ExprE
 
 /// Evaluates a condition (`"is_gpu(device)"` or `"${r > 0}"`): a boolean, or an integer
 /// (non-zero is true).
-pub fn evaluate_condition(text: &str, vars: &Vars, rng: &mut Rng) -> Result<bool, ExprError> {
+pub(crate) fn evaluate_condition(
+    text: &str,
+    vars: &Vars,
+    rng: &mut Rng,
+) -> Result<bool, ExprError> {
     truthy(&evaluate(unwrap_braces(text), vars, rng)?)
 }
 
@@ -376,7 +380,7 @@ fn unwrap_braces(text: &str) -> &str {
 }
 
 /// Evaluates one expression (no `${}`).
-pub fn evaluate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, ExprError> {
+pub(crate) fn evaluate(text: &str, vars: &Vars, rng: &mut Rng) -> Result<Value, ExprError> {
     let tokens = tokenize(text)?;
     let mut parser = Parser {
         tokens: &tokens,
@@ -694,7 +698,7 @@ impl<'t, 'v, 'g, 'r> Parser<'t, 'v, 'g, 'r> {
 }
 
 /// Whether a value counts as true: a boolean, or a non-zero integer.
-pub fn truthy(value: &Value) -> Result<bool, ExprError> {
+pub(crate) fn truthy(value: &Value) -> Result<bool, ExprError> {
     match value {
         Value::Bool(truth) => Ok(*truth),
         Value::Int(number) => Ok(*number != 0),

@@ -19,10 +19,10 @@ use crate::kernels::{
 };
 
 /// Elements in one tensor.
-pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 32;
+pub(super) const MAX_TENSOR_ELEMENTS: u64 = 1 << 32;
 /// Bytes of all tensors together, as a run holds them (`f32`, 4 bytes an element, whatever
 /// the declared dtype).
-pub const MAX_TOTAL_BYTES: u64 = 64 << 30;
+pub(super) const MAX_TOTAL_BYTES: u64 = 64 << 30;
 
 /// What the graph is called and the parameters it was built with.
 pub(crate) struct Header {

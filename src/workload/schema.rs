@@ -11,15 +11,15 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
 /// A value and the byte range it came from.
-pub type Sp<T> = toml::Spanned<T>;
+pub(crate) type Sp<T> = toml::Spanned<T>;
 
 /// Named values: `[params]`, a block's `with`, an op's `params`.
-pub type SpannedMap = BTreeMap<Sp<String>, Sp<Literal>>;
+pub(crate) type SpannedMap = BTreeMap<Sp<String>, Sp<Literal>>;
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WorkloadFile {
+pub(crate) struct WorkloadFile {
     /// Display name; the file stem when absent.
     pub name: Option<Sp<String>>,
     /// One line for `enginetop workloads`.
@@ -45,7 +45,7 @@ pub struct WorkloadFile {
 
 /// Tensors, ops and nested blocks: the content of the file, a block or a template.
 #[derive(Clone, Copy, Debug)]
-pub struct Body<'a> {
+pub(crate) struct Body<'a> {
     /// Tensors declared here.
     pub tensors: &'a [Sp<TensorSpec>],
     /// Ops, pushed in file order together with `blocks`.
@@ -56,7 +56,7 @@ pub struct Body<'a> {
 
 impl WorkloadFile {
     /// The top-level body.
-    pub fn body(&self) -> Body<'_> {
+    pub(crate) fn body(&self) -> Body<'_> {
         Body {
             tensors: &self.tensor,
             ops: &self.op,
@@ -67,7 +67,7 @@ impl WorkloadFile {
 
 impl TemplateSpec {
     /// The template's body.
-    pub fn body(&self) -> Body<'_> {
+    pub(crate) fn body(&self) -> Body<'_> {
         Body {
             tensors: &self.tensor,
             ops: &self.op,
@@ -78,7 +78,7 @@ impl TemplateSpec {
 
 impl BlockSpec {
     /// The block's inline body.
-    pub fn body(&self) -> Body<'_> {
+    pub(crate) fn body(&self) -> Body<'_> {
         Body {
             tensors: &self.tensor,
             ops: &self.op,
@@ -90,7 +90,7 @@ impl BlockSpec {
 /// `[templates.NAME]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TemplateSpec {
+pub(crate) struct TemplateSpec {
     /// Variables a block must pass in `with`.
     #[serde(default)]
     pub args: Vec<Sp<String>>,
@@ -108,7 +108,7 @@ pub struct TemplateSpec {
 /// `[[tensor]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TensorSpec {
+pub(crate) struct TensorSpec {
     /// Name template.
     pub name: Sp<String>,
     /// Dimensions: integers or expressions.
@@ -124,7 +124,7 @@ pub struct TensorSpec {
 /// `[[op]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OpSpec {
+pub(crate) struct OpSpec {
     /// Name template.
     pub name: Sp<String>,
     /// Kernel name.
@@ -155,7 +155,7 @@ pub struct OpSpec {
 /// `[[block]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BlockSpec {
+pub(crate) struct BlockSpec {
     /// A label for the file's readers: accepted, not used by loading.
     #[allow(dead_code)] // read by serde only: `deny_unknown_fields` must accept the key
     pub name: Option<Sp<String>>,
@@ -186,7 +186,7 @@ pub struct BlockSpec {
 
 /// A number written as an integer or as an expression string (`"batch * 2"`, `"${c}"`).
 #[derive(Clone, Debug, PartialEq)]
-pub enum Number {
+pub(crate) enum Number {
     /// An integer literal.
     Int(i64),
     /// An expression to evaluate.
@@ -195,7 +195,7 @@ pub enum Number {
 
 /// A parameter or argument value as written.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Literal {
+pub(crate) enum Literal {
     /// Integer.
     Int(i64),
     /// Float.
@@ -209,7 +209,7 @@ pub enum Literal {
 /// One entry of `reads` / `writes`: a tensor name template, or a generated list
 /// `{ repeat = N, index = "j", name = "v${j}" }`.
 #[derive(Clone, Debug, PartialEq)]
-pub enum ListItem {
+pub(crate) enum ListItem {
     /// One tensor name template.
     Name(String),
     /// Several names.
@@ -219,7 +219,7 @@ pub enum ListItem {
 /// `{ repeat = N, index = "j", name = "..." }` inside a tensor list.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EachSpec {
+pub(crate) struct EachSpec {
     /// How many names.
     pub repeat: Number,
     /// The repetition variable; `j` when absent.

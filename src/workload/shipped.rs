@@ -43,7 +43,7 @@ shipped![
 ];
 
 /// The shipped workload called `name`.
-pub fn find(name: &str) -> Option<&'static ShippedWorkload> {
+pub(super) fn find(name: &str) -> Option<&'static ShippedWorkload> {
     SHIPPED.iter().find(|workload| workload.name == name)
 }
 
@@ -77,7 +77,7 @@ pub fn closest_shipped(name: &str) -> Option<&'static str> {
 }
 
 /// The shipped names, comma-separated.
-pub fn names() -> String {
+pub(super) fn names() -> String {
     super::error::comma_list(SHIPPED.iter().map(|workload| workload.name))
 }
 

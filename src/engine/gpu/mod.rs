@@ -85,7 +85,7 @@ mod hub;
 mod op_stream;
 mod table;
 
-pub use crate::config::GpuSyncMode;
+pub(super) use crate::config::GpuSyncMode;
 pub(crate) use exec::finish;
 pub(crate) use hub::{GpuHub, GpuSetup};
 pub use op_stream::OpStream;

@@ -80,7 +80,7 @@ use crate::kernels::scratch::with_scratch;
 use crate::pool::ThreadPool;
 
 /// Values of one block's column matrix, about.
-pub const BLOCK_VALUES: usize = 1 << 18;
+pub(super) const BLOCK_VALUES: usize = 1 << 18;
 
 /// Fewest pixels in a block: below, a GEMM's `n` is too small to run near peak.
 const MIN_BLOCK_PIXELS: usize = 64;

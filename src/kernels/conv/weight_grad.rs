@@ -129,7 +129,7 @@ use crate::pool::ThreadPool;
 
 /// Pixels per run of the batched transposed form, about: long enough for an efficient GEMM
 /// (a batch of 4 small planes has at most 512 pixels: one run).
-pub const PART_PIXELS: usize = 512;
+pub(super) const PART_PIXELS: usize = 512;
 
 /// How the batched transposed form cuts its inner dimension: the batch's `pixels` columns of
 /// `cols_b` in `runs` runs of `run` pixels (the last may be shorter).

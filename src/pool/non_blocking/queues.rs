@@ -137,7 +137,7 @@ impl StealQueues for EigenQueues {
 }
 
 /// crossbeam's Chase-Lev deques plus an injector for outside producers.
-pub struct ChaseLevQueues {
+pub(crate) struct ChaseLevQueues {
     stealers: Box<[Stealer<Task>]>,
     /// Each slot's owner half while no thread runs the slot.
     parked_workers: Box<[Mutex<Option<Worker<Task>>>]>,

@@ -92,7 +92,7 @@ const FIGURE: usize = 8;
 const MIN_NAME: usize = 14;
 
 /// Draws the table into `area`, keeping the selected op in sight.
-pub fn draw(frame: &mut Frame<'_>, area: Rect, view: &CompareView, theme: Theme) {
+pub(super) fn draw(frame: &mut Frame<'_>, area: Rect, view: &CompareView, theme: Theme) {
     let count = view.comparison().ops.len();
     let block = block(
         title(view, theme, usize::from(area.width)),

@@ -5,7 +5,7 @@
 use crate::tui::view::format;
 
 /// A duration in milliseconds (`800µs`, `1.60ms`).
-pub fn ms(ms: f64) -> String {
+pub(super) fn ms(ms: f64) -> String {
     format::nanos(ms * 1e6)
 }
 
@@ -22,7 +22,7 @@ pub(crate) fn delta_count(count: f64) -> String {
 }
 
 /// A ratio with `decimals` decimals (`x2.00`), or `-` without one (A had none).
-pub fn ratio(ratio: Option<f64>, decimals: usize) -> String {
+pub(super) fn ratio(ratio: Option<f64>, decimals: usize) -> String {
     ratio.map_or_else(|| "-".to_string(), |ratio| format!("x{ratio:.decimals$}"))
 }
 

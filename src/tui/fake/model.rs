@@ -177,7 +177,7 @@ pub(super) struct Model {
 }
 
 impl Model {
-    pub fn new(options: &FakeOptions) -> Self {
+    pub(super) fn new(options: &FakeOptions) -> Self {
         Model {
             step: 0,
             paused: false,
@@ -222,7 +222,7 @@ impl Model {
         Ok(format!("intra {threads}"))
     }
 
-    pub fn reset(&mut self) {
+    pub(super) fn reset(&mut self) {
         self.ops = vec![OpCounter::default(); OPS.len()];
         self.device_ops.clear();
         self.steals.clear();
@@ -231,7 +231,7 @@ impl Model {
     }
 
     /// Every thread that exists now.
-    pub fn threads(&self, options: &FakeOptions) -> Vec<FakeThread> {
+    pub(super) fn threads(&self, options: &FakeOptions) -> Vec<FakeThread> {
         let mut threads = Vec::new();
         for (d, &workers) in self.inter_op.iter().enumerate() {
             let base = 1000 * (d as u32 + 1);
@@ -320,7 +320,7 @@ impl Model {
     }
 
     /// One step further: counters grow by what the step finished.
-    pub fn advance(&mut self, options: &FakeOptions) {
+    pub(super) fn advance(&mut self, options: &FakeOptions) {
         self.step += 1;
         let seconds = options.step.as_secs_f64();
         let mut devices: Vec<String> = (0..self.inter_op.len())
@@ -443,7 +443,7 @@ impl Model {
     }
 
     /// The frame at the current step.
-    pub fn data(&self, options: &FakeOptions) -> DashboardData {
+    pub(super) fn data(&self, options: &FakeOptions) -> DashboardData {
         let threads = self.threads(options);
         let workers = threads
             .iter()

@@ -29,11 +29,11 @@ use crate::tui::deps::{OpGraph, RunLog, DEFAULT_CAPACITY};
 use crate::tui::source::{Control, ControlError, DashboardData, DashboardSource, Facts};
 
 /// The speeds `x` and `X` go through.
-pub const SPEEDS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
+pub(super) const SPEEDS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
 /// Where the speed starts ([`SPEEDS`]: 1x).
 const NORMAL_SPEED: usize = 2;
 /// Run time one step moves at 1x: a frame of the dashboard's default 10 a second.
-pub const STEP: Duration = Duration::from_millis(100);
+pub(super) const STEP: Duration = Duration::from_millis(100);
 
 /// A recording shown in the dashboard.
 #[derive(Debug)]

@@ -339,7 +339,11 @@ pub(crate) mod tests {
     }
 
     /// The text of a `width` x `height` buffer `draw` drew into, one line per row.
-    pub fn render(width: u16, height: u16, draw: impl FnOnce(&mut Frame<'_>, Rect)) -> String {
+    pub(crate) fn render(
+        width: u16,
+        height: u16,
+        draw: impl FnOnce(&mut Frame<'_>, Rect),
+    ) -> String {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test backend");
         terminal
             .draw(|frame| draw(frame, frame.area()))
@@ -356,7 +360,7 @@ pub(crate) mod tests {
     }
 
     /// The whole screen at `width` x `height`.
-    pub fn screen(app: &App, width: u16, height: u16) -> String {
+    pub(crate) fn screen(app: &App, width: u16, height: u16) -> String {
         render(width, height, |frame, _| draw(frame, app, Theme::plain()))
     }
 
