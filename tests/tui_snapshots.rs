@@ -255,11 +255,7 @@ fn worker_rows_show_their_current_op_truncated_to_fit() {
     let mut data = DashboardData::default();
     data.snapshot
         .devices
-        .push(enginetop::profiler::stats::DeviceSnapshot {
-            id: 1,
-            name: "cpu0".into(),
-            ..Default::default()
-        });
+        .push(enginetop::tui::fake::device_snapshot("cpu0"));
     let long = "layer4_bottleneck2_conv3_backward_weights";
     data.snapshot.workers = vec![
         worker(0, Some("fc1_3")),

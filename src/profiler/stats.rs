@@ -193,7 +193,7 @@ pub struct WorkerSnapshot {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct StealSnapshot {
     /// The pool (device).
-    pub device: String,
+    pub device: DeviceId,
     /// The thief's worker index.
     pub thief: u32,
     /// The victim's worker index, `None` for the shared injector.
@@ -242,6 +242,13 @@ pub struct DeviceSnapshot {
     pub resizes: u64,
 }
 
+impl DeviceSnapshot {
+    /// Its typed id.
+    pub fn device(&self) -> DeviceId {
+        DeviceId::from_raw(self.id)
+    }
+}
+
 /// Aggregates for one op (or span) name; durations in nanoseconds.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct OpSnapshot {
@@ -269,7 +276,7 @@ pub struct OpSnapshot {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct StreamSnapshot {
     /// The GPU (device).
-    pub device: String,
+    pub device: DeviceId,
     /// The stream's index.
     pub stream: u32,
     /// Share of the window a kernel was running on it.
@@ -319,6 +326,11 @@ impl Snapshot {
     /// The device named `name`, if it saw an event.
     pub fn device(&self, name: &str) -> Option<&DeviceSnapshot> {
         self.devices.iter().find(|device| device.name == name)
+    }
+
+    /// Device `id`, if it saw an event.
+    pub fn device_of(&self, id: DeviceId) -> Option<&DeviceSnapshot> {
+        self.devices.iter().find(|device| device.id == id.id())
     }
 }
 
@@ -1039,7 +1051,7 @@ impl Stats {
         self.steals
             .iter()
             .map(|(&(device, thief, victim), &count)| StealSnapshot {
-                device: device.name().to_string(),
+                device,
                 thief,
                 victim,
                 count,
@@ -1084,7 +1096,7 @@ impl Stats {
         self.streams
             .iter()
             .map(|(&(device, stream), stats)| StreamSnapshot {
-                device: device.name().to_string(),
+                device,
                 stream,
                 occupancy: stats.timeline.shares(now)[0],
                 ops: stats.ops,

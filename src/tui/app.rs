@@ -1077,10 +1077,9 @@ mod tests {
         data.snapshot
             .devices
             .push(crate::profiler::stats::DeviceSnapshot {
-                name: "cpu0".into(),
                 ops,
                 ops_per_s,
-                ..Default::default()
+                ..crate::tui::fake::device_snapshot("cpu0")
             });
         data
     }

@@ -148,10 +148,9 @@ mod tests {
         data.facts.elapsed = Duration::from_millis(elapsed_ms);
         data.snapshot.devices.push(DeviceSnapshot {
             id: 1,
-            name: "cpu0".into(),
             ops_per_s: 10.0,
             queue_depth: depth,
-            ..DeviceSnapshot::default()
+            ..crate::tui::fake::device_snapshot("cpu0")
         });
         let worker = crate::tui::fake::worker_snapshot(7, "cpu0-w0", "cpu0", 0, Activity::Spinning);
         data.snapshot.workers.push(worker);

@@ -292,9 +292,9 @@ impl LiveSource {
             .map(|(index, &id)| DeviceLayout {
                 title: format!("cpu{id}"),
                 kind: DeviceKind::Cpu,
-                workers: cpu_profiler_device(id),
+                workers: DeviceId::of(Device::Cpu(id)),
                 priority: (engine == EngineKind::PerDevice && index == 0)
-                    .then(|| pool_profiler_device(PoolId::CPU_PRIORITY)),
+                    .then(|| DeviceId::of_pool(PoolId::CPU_PRIORITY)),
                 streams: Vec::new(),
                 inter_op: resizable.then_some(inter),
                 model: None,
@@ -308,7 +308,7 @@ impl LiveSource {
         layout.push(DeviceLayout {
             title: "intra-op".into(),
             kind: DeviceKind::IntraOp,
-            workers: pool_profiler_device(PoolId::INTRA_OP),
+            workers: DeviceId::of_pool(PoolId::INTRA_OP),
             ..DeviceLayout::default()
         });
         layout
@@ -401,18 +401,6 @@ impl LiveSource {
     }
 }
 
-/// The profiler device of the engine's ops and workers on CPU `id` (what the engine probe
-/// records ops under; the CLI names the engine's worker pools the same).
-pub(crate) fn cpu_profiler_device(id: u32) -> String {
-    Device::Cpu(id).to_string()
-}
-
-/// The name of the profiler device pool `pool` records on (the profiler's mapping, so the
-/// dashboard and the pool probes agree).
-pub(crate) fn pool_profiler_device(pool: PoolId) -> String {
-    DeviceId::of_pool(pool).name().to_string()
-}
-
 /// GPU `gpu`'s panel: its streams as the profiler has seen them (compute first).
 fn gpu_layout(
     gpu: u32,
@@ -420,12 +408,12 @@ fn gpu_layout(
     model: Option<String>,
     gpu_workers: Option<GpuWorkerRoles>,
 ) -> DeviceLayout {
-    let device = Device::Gpu(gpu).to_string();
+    let device = DeviceId::of(Device::Gpu(gpu));
     let mut streams: Vec<StreamLayout> = snapshot
         .streams
         .iter()
         .filter(|stream| stream.device == device)
-        .map(|stream| StreamLayout::of_code(&device, stream.stream))
+        .map(|stream| StreamLayout::of_code(device, stream.stream))
         .collect();
     streams.sort_by_key(|stream| stream.stream);
     DeviceLayout {

@@ -143,28 +143,25 @@ pub(crate) fn device_panels(data: &DashboardData) -> Vec<DevicePanel<'_>> {
 }
 
 fn has_workers(data: &DashboardData, device: &DeviceSnapshot) -> bool {
-    let device = DeviceId::named(&device.name);
+    let device = Some(device.device());
     data.snapshot
         .workers
         .iter()
-        .any(|worker| device.is_some() && worker.device == device)
+        .any(|worker| worker.device == device)
 }
 
 fn fallback_layout(device: &DeviceSnapshot) -> DeviceLayout {
     DeviceLayout {
         title: device.name.clone(),
         kind: DeviceKind::Cpu,
-        workers: device.name.clone(),
+        workers: device.device(),
         ..DeviceLayout::default()
     }
 }
 
 fn panel<'a>(data: &'a DashboardData, layout: Cow<'a, DeviceLayout>) -> DevicePanel<'a> {
-    let pool = pool_panel(data, &layout.workers);
-    let priority = layout
-        .priority
-        .as_deref()
-        .map(|device| pool_panel(data, device));
+    let pool = pool_panel(data, layout.workers);
+    let priority = layout.priority.map(|device| pool_panel(data, device));
     let streams = stream_panels(data, &layout, &pool);
     DevicePanel {
         layout,
@@ -223,20 +220,19 @@ fn compute_workers_seen(pool: &PoolPanel<'_>) -> Option<u32> {
 
 /// The pool of `device`: its workers, less those a resize retired (their threads exited:
 /// a later `+` starts a new thread under the same index, which takes the row).
-fn pool_panel<'a>(data: &'a DashboardData, device: &str) -> PoolPanel<'a> {
-    let id = DeviceId::named(device);
+fn pool_panel(data: &DashboardData, device: DeviceId) -> PoolPanel<'_> {
     let mut workers: Vec<&WorkerSnapshot> = data
         .snapshot
         .workers
         .iter()
-        .filter(|worker| id.is_some() && worker.device == id && !is_retired(worker))
+        .filter(|worker| worker.device == Some(device) && !is_retired(worker))
         .collect();
     workers.sort_by_key(|worker| {
         let index = worker.worker.unwrap_or(u32::MAX);
         (worker.worker.is_none(), worker.role, index, worker.thread)
     });
     PoolPanel {
-        device: data.snapshot.device(device),
+        device: data.snapshot.device_of(device),
         workers,
     }
 }
@@ -249,6 +245,7 @@ fn is_retired(worker: &WorkerSnapshot) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::identity::Device;
 
     fn worker(thread: u32, index: u32, activity: Activity) -> WorkerSnapshot {
         let name = format!("cpu0-w{index}");
@@ -258,10 +255,9 @@ mod tests {
     #[test]
     fn workers_a_resize_retired_leave_their_rows_to_the_live_ones() {
         let mut data = DashboardData::default();
-        data.snapshot.devices.push(DeviceSnapshot {
-            name: "cpu0".into(),
-            ..DeviceSnapshot::default()
-        });
+        data.snapshot
+            .devices
+            .push(crate::tui::fake::device_snapshot("cpu0"));
         // w1 retired twice (`-`, `+`, `-`, `+`): two exited threads, then the live one.
         data.snapshot.workers = vec![
             worker(10, 0, Activity::Running),
@@ -289,10 +285,10 @@ mod tests {
         DeviceLayout {
             title: "gpu0".into(),
             kind: DeviceKind::Gpu,
-            workers: "gpu(0)".into(),
+            workers: DeviceId::of(Device::Gpu(0)),
             streams: streams
                 .into_iter()
-                .map(|code| StreamLayout::of_code("gpu(0)", code))
+                .map(|code| StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), code))
                 .collect(),
             ..DeviceLayout::default()
         }
@@ -357,7 +353,7 @@ mod tests {
         ];
         data.devices.push(DeviceLayout {
             title: "cpu0".into(),
-            workers: "panels-test-cpu".into(),
+            workers: DeviceId::register("panels-test-cpu"),
             ..DeviceLayout::default()
         });
         let panels = device_panels(&data);

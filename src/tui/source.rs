@@ -27,7 +27,7 @@ use std::time::Duration;
 use crate::device::identity::PoolRole;
 use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::spans::SpanSnapshot;
-use crate::profiler::Snapshot;
+use crate::profiler::{DeviceId, Snapshot};
 use crate::workload::run::GpuWorkerRoles;
 
 /// What the dashboard runs against: the workload driver (or the tests' `FakeSource`).
@@ -194,8 +194,8 @@ pub enum DeviceKind {
 /// means.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamLayout {
-    /// The profiler device name the stream events are recorded under.
-    pub device: String,
+    /// The profiler device the stream events are recorded under.
+    pub device: DeviceId,
     /// The stream number in those events ([`StreamId::code`]).
     pub stream: u32,
     /// Compute, host-to-device or device-to-host.
@@ -209,17 +209,19 @@ impl StreamLayout {
     /// this build does not know reads as compute.
     ///
     /// ```
+    /// use enginetop::device::identity::Device;
     /// use enginetop::device::stream::{StreamId, StreamKind};
+    /// use enginetop::profiler::DeviceId;
     /// use enginetop::tui::StreamLayout;
     /// let h2d = StreamId { device: 0, kind: StreamKind::CopyH2D, index: 1 };
-    /// let layout = StreamLayout::of_code("gpu(0)", h2d.code());
+    /// let layout = StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), h2d.code());
     /// assert_eq!((layout.kind, layout.index), (StreamKind::CopyH2D, 1));
     /// assert_eq!(layout.label("gpu0", Some(2)), "stream h2d1 (gpu0-copy-1)");
     /// ```
-    pub fn of_code(device: &str, code: u32) -> StreamLayout {
+    pub fn of_code(device: DeviceId, code: u32) -> StreamLayout {
         let (kind, index) = decode_stream_code(code);
         StreamLayout {
-            device: device.to_string(),
+            device,
             stream: code,
             kind,
             index,
@@ -233,11 +235,12 @@ impl StreamLayout {
     /// their count is unknown).
     ///
     /// ```
-    /// use enginetop::device::identity::PoolRole;
+    /// use enginetop::device::identity::{Device, PoolRole};
     /// use enginetop::device::stream::{StreamId, StreamKind};
+    /// use enginetop::profiler::DeviceId;
     /// use enginetop::tui::StreamLayout;
     /// let third = StreamId { device: 0, kind: StreamKind::Compute, index: 2 };
-    /// let layout = StreamLayout::of_code("gpu(0)", third.code());
+    /// let layout = StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), third.code());
     /// assert_eq!(layout.feeder(Some(2)), (PoolRole::GpuPriority, 0));
     /// assert_eq!(layout.feeder(None), (PoolRole::GpuCompute, 2));
     /// ```
@@ -304,9 +307,9 @@ pub struct DeviceLayout {
     /// The kind of panel.
     pub kind: DeviceKind,
     /// The profiler device whose workers and queues are this device's workers.
-    pub workers: String,
+    pub workers: DeviceId,
     /// The profiler device of its priority pool, if it has one.
-    pub priority: Option<String>,
+    pub priority: Option<DeviceId>,
     /// Its streams (GPU).
     pub streams: Vec<StreamLayout>,
     /// Its inter-op worker count as configured now, if `+`/`-` may resize it.
@@ -322,6 +325,7 @@ pub struct DeviceLayout {
 mod tests {
     use super::*;
     use crate::device::gpu::GpuRole;
+    use crate::device::identity::Device;
     use crate::device::stream::StreamId;
 
     /// The decoding undoes `StreamId::code` for every role (the packing lives in
@@ -351,7 +355,10 @@ mod tests {
         let labels = |compute_workers: Option<u32>| -> Vec<String> {
             [0, 2, 0x1_0000, 0x2_0000, 0x2_0001]
                 .into_iter()
-                .map(|code| StreamLayout::of_code("gpu(0)", code).label("gpu0", compute_workers))
+                .map(|code| {
+                    StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), code)
+                        .label("gpu0", compute_workers)
+                })
                 .collect()
         };
         let named = labels(Some(2));
@@ -400,7 +407,7 @@ mod tests {
             let (thread, streams) = receiver.recv().unwrap();
             assert!(!streams.is_empty());
             for stream in streams {
-                let layout = StreamLayout::of_code("gpu(0)", stream.code());
+                let layout = StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), stream.code());
                 assert_eq!(layout.worker("gpu0", Some(1)), thread, "{stream}");
             }
         }

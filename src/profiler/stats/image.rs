@@ -483,8 +483,8 @@ mod tests {
             (was.ops, was.queue_depth, was.workers)
         );
         assert_eq!(cpu.queues[0].label, "moved-w0");
-        assert_eq!(after.steals[0].device, "moved-image-cpu");
-        assert_eq!(after.streams[0].device, "moved-image-gpu");
+        assert_eq!(after.steals[0].device.name(), "moved-image-cpu");
+        assert_eq!(after.streams[0].device.name(), "moved-image-gpu");
         let threads: Vec<u32> = after.workers.iter().map(|worker| worker.thread).collect();
         assert_eq!(threads, [101, 102]);
         // Fed on under the new ids, the restored rows go on counting.

@@ -20,12 +20,22 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::source::{Control, ControlError, DashboardData, DashboardSource};
-use crate::profiler::stats::{Activity, Shares, WorkerSnapshot};
+use crate::profiler::stats::{Activity, DeviceSnapshot, Shares, WorkerSnapshot};
 use crate::profiler::DeviceId;
 use model::Model;
 
 /// The most workers a fake pool takes.
 pub(crate) const MAX_WORKERS: usize = 32;
+
+/// Device `name` (registered with the profiler, so its workers' [`WorkerSnapshot::device`]
+/// finds it) with nothing counted yet: the tests' devices start from it.
+pub fn device_snapshot(name: &str) -> DeviceSnapshot {
+    DeviceSnapshot {
+        id: DeviceId::register(name).id(),
+        name: name.to_string(),
+        ..DeviceSnapshot::default()
+    }
+}
 
 /// Pool worker `index` of `device`, thread `thread`, named `name`, doing `activity`, with no
 /// time observed and nothing counted yet: the model's rows and the tests' start from it.

@@ -13,6 +13,7 @@ use crate::profiler::stats::{
     Activity, DeviceSnapshot, OpSnapshot, QueueSnapshot, Shares, Snapshot, StreamSnapshot,
     WorkerSnapshot,
 };
+use crate::profiler::DeviceId;
 use crate::tui::source::{
     gpu_worker_name, ControlError, DashboardData, DeviceKind, DeviceLayout, Facts, StreamLayout,
 };
@@ -520,11 +521,10 @@ impl Model {
         names.dedup();
         names
             .into_iter()
-            .enumerate()
-            .map(|(index, name)| {
+            .map(|name| {
                 let workers: Vec<&FakeThread> =
                     threads.iter().filter(|t| t.device == name).collect();
-                self.device(options, index as u16 + 1, name, &workers)
+                self.device(options, DeviceId::register(name).id(), name, &workers)
             })
             .collect()
     }
@@ -621,7 +621,7 @@ impl Model {
             .map(|&(slot, stream)| {
                 let ops = self.stream_ops.get(&slot).copied().unwrap_or(0.0) as u64;
                 StreamSnapshot {
-                    device: "gpu0".into(),
+                    device: DeviceId::register("gpu0"),
                     stream: stream.code(),
                     occupancy: self.stream_busy(slot),
                     ops,
@@ -666,8 +666,9 @@ impl Model {
             .map(|(d, &workers)| DeviceLayout {
                 title: format!("cpu{d}"),
                 kind: DeviceKind::Cpu,
-                workers: format!("cpu{d}"),
-                priority: (options.priority_workers > 0).then(|| format!("cpu{d}-prio")),
+                workers: DeviceId::register(&format!("cpu{d}")),
+                priority: (options.priority_workers > 0)
+                    .then(|| DeviceId::register(&format!("cpu{d}-prio"))),
                 streams: Vec::new(),
                 inter_op: Some(workers),
                 model: None,
@@ -678,11 +679,13 @@ impl Model {
             layout.push(DeviceLayout {
                 title: "gpu0".into(),
                 kind: DeviceKind::Gpu,
-                workers: "gpu0".into(),
+                workers: DeviceId::register("gpu0"),
                 priority: None,
                 streams: STREAMS
                     .iter()
-                    .map(|&(_, stream)| StreamLayout::of_code("gpu0", stream.code()))
+                    .map(|&(_, stream)| {
+                        StreamLayout::of_code(DeviceId::register("gpu0"), stream.code())
+                    })
                     .collect(),
                 inter_op: None,
                 model: None,
@@ -692,7 +695,7 @@ impl Model {
         layout.push(DeviceLayout {
             title: "intra-op".into(),
             kind: DeviceKind::IntraOp,
-            workers: "intra".into(),
+            workers: DeviceId::register("intra"),
             ..DeviceLayout::default()
         });
         layout

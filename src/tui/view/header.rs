@@ -290,10 +290,9 @@ mod tests {
         data.facts.notices = vec!["synthetic".into()];
         data.facts.warnings = vec!["too many threads".into()];
         data.snapshot.devices.push(DeviceSnapshot {
-            name: "cpu0".into(),
             ops: 3000,
             ops_per_s: 1000.0,
-            ..DeviceSnapshot::default()
+            ..crate::tui::fake::device_snapshot("cpu0")
         });
         data
     }

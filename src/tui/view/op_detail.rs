@@ -106,7 +106,7 @@ fn worker(ctx: &Ctx<'_>, span: &OpSpan) -> String {
 /// A GPU op's stream, as the trace names its track (`stream h2d0`).
 fn stream(span: &OpSpan) -> String {
     match span.stream {
-        Some(code) => StreamLayout::of_code(span.device.name(), code).stream_label(),
+        Some(code) => StreamLayout::of_code(span.device, code).stream_label(),
         None => "- (no stream events: a CPU op)".into(),
     }
 }

@@ -194,10 +194,9 @@ mod tests {
         for k in 0..6u64 {
             let mut data = DashboardData::default();
             data.snapshot.devices.push(DeviceSnapshot {
-                name: "cpu0".into(),
                 ops_per_s: 100.0 + k as f64,
                 queue_depth: 1,
-                ..DeviceSnapshot::default()
+                ..crate::tui::fake::device_snapshot("cpu0")
             });
             data.devices.push(DeviceLayout {
                 title: "cpu0".into(),
@@ -231,10 +230,9 @@ mod tests {
             data.facts.elapsed = std::time::Duration::from_secs(2);
             data.facts.finished = finished;
             data.snapshot.devices.push(DeviceSnapshot {
-                name: "cpu0".into(),
                 ops: 3000,
                 ops_per_s,
-                ..DeviceSnapshot::default()
+                ..crate::tui::fake::device_snapshot("cpu0")
             });
             data
         };

@@ -324,7 +324,6 @@ pub(super) fn merge(spans: Vec<Span<'_>>) -> Vec<Span<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profiler::stats::DeviceSnapshot;
     use crate::tui::app::{Action, App};
     use crate::tui::fake::FakeOptions;
     use crate::tui::source::DashboardData;
@@ -344,11 +343,9 @@ mod tests {
         for &(ms, activity) in frames {
             let mut data = DashboardData::default();
             data.snapshot.at_ns = ms * 1_000_000;
-            data.snapshot.devices.push(DeviceSnapshot {
-                id: 1,
-                name: "cpu0".into(),
-                ..Default::default()
-            });
+            data.snapshot
+                .devices
+                .push(crate::tui::fake::device_snapshot("cpu0"));
             let worker = crate::tui::fake::worker_snapshot(1, "cpu0-w0", "cpu0", 0, activity);
             data.snapshot.workers = vec![worker];
             app.observe(data);
@@ -365,11 +362,9 @@ mod tests {
             let mut data = DashboardData::default();
             data.snapshot.at_ns = k * 100_000_000;
             data.facts.intra_op = if k >= 6 { 2 } else { 1 };
-            data.snapshot.devices.push(DeviceSnapshot {
-                id: 1,
-                name: "cpu0".into(),
-                ..Default::default()
-            });
+            data.snapshot
+                .devices
+                .push(crate::tui::fake::device_snapshot("cpu0"));
             let worker =
                 crate::tui::fake::worker_snapshot(1, "cpu0-w0", "cpu0", 0, Activity::Running);
             data.snapshot.workers = vec![worker];
@@ -433,11 +428,9 @@ mod tests {
             crate::tui::fake::worker_snapshot(thread, name, "cpu0", thread, Activity::Parked)
         };
         let mut data = DashboardData::default();
-        data.snapshot.devices.push(DeviceSnapshot {
-            id: 1,
-            name: "cpu0".into(),
-            ..Default::default()
-        });
+        data.snapshot
+            .devices
+            .push(crate::tui::fake::device_snapshot("cpu0"));
         data.snapshot.workers = vec![worker(1), worker(2)];
         let mut app = App::new();
         app.observe(data);
