@@ -17,7 +17,8 @@
 //! cache, and it keeps the LIFO order a recursive fork wants). A task from outside goes to a
 //! random worker's queue (`eigen`, so producers do not contend on one lock) or to the injector
 //! (`chase-lev`). If an `eigen` queue is full the caller runs the task inline: back-pressure
-//! instead of unbounded memory.
+//! instead of unbounded memory; observers see that task start and end with no worker
+//! (`None`), on the caller's thread.
 //!
 //! A worker takes work in this order: its own queue; then steals, starting at a random victim
 //! and walking the queues with a random stride coprime with their number, so that one round
@@ -161,7 +162,9 @@ pub enum PoolError {
 /// Something that pool workers report to (the profiler, later). Recording sites cost one
 /// predictable branch when no observer is installed.
 pub trait PoolObserver: Send + Sync {
-    /// Called on the worker thread `worker` (or `None` for a thread outside the pool).
+    /// Called on the worker thread `worker`, or with `None` on a thread that is not acting
+    /// as one of the pool's workers: a resize, or a task the calling thread ran itself (its
+    /// `TaskStart` and `TaskEnd`: a full queue, a pool with no workers, a helping caller).
     fn on_event(&self, worker: Option<usize>, event: PoolEvent);
 }
 
