@@ -166,6 +166,18 @@ pub trait PoolObserver: Send + Sync {
     /// as one of the pool's workers: a resize, or a task the calling thread ran itself (its
     /// `TaskStart` and `TaskEnd`: a full queue, a pool with no workers, a helping caller).
     fn on_event(&self, worker: Option<usize>, event: PoolEvent);
+
+    /// Worker `worker` begins a streak: it runs tasks back to back, each taken from its own
+    /// queue as the previous one ends, until [`on_streak_end`](Self::on_streak_end). The
+    /// streak is the worker's `Running` state (`PoolStats`): its tasks' starts and ends come
+    /// in between, and nothing else does. A pool that calls this calls `on_streak_end` on the
+    /// same thread before its worker looks elsewhere for work, spins, parks or exits, so an
+    /// observer may time the streak instead of each task. Pools without streaks never call
+    /// either. Does nothing by default.
+    fn on_streak_start(&self, _worker: usize) {}
+
+    /// Worker `worker`'s streak ended (see [`on_streak_start`](Self::on_streak_start)).
+    fn on_streak_end(&self, _worker: usize) {}
 }
 
 /// What pool workers report to a [`PoolObserver`].

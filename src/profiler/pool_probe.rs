@@ -11,10 +11,13 @@
 //! Task events double the events per task, and a pool's tasks can be far cheaper than their
 //! events (tens of nanoseconds each, millions per second per worker), so the probe does two
 //! things per task on the worker thread:
-//! - it **counts** it: the clock is read at the task's start and end, and the thread adds one
-//!   task and the time between to its own counters (`task_counts`), which the snapshot
-//!   reads: task counts and task time are exact whatever is recorded;
-//! - it **records** the task's start and end (stamped with those same readings) for 1 in N
+//! - it **counts** it: the thread adds one task and its time to its own counters
+//!   (`task_counts`), which the snapshot reads: task counts and task time are exact whatever
+//!   is recorded. A task's time is read off the clock at its start and end; a worker of a
+//!   pool with streaks (`PoolObserver::on_streak_start`: tasks taken back to back from its
+//!   own queue) has its streak timed instead, so an unrecorded task in a streak costs a
+//!   countdown and three relaxed stores, no clock read (`LocalTasks`);
+//! - it **records** the task's start and end (stamped with clock readings) for 1 in N
 //!   tasks. N starts at 1 and adapts per thread to the pace: each time the thread has
 //!   recorded `RECORDED_PER_PERIOD` tasks, or `SAMPLE_PERIOD_NS` has passed, it sets N to
 //!   the power of two that would record at most that many tasks per period at the pace of
@@ -235,6 +238,16 @@ impl PoolObserver for PoolProbe {
             }
         }
     }
+
+    #[inline]
+    fn on_streak_start(&self, _worker: usize) {
+        self.streak(true);
+    }
+
+    #[inline]
+    fn on_streak_end(&self, _worker: usize) {
+        self.streak(false);
+    }
 }
 
 impl PoolProbe {
@@ -264,6 +277,30 @@ impl PoolProbe {
                 self.profiler.record_at(event.at(stamp));
             }
         }
+    }
+
+    /// A streak of this worker thread begins (`start`) or ends: its tasks are timed as one.
+    #[inline]
+    fn streak(&self, start: bool) {
+        let Some(core) = self.profiler.core.as_ref().filter(|_| self.task_events) else {
+            return;
+        };
+        let key = Key {
+            profiler: core.id(),
+            device: self.device,
+            runner: Runner::Worker,
+        };
+        let _ = LOCAL_TASKS.try_with(|local| {
+            let register = || core.task_counts.register(self.device, Runner::Worker);
+            let mut local = local.borrow_mut();
+            let tasks = local.entry(key, register, self.sample_tasks);
+            let now = clock_now() & !RAW_STAMP;
+            if start {
+                tasks.streak_started(now);
+            } else {
+                tasks.streak_ended(now);
+            }
+        });
     }
 
     /// The task this thread started as `runner` ends (`event`: its `TaskEnd`).
@@ -410,8 +447,16 @@ impl LocalThread {
     }
 }
 
-/// One thread's counting for one key: the running task, its totals (published after each
-/// task) and where its sampling stands.
+/// One thread's counting for one key: the running task or streak, its totals (published
+/// after each task) and where its sampling stands.
+///
+/// Outside a streak each task is timed from its start to its end (two clock reads). In a
+/// streak (a worker's tasks taken back to back from its own queue) the streak is timed: the
+/// clock is read where it starts and ends, for the events of a recorded task, and once every
+/// `STREAK_CHECK_TASKS` unrecorded tasks (its time so far is added to the busy time then, and
+/// the sampling period checked), so an unrecorded task costs no clock read; the decision to
+/// record is a countdown. Busy time is the same either way: the worker's time in tasks, which
+/// in a streak includes the pool taking the next task off its own queue.
 struct LocalTasks {
     key: Key,
     counts: Arc<ThreadTasks>,
@@ -419,10 +464,15 @@ struct LocalTasks {
     sampling: bool,
     /// `SAMPLE_PERIOD_NS` in counter ticks.
     period_ticks: u64,
-    /// The running task's start (counter ticks).
+    /// In a streak (see above).
+    streak: bool,
+    /// Where busy time was last taken (counter ticks): the running task's start outside a
+    /// streak, the streak's start or last check in one.
     start: u64,
     /// Whether the running task is recorded.
     recording: bool,
+    /// Unrecorded tasks of the streak until its next clock read.
+    until_check: u32,
     tasks: u64,
     recorded: u64,
     busy_ticks: u64,
@@ -436,6 +486,9 @@ struct LocalTasks {
     period_recorded: u64,
 }
 
+/// In a streak, unrecorded tasks between clock reads.
+const STREAK_CHECK_TASKS: u32 = 64;
+
 impl LocalTasks {
     fn new(key: Key, counts: Arc<ThreadTasks>, sampling: bool) -> Self {
         LocalTasks {
@@ -443,8 +496,10 @@ impl LocalTasks {
             counts,
             sampling,
             period_ticks: Epoch::get().ns_as_ticks(SAMPLE_PERIOD_NS),
+            streak: false,
             start: 0,
             recording: false,
+            until_check: STREAK_CHECK_TASKS,
             tasks: 0,
             recorded: 0,
             busy_ticks: 0,
@@ -454,6 +509,22 @@ impl LocalTasks {
             period_start: Epoch::get().raw_stamp() & !RAW_STAMP,
             period_tasks: 0,
             period_recorded: 0,
+        }
+    }
+
+    /// A streak begins at `now` (counter ticks).
+    fn streak_started(&mut self, now: u64) {
+        self.streak = true;
+        self.start = now;
+        self.until_check = STREAK_CHECK_TASKS;
+    }
+
+    /// The streak ends at `now` (counter ticks): its time since the last check is busy time.
+    fn streak_ended(&mut self, now: u64) {
+        if self.streak {
+            self.checked(now);
+            self.streak = false;
+            self.publish();
         }
     }
 
@@ -467,6 +538,9 @@ impl LocalTasks {
         } else {
             self.skip - 1
         };
+        if self.streak {
+            return self.recording.then(now);
+        }
         let stamp = now();
         self.start = stamp & !RAW_STAMP;
         self.recording.then_some(stamp)
@@ -487,6 +561,13 @@ impl LocalTasks {
         self.tasks += 1;
         self.recorded += u64::from(self.recording);
         self.count_panic(panicked);
+        if self.streak && !self.recording {
+            self.until_check -= 1;
+            if self.until_check > 0 {
+                self.publish();
+                return None;
+            }
+        }
         let stamp = now();
         self.checked(stamp & !RAW_STAMP);
         self.publish();
@@ -512,6 +593,7 @@ impl LocalTasks {
     fn checked(&mut self, now: u64) {
         self.busy_ticks += now.saturating_sub(self.start);
         self.start = now;
+        self.until_check = STREAK_CHECK_TASKS;
         let period_over = now.saturating_sub(self.period_start) >= self.period_ticks;
         if self.sampling
             && (period_over || self.recorded - self.period_recorded >= RECORDED_PER_PERIOD)
@@ -864,6 +946,46 @@ mod tests {
         let start = every.period_start;
         let (_, recorded) = pace(&mut every, start, 1, 1_000);
         assert_eq!((recorded, every.rate), (1_000, 1));
+    }
+
+    #[test]
+    fn a_streak_is_timed_whole_and_its_unrecorded_tasks_read_no_clock() {
+        let counts = super::super::task_counts::TaskCounts::default();
+        let key = Key {
+            profiler: 1,
+            device: DeviceId::HOST,
+            runner: Runner::Worker,
+        };
+        let mut local = LocalTasks::new(key, counts.register(DeviceId::HOST, Runner::Worker), true);
+        let begin = local.period_start;
+        local.streak_started(begin);
+        let (reads, now) = (std::cell::Cell::new(0u64), std::cell::Cell::new(begin));
+        let clock = || {
+            reads.set(reads.get() + 1);
+            now.get() | RAW_STAMP
+        };
+        let (tasks, step) = (100_000u64, local.period_ticks / 10_000);
+        let mut recorded = 0;
+        for _ in 0..tasks {
+            now.set(now.get() + step);
+            let start = local.start(clock);
+            now.set(now.get() + step);
+            let end = local.end(false, clock);
+            assert_eq!(start.is_some(), end.is_some(), "a start gets its end");
+            assert!(start <= end);
+            recorded += u64::from(end.is_some());
+        }
+        now.set(now.get() + step);
+        local.streak_ended(now.get());
+        assert_eq!((local.tasks, local.recorded), (tasks, recorded));
+        assert_eq!(local.busy_ticks, now.get() - begin, "the streak, whole");
+        assert!(local.rate > 1 && recorded < tasks / 16, "{recorded}");
+        let most = 2 * recorded + tasks / u64::from(STREAK_CHECK_TASKS) + 1;
+        assert!(reads.get() <= most, "{} clock reads", reads.get());
+        // Outside a streak every task is timed from its start to its end.
+        local.start(|| (now.get() + 10) | RAW_STAMP);
+        local.end(false, || (now.get() + 25) | RAW_STAMP);
+        assert_eq!(local.busy_ticks, now.get() - begin + 15);
     }
 
     #[test]

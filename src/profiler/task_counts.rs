@@ -10,13 +10,13 @@
 //!
 //! # Counters
 //! Each worker thread that runs tasks under a probe owns one [`ThreadTasks`] per profiler,
-//! registered once (its first task) in the profiler's [`TaskCounts`]. Only that thread writes
-//! it: after each task it stores its running totals (tasks, tasks recorded, busy ticks) with
-//! relaxed stores, and the rate in force when it changes. A thread that runs tasks it
-//! scheduled itself (a full queue) counts them in counters of its own marked
-//! [`Runner::Caller`]. Readers load them relaxed: each figure is exact as of some task end of
-//! its thread, figures of different counters may be a task apart, which is what a snapshot
-//! of a running pool can say.
+//! registered once (its first task) in the profiler's [`TaskCounts`], in cache lines of its
+//! own. Only that thread writes it: after each task it stores its running totals (tasks,
+//! tasks recorded, busy ticks) with relaxed stores, and the rate in force when it changes.
+//! A thread that runs tasks it scheduled itself (a full queue) counts them in counters of
+//! its own marked [`Runner::Caller`]. Readers load them relaxed: each figure is exact as of
+//! some task end of its thread, figures of different counters may be a task apart, which is
+//! what a snapshot of a running pool can say.
 //!
 //! # Into the snapshot
 //! [`TaskCounts::apply`] runs on every snapshot (after the statistics built it from the
@@ -132,8 +132,11 @@ fn thousands(n: u64) -> String {
     out
 }
 
-/// One worker thread's task counters (for one profiler); written only by that thread.
+/// One worker thread's task counters (for one profiler); written only by that thread. Its
+/// own cache lines (aligned to 128 bytes, the pair the prefetcher fetches together): the
+/// thread stores to them after every task, and no other thread's counters share them.
 #[derive(Debug)]
+#[repr(align(128))]
 pub(crate) struct ThreadTasks {
     thread: ThreadId,
     device: DeviceId,
