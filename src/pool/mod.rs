@@ -17,7 +17,8 @@
 //! cache, and it keeps the LIFO order a recursive fork wants). A task from outside goes to a
 //! random worker's queue (`eigen`, so producers do not contend on one lock) or to the injector
 //! (`chase-lev`). If an `eigen` queue is full the caller runs the task inline: back-pressure
-//! instead of unbounded memory.
+//! instead of unbounded memory; observers see that task start and end with no worker
+//! (`None`), on the caller's thread.
 //!
 //! A worker takes work in this order: its own queue; then steals, starting at a random victim
 //! and walking the queues with a random stride coprime with their number, so that one round
@@ -161,8 +162,22 @@ pub enum PoolError {
 /// Something that pool workers report to (the profiler, later). Recording sites cost one
 /// predictable branch when no observer is installed.
 pub trait PoolObserver: Send + Sync {
-    /// Called on the worker thread `worker` (or `None` for a thread outside the pool).
+    /// Called on the worker thread `worker`, or with `None` on a thread that is not acting
+    /// as one of the pool's workers: a resize, or a task the calling thread ran itself (its
+    /// `TaskStart` and `TaskEnd`: a full queue, a pool with no workers, a helping caller).
     fn on_event(&self, worker: Option<usize>, event: PoolEvent);
+
+    /// Worker `worker` begins a streak: it runs tasks back to back, each taken from its own
+    /// queue as the previous one ends, until [`on_streak_end`](Self::on_streak_end). The
+    /// streak is the worker's `Running` state (`PoolStats`): its tasks' starts and ends come
+    /// in between, and nothing else does. A pool that calls this calls `on_streak_end` on the
+    /// same thread before its worker looks elsewhere for work, spins, parks or exits, so an
+    /// observer may time the streak instead of each task. Pools without streaks never call
+    /// either. Does nothing by default.
+    fn on_streak_start(&self, _worker: usize) {}
+
+    /// Worker `worker`'s streak ended (see [`on_streak_start`](Self::on_streak_start)).
+    fn on_streak_end(&self, _worker: usize) {}
 }
 
 /// What pool workers report to a [`PoolObserver`].

@@ -251,9 +251,13 @@ impl Shared {
         }
     }
 
+    /// Runs `task` on the calling thread (no workers, or a helping caller), counted and
+    /// reported to the observer as a task of no worker.
     fn run_inline(&self, task: Task) {
         self.inline_runs.fetch_add(1, Ordering::Relaxed);
-        self.panics.run(task);
+        self.observe(None, PoolEvent::TaskStart);
+        let panicked = self.panics.run(task);
+        self.observe(None, PoolEvent::TaskEnd { panicked });
     }
 
     /// Wakes every parked worker so it re-reads the state (shutdown, cancel).

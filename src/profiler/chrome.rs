@@ -953,6 +953,7 @@ fn other_data(
             "recorded": sampling.recorded,
             "rate": sampling.rate,
             "max_rate": sampling.max_rate,
+            "run_by_callers": sampling.run_by_callers,
             "sampled": sampling.is_sampled(),
             "note": "pool task events: 1 in `rate` tasks recorded per worker (adaptive); \
                      task counts are exact",

@@ -11,10 +11,13 @@
 //! Task events double the events per task, and a pool's tasks can be far cheaper than their
 //! events (tens of nanoseconds each, millions per second per worker), so the probe does two
 //! things per task on the worker thread:
-//! - it **counts** it: the clock is read at the task's start and end, and the thread adds one
-//!   task and the time between to its own counters (`task_counts`), which the snapshot
-//!   reads: task counts and task time are exact whatever is recorded;
-//! - it **records** the task's start and end (stamped with those same readings) for 1 in N
+//! - it **counts** it: the thread adds one task and its time to its own counters
+//!   (`task_counts`), which the snapshot reads: task counts and task time are exact whatever
+//!   is recorded. A task's time is read off the clock at its start and end; a worker of a
+//!   pool with streaks (`PoolObserver::on_streak_start`: tasks taken back to back from its
+//!   own queue) has its streak timed instead, so an unrecorded task in a streak costs a
+//!   countdown and three relaxed stores, no clock read (`LocalTasks`);
+//! - it **records** the task's start and end (stamped with clock readings) for 1 in N
 //!   tasks. N starts at 1 and adapts per thread to the pace: each time the thread has
 //!   recorded `RECORDED_PER_PERIOD` tasks, or `SAMPLE_PERIOD_NS` has passed, it sets N to
 //!   the power of two that would record at most that many tasks per period at the pace of
@@ -24,6 +27,14 @@
 //!   least every 10 ms) holds with room to spare and the collector processes in a few
 //!   milliseconds a second. The decision is made at the start (a recorded start always gets
 //!   its end).
+//!
+//! A task the scheduling thread runs itself (its queue full, a pool with no workers, a
+//! caller helping with `try_run_one`) reaches the probe as a task of no worker: it is
+//! counted the same way, in counters of that thread marked as a caller's
+//! ([`Runner::Caller`]), sampled at their own rate, and the snapshot says how many tasks ran
+//! so ([`TaskSampling::run_by_callers`](super::TaskSampling::run_by_callers)). A task that
+//! runs inside another task on the same thread is counted but neither timed again nor
+//! recorded (`LocalThread`).
 //!
 //! The rate in force is published with the counters and shown wherever tasks are: the
 //! dashboard's header, the summary, the trace's `otherData.task_sampling`.
@@ -55,7 +66,7 @@ use super::clock::{Epoch, RAW_STAMP};
 use super::core::{QueueDepth, QueueDepthSource};
 use super::event::{Event, EventKind, FROM_INJECTOR, NO_WORKER};
 use super::names::DeviceId;
-use super::task_counts::ThreadTasks;
+use super::task_counts::{Runner, ThreadTasks};
 use super::Profiler;
 use crate::device::cpu::PoolObservers;
 use crate::device::identity::{PoolId, PoolRole};
@@ -215,10 +226,11 @@ impl PoolProbe {
 impl PoolObserver for PoolProbe {
     #[inline]
     fn on_event(&self, worker: Option<usize>, event: PoolEvent) {
+        let runner = worker.map_or(Runner::Caller, |_| Runner::Worker);
         let worker = worker.map_or(NO_WORKER, |worker| worker as u32);
         match event {
-            PoolEvent::TaskStart if self.task_events => self.task_started(worker),
-            PoolEvent::TaskEnd { .. } if self.task_events => self.task_ended(worker, event),
+            PoolEvent::TaskStart if self.task_events => self.task_started(worker, runner),
+            PoolEvent::TaskEnd { .. } if self.task_events => self.task_ended(worker, runner, event),
             _ => {
                 if let Some(event) = self.event(worker, event) {
                     self.profiler.record(event);
@@ -226,49 +238,88 @@ impl PoolObserver for PoolProbe {
             }
         }
     }
+
+    #[inline]
+    fn on_streak_start(&self, _worker: usize) {
+        self.streak(true);
+    }
+
+    #[inline]
+    fn on_streak_end(&self, _worker: usize) {
+        self.streak(false);
+    }
 }
 
 impl PoolProbe {
-    /// A task starts on this worker thread: counted, and recorded if its turn came.
+    /// A task starts on this thread (run by `runner`): counted, and recorded if its turn
+    /// came.
     #[inline]
-    fn task_started(&self, worker: u32) {
+    fn task_started(&self, worker: u32, runner: Runner) {
         let Some(core) = &self.profiler.core else {
             return;
         };
-        let stamp = Epoch::get().raw_stamp();
-        let record = LOCAL_TASKS
+        let key = Key {
+            profiler: core.id(),
+            device: self.device,
+            runner,
+        };
+        let started = LOCAL_TASKS
             .try_with(|local| {
-                let mut local = local.borrow_mut();
-                if local.as_ref().is_none_or(|l| l.profiler != core.id()) {
-                    let counts = core.task_counts.register(self.device);
-                    *local = Some(LocalTasks::new(core.id(), counts, self.sample_tasks));
-                }
-                local.as_mut().is_some_and(|local| local.start(stamp))
+                let register = || core.task_counts.register(self.device, runner);
+                local
+                    .borrow_mut()
+                    .start(key, register, self.sample_tasks, clock_now)
             })
-            .unwrap_or(false);
-        if record {
+            .ok()
+            .flatten();
+        if let Some(stamp) = started {
             if let Some(event) = self.event(worker, PoolEvent::TaskStart) {
                 self.profiler.record_at(event.at(stamp));
             }
         }
     }
 
-    /// The task this worker thread started ends (`event`: its `TaskEnd`).
+    /// A streak of this worker thread begins (`start`) or ends: its tasks are timed as one.
     #[inline]
-    fn task_ended(&self, worker: u32, event: PoolEvent) {
+    fn streak(&self, start: bool) {
+        let Some(core) = self.profiler.core.as_ref().filter(|_| self.task_events) else {
+            return;
+        };
+        let key = Key {
+            profiler: core.id(),
+            device: self.device,
+            runner: Runner::Worker,
+        };
+        let _ = LOCAL_TASKS.try_with(|local| {
+            let register = || core.task_counts.register(self.device, Runner::Worker);
+            let mut local = local.borrow_mut();
+            let tasks = local.entry(key, register, self.sample_tasks);
+            let now = clock_now() & !RAW_STAMP;
+            if start {
+                tasks.streak_started(now);
+            } else {
+                tasks.streak_ended(now);
+            }
+        });
+    }
+
+    /// The task this thread started as `runner` ends (`event`: its `TaskEnd`).
+    #[inline]
+    fn task_ended(&self, worker: u32, runner: Runner, event: PoolEvent) {
         let Some(core) = &self.profiler.core else {
             return;
         };
-        let stamp = Epoch::get().raw_stamp();
-        let record = LOCAL_TASKS
-            .try_with(|local| match local.borrow_mut().as_mut() {
-                Some(local) if local.profiler == core.id() => {
-                    local.end(stamp, event == PoolEvent::TaskEnd { panicked: true })
-                }
-                _ => false,
-            })
-            .unwrap_or(false);
-        if record {
+        let key = Key {
+            profiler: core.id(),
+            device: self.device,
+            runner,
+        };
+        let panicked = event == PoolEvent::TaskEnd { panicked: true };
+        let ended = LOCAL_TASKS
+            .try_with(|local| local.borrow_mut().end(key, panicked, clock_now))
+            .ok()
+            .flatten();
+        if let Some(stamp) = ended {
             if let Some(event) = self.event(worker, event) {
                 self.profiler.record_at(event.at(stamp));
             }
@@ -276,33 +327,152 @@ impl PoolProbe {
     }
 }
 
+/// The clock now, as a raw stamp.
+#[inline(always)]
+fn clock_now() -> u64 {
+    Epoch::get().raw_stamp()
+}
+
 // Outside loom the thread-local is `const`-initialised (no "built yet?" check per task);
 // loom's `thread_local!` has no `const` form.
 #[cfg(not(loom))]
 thread_local! {
-    /// The calling worker thread's task counting and sampling, for the profiler it counts for.
-    static LOCAL_TASKS: RefCell<Option<LocalTasks>> = const { RefCell::new(None) };
+    /// The calling thread's task counting and sampling.
+    static LOCAL_TASKS: RefCell<LocalThread> = const { RefCell::new(LocalThread::new()) };
 }
 
 #[cfg(loom)]
 thread_local! {
     #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
-    static LOCAL_TASKS: RefCell<Option<LocalTasks>> = RefCell::new(None);
+    static LOCAL_TASKS: RefCell<LocalThread> = RefCell::new(LocalThread::new());
 }
 
-/// One worker thread's task state: the running task, its totals (published after each
-/// task) and where its sampling stands.
-struct LocalTasks {
-    /// The profiler (`Core::id`) these are counted for.
+/// Whose counters a task goes to: the profiler (`Core::id`), the device, and who ran it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key {
     profiler: u64,
+    device: DeviceId,
+    runner: Runner,
+}
+
+/// One thread's task counting: its counters as a worker, its counters for tasks it ran
+/// itself (per device), and how many counted tasks are running on it now.
+///
+/// A task can run inside another on the same thread: a task that schedules onto a full
+/// queue runs the new task itself, and a task may help its pool (`try_run_one`). Such a
+/// nested task is counted (in the counters of whoever ran it), but its time is already in
+/// the outer task's and it is not recorded: the thread's task time counts each instant once
+/// and its recorded starts and ends pair up.
+struct LocalThread {
+    depth: u32,
+    worker: Option<LocalTasks>,
+    callers: Vec<LocalTasks>,
+}
+
+impl LocalThread {
+    const fn new() -> Self {
+        LocalThread {
+            depth: 0,
+            worker: None,
+            callers: Vec::new(),
+        }
+    }
+
+    /// The counters for `key`, registered (`register`) on first use.
+    #[inline]
+    fn entry(
+        &mut self,
+        key: Key,
+        register: impl FnOnce() -> Arc<ThreadTasks>,
+        sampling: bool,
+    ) -> &mut LocalTasks {
+        let slot = match key.runner {
+            Runner::Worker => {
+                if self.worker.as_ref().is_none_or(|local| local.key != key) {
+                    self.worker = Some(LocalTasks::new(key, register(), sampling));
+                }
+                self.worker.as_mut()
+            }
+            Runner::Caller => {
+                let at = match self.callers.iter().position(|local| local.key == key) {
+                    Some(at) => at,
+                    None => {
+                        self.callers
+                            .push(LocalTasks::new(key, register(), sampling));
+                        self.callers.len() - 1
+                    }
+                };
+                self.callers.get_mut(at)
+            }
+        };
+        slot.expect("the entry was just made")
+    }
+
+    /// A task for `key` starts; returns its start stamp if it is recorded (`now` reads the
+    /// clock, only for an outermost task).
+    #[inline]
+    fn start(
+        &mut self,
+        key: Key,
+        register: impl FnOnce() -> Arc<ThreadTasks>,
+        sampling: bool,
+        now: impl FnOnce() -> u64,
+    ) -> Option<u64> {
+        let nested = self.depth > 0;
+        self.depth += 1;
+        let tasks = self.entry(key, register, sampling);
+        if nested {
+            return None;
+        }
+        tasks.start(now)
+    }
+
+    /// The task this thread started for `key` ends; returns its end stamp if it is recorded.
+    #[inline]
+    fn end(&mut self, key: Key, panicked: bool, now: impl FnOnce() -> u64) -> Option<u64> {
+        if self.depth == 0 {
+            return None; // started before this thread counted (a probe installed mid-task)
+        }
+        self.depth -= 1;
+        let nested = self.depth > 0;
+        let tasks = match key.runner {
+            Runner::Worker => self.worker.as_mut().filter(|local| local.key == key),
+            Runner::Caller => self.callers.iter_mut().find(|local| local.key == key),
+        }?;
+        if nested {
+            tasks.end_nested(panicked);
+            return None;
+        }
+        tasks.end(panicked, now)
+    }
+}
+
+/// One thread's counting for one key: the running task or streak, its totals (published
+/// after each task) and where its sampling stands.
+///
+/// Outside a streak each task is timed from its start to its end (two clock reads). In a
+/// streak (a worker's tasks taken back to back from its own queue) the streak is timed: the
+/// clock is read where it starts and ends, for the events of a recorded task, and once every
+/// `STREAK_CHECK_TASKS` unrecorded tasks (its time so far is added to the busy time then, and
+/// the sampling period checked), so an unrecorded task costs no clock read; the decision to
+/// record is a countdown. Busy time is the same either way: the worker's time in tasks, which
+/// in a streak includes the pool taking the next task off its own queue.
+struct LocalTasks {
+    key: Key,
     counts: Arc<ThreadTasks>,
     /// Whether the rate adapts (off: every task recorded).
     sampling: bool,
     /// `SAMPLE_PERIOD_NS` in counter ticks.
     period_ticks: u64,
-    /// The running task's start (counter ticks) and whether it is recorded.
+    /// In a streak (see above).
+    streak: bool,
+    /// Where busy time was last taken (counter ticks): the running task's start outside a
+    /// streak, the streak's start or last check in one.
     start: u64,
+    /// Whether the running task is recorded.
     recording: bool,
+    /// Unrecorded tasks of the streak until its next clock read.
+    until_check: u32,
     tasks: u64,
     recorded: u64,
     busy_ticks: u64,
@@ -316,15 +486,20 @@ struct LocalTasks {
     period_recorded: u64,
 }
 
+/// In a streak, unrecorded tasks between clock reads.
+const STREAK_CHECK_TASKS: u32 = 64;
+
 impl LocalTasks {
-    fn new(profiler: u64, counts: Arc<ThreadTasks>, sampling: bool) -> Self {
+    fn new(key: Key, counts: Arc<ThreadTasks>, sampling: bool) -> Self {
         LocalTasks {
-            profiler,
+            key,
             counts,
             sampling,
             period_ticks: Epoch::get().ns_as_ticks(SAMPLE_PERIOD_NS),
+            streak: false,
             start: 0,
             recording: false,
+            until_check: STREAK_CHECK_TASKS,
             tasks: 0,
             recorded: 0,
             busy_ticks: 0,
@@ -337,40 +512,94 @@ impl LocalTasks {
         }
     }
 
-    /// A task starts at `stamp` (a raw stamp); returns whether it is recorded.
+    /// A streak begins at `now` (counter ticks).
+    fn streak_started(&mut self, now: u64) {
+        self.streak = true;
+        self.start = now;
+        self.until_check = STREAK_CHECK_TASKS;
+    }
+
+    /// The streak ends at `now` (counter ticks): its time since the last check is busy time.
+    fn streak_ended(&mut self, now: u64) {
+        if self.streak {
+            self.checked(now);
+            self.streak = false;
+            self.publish();
+        }
+    }
+
+    /// A task starts (`now` reads the clock, as a raw stamp); returns its start stamp if it
+    /// is recorded.
     #[inline]
-    fn start(&mut self, stamp: u64) -> bool {
-        self.start = stamp & !RAW_STAMP;
+    fn start(&mut self, now: impl FnOnce() -> u64) -> Option<u64> {
         self.recording = self.skip == 0;
         self.skip = if self.recording {
             self.rate - 1
         } else {
             self.skip - 1
         };
-        self.recording
+        if self.streak {
+            return self.recording.then(now);
+        }
+        let stamp = now();
+        self.start = stamp & !RAW_STAMP;
+        self.recording.then_some(stamp)
     }
 
-    /// The running task ends at `stamp` (`panicked`: it panicked): counted and published;
-    /// returns whether it is recorded.
+    /// A task that ran inside another one on this thread ended: counted, neither timed nor
+    /// recorded (see [`LocalThread`]).
+    fn end_nested(&mut self, panicked: bool) {
+        self.tasks += 1;
+        self.count_panic(panicked);
+        self.publish();
+    }
+
+    /// The running task ends (`panicked`: it panicked; `now` reads the clock, as a raw
+    /// stamp): counted and published; returns its end stamp if it is recorded.
     #[inline]
-    fn end(&mut self, stamp: u64, panicked: bool) -> bool {
-        let now = stamp & !RAW_STAMP;
-        self.busy_ticks += now.saturating_sub(self.start);
+    fn end(&mut self, panicked: bool, now: impl FnOnce() -> u64) -> Option<u64> {
         self.tasks += 1;
         self.recorded += u64::from(self.recording);
-        self.counts
-            .publish(self.tasks, self.recorded, self.busy_ticks);
+        self.count_panic(panicked);
+        if self.streak && !self.recording {
+            self.until_check -= 1;
+            if self.until_check > 0 {
+                self.publish();
+                return None;
+            }
+        }
+        let stamp = now();
+        self.checked(stamp & !RAW_STAMP);
+        self.publish();
+        self.recording.then_some(stamp)
+    }
+
+    #[inline]
+    fn count_panic(&mut self, panicked: bool) {
         if panicked {
             self.panics += 1;
             self.counts.publish_panics(self.panics);
         }
+    }
+
+    #[inline(always)]
+    fn publish(&self) {
+        self.counts
+            .publish(self.tasks, self.recorded, self.busy_ticks);
+    }
+
+    /// The clock read `now` (counter ticks): the time since `start` is busy time, and the
+    /// rate adapts if the period is over or its recorded tasks are in.
+    fn checked(&mut self, now: u64) {
+        self.busy_ticks += now.saturating_sub(self.start);
+        self.start = now;
+        self.until_check = STREAK_CHECK_TASKS;
         let period_over = now.saturating_sub(self.period_start) >= self.period_ticks;
         if self.sampling
             && (period_over || self.recorded - self.period_recorded >= RECORDED_PER_PERIOD)
         {
             self.adapt(now);
         }
-        self.recording
     }
 
     /// Sets the rate to the power of two that records at most `RECORDED_PER_PERIOD` tasks
@@ -471,39 +700,58 @@ mod tests {
         assert!(quiet.event(0, PoolEvent::Park).is_some());
     }
 
-    /// Runs `tasks` no-op tasks on a 2-worker `eigen` pool observed by `probe`, from this
-    /// thread, and drops the pool (every worker gone). Returns the tasks each worker ran, by
-    /// worker index, as the pool counts them (a full queue runs a task on this thread
-    /// instead: no worker's, and not reported to observers).
-    fn run_tiny_tasks(probe: PoolProbe, tasks: usize) -> Vec<u64> {
-        let options =
-            PoolOptions::new(PoolKind::Eigen, 2, "probe-tiny").observer(probe.into_observer());
-        let pool = Pool::new(options).unwrap();
-        for _ in 0..tasks {
-            pool.spawn(|| ());
+    /// Tasks run on a pool: by each worker (by index), and by the thread that scheduled
+    /// them, as the pool counts them.
+    #[derive(Debug)]
+    struct Ran {
+        workers: Vec<u64>,
+        by_callers: u64,
+    }
+
+    impl Ran {
+        fn total(&self) -> u64 {
+            self.workers.iter().sum::<u64>() + self.by_callers
         }
+    }
+
+    /// Waits until `pool` has run `tasks` tasks in all, then drops it (every worker gone).
+    fn ran_all(pool: Pool, tasks: u64) -> Ran {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let stats = loop {
             let stats = pool.stats();
-            if stats.tasks_run() + stats.inline_runs == tasks as u64 {
+            if stats.tasks_run() + stats.inline_runs == tasks {
                 break stats;
             }
             assert!(std::time::Instant::now() < deadline, "tasks never ran");
             std::thread::yield_now();
         };
         drop(pool);
-        stats
-            .workers
-            .iter()
-            .map(|worker| worker.tasks_run)
-            .collect()
+        Ran {
+            workers: stats.workers.iter().map(|w| w.tasks_run).collect(),
+            by_callers: stats.inline_runs,
+        }
     }
 
-    /// Tasks per worker index as the profiler's snapshot counts them.
-    fn counted_per_worker(snapshot: &Snapshot, device: DeviceId) -> Vec<u64> {
-        let mut counted = vec![0; 2];
+    /// Runs `tasks` no-op tasks on a 2-worker `eigen` pool observed by `probe`, from this
+    /// thread (a full queue runs a task on this thread instead).
+    fn run_tiny_tasks(probe: PoolProbe, tasks: usize) -> Ran {
+        let options =
+            PoolOptions::new(PoolKind::Eigen, 2, "probe-tiny").observer(probe.into_observer());
+        let pool = Pool::new(options).unwrap();
+        for _ in 0..tasks {
+            pool.spawn(|| ());
+        }
+        ran_all(pool, tasks as u64)
+    }
+
+    /// Tasks per worker index as the profiler's snapshot counts them (the pool's workers
+    /// only).
+    fn counted_per_worker(snapshot: &Snapshot, device: DeviceId, workers: usize) -> Vec<u64> {
+        let mut counted = vec![0; workers];
         for worker in snapshot.workers.iter().filter(|w| w.device == Some(device)) {
-            counted[worker.worker.unwrap() as usize] += worker.tasks;
+            if let Some(index) = worker.worker {
+                counted[index as usize] += worker.tasks;
+            }
         }
         counted
     }
@@ -521,14 +769,16 @@ mod tests {
         let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
         let device = DeviceId::register("probe-tiny-sampled");
         let ran = run_tiny_tasks(PoolProbe::new(&profiler, device), 200_000);
-        let tasks: u64 = ran.iter().sum();
+        let tasks = ran.total();
+        assert_eq!(tasks, 200_000);
         profiler.flush();
         let snapshot = profiler.snapshot();
-        assert_eq!(counted_per_worker(&snapshot, device), ran);
+        assert_eq!(counted_per_worker(&snapshot, device, 2), ran.workers);
         let on_device = snapshot.device("probe-tiny-sampled").unwrap();
         assert_eq!(on_device.tasks, tasks);
         let sampling = snapshot.task_sampling;
         assert_eq!(sampling.tasks, tasks);
+        assert_eq!(sampling.run_by_callers, ran.by_callers);
         assert!(
             sampling.is_sampled() && sampling.max_rate > 1,
             "{sampling:?}"
@@ -559,11 +809,11 @@ mod tests {
         let device = DeviceId::register("probe-tiny-every");
         let probe = PoolProbe::new(&profiler, device).sample_tasks(false);
         let ran = run_tiny_tasks(probe, 20_000);
-        let tasks: u64 = ran.iter().sum();
+        let tasks = ran.total();
         profiler.flush();
         let snapshot = profiler.snapshot();
         assert_eq!(snapshot.dropped_events, 0);
-        assert_eq!(counted_per_worker(&snapshot, device), ran);
+        assert_eq!(counted_per_worker(&snapshot, device, 2), ran.workers);
         for kind in [EventKind::TaskStart, EventKind::TaskEnd] {
             assert_eq!(task_events(&profiler, device, kind), tasks, "{kind:?}");
         }
@@ -572,16 +822,89 @@ mod tests {
         assert!(!profiler.summary().table().contains("sampled"));
     }
 
+    /// A 1-worker pool whose worker is held by a gate task while this thread schedules
+    /// `QUEUED` tasks (its queue holds `RUN_QUEUE_CAPACITY`: the rest run here), then, once
+    /// they ran, a task that schedules `QUEUED` more from the worker (the ones its full queue
+    /// refuses run inside it, on the worker). Every task is counted exactly: by the worker,
+    /// or as its caller's.
+    #[test]
+    fn tasks_the_caller_runs_itself_are_counted_and_said() {
+        use crate::pool::non_blocking::RUN_QUEUE_CAPACITY;
+        const QUEUED: usize = RUN_QUEUE_CAPACITY + 300;
+        let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+        let device = DeviceId::register("probe-caller-runs");
+        let probe = PoolProbe::new(&profiler, device).into_observer();
+        let options = PoolOptions::new(PoolKind::Eigen, 1, "probe-caller").observer(probe);
+        let pool = Pool::new(options).unwrap();
+        let (open, gate) = std::sync::mpsc::channel::<()>();
+        let (entered, held) = std::sync::mpsc::channel::<()>();
+        pool.spawn(move || {
+            entered.send(()).unwrap();
+            let _ = gate.recv();
+        });
+        held.recv().unwrap();
+        for _ in 0..QUEUED {
+            pool.spawn(|| ());
+        }
+        let by_caller = pool.stats().inline_runs;
+        let overflow = (QUEUED - RUN_QUEUE_CAPACITY) as u64;
+        assert_eq!(by_caller, overflow);
+        open.send(()).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while pool.stats().tasks_run() + by_caller < 1 + QUEUED as u64 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the queue never drained"
+            );
+            std::thread::yield_now();
+        }
+        pool.spawn(|| {
+            for _ in 0..QUEUED {
+                crate::pool::spawn_here(|| ()).unwrap();
+            }
+        });
+        let spawned = 2 + 2 * QUEUED as u64;
+        let ran = ran_all(pool, spawned);
+        assert_eq!(
+            ran.by_callers,
+            2 * overflow,
+            "the worker ran its overflow: {ran:?}"
+        );
+        profiler.flush();
+        let snapshot = profiler.snapshot();
+        let sampling = snapshot.task_sampling;
+        assert_eq!(
+            (sampling.tasks, sampling.run_by_callers),
+            (spawned, ran.by_callers)
+        );
+        assert_eq!(snapshot.device("probe-caller-runs").unwrap().tasks, spawned);
+        let this_thread = crate::profiler::names::ThreadId::current().id();
+        let mine: u64 = snapshot
+            .workers
+            .iter()
+            .filter(|w| w.thread == this_thread)
+            .map(|w| w.tasks)
+            .sum();
+        assert_eq!(mine, by_caller, "this thread's tasks are its own");
+        let summary = profiler.summary();
+        let line = sampling.describe_callers().unwrap();
+        assert!(summary.table().contains(&line), "{}", summary.table());
+        assert_eq!(
+            summary.to_json()["task_sampling"]["run_by_callers"],
+            ran.by_callers
+        );
+    }
+
     /// `tasks` tasks on `local`, `step` ticks apart (half running, half between), from
     /// `now`; returns the time after them and how many were recorded.
     fn pace(local: &mut LocalTasks, mut now: u64, step: u64, tasks: u64) -> (u64, u64) {
         let mut recorded = 0;
         for _ in 0..tasks {
             now += step / 2;
-            let start = local.start(now | RAW_STAMP);
+            let start = local.start(|| now | RAW_STAMP).is_some();
             now += step - step / 2;
             assert_eq!(
-                local.end(now | RAW_STAMP, false),
+                local.end(false, || now | RAW_STAMP).is_some(),
                 start,
                 "a start gets its end"
             );
@@ -593,7 +916,15 @@ mod tests {
     #[test]
     fn the_rate_follows_the_pace_and_every_task_is_counted() {
         let counts = super::super::task_counts::TaskCounts::default();
-        let mut local = LocalTasks::new(1, counts.register(DeviceId::HOST), true);
+        let key = Key {
+            profiler: 1,
+            device: DeviceId::HOST,
+            runner: Runner::Worker,
+        };
+        let register = |counts: &super::super::task_counts::TaskCounts| {
+            counts.register(DeviceId::HOST, Runner::Worker)
+        };
+        let mut local = LocalTasks::new(key, register(&counts), true);
         let period = local.period_ticks;
         // 1,000 tasks a period: 64 recorded at 1 in 1, then 1 in 16 (1000 / 64, rounded up
         // to a power of two).
@@ -611,10 +942,50 @@ mod tests {
         assert_eq!((sampling.tasks, sampling.recorded), (10_100, fast + slow));
         assert_eq!((sampling.rate, sampling.max_rate), (1, 16));
         // Sampling off: every task recorded, however fast.
-        let mut every = LocalTasks::new(1, counts.register(DeviceId::HOST), false);
+        let mut every = LocalTasks::new(key, register(&counts), false);
         let start = every.period_start;
         let (_, recorded) = pace(&mut every, start, 1, 1_000);
         assert_eq!((recorded, every.rate), (1_000, 1));
+    }
+
+    #[test]
+    fn a_streak_is_timed_whole_and_its_unrecorded_tasks_read_no_clock() {
+        let counts = super::super::task_counts::TaskCounts::default();
+        let key = Key {
+            profiler: 1,
+            device: DeviceId::HOST,
+            runner: Runner::Worker,
+        };
+        let mut local = LocalTasks::new(key, counts.register(DeviceId::HOST, Runner::Worker), true);
+        let begin = local.period_start;
+        local.streak_started(begin);
+        let (reads, now) = (std::cell::Cell::new(0u64), std::cell::Cell::new(begin));
+        let clock = || {
+            reads.set(reads.get() + 1);
+            now.get() | RAW_STAMP
+        };
+        let (tasks, step) = (100_000u64, local.period_ticks / 10_000);
+        let mut recorded = 0;
+        for _ in 0..tasks {
+            now.set(now.get() + step);
+            let start = local.start(clock);
+            now.set(now.get() + step);
+            let end = local.end(false, clock);
+            assert_eq!(start.is_some(), end.is_some(), "a start gets its end");
+            assert!(start <= end);
+            recorded += u64::from(end.is_some());
+        }
+        now.set(now.get() + step);
+        local.streak_ended(now.get());
+        assert_eq!((local.tasks, local.recorded), (tasks, recorded));
+        assert_eq!(local.busy_ticks, now.get() - begin, "the streak, whole");
+        assert!(local.rate > 1 && recorded < tasks / 16, "{recorded}");
+        let most = 2 * recorded + tasks / u64::from(STREAK_CHECK_TASKS) + 1;
+        assert!(reads.get() <= most, "{} clock reads", reads.get());
+        // Outside a streak every task is timed from its start to its end.
+        local.start(|| (now.get() + 10) | RAW_STAMP);
+        local.end(false, || (now.get() + 25) | RAW_STAMP);
+        assert_eq!(local.busy_ticks, now.get() - begin + 15);
     }
 
     #[test]

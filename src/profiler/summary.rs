@@ -70,8 +70,8 @@ pub struct Summary {
     pub sort_by: SortKey,
     /// Events lost before the collector saw them (their ops may be missing).
     pub dropped_events: u64,
-    /// How pool task events were sampled, when some task's were not recorded (`None`:
-    /// every counted task was recorded).
+    /// How pool task events were sampled, when some task's were not recorded or some task
+    /// ran on the thread that scheduled it (`None`: neither).
     pub task_sampling: Option<TaskSampling>,
 }
 
@@ -83,7 +83,8 @@ impl Summary {
             spans: snapshot.spans.clone(),
             sort_by: SortKey::Total,
             dropped_events: snapshot.dropped_events,
-            task_sampling: Some(snapshot.task_sampling).filter(TaskSampling::is_sampled),
+            task_sampling: Some(snapshot.task_sampling)
+                .filter(|sampling| sampling.is_sampled() || sampling.run_by_callers > 0),
         }
         .sorted_by(SortKey::Total)
     }
@@ -122,12 +123,19 @@ impl Summary {
                 self.dropped_events
             );
         }
-        if let Some(sampling) = &self.task_sampling {
+        if let Some(sampling) = self.task_sampling.filter(TaskSampling::is_sampled) {
             let _ = writeln!(
                 out,
                 "\nNote: pool task events were sampled, {}; task counts and state times are \
                  exact.",
                 sampling.describe()
+            );
+        }
+        if let Some(callers) = self.task_sampling.and_then(|s| s.describe_callers()) {
+            let _ = writeln!(
+                out,
+                "\nNote: {callers} (a full queue, no workers, or a caller helping); they are \
+                 counted as that thread's."
             );
         }
         out
@@ -324,6 +332,7 @@ mod tests {
             recorded: 40,
             rate: 128,
             max_rate: 256,
+            run_by_callers: 0,
         };
         let snapshot = Snapshot {
             task_sampling: sampling,
@@ -351,6 +360,21 @@ mod tests {
         let summary = Summary::from_snapshot(&every);
         assert!(!summary.table().contains("sampled"));
         assert!(summary.to_json()["task_sampling"].is_null());
+        let by_callers = Snapshot {
+            task_sampling: TaskSampling {
+                run_by_callers: 1_200,
+                ..every.task_sampling
+            },
+            ..Snapshot::default()
+        };
+        let summary = Summary::from_snapshot(&by_callers);
+        let table = summary.table();
+        assert!(!table.contains("sampled"), "{table}");
+        assert!(
+            table.contains("1,200 of 5,000 pool tasks ran inline on the thread that scheduled"),
+            "{table}"
+        );
+        assert_eq!(summary.to_json()["task_sampling"]["run_by_callers"], 1_200);
     }
 
     #[test]

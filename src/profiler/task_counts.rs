@@ -10,11 +10,13 @@
 //!
 //! # Counters
 //! Each worker thread that runs tasks under a probe owns one [`ThreadTasks`] per profiler,
-//! registered once (its first task) in the profiler's [`TaskCounts`]. Only that thread writes
-//! it: after each task it stores its running totals (tasks, tasks recorded, busy ticks) with
-//! relaxed stores, and the rate in force when it changes. Readers load them relaxed: each
-//! figure is exact as of some task end of its thread, figures of different counters may be
-//! a task apart, which is what a snapshot of a running pool can say.
+//! registered once (its first task) in the profiler's [`TaskCounts`], in cache lines of its
+//! own. Only that thread writes it: after each task it stores its running totals (tasks,
+//! tasks recorded, busy ticks) with relaxed stores, and the rate in force when it changes.
+//! A thread that runs tasks it scheduled itself (a full queue) counts them in counters of
+//! its own marked [`Runner::Caller`]. Readers load them relaxed: each figure is exact as of
+//! some task end of its thread, figures of different counters may be a task apart, which is
+//! what a snapshot of a running pool can say.
 //!
 //! # Into the snapshot
 //! [`TaskCounts::apply`] runs on every snapshot (after the statistics built it from the
@@ -48,7 +50,13 @@ use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
 ///
 /// ```
 /// use enginetop::profiler::TaskSampling;
-/// let sampling = TaskSampling { tasks: 1000, recorded: 10, rate: 128, max_rate: 128 };
+/// let sampling = TaskSampling {
+///     tasks: 1000,
+///     recorded: 10,
+///     rate: 128,
+///     max_rate: 128,
+///     run_by_callers: 0,
+/// };
 /// assert!(sampling.is_sampled());
 /// assert_eq!(sampling.describe(), "1 in 128 (10 of 1,000 tasks recorded)");
 /// ```
@@ -64,6 +72,9 @@ pub struct TaskSampling {
     pub rate: u64,
     /// The sparsest rate any worker used since the profiler started.
     pub max_rate: u64,
+    /// Of `tasks`, those the thread that scheduled them ran itself (a full queue, a pool
+    /// with no workers, a caller helping), counted as that thread's.
+    pub run_by_callers: u64,
 }
 
 impl TaskSampling {
@@ -87,6 +98,25 @@ impl TaskSampling {
         ));
         text
     }
+
+    /// `N of T pool tasks ran inline on the thread that scheduled them`, when some did.
+    pub fn describe_callers(&self) -> Option<String> {
+        (self.run_by_callers > 0).then(|| {
+            format!(
+                "{} of {} pool tasks ran inline on the thread that scheduled them",
+                thousands(self.run_by_callers),
+                thousands(self.tasks)
+            )
+        })
+    }
+}
+
+/// Who ran a counted pool task: one of the pool's workers, or the thread that scheduled it
+/// (or helped), running it itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Runner {
+    Worker,
+    Caller,
 }
 
 /// `1234567` as `1,234,567`.
@@ -102,11 +132,15 @@ fn thousands(n: u64) -> String {
     out
 }
 
-/// One worker thread's task counters (for one profiler); written only by that thread.
+/// One worker thread's task counters (for one profiler); written only by that thread. Its
+/// own cache lines (aligned to 128 bytes, the pair the prefetcher fetches together): the
+/// thread stores to them after every task, and no other thread's counters share them.
 #[derive(Debug)]
+#[repr(align(128))]
 pub(crate) struct ThreadTasks {
     thread: ThreadId,
     device: DeviceId,
+    runner: Runner,
     tasks: AtomicU64,
     recorded: AtomicU64,
     busy_ticks: AtomicU64,
@@ -116,10 +150,11 @@ pub(crate) struct ThreadTasks {
 }
 
 impl ThreadTasks {
-    fn new(thread: ThreadId, device: DeviceId) -> Self {
+    fn new(thread: ThreadId, device: DeviceId, runner: Runner) -> Self {
         ThreadTasks {
             thread,
             device,
+            runner,
             tasks: AtomicU64::new(0),
             recorded: AtomicU64::new(0),
             busy_ticks: AtomicU64::new(0),
@@ -247,9 +282,9 @@ pub(crate) struct TaskCounts {
 }
 
 impl TaskCounts {
-    /// New counters for the calling thread's tasks on `device`.
-    pub(crate) fn register(&self, device: DeviceId) -> Arc<ThreadTasks> {
-        let counts = Arc::new(ThreadTasks::new(ThreadId::current(), device));
+    /// New counters for the tasks the calling thread runs on `device` as `runner`.
+    pub(crate) fn register(&self, device: DeviceId, runner: Runner) -> Arc<ThreadTasks> {
+        let counts = Arc::new(ThreadTasks::new(ThreadId::current(), device, runner));
         self.counted.lock().push(Counted {
             counts: counts.clone(),
             base: Figures::default(),
@@ -295,6 +330,9 @@ impl TaskCounts {
             }
             sampling.tasks += figures.since.tasks;
             sampling.recorded += figures.since.recorded;
+            if counted.counts.runner == Runner::Caller {
+                sampling.run_by_callers += figures.since.tasks;
+            }
             sampling.rate = sampling
                 .rate
                 .max(counted.counts.rate.load(Ordering::Relaxed));
@@ -485,7 +523,7 @@ mod tests {
     fn counters_replace_sampled_counts_in_the_snapshot() {
         let counts = TaskCounts::default();
         let device = DeviceId::register("task-counts-test");
-        let thread = counts.register(device);
+        let thread = counts.register(device, Runner::Worker);
         let id = ThreadId::current().id();
         thread.publish(1000, 10, Epoch::get().ns_as_ticks(600));
         thread.set_rate(128);
@@ -537,7 +575,7 @@ mod tests {
     fn window_figures_are_the_change_since_a_window_ago() {
         let counts = TaskCounts::default();
         let device = DeviceId::register("task-counts-window");
-        let thread = counts.register(device);
+        let thread = counts.register(device, Runner::Worker);
         let take = |at_ns: u64, tasks: u64| {
             thread.publish(tasks, 1, 0);
             let mut snapshot = Snapshot {

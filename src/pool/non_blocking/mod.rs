@@ -47,6 +47,8 @@ use super::event_count::EventCount;
 use super::task::{PanicLog, TaskWriter};
 use super::{current, shutdown, PoolError, PoolEvent, PoolKind, PoolOptions, Task, ThreadPool};
 use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
+#[cfg(all(test, not(loom)))]
+pub(crate) use queues::RUN_QUEUE_CAPACITY;
 pub(crate) use queues::{ChaseLevQueues, EigenQueues, StealQueues};
 use spinning::SpinningState;
 use victims::{encode_partition, reduce, VictimOrder};
@@ -256,9 +258,13 @@ impl<Q: StealQueues> Shared<Q> {
         }
     }
 
+    /// Runs `task` on the calling thread (a full queue, no workers, or a helping caller),
+    /// counted and reported to the observer as a task of no worker: the caller's.
     fn run_inline(&self, task: Task) {
         self.inline_runs.fetch_add(1, Ordering::Relaxed);
-        self.panics.run(task);
+        self.observe(None, PoolEvent::TaskStart);
+        let panicked = self.panics.run(task);
+        self.observe(None, PoolEvent::TaskEnd { panicked });
     }
 
     /// Picks the queue an outside producer pushes to, honouring a `[start, limit)` hint that

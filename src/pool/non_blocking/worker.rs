@@ -17,6 +17,10 @@
 //! the task or the notify sees the prewait (EventCount's contract). At shutdown the last
 //! worker to block re-checks every queue after it counted itself, so a task submitted just
 //! before the drop is still run; exited workers stay counted as blocked, so the others follow.
+//!
+//! The tasks a worker takes from its own queue one after another form a streak, which the
+//! observer is told of (`on_streak_start` before the first, `on_streak_end` when the own
+//! queue comes up empty or the worker leaves): a profiler times the streak, not each task.
 
 use super::spinning::{MAX_AWAKE_FOR_SPINNING, SPIN_BUDGET};
 use super::victims::decode_partition;
@@ -44,6 +48,9 @@ impl<Q: StealQueues> Shared<Q> {
         current::enter(self.pool_id(), index, scheduler);
         self.queues.attach(index);
         let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15 ^ index as u64);
+        // Whether the worker is in a streak: every task since the streak began came from its
+        // own queue as the previous one ended (`PoolObserver::on_streak_start`).
+        let mut streak = false;
         loop {
             if self.cancelled.load(Ordering::Relaxed) {
                 break;
@@ -51,15 +58,31 @@ impl<Q: StealQueues> Shared<Q> {
             if index >= self.active.load(Ordering::Relaxed) && self.retire(index) {
                 break;
             }
-            let task = match self.find_task(index, rng.u32(..)) {
+            let task = match self.queues.pop_local(index) {
                 Some(task) => task,
-                None => match self.idle(index, &mut rng) {
-                    Next::Run(task) => task,
-                    Next::LookAgain => continue,
-                    Next::Exit => break,
-                },
+                None => {
+                    if streak {
+                        streak = false;
+                        self.observe_streak(index, false);
+                    }
+                    match self.search(index, rng.u32(..)) {
+                        Some(task) => task,
+                        None => match self.idle(index, &mut rng) {
+                            Next::Run(task) => task,
+                            Next::LookAgain => continue,
+                            Next::Exit => break,
+                        },
+                    }
+                }
             };
+            if !streak {
+                streak = true;
+                self.observe_streak(index, true);
+            }
             self.run_task(index, task);
+        }
+        if streak {
+            self.observe_streak(index, false);
         }
         self.slots[index].counters.set_state(WorkerState::Idle);
         self.queues.detach(index);
@@ -89,11 +112,28 @@ impl<Q: StealQueues> Shared<Q> {
         self.observe(Some(index), PoolEvent::TaskEnd { panicked });
     }
 
+    /// A streak of worker `index` begins (`start`) or ends, for the observer.
+    #[inline]
+    fn observe_streak(&self, index: usize, start: bool) {
+        if let Some(observer) = &self.options.observer {
+            if start {
+                observer.on_streak_start(index);
+            } else {
+                observer.on_streak_end(index);
+            }
+        }
+    }
+
     /// Own queue, then the steal partition, then everywhere.
     pub(super) fn find_task(&self, index: usize, random: u32) -> Option<Task> {
         if let Some(task) = self.queues.pop_local(index) {
             return Some(task);
         }
+        self.search(index, random)
+    }
+
+    /// The steal partition, then everywhere (the own queue came up empty).
+    fn search(&self, index: usize, random: u32) -> Option<Task> {
         self.slots[index].counters.set_state(WorkerState::Stealing);
         self.partition_steal(index, random)
             .or_else(|| self.global_steal(Some(index), random))

@@ -320,6 +320,7 @@ mod tests {
             recorded: 10,
             rate: 64,
             max_rate: 64,
+            run_by_callers: 0,
         };
         let mut app = App::new();
         app.observe(sampled);
