@@ -19,19 +19,23 @@
 //! - **collect_event**: what the collector spends per event (drain, sort, statistics, trace
 //!   window): the time of flushes that each process one recorded burst.
 //! - **pool_spawn** / **pool_tree**: the pool `spawn` and `tree` benchmarks on an `eigen`
-//!   pool with and without the profiler's observer (task events included), reps interleaved;
-//!   `ratio` = profiled median / unprofiled median, `dropped` as for random_dag. Tree tasks do nothing, so its ratio is
-//!   the worst case for per-task events.
-//! - **random_dag**: the engine benchmark's random_dag ([`crate::bench::engine::run_once`])
-//!   with profiling on vs off, through [`overhead_ratio`]. Profiled reps run on an engine
+//!   pool with and without the profiler's observer (task events included), through
+//!   [`overhead_ratio`]: `ratio` is the median of the per-rep ratios profiled / unprofiled,
+//!   `ratio_min` / `ratio_max` their spread, `dropped` as for random_dag. Tree tasks do
+//!   nothing, so its ratio is the worst case for per-task events.
+//! - **random_dag** / **chain**: the engine benchmark's shapes
+//!   ([`crate::bench::engine::run_once`]) with profiling on vs off, through
+//!   [`overhead_ratio`] (a rep: one run each way back to back, the order alternating from rep
+//!   to rep; figures: medians of per-rep ratios and differences). Profiled reps run on an engine
 //!   wired the way a profiled run is: an [`EngineProbe`] as its op observer and
 //!   [`PoolProbe::engine_pools`] on its worker pools; unprofiled reps on a bare engine. A new
 //!   engine per rep (not timed), reps interleaved, every rep's digest checked against the
 //!   sequential evaluation (a wrong one is reported in `note`). Its `dropped` is what the
 //!   profiled reps' rings dropped in all: a collector that falls behind (starved of a core by
 //!   the workload's threads, e.g. under `chrt -f`) makes recording look cheaper than it is,
-//!   so a ratio is only comparable at equal drops. Its `ns_per_op` is the unprofiled median
-//!   per op and `added_ns_per_op` what profiling adds to it (the figure
+//!   so a ratio is only comparable at equal drops (a row with drops says so in its `note`).
+//!   Its `ns_per_op` is the unprofiled median per op and `added_ns_per_op` the median of
+//!   what profiling added to a rep's time, per op (the figure
 //!   `bench/compare-profiler.sh` sets beside MXNet's profiler's). [`ProfilerBenchConfig::random_dag`]
 //!   replaces the runner (tests).
 //!
@@ -39,8 +43,8 @@
 //! and the cost beyond them (`beyond_clock_ns`), against the TSC read measured in the same
 //! run ([`limit`]).
 //!
-//! JSON lines carry `bench`, `threads`, `ns_per_event` and `ratio` (null where they do not
-//! apply), `reps`, `dropped`, `clock_reads`, `beyond_clock_ns`, `ns_per_pair`, `ns_per_op`,
+//! JSON lines carry `bench`, `threads`, `ns_per_event`, `ratio`, `ratio_min` and
+//! `ratio_max` (null where they do not apply), `reps`, `dropped`, `clock_reads`, `beyond_clock_ns`, `ns_per_pair`, `ns_per_op`,
 //! `added_ns_per_op`, and a `variant` or `note` where useful.
 #![forbid(unsafe_code)]
 
@@ -125,8 +129,13 @@ pub struct ProfilerBenchResult {
     pub threads: usize,
     /// Median ns per recorded event (or per clock read).
     pub ns_per_event: Option<f64>,
-    /// Median profiled time / median unprofiled time.
+    /// Profiled / unprofiled time: the median of the per-rep ratios (pools, engine shapes);
+    /// span_pair: ours / fastrace per pair.
     pub ratio: Option<f64>,
+    /// The smallest per-rep ratio (pools, engine shapes): with `ratio_max`, the spread.
+    pub ratio_min: Option<f64>,
+    /// The largest per-rep ratio.
+    pub ratio_max: Option<f64>,
     /// Reps.
     pub reps: usize,
     /// Events dropped by full rings during the benchmark.
@@ -137,9 +146,10 @@ pub struct ProfilerBenchResult {
     pub beyond_clock_ns: Option<f64>,
     /// Median ns per begin/end pair (span_pair).
     pub ns_per_pair: Option<f64>,
-    /// Median unprofiled ns per op (random_dag).
+    /// Median unprofiled ns per op (engine shapes).
     pub ns_per_op: Option<f64>,
-    /// Median profiled ns per op less `ns_per_op` (random_dag).
+    /// Median over reps of the profiled ns per op less the same rep's unprofiled ns per op
+    /// (engine shapes).
     pub added_ns_per_op: Option<f64>,
     /// Why a figure is missing.
     pub note: Option<String>,
@@ -153,6 +163,8 @@ impl ProfilerBenchResult {
             threads,
             ns_per_event: None,
             ratio: None,
+            ratio_min: None,
+            ratio_max: None,
             reps,
             dropped: 0,
             clock_reads: None,
@@ -171,6 +183,22 @@ impl ProfilerBenchResult {
             ..ProfilerBenchResult::new(bench, threads, reps)
         }
     }
+
+    /// Takes the ratio, its spread and the drops of `overhead`; a run that dropped events
+    /// says so, since its profiled figure leaves out the work of what was dropped.
+    fn set_overhead(&mut self, overhead: &Overhead) {
+        self.ratio = Some(overhead.ratio);
+        (self.ratio_min, self.ratio_max) =
+            (Some(overhead.ratio_range.0), Some(overhead.ratio_range.1));
+        self.dropped = overhead.dropped;
+        if overhead.dropped > 0 {
+            self.note = Some(format!(
+                "{} events dropped: the collector fell behind (starved of a core), so the \
+                 profiled time leaves out work; compare only runs without drops",
+                overhead.dropped
+            ));
+        }
+    }
 }
 
 /// Errors from the profiler benchmarks.
@@ -185,7 +213,7 @@ pub enum ProfilerBenchError {
 }
 
 /// The benchmark names, in the order [`run_all`] runs them.
-pub const BENCHES: [&str; 8] = [
+pub const BENCHES: [&str; 9] = [
     "record_event",
     "span_pair",
     "record_disabled",
@@ -194,6 +222,7 @@ pub const BENCHES: [&str; 8] = [
     "pool_spawn",
     "pool_tree",
     "random_dag",
+    "chain",
 ];
 
 /// Runs every profiler benchmark, in order.
@@ -224,6 +253,7 @@ pub fn run_selected(
             "collect_event" => results.push(collect_event(config)?),
             "pool_spawn" => results.push(pool_spawn(config)?),
             "pool_tree" => results.push(pool_tree(config)?),
+            "chain" => results.push(engine_shape(config, "chain", Shape::Chain)),
             _ => results.push(random_dag(config)),
         }
     }
@@ -427,41 +457,67 @@ pub fn clock_reads(config: &ProfilerBenchConfig) -> Vec<ProfilerBenchResult> {
 /// What [`overhead_ratio`] measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Overhead {
-    /// Median profiled time / median unprofiled time.
+    /// Median over reps of each rep's profiled time / its unprofiled time.
     pub ratio: f64,
+    /// The smallest and the largest of those per-rep ratios: the spread.
+    pub ratio_range: (f64, f64),
     /// Events the profiled reps' rings dropped, in all.
     pub dropped: u64,
     /// Median unprofiled time.
     pub unprofiled: Duration,
-    /// Median profiled time.
-    pub profiled: Duration,
+    /// Median over reps of each rep's profiled time less its unprofiled time (negative when
+    /// the noise exceeds what profiling adds).
+    pub added_secs: f64,
 }
 
-/// Runs `run` alternately without and with a profiler, `reps` times each (interleaved), and
-/// returns median(profiled) / median(unprofiled) and the profiled reps' dropped events. This
-/// is the harness for the engine's random_dag: `run` builds the workload with the profiler it
-/// is given (wiring the engine's pools and op events to it), runs it and returns the elapsed
-/// time.
+/// Runs `run` without and with a profiler, `reps` times each, and returns the median of the
+/// per-rep ratios profiled / unprofiled, their spread and the profiled reps' dropped events.
+/// This is the harness for the engine's shapes: `run` builds the workload with the profiler
+/// it is given (wiring the engine's pools and op events to it), runs it and returns the
+/// elapsed time.
+///
+/// A rep is a pair of runs back to back, and which of the two goes first alternates from rep
+/// to rep (as the MXNet peer's `--profile` does): on a shared machine the load drifts, and a
+/// fixed order would charge the drift within a pair to one side. The figures are medians of
+/// per-pair ratios and differences, which a drift between pairs does not move, rather than a
+/// ratio of medians taken over different moments. A profiled run's profiler is made just
+/// before it, so the unprofiled run has no collector thread beside it.
 pub fn overhead_ratio(
     reps: usize,
     mut run: impl FnMut(&Profiler) -> Duration,
 ) -> Result<Overhead, ProfilerError> {
-    let (mut off, mut on, mut dropped) = (Vec::new(), Vec::new(), 0);
-    for _ in 0..reps.max(1) {
-        off.push(run(&Profiler::disabled()).as_secs_f64());
-        let profiler = Profiler::new(ProfilerOptions::default())?;
-        on.push(run(&profiler).as_secs_f64());
-        profiler.flush();
-        dropped += profiler.snapshot().dropped_events;
+    let (mut off, mut ratios, mut added, mut dropped) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    for rep in 0..reps.max(1) {
+        let ((on, lost), bare) = if rep % 2 == 0 {
+            let bare = run(&Profiler::disabled()).as_secs_f64();
+            (profiled_run(&mut run)?, bare)
+        } else {
+            let on = profiled_run(&mut run)?;
+            (on, run(&Profiler::disabled()).as_secs_f64())
+        };
+        dropped += lost;
+        off.push(bare);
+        added.push(on - bare);
+        ratios.push(if bare > 0.0 { on / bare } else { f64::NAN });
     }
-    let (off, on) = (median(&off).unwrap_or(0.0), median(&on).unwrap_or(0.0));
-    let ratio = if off > 0.0 { on / off } else { f64::NAN };
+    let spread = |values: &[f64], pick: fn(f64, f64) -> f64| {
+        values.iter().copied().reduce(pick).unwrap_or(f64::NAN)
+    };
     Ok(Overhead {
-        ratio,
+        ratio: median(&ratios).unwrap_or(f64::NAN),
+        ratio_range: (spread(&ratios, f64::min), spread(&ratios, f64::max)),
         dropped,
-        unprofiled: Duration::from_secs_f64(off),
-        profiled: Duration::from_secs_f64(on),
+        unprofiled: Duration::from_secs_f64(median(&off).unwrap_or(0.0)),
+        added_secs: median(&added).unwrap_or(0.0),
     })
+}
+
+/// One run of `run` with a fresh profiler: its time in seconds and the events it dropped.
+fn profiled_run(run: &mut impl FnMut(&Profiler) -> Duration) -> Result<(f64, u64), ProfilerError> {
+    let profiler = Profiler::new(ProfilerOptions::default())?;
+    let elapsed = run(&profiler).as_secs_f64();
+    profiler.flush();
+    Ok((elapsed, profiler.snapshot().dropped_events))
 }
 
 /// The pool spawn benchmark with the profiler on vs off.
@@ -503,8 +559,7 @@ fn pool_overhead(
     }
     let mut result = ProfilerBenchResult::new(bench, threads, config.reps);
     result.variant = Some("eigen");
-    result.ratio = Some(overhead.ratio);
-    result.dropped = overhead.dropped;
+    result.set_overhead(&overhead);
     Ok(result)
 }
 
@@ -572,35 +627,47 @@ fn spawn_once(pool: &Pool, tasks: usize) -> Duration {
     start.elapsed()
 }
 
-/// random_dag with profiling on vs off: the configured runner, or the engine's.
-pub fn random_dag(config: &mut ProfilerBenchConfig) -> ProfilerBenchResult {
-    let mut result = ProfilerBenchResult::new("random_dag", config.dag_threads, config.reps);
-    let (outcome, ops) = match config.random_dag.as_mut() {
+/// An engine shape (`random_dag`, `chain`) with profiling on vs off: the configured runner
+/// (random_dag only), or the engine's.
+pub fn engine_shape(
+    config: &mut ProfilerBenchConfig,
+    bench: &'static str,
+    shape: Shape,
+) -> ProfilerBenchResult {
+    let mut result = ProfilerBenchResult::new(bench, config.dag_threads, config.reps);
+    let hook = config
+        .random_dag
+        .as_mut()
+        .filter(|_| shape == Shape::RandomDag);
+    let (outcome, ops) = match hook {
         Some(run) => (
             overhead_ratio(config.reps, run).map_err(|err| crate::error_chain::text(&err)),
             None,
         ),
         None => {
-            let workload = Shape::RandomDag.workload(config.dag_scale);
+            let workload = shape.workload(config.dag_scale);
             let ops = workload.ops.len();
-            (engine_random_dag(config, &workload), Some(ops))
+            (engine_overhead(config, &workload), Some(ops))
         }
     };
     match outcome {
         Ok(overhead) => {
-            result.ratio = Some(overhead.ratio);
-            result.dropped = overhead.dropped;
+            result.set_overhead(&overhead);
             if let Some(ops) = ops.filter(|&ops| ops > 0) {
-                let per_op = |time: Duration| time.as_nanos() as f64 / ops as f64;
-                result.ns_per_op = Some(per_op(overhead.unprofiled));
-                result.added_ns_per_op =
-                    Some(per_op(overhead.profiled) - per_op(overhead.unprofiled));
+                let ops = ops as f64;
+                result.ns_per_op = Some(overhead.unprofiled.as_nanos() as f64 / ops);
+                result.added_ns_per_op = Some(overhead.added_secs * 1e9 / ops);
             }
         }
         Err(why) => result.note = Some(why),
     }
     result.variant = Some(config.dag_engine.as_str());
     result
+}
+
+/// random_dag with profiling on vs off (see [`engine_shape`]).
+pub fn random_dag(config: &mut ProfilerBenchConfig) -> ProfilerBenchResult {
+    engine_shape(config, "random_dag", Shape::RandomDag)
 }
 
 /// `probe` as the engine's observer (loom's `Arc` cannot coerce to a `dyn`: it goes through
@@ -615,12 +682,9 @@ fn engine_observer(probe: EngineProbe) -> crate::sync::Arc<dyn EngineObserver> {
     crate::sync::Arc::from_std(std::sync::Arc::new(probe))
 }
 
-/// The engine benchmark's random_dag, profiled (engine and pool probes) vs bare; the ratio,
-/// or why there is none (an engine error, a wrong digest).
-fn engine_random_dag(
-    config: &ProfilerBenchConfig,
-    workload: &Workload,
-) -> Result<Overhead, String> {
+/// An engine benchmark shape, profiled (engine and pool probes) vs bare; the ratio, or why
+/// there is none (an engine error, a wrong digest).
+fn engine_overhead(config: &ProfilerBenchConfig, workload: &Workload) -> Result<Overhead, String> {
     let expected = workload.sequential_digest();
     let values: &'static [AtomicU64] =
         Box::leak((0..workload.vars).map(|_| AtomicU64::new(0)).collect());
@@ -640,7 +704,7 @@ fn engine_random_dag(
         match outcome {
             Ok((elapsed, digest)) if digest == expected => elapsed,
             Ok(_) => {
-                failure = Some("random_dag's digest differs from the sequential run's".into());
+                failure = Some("the digest differs from the sequential run's".into());
                 Duration::ZERO
             }
             Err(why) => {
@@ -688,8 +752,8 @@ pub fn table(results: &[ProfilerBenchResult]) -> String {
          contains (engine_mix: 2 per 3 events); beyond: ns/event less those reads at \
          clock_read/tsc's ns, this run (target <= {:.0} ns for recording: record_event, \
          span_pair ours); ratio: span_pair ours / fastrace per pair (target <= {}), else \
-         profiled / unprofiled time, reps interleaved (targets: random_dag <= 1.15, pools \
-         <= 1.3; random_dag's added ns/op <= 0.1x MXNet's profiler's: \
+         profiled / unprofiled time, median of per-rep ratios, order alternating (targets: \
+         random_dag and chain <= 1.15, pools <= 1.3; random_dag's added ns/op <= 0.1x MXNet's profiler's: \
          bench/compare-profiler.sh); dropped: events lost to full rings",
         limit::TARGET_BEYOND_CLOCK_NS,
         span_pair::TARGET_RATIO,
@@ -702,6 +766,9 @@ fn detail(result: &ProfilerBenchResult) -> String {
     let mut parts = Vec::new();
     if let Some(pair) = result.ns_per_pair {
         parts.push(format!("{pair:.2} ns/pair"));
+    }
+    if let (Some(low), Some(high)) = (result.ratio_min, result.ratio_max) {
+        parts.push(format!("ratio over reps [{low:.3}, {high:.3}]"));
     }
     if let (Some(base), Some(added)) = (result.ns_per_op, result.added_ns_per_op) {
         parts.push(format!(
@@ -749,7 +816,8 @@ mod tests {
                 ("collect_event", None),
                 ("pool_spawn", Some("eigen")),
                 ("pool_tree", Some("eigen")),
-                ("random_dag", Some("per-device"))
+                ("random_dag", Some("per-device")),
+                ("chain", Some("per-device"))
             ]
         );
         let timed = [0, 1, 2, 3, 4, 6, 7, 8, 9];
@@ -773,15 +841,15 @@ mod tests {
         assert_eq!(results[0].dropped, 0, "bursts fit the ring");
         assert_eq!(results[3].dropped, 0, "bursts fit the ring");
         assert!(results[10].ratio.unwrap() > 0.0 && results[11].ratio.unwrap() > 0.0);
-        let dag = &results[12];
-        assert!(dag.ratio.unwrap() > 0.0 && dag.note.is_none(), "{dag:?}");
-        assert_eq!(dag.dropped, 0, "1,000 ops' events fit the rings");
-        let (base, added) = (dag.ns_per_op.unwrap(), dag.added_ns_per_op.unwrap());
-        assert!(base > 0.0, "{dag:?}");
-        assert!(
-            ((base + added) / base - dag.ratio.unwrap()).abs() < 1e-6,
-            "{dag:?}"
-        );
+        for shape in &results[12..] {
+            let ratio = shape.ratio.unwrap();
+            assert!(ratio > 0.0 && shape.note.is_none(), "{shape:?}");
+            assert_eq!(shape.dropped, 0, "1,000 ops' events fit the rings");
+            let (low, high) = (shape.ratio_min.unwrap(), shape.ratio_max.unwrap());
+            assert!(low <= ratio && ratio <= high, "{shape:?}");
+            assert!(shape.ns_per_op.unwrap() > 0.0, "{shape:?}");
+            assert!(shape.added_ns_per_op.is_some(), "{shape:?}");
+        }
         let table = table(&results);
         assert!(table.contains("record_event") && table.contains("ns/op unprofiled"));
     }
@@ -797,20 +865,49 @@ mod tests {
     }
 
     #[test]
-    fn the_random_dag_hook_runs_both_ways() {
+    fn the_random_dag_hook_runs_both_ways_in_alternating_order() {
         let mut config = tiny();
-        let mut seen = Vec::new();
+        config.reps = 4;
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let log = seen.clone();
         config.random_dag = Some(Box::new(move |profiler: &Profiler| {
-            seen.push(profiler.is_enabled());
-            assert!(seen.len() <= 2);
-            Duration::from_millis(if profiler.is_enabled() { 21 } else { 20 })
+            log.borrow_mut().push(profiler.is_enabled());
+            let pair = log.borrow().len().div_ceil(2);
+            // Rep k (from 1) takes 20 ms unprofiled and 2k + 20 ms profiled.
+            let ms = if profiler.is_enabled() {
+                2 * pair as u64 + 20
+            } else {
+                20
+            };
+            Duration::from_millis(ms)
         }));
         let result = random_dag(&mut config);
-        assert!((result.ratio.unwrap() - 1.05).abs() < 1e-9);
+        let order = seen.borrow().clone();
+        let expected = [false, true, true, false, false, true, true, false];
+        assert_eq!(
+            order, expected,
+            "each rep runs both ways, the order alternating"
+        );
+        // Per-rep ratios 22/20, 24/20, 26/20, 28/20: median 1.25, spread [1.1, 1.4].
+        assert!((result.ratio.unwrap() - 1.25).abs() < 1e-9, "{result:?}");
+        assert!((result.ratio_min.unwrap() - 1.1).abs() < 1e-9, "{result:?}");
+        assert!((result.ratio_max.unwrap() - 1.4).abs() < 1e-9, "{result:?}");
         assert_eq!(result.ns_per_op, None, "a hook's op count is unknown");
         let line = serde_json::to_value(&result).unwrap();
-        for key in ["bench", "ns_per_event", "ratio"] {
+        for key in ["bench", "ns_per_event", "ratio", "ratio_min", "ratio_max"] {
             assert!(line.get(key).is_some(), "{key} missing from {line}");
         }
+    }
+
+    #[test]
+    fn the_added_time_is_the_median_of_per_rep_differences() {
+        // Unprofiled 10, 30, 10 ms; profiled 12, 31, 13 ms (runs in alternating order).
+        let times = [10, 12, 31, 30, 10, 13];
+        let mut next = times.iter();
+        let overhead = overhead_ratio(3, |_| Duration::from_millis(*next.next().unwrap())).unwrap();
+        assert!((overhead.added_secs - 0.002).abs() < 1e-9, "{overhead:?}");
+        assert_eq!(overhead.unprofiled, Duration::from_millis(10));
+        assert!((overhead.ratio - 1.2).abs() < 1e-9, "{overhead:?}");
+        assert_eq!(overhead.dropped, 0);
     }
 }

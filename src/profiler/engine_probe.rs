@@ -159,6 +159,79 @@ mod tests {
         assert_ne!(ids.device(gpu), ids.device(Context::cpu(0)));
     }
 
+    /// Ops that each spin for at least [`SPIN`] on a real engine: what the profiler's
+    /// statistics say they did must hold what they did.
+    const SPIN: std::time::Duration = std::time::Duration::from_micros(300);
+
+    fn spin() -> crate::engine::OpResult {
+        let start = std::time::Instant::now();
+        while start.elapsed() < SPIN {
+            std::hint::spin_loop();
+        }
+        Ok(())
+    }
+
+    /// The op table's counts and totals and each thread's ops and busy time, from a profiled
+    /// engine, against the pushes and the spins: a lost start or end leaves an op out of
+    /// its row, a swapped or mis-stamped pair gives it a duration shorter than its spin (or
+    /// none), and either leaves a thread's busy time short of its ops' spins.
+    #[test]
+    fn a_profiled_engines_statistics_hold_what_its_ops_did() {
+        use crate::engine::{Engine, EngineKind, EngineOptions, OpSpec};
+        let profiler = Profiler::new(crate::profiler::ProfilerOptions::default()).unwrap();
+        let probe = crate::sync::Arc::new(EngineProbe::new(&profiler));
+        let options = EngineOptions::new(EngineKind::PerDevice, 2).observer(probe);
+        let engine = Engine::new(options).unwrap();
+        let vars: Vec<_> = (0..4).map(|_| engine.new_variable()).collect();
+        let (names, ops) = (["exact-even", "exact-odd"], 40);
+        let started = std::time::Instant::now();
+        for k in 0..ops {
+            let spec = OpSpec::new(names[k % 2]).writes(&vars[k % 4..k % 4 + 1]);
+            engine.push_sync(spec, |_| spin()).unwrap();
+        }
+        engine.wait_for_all().unwrap();
+        let wall = started.elapsed().as_nanos() as u64;
+        profiler.flush();
+        let snapshot = profiler.snapshot();
+        let spin_ns = SPIN.as_nanos() as u64;
+        for name in names {
+            let row = snapshot
+                .op(name)
+                .unwrap_or_else(|| panic!("no row for {name}"));
+            assert_eq!(row.count, ops as u64 / 2, "{row:?}");
+            assert!(
+                row.min_ns >= spin_ns,
+                "an op shorter than its spin: {row:?}"
+            );
+            assert!(row.total_ns >= row.count * spin_ns, "{row:?}");
+            assert!(row.max_ns <= wall, "an op longer than the run: {row:?}");
+        }
+        let workers: Vec<_> = snapshot.workers.iter().filter(|w| w.ops > 0).collect();
+        assert_eq!(workers.iter().map(|w| w.ops).sum::<u64>(), ops as u64);
+        let mut all_busy = 0.0;
+        for worker in workers {
+            let busy = worker.shares_since_start.running * worker.lifetime_ns as f64;
+            let spun = (worker.ops * spin_ns) as f64;
+            assert!(
+                busy >= spun * 0.999,
+                "busy {busy} ns < {spun} ns spun: {worker:?}"
+            );
+            all_busy += busy;
+        }
+        // The engine's threads run nothing but these ops, one at a time each: their busy
+        // time is their ops' durations, exactly (an op timed from its queueing would
+        // overlap the op before it on its thread and count more than its thread was busy).
+        let all_ops: u64 = names
+            .iter()
+            .map(|name| snapshot.op(name).unwrap().total_ns)
+            .sum();
+        let gap = (all_busy - all_ops as f64).abs();
+        assert!(
+            gap <= 1e-3 * all_busy,
+            "ops {all_ops} ns vs busy {all_busy} ns"
+        );
+    }
+
     #[test]
     fn events_at_once_share_one_stamp_and_keep_their_order() {
         let profiler = Profiler::new(crate::profiler::ProfilerOptions::default()).unwrap();
