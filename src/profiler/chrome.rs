@@ -48,7 +48,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 
 use crate::device::stream::StreamId;
 use std::io::{self, Write};
@@ -56,6 +56,7 @@ use std::io::{self, Write};
 use super::clock::Epoch;
 use super::event::{property_name, Event, EventKind, NO_WORKER};
 use super::names::{DeviceId, ThreadId};
+use super::pairs::{stream_key, Pairs};
 use super::trace_time::{exact_duration, inside, micros, SliceIndex};
 use super::window::is_worker_event;
 
@@ -335,20 +336,11 @@ struct Builder {
     home: HashMap<ThreadId, u32>,
     base_ns: u64,
     report: ExportReport,
-    tasks: HashMap<ThreadId, Vec<Open>>,
-    spans: HashMap<ThreadId, Vec<Open>>,
-    spins: HashMap<ThreadId, Open>,
-    parks: HashMap<ThreadId, Open>,
-    ops: HashMap<u64, Open>,
+    /// Starts waiting for their ends; a launch waits for its kernel's end.
+    pairs: Pairs<Open, Open>,
     queued: HashMap<u64, Open>,
     /// Op starts paired with their queued marker, waiting for the op's end.
     queued_for_running: HashMap<u64, Open>,
-    /// Launches not yet started, per (device, stream, op): a stream runs its work in launch
-    /// order, so the n-th start of a key belongs to its n-th submit (one op may launch
-    /// several units on one stream).
-    submits: HashMap<(DeviceId, u32, u64), VecDeque<Open>>,
-    /// Kernels started and not yet ended, in the same per-key order.
-    kernels: HashMap<(DeviceId, u32, u64), VecDeque<Open>>,
     /// Flows to bind once every slice is known.
     flows: Vec<PendingFlow>,
     /// Tracks of threads with no record of their own (known to the window, quiet in it).
@@ -369,15 +361,9 @@ impl Builder {
                 events_in: events.len(),
                 ..ExportReport::default()
             },
-            tasks: HashMap::new(),
-            spans: HashMap::new(),
-            spins: HashMap::new(),
-            parks: HashMap::new(),
-            ops: HashMap::new(),
+            pairs: Pairs::default(),
             queued: HashMap::new(),
             queued_for_running: HashMap::new(),
-            submits: HashMap::new(),
-            kernels: HashMap::new(),
             flows: Vec::new(),
             quiet_tracks: BTreeSet::new(),
             next_id: 1,
@@ -407,7 +393,7 @@ impl Builder {
         let open = self.open(&start);
         self.quiet_tracks.insert(open.track);
         if thread.parked {
-            self.parks.insert(thread.thread, open);
+            self.pairs.state_began(thread.thread, false, open);
         }
     }
 
@@ -445,14 +431,11 @@ impl Builder {
             EventKind::OpQueued => self.op_queued(event),
             EventKind::OpStart => self.op_started(event),
             EventKind::OpEnd => self.op_ended(event),
-            EventKind::TaskStart => {
-                let open = self.open(event);
-                push_open(&mut self.tasks, open);
-            }
+            EventKind::TaskStart => self.pairs.task_started(event.thread, self.open(event)),
             EventKind::TaskEnd => self.task_ended(event),
             EventKind::SpanEnter => {
                 let open = self.open(event);
-                push_open(&mut self.spans, open);
+                self.pairs.span_entered(event.thread, event.arg, open);
             }
             EventKind::SpanExit => self.span_exited(event),
             EventKind::SpinStart => self.begin_state(event, true),
@@ -464,12 +447,11 @@ impl Builder {
             EventKind::QueueDepth => self.queue_depth(event),
             EventKind::StreamSubmit => self.stream_submitted(event),
             EventKind::StreamStart => {
-                let key = (event.device, event.stream(), event.op_id());
                 let open = Open {
                     event: *event,
                     track: Self::stream_track(event),
                 };
-                self.kernels.entry(key).or_default().push_back(open);
+                self.pairs.kernel_started(stream_key(event), open);
             }
             EventKind::StreamEnd => self.stream_ended(event),
         }
@@ -490,14 +472,15 @@ impl Builder {
         if let Some(queued) = self.queued.remove(&event.op_id()) {
             self.queued_for_running.insert(event.op_id(), queued);
         }
-        if self.ops.insert(event.op_id(), self.open(event)).is_some() {
+        let open = self.open(event);
+        if self.pairs.op_started(event.op_id(), open).is_some() {
             self.report.unmatched += 1; // started twice: the first end was lost
         }
     }
 
     fn op_ended(&mut self, event: &Event) {
         let queued = self.queued_for_running.remove(&event.op_id());
-        let Some(start) = self.ops.remove(&event.op_id()) else {
+        let Some(start) = self.pairs.op_ended(event.op_id()) else {
             self.report.unmatched += 1;
             return;
         };
@@ -604,7 +587,7 @@ impl Builder {
     }
 
     fn task_ended(&mut self, event: &Event) {
-        let Some(start) = self.tasks.get_mut(&event.thread).and_then(Vec::pop) else {
+        let Some(start) = self.pairs.task_ended(event.thread) else {
             self.report.unmatched += 1;
             return;
         };
@@ -616,12 +599,10 @@ impl Builder {
     }
 
     fn span_exited(&mut self, event: &Event) {
-        let stack = self.spans.entry(event.thread).or_default();
-        let Some(position) = stack.iter().rposition(|open| open.event.arg == event.arg) else {
+        let Some(start) = self.pairs.span_exited(event.thread, event.arg) else {
             self.report.unmatched += 1;
             return;
         };
-        let start = stack.remove(position);
         let name = event.name.as_str();
         let slice = Record::slice(name, "span", start.track, start.event.ts_ns, event.ts_ns);
         self.records.push(slice);
@@ -629,23 +610,17 @@ impl Builder {
 
     fn begin_state(&mut self, event: &Event, spinning: bool) {
         let open = self.open(event);
-        let table = if spinning {
-            &mut self.spins
-        } else {
-            &mut self.parks
-        };
-        if table.insert(event.thread, open).is_some() {
+        if self
+            .pairs
+            .state_began(event.thread, spinning, open)
+            .is_some()
+        {
             self.report.unmatched += 1;
         }
     }
 
     fn end_state(&mut self, event: &Event, spinning: bool) {
-        let table = if spinning {
-            &mut self.spins
-        } else {
-            &mut self.parks
-        };
-        let Some(start) = table.remove(&event.thread) else {
+        let Some(start) = self.pairs.state_ended(event.thread, spinning) else {
             self.report.unmatched += 1;
             return;
         };
@@ -664,13 +639,9 @@ impl Builder {
 
     /// Spins and parks still open at the window's end last to its last event.
     fn close_states(&mut self) {
-        let spins: Vec<Open> = self.spins.drain().map(|(_, open)| open).collect();
-        let parks: Vec<Open> = self.parks.drain().map(|(_, open)| open).collect();
-        for (opens, spinning) in [(spins, true), (parks, false)] {
-            for open in opens {
-                let worker = open.event.worker();
-                self.state_slice(open, self.end_ns, spinning, worker);
-            }
+        for (spinning, open) in self.pairs.drain_states() {
+            let worker = open.event.worker();
+            self.state_slice(open, self.end_ns, spinning, worker);
         }
     }
 
@@ -712,15 +683,12 @@ impl Builder {
             op: event.name.as_str(),
         });
         self.records.push(moment);
-        self.submits
-            .entry((event.device, event.stream(), event.op_id()))
-            .or_default()
-            .push_back(open);
+        self.pairs.launched(stream_key(event), open);
     }
 
     fn stream_ended(&mut self, event: &Event) {
-        let key = (event.device, event.stream(), event.op_id());
-        let Some(start) = pop_first(&mut self.kernels, &key) else {
+        let key = stream_key(event);
+        let Some(start) = self.pairs.kernel_ended(key) else {
             self.report.unmatched += 1;
             return;
         };
@@ -730,7 +698,7 @@ impl Builder {
             stream: event.stream(),
         }));
         self.report.ops += 1;
-        if let Some(submit) = pop_first(&mut self.submits, &key) {
+        if let Some(submit) = self.pairs.take_launch(key) {
             self.flow("launch", "ac2g", submit);
         }
     }
@@ -743,10 +711,7 @@ impl Builder {
         graph: Option<serde_json::Value>,
         out: impl Write,
     ) -> io::Result<ExportReport> {
-        self.report.unmatched += self.tasks.values().map(Vec::len).sum::<usize>()
-            + self.spans.values().map(Vec::len).sum::<usize>()
-            + self.ops.len()
-            + self.kernels.values().map(VecDeque::len).sum::<usize>();
+        self.report.unmatched += self.pairs.unended();
         self.close_states();
         self.report.clamped = nest_slices(&mut self.records);
         self.bind_flows();
@@ -821,10 +786,6 @@ impl DeviceId {
     fn from_pid(pid: u32) -> DeviceId {
         DeviceId::from_raw(u16::try_from(pid.saturating_sub(1)).unwrap_or(0))
     }
-}
-
-fn push_open(table: &mut HashMap<ThreadId, Vec<Open>>, open: Open) {
-    table.entry(open.event.thread).or_default().push(open);
 }
 
 /// Clamps `X` slices so that on every track each one nests inside the one around it; returns
@@ -960,19 +921,6 @@ fn other_data(
         });
     }
     other
-}
-
-/// The oldest entry queued under `key`, dropping the key when it empties.
-fn pop_first(
-    queues: &mut HashMap<(DeviceId, u32, u64), VecDeque<Open>>,
-    key: &(DeviceId, u32, u64),
-) -> Option<Open> {
-    let queue = queues.get_mut(key)?;
-    let first = queue.pop_front();
-    if queue.is_empty() {
-        queues.remove(key);
-    }
-    first
 }
 
 #[cfg(all(test, not(loom)))]

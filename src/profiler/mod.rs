@@ -90,6 +90,7 @@ pub mod event;
 pub mod layer;
 mod local;
 pub mod names;
+pub(crate) mod pairs;
 pub mod pool_probe;
 mod ring;
 pub mod spans;

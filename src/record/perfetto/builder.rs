@@ -14,6 +14,8 @@
 //! - GPU streams: a slice per kernel on its stream's track (`cat` `kernel`), its launch an
 //!   instant on the launching thread that starts a flow the kernel's begin terminates.
 //!
+//! Which end closes which start is the Chrome export's pairing ([`Pairs`]).
+//!
 //! # Nesting, written as it is read
 //! Each track keeps the stack of its open slices. A slice begins when its start is read;
 //! when its end is read, the slices opened above it on the track and still open end there
@@ -24,11 +26,12 @@
 //! slice that did not end.
 #![forbid(unsafe_code)]
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 use crate::engine::OpName;
 use crate::profiler::event::property_name;
+use crate::profiler::pairs::{stream_key, Pairs};
 use crate::profiler::{DeviceId, Event, EventKind, ThreadId};
 use crate::record::convert::to_event;
 use crate::record::format::RecordedEvent;
@@ -43,7 +46,11 @@ use super::PerfettoReport;
 struct Open {
     slot: u64,
     track: Track,
+    uuid: u64,
 }
+
+/// A debug annotation: its name and value.
+type Annotation<'a> = (&'static str, Arg<'a>);
 
 /// Turns events into packets (see the module docs).
 pub(super) struct Builder<'c, W: Write> {
@@ -54,18 +61,10 @@ pub(super) struct Builder<'c, W: Write> {
     /// Each track's open slices, innermost last.
     stacks: HashMap<Track, Vec<u64>>,
     next_slot: u64,
-    tasks: HashMap<u32, Vec<Open>>,
-    /// Open spans per thread: (span id, slice).
-    spans: HashMap<u32, Vec<(u64, Open)>>,
-    spins: HashMap<u32, Open>,
-    parks: HashMap<u32, Open>,
-    ops: HashMap<u64, Open>,
+    /// Slices begun and waiting for their ends; a launch's flow waits for its kernel.
+    pairs: Pairs<Open, u64>,
     /// Flows started by `queued` instants, by op id.
     queued: HashMap<u64, u64>,
-    /// Launch flows not yet taken by a kernel, per (device, stream, op): FIFO.
-    submits: HashMap<(u16, u32, u64), VecDeque<u64>>,
-    /// Kernels begun and not yet ended, in the same per-key order.
-    kernels: HashMap<(u16, u32, u64), VecDeque<Open>>,
     /// Per device, each async lane's open op count (0: free).
     lanes: HashMap<u16, Vec<bool>>,
     next_flow: u64,
@@ -80,14 +79,8 @@ impl<'c, W: Write> Builder<'c, W> {
             report: PerfettoReport::default(),
             stacks: HashMap::new(),
             next_slot: 0,
-            tasks: HashMap::new(),
-            spans: HashMap::new(),
-            spins: HashMap::new(),
-            parks: HashMap::new(),
-            ops: HashMap::new(),
+            pairs: Pairs::default(),
             queued: HashMap::new(),
-            submits: HashMap::new(),
-            kernels: HashMap::new(),
             lanes: HashMap::new(),
             next_flow: 0,
         }
@@ -109,22 +102,19 @@ impl<'c, W: Write> Builder<'c, W> {
             EventKind::OpEnd => self.op_ended(recorded, &event),
             EventKind::TaskStart => {
                 let open = self.begin(self.thread_track(thread), "task", "pool", recorded, None)?;
-                self.tasks.entry(thread).or_default().push(open);
+                self.pairs.task_started(event.thread, open);
                 Ok(())
             }
             EventKind::TaskEnd => self.task_ended(recorded, &event),
             EventKind::SpanEnter => {
                 let name = self.catalog.name(recorded.name);
                 let open = self.begin(self.thread_track(thread), name, "span", recorded, None)?;
-                self.spans
-                    .entry(thread)
-                    .or_default()
-                    .push((event.arg, open));
+                self.pairs.span_entered(event.thread, event.arg, open);
                 Ok(())
             }
             EventKind::SpanExit => self.span_exited(recorded, &event),
-            EventKind::SpinStart => self.begin_state(recorded, true),
-            EventKind::Park => self.begin_state(recorded, false),
+            EventKind::SpinStart => self.begin_state(recorded, &event, true),
+            EventKind::Park => self.begin_state(recorded, &event, false),
             EventKind::SpinEnd => self.end_state(recorded, &event, true),
             EventKind::Unpark => self.end_state(recorded, &event, false),
             EventKind::Steal => self.steal(recorded, &event),
@@ -139,15 +129,10 @@ impl<'c, W: Write> Builder<'c, W> {
     /// Ends the spins and parks still open at `end_ns` (the run's last event), counts what
     /// never ended, and flushes.
     pub(super) fn finish(mut self, end_ns: u64) -> io::Result<(PerfettoReport, W)> {
-        let spins: Vec<Open> = self.spins.drain().map(|(_, open)| open).collect();
-        let parks: Vec<Open> = self.parks.drain().map(|(_, open)| open).collect();
-        for open in spins.into_iter().chain(parks) {
+        for (_, open) in self.pairs.drain_states() {
             self.end(open, end_ns, Vec::new())?;
         }
-        self.report.unmatched += self.tasks.values().map(Vec::len).sum::<usize>()
-            + self.spans.values().map(Vec::len).sum::<usize>()
-            + self.ops.len()
-            + self.kernels.values().map(VecDeque::len).sum::<usize>();
+        self.report.unmatched += self.pairs.unended();
         self.report.packets = self.out.packets();
         let out = self.out.finish()?;
         Ok((self.report, out))
@@ -179,7 +164,7 @@ impl<'c, W: Write> Builder<'c, W> {
         category: &'static str,
         at: &RecordedEvent,
         terminating_flow: Option<u64>,
-        args: Vec<(&'static str, Arg)>,
+        args: Vec<Annotation<'_>>,
     ) -> io::Result<Open> {
         let uuid = self.tracks.ensure(track, self.catalog, &mut self.out)?;
         let mut event = TrackEvent::new(at.ts_ns, uuid, Phase::Begin).named(name, category);
@@ -190,19 +175,19 @@ impl<'c, W: Write> Builder<'c, W> {
         let slot = self.next_slot;
         self.next_slot += 1;
         self.stacks.entry(track).or_default().push(slot);
-        Ok(Open { slot, track })
+        Ok(Open { slot, track, uuid })
     }
 
     /// Ends `open` at `ts_ns`, and first the slices open above it on its track (clamped);
     /// nothing if a slice below it already ended it. Returns whether it ended it.
-    fn end(&mut self, open: Open, ts_ns: u64, args: Vec<(&'static str, Arg)>) -> io::Result<bool> {
+    fn end(&mut self, open: Open, ts_ns: u64, args: Vec<Annotation<'_>>) -> io::Result<bool> {
         let stack = self.stacks.entry(open.track).or_default();
         let Some(position) = stack.iter().rposition(|&slot| slot == open.slot) else {
             return Ok(false);
         };
         let above = stack.len() - position - 1;
         stack.truncate(position);
-        let uuid = open.track.uuid();
+        let uuid = open.uuid;
         for _ in 0..above {
             self.out.event(TrackEvent::new(ts_ns, uuid, Phase::End))?;
         }
@@ -221,7 +206,7 @@ impl<'c, W: Write> Builder<'c, W> {
         category: &'static str,
         at: &RecordedEvent,
         flow: Option<u64>,
-        args: Vec<(&'static str, Arg)>,
+        args: Vec<Annotation<'_>>,
     ) -> io::Result<()> {
         let uuid = self.tracks.ensure(track, self.catalog, &mut self.out)?;
         let mut event = TrackEvent::new(at.ts_ns, uuid, Phase::Instant).named(name, category);
@@ -238,7 +223,14 @@ impl<'c, W: Write> Builder<'c, W> {
 
     fn op_queued(&mut self, recorded: &RecordedEvent, event: &Event) -> io::Result<()> {
         let flow = self.fresh_flow();
-        let args = vec![("op_id", Arg::Uint(event.op_id()))];
+        let args = vec![
+            ("op_id", Arg::Uint(event.op_id())),
+            ("op", Arg::Str(self.catalog.name(recorded.name))),
+            (
+                "device",
+                Arg::Str(self.catalog.device_name(recorded.device)),
+            ),
+        ];
         let track = self.thread_track(recorded.thread);
         self.instant(track, "queued", "queue", recorded, Some(flow), args)?;
         self.queued.insert(event.op_id(), flow);
@@ -259,7 +251,7 @@ impl<'c, W: Write> Builder<'c, W> {
             self.thread_track(recorded.thread)
         };
         let open = self.begin_with(track, name, "op", recorded, flow, args)?;
-        if let Some(replaced) = self.ops.insert(event.op_id(), open) {
+        if let Some(replaced) = self.pairs.op_started(event.op_id(), open) {
             self.report.unmatched += 1; // started twice: the first end was lost
             self.release_lane(replaced);
         }
@@ -267,7 +259,7 @@ impl<'c, W: Write> Builder<'c, W> {
     }
 
     fn op_ended(&mut self, recorded: &RecordedEvent, event: &Event) -> io::Result<()> {
-        let Some(open) = self.ops.remove(&event.op_id()) else {
+        let Some(open) = self.pairs.op_ended(event.op_id()) else {
             self.report.unmatched += 1;
             return Ok(());
         };
@@ -311,7 +303,7 @@ impl<'c, W: Write> Builder<'c, W> {
     }
 
     fn task_ended(&mut self, recorded: &RecordedEvent, event: &Event) -> io::Result<()> {
-        let Some(open) = self.tasks.get_mut(&recorded.thread).and_then(Vec::pop) else {
+        let Some(open) = self.pairs.task_ended(event.thread) else {
             self.report.unmatched += 1;
             return Ok(());
         };
@@ -324,17 +316,20 @@ impl<'c, W: Write> Builder<'c, W> {
     }
 
     fn span_exited(&mut self, recorded: &RecordedEvent, event: &Event) -> io::Result<()> {
-        let stack = self.spans.entry(recorded.thread).or_default();
-        let Some(position) = stack.iter().rposition(|(id, _)| *id == event.arg) else {
+        let Some(open) = self.pairs.span_exited(event.thread, event.arg) else {
             self.report.unmatched += 1;
             return Ok(());
         };
-        let (_, open) = stack.remove(position);
         self.end(open, recorded.ts_ns, Vec::new())?;
         Ok(())
     }
 
-    fn begin_state(&mut self, recorded: &RecordedEvent, spinning: bool) -> io::Result<()> {
+    fn begin_state(
+        &mut self,
+        recorded: &RecordedEvent,
+        event: &Event,
+        spinning: bool,
+    ) -> io::Result<()> {
         let name = if spinning { "spinning" } else { "parked" };
         let open = self.begin(
             self.thread_track(recorded.thread),
@@ -343,12 +338,7 @@ impl<'c, W: Write> Builder<'c, W> {
             recorded,
             None,
         )?;
-        let table = if spinning {
-            &mut self.spins
-        } else {
-            &mut self.parks
-        };
-        if let Some(replaced) = table.insert(recorded.thread, open) {
+        if let Some(replaced) = self.pairs.state_began(event.thread, spinning, open) {
             self.report.unmatched += 1; // its end was lost: it ends where the next begins
             self.end(replaced, recorded.ts_ns, Vec::new())?;
         }
@@ -361,12 +351,7 @@ impl<'c, W: Write> Builder<'c, W> {
         event: &Event,
         spinning: bool,
     ) -> io::Result<()> {
-        let table = if spinning {
-            &mut self.spins
-        } else {
-            &mut self.parks
-        };
-        let Some(open) = table.remove(&recorded.thread) else {
+        let Some(open) = self.pairs.state_ended(event.thread, spinning) else {
             self.report.unmatched += 1;
             return Ok(());
         };
@@ -394,6 +379,7 @@ impl<'c, W: Write> Builder<'c, W> {
         let device = self.catalog.device_name(recorded.device);
         let name = format!("resize {device}: {} -> {}", event.aux, event.arg);
         let args = vec![
+            ("device", Arg::Str(device)),
             ("from", Arg::Uint(u64::from(event.aux))),
             ("to", Arg::Uint(event.arg)),
         ];
@@ -415,26 +401,22 @@ impl<'c, W: Write> Builder<'c, W> {
             .event(TrackEvent::new(recorded.ts_ns, uuid, Phase::Counter(depth)))
     }
 
-    fn stream_key(recorded: &RecordedEvent, event: &Event) -> (u16, u32, u64) {
-        (recorded.device, event.stream(), event.op_id())
-    }
-
     fn stream_submitted(&mut self, recorded: &RecordedEvent, event: &Event) -> io::Result<()> {
         let flow = self.fresh_flow();
         let args = vec![
             ("stream", Arg::Uint(u64::from(event.stream()))),
             ("op_id", Arg::Uint(event.op_id())),
+            ("op", Arg::Str(self.catalog.name(recorded.name))),
         ];
         let track = self.thread_track(recorded.thread);
         self.instant(track, "launch", "launch", recorded, Some(flow), args)?;
-        let key = Self::stream_key(recorded, event);
-        self.submits.entry(key).or_default().push_back(flow);
+        self.pairs.launched(stream_key(event), flow);
         Ok(())
     }
 
     fn stream_started(&mut self, recorded: &RecordedEvent, event: &Event) -> io::Result<()> {
-        let key = Self::stream_key(recorded, event);
-        let flow = pop_first(&mut self.submits, &key);
+        let key = stream_key(event);
+        let flow = self.pairs.take_launch(key);
         let track = Track::Stream {
             device: recorded.device,
             stream: event.stream(),
@@ -442,13 +424,12 @@ impl<'c, W: Write> Builder<'c, W> {
         let name = self.catalog.name(recorded.name);
         let args = vec![("stream", Arg::Uint(u64::from(event.stream())))];
         let open = self.begin_with(track, name, "kernel", recorded, flow, args)?;
-        self.kernels.entry(key).or_default().push_back(open);
+        self.pairs.kernel_started(key, open);
         Ok(())
     }
 
     fn stream_ended(&mut self, recorded: &RecordedEvent, event: &Event) -> io::Result<()> {
-        let key = Self::stream_key(recorded, event);
-        let Some(open) = pop_first(&mut self.kernels, &key) else {
+        let Some(open) = self.pairs.kernel_ended(stream_key(event)) else {
             self.report.unmatched += 1;
             return Ok(());
         };
@@ -456,17 +437,4 @@ impl<'c, W: Write> Builder<'c, W> {
         self.end(open, recorded.ts_ns, Vec::new())?;
         Ok(())
     }
-}
-
-/// The oldest entry queued under `key`, dropping the key when it empties.
-fn pop_first<T>(
-    queues: &mut HashMap<(u16, u32, u64), VecDeque<T>>,
-    key: &(u16, u32, u64),
-) -> Option<T> {
-    let queue = queues.get_mut(key)?;
-    let first = queue.pop_front();
-    if queue.is_empty() {
-        queues.remove(key);
-    }
-    first
 }

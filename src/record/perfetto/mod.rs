@@ -6,7 +6,7 @@
 //! file --FrameStream--> Catalog (pass 1: names, homes, async ops, first/last time)   catalog.rs
 //! file --FrameStream--> Reorder (time order, ~2 chunks held) --> Builder             order.rs
 //!      Builder: slices begin/end on per-track stacks, instants, counters, flows     builder.rs
-//!      --> Tracks (descriptors before first use) --> PacketWriter (interned names)  tracks.rs, packets.rs
+//!      --> Tracks (descriptors before first use) --> PacketWriter (interned texts)  tracks.rs, packets.rs
 //! ```
 //! The layout, names and pairing are the Chrome export's ([`crate::profiler::chrome`]), so
 //! the two traces of one recording hold the same slices on the same tracks (ids aside):
@@ -24,6 +24,8 @@ use super::RecordError;
 
 mod builder;
 mod catalog;
+#[cfg(all(test, not(loom)))]
+mod decode;
 mod frames;
 mod order;
 mod packets;

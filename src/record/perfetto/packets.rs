@@ -2,17 +2,26 @@
 //! repeated, so each packet goes out as that field (tag, length, bytes) and the file is a
 //! valid `Trace` after any whole packet.
 //!
-//! Every packet is on one sequence. Event names and categories are interned: the first
-//! packet clears the sequence's incremental state, and a name's first use carries its
-//! `InternedData` entry, so each name's text is written once.
+//! # Interning
+//! Every packet is on one sequence, and every text a track event carries is interned on it:
+//! event names, categories, debug annotation names and debug annotations' string values
+//! (op and device names, properties). Each kind has its own table, whose ids count from 1
+//! in order of first use; a text's first use carries its `InternedData` entry in the same
+//! packet, so each text is written once and is defined before any packet refers to it. The
+//! first packet says it clears the sequence's incremental state
+//! (`SEQ_INCREMENTAL_STATE_CLEARED`); every track event after says it needs that state
+//! (`SEQ_NEEDS_INCREMENTAL_STATE`), so a reader that lost part of the sequence drops the
+//! events it cannot name rather than misnaming them. Descriptors name their tracks inline
+//! and need no state.
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
 use super::proto::{
-    debug_annotation, trace_packet, track_event, DebugAnnotation, EventCategory, EventName,
-    InternedData, TracePacket, TrackDescriptor, TrackEvent,
+    debug_annotation, trace_packet, track_event, DebugAnnotation, DebugAnnotationName,
+    EventCategory, EventName, InternedData, InternedString, TracePacket, TrackDescriptor,
+    TrackEvent,
 };
 
 /// The one sequence every packet is on.
@@ -41,7 +50,7 @@ pub(super) struct Event<'a> {
     pub(super) category: Option<&'static str>,
     pub(super) flow: Option<u64>,
     pub(super) terminating_flow: Option<u64>,
-    pub(super) args: Vec<(&'static str, Arg)>,
+    pub(super) args: Vec<(&'static str, Arg<'a>)>,
 }
 
 impl<'a> Event<'a> {
@@ -67,18 +76,101 @@ impl<'a> Event<'a> {
 
 /// A debug annotation's value.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) enum Arg {
+pub(super) enum Arg<'a> {
     Int(i64),
     Uint(u64),
     Bool(bool),
-    Str(&'static str),
+    Str(&'a str),
+}
+
+/// One interning table: each text's id, counted from 1 in order of first use.
+#[derive(Debug, Default)]
+struct Interner {
+    iids: HashMap<String, u64>,
+}
+
+impl Interner {
+    /// `text`'s id; on its first use, `define` gets the id and the text, for the entry that
+    /// goes out with this packet.
+    fn iid(&mut self, text: &str, define: impl FnOnce(Option<u64>, String)) -> u64 {
+        if let Some(&iid) = self.iids.get(text) {
+            return iid;
+        }
+        let iid = self.iids.len() as u64 + 1;
+        self.iids.insert(text.to_string(), iid);
+        define(Some(iid), text.to_string());
+        iid
+    }
+}
+
+/// The sequence's interning tables (see the module docs).
+#[derive(Debug, Default)]
+struct Tables {
+    names: Interner,
+    categories: Interner,
+    annotation_names: Interner,
+    strings: Interner,
+}
+
+impl Tables {
+    fn name(&mut self, name: &str, interned: &mut InternedData) -> u64 {
+        let entries = &mut interned.event_names;
+        self.names.iid(name, |iid, name| {
+            entries.push(EventName {
+                iid,
+                name: Some(name),
+            });
+        })
+    }
+
+    fn category(&mut self, category: &str, interned: &mut InternedData) -> u64 {
+        let entries = &mut interned.event_categories;
+        self.categories.iid(category, |iid, name| {
+            entries.push(EventCategory {
+                iid,
+                name: Some(name),
+            });
+        })
+    }
+
+    fn annotation(
+        &mut self,
+        (name, value): (&str, Arg<'_>),
+        interned: &mut InternedData,
+    ) -> DebugAnnotation {
+        let entries = &mut interned.debug_annotation_names;
+        let name_iid = self.annotation_names.iid(name, |iid, name| {
+            entries.push(DebugAnnotationName {
+                iid,
+                name: Some(name),
+            });
+        });
+        let value = match value {
+            Arg::Int(value) => debug_annotation::Value::IntValue(value),
+            Arg::Uint(value) => debug_annotation::Value::UintValue(value),
+            Arg::Bool(value) => debug_annotation::Value::BoolValue(value),
+            Arg::Str(text) => {
+                let entries = &mut interned.debug_annotation_string_values;
+                let iid = self.strings.iid(text, |iid, text| {
+                    entries.push(InternedString {
+                        iid,
+                        str: Some(text.into_bytes()),
+                    });
+                });
+                debug_annotation::Value::StringValueIid(iid)
+            }
+        };
+        DebugAnnotation {
+            name_field: Some(debug_annotation::NameField::NameIid(name_iid)),
+            value: Some(value),
+        }
+    }
 }
 
 /// Writes packets to `out`.
 pub(super) struct PacketWriter<W: Write> {
     out: W,
-    names: HashMap<String, u64>,
-    categories: HashMap<&'static str, u64>,
+    tables: Tables,
     packets: u64,
     buffer: Vec<u8>,
 }
@@ -87,8 +179,7 @@ impl<W: Write> PacketWriter<W> {
     pub(super) fn new(out: W) -> Self {
         PacketWriter {
             out,
-            names: HashMap::new(),
-            categories: HashMap::new(),
+            tables: Tables::default(),
             packets: 0,
             buffer: Vec::new(),
         }
@@ -105,10 +196,10 @@ impl<W: Write> PacketWriter<W> {
             data: Some(trace_packet::Data::TrackDescriptor(descriptor)),
             ..TracePacket::default()
         };
-        self.write(packet)
+        self.write(packet, false)
     }
 
-    /// Writes a track event, interning its name and category.
+    /// Writes a track event, interning its texts.
     pub(super) fn event(&mut self, event: Event<'_>) -> io::Result<()> {
         let mut interned = InternedData::default();
         let mut track_event = TrackEvent {
@@ -116,29 +207,31 @@ impl<W: Write> PacketWriter<W> {
             track_uuid: Some(event.track),
             flow_ids: event.flow.into_iter().collect(),
             terminating_flow_ids: event.terminating_flow.into_iter().collect(),
-            debug_annotations: event.args.into_iter().map(annotation).collect(),
             ..TrackEvent::default()
         };
+        for arg in event.args {
+            let annotation = self.tables.annotation(arg, &mut interned);
+            track_event.debug_annotations.push(annotation);
+        }
         if let Phase::Counter(value) = event.phase {
             track_event.counter_value_field =
                 Some(track_event::CounterValueField::CounterValue(value));
         }
         if let Some(name) = event.name {
-            let iid = self.name_iid(name, &mut interned);
+            let iid = self.tables.name(name, &mut interned);
             track_event.name_field = Some(track_event::NameField::NameIid(iid));
         }
         if let Some(category) = event.category {
-            track_event.category_iids = vec![self.category_iid(category, &mut interned)];
+            track_event.category_iids = vec![self.tables.category(category, &mut interned)];
         }
-        let has_interned =
-            !interned.event_names.is_empty() || !interned.event_categories.is_empty();
+        let has_interned = interned != InternedData::default();
         let packet = TracePacket {
             timestamp: Some(event.ts_ns),
             data: Some(trace_packet::Data::TrackEvent(track_event)),
             interned_data: has_interned.then_some(interned),
             ..TracePacket::default()
         };
-        self.write(packet)
+        self.write(packet, true)
     }
 
     /// Flushes and returns the output.
@@ -147,40 +240,16 @@ impl<W: Write> PacketWriter<W> {
         Ok(self.out)
     }
 
-    fn name_iid(&mut self, name: &str, interned: &mut InternedData) -> u64 {
-        if let Some(&iid) = self.names.get(name) {
-            return iid;
-        }
-        let iid = self.names.len() as u64 + 1;
-        self.names.insert(name.to_string(), iid);
-        interned.event_names.push(EventName {
-            iid: Some(iid),
-            name: Some(name.to_string()),
-        });
-        iid
-    }
-
-    fn category_iid(&mut self, category: &'static str, interned: &mut InternedData) -> u64 {
-        if let Some(&iid) = self.categories.get(category) {
-            return iid;
-        }
-        let iid = self.categories.len() as u64 + 1;
-        self.categories.insert(category, iid);
-        interned.event_categories.push(EventCategory {
-            iid: Some(iid),
-            name: Some(category.to_string()),
-        });
-        iid
-    }
-
-    fn write(&mut self, mut packet: TracePacket) -> io::Result<()> {
+    /// Writes `packet` on the sequence; `interned`: it refers to the sequence's tables.
+    fn write(&mut self, mut packet: TracePacket, interned: bool) -> io::Result<()> {
         packet.optional_trusted_packet_sequence_id = Some(
             trace_packet::OptionalTrustedPacketSequenceId::TrustedPacketSequenceId(SEQUENCE_ID),
         );
-        packet.sequence_flags = Some(match self.packets {
-            0 => INCREMENTAL_STATE_CLEARED,
-            _ => NEEDS_INCREMENTAL_STATE,
-        });
+        packet.sequence_flags = match (self.packets, interned) {
+            (0, _) => Some(INCREMENTAL_STATE_CLEARED),
+            (_, true) => Some(NEEDS_INCREMENTAL_STATE),
+            (_, false) => None,
+        };
         self.buffer.clear();
         prost::encoding::message::encode(1, &packet, &mut self.buffer);
         self.out.write_all(&self.buffer)?;
@@ -195,18 +264,5 @@ fn track_event_type(phase: Phase) -> track_event::Type {
         Phase::End => track_event::Type::SliceEnd,
         Phase::Instant => track_event::Type::Instant,
         Phase::Counter(_) => track_event::Type::Counter,
-    }
-}
-
-fn annotation((name, value): (&'static str, Arg)) -> DebugAnnotation {
-    let value = match value {
-        Arg::Int(value) => debug_annotation::Value::IntValue(value),
-        Arg::Uint(value) => debug_annotation::Value::UintValue(value),
-        Arg::Bool(value) => debug_annotation::Value::BoolValue(value),
-        Arg::Str(value) => debug_annotation::Value::StringValue(value.to_string()),
-    };
-    DebugAnnotation {
-        name_field: Some(debug_annotation::NameField::Name(name.to_string())),
-        value: Some(value),
     }
 }

@@ -1,6 +1,7 @@
 //! Hand-made recordings through the Perfetto export: a slice that outlasts the one it
 //! started in is clamped to it as the Chrome export clamps it, an op that ends on another
-//! thread goes on an `async ops` lane, and the file decodes as Perfetto's `Trace`.
+//! thread goes on an `async ops` lane, every text is interned once and defined before its
+//! use, and the file decodes as Perfetto's `Trace`.
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -11,7 +12,8 @@ use crate::record::format::FRAME_HEADER_LEN;
 use crate::record::tests::scratch;
 use crate::record::{Recorder, RecordingInfo};
 
-use super::proto::{trace_packet, track_event, Trace};
+use super::decode::{decode, Value};
+use super::proto::{track_event, Trace};
 use super::{export_perfetto, PerfettoReport};
 
 /// Records `threads` (a name and its events each, the events' times set) from threads of
@@ -41,44 +43,16 @@ fn record(path: &Path, threads: Vec<(&'static str, Vec<Event>)>) {
 
 /// Each track's slices (name, begin, end) by track name, from the decoded trace.
 fn slices(bytes: &[u8]) -> HashMap<String, Vec<(String, u64, u64)>> {
-    let trace = Trace::decode(bytes).unwrap();
-    let (mut names, mut tracks) = (HashMap::new(), HashMap::new());
     let mut open: HashMap<u64, Vec<(String, u64)>> = HashMap::new();
     let mut out: HashMap<String, Vec<(String, u64, u64)>> = HashMap::new();
-    for packet in trace.packet {
-        for name in packet
-            .interned_data
-            .iter()
-            .flat_map(|data| &data.event_names)
-        {
-            names.insert(name.iid(), name.name().to_string());
-        }
-        let timestamp = packet.timestamp();
-        match packet.data {
-            Some(trace_packet::Data::TrackDescriptor(descriptor)) => {
-                let name = match (&descriptor.thread, &descriptor.static_or_dynamic_name) {
-                    (Some(thread), _) => thread.thread_name().to_string(),
-                    (None, Some(name)) => format!("{name:?}"),
-                    (None, None) => "process".to_string(),
-                };
-                tracks.insert(descriptor.uuid(), name);
-            }
-            Some(trace_packet::Data::TrackEvent(event)) => {
-                let stack = open.entry(event.track_uuid()).or_default();
-                match event.r#type() {
-                    track_event::Type::SliceBegin => {
-                        let Some(track_event::NameField::NameIid(iid)) = event.name_field else {
-                            panic!("a begin without a name");
-                        };
-                        stack.push((names[&iid].clone(), timestamp));
-                    }
-                    track_event::Type::SliceEnd => {
-                        let (name, begin) = stack.pop().unwrap();
-                        let track = tracks[&event.track_uuid()].clone();
-                        out.entry(track).or_default().push((name, begin, timestamp));
-                    }
-                    _ => {}
-                }
+    for event in decode(bytes).unwrap_or_else(|why| panic!("{why}")) {
+        let stack = open.entry(event.track_uuid).or_default();
+        match event.kind {
+            track_event::Type::SliceBegin => stack.push((event.name, event.ts_ns)),
+            track_event::Type::SliceEnd => {
+                let (name, begin) = stack.pop().unwrap();
+                let slice = (name, begin, event.ts_ns);
+                out.entry(event.track).or_default().push(slice);
             }
             _ => {}
         }
@@ -151,11 +125,7 @@ fn an_op_that_ends_on_another_thread_goes_on_an_async_lane_with_its_flow() {
     std::fs::remove_file(&path).unwrap();
     assert_eq!((report.ops, report.clamped, report.flows), (3, 0, 1));
     let slices = slices(&bytes);
-    let lane = format!(
-        "{:?}",
-        super::proto::track_descriptor::StaticOrDynamicName::Name("async ops".to_string())
-    );
-    let mut async_ops = slices[&lane].clone();
+    let mut async_ops = slices["pf-test-cpu/async ops"].clone();
     async_ops.sort();
     let expected = [
         ("pf-async-op".to_string(), 1_000, 3_000),
@@ -206,5 +176,94 @@ fn a_corrupt_frame_ends_the_export_there_and_is_named() {
     assert_eq!(
         Trace::decode(&*trace).unwrap().packet.len() as u64,
         export.report.packets
+    );
+}
+
+/// How many times `text` stands in `bytes`.
+fn occurrences(bytes: &[u8], text: &str) -> usize {
+    bytes
+        .windows(text.len())
+        .filter(|window| *window == text.as_bytes())
+        .count()
+}
+
+#[test]
+fn every_text_is_interned_once_and_resolves_to_its_name() {
+    let path = scratch("perfetto-interning");
+    let names = [OpName::new("pf-intern-a"), OpName::new("pf-intern-b")];
+    let mut events = Vec::new();
+    for id in 0..200u64 {
+        let (name, start) = (names[id as usize % 2], 1_000 + id * 1_000);
+        events.push(on(EventKind::OpQueued, start, name, id));
+        events.push(on(EventKind::OpStart, start + 100, name, id));
+        events.push(on(EventKind::OpEnd, start + 600, name, id));
+    }
+    record(&path, vec![("pf-intern-w0", events)]);
+    let (bytes, report) = export(&path);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!((report.ops, report.instants), (200, 200));
+    let events = decode(&bytes).unwrap_or_else(|why| panic!("{why}"));
+    let queued: Vec<_> = events.iter().filter(|e| e.name == "queued").collect();
+    assert_eq!(queued.len(), 200);
+    for (id, event) in queued.iter().enumerate() {
+        assert_eq!(event.categories, ["queue"]);
+        assert_eq!(event.arg("op_id"), Some(&Value::Uint(id as u64)));
+        let op = names[id % 2].as_str().to_string();
+        assert_eq!(event.arg("op"), Some(&Value::Str(op)));
+        assert_eq!(
+            event.arg("device"),
+            Some(&Value::Str("pf-test-cpu".to_string()))
+        );
+    }
+    let begins = events
+        .iter()
+        .filter(|e| e.kind == track_event::Type::SliceBegin);
+    for (id, event) in begins.enumerate() {
+        assert_eq!(event.name, names[id % 2].as_str());
+        assert_eq!(event.categories, ["op"]);
+        assert!(matches!(event.arg("property"), Some(Value::Str(_))));
+    }
+    // Each text once in the file: an op name as an event name and as an `op` value (two
+    // tables), an annotation name and a category once each.
+    for (text, times) in [
+        ("pf-intern-a", 2),
+        ("pf-intern-b", 2),
+        ("priority", 1),
+        ("op_id", 1),
+        ("queued", 1),
+        ("pf-test-cpu", 2),
+    ] {
+        assert_eq!(occurrences(&bytes, text), times, "{text}");
+    }
+}
+
+#[test]
+fn the_first_packet_clears_the_state_and_every_event_after_needs_it() {
+    let path = scratch("perfetto-flags");
+    let name = OpName::new("pf-flags-op");
+    let events = vec![
+        on(EventKind::OpStart, 1_000, name, 1),
+        on(EventKind::OpEnd, 2_000, name, 1),
+    ];
+    record(&path, vec![("pf-flags-w0", events)]);
+    let (bytes, _) = export(&path);
+    std::fs::remove_file(&path).unwrap();
+    let packets = Trace::decode(&*bytes).unwrap().packet;
+    let flags: Vec<(bool, Option<u32>)> = packets
+        .iter()
+        .map(|packet| (packet.interned_data.is_some(), packet.sequence_flags))
+        .collect();
+    // The process's and the thread's descriptors, the op's begin (its texts' first use)
+    // and its end (its annotation name's first use).
+    let expected = [
+        (false, Some(1)),
+        (false, None),
+        (true, Some(2)),
+        (true, Some(2)),
+    ];
+    assert_eq!(flags, expected);
+    assert_eq!(
+        packets[2].interned_data.as_ref().unwrap().event_names.len(),
+        1
     );
 }

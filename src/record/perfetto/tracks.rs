@@ -8,9 +8,11 @@
 //!
 //! Each descriptor is written just before the first event on its track (a process's before
 //! its first track's), so the trace holds only tracks with events, as the Chrome export does.
+//! A track's uuid is its number in that order (from 1): every track event names its track,
+//! and a small uuid is a one-byte varint.
 #![forbid(unsafe_code)]
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 use crate::device::stream::StreamId;
@@ -38,18 +40,6 @@ pub(super) enum Track {
 }
 
 impl Track {
-    /// The track's uuid: its kind in the top byte, its ids below.
-    pub(super) fn uuid(self) -> u64 {
-        let (kind, high, low) = match self {
-            Track::Process { device } => (1u64, device, 0u32),
-            Track::Thread { device, thread } => (2, device, thread),
-            Track::Stream { device, stream } => (3, device, stream),
-            Track::Counter { device, name } => (4, device, name),
-            Track::AsyncLane { device, lane } => (5, device, lane),
-        };
-        kind << 56 | u64::from(high) << 32 | u64::from(low)
-    }
-
     fn device(self) -> u16 {
         match self {
             Track::Process { device }
@@ -66,10 +56,10 @@ pub(super) fn pid_of(device: u16) -> i32 {
     i32::from(device) + 1
 }
 
-/// Which tracks' descriptors were written.
+/// The tracks whose descriptors were written, with their uuids.
 #[derive(Debug, Default)]
 pub(super) struct Tracks {
-    written: HashSet<Track>,
+    uuids: HashMap<Track, u64>,
 }
 
 impl Tracks {
@@ -80,27 +70,39 @@ impl Tracks {
         catalog: &Catalog,
         out: &mut PacketWriter<W>,
     ) -> io::Result<u64> {
-        if self.written.contains(&track) {
-            return Ok(track.uuid());
+        if let Some(&uuid) = self.uuids.get(&track) {
+            return Ok(uuid);
         }
         let process = Track::Process {
             device: track.device(),
         };
-        if self.written.insert(process) {
-            out.descriptor(process_descriptor(process, catalog))?;
+        let parent = match self.uuids.get(&process) {
+            Some(&uuid) => uuid,
+            None => {
+                let uuid = self.add(process);
+                out.descriptor(process_descriptor(process, uuid, catalog))?;
+                uuid
+            }
+        };
+        if track == process {
+            return Ok(parent);
         }
-        if track != process {
-            self.written.insert(track);
-            out.descriptor(descriptor(track, catalog))?;
-        }
-        Ok(track.uuid())
+        let uuid = self.add(track);
+        out.descriptor(descriptor(track, uuid, parent, catalog))?;
+        Ok(uuid)
+    }
+
+    fn add(&mut self, track: Track) -> u64 {
+        let uuid = self.uuids.len() as u64 + 1;
+        self.uuids.insert(track, uuid);
+        uuid
     }
 }
 
-fn process_descriptor(process: Track, catalog: &Catalog) -> TrackDescriptor {
+fn process_descriptor(process: Track, uuid: u64, catalog: &Catalog) -> TrackDescriptor {
     let device = process.device();
     TrackDescriptor {
-        uuid: Some(process.uuid()),
+        uuid: Some(uuid),
         process: Some(ProcessDescriptor {
             pid: Some(pid_of(device)),
             process_name: Some(catalog.device_name(device).to_string()),
@@ -110,16 +112,14 @@ fn process_descriptor(process: Track, catalog: &Catalog) -> TrackDescriptor {
     }
 }
 
-fn descriptor(track: Track, catalog: &Catalog) -> TrackDescriptor {
-    let parent = Track::Process {
-        device: track.device(),
-    };
+/// The descriptor of a track under a process (`parent`: the process's uuid).
+fn descriptor(track: Track, uuid: u64, parent: u64, catalog: &Catalog) -> TrackDescriptor {
     let mut descriptor = TrackDescriptor {
-        uuid: Some(track.uuid()),
+        uuid: Some(uuid),
         ..TrackDescriptor::default()
     };
     let name = match track {
-        Track::Process { .. } => return process_descriptor(track, catalog),
+        Track::Process { .. } => return process_descriptor(track, uuid, catalog),
         Track::Thread { device, thread } => {
             descriptor.thread = Some(ThreadDescriptor {
                 pid: Some(pid_of(device)),
@@ -137,7 +137,7 @@ fn descriptor(track: Track, catalog: &Catalog) -> TrackDescriptor {
         }
         Track::AsyncLane { .. } => "async ops".to_string(),
     };
-    descriptor.parent_uuid = Some(parent.uuid());
+    descriptor.parent_uuid = Some(parent);
     descriptor.static_or_dynamic_name = Some(track_descriptor::StaticOrDynamicName::Name(name));
     descriptor
 }
