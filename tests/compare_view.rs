@@ -46,6 +46,7 @@ fn record(path: &Path, ops: &'static [(&'static str, u64)], inter: u32) {
         enginetop: "test".into(),
         epoch_unix_ns: 1,
         workload: "synthetic".into(),
+        stats: Default::default(),
         settings: vec![Setting::new("inter", inter), Setting::new("pool", "eigen")],
     };
     let recorder = Recorder::start(path, &profiler, info).unwrap();

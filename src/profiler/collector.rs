@@ -23,7 +23,9 @@
 //! the watched queue depths when `queue_sample_interval` has passed (keeping the ones that
 //! changed since their last record), feeds the batch to
 //! [`Stats`], to the trace window and to any [`EventSink`] (a recording), and sums the
-//! rings' drop counts. A ring whose thread
+//! rings' drop counts. A sink is handed the whole round as the statistics took it
+//! ([`Round`]: gaps and exits too), and, when it asked, a copy of the statistics taken
+//! under the same lock hold as the round's feeding (a recording's checkpoint). A ring whose thread
 //! exited is drained one last time and let go.
 //!
 //! A ring that dropped events since its last drain (it was full: the collector fell behind)
@@ -53,7 +55,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::core::{Core, Drained, QueueDepth};
+use super::core::{Core, Drained, Gap, QueueDepth, Round};
 use super::event::{Event, EventKind};
 use super::names::{DeviceId, ThreadId};
 use super::ProfilerOptions;
@@ -222,7 +224,10 @@ impl Collector {
                 .iter()
                 .map(|ring| ring.consumer.dropped())
                 .sum::<u64>();
-        {
+        let handed = !self.batch.is_empty() || !exited.is_empty();
+        let wanted = handed && self.sinks_want_stats();
+        let mut gaps = Vec::new();
+        let (now, image) = {
             let mut stats = self.core.stats.lock();
             let mut ingested = 0;
             for &(end, thread) in &self.gaps {
@@ -231,7 +236,13 @@ impl Collector {
                     .for_each(|e| stats.ingest(e));
                 ingested = end;
                 let last = self.batch[..end].last().filter(|e| e.thread == thread);
-                stats.events_lost(thread, last.map(|event| event.ts_ns));
+                let last_ns = last.map(|event| event.ts_ns);
+                stats.events_lost(thread, last_ns);
+                gaps.push(Gap {
+                    at: end,
+                    thread,
+                    last_ns,
+                });
             }
             self.batch[ingested..].iter().for_each(|e| stats.ingest(e));
             let now = self.core.epoch.now_ns();
@@ -239,24 +250,47 @@ impl Collector {
                 stats.thread_exited(thread, now);
             }
             stats.set_dropped(dropped);
-        }
+            // A sink's checkpoint: the statistics exactly as this round left them.
+            (now, wanted.then(|| stats.clone()))
+        };
         let mut window = self.core.window.lock();
         window.extend(&self.batch);
         window.threads_exited(exited);
         drop(window);
-        self.feed_sinks(dropped);
+        let round = Round {
+            events: &self.batch,
+            gaps: &gaps,
+            exited,
+            exited_ns: now,
+            dropped,
+            stats: image,
+        };
+        self.feed_sinks(round);
     }
 
-    /// Hands the batch to every live sink, letting go of the ones dropped.
-    fn feed_sinks(&self, dropped: u64) {
+    /// Whether a live sink wants the statistics after this round.
+    fn sinks_want_stats(&self) -> bool {
+        let sinks = self.core.sinks.lock();
+        let mut live = sinks.iter().filter_map(std::sync::Weak::upgrade);
+        live.any(|sink| sink.wants_stats())
+    }
+
+    /// Hands the round to every live sink (the statistics to the first that wants them),
+    /// letting go of the ones dropped.
+    fn feed_sinks(&self, round: Round<'_>) {
         let mut sinks = self.core.sinks.lock();
         sinks.retain(|sink| sink.strong_count() > 0);
-        if self.batch.is_empty() {
+        if round.events.is_empty() && round.exited.is_empty() {
             return;
         }
+        let mut stats = round.stats;
         // Sinks are `std::sync::Weak` trait objects (loom's `Arc` has no `Weak`).
         for sink in sinks.iter().filter_map(std::sync::Weak::upgrade) {
-            sink.drained(&self.batch, dropped);
+            let stats = match sink.wants_stats() {
+                true => stats.take(),
+                false => None,
+            };
+            sink.round(Round { stats, ..round });
         }
     }
 }

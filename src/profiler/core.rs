@@ -42,6 +42,50 @@ pub trait QueueDepthSource: Send + Sync {
 pub trait EventSink: Send + Sync {
     /// One drained batch (never empty) and the drop count so far.
     fn drained(&self, events: &[Event], dropped: u64);
+
+    /// Whether the sink wants the statistics as they stand after the next round it is
+    /// handed ([`Round::stats`]).
+    fn wants_stats(&self) -> bool {
+        false
+    }
+
+    /// One round: everything the collector did to the statistics in it, in order. By
+    /// default its batch goes to [`EventSink::drained`] when it has one.
+    fn round(&self, round: Round<'_>) {
+        if !round.events.is_empty() {
+            self.drained(round.events, round.dropped);
+        }
+    }
+}
+
+/// One collector round as the statistics took it: the batch's events, in order, with the
+/// rings' gaps among them; then the threads that exited; then the drop count.
+#[derive(Debug)]
+pub struct Round<'a> {
+    /// The batch (maybe empty when threads exited).
+    pub events: &'a [Event],
+    /// Where a ring's drops left a gap in the batch.
+    pub gaps: &'a [Gap],
+    /// Threads whose rings closed, marked exited after the batch.
+    pub exited: &'a [ThreadId],
+    /// When they were marked exited (ns since the epoch).
+    pub exited_ns: u64,
+    /// Events dropped so far (full rings).
+    pub dropped: u64,
+    /// The statistics after this round, for a sink that asked ([`EventSink::wants_stats`]).
+    pub stats: Option<Stats>,
+}
+
+/// A gap a ring's drops left in a batch: its thread's events after `at` are not the ones
+/// that followed its events before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gap {
+    /// Events of the batch before the gap.
+    pub at: usize,
+    /// The ring's thread.
+    pub thread: ThreadId,
+    /// Its last event before the gap, when the batch holds one (ns since the epoch).
+    pub last_ns: Option<u64>,
 }
 
 /// A watched source: weak, so watching never keeps a pool alive.

@@ -111,7 +111,7 @@ use std::time::Duration;
 pub use crate::engine::OpName;
 pub use chrome::ExportReport;
 pub use clock::now_ns;
-pub use core::{EventSink, QueueDepth, QueueDepthSource};
+pub use core::{EventSink, Gap, QueueDepth, QueueDepthSource, Round};
 pub use engine_probe::EngineProbe;
 pub use event::{Event, EventKind, OpInfo};
 pub use names::{name_current_thread, DeviceId, ThreadId};
@@ -120,6 +120,7 @@ pub use stats::{Snapshot, Stats, StatsOptions};
 pub use stream_probe::StreamProbe;
 pub use summary::{SortKey, Summary};
 pub use task_counts::TaskSampling;
+pub(crate) use task_counts::{TaskCounts, TaskReading};
 pub(crate) use window::is_worker_event;
 pub use window::WindowOptions;
 pub use work_states::{Readiness, StateTime, WorkState, WorkerStates};
@@ -504,6 +505,20 @@ impl Profiler {
         if let Some(core) = &self.core {
             core.add_sink(sink);
         }
+    }
+
+    /// Every pool worker's exact task counts now (a recording keeps them at its end).
+    pub(crate) fn task_readings(&self) -> Vec<task_counts::TaskReading> {
+        self.core
+            .as_ref()
+            .map_or_else(Vec::new, |core| core.task_counts.readings())
+    }
+
+    /// How the live statistics cut their windows (a recording replays them the same way).
+    pub(crate) fn stats_options(&self) -> StatsOptions {
+        self.core
+            .as_ref()
+            .map_or_else(StatsOptions::default, |core| core.options.stats)
     }
 
     /// Waits until every event recorded before this call is in the statistics, the trace

@@ -147,6 +147,8 @@ pub(crate) struct ThreadTasks {
     panics: AtomicU64,
     rate: AtomicU64,
     max_rate: AtomicU64,
+    /// Whether `busy_ticks` holds nanoseconds (counters read back from a recording).
+    busy_in_ns: bool,
 }
 
 impl ThreadTasks {
@@ -161,6 +163,22 @@ impl ThreadTasks {
             panics: AtomicU64::new(0),
             rate: AtomicU64::new(1),
             max_rate: AtomicU64::new(1),
+            busy_in_ns: false,
+        }
+    }
+
+    /// Counters that hold `reading` for good.
+    fn read_back(reading: &TaskReading) -> Self {
+        ThreadTasks {
+            thread: ThreadId::from_raw(reading.thread),
+            device: DeviceId::from_raw(reading.device),
+            tasks: AtomicU64::new(reading.tasks),
+            recorded: AtomicU64::new(reading.recorded),
+            busy_ticks: AtomicU64::new(reading.busy_ns),
+            panics: AtomicU64::new(reading.panics),
+            rate: AtomicU64::new(reading.rate),
+            max_rate: AtomicU64::new(reading.max_rate),
+            busy_in_ns: true,
         }
     }
 
@@ -189,10 +207,28 @@ impl ThreadTasks {
         Figures {
             tasks: self.tasks.load(Ordering::Relaxed),
             recorded: self.recorded.load(Ordering::Relaxed),
-            busy_ns: Epoch::get().ticks_as_ns(self.busy_ticks.load(Ordering::Relaxed)),
+            busy_ns: match self.busy_in_ns {
+                true => self.busy_ticks.load(Ordering::Relaxed),
+                false => Epoch::get().ticks_as_ns(self.busy_ticks.load(Ordering::Relaxed)),
+            },
             panics: self.panics.load(Ordering::Relaxed),
         }
     }
+}
+
+/// One counted thread's figures since the start (or the last reset) and its rates, with
+/// its thread and device as numbers: what a recording keeps of the counters, so that a
+/// replay's snapshot puts them in as the live one did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct TaskReading {
+    pub(crate) thread: u32,
+    pub(crate) device: u16,
+    pub(crate) tasks: u64,
+    pub(crate) recorded: u64,
+    pub(crate) busy_ns: u64,
+    pub(crate) panics: u64,
+    pub(crate) rate: u64,
+    pub(crate) max_rate: u64,
 }
 
 /// A thread's totals at one moment.
@@ -291,6 +327,41 @@ impl TaskCounts {
             history: VecDeque::new(),
         });
         counts
+    }
+
+    /// Every counted thread's reading now.
+    pub(crate) fn readings(&self) -> Vec<TaskReading> {
+        let counted = self.counted.lock();
+        let reading = |counted: &Counted| {
+            let figures = counted.counts.read().since(counted.base);
+            TaskReading {
+                thread: counted.counts.thread.id(),
+                device: counted.counts.device.id(),
+                tasks: figures.tasks,
+                recorded: figures.recorded,
+                busy_ns: figures.busy_ns,
+                panics: figures.panics,
+                rate: counted.counts.rate.load(Ordering::Relaxed),
+                max_rate: counted.counts.max_rate.load(Ordering::Relaxed),
+            }
+        };
+        counted.iter().map(reading).collect()
+    }
+
+    /// Counters that hold `readings` for good (their threads and devices this process's):
+    /// a replay's, from a recording.
+    pub(crate) fn read_back(readings: &[TaskReading]) -> TaskCounts {
+        let counted = readings
+            .iter()
+            .map(|reading| Counted {
+                counts: Arc::new(ThreadTasks::read_back(reading)),
+                base: Figures::default(),
+                history: VecDeque::new(),
+            })
+            .collect();
+        TaskCounts {
+            counted: Mutex::new(counted),
+        }
     }
 
     /// Counts from zero again (the statistics' reset).

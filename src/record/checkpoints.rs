@@ -3,17 +3,30 @@
 //! before it and feeding at most one checkpoint interval of events.
 //!
 //! # Writing ([`CheckpointMaker`], on the `recorder` thread)
-//! The recorder feeds every event it puts in a chunk to statistics of its own, the
-//! profiler's [`Stats`], exactly as a replay feeds them (chunk after chunk, each chunk's
-//! events in order, then its dropped-events figure), under the recording's own ids. After a
-//! chunk and its op runs are written, when the frames written since the last checkpoint
-//! hold [`CHECKPOINT_BYTES`], and [`CHECKPOINT_RATIO`] times the last checkpoint's size, it
-//! writes a checkpoint frame: the statistics (postcard, inside the frame's lz4), every table
-//! entry used so far (a jump needs the names of ids first used before it), and the latest
-//! event time written (its `reach`). The ratio keeps the checkpoints' bytes a small share of
-//! the file whatever the statistics' size (it grows with op names and threads, not with the
-//! run's length); the feeding stays on the `recorder` thread, off the workers' path. A run
-//! killed at any moment leaves the checkpoints of its prefix: each is a whole frame.
+//! A checkpoint is an image of the live statistics: the collector already feeds every
+//! event to them, so the recorder folds none itself. When a checkpoint is due (the frames
+//! written since the last one hold [`CHECKPOINT_BYTES`], and [`CHECKPOINT_RATIO`] times the
+//! last checkpoint's size), the recorder's sink asks for the statistics; the collector
+//! copies them under the same lock hold in which it fed them its round, and hands the copy
+//! with that round. The recorder adds the round to its chunk, writes the chunk (and its op
+//! runs) at once, and then the checkpoint frame: the statistics (postcard, inside the
+//! frame's lz4), every table entry used so far (a jump needs the names of ids first used
+//! before it), and the latest time among the events and marks written (its `reach`).
+//!
+//! **Invariant: a checkpoint's statistics are the fold, in file order, of every chunk
+//! before it, marks included.** It holds because (1) a round is never split across
+//! chunks, and the chunk written right before the checkpoint ends with the round the copy
+//! was taken after; (2) the statistics take nothing but rounds between two copies, and
+//! each round's gaps and exits go into the chunk as marks, which a replay applies where the
+//! collector did; (3) the replay's statistics cut their windows as the live ones (the
+//! options are in the recording's header). What could break it, the recorder checks: the
+//! copy's count of events ingested must equal the events the recorder was handed. A round
+//! let go (the writer fell behind), events fed before the recording started, or a reset of
+//! the live statistics make them differ, and from then on the recording has no more
+//! checkpoints (its jumps feed from the last one). The ratio keeps the checkpoints' bytes a
+//! small share of the file whatever the statistics' size (it grows with op names and
+//! threads, not with the run's length). A run killed at any moment leaves the checkpoints
+//! of its prefix: each is a whole frame.
 //!
 //! # Finding ([`Checkpoints`], in the replay)
 //! The index knows which frames are checkpoints from their headers. Their reaches grow along
@@ -25,7 +38,7 @@
 //! the same state, only later. Memory: one reach per checkpoint, and the one restored.
 #![forbid(unsafe_code)]
 
-use crate::profiler::{Event, Stats, StatsOptions};
+use crate::profiler::Stats;
 
 use super::format::{CheckpointFrame, Frame, Tables};
 use super::index::RecordingIndex;
@@ -37,10 +50,9 @@ pub const CHECKPOINT_BYTES: u64 = 1 << 20;
 /// op names) gets its checkpoints further apart.
 pub const CHECKPOINT_RATIO: u64 = 16;
 
-/// The `recorder` thread's statistics, and when the next checkpoint is due.
+/// When the next checkpoint is due, and what goes into it besides the statistics.
 #[derive(Debug)]
 pub(crate) struct CheckpointMaker {
-    stats: Stats,
     /// Every table entry written so far, in order of first use.
     tables: Tables,
     reach_ns: u64,
@@ -60,7 +72,6 @@ impl CheckpointMaker {
     /// A maker whose checkpoints come every `min_bytes` of frames at least.
     pub(crate) fn new(min_bytes: u64) -> CheckpointMaker {
         CheckpointMaker {
-            stats: Stats::new(StatsOptions::default()),
             tables: Tables::default(),
             reach_ns: 0,
             since: 0,
@@ -71,18 +82,16 @@ impl CheckpointMaker {
         }
     }
 
-    /// Feeds one event of the chunk being gathered.
-    pub(crate) fn ingest(&mut self, event: &Event) {
-        self.reach_ns = self.reach_ns.max(event.ts_ns);
-        self.stats.ingest(event);
+    /// An event or a mark at `ts_ns` went into the chunk being gathered.
+    pub(crate) fn reach(&mut self, ts_ns: u64) {
+        self.reach_ns = self.reach_ns.max(ts_ns);
     }
 
-    /// A chunk goes out with `tables` (the entries it uses first) and `dropped`.
-    pub(crate) fn chunk(&mut self, tables: &Tables, dropped: u64) {
+    /// A chunk goes out with `tables` (the entries it uses first).
+    pub(crate) fn chunk(&mut self, tables: &Tables) {
         self.tables.names.extend(tables.names.iter().cloned());
         self.tables.devices.extend(tables.devices.iter().cloned());
         self.tables.threads.extend(tables.threads.iter().cloned());
-        self.stats.set_dropped(dropped);
     }
 
     /// `bytes` of frames were written.
@@ -95,12 +104,12 @@ impl CheckpointMaker {
         self.since >= self.every
     }
 
-    /// The checkpoint frame of the chunks written so far.
-    pub(crate) fn frame(&self) -> Result<Frame, postcard::Error> {
+    /// The checkpoint frame of the chunks written so far, whose fold is `stats`.
+    pub(crate) fn frame(&self, stats: &Stats) -> Result<Frame, postcard::Error> {
         Ok(Frame::Checkpoint(CheckpointFrame {
             reach_ns: self.reach_ns,
             tables: self.tables.clone(),
-            stats: postcard::to_stdvec(&self.stats)?,
+            stats: postcard::to_stdvec(stats)?,
         }))
     }
 

@@ -5,7 +5,8 @@
 //! Each run is reduced to a [`RunProfile`]: its step time (a recording's summary: wall time
 //! over iterations), its configuration (a recording's settings and resizes), each op name's
 //! count and total time, and each worker thread's busy time (the union of its ops' and tasks'
-//! intervals, so an op's tasks run by its own thread count once). [`Comparison`] lines the two
+//! intervals, so an op's tasks run by its own thread count once; where a recording's pool
+//! task events were sampled, at least the busy time its exact task counters say). [`Comparison`] lines the two
 //! up with deltas (B - A) and ratios (B / A); op names come in order of their total time's
 //! change, largest first, so the op that explains a slower run is named first.
 #![forbid(unsafe_code)]
@@ -66,6 +67,20 @@ pub fn load_profile(path: impl AsRef<Path>) -> Result<RunProfile, RecordError> {
         ));
     }
     RunProfile::from_chrome_json(&bytes, &name)
+}
+
+impl RunProfile {
+    /// Where a worker's pool task events were sampled, its busy time is at least the time
+    /// its counters say its tasks took (the rule the live snapshot's running share follows).
+    fn raise_to_counted_tasks(&mut self, recording: &Recording) {
+        for reading in recording.tasks.iter().filter(|r| r.recorded < r.tasks) {
+            let busy = self
+                .workers
+                .entry(recording.thread_name(reading.thread))
+                .or_default();
+            *busy = busy.max(reading.busy_ns as f64 / 1e9);
+        }
+    }
 }
 
 /// Busy intervals (start, end ns) by thread name.
@@ -130,6 +145,7 @@ impl RunProfile {
             }
         }
         profile.workers = busy_seconds(busy);
+        profile.raise_to_counted_tasks(recording);
         let times = recording.events.iter().map(|event| event.ts_ns);
         profile.recorded_s = span_seconds(times.clone().min(), times.max());
         let summary = recording

@@ -26,21 +26,24 @@
 //! `checkpoints`): the statistics fed with every chunk before them, so a replay jumps to any
 //! moment by restoring the latest checkpoint before it and feeding at most one checkpoint
 //! interval of events. Their length word carries `CHECKPOINT_BIT`, so the index finds
-//! them from the frame headers alone. Files of versions 1 and 2, without graph or
-//! checkpoints, are refused with the version error.
+//! them from the frame headers alone. A chunk also carries its **marks**: what the live
+//! statistics took among its events that is not an event (a ring's gap, a thread's exit),
+//! so a replay takes them too and ends where the live statistics (and the checkpoints
+//! taken from them) are. Files of earlier versions are refused with the version error.
 #![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::RuntimeConfig;
 use crate::profiler::clock::Epoch;
+use crate::profiler::{StatsOptions, TaskReading};
 
 use super::graph::{GraphShape, OpRun};
 
 /// The first bytes of every recording.
 pub(crate) const MAGIC: [u8; 8] = *b"ENGTREC\0";
 /// The format this build writes and reads; bumped whenever a frame changes.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// Bytes before the first frame (magic and version).
 pub(crate) const FILE_HEADER_LEN: usize = MAGIC.len() + 4;
 /// Bytes before each frame's payload (length and checksum).
@@ -80,6 +83,9 @@ pub struct RecordingInfo {
     pub workload: String,
     /// The configuration at the start.
     pub settings: Vec<Setting>,
+    /// How the live statistics cut their windows: the replay's statistics cut them the
+    /// same way, so that the live run's checkpoints restore into them.
+    pub stats: StatsOptions,
 }
 
 impl RecordingInfo {
@@ -106,6 +112,7 @@ impl RecordingInfo {
             epoch_unix_ns: Epoch::get().wall_at(0).timestamp_nanos_opt().unwrap_or(0),
             workload: workload.to_string(),
             settings,
+            stats: StatsOptions::default(),
         }
     }
 }
@@ -205,14 +212,52 @@ pub(crate) struct Chunk {
     /// The time the first event's delta is from.
     pub(crate) base_ns: u64,
     pub(crate) events: Vec<WireEvent>,
+    /// What the live statistics took between the events besides them, in order.
+    pub(crate) marks: Vec<Mark>,
+}
+
+/// Something the live statistics took among a chunk's events that is not an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Mark {
+    /// After the chunk's first `at` events, `thread`'s ring dropped events after its last
+    /// one then (`last_ns`, when the batch held one).
+    Lost {
+        at: u32,
+        thread: u32,
+        last_ns: Option<u64>,
+    },
+    /// After the chunk's first `at` events, `thread`'s ring closed; it was marked exited at
+    /// `ts_ns`.
+    Exited { at: u32, thread: u32, ts_ns: u64 },
+}
+
+impl Mark {
+    /// The events of the chunk before it.
+    pub(crate) fn at(self) -> usize {
+        match self {
+            Mark::Lost { at, .. } | Mark::Exited { at, .. } => at as usize,
+        }
+    }
+
+    /// The time it counts at: a replay up to a moment applies the marks at or before it,
+    /// as it feeds the events at or before it.
+    pub(crate) fn ts_ns(self) -> u64 {
+        match self {
+            Mark::Lost { last_ns, .. } => last_ns.unwrap_or(0),
+            Mark::Exited { ts_ns, .. } => ts_ns,
+        }
+    }
 }
 
 /// The last frame of a finished recording.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct End {
     pub(crate) events: u64,
     pub(crate) dropped: u64,
     pub(crate) lost: u64,
+    /// Every pool worker's exact task counts at the end: where task events were sampled,
+    /// the replay's and compare's task figures are these, as the live run's were.
+    pub(crate) tasks: Vec<TaskReading>,
 }
 
 /// One frame's content. New kinds go at the end, with [`FORMAT_VERSION`] bumped.

@@ -28,8 +28,10 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
+use crate::profiler::{StatsOptions, TaskReading};
+
 use super::format::{
-    decode_payload, CheckpointFrame, Chunk, Frame, RecordedEvent, RecordingInfo, Tables,
+    decode_payload, CheckpointFrame, Chunk, Frame, Mark, RecordedEvent, RecordingInfo, Tables,
     FILE_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_BYTES,
 };
 use super::reader::{check_file_header, chunk_events, frame_header, FrameHeader};
@@ -78,6 +80,8 @@ pub struct ChunkData {
     pub dropped: u64,
     /// Events the recorder had let go by its end.
     pub lost: u64,
+    /// What the live statistics took among its events besides them, in order.
+    pub(crate) marks: Vec<Mark>,
 }
 
 /// A recording opened for replay: its frames' places, and what its ends say.
@@ -98,6 +102,8 @@ pub struct RecordingIndex {
     pub device_labels: Vec<(u16, String)>,
     /// The live run's summary as JSON text, when the run wrote it.
     pub summary: Option<String>,
+    /// Every pool worker's exact task counts at the end (the end frame's).
+    pub(crate) tasks: Vec<TaskReading>,
     /// Whether the end frame is there.
     pub complete: bool,
     /// What could not be read, one sentence each.
@@ -128,6 +134,7 @@ impl RecordingIndex {
             final_threads: Vec::new(),
             device_labels: Vec::new(),
             summary: None,
+            tasks: Vec::new(),
             complete: false,
             losses: Vec::new(),
         };
@@ -234,6 +241,10 @@ impl RecordingIndex {
             ));
         }
         match self.decode(0) {
+            Ok(Frame::Header(info)) if !stats_options_fit(info.stats) => Err(corrupt(format!(
+                "cuts the statistics' window of {:?} into {} buckets, which no run records",
+                info.stats.window, info.stats.buckets
+            ))),
             Ok(Frame::Header(info)) => {
                 self.info = info;
                 Ok(())
@@ -266,7 +277,10 @@ impl RecordingIndex {
                 continue;
             }
             match self.decode(frame) {
-                Ok(Frame::End(_)) => self.complete = true,
+                Ok(Frame::End(end)) => {
+                    self.complete = true;
+                    self.tasks = end.tasks;
+                }
                 Ok(Frame::Summary(summary)) => self.summary = Some(summary),
                 Ok(Frame::Tables(tables)) => self.take_final_tables(tables),
                 Ok(Frame::Chunk(chunk)) if !chunk.events.is_empty() => {
@@ -339,6 +353,16 @@ fn decode_at(file: &File, entry: FrameEntry) -> Result<Frame, String> {
     decode_payload(&payload, entry.crc).map_err(|why| why.to_string())
 }
 
+/// Buckets a recorded window may be cut into at most.
+const MAX_WINDOW_BUCKETS: u32 = 1 << 16;
+
+/// Whether a header's statistics options are ones a replay can cut its windows by: a
+/// window and at most [`MAX_WINDOW_BUCKETS`] buckets, none shorter than a nanosecond.
+fn stats_options_fit(options: StatsOptions) -> bool {
+    let window_ns = options.window.as_nanos();
+    (1..=MAX_WINDOW_BUCKETS).contains(&options.buckets) && window_ns >= u128::from(options.buckets)
+}
+
 fn damaged(frame: usize, entry: FrameEntry, why: &str) -> String {
     format!(
         "frame {frame} (at byte {}) {why}: its events are left out",
@@ -355,6 +379,7 @@ fn chunk_data(chunk: Chunk) -> ChunkData {
         threads: chunk.tables.threads,
         dropped: chunk.dropped,
         lost: chunk.lost,
+        marks: chunk.marks,
     }
 }
 

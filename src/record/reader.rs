@@ -18,6 +18,7 @@ use super::format::{
 };
 use super::graph::{GraphCalls, GraphShape, OpRun};
 use super::RecordError;
+use crate::profiler::TaskReading;
 
 /// How a recording ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,6 +105,9 @@ pub struct Recording {
     pub op_runs: Vec<OpRun>,
     /// Op runs the recorder let go (its writer fell behind).
     pub lost_op_runs: u64,
+    /// Every pool worker's exact task counts at the end (empty: none counted, or the
+    /// recording was cut off).
+    pub(crate) tasks: Vec<TaskReading>,
 }
 
 impl Default for Ending {
@@ -176,6 +180,7 @@ impl Recording {
         self.dropped_events = self.dropped_events.max(end.dropped);
         self.lost_events = self.lost_events.max(end.lost);
         self.ending = Ending::Complete;
+        self.tasks = end.tasks;
     }
 }
 

@@ -8,9 +8,16 @@
 //! event is after `T`, and with that chunk's events at or before `T`. Each thread's events
 //! are in time order within a chunk, so this feeds each thread a prefix of its own events,
 //! as the collector did; an event drained late (in a later chunk, though it happened before
-//! `T`) comes in when the cursor passes its chunk, as it came in late live. The whole
-//! recording fed this way is what the live statistics ended with, so the replay's final
-//! summary is the live run's.
+//! `T`) comes in when the cursor passes its chunk, as it came in late live. A chunk's marks
+//! (a ring's gap, a thread's exit) are taken where the collector took them among its
+//! events, each when the cursor passes its time; the statistics cut their windows as the
+//! live ones did (the options are in the header). The whole recording fed this way is
+//! what the live statistics ended with, so the replay's final summary is the live run's.
+//!
+//! Pool task events may be sampled (1 in N per worker, `profiler::task_counts`); the
+//! recording's end frame holds the workers' exact counts, and once every frame is fed the
+//! snapshot takes them as the live one did, so the final task counts, shares and
+//! `task_sampling` are the live run's. Before the end, task figures are the sample's.
 //!
 //! # Moving the cursor
 //! Forward, the replay feeds the events between the old and the new cursor: playing and
@@ -47,13 +54,13 @@ use std::time::{Duration, Instant};
 use crate::profiler::spans::{self, SpanSnapshot, SpanStore};
 use crate::profiler::stats::IdMap;
 use crate::profiler::{
-    DeviceId, Event, EventSink, OpName, Snapshot, Stats, StatsOptions, Summary, ThreadId,
+    DeviceId, Event, EventSink, OpName, Snapshot, Stats, Summary, TaskCounts, TaskReading, ThreadId,
 };
 
 use super::checkpoints::{Checkpoints, CHECKPOINT_BYTES};
 use super::convert::to_event;
 use super::export::thread_named;
-use super::format::{CheckpointFrame, RecordKind, Tables};
+use super::format::{CheckpointFrame, Mark, RecordKind, Tables};
 use super::index::{ChunkData, RecordingIndex};
 use super::RecordError;
 
@@ -156,31 +163,83 @@ impl IdMap for Ids {
     }
 }
 
-/// Learns `chunk`'s tables and appends to `batch` its events after `after` (`None`: all)
-/// and at or before `target`, in file order, with this process's ids; returns the chunk's
-/// latest event time (0: no event).
+/// A chunk's events after `after` (`None`: all) and at or before `target`, in file order,
+/// with this process's ids, and its marks in the same window, each with the count of those
+/// events before it.
+#[derive(Debug, Default)]
+struct Resolved {
+    events: Vec<Event>,
+    marks: Vec<(usize, Mark)>,
+}
+
+/// Learns `chunk`'s tables and fills `resolved` with its events and marks after `after`
+/// and at or before `target`; returns the chunk's latest event or mark time (0: none).
 fn resolve(
     ids: &mut Ids,
     chunk: &ChunkData,
     after: Option<u64>,
     target: u64,
-    batch: &mut Vec<Event>,
+    resolved: &mut Resolved,
 ) -> Result<u64, RecordError> {
     ids.learn(chunk)?;
+    let in_window = |ts: u64| after.is_none_or(|upto| ts > upto) && ts <= target;
+    let mut marks = chunk.marks.iter().copied().peekable();
     let mut last = 0;
-    for event in &chunk.events {
+    for (index, event) in chunk.events.iter().enumerate() {
+        while let Some(mark) = marks.next_if(|mark| mark.at() <= index) {
+            last = last.max(mark.ts_ns());
+            if in_window(mark.ts_ns()) {
+                resolved.marks.push((resolved.events.len(), mark));
+            }
+        }
         last = last.max(event.ts_ns);
-        let fresh = after.is_none_or(|upto| event.ts_ns > upto);
-        if fresh && event.ts_ns <= target {
-            let resolved = (
+        if in_window(event.ts_ns) {
+            let ids = (
                 ids.name_of(event.name),
                 ids.device_of(event.device),
                 ids.thread_of(event.thread)?,
             );
-            batch.push(to_event(event, resolved));
+            resolved.events.push(to_event(event, ids));
+        }
+    }
+    for mark in marks {
+        last = last.max(mark.ts_ns());
+        if in_window(mark.ts_ns()) {
+            resolved.marks.push((resolved.events.len(), mark));
         }
     }
     Ok(last)
+}
+
+/// Feeds `resolved` to `stats`: its events, and its marks where the live statistics took
+/// them (a mark of a thread the replay never met is one the live statistics passed by).
+fn fold(stats: &mut Stats, ids: &Ids, resolved: &Resolved) {
+    let mut marks = resolved.marks.iter().peekable();
+    for index in 0..=resolved.events.len() {
+        while let Some((_, mark)) = marks.next_if(|(at, _)| *at <= index) {
+            apply(stats, ids, *mark);
+        }
+        if let Some(event) = resolved.events.get(index) {
+            stats.ingest(event);
+        }
+    }
+}
+
+fn apply(stats: &mut Stats, ids: &Ids, mark: Mark) {
+    match mark {
+        Mark::Lost {
+            thread, last_ns, ..
+        } => {
+            if let Some(&thread) = ids.threads.get(&thread) {
+                stats.events_lost(thread, last_ns);
+            }
+        }
+        Mark::Exited { thread, ts_ns, .. } => {
+            if let Some(&thread) = ids.threads.get(&thread) {
+                stats.thread_exited(thread, ts_ns);
+            }
+        }
+    }
 }
 
 /// A search for the next start of an op whose name holds a text, made a slice at a time
@@ -250,8 +309,8 @@ pub struct Replay {
     current: Option<(usize, Rc<ChunkData>)>,
     /// Frames found damaged while replaying, and why.
     damaged: Vec<(usize, String)>,
-    /// The events of the chunk being fed, resolved (kept for its allocation).
-    batch: Vec<Event>,
+    /// The events and marks of the chunk being fed, resolved (kept for its allocation).
+    batch: Resolved,
 }
 
 impl Replay {
@@ -277,6 +336,7 @@ impl Replay {
             true => Checkpoints::of(&index),
             false => Checkpoints::none(),
         };
+        let options = index.info.stats;
         let mut replay = Replay {
             cursor_ns: index.first_ns.unwrap_or(0),
             index,
@@ -288,11 +348,11 @@ impl Replay {
             reach_ns: 0,
             checkpoints,
             restores: 0,
-            stats: Stats::new(StatsOptions::default()),
+            stats: Stats::new(options),
             spans: SpanStore::new(spans::DEFAULT_CAPACITY),
             current: None,
             damaged: Vec::new(),
-            batch: Vec::new(),
+            batch: Resolved::default(),
         };
         replay.feed_until(replay.cursor_ns, None)?;
         Ok(replay)
@@ -342,9 +402,35 @@ impl Replay {
         losses
     }
 
-    /// The statistics at the cursor, windows ending there.
+    /// The statistics at the cursor, windows ending there; once every frame is fed, with
+    /// the pool workers' exact task counts the recording ends with put in, as the live
+    /// snapshot puts them in.
     pub fn snapshot(&mut self) -> Snapshot {
-        self.stats.snapshot(self.cursor_ns)
+        let mut snapshot = self.stats.snapshot(self.cursor_ns);
+        if self.at.frame >= self.index.frames().len() && !self.index.tasks.is_empty() {
+            self.final_task_counts().apply(&mut snapshot);
+        }
+        snapshot
+    }
+
+    /// The recording's final task counts under this process's ids (a thread the replay
+    /// never met counts in the totals only).
+    fn final_task_counts(&mut self) -> TaskCounts {
+        let readings: Vec<TaskReading> = self
+            .index
+            .tasks
+            .iter()
+            .map(|reading| TaskReading {
+                thread: self
+                    .ids
+                    .threads
+                    .get(&reading.thread)
+                    .map_or(u32::MAX, |thread| thread.id()),
+                device: self.ids.device_of(reading.device).id(),
+                ..*reading
+            })
+            .collect();
+        TaskCounts::read_back(&readings)
     }
 
     /// The op spans that ended by the cursor, for the op-by-op timeline: those fed since the
@@ -522,7 +608,7 @@ impl Replay {
         let Ok(mut stats) = postcard::from_bytes::<Stats>(&checkpoint.stats) else {
             return unusable("holds statistics that do not decode");
         };
-        if !stats.is_well_formed() {
+        if !stats.is_well_formed(self.index.info.stats) {
             return unusable("holds statistics that do not hold together");
         }
         self.ids.learn_tables(&checkpoint.tables)?;
@@ -543,7 +629,7 @@ impl Replay {
 
     /// Empty statistics before the first chunk.
     fn restart(&mut self) {
-        self.stats = Stats::new(StatsOptions::default());
+        self.stats = Stats::new(self.index.info.stats);
         self.spans = SpanStore::new(spans::DEFAULT_CAPACITY);
         self.reach_ns = 0;
         self.at = Position {
@@ -585,13 +671,12 @@ impl Replay {
             }
         };
         let mut batch = std::mem::take(&mut self.batch);
-        batch.clear();
+        batch.events.clear();
+        batch.marks.clear();
         let last = resolve(&mut self.ids, &chunk, self.at.upto, target, &mut batch)?;
-        for event in &batch {
-            self.stats.ingest(event);
-        }
-        if !batch.is_empty() {
-            self.spans.drained(&batch, chunk.dropped);
+        fold(&mut self.stats, &self.ids, &batch);
+        if !batch.events.is_empty() {
+            self.spans.drained(&batch.events, chunk.dropped);
         }
         self.batch = batch;
         self.stats.set_dropped(chunk.dropped);
@@ -635,6 +720,7 @@ mod tests {
     use crate::record::format::FRAME_HEADER_LEN;
     use crate::record::replay_bench::write_synthetic_with;
     use crate::record::tests::{record_synthetic, scratch, Synthetic};
+    use crate::record::writer::Limits;
     use crate::record::{read_recording, RecordReport, Recorder, RecordingInfo};
 
     const OPS: &[(&str, u64)] = &[("rp-gemm", 300), ("rp-relu", 40), ("rp-sgd", 120)];
@@ -746,7 +832,11 @@ mod tests {
         let path = scratch(name);
         let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
         let info = RecordingInfo::default();
-        let recorder = Recorder::start_with(&path, &profiler, info, checkpoint_bytes).unwrap();
+        let limits = Limits {
+            checkpoint_bytes,
+            chunk_events: 4_000,
+        };
+        let recorder = Recorder::start_with(&path, &profiler, info, limits).unwrap();
         let device = DeviceId::register("rp-real-cpu");
         let names = ["rp-real-a", "rp-real-b", "rp-real-c"].map(OpName::new);
         for id in 0..60_000u64 {
@@ -758,6 +848,7 @@ mod tests {
             profiler.record_at(end);
             if id % 1_000 == 999 {
                 profiler.flush();
+                recorder.settle(); // the writer asks for a checkpoint before the next round
             }
         }
         profiler.flush();
@@ -785,6 +876,139 @@ mod tests {
         }
         assert!(jumping.restores() >= 3, "{} restores", jumping.restores());
         assert!(jumping.losses().is_empty(), "{:?}", jumping.losses());
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A real recording whose live statistics took marks: worker threads that each record
+    /// ops, overflow their small ring once (a gap) and exit, the collector draining only on
+    /// flushes; a checkpoint asked for after every chunk. Returns the path, the report and
+    /// the live snapshot at the end.
+    fn real_with_marks(name: &str) -> (std::path::PathBuf, RecordReport, Snapshot) {
+        let path = scratch(name);
+        let hour = Duration::from_secs(3600);
+        let options = ProfilerOptions {
+            ring_capacity: 64,
+            drain_interval: hour,
+            busy_drain_interval: hour,
+            ..ProfilerOptions::default()
+        };
+        let profiler = Profiler::new(options).unwrap();
+        let info = RecordingInfo::default();
+        let limits = Limits {
+            checkpoint_bytes: 1,
+            chunk_events: 1,
+        };
+        let recorder = Recorder::start_with(&path, &profiler, info, limits).unwrap();
+        let device = DeviceId::register("rp-mark-cpu");
+        let names = ["rp-mark-a", "rp-mark-b"].map(OpName::new);
+        for worker in 0..24u64 {
+            let recording = profiler.clone();
+            let run = move || {
+                let mut op = |id: u64| {
+                    let name = names[id as usize % 2];
+                    let start = Event::op(EventKind::OpStart, device, name, OpInfo::new(id));
+                    let at = 1_000 + id * 10_000;
+                    recording.record_at(start.at(at));
+                    let mut end = start.at(at + 2_000 + id % 3_000);
+                    end.kind = EventKind::OpEnd;
+                    recording.record_at(end);
+                };
+                let first = worker * 1_000;
+                for id in first..first + 60 {
+                    op(id);
+                    if id % 10 == 9 {
+                        recording.flush();
+                    }
+                }
+                (first + 60..first + 200).for_each(&mut op); // past the ring: a gap
+                recording.flush();
+            };
+            recorder.settle();
+            std::thread::Builder::new()
+                .name(format!("rp-mark-{worker}"))
+                .spawn(run)
+                .unwrap()
+                .join()
+                .unwrap();
+            profiler.flush(); // the ring closed: the thread is marked exited
+            recorder.settle();
+        }
+        profiler.flush();
+        let live = profiler.snapshot();
+        let report = recorder.finish(&profiler, None).unwrap();
+        (path, report, live)
+    }
+
+    /// Each checkpoint the live statistics made is the fold of exactly the frames before it
+    /// (gaps and exits included), and the replay ends with the live statistics.
+    #[test]
+    fn every_checkpoint_is_the_fold_of_the_frames_before_it() {
+        let (path, report, live) = real_with_marks("replay-marks");
+        assert!(live.dropped_events > 0, "the rings overflowed");
+        let mut restored = Replay::open(&path).unwrap();
+        let mut fold = Replay::open_from_start(&path).unwrap();
+        let count = restored.checkpoints.len();
+        assert!(count >= 4, "{count} checkpoints");
+        assert_eq!(count as u64, report.checkpoints);
+        let (frames, last) = (
+            restored.index.frames().len(),
+            restored.checkpoints.frame(count - 1),
+        );
+        assert!(
+            last > frames / 2,
+            "the last checkpoint at frame {last} of {frames}"
+        );
+        let mut marks = 0;
+        for k in 0..count {
+            let frame = restored.checkpoints.frame(k);
+            let checkpoint = restored.checkpoints.load(&restored.index, k).unwrap();
+            restored.restore(frame, &checkpoint).unwrap().unwrap();
+            while fold.at.frame <= frame {
+                if let Ok(Some(chunk)) = fold.index.chunk(fold.at.frame) {
+                    marks += chunk.marks.len();
+                }
+                fold.feed_frame(u64::MAX).unwrap();
+            }
+            assert_eq!(
+                restored.stats.events_ingested(),
+                fold.stats.events_ingested(),
+                "checkpoint {k} at frame {frame}"
+            );
+            restored.cursor_ns = checkpoint.reach_ns;
+            fold.cursor_ns = checkpoint.reach_ns;
+            assert_eq!(state(&mut restored), state(&mut fold), "checkpoint {k}");
+        }
+        assert!(marks >= 12, "{marks} marks before the last checkpoint");
+        let workers = |snapshot: &Snapshot| {
+            let mut workers: Vec<_> = snapshot
+                .workers
+                .iter()
+                .filter(|worker| worker.name.starts_with("rp-mark-"))
+                .map(|worker| (worker.name.clone(), worker.exited, worker.ops))
+                .collect();
+            workers.sort();
+            workers
+        };
+        let mut replay = Replay::open(&path).unwrap();
+        replay.seek_to_end().unwrap();
+        let replayed = replay.snapshot();
+        assert_eq!(workers(&replayed).len(), 24);
+        assert!(
+            workers(&replayed).iter().all(|worker| worker.1),
+            "all exited"
+        );
+        assert_eq!(workers(&replayed), workers(&live));
+        let ops = |snapshot: &Snapshot| {
+            let mut ops: Vec<_> = snapshot
+                .ops
+                .iter()
+                .filter(|op| op.name.starts_with("rp-mark-"))
+                .map(|op| (op.name.clone(), op.count, op.total_ns))
+                .collect();
+            ops.sort();
+            ops
+        };
+        assert_eq!(ops(&replayed), ops(&live));
         std::fs::remove_file(&path).unwrap();
     }
 

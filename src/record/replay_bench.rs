@@ -19,7 +19,7 @@ use super::convert::to_event;
 use super::format::{encode_frame, file_header, Chunk, End, Frame, RecordKind, Tables, WireEvent};
 use super::reader::chunk_events;
 use super::{RecordError, RecordingInfo, Replay, Setting};
-use crate::profiler::{DeviceId, OpName, ThreadId};
+use crate::profiler::{DeviceId, OpName, Stats, StatsOptions, ThreadId};
 
 /// Worker threads of the synthetic run.
 pub const THREADS: u32 = 8;
@@ -209,8 +209,11 @@ pub(crate) fn write_synthetic_with(
             Setting::new("engine", "threaded"),
             Setting::new("inter", THREADS),
         ],
+        stats: StatsOptions::default(),
     };
     let mut writer = Synthetic::new();
+    // The collector's statistics of the run: fed every event, copied at each checkpoint.
+    let mut stats = Stats::new(StatsOptions::default());
     put(&Frame::Header(info), &mut size, &mut checkpoint)?;
     let mut events = 0u64;
     let mut first = true;
@@ -218,10 +221,10 @@ pub(crate) fn write_synthetic_with(
         let chunk = writer.chunk(first);
         first = false;
         events += chunk.events.len() as u64;
-        feed(&mut checkpoint, &chunk);
+        feed(&mut stats, &mut checkpoint, &chunk);
         put(&Frame::Chunk(chunk), &mut size, &mut checkpoint)?;
         if checkpoint.due() {
-            let frame = checkpoint.frame().map_err(RecordError::Encode)?;
+            let frame = checkpoint.frame(&stats).map_err(RecordError::Encode)?;
             let written = put(&frame, &mut size, &mut checkpoint)?;
             checkpoint.written(written);
         }
@@ -230,6 +233,7 @@ pub(crate) fn write_synthetic_with(
         events,
         dropped: 0,
         lost: 0,
+        tasks: Vec::new(),
     };
     put(&Frame::End(end), &mut size, &mut checkpoint)?;
     out.flush().map_err(write_error)?;
@@ -241,18 +245,20 @@ pub(crate) fn write_synthetic_with(
     })
 }
 
-/// Feeds `chunk` to the checkpoints' statistics as the recorder does (its ids are this
-/// process's: the names are interned, the device registered).
-fn feed(checkpoint: &mut CheckpointMaker, chunk: &Chunk) {
-    checkpoint.chunk(&chunk.tables, chunk.dropped);
+/// Feeds `chunk` to `stats` as the collector fed the live statistics its events (its ids
+/// are this process's: the names are interned, the device registered).
+fn feed(stats: &mut Stats, checkpoint: &mut CheckpointMaker, chunk: &Chunk) {
+    checkpoint.chunk(&chunk.tables);
     for recorded in chunk_events(chunk.base_ns, chunk.events.iter().copied()) {
         let ids = (
             OpName::from_raw(recorded.name),
             DeviceId::from_raw(recorded.device),
             ThreadId::from_raw(recorded.thread),
         );
-        checkpoint.ingest(&to_event(&recorded, ids));
+        checkpoint.reach(recorded.ts_ns);
+        stats.ingest(&to_event(&recorded, ids));
     }
+    stats.set_dropped(chunk.dropped);
 }
 
 /// The synthetic run's state: each thread's clock and next op, its names and device.
@@ -327,6 +333,7 @@ impl Synthetic {
             lost: 0,
             base_ns,
             events,
+            marks: Vec::new(),
         }
     }
 }

@@ -32,6 +32,7 @@ pub(crate) fn record_synthetic(path: &std::path::Path, run: &Synthetic<'_>) -> R
         enginetop: "test".into(),
         epoch_unix_ns: 1,
         workload: "synthetic".into(),
+        stats: Default::default(),
         settings: vec![Setting::new("inter", 2), Setting::new("worker", run.worker)],
     };
     let recorder = Recorder::start(path, &profiler, info).unwrap();
@@ -412,4 +413,72 @@ fn a_chrome_export_compares_like_its_recording() {
         message.contains("`odd.json` is neither") && message.contains("traceEvents"),
         "{message}"
     );
+}
+
+/// A run whose pool task events were sampled: the recording ends with the workers' exact
+/// task counts, and the replay's final figures are the live run's.
+#[test]
+fn a_replay_of_a_sampled_run_ends_with_the_live_task_counts() {
+    use crate::pool::{Pool, PoolKind, PoolOptions};
+    use crate::profiler::PoolProbe;
+    let path = scratch("sampled");
+    let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+    let recorder = Recorder::start(&path, &profiler, RecordingInfo::default()).unwrap();
+    let device = DeviceId::register("rec-sampled");
+    let probe = PoolProbe::new(&profiler, device);
+    let options =
+        PoolOptions::new(PoolKind::Eigen, 2, "rec-sampled").observer(probe.into_observer());
+    let pool = Pool::new(options).unwrap();
+    let tasks = 200_000u64;
+    for _ in 0..tasks {
+        pool.spawn(|| ());
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pool.stats().tasks_run() + pool.stats().inline_runs < tasks {
+        assert!(Instant::now() < deadline, "tasks never ran");
+        std::thread::yield_now();
+    }
+    drop(pool);
+    profiler.flush();
+    let live = profiler.snapshot();
+    assert!(live.task_sampling.is_sampled(), "{:?}", live.task_sampling);
+    recorder.finish(&profiler, None).unwrap();
+    let mut replay = Replay::open(&path).unwrap();
+    replay.seek_to_end().unwrap();
+    let replayed = replay.snapshot();
+    assert_eq!(replayed.task_sampling, live.task_sampling);
+    let per_worker = |snapshot: &crate::profiler::Snapshot| {
+        let mut workers: Vec<(String, u64)> = snapshot
+            .workers
+            .iter()
+            .filter(|worker| worker.device.map(|d| d.name()) == Some("rec-sampled"))
+            .map(|worker| (worker.name.clone(), worker.tasks))
+            .collect();
+        workers.sort();
+        workers
+    };
+    assert_eq!(per_worker(&replayed).len(), 2);
+    assert_eq!(per_worker(&replayed), per_worker(&live));
+    let on_device = |snapshot: &crate::profiler::Snapshot| {
+        snapshot.device("rec-sampled").map(|device| device.tasks)
+    };
+    assert_eq!(on_device(&replayed), Some(live.task_sampling.tasks));
+    assert_eq!(on_device(&replayed), on_device(&live));
+    assert_eq!(replay.summary().task_sampling, Some(live.task_sampling));
+    let profile = compare::load_profile(&path).unwrap();
+    let busy: f64 = per_worker(&live)
+        .iter()
+        .map(|(name, _)| profile.workers.get(name).copied().unwrap_or(0.0))
+        .sum();
+    let counted: u64 = read_recording(&path)
+        .unwrap()
+        .tasks
+        .iter()
+        .map(|r| r.busy_ns)
+        .sum();
+    assert!(
+        busy * 1e9 >= counted as f64 * 0.999,
+        "{busy} s busy, {counted} ns counted"
+    );
+    std::fs::remove_file(&path).unwrap();
 }

@@ -20,10 +20,14 @@
 //! more are let go and counted. The thread writes the shape as soon as it comes and the op
 //! runs in a frame beside each chunk.
 //!
-//! Every event the thread puts in a chunk it also feeds to statistics of its own, and every
-//! so many bytes it writes them as a checkpoint frame after a chunk (module `checkpoints`
-//! says when and why): the replay's jumps start from them. That work is the thread's, off
-//! the workers' and the collector's path.
+//! The sink is handed each collector round whole ([`EventSink::round`]): its batch, the
+//! rings' gaps among the events and the threads that exited after them, which go into the
+//! chunk as marks, so a replay takes them where the live statistics did. Every so many
+//! bytes the thread asks the sink for the live statistics, and writes the copy that comes
+//! with the next round as a checkpoint frame right after the chunk that ends with that
+//! round (module `checkpoints` says when, why, and why the copy is exactly the fold of the
+//! chunks before it): the replay's jumps start from them. The copy is the collector's one
+//! clone per checkpoint; the encoding is the thread's.
 //!
 //! [`Recorder::finish`] closes the channel: the thread writes what it holds, the latest
 //! thread names and device labels, the run's summary and the end frame, then exits. A
@@ -40,13 +44,15 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::profiler::{DeviceId, Event, EventSink, Profiler, ThreadId};
-use crate::sync::{thread, AtomicU64, Mutex, Ordering};
+use crate::profiler::{
+    DeviceId, Event, EventSink, Gap, Profiler, Round, Stats, TaskReading, ThreadId,
+};
+use crate::sync::{thread, AtomicBool, AtomicU64, Mutex, Ordering};
 
 use super::checkpoints::{CheckpointMaker, CHECKPOINT_BYTES};
 use super::convert::recorded;
 use super::format::{
-    encode_frame, file_header, Chunk, End, Frame, RecordedEvent, RecordingInfo, Runs, Tables,
+    encode_frame, file_header, Chunk, End, Frame, Mark, RecordedEvent, RecordingInfo, Runs, Tables,
     WireEvent,
 };
 use super::graph::{GraphObserver, GraphShape, OpRun};
@@ -62,6 +68,24 @@ pub(crate) const MAX_PENDING_EVENTS: u64 = 1 << 20;
 pub(crate) const MAX_PENDING_RUNS: usize = 1 << 20;
 /// Batches the channel holds at most.
 const CHANNEL_BATCHES: usize = 4096;
+
+/// When the writer cuts chunks and checkpoints.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// Frame bytes between two checkpoints at least.
+    pub(crate) checkpoint_bytes: u64,
+    /// Events a chunk holds before it is written.
+    pub(crate) chunk_events: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            checkpoint_bytes: CHECKPOINT_BYTES,
+            chunk_events: CHUNK_EVENTS,
+        }
+    }
+}
 
 /// What a finished recording wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -85,12 +109,25 @@ pub struct RecordReport {
 }
 
 enum Message {
-    Batch(Vec<Event>, u64, PendingGraph),
+    Round(Box<Handed>),
     Finish {
         labels: Vec<(DeviceId, String)>,
+        tasks: Vec<TaskReading>,
         summary: Option<String>,
         graph: PendingGraph,
     },
+}
+
+/// A collector round, as the sink hands it to the writer.
+struct Handed {
+    events: Vec<Event>,
+    gaps: Vec<Gap>,
+    exited: Vec<ThreadId>,
+    exited_ns: u64,
+    dropped: u64,
+    graph: PendingGraph,
+    /// The live statistics after the round, when the writer asked for them.
+    stats: Option<Stats>,
 }
 
 /// The graph's parts not yet handed to the writer.
@@ -107,6 +144,8 @@ struct Sink {
     lost: Arc<AtomicU64>,
     graph: Mutex<PendingGraph>,
     lost_runs: Arc<AtomicU64>,
+    /// Set by the writer when a checkpoint is due; cleared when the statistics go to it.
+    want_stats: Arc<AtomicBool>,
 }
 
 impl Sink {
@@ -117,22 +156,50 @@ impl Sink {
 
 impl EventSink for Sink {
     fn drained(&self, events: &[Event], dropped: u64) {
+        self.round(Round {
+            events,
+            gaps: &[],
+            exited: &[],
+            exited_ns: 0,
+            dropped,
+            stats: None,
+        });
+    }
+
+    fn wants_stats(&self) -> bool {
+        self.want_stats.load(Ordering::Relaxed)
+    }
+
+    fn round(&self, round: Round<'_>) {
+        if round.stats.is_some() {
+            self.want_stats.store(false, Ordering::Relaxed);
+        }
         let graph = self.take_graph();
-        let mut count = events.len() as u64;
-        let events = if self.pending.load(Ordering::Relaxed) + count > MAX_PENDING_EVENTS {
-            self.lost.fetch_add(count, Ordering::Relaxed);
-            count = 0;
-            Vec::new()
-        } else {
-            events.to_vec()
-        };
+        let mut count = round.events.len() as u64;
+        let (events, gaps, exited, stats) =
+            if self.pending.load(Ordering::Relaxed) + count > MAX_PENDING_EVENTS {
+                self.lost.fetch_add(count, Ordering::Relaxed);
+                count = 0;
+                Default::default()
+            } else {
+                let (gaps, exited) = (round.gaps.to_vec(), round.exited.to_vec());
+                (round.events.to_vec(), gaps, exited, round.stats)
+            };
         let sender = self.sender.lock();
         let Some(sender) = sender.as_ref() else {
             return; // finished: later events are not part of the recording
         };
         self.pending.fetch_add(count, Ordering::Relaxed);
         let runs = graph.runs.len() as u64;
-        let message = Message::Batch(events, dropped, graph);
+        let message = Message::Round(Box::new(Handed {
+            events,
+            gaps,
+            exited,
+            exited_ns: round.exited_ns,
+            dropped: round.dropped,
+            graph,
+            stats,
+        }));
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = sender.try_send(message)
         {
             self.pending.fetch_sub(count, Ordering::Relaxed);
@@ -198,15 +265,15 @@ impl Recorder {
         profiler: &Profiler,
         info: RecordingInfo,
     ) -> Result<Recorder, RecordError> {
-        Recorder::start_with(path, profiler, info, CHECKPOINT_BYTES)
+        Recorder::start_with(path, profiler, info, Limits::default())
     }
 
-    /// [`Recorder::start`] with checkpoints every `checkpoint_bytes` of frames at least.
+    /// [`Recorder::start`] with chunks and checkpoints cut at `limits`.
     pub(crate) fn start_with(
         path: impl AsRef<Path>,
         profiler: &Profiler,
         info: RecordingInfo,
-        checkpoint_bytes: u64,
+        limits: Limits,
     ) -> Result<Recorder, RecordError> {
         let path = path.as_ref().to_path_buf();
         let write_error = |source| RecordError::Write {
@@ -215,6 +282,10 @@ impl Recorder {
         };
         let mut file = std::fs::File::create(&path).map_err(write_error)?;
         file.write_all(&file_header()).map_err(write_error)?;
+        let info = RecordingInfo {
+            stats: profiler.stats_options(),
+            ..info
+        };
         let header = encode_frame(&Frame::Header(info)).map_err(RecordError::Encode)?;
         file.write_all(&header).map_err(write_error)?;
         let (sender, receiver) = std::sync::mpsc::sync_channel(CHANNEL_BATCHES);
@@ -224,6 +295,7 @@ impl Recorder {
             lost: Arc::new(AtomicU64::new(0)),
             graph: Mutex::new(PendingGraph::default()),
             lost_runs: Arc::new(AtomicU64::new(0)),
+            want_stats: Arc::new(AtomicBool::new(false)),
         });
         let writer = Writer {
             file,
@@ -237,9 +309,14 @@ impl Recorder {
             lost_runs: sink.lost_runs.clone(),
             runs: Vec::new(),
             chunk: Vec::new(),
+            marks: Vec::new(),
             tables: Tables::default(),
             seen: Seen::default(),
-            checkpoint: CheckpointMaker::new(checkpoint_bytes),
+            checkpoint: CheckpointMaker::new(limits.checkpoint_bytes),
+            chunk_events: limits.chunk_events,
+            want_stats: sink.want_stats.clone(),
+            received: 0,
+            exact: true,
         };
         let writer = thread::Builder::new()
             .name("recorder".to_string())
@@ -272,16 +349,27 @@ impl Recorder {
     ) -> Result<RecordReport, RecordError> {
         profiler.flush();
         let labels = profiler.device_labels();
+        let tasks = profiler.task_readings();
         if let Some(sender) = self.sink.sender.lock().take() {
             let graph = self.sink.take_graph();
             // A writer that already stopped on an error returns it below.
             let _ = sender.send(Message::Finish {
                 labels,
+                tasks,
                 summary,
                 graph,
             });
         }
         self.join()
+    }
+
+    /// Waits until the writer has handled every round handed to it (at most ten seconds).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn settle(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.sink.pending.load(Ordering::Relaxed) > 0 && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
     }
 
     fn join(&mut self) -> Result<RecordReport, RecordError> {
@@ -322,10 +410,21 @@ struct Writer {
     /// Op runs not written yet.
     runs: Vec<OpRun>,
     chunk: Vec<RecordedEvent>,
+    /// The chunk's marks.
+    marks: Vec<Mark>,
     tables: Tables,
     seen: Seen,
-    /// The statistics of what is written, and when the next checkpoint is due.
+    /// When the next checkpoint is due.
     checkpoint: CheckpointMaker,
+    /// Asks the sink for the live statistics after the next round.
+    want_stats: Arc<AtomicBool>,
+    /// Events a chunk holds before it is written.
+    chunk_events: usize,
+    /// Events handed to the writer so far.
+    received: u64,
+    /// Whether the live statistics have been the fold of the recording so far (module
+    /// `checkpoints`): no checkpoint is taken once they were not.
+    exact: bool,
 }
 
 impl Writer {
@@ -333,29 +432,36 @@ impl Writer {
         let mut last_write = Instant::now();
         loop {
             match receiver.recv_timeout(FLUSH_EVERY) {
-                Ok(Message::Batch(events, dropped, graph)) => {
-                    self.pending
-                        .fetch_sub(events.len() as u64, Ordering::Relaxed);
-                    self.dropped = dropped;
+                Ok(Message::Round(round)) => {
+                    let mut round = *round;
+                    let (graph, stats) = (std::mem::take(&mut round.graph), round.stats.take());
+                    self.dropped = round.dropped;
                     self.add_graph(graph)?;
-                    self.add(&events);
-                    if self.chunk.len() >= CHUNK_EVENTS || last_write.elapsed() >= FLUSH_EVERY {
+                    self.add_round(&round);
+                    if let Some(stats) = stats {
+                        self.checkpoint_at(&stats)?;
+                        last_write = Instant::now();
+                    } else if self.chunk.len() >= self.chunk_events
+                        || last_write.elapsed() >= FLUSH_EVERY
+                    {
                         self.write_chunk()?;
-                        self.write_checkpoint_if_due()?;
                         last_write = Instant::now();
                     }
+                    // Handled: the round no longer counts as waiting.
+                    self.pending
+                        .fetch_sub(round.events.len() as u64, Ordering::Relaxed);
                 }
                 Ok(Message::Finish {
                     labels,
+                    tasks,
                     summary,
                     graph,
                 }) => {
                     self.add_graph(graph)?;
-                    return self.finish(labels, summary);
+                    return self.finish(labels, tasks, summary);
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     self.write_chunk()?;
-                    self.write_checkpoint_if_due()?;
                     last_write = Instant::now();
                 }
                 Err(RecvTimeoutError::Disconnected) => {
@@ -364,6 +470,36 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// Adds a round to the chunk: its events with its gaps among them, then its exits, as
+    /// the collector fed them to the live statistics.
+    fn add_round(&mut self, round: &Handed) {
+        let base = self.chunk.len();
+        let mark_at = |at: usize| u32::try_from(base + at).unwrap_or(u32::MAX);
+        let mut from = 0;
+        for gap in &round.gaps {
+            self.add(&round.events[from..gap.at]);
+            from = gap.at;
+            let mark = Mark::Lost {
+                at: mark_at(gap.at),
+                thread: gap.thread.id(),
+                last_ns: gap.last_ns,
+            };
+            self.checkpoint.reach(mark.ts_ns());
+            self.marks.push(mark);
+        }
+        self.add(&round.events[from..]);
+        for thread in &round.exited {
+            let mark = Mark::Exited {
+                at: mark_at(round.events.len()),
+                thread: thread.id(),
+                ts_ns: round.exited_ns,
+            };
+            self.checkpoint.reach(mark.ts_ns());
+            self.marks.push(mark);
+        }
+        self.received += round.events.len() as u64;
     }
 
     /// Adds `events` to the chunk, and the table entries of ids seen for the first time.
@@ -383,17 +519,20 @@ impl Writer {
             if self.seen.threads.insert(thread.id()) {
                 self.tables.threads.push((thread.id(), thread.name()));
             }
+            self.checkpoint.reach(event.ts_ns);
             self.chunk.push(recorded(event));
-            self.checkpoint.ingest(event);
         }
     }
 
-    /// Writes a checkpoint after the frames written, when one is due.
-    fn write_checkpoint_if_due(&mut self) -> Result<(), RecordError> {
-        if !self.checkpoint.due() {
+    /// The live statistics after the round just added came: writes the chunk that ends
+    /// with it and, when they are the fold of every event written, the checkpoint.
+    fn checkpoint_at(&mut self, stats: &Stats) -> Result<(), RecordError> {
+        self.exact &= stats.events_ingested() == self.received;
+        self.write_chunk()?;
+        if !self.exact {
             return Ok(());
         }
-        let frame = self.checkpoint.frame().map_err(RecordError::Encode)?;
+        let frame = self.checkpoint.frame(stats).map_err(RecordError::Encode)?;
         let bytes = self.write(&frame)?;
         self.checkpoint.written(bytes);
         Ok(())
@@ -417,11 +556,14 @@ impl Writer {
             self.runs.clear();
             self.write(&Frame::Runs(runs))?;
         }
+        if self.exact && self.checkpoint.due() {
+            self.want_stats.store(true, Ordering::Relaxed);
+        }
         Ok(())
     }
 
     fn write_events(&mut self) -> Result<(), RecordError> {
-        if self.chunk.is_empty() && self.tables == Tables::default() {
+        if self.chunk.is_empty() && self.marks.is_empty() && self.tables == Tables::default() {
             return Ok(());
         }
         let base_ns = self.chunk.first().map_or(0, |event| event.ts_ns);
@@ -444,13 +586,14 @@ impl Writer {
                 }
             })
             .collect();
-        self.checkpoint.chunk(&self.tables, self.dropped);
+        self.checkpoint.chunk(&self.tables);
         let chunk = Chunk {
             tables: std::mem::take(&mut self.tables),
             dropped: self.dropped,
             lost: self.lost.load(Ordering::Relaxed),
             base_ns,
             events,
+            marks: std::mem::take(&mut self.marks),
         };
         self.events += self.chunk.len() as u64;
         self.chunk.clear();
@@ -460,6 +603,7 @@ impl Writer {
     fn finish(
         mut self,
         labels: Vec<(DeviceId, String)>,
+        tasks: Vec<TaskReading>,
         summary: Option<String>,
     ) -> Result<RecordReport, RecordError> {
         self.write_chunk()?;
@@ -490,6 +634,7 @@ impl Writer {
             events: self.events,
             dropped: self.dropped,
             lost: self.lost.load(Ordering::Relaxed),
+            tasks,
         };
         self.write(&Frame::End(end))?;
         Ok(self.report())

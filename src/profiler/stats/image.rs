@@ -35,10 +35,17 @@ impl Stats {
         self.threads.iter().map(|(thread, _)| *thread).collect()
     }
 
+    /// The events ingested since the statistics were made or last reset: a recording
+    /// takes the live statistics as a checkpoint only while this equals the events it holds.
+    pub(crate) fn events_ingested(&self) -> u64 {
+        self.events
+    }
+
     /// Whether statistics read from a file can be fed on and read without a fault: their
-    /// windows cut as [`StatsOptions::default`] cuts a replay's, every timeline and counter
-    /// cut the same way and in a state it has, every duration row's extremes in order.
-    pub(crate) fn is_well_formed(&self) -> bool {
+    /// windows cut as `options` (the recording's) cuts a replay's, every timeline and
+    /// counter cut the same way and in a state it has, every duration row's extremes in
+    /// order.
+    pub(crate) fn is_well_formed(&self, options: StatsOptions) -> bool {
         let geometry = self.geometry;
         let rows = |table: &[Option<Durations>]| {
             table
@@ -46,7 +53,7 @@ impl Stats {
                 .flatten()
                 .all(|row| row.count == 0 || row.min_ns <= row.max_ns)
         };
-        self.options == StatsOptions::default()
+        self.options == options
             && geometry == self.options.geometry()
             && self.threads.iter().all(|(_, thread)| {
                 thread.timeline.is_well_formed(geometry)
@@ -445,7 +452,7 @@ mod tests {
         fed(0..3, &mut live);
         let bytes = postcard::to_stdvec(&live).unwrap();
         let mut read: Stats = postcard::from_bytes(&bytes).unwrap();
-        assert!(read.is_well_formed());
+        assert!(read.is_well_formed(StatsOptions::default()));
         read.remap(&mut Same);
         let now = 3 * 50_000_000;
         assert_eq!(text(&mut read, now), text(&mut live, now));
@@ -526,7 +533,7 @@ mod tests {
                 };
             }
             match postcard::from_bytes::<Stats>(&bytes) {
-                Ok(mut stats) if stats.is_well_formed() => {
+                Ok(mut stats) if stats.is_well_formed(StatsOptions::default()) => {
                     used += 1;
                     stats.remap(&mut Same);
                     fed(2..3, &mut stats);
