@@ -390,7 +390,7 @@ fn scaling_view_shows_the_predicted_curve_with_today_marked() {
         intra_measured: true,
         dispatch: Vec::new(),
         loop_wake: std::time::Duration::ZERO,
-        loop_wake_measured: false,
+        loop_wake_source: enginetop::workload::run::LoopWakeSource::EngineWaking,
     });
     let mut app = App::new();
     app.observe(data);

@@ -18,7 +18,9 @@
 //! loop is all serial. A loop that runs split over several threads also waits once for a
 //! woken intra-op thread ([`EngineModel::with_loop_wake`]): the run's measured median of its
 //! split loops' wall time beyond their busiest thread's blocks, or, in a run where no loop
-//! split (intra 1), the engine's cost of waking a worker.
+//! split (intra 1), the median round trip of an empty task through a parked thread of the
+//! run's intra-op pool, from scheduling it to the op's thread running again
+//! (`workload::run::wake_probe`).
 //!
 //! # The simulation ([`EngineModel::step`])
 //! The engine orders every var's accesses in push order, so an op waits for exactly the
@@ -79,7 +81,9 @@ pub const ASSUMPTIONS: &str = "an idealised machine with inter x intra cores per
     no oversubscription, no memory-bandwidth limit, the engine's cost before each op as this \
     run measured it per device (a worker continuing, a worker woken), whatever the counts, \
     an op's parallel loops cut into blocks by the cost model for that many intra-op threads, \
-    blocks of equal items taking equal time, one measured intra-op wake-up per split loop";
+    blocks of equal items taking equal time, one intra-op wake-up per split loop (measured on \
+    the run's split loops, or, where none split, timed as a hand-off to a parked intra-op \
+    thread and back)";
 
 /// One parallel loop of an op's body: what the kernels' cost model cuts, and its time.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -19,7 +19,9 @@
 
 use super::stats::median;
 use crate::config::RuntimeConfig;
-use crate::workload::run::{Driver, RunError, RunHooks, RunLength, RunReport};
+use crate::workload::run::{
+    Driver, LoopWakeSource, PredictedCurve, RunError, RunHooks, RunLength, RunReport,
+};
 use crate::workload::{load_spec, Graph, Overrides};
 
 /// One workload to check: a shipped name and its parameter overrides.
@@ -64,6 +66,26 @@ impl ScalingBenchConfig {
             rounds: 5,
         }
     }
+
+    /// This check with only the workloads named in `names` (all of them for none), in this
+    /// check's order; a name it does not hold is an error naming the ones it does.
+    pub fn only(mut self, names: &[String]) -> Result<Self, ScalingBenchError> {
+        if names.is_empty() {
+            return Ok(self);
+        }
+        if let Some(unknown) = names
+            .iter()
+            .find(|name| !self.workloads.iter().any(|w| &w.name == *name))
+        {
+            let known: Vec<&str> = self.workloads.iter().map(|w| w.name.as_str()).collect();
+            return Err(ScalingBenchError::NotChecked {
+                name: unknown.clone(),
+                known: known.join(", "),
+            });
+        }
+        self.workloads.retain(|w| names.contains(&w.name));
+        Ok(self)
+    }
 }
 
 /// One workload at one target point, predicted from one reference point.
@@ -91,6 +113,11 @@ pub struct ScalingBenchResult {
     pub error_max_pct: f64,
     /// Rounds measured.
     pub rounds: usize,
+    /// The reference's figure for a split loop's wait for a woken intra-op thread, median
+    /// over its rounds, in microseconds.
+    pub reference_wake_us: f64,
+    /// Where the reference's figure comes from (its latest round's source).
+    pub reference_wake_source: Option<LoopWakeSource>,
 }
 
 impl ScalingBenchResult {
@@ -103,6 +130,14 @@ impl ScalingBenchResult {
 /// Why the benchmark could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ScalingBenchError {
+    /// A workload filter named a workload the check does not run.
+    #[error("the scaling check does not run workload `{name}`: pick one of {known}")]
+    NotChecked {
+        /// The name given.
+        name: String,
+        /// The check's workloads, comma-separated.
+        known: String,
+    },
     /// A workload did not load.
     #[error("workload `{name}`: {message}")]
     Workload {
@@ -144,6 +179,9 @@ pub fn run(
 struct Rounds {
     steps: Vec<f64>,
     curves: Vec<Vec<((usize, usize), f64)>>,
+    /// Each round's split-loop wake-up figure (us), and the latest one's source.
+    wakes: Vec<f64>,
+    wake_source: Option<LoopWakeSource>,
 }
 
 fn run_workload(
@@ -162,7 +200,13 @@ fn run_workload(
             let report = point.measure(config.iterations)?;
             let step = report.elapsed.as_secs_f64() * 1e3 / report.iterations.max(1) as f64;
             rounds.steps.push(step);
-            rounds.curves.push(point.predicted(&report));
+            if let Some(curve) = point.predicted(&report) {
+                rounds.wakes.push(curve.loop_wake.as_secs_f64() * 1e6);
+                rounds.wake_source = Some(curve.loop_wake_source);
+                rounds.curves.push(curve_points(&curve));
+            } else {
+                rounds.curves.push(Vec::new());
+            }
         }
     }
     let mut results = Vec::new();
@@ -213,6 +257,8 @@ fn compare(
         error_min_pct: extreme(f64::min).unwrap_or(f64::NAN),
         error_max_pct: extreme(f64::max).unwrap_or(f64::NAN),
         rounds: errors.len(),
+        reference_wake_us: median(&recorded.wakes).unwrap_or(f64::NAN),
+        reference_wake_source: recorded.wake_source,
     }
 }
 
@@ -220,12 +266,20 @@ fn compare(
 /// spread; then the largest own and transfer errors, and what the figures mean.
 pub fn table(results: &[ScalingBenchResult]) -> String {
     let mut out = format!(
-        "{:<17} {:>6} {:>9} {:>12} {:>13} {:>8} {:>17}\n",
-        "workload", "target", "reference", "measured ms", "predicted ms", "error", "spread"
+        "{:<17} {:>6} {:>9} {:>12} {:>13} {:>8} {:>17} {:>20}\n",
+        "workload",
+        "target",
+        "reference",
+        "measured ms",
+        "predicted ms",
+        "error",
+        "spread",
+        "reference wake us"
     );
     for r in results {
+        let source = r.reference_wake_source.map_or("-", LoopWakeSource::label);
         out.push_str(&format!(
-            "{:<17} {:>6} {:>9} {:>12.2} {:>13.2} {:>+7.1}% {:>+7.1}..{:>+6.1}%\n",
+            "{:<17} {:>6} {:>9} {:>12.2} {:>13.2} {:>+7.1}% {:>+7.1}..{:>+6.1}% {:>7.1} {:<12}\n",
             r.workload,
             format!("{}x{}", r.inter, r.intra),
             format!("{}x{}", r.reference_inter, r.reference_intra),
@@ -234,6 +288,8 @@ pub fn table(results: &[ScalingBenchResult]) -> String {
             r.error_pct,
             r.error_min_pct,
             r.error_max_pct,
+            r.reference_wake_us,
+            source,
         ));
     }
     let worst = |own: bool| {
@@ -248,7 +304,10 @@ pub fn table(results: &[ScalingBenchResult]) -> String {
     ));
     out.push_str(
         "error: (predicted - measured) / measured in the same round, median over rounds; \
-         spread: the smallest and largest round's; measured, predicted: the median rounds'\n",
+         spread: the smallest and largest round's; measured, predicted: the median rounds'; \
+         reference wake: the reference run's figure for a split loop's wait for a woken \
+         intra-op thread (measured on its split loops, calibrated by a hand-off to a parked \
+         intra-op thread where none split, else the engine's waking cost)\n",
     );
     out
 }
@@ -314,18 +373,19 @@ impl Point {
             })
     }
 
-    /// The curve `report`'s run predicts: `((inter, intra), step_ms)` per point.
-    fn predicted(&self, report: &RunReport) -> Vec<((usize, usize), f64)> {
+    /// The curve `report`'s run predicts (`None`: the run predicted none).
+    fn predicted(&self, report: &RunReport) -> Option<PredictedCurve> {
         let summary = self.driver.summary(report, None, None);
-        let points = summary
-            .scaling
-            .and_then(|scaling| scaling.predicted)
-            .map(|curve| curve.points);
-        let points = points.unwrap_or_default().into_iter();
-        points
-            .map(|point| ((point.inter, point.intra), point.step_ms))
-            .collect()
+        summary.scaling.and_then(|scaling| scaling.predicted)
     }
+}
+
+/// `((inter, intra), step_ms)` per point of `curve`.
+fn curve_points(curve: &PredictedCurve) -> Vec<((usize, usize), f64)> {
+    let points = curve.points.iter();
+    points
+        .map(|point| ((point.inter, point.intra), point.step_ms))
+        .collect()
 }
 
 #[cfg(all(test, not(loom)))]
@@ -379,18 +439,45 @@ mod tests {
         };
         let measured = Rounds {
             steps: vec![10.0, 20.0, 40.0],
-            curves: Vec::new(),
+            ..Rounds::default()
         };
         let curve = |step: f64| vec![((1, 1), 100.0), ((2, 1), step)];
         let recorded = Rounds {
-            steps: Vec::new(),
             curves: vec![curve(11.0), curve(18.0), curve(40.0)],
+            wakes: vec![30.0, 10.0, 20.0],
+            wake_source: Some(LoopWakeSource::Calibrated),
+            ..Rounds::default()
         };
         let result = compare(&workload, (2, 1), &measured, (1, 1), &recorded);
         assert_eq!((result.error_min_pct, result.error_max_pct), (-10.0, 10.0));
         assert_eq!(result.error_pct, 0.0);
         assert_eq!((result.measured_ms, result.predicted_ms), (20.0, 18.0));
+        assert_eq!(
+            result.reference_wake_us, 20.0,
+            "the reference's median round"
+        );
+        assert_eq!(
+            result.reference_wake_source,
+            Some(LoopWakeSource::Calibrated)
+        );
         assert!(!result.own());
+    }
+
+    #[test]
+    fn a_workload_filter_keeps_the_named_workloads_and_names_an_unknown_one() {
+        let names = |config: &ScalingBenchConfig| {
+            let names = config.workloads.iter().map(|w| w.name.clone());
+            names.collect::<Vec<String>>()
+        };
+        let all = ScalingBenchConfig::two_cores();
+        assert_eq!(names(&all.clone().only(&[]).unwrap()), names(&all));
+        let picked = ["wavefront".to_string(), "resnet-like".to_string()];
+        let only = all.clone().only(&picked).unwrap();
+        assert_eq!(names(&only), ["resnet-like", "wavefront"]);
+        assert_eq!(only.workloads[0], all.workloads[0], "its sizes kept");
+        let error = all.only(&["chain".to_string()]).unwrap_err().to_string();
+        assert!(error.contains("`chain`"), "{error}");
+        assert!(error.contains("resnet-like, transformer-like"), "{error}");
     }
 
     #[test]

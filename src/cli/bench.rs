@@ -147,6 +147,10 @@ fn bench_overhead(args: &OverheadBenchArgs) -> Result<()> {
 
 #[derive(Debug, Args)]
 struct ScalingBenchArgs {
+    /// Check only these of its workloads (comma-separated names; default: all four).
+    #[arg(long, value_delimiter = ',')]
+    workload: Vec<String>,
+
     /// Print one JSON object per line instead of a table.
     #[arg(long)]
     json: bool,
@@ -643,6 +647,7 @@ fn bench_scaling(args: &ScalingBenchArgs) -> Result<()> {
         rounds: args.rounds as usize,
         ..ScalingBenchConfig::two_cores()
     };
+    let config = config.only(&args.workload)?;
     let results = scaling_bench::run(&config, &mut |name| {
         eprintln!("scaling: {name} ...");
     })

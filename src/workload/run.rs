@@ -94,6 +94,7 @@ mod predict;
 mod scaling;
 mod storage;
 mod summary;
+mod wake_probe;
 
 #[cfg(all(test, not(loom)))]
 pub(crate) use counters::Lane; // the dashboard tests find a lane by its kind
@@ -101,7 +102,7 @@ pub use driver::{Driver, RunLength, RunReport, ITERATIONS_IN_FLIGHT, ITERATION_E
 pub use error::RunError;
 pub use hooks::{ProfilerReport, Progress, QueueWatch, RunHooks};
 pub use live::{DriverHandle, LiveProgress};
-pub use predict::{PoolDispatch, PredictedCurve};
+pub use predict::{LoopWakeSource, PoolDispatch, PredictedCurve};
 pub use scaling::ScalingSummary;
 pub use storage::memory_available;
 pub use summary::{

@@ -25,6 +25,7 @@ use super::intra_split::{IntraSplit, MeasuredPool};
 use super::live::{DriverHandle, RunControl};
 use super::op_times::{OpTimes, READABLE_ITERATIONS};
 use super::plan::{check_dtypes, PreparedOp};
+use super::predict::LoopWake;
 use super::scaling::{LiveVerdicts, RanShape, ScalingSummary};
 use super::storage::{check_memory, TensorStore};
 use super::summary::{RunSettings, RunSummary};
@@ -129,8 +130,9 @@ pub struct RunReport {
     /// Per device of the iteration's graph, the engine's cost before an op, measured over
     /// the run's last iterations.
     pub(super) dispatch: Vec<DispatchCost>,
-    /// A split loop's mean wait for a woken intra-op thread (`None`: no loop split).
-    pub(super) loop_wake: Option<Duration>,
+    /// A split loop's wait for a woken intra-op thread, measured or calibrated (`None`:
+    /// neither gave a figure).
+    pub(super) loop_wake: Option<LoopWake>,
 }
 
 /// Counts finished iterations; the driver waits on it.
@@ -427,7 +429,7 @@ impl Driver {
             last_iteration,
             descheduled: descheduled.map(|(before, after)| before.until(&after)),
             dispatch: self.dispatch(pushed),
-            loop_wake: self.shared.split.loop_wake(),
+            loop_wake: self.shared.split.wake(self.shared.intra.as_dyn()),
         })
     }
 

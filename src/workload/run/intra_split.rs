@@ -16,7 +16,10 @@
 //! blocks: for a parked intra-op thread to wake and take a block, and for the last block.
 //! Its wall time less its busiest thread's share of its busy time is that wait; the run
 //! keeps the median over its latest split loops ([`IntraSplit::loop_wake`]), which the simulation
-//! adds to each loop it splits.
+//! adds to each loop it splits. A run where no loop split (every loop inline at intra 1) has
+//! no such wait to measure; it times instead the same hand-off with an empty block, through
+//! a parked intra-op thread of its own pool and back ([`super::wake_probe`]), once per run
+//! driver ([`IntraSplit::wake`]).
 //!
 //! # The split
 //! Over the run, per op: each loop shape's busy time is its one-thread time; the serial part
@@ -39,6 +42,9 @@ use crate::kernels::par::busiest_items;
 use crate::pool::parallel_for::{Cost, LoopRun};
 use crate::pool::{PoolError, PoolKind, PoolStats, Task, ThreadPool};
 use crate::sync::Mutex;
+
+use super::predict::{LoopWake, LoopWakeSource};
+use super::wake_probe::parked_round_trip;
 
 /// One loop shape of an op, summed over the run.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -77,6 +83,9 @@ pub(super) struct IntraSplit {
     ops: Vec<Mutex<OpLoops>>,
     /// The latest split loops' waits beyond their blocks (ns), at most [`WAKE_SAMPLES`].
     waits: Mutex<WaitSamples>,
+    /// The timed hand-off through a parked intra-op thread and back, once timed (a fact of the machine and the
+    /// pool, so a new run keeps it; `Some(None)`: timing found no parked thread).
+    parked_wake: Mutex<Option<Option<Duration>>>,
 }
 
 /// How many split loops' waits the median is taken over (the latest ones).
@@ -112,6 +121,7 @@ impl IntraSplit {
         IntraSplit {
             ops: (0..ops).map(|_| Mutex::new(OpLoops::default())).collect(),
             waits: Mutex::new(WaitSamples::default()),
+            parked_wake: Mutex::new(None),
         }
     }
 
@@ -143,6 +153,24 @@ impl IntraSplit {
     /// descheduled does not stand for every loop.
     pub(super) fn loop_wake(&self) -> Option<Duration> {
         self.waits.lock().median().map(Duration::from_nanos)
+    }
+
+    /// What a split loop waits for a woken intra-op thread: [`Self::loop_wake`] where a loop
+    /// split, else the hand-off through a parked thread of `pool` and back, timed (the first
+    /// time only); `None` when neither gives a figure.
+    pub(super) fn wake(&self, pool: &dyn ThreadPool) -> Option<LoopWake> {
+        if let Some(wait) = self.loop_wake() {
+            return Some(LoopWake {
+                wait,
+                source: LoopWakeSource::Measured,
+            });
+        }
+        let mut timed = self.parked_wake.lock();
+        let wait = (*timed.get_or_insert_with(|| parked_round_trip(pool)))?;
+        Some(LoopWake {
+            wait,
+            source: LoopWakeSource::Calibrated,
+        })
     }
 
     /// Each op's mean split over `iterations` iterations whose op times summed to `totals`.

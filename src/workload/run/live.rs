@@ -309,6 +309,7 @@ impl DriverHandle {
             shared.iterations_done(),
             &shared.times,
             &shared.split,
+            shared.intra.as_dyn(),
             &shared.shape,
             &settings,
         )

@@ -34,9 +34,54 @@ pub struct PredictedCurve {
     pub dispatch: Vec<PoolDispatch>,
     /// What a loop split over several threads waits for a woken intra-op thread.
     pub loop_wake: Duration,
-    /// Whether `loop_wake` was measured on split loops (else it is the engine's cost of
-    /// waking a CPU worker: no loop split in the run).
-    pub loop_wake_measured: bool,
+    /// Where `loop_wake` comes from.
+    pub loop_wake_source: LoopWakeSource,
+}
+
+/// Where the figure for a split loop's wait for a woken intra-op thread comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoopWakeSource {
+    /// The median, over the run's latest split loops, of a loop's wall time beyond its
+    /// busiest thread's blocks.
+    Measured,
+    /// No loop split (every loop inline at intra 1): the median round trip of an empty task
+    /// through a parked worker of the run's intra-op pool, from scheduling it to the caller,
+    /// asleep until it signals, running again.
+    Calibrated,
+    /// Neither: the engine's measured cost of waking a CPU worker.
+    EngineWaking,
+}
+
+impl LoopWakeSource {
+    /// Its one-word name, as `bench scaling` prints it.
+    pub fn label(self) -> &'static str {
+        match self {
+            LoopWakeSource::Measured => "measured",
+            LoopWakeSource::Calibrated => "calibrated",
+            LoopWakeSource::EngineWaking => "engine",
+        }
+    }
+
+    /// How the `why` section names it.
+    fn describe(self) -> &'static str {
+        match self {
+            LoopWakeSource::Measured => "measured on the run's split loops",
+            LoopWakeSource::Calibrated => {
+                "no loop split: timed as a hand-off to a parked intra-op thread and back"
+            }
+            LoopWakeSource::EngineWaking => "no loop split: the engine's cost of waking a worker",
+        }
+    }
+}
+
+/// A split loop's wait for a woken intra-op thread, and where the figure comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct LoopWake {
+    /// The wait.
+    pub(super) wait: Duration,
+    /// Its source.
+    pub(super) source: LoopWakeSource,
 }
 
 /// One worker pool's measured engine cost before an op, as the `why` section shows it.
@@ -120,15 +165,11 @@ impl fmt::Display for PredictedCurve {
                 costs.join("; ")
             )?;
         }
-        let source = if self.loop_wake_measured {
-            "measured"
-        } else {
-            "no loop split: the engine's cost of waking a worker"
-        };
         writeln!(
             f,
-            "    intra-op wake-up per split loop: {:.1} us ({source})",
-            self.loop_wake.as_secs_f64() * 1e6
+            "    intra-op wake-up per split loop: {:.1} us ({})",
+            self.loop_wake.as_secs_f64() * 1e6,
+            self.loop_wake_source.describe()
         )?;
         if !self.intra_measured {
             writeln!(
@@ -177,13 +218,16 @@ impl RanShape {
             .with_loop_wake(loop_wake)
     }
 
-    /// A split loop's wake-up: `measured`, else the waking cost of the engine's first CPU
-    /// worker pool in `dispatch` (zero without one).
-    fn loop_wake(&self, measured: Option<Duration>, dispatch: &[DispatchCost]) -> Duration {
+    /// A split loop's wake-up: `timed` (measured or calibrated), else the waking cost of the
+    /// engine's first CPU worker pool in `dispatch` (zero without one).
+    fn loop_wake(&self, timed: Option<LoopWake>, dispatch: &[DispatchCost]) -> LoopWake {
         let cpu_workers = |lane: &Lane| matches!(lane, Lane::SharedWorkers | Lane::CpuWorkers(_));
         let engine = self.lanes.iter().position(cpu_workers);
         let engine = engine.and_then(|device| dispatch.get(device));
-        measured.unwrap_or_else(|| engine.map_or(Duration::ZERO, |cost| cost.waking))
+        timed.unwrap_or_else(|| LoopWake {
+            wait: engine.map_or(Duration::ZERO, |cost| cost.waking),
+            source: LoopWakeSource::EngineWaking,
+        })
     }
 
     /// The curve of this shape with `splits` and `dispatch` under `settings`, whose run
@@ -191,12 +235,12 @@ impl RanShape {
     pub(super) fn predicted_curve(
         &self,
         splits: &[OpSplit],
-        (dispatch, measured_wake): (&[DispatchCost], Option<Duration>),
+        (dispatch, timed_wake): (&[DispatchCost], Option<LoopWake>),
         settings: &RunSettings,
         measured_step: Duration,
     ) -> PredictedCurve {
-        let loop_wake = self.loop_wake(measured_wake, dispatch);
-        let model = self.engine_model(splits, dispatch, loop_wake, settings);
+        let loop_wake = self.loop_wake(timed_wake, dispatch);
+        let model = self.engine_model(splits, dispatch, loop_wake.wait, settings);
         let with_ops = |device: &usize| self.template.ops.iter().any(|op| op.device == *device);
         let pools = (0..self.lanes.len())
             .filter(with_ops)
@@ -210,8 +254,8 @@ impl RanShape {
             measured_step_ms: measured_step.as_secs_f64() * 1e3,
             intra_measured: splits.iter().any(|split| !split.loops.is_empty()),
             dispatch: pools.collect(),
-            loop_wake,
-            loop_wake_measured: measured_wake.is_some(),
+            loop_wake: loop_wake.wait,
+            loop_wake_source: loop_wake.source,
         }
     }
 }
@@ -223,7 +267,7 @@ impl DriverHandle {
     pub fn predicted_for_cores(&self, report: &RunReport, cores: usize) -> Option<PredictedStep> {
         let shared = &self.shared;
         let shape = &shared.shape;
-        let wake = shape.loop_wake(report.loop_wake, &report.dispatch);
+        let wake = shape.loop_wake(report.loop_wake, &report.dispatch).wait;
         let model = shape.engine_model(&report.op_splits, &report.dispatch, wake, &shared.settings);
         model.best_for_cores(cores)
     }
@@ -232,6 +276,8 @@ impl DriverHandle {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::analysis::{ParallelLoop, RanGraph, RanOp};
+    use crate::kernels::par::item_cost;
 
     fn point(inter: usize, intra: usize, step_ms: f64) -> PredictedStep {
         PredictedStep {
@@ -261,7 +307,7 @@ mod tests {
                 },
             }],
             loop_wake: Duration::from_micros(30),
-            loop_wake_measured: true,
+            loop_wake_source: LoopWakeSource::Measured,
         };
         let text = curve.to_string();
         assert!(text.contains(ASSUMPTIONS), "{text}");
@@ -278,7 +324,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("intra-op wake-up per split loop: 30.0 us (measured)"),
+            text.contains(
+                "intra-op wake-up per split loop: 30.0 us (measured on the run's split loops)"
+            ),
             "{text}"
         );
         assert!(!text.contains("no op ran a parallel loop"));
@@ -286,6 +334,83 @@ mod tests {
         assert_eq!(json.as_array().unwrap().len(), 49);
         assert_eq!(json[1]["intra"], 2);
         assert_eq!(json[1]["step_ms"], 32.0);
+    }
+
+    /// One op on the engine's shared workers: 1 ms serial and a loop of 64 heavy items
+    /// taking 8 ms on one thread (cut in halves for two threads), run at 1x1.
+    fn one_split_op() -> (RanShape, Vec<OpSplit>, RunSettings) {
+        let template = RanGraph {
+            ops: vec![RanOp {
+                name: "mm".to_string(),
+                device: 0,
+                reads: Vec::new(),
+                writes: vec![0],
+                time: Duration::from_millis(9),
+            }],
+            vars: vec!["c".to_string()],
+            devices: vec!["cpu:0 workers".to_string()],
+            wall: Duration::ZERO,
+        };
+        let shape = RanShape {
+            template,
+            lanes: vec![Lane::SharedWorkers],
+            priorities: vec![0],
+        };
+        let gemm = ParallelLoop {
+            items: 64,
+            cost: item_cost(0.0, 0.0, 1e6, 1.0),
+            time: Duration::from_millis(8),
+        };
+        let split = OpSplit {
+            serial: Duration::from_millis(1),
+            loops: vec![gemm],
+        };
+        let config = crate::config::RuntimeConfig {
+            inter_op_threads: 1,
+            intra_op_threads: 1,
+            ..Default::default()
+        };
+        (shape, vec![split], RunSettings::from_config(&config))
+    }
+
+    #[test]
+    fn a_run_without_split_loops_predicts_them_with_its_timed_wake_up() {
+        let (shape, splits, settings) = one_split_op();
+        let us = Duration::from_micros;
+        let dispatch = [DispatchCost {
+            continuing: us(1),
+            waking: us(2),
+        }];
+        let at = |curve: &PredictedCurve, intra: usize| {
+            let point = curve
+                .points
+                .iter()
+                .find(|p| (p.inter, p.intra) == (1, intra));
+            point.unwrap().step_ms
+        };
+        let timed = LoopWake {
+            wait: us(300),
+            source: LoopWakeSource::Calibrated,
+        };
+        let step = Duration::from_millis(9);
+        let curve = shape.predicted_curve(&splits, (&dispatch, Some(timed)), &settings, step);
+        assert_eq!(curve.loop_wake_source, LoopWakeSource::Calibrated);
+        assert_eq!(curve.loop_wake, us(300));
+        // Woken once (2 us), 1 ms serial; at intra 1 the loop runs inline (8 ms), at intra 2
+        // its busiest thread's half (4 ms) after one timed wake-up of an intra-op thread.
+        assert!((at(&curve, 1) - 9.002).abs() < 1e-9, "{}", at(&curve, 1));
+        assert!((at(&curve, 2) - 5.302).abs() < 1e-9, "{}", at(&curve, 2));
+        assert!(curve.to_string().contains(
+            "intra-op wake-up per split loop: 300.0 us (no loop split: timed as a hand-off \
+             to a parked intra-op thread and back)"
+        ));
+        // Without a timed figure, the engine's cost of waking its worker stands in.
+        let curve = shape.predicted_curve(&splits, (&dispatch, None), &settings, step);
+        assert_eq!(
+            (curve.loop_wake, curve.loop_wake_source),
+            (us(2), LoopWakeSource::EngineWaking)
+        );
+        assert!((at(&curve, 2) - 5.004).abs() < 1e-9, "{}", at(&curve, 2));
     }
 
     #[test]
@@ -297,7 +422,7 @@ mod tests {
             intra_measured: false,
             dispatch: Vec::new(),
             loop_wake: Duration::ZERO,
-            loop_wake_measured: false,
+            loop_wake_source: LoopWakeSource::EngineWaking,
         };
         assert!(curve.to_string().contains("no op ran a parallel loop"));
     }

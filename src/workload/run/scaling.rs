@@ -19,6 +19,7 @@ use super::op_times::OpTimes;
 use super::plan::PreparedOp;
 use super::predict::PredictedCurve;
 use super::summary::RunSettings;
+use crate::pool::ThreadPool;
 
 /// One iteration's graph without times, and the worker pool of each of its devices.
 #[derive(Clone, Debug)]
@@ -257,12 +258,14 @@ struct LiveState {
 
 impl LiveVerdicts {
     /// The lines for the last of `done` finished iterations (the cached ones within
-    /// [`LIVE_PERIOD`] of the last computation, or while fewer than two have finished).
+    /// [`LIVE_PERIOD`] of the last computation, or while fewer than two have finished);
+    /// `intra`, the run's intra-op pool, times a split loop's wake-up where none split.
     pub(super) fn lines(
         &self,
         done: u64,
         times: &OpTimes,
         split: &IntraSplit,
+        intra: &dyn ThreadPool,
         shape: &RanShape,
         settings: &RunSettings,
     ) -> Vec<String> {
@@ -294,7 +297,7 @@ impl LiveVerdicts {
         let splits = split.splits(&times.totals(), done);
         let iteration = [times.iteration_times(last)];
         let dispatch = analysis::dispatch_costs(&shape.template, &iteration);
-        let costs = (&dispatch[..], split.loop_wake());
+        let costs = (&dispatch[..], split.wake(intra));
         state.predicted = Some(shape.predicted_curve(&splits, costs, settings, step));
         state.lines.clone()
     }
