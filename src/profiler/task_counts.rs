@@ -172,6 +172,10 @@ impl ThreadTasks {
         ThreadTasks {
             thread: ThreadId::from_raw(reading.thread),
             device: DeviceId::from_raw(reading.device),
+            runner: match reading.by_caller {
+                true => Runner::Caller,
+                false => Runner::Worker,
+            },
             tasks: AtomicU64::new(reading.tasks),
             recorded: AtomicU64::new(reading.recorded),
             busy_ticks: AtomicU64::new(reading.busy_ns),
@@ -229,6 +233,9 @@ pub(crate) struct TaskReading {
     pub(crate) panics: u64,
     pub(crate) rate: u64,
     pub(crate) max_rate: u64,
+    /// Whether the thread ran tasks it scheduled itself (a [`Runner::Caller`]), not a pool
+    /// worker.
+    pub(crate) by_caller: bool,
 }
 
 /// A thread's totals at one moment.
@@ -343,6 +350,7 @@ impl TaskCounts {
                 panics: figures.panics,
                 rate: counted.counts.rate.load(Ordering::Relaxed),
                 max_rate: counted.counts.max_rate.load(Ordering::Relaxed),
+                by_caller: counted.counts.runner == Runner::Caller,
             }
         };
         counted.iter().map(reading).collect()
