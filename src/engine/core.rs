@@ -2,9 +2,9 @@
 //! seam to the engine kinds ([`Dispatch`]).
 //!
 //! Above the op (`opr.rs`, `block.rs`) and the queues (`ready.rs`, `recycle.rs`); below the
-//! bulk batches, the dispatchers (`naive.rs`, `threaded.rs`, which implement [`Dispatch`]) and
-//! the handle (whose bulk flush the waits, stop and shutdown take as a closure). The GPU hub
-//! it holds sits above it: part of the one loop of types left (`mod.rs`, "Files").
+//! bulk batches, the GPU path (which implements [`GpuPath`]), the dispatchers (`naive.rs`,
+//! `threaded.rs`, which implement [`Dispatch`]) and the handle (whose bulk flush the waits,
+//! stop and shutdown take as a closure).
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
@@ -17,7 +17,6 @@ use super::block::Body;
 use super::block::{self, OpHandle, Waiter};
 use super::current::{self, Refused};
 use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
-use super::gpu::GpuHub;
 use super::opr::{execute, Completion, Deps, OpBlock, OpHeader, RunContext};
 use super::ready;
 use super::recycle::{recycle, BlockPool};
@@ -53,6 +52,22 @@ pub(crate) trait Dispatch: Send + Sync {
     fn stats(&self) -> DispatchStats;
     /// Workers per pool role, as configured now (resizes included).
     fn workers(&self) -> super::WorkerCounts;
+}
+
+/// What the engine's core and its ops ask of the engine's GPUs (`engine::gpu`'s hub): the
+/// seam that keeps the GPU path above the core. Called only in an engine that has GPUs, and
+/// only for what the GPU protocol adds around an op; a CPU op in an engine without GPUs
+/// never reaches it.
+pub(crate) trait GpuPath: Send + Sync {
+    /// Called as `block` starts, before its error check: a CPU op waits on the host for the
+    /// device work its vars need; a GPU op gets its stream, ordered after that work.
+    fn before_run(&self, block: &OpBlock);
+    /// Completes GPU op `block` whose completion was called: the epilogue of its sync mode,
+    /// which ends in [`Core::complete`].
+    fn finish(&self, block: OpHandle, inherited: Option<ErrorRef>, result: Result<(), OpFailure>);
+    /// `wait_for_var`'s last step: waits on the host for the device work of the var's last
+    /// GPU write (event mode).
+    fn host_wait_var(&self, var: &Var);
 }
 
 /// What the workers of one engine look like right now.
@@ -105,7 +120,8 @@ pub(crate) struct Core {
     observer: Option<Arc<dyn EngineObserver>>,
     pub(crate) blocks: BlockPool,
     /// The engine's GPUs (per-device engine with a GPU selection); see `engine::gpu`.
-    pub(crate) gpu: Option<Arc<GpuHub>>,
+    // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
+    pub(crate) gpu: Option<std::sync::Arc<dyn GpuPath>>,
     /// The high bits of this engine's op ids: its serial number in the process.
     id_base: u64,
 }
@@ -133,7 +149,7 @@ impl Core {
         kind: EngineKind,
         dispatcher: Box<dyn Dispatch>,
         observer: Option<Arc<dyn EngineObserver>>,
-        gpu: Option<Arc<GpuHub>>,
+        gpu: Option<std::sync::Arc<dyn GpuPath>>,
     ) -> Self {
         Core {
             pushed: CachePadded::new(AtomicU64::new(0)),

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::bulk::BulkRegistry;
-use super::core::{Core, Dispatch, DispatchStats, Latch};
+use super::core::{Core, Dispatch, DispatchStats, GpuPath, Latch};
 use super::gpu::{GpuHub, GpuSetup, GpuSyncMode};
 use super::naive::Naive;
 use super::opr::{fill_deps, Completion, Deps, OpHeader, Operator, OperatorInner, RunContext};
@@ -181,10 +181,11 @@ impl EngineOptions {
     }
 
     /// The engine's GPUs, if it has any: the per-device engine with a GPU selection.
-    fn gpu_hub(&self) -> Option<Arc<GpuHub>> {
+    // std's `Arc`: the core holds the hub as a trait object, which loom's `Arc` cannot make.
+    fn gpu_hub(&self) -> Option<std::sync::Arc<GpuHub>> {
         let wants_gpus = self.gpu_backend.is_some() || self.gpus != GpuSelection::None;
         (self.kind == EngineKind::PerDevice && wants_gpus).then(|| {
-            Arc::new(GpuHub::new(GpuSetup {
+            std::sync::Arc::new(GpuHub::new(GpuSetup {
                 selection: self.gpus,
                 backend: self.gpu_backend.clone(),
                 model: self.sim_model,
@@ -313,6 +314,8 @@ struct Shared {
     bulks: BulkRegistry,
     /// The engine's `max_threads`: the range of its worker-count settings.
     max_threads: usize,
+    /// The engine's GPUs (the core holds them as its [`GpuPath`]).
+    gpu: Option<std::sync::Arc<GpuHub>>,
 }
 
 impl Drop for Shared {
@@ -344,12 +347,14 @@ impl Engine {
                 options.pool_observers,
             )?),
         };
-        let core = Core::new(options.kind, dispatcher, options.observer, gpu);
+        let path = gpu.clone().map(|hub| hub as std::sync::Arc<dyn GpuPath>);
+        let core = Core::new(options.kind, dispatcher, options.observer, path);
         Ok(Engine {
             shared: Arc::new(Shared {
                 core: Arc::new(core),
                 bulks: BulkRegistry::new(),
                 max_threads,
+                gpu,
             }),
         })
     }
@@ -372,7 +377,7 @@ impl Engine {
     /// named a GPU yet); `None` when the engine has no GPUs. When `auto` fell back to a
     /// simulated GPU, the choice's `notice` says why: print it.
     pub fn gpus(&self) -> Result<Option<GpuChoice>, EngineError> {
-        let Some(gpu) = &self.core().gpu else {
+        let Some(gpu) = &self.shared.gpu else {
             return Ok(None);
         };
         gpu.choice().map(Some).map_err(EngineError::GpuSetup)
