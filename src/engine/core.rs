@@ -319,7 +319,7 @@ impl Core {
             Ok(()) => inherited,
             Err(failure) => Some(block.core().record_failure(failure)),
         };
-        let mut granted: SmallVec<[Waiter; 4]> = SmallVec::new();
+        let mut granted = Granted::default();
         // Each var handle is dropped right after its var is released, while the var's line
         // (its reference count shares it) is still in this core's cache: dropped later, at
         // recycling, it would pull the line back from a pusher that touched the var since.
@@ -330,7 +330,7 @@ impl Core {
             }
         }
         let core = block.core();
-        let ready = granted.into_iter().filter_map(Waiter::grant);
+        let ready = granted.0.into_iter().filter_map(Waiter::grant);
         if core.observer.is_some() {
             // Every grant first, then the events of this instant, then the dispatches: the
             // op's end and its successors' `Queued` share a point of the code (and may share
@@ -531,6 +531,21 @@ impl Core {
 
     pub(crate) fn is_stopped(&self) -> bool {
         !self.accepting.load(Ordering::SeqCst)
+    }
+}
+
+/// The waiters a completion's vars grant, collected one push at a time: a var grants at
+/// most a run of reads or one write, so `SmallVec::extend`'s reservation for the iterator's
+/// size hint costs more than the pushes it prepares.
+#[derive(Default)]
+struct Granted(SmallVec<[Waiter; 4]>);
+
+impl Extend<Waiter> for Granted {
+    #[inline]
+    fn extend<I: IntoIterator<Item = Waiter>>(&mut self, waiters: I) {
+        for waiter in waiters {
+            self.0.push(waiter);
+        }
     }
 }
 

@@ -661,12 +661,8 @@ where
 }
 
 fn check_not_deleted(spec: &OpSpec<'_>) -> Result<(), EngineError> {
-    match spec
-        .reads
-        .iter()
-        .chain(spec.writes.iter())
-        .find(|var| var.is_deleted())
-    {
+    let deleted = spec.reads.find(Var::is_deleted);
+    match deleted.or_else(|| spec.writes.find(Var::is_deleted)) {
         Some(var) => Err(EngineError::VarDeleted {
             op: spec.name,
             var: var.id(),
