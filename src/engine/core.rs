@@ -11,7 +11,10 @@ use std::cell::Cell;
 use std::sync::LazyLock;
 
 use crossbeam_utils::CachePadded;
+// std's `Arc` for the GPU hub: the core holds it as a trait object, which loom's `Arc`
+// cannot coerce to `dyn` (the hub is not part of the loom models).
 use smallvec::SmallVec;
+use std::sync::Arc as StdArc;
 
 use super::block::Body;
 use super::block::{self, OpHandle, Waiter};
@@ -121,7 +124,7 @@ pub(crate) struct Core {
     pub(crate) blocks: BlockPool,
     /// The engine's GPUs (per-device engine with a GPU selection); see `engine::gpu`.
     // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
-    pub(crate) gpu: Option<std::sync::Arc<dyn GpuPath>>,
+    pub(crate) gpu: Option<StdArc<dyn GpuPath>>,
     /// The high bits of this engine's op ids: its serial number in the process.
     id_base: u64,
 }
@@ -149,7 +152,7 @@ impl Core {
         kind: EngineKind,
         dispatcher: Box<dyn Dispatch>,
         observer: Option<Arc<dyn EngineObserver>>,
-        gpu: Option<std::sync::Arc<dyn GpuPath>>,
+        gpu: Option<StdArc<dyn GpuPath>>,
     ) -> Self {
         Core {
             pushed: CachePadded::new(AtomicU64::new(0)),
