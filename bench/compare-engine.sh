@@ -12,6 +12,9 @@
 # NO_BUILD=1 to skip building. Each round runs every program once, rotating
 # which goes first; the table shows, per (bench, engine), the median over rounds of each
 # round's median, and mxnet / engine: above 1 means the engine took less time per op.
+# Ours also times the floors (`--floor`: the cheapest handoff of the same ops to one worker
+# on this machine, see src/bench/engine/floor.rs) in the same runs; the last column is each
+# row's time over floor-spsc's (how far from what the machine allows).
 # Raw JSON lines are kept in target/peers/compare-engine-<time>.jsonl.
 set -euo pipefail
 
@@ -45,7 +48,7 @@ done
 run() {
     case "$1" in
         ours) "${prefix[@]}" target/release/enginetop bench engine --json --engine per-device \
-                  "${args[@]}" ;;
+                  --floor "${args[@]}" ;;
         base*)
             local index="${1#base}" label="base"
             ((index > 1)) && label="base${index}"
@@ -82,18 +85,23 @@ with open(sys.argv[1]) as lines:
         correct[key] &= record["correct"]
 
 def engine_order(engine):
-    return (engine == "mxnet-1.9.1", engine != "per-device", engine)
+    return (engine == "mxnet-1.9.1", engine.startswith("floor-"), engine != "per-device", engine)
 
-print("medians over rounds (ns/op); mxnet/engine > 1: the engine is faster")
-print(f"{'bench':<12} {'engine':<12} {'rounds':>6} {'ns/op':>10} {'correct':>7} {'mxnet/engine':>13}")
+print("medians over rounds (ns/op); mxnet/engine > 1: the engine is faster; "
+      "/floor: time over floor-spsc's")
+print(f"{'bench':<12} {'engine':<14} {'rounds':>6} {'ns/op':>10} {'correct':>7} "
+      f"{'mxnet/engine':>13} {'/floor':>7}")
 for bench in sorted({b for b, _ in rows}, key=ORDER.index):
     mxnet = rows.get((bench, "mxnet-1.9.1"))
     mxnet_figure = statistics.median(mxnet) if mxnet else None
+    floor = rows.get((bench, "floor-spsc"))
+    floor_figure = statistics.median(floor) if floor else None
     for engine in sorted({e for b, e in rows if b == bench}, key=engine_order):
         figures = rows[(bench, engine)]
         figure = statistics.median(figures)
         ratio = f"{mxnet_figure / figure:.2f}" if mxnet_figure and figure > 0 else "-"
-        print(f"{bench:<12} {engine:<12} {len(figures):>6} {figure:>10.1f} "
-              f"{str(correct[(bench, engine)]).lower():>7} {ratio:>13}")
+        over = f"{figure / floor_figure:.1f}" if floor_figure else "-"
+        print(f"{bench:<12} {engine:<14} {len(figures):>6} {figure:>10.1f} "
+              f"{str(correct[(bench, engine)]).lower():>7} {ratio:>13} {over:>7}")
 PY
 echo "raw JSON lines: ${raw}" >&2

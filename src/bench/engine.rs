@@ -9,11 +9,17 @@
 //! (A B C A B C ...); figures are medians over reps. A run whose final digest differs from
 //! the sequential evaluation's is reported with `"correct": false`.
 //!
+//! With [`EngineBenchConfig::floors`], each rep also runs the shape's ops through the floors
+//! (`floor.rs`): the cheapest handoff of the same ops from the pushing thread to a worker on
+//! this machine, interleaved with the engines, so a table shows how far each engine is from
+//! what the machine allows.
+//!
 //! Op bodies reach the values through a `&'static` slice leaked once per benchmark (8 bytes
 //! per var), and each op's read and write slices are built before the clock starts, so a push
 //! clones no reference count (as MXNet's harness, which passes raw var pointers).
 #![forbid(unsafe_code)]
 
+mod floor;
 mod shapes;
 
 use std::fmt::{self, Write as _};
@@ -24,6 +30,7 @@ use crate::bench::stats::median;
 use crate::engine::{Engine, EngineError, EngineKind, EngineOptions, OpName, OpSpec, Var};
 use crate::pool::PoolKind;
 use crate::sync::AtomicU64;
+pub use floor::Floor;
 pub use shapes::{mix, OpDesc, Workload};
 
 /// One of the engine benchmarks.
@@ -117,6 +124,8 @@ pub struct EngineBenchConfig {
     pub reps: usize,
     /// Workload size (1.0 = the reference; `--quick` uses 0.1).
     pub scale: f64,
+    /// Floors timed beside the engines (`floor.rs`), in the same interleaved reps.
+    pub floors: Vec<Floor>,
 }
 
 impl EngineBenchConfig {
@@ -128,20 +137,52 @@ impl EngineBenchConfig {
             threads,
             reps: 5,
             scale: 1.0,
+            floors: Vec::new(),
         }
     }
 }
 
-/// One benchmark's figure for one engine: one JSON line, one table row.
+/// What a row measures: an engine, or a floor of the machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runner {
+    /// An engine kind.
+    Engine(EngineKind),
+    /// A floor (`floor.rs`).
+    Floor(Floor),
+}
+
+impl Runner {
+    /// The name in tables and JSON lines (`per-device`, `floor-spsc`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Runner::Engine(kind) => kind.as_str(),
+            Runner::Floor(floor) => floor.as_str(),
+        }
+    }
+}
+
+impl fmt::Display for Runner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for Runner {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// One benchmark's figure for one engine or floor: one JSON line, one table row.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct EngineBenchResult {
     /// Which benchmark.
     pub bench: Shape,
-    /// The engine (`naive`, `pooled`, `per-device`).
-    pub engine: EngineKind,
-    /// The CPU worker pools' kind.
-    pub pool: PoolKind,
-    /// CPU workers.
+    /// The engine (`naive`, `pooled`, `per-device`) or floor (`floor-spsc`, `floor-pingpong`).
+    pub engine: Runner,
+    /// The CPU worker pools' kind (`null` for a floor).
+    pub pool: Option<PoolKind>,
+    /// CPU workers (a floor's: 1).
     pub threads: usize,
     /// Median ns per op over reps.
     pub ns_per_op: f64,
@@ -192,26 +233,47 @@ pub fn run_shape(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let reps = config.reps.max(1);
-    let mut samples = vec![(Vec::with_capacity(reps), true); engines.len()];
+    let runners = engines.len() + config.floors.len();
+    let mut samples = vec![(Vec::with_capacity(reps), true); runners];
+    let per_op = |elapsed: Duration| elapsed.as_nanos() as f64 / workload.ops.len() as f64;
     for _ in 0..reps {
-        for (engine, (times, correct)) in engines.iter().zip(&mut samples) {
+        let (engine_samples, floor_samples) = samples.split_at_mut(engines.len());
+        for (engine, (times, correct)) in engines.iter().zip(engine_samples) {
             let (elapsed, digest) = run_once(engine, &workload, values)?;
-            times.push(elapsed.as_nanos() as f64 / workload.ops.len() as f64);
+            times.push(per_op(elapsed));
+            *correct &= digest == expected;
+        }
+        for (floor, (times, correct)) in config.floors.iter().zip(floor_samples) {
+            let (elapsed, digest) = floor.run(&workload, values);
+            times.push(per_op(elapsed));
             *correct &= digest == expected;
         }
     }
-    Ok(engines
+    let engine_rows = engines.iter().map(|engine| {
+        (
+            Runner::Engine(engine.kind()),
+            Some(config.pool_kind),
+            config.threads,
+        )
+    });
+    let floor_rows = config
+        .floors
         .iter()
+        .map(|&floor| (Runner::Floor(floor), None, 1));
+    Ok(engine_rows
+        .chain(floor_rows)
         .zip(samples)
-        .map(|(engine, (times, correct))| EngineBenchResult {
-            bench: shape,
-            engine: engine.kind(),
-            pool: config.pool_kind,
-            threads: config.threads,
-            ns_per_op: median(&times).unwrap_or(f64::NAN),
-            correct,
-            reps,
-        })
+        .map(
+            |((engine, pool, threads), (times, correct))| EngineBenchResult {
+                bench: shape,
+                engine,
+                pool,
+                threads,
+                ns_per_op: median(&times).unwrap_or(f64::NAN),
+                correct,
+                reps,
+            },
+        )
         .collect())
 }
 
@@ -280,7 +342,7 @@ pub fn table(results: &[EngineBenchResult]) -> String {
             "{:<12} {:<10} {:<9} {:>7} {:>10.1} {:>7}  {:>14} {:>12}",
             result.bench.as_str(),
             result.engine.as_str(),
-            result.pool.as_str(),
+            result.pool.map_or("-", PoolKind::as_str),
             result.threads,
             result.ns_per_op,
             result.correct,
@@ -293,7 +355,8 @@ pub fn table(results: &[EngineBenchResult]) -> String {
     }
     out.push_str(
         "vs MXNet best: MXNet 1.9.1's fastest figure (2 CPU workers) / ours, above 10x meets \
-         the target; figures are medians over reps\n",
+         the target; floor-*: the cheapest handoff of the same ops to one worker on this \
+         machine (no engine can beat floor-spsc); figures are medians over reps\n",
     );
     out
 }
@@ -307,11 +370,14 @@ mod tests {
         let config = EngineBenchConfig {
             reps: 1,
             scale: 0.02,
+            floors: Floor::ALL.to_vec(),
             ..EngineBenchConfig::new(2)
         };
         for shape in Shape::ALL {
             let results = run_shape(shape, &config).unwrap();
-            assert_eq!(results.len(), 3, "{shape}");
+            assert_eq!(results.len(), 5, "{shape}");
+            assert_eq!(results[3].engine, Runner::Floor(Floor::Spsc));
+            assert_eq!(results[4].engine, Runner::Floor(Floor::PingPong));
             for result in &results {
                 assert!(result.correct, "{result:?}");
                 assert!(result.ns_per_op > 0.0, "{result:?}");
@@ -323,8 +389,8 @@ mod tests {
     fn json_line_has_the_reference_keys() {
         let result = EngineBenchResult {
             bench: Shape::RandomDag,
-            engine: EngineKind::PerDevice,
-            pool: PoolKind::Eigen,
+            engine: Runner::Engine(EngineKind::PerDevice),
+            pool: Some(PoolKind::Eigen),
             threads: 2,
             ns_per_op: 150.5,
             correct: true,

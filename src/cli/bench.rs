@@ -293,6 +293,12 @@ struct EngineBenchArgs {
     /// A tenth of the work, for smoke runs.
     #[arg(long)]
     quick: bool,
+
+    /// Also time the floors, interleaved with the engines: the cheapest handoff of the same
+    /// ops from the pushing thread to one worker on this machine (`floor-spsc`, a lock-free
+    /// ring; `floor-pingpong`, a cache-line round trip per op).
+    #[arg(long)]
+    floor: bool,
 }
 
 impl EngineBenchArgs {
@@ -316,6 +322,11 @@ impl EngineBenchArgs {
             threads: usize::from(self.threads),
             reps: self.reps as usize,
             scale: if self.quick { 0.1 } else { 1.0 },
+            floors: if self.floor {
+                engine_bench::Floor::ALL.to_vec()
+            } else {
+                Vec::new()
+            },
         })
     }
 

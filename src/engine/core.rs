@@ -2,22 +2,24 @@
 //! seam to the engine kinds ([`Dispatch`]).
 //!
 //! Above the op (`opr.rs`, `block.rs`) and the queues (`ready.rs`, `recycle.rs`); below the
-//! bulk batches, the dispatchers (`naive.rs`, `threaded.rs`, which implement [`Dispatch`]) and
-//! the handle (whose bulk flush the waits, stop and shutdown take as a closure). The GPU hub
-//! it holds sits above it: part of the one loop of types left (`mod.rs`, "Files").
+//! bulk batches, the GPU path (which implements [`GpuPath`]), the dispatchers (`naive.rs`,
+//! `threaded.rs`, which implement [`Dispatch`]) and the handle (whose bulk flush the waits,
+//! stop and shutdown take as a closure).
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
 use std::sync::LazyLock;
 
 use crossbeam_utils::CachePadded;
+// std's `Arc` for the GPU hub: the core holds it as a trait object, which loom's `Arc`
+// cannot coerce to `dyn` (the hub is not part of the loom models).
 use smallvec::SmallVec;
+use std::sync::Arc as StdArc;
 
 use super::block::Body;
 use super::block::{self, OpHandle, Waiter};
 use super::current::{self, Refused};
 use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
-use super::gpu::GpuHub;
 use super::opr::{execute, Completion, Deps, OpBlock, OpHeader, RunContext};
 use super::ready;
 use super::recycle::{recycle, BlockPool};
@@ -53,6 +55,22 @@ pub(crate) trait Dispatch: Send + Sync {
     fn stats(&self) -> DispatchStats;
     /// Workers per pool role, as configured now (resizes included).
     fn workers(&self) -> super::WorkerCounts;
+}
+
+/// What the engine's core and its ops ask of the engine's GPUs (`engine::gpu`'s hub): the
+/// seam that keeps the GPU path above the core. Called only in an engine that has GPUs, and
+/// only for what the GPU protocol adds around an op; a CPU op in an engine without GPUs
+/// never reaches it.
+pub(crate) trait GpuPath: Send + Sync {
+    /// Called as `block` starts, before its error check: a CPU op waits on the host for the
+    /// device work its vars need; a GPU op gets its stream, ordered after that work.
+    fn before_run(&self, block: &OpBlock);
+    /// Completes GPU op `block` whose completion was called: the epilogue of its sync mode,
+    /// which ends in [`Core::complete`].
+    fn finish(&self, block: OpHandle, inherited: Option<ErrorRef>, result: Result<(), OpFailure>);
+    /// `wait_for_var`'s last step: waits on the host for the device work of the var's last
+    /// GPU write (event mode).
+    fn host_wait_var(&self, var: &Var);
 }
 
 /// What the workers of one engine look like right now.
@@ -105,7 +123,8 @@ pub(crate) struct Core {
     observer: Option<Arc<dyn EngineObserver>>,
     pub(crate) blocks: BlockPool,
     /// The engine's GPUs (per-device engine with a GPU selection); see `engine::gpu`.
-    pub(crate) gpu: Option<Arc<GpuHub>>,
+    // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
+    pub(crate) gpu: Option<StdArc<dyn GpuPath>>,
     /// The high bits of this engine's op ids: its serial number in the process.
     id_base: u64,
 }
@@ -133,7 +152,7 @@ impl Core {
         kind: EngineKind,
         dispatcher: Box<dyn Dispatch>,
         observer: Option<Arc<dyn EngineObserver>>,
-        gpu: Option<Arc<GpuHub>>,
+        gpu: Option<StdArc<dyn GpuPath>>,
     ) -> Self {
         Core {
             pushed: CachePadded::new(AtomicU64::new(0)),
@@ -303,7 +322,7 @@ impl Core {
             Ok(()) => inherited,
             Err(failure) => Some(block.core().record_failure(failure)),
         };
-        let mut granted: SmallVec<[Waiter; 4]> = SmallVec::new();
+        let mut granted = Granted::default();
         // Each var handle is dropped right after its var is released, while the var's line
         // (its reference count shares it) is still in this core's cache: dropped later, at
         // recycling, it would pull the line back from a pusher that touched the var since.
@@ -314,7 +333,7 @@ impl Core {
             }
         }
         let core = block.core();
-        let ready = granted.into_iter().filter_map(Waiter::grant);
+        let ready = granted.0.into_iter().filter_map(Waiter::grant);
         if core.observer.is_some() {
             // Every grant first, then the events of this instant, then the dispatches: the
             // op's end and its successors' `Queued` share a point of the code (and may share
@@ -515,6 +534,21 @@ impl Core {
 
     pub(crate) fn is_stopped(&self) -> bool {
         !self.accepting.load(Ordering::SeqCst)
+    }
+}
+
+/// The waiters a completion's vars grant, collected one push at a time: a var grants at
+/// most a run of reads or one write, so `SmallVec::extend`'s reservation for the iterator's
+/// size hint costs more than the pushes it prepares.
+#[derive(Default)]
+struct Granted(SmallVec<[Waiter; 4]>);
+
+impl Extend<Waiter> for Granted {
+    #[inline]
+    fn extend<I: IntoIterator<Item = Waiter>>(&mut self, waiters: I) {
+        for waiter in waiters {
+            self.0.push(waiter);
+        }
     }
 }
 

@@ -2,9 +2,12 @@
 #![forbid(unsafe_code)]
 
 use std::fmt;
+// std's `Arc` for the GPU hub: the core holds it as a trait object, which loom's `Arc`
+// cannot coerce to `dyn` (the hub is not part of the loom models).
+use std::sync::Arc as StdArc;
 
 use super::bulk::BulkRegistry;
-use super::core::{Core, Dispatch, DispatchStats, Latch};
+use super::core::{Core, Dispatch, DispatchStats, GpuPath, Latch};
 use super::gpu::{GpuHub, GpuSetup, GpuSyncMode};
 use super::naive::Naive;
 use super::opr::{fill_deps, Completion, Deps, OpHeader, Operator, OperatorInner, RunContext};
@@ -42,14 +45,14 @@ pub struct EngineOptions {
     pub gpus: GpuSelection,
     /// A GPU backend to use instead of resolving [`gpus`](Self::gpus) (tests, benchmarks).
     // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
-    pub gpu_backend: Option<std::sync::Arc<dyn GpuBackend>>,
+    pub gpu_backend: Option<StdArc<dyn GpuBackend>>,
     /// The model of the simulated GPUs `gpus` may pick (`sim:N`, `auto` without CUDA).
     pub sim_model: SimModel,
     /// How dependencies between GPU ops are kept: events (default) or a sync per op.
     pub gpu_sync: GpuSyncMode,
     /// Where GPU stream events go (the profiler).
     // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
-    pub stream_observer: Option<std::sync::Arc<dyn StreamObserver>>,
+    pub stream_observer: Option<StdArc<dyn StreamObserver>>,
     /// The most workers of one pool, at start or in a live resize.
     pub max_threads: usize,
     /// Let one idle worker spin before parking.
@@ -153,7 +156,7 @@ impl EngineOptions {
 
     /// Uses `backend`'s GPUs (instead of resolving [`gpus`](Self::gpus)).
     // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
-    pub fn gpu_backend(mut self, backend: std::sync::Arc<dyn GpuBackend>) -> Self {
+    pub fn gpu_backend(mut self, backend: StdArc<dyn GpuBackend>) -> Self {
         self.gpu_backend = Some(backend);
         self
     }
@@ -175,16 +178,17 @@ impl EngineOptions {
 
     /// Installs an observer of GPU stream events.
     // std's `Arc`: a trait object, which loom's `Arc` cannot coerce to `dyn`.
-    pub fn stream_observer(mut self, observer: std::sync::Arc<dyn StreamObserver>) -> Self {
+    pub fn stream_observer(mut self, observer: StdArc<dyn StreamObserver>) -> Self {
         self.stream_observer = Some(observer);
         self
     }
 
     /// The engine's GPUs, if it has any: the per-device engine with a GPU selection.
-    fn gpu_hub(&self) -> Option<Arc<GpuHub>> {
+    // std's `Arc`: the core holds the hub as a trait object, which loom's `Arc` cannot make.
+    fn gpu_hub(&self) -> Option<StdArc<GpuHub>> {
         let wants_gpus = self.gpu_backend.is_some() || self.gpus != GpuSelection::None;
         (self.kind == EngineKind::PerDevice && wants_gpus).then(|| {
-            Arc::new(GpuHub::new(GpuSetup {
+            StdArc::new(GpuHub::new(GpuSetup {
                 selection: self.gpus,
                 backend: self.gpu_backend.clone(),
                 model: self.sim_model,
@@ -313,6 +317,8 @@ struct Shared {
     bulks: BulkRegistry,
     /// The engine's `max_threads`: the range of its worker-count settings.
     max_threads: usize,
+    /// The engine's GPUs (the core holds them as its [`GpuPath`]).
+    gpu: Option<StdArc<GpuHub>>,
 }
 
 impl Drop for Shared {
@@ -344,12 +350,14 @@ impl Engine {
                 options.pool_observers,
             )?),
         };
-        let core = Core::new(options.kind, dispatcher, options.observer, gpu);
+        let path = gpu.clone().map(|hub| hub as StdArc<dyn GpuPath>);
+        let core = Core::new(options.kind, dispatcher, options.observer, path);
         Ok(Engine {
             shared: Arc::new(Shared {
                 core: Arc::new(core),
                 bulks: BulkRegistry::new(),
                 max_threads,
+                gpu,
             }),
         })
     }
@@ -372,7 +380,7 @@ impl Engine {
     /// named a GPU yet); `None` when the engine has no GPUs. When `auto` fell back to a
     /// simulated GPU, the choice's `notice` says why: print it.
     pub fn gpus(&self) -> Result<Option<GpuChoice>, EngineError> {
-        let Some(gpu) = &self.core().gpu else {
+        let Some(gpu) = &self.shared.gpu else {
             return Ok(None);
         };
         gpu.choice().map(Some).map_err(EngineError::GpuSetup)
@@ -656,12 +664,8 @@ where
 }
 
 fn check_not_deleted(spec: &OpSpec<'_>) -> Result<(), EngineError> {
-    match spec
-        .reads
-        .iter()
-        .chain(spec.writes.iter())
-        .find(|var| var.is_deleted())
-    {
+    let deleted = spec.reads.find(Var::is_deleted);
+    match deleted.or_else(|| spec.writes.find(Var::is_deleted)) {
         Some(var) => Err(EngineError::VarDeleted {
             op: spec.name,
             var: var.id(),

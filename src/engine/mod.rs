@@ -84,8 +84,16 @@
 //! running here, continuations). The queues: `ready.rs` (ready ops in front of a worker
 //! pool), `recycle.rs` (free op blocks). Then `core.rs` (push, completion, the pending count,
 //! waits), `bulk.rs`, `gpu/`, the dispatchers `threaded.rs` and `naive.rs`, and `handle.rs`.
-//! Each file imports only files before it, except inside one loop of types that refer to each
-//! other (var, block, opr, current, core, gpu), listed in `tests/module_layers.rs`.
+//! Each file imports only files before it, except inside one loop of types on the per-op
+//! path that refer to each other (var, block, opr, current, core), listed in
+//! `tests/module_layers.rs`: a var queues waiters that point to op blocks, a block holds its
+//! vars and its core, and its completion (in `opr.rs`) completes through the core and the
+//! running-op state. The loop stays because every way to cut it erases a type that each op
+//! crosses: a waiter as an untyped pointer with a completion function beside it, a block's
+//! core behind a vtable; each is one more indirect call or pointer load per op and per grant,
+//! on the path the benchmarks time. The GPU path is outside the loop: the core holds it as a
+//! [`GpuPath`](core::GpuPath) trait object (`core.rs`), called only in an engine with GPUs,
+//! and it imports the core, never the other way.
 
 mod block;
 mod bulk;

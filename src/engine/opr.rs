@@ -270,7 +270,9 @@ impl Completion {
     pub(crate) fn finish_as(&mut self, result: Result<(), OpFailure>) {
         if let Some(block) = self.block.take() {
             if block.ctx.device == DeviceType::Gpu {
-                return super::gpu::finish(block, self.inherited.take(), result);
+                if let Some(gpu) = block.core().gpu.clone() {
+                    return gpu.finish(block, self.inherited.take(), result);
+                }
             }
             Core::complete(block, self.inherited.take(), result);
         }

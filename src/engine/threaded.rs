@@ -126,7 +126,7 @@ pub(crate) struct PerDevice {
     /// Serializes device creation, resize, stop and start.
     manage: Mutex<()>,
     /// The GPUs, if the engine has any.
-    gpu: Option<Arc<GpuHub>>,
+    gpu: Option<StdArc<GpuHub>>,
     /// Makes the observer of each pool started.
     observers: Option<PoolObservers>,
 }
@@ -144,7 +144,7 @@ struct Devices {
 impl PerDevice {
     pub(crate) fn new(
         config: WorkerConfig,
-        gpu: Option<Arc<GpuHub>>,
+        gpu: Option<StdArc<GpuHub>>,
         observers: Option<PoolObservers>,
     ) -> Result<Self, EngineError> {
         let per_device = PerDevice {

@@ -57,11 +57,22 @@ impl<'a> VarList<'a> {
     }
 
     /// The only var, if there is exactly one.
+    #[inline]
     pub(crate) fn only(&self) -> Option<&'a Var> {
-        let mut vars = self.iter();
-        match (vars.next(), vars.next()) {
-            (Some(var), None) => Some(var),
+        match self.0 {
+            Shape::Vars([var]) => Some(var),
+            Shape::Refs([var]) => Some(var),
             _ => None,
+        }
+    }
+
+    /// The first var, in the order given, for which `matches` holds (one loop over the
+    /// shape the list has, where [`iter`](Self::iter) chains both).
+    #[inline]
+    pub(crate) fn find(&self, mut matches: impl FnMut(&Var) -> bool) -> Option<&'a Var> {
+        match self.0 {
+            Shape::Vars(vars) => vars.iter().find(|var| matches(var)),
+            Shape::Refs(refs) => refs.iter().copied().find(|var| matches(var)),
         }
     }
 }
@@ -117,5 +128,23 @@ impl<'a, const N: usize> From<&'a [&'a Var; N]> for VarList<'a> {
 impl<'a> From<&'a Vec<&'a Var>> for VarList<'a> {
     fn from(refs: &'a Vec<&'a Var>) -> Self {
         VarList(Shape::Refs(refs))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_and_find_see_both_shapes() {
+        let vars = [Var::new(1), Var::new(2)];
+        let refs = [&vars[1]];
+        assert!(VarList::from(&vars).only().is_none());
+        assert_eq!(VarList::from(&vars[..1]).only().map(Var::id), Some(1));
+        assert_eq!(VarList::from(&refs).only().map(Var::id), Some(2));
+        assert!(VarList::EMPTY.only().is_none());
+        let second = VarList::from(&vars).find(|var| var.id() == 2);
+        assert_eq!(second.map(Var::id), Some(2));
+        assert!(VarList::from(&refs).find(|var| var.id() == 1).is_none());
     }
 }

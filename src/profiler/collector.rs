@@ -271,6 +271,8 @@ impl Collector {
     /// Whether a live sink wants the statistics after this round.
     fn sinks_want_stats(&self) -> bool {
         let sinks = self.core.sinks.lock();
+        // std's Weak: sinks are `std::sync::Weak` trait objects in every build (no sink runs
+        // under loom), as `feed_sinks` below.
         let mut live = sinks.iter().filter_map(std::sync::Weak::upgrade);
         live.any(|sink| sink.wants_stats())
     }

@@ -457,7 +457,8 @@ fn a_replay_of_a_sampled_run_ends_with_the_live_task_counts() {
         workers.sort();
         workers
     };
-    assert_eq!(per_worker(&replayed).len(), 2);
+    // The two workers, and this thread when a full queue made it run tasks itself.
+    assert!((2..=3).contains(&per_worker(&replayed).len()));
     assert_eq!(per_worker(&replayed), per_worker(&live));
     let on_device = |snapshot: &crate::profiler::Snapshot| {
         snapshot.device("rec-sampled").map(|device| device.tasks)

@@ -14,7 +14,7 @@ pub struct OpDesc {
 }
 
 impl OpDesc {
-    fn new(write: u32, reads: &[u32]) -> Self {
+    pub(super) fn new(write: u32, reads: &[u32]) -> Self {
         let mut desc = OpDesc {
             write,
             reads: [0; 3],

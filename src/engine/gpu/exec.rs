@@ -17,7 +17,7 @@ use crate::device::gpu::current_lane;
 use crate::device::stream::{StreamError, StreamKind};
 use crate::device::work::OpTag;
 use crate::engine::block::OpHandle;
-use crate::engine::core::Core;
+use crate::engine::core::{Core, GpuPath};
 use crate::engine::current;
 use crate::engine::error::{ErrorRef, FailureCause, OpFailure};
 use crate::engine::opr::OpBlock;
@@ -56,12 +56,10 @@ fn stream_failure(error: StreamError) -> FailureCause {
     FailureCause::Error(Arc::new(error))
 }
 
-impl GpuHub {
-    /// Called as `block` starts, before its error check: a CPU op (or a GPU op without a
-    /// stream) waits on the host for the device work its vars need; a GPU op on a worker gets
-    /// its stream and orders it after that work (event mode).
-    #[inline]
-    pub(crate) fn before_run(&self, block: &OpBlock) {
+impl GpuPath for GpuHub {
+    /// A CPU op (or a GPU op without a stream) waits on the host for the device work its vars
+    /// need; a GPU op on a worker gets its stream and orders it after that work (event mode).
+    fn before_run(&self, block: &OpBlock) {
         if block.ctx.is_cpu() {
             if self.table.is_tracking() {
                 self.table.host_wait(&block.deps);
@@ -71,6 +69,36 @@ impl GpuHub {
         self.start_gpu_op(block);
     }
 
+    fn finish(&self, block: OpHandle, inherited: Option<ErrorRef>, result: Result<(), OpFailure>) {
+        let state = self.in_flight.lock().remove(&address(&block));
+        let Some(state) = state else {
+            // No stream was used (the op did not run on a GPU worker): nothing on the device.
+            return Core::complete(block, inherited, result);
+        };
+        let on_worker = current::is_running(address(&block));
+        if on_worker {
+            CURRENT.with(|current| current.borrow_mut().take());
+        }
+        let done = Done {
+            block,
+            inherited,
+            result,
+        };
+        match (self.sync(), on_worker) {
+            (GpuSyncMode::Event, _) => self.complete_early(done, &state),
+            (GpuSyncMode::PerOp, true) => complete_after_sync(done, &state),
+            (GpuSyncMode::PerOp, false) => complete_behind_fence(done, &state),
+        }
+    }
+
+    fn host_wait_var(&self, var: &Var) {
+        if self.table.is_tracking() {
+            self.table.host_wait_var(var);
+        }
+    }
+}
+
+impl GpuHub {
     fn start_gpu_op(&self, block: &OpBlock) {
         let Some(lane) = current_lane() else {
             // Not on a GPU worker (the workers are gone): the body gets no stream.
@@ -112,32 +140,6 @@ impl GpuHub {
                 None => record.fence.wait(),
             }
         }
-    }
-}
-
-/// Completes GPU op `block` (its completion was called): the epilogue of its sync mode.
-pub(crate) fn finish(block: OpHandle, inherited: Option<ErrorRef>, result: Result<(), OpFailure>) {
-    let hub = block.core().gpu.clone();
-    let state = hub
-        .as_ref()
-        .and_then(|hub| hub.in_flight.lock().remove(&address(&block)));
-    let (Some(hub), Some(state)) = (hub, state) else {
-        // No stream was used (the op did not run on a GPU worker): nothing on the device.
-        return Core::complete(block, inherited, result);
-    };
-    let on_worker = current::is_running(address(&block));
-    if on_worker {
-        CURRENT.with(|current| current.borrow_mut().take());
-    }
-    let done = Done {
-        block,
-        inherited,
-        result,
-    };
-    match (hub.sync(), on_worker) {
-        (GpuSyncMode::Event, _) => hub.complete_early(done, &state),
-        (GpuSyncMode::PerOp, true) => complete_after_sync(done, &state),
-        (GpuSyncMode::PerOp, false) => complete_behind_fence(done, &state),
     }
 }
 

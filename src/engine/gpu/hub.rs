@@ -31,7 +31,6 @@ use crate::device::sim::SimModel;
 use crate::device::stream::{GpuBackend, GpuDevice, StreamError, StreamObserver};
 use crate::engine::block::OpHandle;
 use crate::engine::opr::{op_task, run_ready};
-use crate::engine::var::Var;
 use crate::engine::{Context, EngineError, FnProperty, OpName};
 use crate::sync::Mutex;
 
@@ -193,13 +192,6 @@ impl GpuHub {
             }
             // Workers gone (the engine was dropped from inside an op): run here, streamless.
             None => run_ready(op),
-        }
-    }
-
-    /// Waits on the host for the last GPU write of `var` (`wait_for_var`).
-    pub(crate) fn host_wait_var(&self, var: &Var) {
-        if self.table.is_tracking() {
-            self.table.host_wait_var(var);
         }
     }
 

@@ -86,6 +86,5 @@ mod op_stream;
 mod table;
 
 pub(super) use crate::config::GpuSyncMode;
-pub(crate) use exec::finish;
 pub(crate) use hub::{GpuHub, GpuSetup};
 pub use op_stream::OpStream;
