@@ -92,7 +92,7 @@
 //! crosses: a waiter as an untyped pointer with a completion function beside it, a block's
 //! core behind a vtable; each is one more indirect call or pointer load per op and per grant,
 //! on the path the benchmarks time. The GPU path is outside the loop: the core holds it as a
-//! [`GpuPath`](core::GpuPath) trait object (`core.rs`), called only in an engine with GPUs,
+//! `GpuPath` trait object (`core.rs`), called only in an engine with GPUs,
 //! and it imports the core, never the other way.
 
 mod block;

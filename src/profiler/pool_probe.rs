@@ -31,7 +31,7 @@
 //! A task the scheduling thread runs itself (its queue full, a pool with no workers, a
 //! caller helping with `try_run_one`) reaches the probe as a task of no worker: it is
 //! counted the same way, in counters of that thread marked as a caller's
-//! ([`Runner::Caller`]), sampled at their own rate, and the snapshot says how many tasks ran
+//! (`Runner::Caller`), sampled at their own rate, and the snapshot says how many tasks ran
 //! so ([`TaskSampling::run_by_callers`](super::TaskSampling::run_by_callers)). A task that
 //! runs inside another task on the same thread is counted but neither timed again nor
 //! recorded (`LocalThread`).
