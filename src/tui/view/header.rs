@@ -214,18 +214,26 @@ fn dropped<'a>(ctx: &Ctx<'a>) -> Vec<Span<'a>> {
     ]
 }
 
-/// ` │ tasks 1/N sampled` when pool task events were sampled (their counts stay exact).
+/// ` │ tasks 1/N sampled` when pool task events were sampled (their counts stay exact), and
+/// how many tasks the threads that scheduled them ran inline (a pool's queue was full):
+/// ` │ tasks 1/N sampled, K ran inline`, or ` │ K tasks ran inline` alone.
 fn task_sampling<'a>(ctx: &Ctx<'a>) -> Option<Vec<Span<'a>>> {
     let sampling = ctx.app.data().snapshot.task_sampling;
-    sampling.is_sampled().then(|| {
-        vec![
-            Span::styled(" │ ", ctx.theme.dim()),
-            Span::styled(
-                format!("tasks 1/{} sampled", sampling.rate.max(1)),
-                ctx.theme.dim(),
-            ),
-        ]
-    })
+    let inline = sampling.run_by_callers;
+    let text = match (sampling.is_sampled(), inline > 0) {
+        (true, true) => format!(
+            "tasks 1/{} sampled, {} ran inline",
+            sampling.rate.max(1),
+            format::count(inline)
+        ),
+        (true, false) => format!("tasks 1/{} sampled", sampling.rate.max(1)),
+        (false, true) => format!("{} tasks ran inline", format::count(inline)),
+        (false, false) => return None,
+    };
+    Some(vec![
+        Span::styled(" │ ", ctx.theme.dim()),
+        Span::styled(text, ctx.theme.dim()),
+    ])
 }
 
 #[cfg(all(test, not(loom)))]
@@ -323,9 +331,21 @@ mod tests {
             run_by_callers: 0,
         };
         let mut app = App::new();
-        app.observe(sampled);
+        app.observe(sampled.clone());
         let text = header_text(&app);
         assert!(text.contains("dropped 0 │ tasks 1/64 sampled"), "{text}");
+        assert!(!text.contains("inline"), "{text}");
+        sampled.snapshot.task_sampling.run_by_callers = 5;
+        let mut app = App::new();
+        app.observe(sampled.clone());
+        let text = header_text(&app);
+        assert!(text.contains("tasks 1/64 sampled, 5 ran inline"), "{text}");
+        sampled.snapshot.task_sampling.rate = 1;
+        sampled.snapshot.task_sampling.recorded = 1000;
+        let mut app = App::new();
+        app.observe(sampled);
+        let text = header_text(&app);
+        assert!(text.contains("dropped 0 │ 5 tasks ran inline"), "{text}");
     }
 
     #[test]
