@@ -28,10 +28,14 @@
 //!   take, so for its threads work elsewhere does not count (their waits are wake-up or no
 //!   ready op).
 //! - **descheduled**: the thread's run delay. Schedstat says how long, not when, so it is
-//!   taken out of the other buckets: first out of the time the thread was awake (op,
-//!   intra-op, stealing, spinning: only an awake thread is runnable) in proportion to each,
-//!   and what exceeds that time out of the waiting buckets in proportion (a woken thread
-//!   waits for a core before it records its wake-up). It is capped at the observed time.
+//!   taken out of the other buckets, split by a second counter, the thread's time on a core.
+//!   While recorded awake (op, intra-op, stealing, spinning) a thread is on a core or
+//!   waiting for one, so its delay while awake is its awake time less its time on a core;
+//!   that much comes out of the awake buckets in proportion to each. The rest of the delay
+//!   fell while it was recorded as waiting (a woken thread waits for a core before it
+//!   records its wake-up) and comes out of the waiting buckets in proportion. A part the
+//!   waiting buckets cannot hold comes out of the awake ones; the whole is capped at the
+//!   observed time.
 //!
 //! The buckets of a thread add up to its observed time; its shares to 1. A pool's shares are
 //! its workers' bucket times summed over their summed observed times.
@@ -139,32 +143,40 @@ pub fn bucket(state: WorkState, ready: Readiness) -> Bucket {
     }
 }
 
+/// A thread's scheduler counters over the attributed time (its schedstat), in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedTimes {
+    /// Runnable, waiting for a core.
+    pub run_delay_ns: u64,
+    /// Running on a core.
+    pub on_cpu_ns: u64,
+}
+
 /// Nanoseconds per bucket (in [`Bucket::ALL`] order).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BucketTimes([f64; 8]);
 
 impl BucketTimes {
-    /// `cells` by bucket, with `run_delay_ns` taken out as the module docs say.
-    pub fn of(cells: &[StateTime], run_delay_ns: u64) -> Self {
+    /// `cells` by bucket, with the run delay of `sched` taken out as the module docs say.
+    pub fn of(cells: &[StateTime], sched: SchedTimes) -> Self {
         let mut times = BucketTimes::default();
         for cell in cells {
             times.0[bucket(cell.state, cell.ready).index()] += cell.ns as f64;
         }
-        times.take_descheduled(run_delay_ns as f64);
+        times.take_descheduled(sched);
         times
     }
 
-    fn take_descheduled(&mut self, delay: f64) {
-        let delay = delay.min(self.total());
-        let awake: f64 = self.sum(Bucket::awake);
-        let from_awake = delay.min(awake);
+    fn take_descheduled(&mut self, sched: SchedTimes) {
+        let delay = (sched.run_delay_ns as f64).min(self.total());
+        let awake = self.sum(Bucket::awake);
+        let waiting_bucket = |b: Bucket| !b.awake() && b != Bucket::Descheduled;
+        let waiting = self.sum(waiting_bucket);
+        let while_awake = (awake - sched.on_cpu_ns as f64).clamp(0.0, delay.min(awake));
+        let while_waiting = (delay - while_awake).min(waiting);
+        let from_awake = delay - while_waiting;
         self.scale(Bucket::awake, awake, from_awake);
-        let waiting = self.sum(|b| !b.awake() && b != Bucket::Descheduled);
-        self.scale(
-            |b| !b.awake() && b != Bucket::Descheduled,
-            waiting,
-            delay - from_awake,
-        );
+        self.scale(waiting_bucket, waiting, while_waiting);
         self.0[Bucket::Descheduled.index()] += delay;
     }
 
@@ -342,13 +354,16 @@ fn identity(worker: &WorkerSnapshot) -> (String, String) {
     (pool, name)
 }
 
-/// `name`'s run delay in `delays` (threads are matched by name, the kernel's kept to 15
-/// bytes), in nanoseconds.
-fn run_delay_ns(name: &str, delays: Option<&Descheduled>) -> u64 {
+/// `name`'s scheduler counters in `delays` (threads are matched by name, the kernel's kept
+/// to 15 bytes); zero when not measured.
+fn sched_times(name: &str, delays: Option<&Descheduled>) -> SchedTimes {
     let kernel_name = name.get(..15).unwrap_or(name);
     delays
         .and_then(|d| d.per_thread.iter().find(|t| t.thread == kernel_name))
-        .map_or(0, |t| (t.run_delay_ms * 1e6) as u64)
+        .map_or(SchedTimes::default(), |t| SchedTimes {
+            run_delay_ns: (t.run_delay_ms * 1e6) as u64,
+            on_cpu_ns: (t.on_cpu_ms * 1e6) as u64,
+        })
 }
 
 /// The attribution of `snapshot`'s workers (the threads with a device) over `period`, with
@@ -377,7 +392,7 @@ pub fn attribute(snapshot: &Snapshot, period: Period, delays: Option<&Deschedule
                     ..*cell
                 })
                 .collect();
-            let times = BucketTimes::of(&cells, run_delay_ns(&worker.name, delays));
+            let times = BucketTimes::of(&cells, sched_times(&worker.name, delays));
             let (pool, name) = identity(worker);
             (times.total() > 0.0).then(|| WorkerAttribution {
                 worker: name,
@@ -491,7 +506,7 @@ mod tests {
 
     #[test]
     fn parked_while_its_queue_held_work_is_wake_up_latency() {
-        let times = BucketTimes::of(&known_timeline(), 0);
+        let times = BucketTimes::of(&known_timeline(), SchedTimes::default());
         close(share(&times, Bucket::WakeUp), 0.1);
         close(share(&times, Bucket::Op), 0.2);
         close(share(&times, Bucket::Stealing), 0.05);
@@ -499,32 +514,59 @@ mod tests {
 
     #[test]
     fn idle_while_another_pools_queue_held_work_is_ready_elsewhere() {
-        let times = BucketTimes::of(&known_timeline(), 0);
+        let times = BucketTimes::of(&known_timeline(), SchedTimes::default());
         close(share(&times, Bucket::ReadyElsewhere), 0.3);
         close(share(&times, Bucket::NoReadyOp), 0.35);
         close(times.shares().values().sum(), 1.0);
         close(times.total(), 1000.0 * MS as f64);
     }
 
+    fn sched(run_delay_ms: u64, on_cpu_ms: u64) -> SchedTimes {
+        SchedTimes {
+            run_delay_ns: run_delay_ms * MS,
+            on_cpu_ns: on_cpu_ms * MS,
+        }
+    }
+
     #[test]
-    fn descheduled_time_comes_out_of_awake_time_first() {
-        // 250 ms awake (op 200, stealing 50); 100 ms run delay takes 80 from op and 20
-        // from stealing.
-        let times = BucketTimes::of(&known_timeline(), 100 * MS);
+    fn descheduled_time_while_awake_is_awake_time_not_on_a_core() {
+        // 250 ms awake (op 200, stealing 50), 170 of them on a core: 80 ms of the 100 ms
+        // run delay fell while awake (64 from op, 16 from stealing), 20 while waiting.
+        let times = BucketTimes::of(&known_timeline(), sched(100, 170));
         close(share(&times, Bucket::Descheduled), 0.1);
-        close(share(&times, Bucket::Op), 0.12);
-        close(share(&times, Bucket::Stealing), 0.03);
-        close(share(&times, Bucket::WakeUp), 0.1);
+        close(share(&times, Bucket::Op), 0.2 - 0.064);
+        close(share(&times, Bucket::Stealing), 0.05 - 0.016);
+        close(share(&times, Bucket::WakeUp), 0.1 - 0.02 * 0.1 / 0.75);
         close(times.shares().values().sum(), 1.0);
-        // More delay than awake time: the rest comes out of the waiting buckets.
-        let times = BucketTimes::of(&known_timeline(), 500 * MS);
-        close(share(&times, Bucket::Descheduled), 0.5);
-        close(share(&times, Bucket::Op), 0.0);
-        close(share(&times, Bucket::WakeUp), 0.1 * 0.5 / 0.75);
+        // On a core all its awake time: the whole delay fell while it waited (woken, not
+        // yet running), and its awake buckets keep their time.
+        let times = BucketTimes::of(&known_timeline(), sched(100, 250));
+        close(share(&times, Bucket::Op), 0.2);
+        close(share(&times, Bucket::Stealing), 0.05);
+        close(share(&times, Bucket::WakeUp), 0.1 - 0.1 * 0.1 / 0.75);
         close(times.shares().values().sum(), 1.0);
         // Never more than the observed time.
-        let times = BucketTimes::of(&known_timeline(), 5_000 * MS);
+        let times = BucketTimes::of(&known_timeline(), sched(5_000, 0));
         close(share(&times, Bucket::Descheduled), 1.0);
+    }
+
+    #[test]
+    fn a_mostly_parked_thread_keeps_its_task_time_when_woken_late() {
+        // An intra-op worker: tasks 100 ms, parked 900 ms, on a core 100 ms, 80 ms run
+        // delay, all of it waiting to run after a wake-up.
+        let segments = [
+            segment(0, 100, WorkState::Task),
+            segment(100, 1000, WorkState::Parked),
+        ];
+        let times = BucketTimes::of(&state_times(0, &segments, &[]), sched(80, 100));
+        close(share(&times, Bucket::IntraOp), 0.1);
+        close(share(&times, Bucket::Descheduled), 0.08);
+        close(share(&times, Bucket::NoReadyOp), 0.82);
+        // More delay than the waiting time holds: the rest comes out of the awake time.
+        let times = BucketTimes::of(&state_times(0, &segments, &[]), sched(950, 100));
+        close(share(&times, Bucket::NoReadyOp), 0.0);
+        close(share(&times, Bucket::IntraOp), 0.05);
+        close(times.shares().values().sum(), 1.0);
     }
 
     #[test]
