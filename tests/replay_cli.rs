@@ -132,7 +132,7 @@ fn a_replay_in_a_terminal_pauses_steps_and_jumps() {
         return;
     }
     let dir = scratch("e2e");
-    record_run(&dir, ["--duration", "1"]);
+    let live = record_run(&dir, ["--duration", "1"]);
     let tmux = Tmux::start(&dir, "replay");
     let line = format!(
         "'{}' replay '{}' --at 0.01",
@@ -146,6 +146,10 @@ fn a_replay_in_a_terminal_pauses_steps_and_jumps() {
         s.contains("paused") && cursor(s) == Some(0.01) && !s.contains("seeking")
     });
     assert!(screen.contains(" REPLAY "), "{screen}");
+    // Keys that would change the run are neither marked nor offered.
+    for live_only in ["+/-", "t tune", "]/[", "r reset", "e export"] {
+        assert!(!screen.contains(live_only), "{live_only}: {screen}");
+    }
     tmux.keys(&["n"]);
     tmux.wait_for("a step forward", |s| cursor(s) == Some(0.11));
     tmux.keys(&["N"]);
@@ -161,6 +165,15 @@ fn a_replay_in_a_terminal_pauses_steps_and_jumps() {
     tmux.wait_for("the refused resize", |s| {
         s.contains("a replay cannot resize")
     });
+    // At the end the header counts the live run's iterations and shows its inter-op pool.
+    tmux.keys(&["J"]);
+    tmux.wait_for("the jump prompt", |s| s.contains("jump to time"));
+    tmux.ok(&["send-keys", "-t", "e2e", "-l", "1000"]);
+    tmux.keys(&["Enter"]);
+    let iterations = format!(" iter {} ", live["iterations"]);
+    let inter = format!(" inter {} (cpu(0))", live["inter"]);
+    let end = tmux.wait_for("the end", |s| s.contains(&iterations));
+    assert!(end.contains(&inter), "{inter}: {end}");
     tmux.keys(&["Space"]);
     let playing = tmux.wait_for("playing", |s| cursor(s).is_some_and(|at| at > 0.005));
     assert!(

@@ -6,7 +6,7 @@
 
 use ratatui::crossterm::event::KeyCode;
 
-use super::{ReplayControl, CANNOT_RESIZE};
+use super::{ReplayControl, CANNOT_EXPORT, CANNOT_RESET, CANNOT_RESIZE};
 use crate::tui::app::{Action, App, Mode};
 use crate::tui::input::KeyHelp;
 use crate::tui::source::Control;
@@ -164,6 +164,8 @@ pub fn refusal(app: &App, action: Action) -> Option<String> {
         | Action::IntraOpUp
         | Action::IntraOpDown
         | Action::Tune => Some(CANNOT_RESIZE.to_string()),
+        Action::ExportTrace => Some(CANNOT_EXPORT.to_string()),
+        Action::ResetStats => Some(CANNOT_RESET.to_string()),
         _ => None,
     }
 }

@@ -103,6 +103,14 @@ pub const FEED_BUDGET: Duration = Duration::from_millis(50);
 pub const CANNOT_RESIZE: &str = "a replay cannot resize: it shows a recorded run; record a \
                                  run with other counts (--inter, --intra) and compare them";
 
+/// Why a replay exports no trace window.
+pub const CANNOT_EXPORT: &str =
+    "a replay exports the whole recording: enginetop export FILE --to chrome";
+
+/// Why a replay keeps its statistics.
+pub const CANNOT_RESET: &str =
+    "a replay shows the run's statistics as they were: J jumps to a time";
+
 /// Parses a time of the run: seconds (`12.5`), or a number with a unit (`800ms`, `250us`,
 /// `2s`, `1m`), or several (`1m30s`).
 ///

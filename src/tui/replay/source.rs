@@ -19,14 +19,17 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    parse_time, seconds, speed_text, ReplayControl, ReplayFacts, CANNOT_RESIZE, FEED_BUDGET,
+    parse_time, seconds, speed_text, ReplayControl, ReplayFacts, CANNOT_EXPORT, CANNOT_RESET,
+    CANNOT_RESIZE, FEED_BUDGET,
 };
 use crate::profiler::spans::SpanSnapshot;
+use crate::profiler::Snapshot;
 use crate::record::graph::{GraphFrame, GraphFrames};
 use crate::record::index::{FrameEntry, RecordingIndex};
 use crate::record::{OpSearch, Replay, SearchStep, Setting};
 use crate::tui::deps::{OpGraph, RunLog, DEFAULT_CAPACITY};
 use crate::tui::source::{Control, ControlError, DashboardData, DashboardSource, Facts};
+use crate::workload::run::ITERATION_END;
 
 /// The speeds `x` and `X` go through.
 pub(super) const SPEEDS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
@@ -214,7 +217,9 @@ impl ReplaySource {
             .map_or_else(String::new, |setting| setting.value.clone())
     }
 
-    fn facts(&self) -> Facts {
+    /// The header's facts at the cursor; `snapshot` is the statistics there, whose
+    /// iteration markers count the iterations done (the live run counts the same markers).
+    fn facts(&self, snapshot: &Snapshot) -> Facts {
         let start = self.replay.start_ns();
         let mut losses = self.replay.losses();
         if let Some(failure) = &self.failure {
@@ -230,6 +235,7 @@ impl ReplaySource {
             pool_kind: self.setting("pool"),
             elapsed: Duration::from_nanos(self.replay.cursor_ns().saturating_sub(start)),
             intra_op: self.setting("intra").parse().unwrap_or(0),
+            iterations: snapshot.op(ITERATION_END).map_or(0, |marker| marker.count),
             notices,
             warnings: losses.clone(),
             replay: Some(ReplayFacts {
@@ -267,9 +273,10 @@ impl DashboardSource for ReplaySource {
         let deps = self
             .graph
             .update(self.replay.index(), self.replay.cursor_ns(), &spans);
+        let snapshot = self.replay.snapshot();
         DashboardData {
-            snapshot: self.replay.snapshot(),
-            facts: self.facts(),
+            facts: self.facts(&snapshot),
+            snapshot,
             devices: Vec::new(),
             spans,
             deps,
@@ -299,12 +306,8 @@ impl DashboardSource for ReplaySource {
             Control::SetInterOp { .. } | Control::SetIntraOp(_) | Control::Tune(_) => {
                 refuse(CANNOT_RESIZE)
             }
-            Control::ExportTrace => {
-                refuse("a replay exports the whole recording: enginetop export FILE --to chrome")
-            }
-            Control::ResetStats => {
-                refuse("a replay shows the run's statistics as they were: J jumps to a time")
-            }
+            Control::ExportTrace => refuse(CANNOT_EXPORT),
+            Control::ResetStats => refuse(CANNOT_RESET),
         }
     }
 }

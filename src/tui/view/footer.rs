@@ -94,12 +94,15 @@ fn message_lines<'a>(ctx: &Ctx<'a>, width: u16) -> Vec<Line<'a>> {
 
 /// The hints: every key with a footer label, `+/-` saying what those keys change now (the
 /// header's answer, [`App::plus_minus`](crate::tui::app::App::plus_minus)); once the run has
-/// finished, only the keys that still do something.
+/// finished, and in a replay, only the keys that still do something.
 fn hints(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
     let finished = ctx.app.is_finished();
     let refused = |help: &KeyHelp| {
-        let refused = |&(_, action): &(_, Action)| refused_when_finished(action).is_some();
-        finished && help.bindings.iter().any(refused)
+        let refused = |&(_, action): &(_, Action)| {
+            (finished && refused_when_finished(action).is_some())
+                || crate::tui::replay::keys::refusal(ctx.app, action).is_some()
+        };
+        help.bindings.iter().any(refused)
     };
     let replay = ctx.app.data().facts.replay.is_some();
     let replay_keys = REPLAY_KEYS.iter().filter(|_| replay);

@@ -13,7 +13,9 @@ use ratatui::Frame;
 
 use super::format;
 use super::{fit_parts, Ctx, Part};
+use crate::device::identity::PoolRole;
 use crate::tui::app::PlusMinus;
+use crate::tui::source::DashboardData;
 use crate::workload::run::GflopsSplit;
 
 /// Rows the header takes.
@@ -130,14 +132,16 @@ fn figures_parts<'a>(ctx: &Ctx<'a>) -> Vec<Part<'a>> {
 /// ` +/- inter 4 (cpu0)  intra 2`: the inter-op count (of the selected device, else of the
 /// first resizable one) and the intra-op count, `+/-` marking the one those keys change now,
 /// or ending in `+/-: nothing on gpu0` when they change nothing ([`App::plus_minus`]). Once
-/// the run finished nothing is resized, and nothing is marked; a resized run adds the counts
+/// the run finished, or in a replay, nothing is resized, and nothing is marked; a replay shows
+/// the workers the first CPU device's pool had at the cursor; a resized run adds the counts
 /// it had for the longest time, as the summary's headline names them.
 ///
 /// [`App::plus_minus`]: crate::tui::app::App::plus_minus
 fn settings<'a>(ctx: &Ctx<'a>) -> Vec<Span<'a>> {
     let app = ctx.app;
     let theme = ctx.theme;
-    let plus_minus = (!app.is_finished()).then(|| app.plus_minus());
+    let replay = app.data().facts.replay.is_some();
+    let plus_minus = (!app.is_finished() && !replay).then(|| app.plus_minus());
     let marked = |setting: String, marked: bool| {
         let mut spans = vec![Span::raw(" ")];
         if marked {
@@ -154,7 +158,14 @@ fn settings<'a>(ctx: &Ctx<'a>) -> Vec<Span<'a>> {
             spans.push(Span::styled(format!(" ({device})"), theme.dim()));
             spans
         }
-        None => marked("inter -".into(), false),
+        None => match recorded_inter_op(app.data()) {
+            Some((device, threads)) => {
+                let mut spans = marked(format!("inter {threads}"), false);
+                spans.push(Span::styled(format!(" ({device})"), theme.dim()));
+                spans
+            }
+            None => marked("inter -".into(), false),
+        },
     };
     spans.push(Span::raw(" "));
     spans.extend(marked(
@@ -234,6 +245,24 @@ fn task_sampling<'a>(ctx: &Ctx<'a>) -> Option<Vec<Span<'a>>> {
         Span::styled(" │ ", ctx.theme.dim()),
         Span::styled(text, ctx.theme.dim()),
     ])
+}
+
+/// The worker count of the first device with CPU inter-op workers whose pool reported one
+/// (its latest resize), by its name: what a source with no device layouts, a replay, shows
+/// for inter.
+fn recorded_inter_op(data: &DashboardData) -> Option<(String, u64)> {
+    let snapshot = &data.snapshot;
+    snapshot
+        .workers
+        .iter()
+        .filter(|worker| worker.role == Some(PoolRole::CpuWorker))
+        .find_map(|worker| {
+            let device = snapshot
+                .devices
+                .iter()
+                .find(|device| Some(device.device()) == worker.device)?;
+            Some((device.name.clone(), device.workers?))
+        })
 }
 
 #[cfg(all(test, not(loom)))]
