@@ -374,6 +374,7 @@ impl Durations {
         }
     }
 
+    #[inline]
     fn record(&mut self, ns: u64, error: bool) {
         self.count += 1;
         self.errors += u64::from(error);
@@ -388,6 +389,7 @@ impl Durations {
     }
 
     /// Moves the pending durations into the histogram.
+    #[inline(never)]
     fn settle(&mut self) {
         for &ns in &self.pending[..self.pending_len] {
             // Auto-resizing histogram: recording cannot fail for any u64.
@@ -457,14 +459,19 @@ impl ThreadStats {
     }
 
     /// What it does now, ops and tasks apart (`None` before its first state change).
+    #[inline]
     fn work_state(&self) -> Option<WorkState> {
-        Some(match STATES[self.timeline.state()?] {
-            Activity::Running if self.ops_open > 0 => WorkState::Op,
-            Activity::Running => WorkState::Task,
-            Activity::Stealing => WorkState::Stealing,
-            Activity::Spinning => WorkState::Spinning,
-            Activity::Parked => WorkState::Parked,
-            Activity::Idle => WorkState::Idle,
+        const RUNNING: usize = Activity::Running as usize;
+        const STEALING: usize = Activity::Stealing as usize;
+        const SPINNING: usize = Activity::Spinning as usize;
+        const PARKED: usize = Activity::Parked as usize;
+        Some(match self.timeline.state()? {
+            RUNNING if self.ops_open > 0 => WorkState::Op,
+            RUNNING => WorkState::Task,
+            STEALING => WorkState::Stealing,
+            SPINNING => WorkState::Spinning,
+            PARKED => WorkState::Parked,
+            _ => WorkState::Idle,
         })
     }
 
@@ -698,16 +705,24 @@ impl Stats {
             _ => false,
         };
         if flipped {
-            for slot in 0..self.threads.len() {
-                self.refresh_cell(slot, event.ts_ns);
-            }
+            self.refresh_all_cells(event.ts_ns);
         } else if changes_state(event.kind) {
             let slot = self.thread_slot_cached(event.thread);
             self.refresh_cell(slot, event.ts_ns);
         }
     }
 
+    /// Puts every thread in the cell its state and the ready work say, as of `ts` (a
+    /// device's readiness flipped).
+    #[inline(never)]
+    fn refresh_all_cells(&mut self, ts: u64) {
+        for slot in 0..self.threads.len() {
+            self.refresh_cell(slot, ts);
+        }
+    }
+
     /// Puts the thread in `slot` in the cell its state and the ready work say, as of `ts`.
+    #[inline]
     fn refresh_cell(&mut self, slot: usize, ts: u64) {
         let stats = &mut self.threads[slot].1;
         if let Some(state) = stats.work_state() {
@@ -875,11 +890,10 @@ impl Stats {
 
     /// Puts the thread in `slot` in its cell after an op event at `ts`, every thread's when
     /// `flipped` (a device's readiness changed).
+    #[inline]
     fn op_cells(&mut self, slot: usize, flipped: bool, ts: u64) {
         if flipped {
-            for slot in 0..self.threads.len() {
-                self.refresh_cell(slot, ts);
-            }
+            self.refresh_all_cells(ts);
         } else {
             self.refresh_cell(slot, ts);
         }
@@ -920,8 +934,20 @@ impl Stats {
 
     /// When the op `event` ends was started: on its thread (in `slot`; the common case),
     /// spilled to `in_flight`, or on another thread (an op completed asynchronously).
+    #[inline]
     fn op_start_time(&mut self, slot: usize, event: &Event) -> Option<u64> {
         let id = event.op_id();
+        let thread = &mut self.threads[slot].1;
+        if thread.open_ops.back().is_some_and(|&(open, ..)| open == id) {
+            return thread.open_ops.pop_back().map(|(_, started, _)| started); // innermost
+        }
+        self.op_start_time_elsewhere(slot, id)
+    }
+
+    /// [`op_start_time`](Self::op_start_time) of an op that is not its thread's innermost.
+    #[cold]
+    #[inline(never)]
+    fn op_start_time_elsewhere(&mut self, slot: usize, id: u64) -> Option<u64> {
         let thread = &mut self.threads[slot].1;
         if let Some(position) = thread.open_ops.iter().rposition(|&(open, ..)| open == id) {
             return thread
@@ -1136,12 +1162,20 @@ fn is_op(kind: EventKind) -> bool {
 }
 
 /// The durations of `name` in a table indexed by name id, created on first use.
+#[inline]
 fn durations(table: &mut Vec<Option<Durations>>, name: OpName) -> &mut Durations {
     let index = name.id() as usize;
     if table.len() <= index {
         table.resize_with(index + 1, || None);
     }
-    table[index].get_or_insert_with(Durations::new)
+    table[index].get_or_insert_with(new_durations)
+}
+
+/// A row's first duration: its histogram is allocated here, off the common path.
+#[cold]
+#[inline(never)]
+fn new_durations() -> Durations {
+    Durations::new()
 }
 
 fn durations_list(table: &mut [Option<Durations>]) -> Vec<OpSnapshot> {
@@ -1507,6 +1541,42 @@ mod tests {
             "{}",
             device.ops_per_s
         );
+    }
+
+    /// Each op's end pairs with its own start however the ends come: the innermost first
+    /// (the common case), an outer one first, on another thread, or after more starts than a
+    /// thread's stack holds (the oldest spilled to the shared map).
+    #[test]
+    fn op_ends_pair_with_their_own_starts_in_any_order() {
+        let cpu = DeviceId::register("stats-test-pairing");
+        let name = OpName::new("stats-test-paired");
+        let mut script = Script { events: Vec::new() };
+        let op = |kind, k| Event::op(kind, cpu, name, OpInfo::new(k));
+        // Thread 930: ops 1..=opened all open at once (the oldest three spilled), ended
+        // oldest first: op k from k ms to 1000 + 2k ms, 1000 + k ms long.
+        let opened = MAX_OPEN_PER_THREAD as u64 + 3;
+        for k in 1..=opened {
+            script.at(k, 930, op(EventKind::OpStart, k));
+        }
+        for k in 1..=opened {
+            script.at(1_000 + 2 * k, 930, op(EventKind::OpEnd, k));
+        }
+        // Thread 931: op 1001 inside op 1000, the outer ending first; op 1002 ends on thread
+        // 932; op 1003 ends where it started, nothing else open.
+        script.at(2_000, 931, op(EventKind::OpStart, 1_000));
+        script.at(2_500, 931, op(EventKind::OpStart, 1_001));
+        script.at(3_000, 931, op(EventKind::OpEnd, 1_000)); // 1000 ms
+        script.at(3_001, 931, op(EventKind::OpEnd, 1_001)); // 501 ms
+        script.at(3_100, 931, op(EventKind::OpStart, 1_002));
+        script.at(3_200, 932, op(EventKind::OpEnd, 1_002)); // 100 ms
+        script.at(3_300, 931, op(EventKind::OpStart, 1_003));
+        script.at(3_307, 931, op(EventKind::OpEnd, 1_003)); // 7 ms
+        let snapshot = stats_of(&script).snapshot(5_000 * MS);
+        let row = snapshot.op("stats-test-paired").unwrap();
+        let total_ms = opened * 1_000 + opened * (opened + 1) / 2 + 1_000 + 501 + 100 + 7;
+        assert_eq!(row.count, opened + 4);
+        assert_eq!(row.total_ns, total_ms * MS);
+        assert_eq!((row.min_ns, row.max_ns), (7 * MS, (1_000 + opened) * MS));
     }
 
     #[test]

@@ -137,18 +137,20 @@ impl<const K: usize> StateTimeline<K> {
         }
     }
 
-    /// The state entered last, if any.
     /// Whether it is cut by `geometry` and in one of its `K` states, if any (a timeline
     /// read from a file is checked before use).
     pub(crate) fn is_well_formed(&self, geometry: Buckets) -> bool {
         self.ring.geometry == geometry && self.current.is_none_or(|(state, _)| state < K)
     }
 
+    /// The state entered last, if any.
+    #[inline]
     pub(crate) fn state(&self) -> Option<usize> {
         self.current.map(|(state, _)| state)
     }
 
     /// Enters `state` at `ts`, closing the span of the previous state.
+    #[inline]
     pub(crate) fn enter(&mut self, state: usize, ts: u64) {
         if self.ended.is_some() {
             return; // nothing happens after the end
@@ -163,11 +165,20 @@ impl<const K: usize> StateTimeline<K> {
         self.current = Some((state, ts));
     }
 
+    /// Adds `from..to` to `state`: in the newest bucket when it holds the span (nearly every
+    /// state change), else across the buckets it covers.
+    #[inline]
     fn add_span(&mut self, state: usize, from: u64, to: u64) {
         if let Some(bucket) = self.ring.newest_holding(from, to) {
             bucket[state] += to - from;
             return;
         }
+        self.add_span_across(state, from, to);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn add_span_across(&mut self, state: usize, from: u64, to: u64) {
         let geometry = self.ring.geometry;
         // Nothing before the oldest bucket a window at `to` can reach is kept.
         let mut from = from.max(geometry.window_start(to));
@@ -266,18 +277,25 @@ impl RateCounter {
         }
     }
 
-    /// Counts one event at `ts`.
     /// Whether it is cut by `geometry` (a counter read from a file is checked before use).
     pub(crate) fn is_well_formed(&self, geometry: Buckets) -> bool {
         self.ring.geometry == geometry
     }
 
+    /// Counts one event at `ts`.
+    #[inline]
     pub(crate) fn add(&mut self, ts: u64) {
         self.first_seen = Some(self.first_seen.map_or(ts, |first| first.min(ts)));
         if let Some(count) = self.ring.newest_holding(ts, ts) {
             *count += 1;
             return;
         }
+        self.add_past_newest(ts);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn add_past_newest(&mut self, ts: u64) {
         let index = self.ring.geometry.index(ts);
         if let Some(count) = self.ring.at(index) {
             *count += 1;

@@ -164,6 +164,7 @@ impl Cells {
     }
 
     /// The thread is in `state` with `ready` as of `ts` (or its latest cell's start).
+    #[inline]
     pub(crate) fn set(&mut self, state: WorkState, ready: Readiness, ts: u64) {
         let index = cell_index(state, ready);
         if self.timeline.state() == Some(index) {
@@ -224,6 +225,7 @@ pub(crate) struct ReadyWork {
 
 impl ReadyWork {
     /// Applies `change` to `device`'s counts; whether its readiness flipped.
+    #[inline]
     fn update(&mut self, device: DeviceId, change: impl FnOnce(&mut DeviceWork)) -> bool {
         let index = usize::from(device.id());
         if self.devices.len() <= index {
@@ -275,6 +277,7 @@ impl ReadyWork {
     }
 
     /// What is ready for a thread working for `device` (`None`: no device).
+    #[inline]
     pub(crate) fn readiness(&self, device: Option<DeviceId>) -> Readiness {
         let own = device
             .and_then(|device| self.devices.get(usize::from(device.id())))
