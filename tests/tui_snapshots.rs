@@ -391,6 +391,8 @@ fn scaling_view_shows_the_predicted_curve_with_today_marked() {
         dispatch: Vec::new(),
         loop_wake: std::time::Duration::ZERO,
         loop_wake_source: enginetop::workload::run::LoopWakeSource::EngineWaking,
+        loop_wake_stats: None,
+        corun: 1.0,
     });
     let mut app = App::new();
     app.observe(data);

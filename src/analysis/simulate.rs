@@ -15,12 +15,18 @@
 //! blocks' summed time and its wall time on the op's thread, and the serial part is the
 //! op's time less its loops' wall times, so the op thread's wait for other threads' blocks
 //! counts as neither serial nor loop work (`workload::run::intra_split`). An op that ran no
-//! loop is all serial. A loop that runs split over several threads also waits once for a
-//! woken intra-op thread ([`EngineModel::with_loop_wake`]): the run's measured median of its
-//! split loops' wall time beyond their busiest thread's blocks, or, in a run where no loop
-//! split (intra 1), the median round trip of an empty task through a parked thread of the
-//! run's intra-op pool, from scheduling it to the op's thread running again
-//! (`workload::run::wake_probe`).
+//! loop is all serial. A loop that runs split over several threads costs two things beyond
+//! its busiest thread's share: its blocks run slower, since the threads compute at once and
+//! share the caches, the memory bus and the clock budget of the chip (their one-thread time
+//! times the co-run factor, [`EngineModel::with_corun`]), and it waits once for a woken
+//! intra-op thread and for its last block ([`EngineModel::with_loop_wake`]). Both figures are
+//! measured: the wait as the run's mean, over its split loops, of a loop's wall time beyond
+//! its busiest thread's blocks (a mean, because a step pays the sum of the waits), and both
+//! by a probe on the machine that runs one GEMM inline and split over two intra-op threads
+//! of a pool of the run's kind, the pool's workers parked before each split
+//! (`workload::run::wake_probe`); the probe's wait stands in where no loop of the run split
+//! (intra 1). A run that split loops measured its blocks co-running, so their recorded time
+//! is divided by the same factor to give the one-thread time.
 //!
 //! # The simulation ([`EngineModel::step`])
 //! The engine orders every var's accesses in push order, so an op waits for exactly the
@@ -56,12 +62,13 @@
 //!
 //! # Assumptions ([`ASSUMPTIONS`], printed where the curve is shown)
 //! An idealised machine: `inter x intra` cores for each CPU device's workers (no
-//! oversubscription, no other process), no memory-bandwidth or cache limit, the engine's
-//! cost before an op as the run measured it on its device (whatever the counts), every op
-//! pushed at once, one iteration at a time (the
-//! driver's iteration marker reads every tensor, so an iteration's writes wait for the one
-//! before), a parallel loop's blocks of equal items take equal time, and a split loop's
-//! only cost beyond its blocks is one wake-up of an intra-op thread.
+//! oversubscription, no other process), the engine's cost before an op as the run measured
+//! it on its device (whatever the counts), every op pushed at once, one iteration at a time
+//! (the driver's iteration marker reads every tensor, so an iteration's writes wait for the
+//! one before), a parallel loop's blocks of equal items take equal time, a split loop's
+//! blocks slowed by the co-run factor measured for two threads at any intra-op count above
+//! one, its only other cost one wait of the measured mean, and ops on separate inter-op
+//! workers running at their recorded speed (no co-run slowdown between ops).
 #![forbid(unsafe_code)]
 
 use std::cmp::Reverse;
@@ -78,12 +85,13 @@ pub const GRID: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// What the prediction assumes, in one line.
 pub const ASSUMPTIONS: &str = "an idealised machine with inter x intra cores per CPU device: \
-    no oversubscription, no memory-bandwidth limit, the engine's cost before each op as this \
-    run measured it per device (a worker continuing, a worker woken), whatever the counts, \
-    an op's parallel loops cut into blocks by the cost model for that many intra-op threads, \
-    blocks of equal items taking equal time, one intra-op wake-up per split loop (measured on \
-    the run's split loops, or, where none split, timed as a hand-off to a parked intra-op \
-    thread and back)";
+    no oversubscription, the engine's cost before each op as this run measured it per device \
+    (a worker continuing, a worker woken), whatever the counts, an op's parallel loops cut \
+    into blocks by the cost model for that many intra-op threads, blocks of equal items \
+    taking equal time, a split loop's blocks slower by the co-run factor (one GEMM timed on \
+    this machine inline and split over two intra-op threads, used for any count above one) \
+    plus one mean wait for a woken intra-op thread (measured on the run's split loops, or, \
+    where none split, on that GEMM's), ops on separate inter-op workers not slowing each other";
 
 /// One parallel loop of an op's body: what the kernels' cost model cuts, and its time.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -117,6 +125,12 @@ impl ParallelLoop {
         let nanos = self.time.as_nanos() * busiest as u128 / self.items as u128;
         Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
     }
+
+    /// Whether it runs split over several threads with `intra` intra-op threads (else inline
+    /// on the op's thread).
+    pub fn splits(&self, intra: usize) -> bool {
+        self.items > 0 && busiest_items(intra.max(1), self.items, self.cost) < self.items
+    }
 }
 
 /// How an op's body divides over intra-op threads.
@@ -140,10 +154,7 @@ impl OpSplit {
     /// How many of its loops run split over several threads with `intra` intra-op threads
     /// (the others run inline on the op's thread).
     pub fn split_loops(&self, intra: usize) -> usize {
-        let split = |run: &&ParallelLoop| {
-            run.items > 0 && busiest_items(intra.max(1), run.items, run.cost) < run.items
-        };
-        self.loops.iter().filter(split).count()
+        self.loops.iter().filter(|run| run.splits(intra)).count()
     }
 
     /// Its time with `intra` intra-op threads (at least one).
@@ -215,6 +226,8 @@ pub struct EngineModel {
     dispatch: Vec<DispatchCost>,
     /// What a loop split over several threads waits for a woken intra-op thread.
     loop_wake: Duration,
+    /// How much slower a split loop's blocks run than on one thread alone.
+    corun: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -271,6 +284,7 @@ impl EngineModel {
             unblocks,
             dispatch,
             loop_wake: Duration::ZERO,
+            corun: 1.0,
         }
     }
 
@@ -281,11 +295,31 @@ impl EngineModel {
         self
     }
 
-    /// Op `op`'s time with `intra` intra-op threads, its loops' wake-ups included.
+    /// The model with every loop that runs split over several threads taking `factor`
+    /// times its busiest thread's one-thread time (its threads compute at once); a factor
+    /// that is not a positive number counts as 1.
+    pub fn with_corun(mut self, factor: f64) -> Self {
+        self.corun = if factor.is_finite() && factor > 0.0 {
+            factor
+        } else {
+            1.0
+        };
+        self
+    }
+
+    /// Op `op`'s time with `intra` intra-op threads: its serial part, its inline loops, and
+    /// its split loops slowed by the co-run factor, each with its wake-up.
     fn op_time(&self, op: usize, intra: usize) -> Duration {
         let split = &self.ops[op].split;
-        let wakes = u32::try_from(split.split_loops(intra)).unwrap_or(u32::MAX);
-        split.time(intra) + self.loop_wake * wakes
+        let loops = split.loops.iter().map(|run| {
+            let time = run.time(intra);
+            if run.splits(intra) {
+                time.mul_f64(self.corun) + self.loop_wake
+            } else {
+                time
+            }
+        });
+        split.serial + loops.sum::<Duration>()
     }
 
     /// The model with the engine's measured cost before each op, per device of the graph
@@ -647,6 +681,38 @@ mod tests {
         let model = EngineModel::new(&one, &[], &[body], &[]).with_loop_wake(50 * us);
         assert_eq!(model.step(1, 1), 18 * MS, "intra 1: every loop inline");
         assert_eq!(model.step(1, 2), 10 * MS + 100 * us);
+    }
+
+    #[test]
+    fn the_corun_factor_slows_only_the_split_loops() {
+        let us = Duration::from_micros(1);
+        let small = ParallelLoop {
+            items: 3,
+            cost: Cost::compute(1.0),
+            time: MS,
+        };
+        let body = OpSplit {
+            serial: MS,
+            loops: vec![even_loop(8 * MS), small],
+        };
+        let one = graph(vec![op("op", &[], &[0], 10 * MS)], 1);
+        let plain = EngineModel::new(&one, &[], &[body], &[]).with_loop_wake(50 * us);
+        let model = plain.clone().with_corun(1.25);
+        assert_eq!(model.step(1, 1), 10 * MS, "intra 1: nothing co-runs");
+        // 1 ms serial, the small loop inline (1 ms), the split loop's 4 ms share slowed to 5.
+        assert_eq!(model.step(1, 2), 7 * MS + 50 * us);
+        assert_eq!(model.step(1, 4), MS + MS + 2500 * us + 50 * us);
+        assert_eq!(
+            plain.step(1, 2),
+            6 * MS + 50 * us,
+            "no factor: the one-thread time"
+        );
+        for nonsense in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(
+                plain.clone().with_corun(nonsense).step(1, 2),
+                plain.step(1, 2)
+            );
+        }
     }
 
     #[test]

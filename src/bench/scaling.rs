@@ -118,6 +118,8 @@ pub struct ScalingBenchResult {
     pub reference_wake_us: f64,
     /// Where the reference's figure comes from (its latest round's source).
     pub reference_wake_source: Option<LoopWakeSource>,
+    /// The reference's co-run factor of a split loop's blocks, median over its rounds.
+    pub reference_corun: f64,
 }
 
 impl ScalingBenchResult {
@@ -182,6 +184,8 @@ struct Rounds {
     /// Each round's split-loop wake-up figure (us), and the latest one's source.
     wakes: Vec<f64>,
     wake_source: Option<LoopWakeSource>,
+    /// Each round's co-run factor.
+    coruns: Vec<f64>,
 }
 
 fn run_workload(
@@ -203,6 +207,7 @@ fn run_workload(
             if let Some(curve) = point.predicted(&report) {
                 rounds.wakes.push(curve.loop_wake.as_secs_f64() * 1e6);
                 rounds.wake_source = Some(curve.loop_wake_source);
+                rounds.coruns.push(curve.corun);
                 rounds.curves.push(curve_points(&curve));
             } else {
                 rounds.curves.push(Vec::new());
@@ -259,6 +264,7 @@ fn compare(
         rounds: errors.len(),
         reference_wake_us: median(&recorded.wakes).unwrap_or(f64::NAN),
         reference_wake_source: recorded.wake_source,
+        reference_corun: median(&recorded.coruns).unwrap_or(f64::NAN),
     }
 }
 
@@ -266,7 +272,7 @@ fn compare(
 /// spread; then the largest own and transfer errors, and what the figures mean.
 pub fn table(results: &[ScalingBenchResult]) -> String {
     let mut out = format!(
-        "{:<17} {:>6} {:>9} {:>12} {:>13} {:>8} {:>17} {:>20}\n",
+        "{:<17} {:>6} {:>9} {:>12} {:>13} {:>8} {:>17} {:>20} {:>7}\n",
         "workload",
         "target",
         "reference",
@@ -274,12 +280,13 @@ pub fn table(results: &[ScalingBenchResult]) -> String {
         "predicted ms",
         "error",
         "spread",
-        "reference wake us"
+        "reference wake us",
+        "co-run"
     );
     for r in results {
         let source = r.reference_wake_source.map_or("-", LoopWakeSource::label);
         out.push_str(&format!(
-            "{:<17} {:>6} {:>9} {:>12.2} {:>13.2} {:>+7.1}% {:>+7.1}..{:>+6.1}% {:>7.1} {:<12}\n",
+            "{:<17} {:>6} {:>9} {:>12.2} {:>13.2} {:>+7.1}% {:>+7.1}..{:>+6.1}% {:>7.1} {:<12} {:>7.3}\n",
             r.workload,
             format!("{}x{}", r.inter, r.intra),
             format!("{}x{}", r.reference_inter, r.reference_intra),
@@ -290,6 +297,7 @@ pub fn table(results: &[ScalingBenchResult]) -> String {
             r.error_max_pct,
             r.reference_wake_us,
             source,
+            r.reference_corun,
         ));
     }
     let worst = |own: bool| {
@@ -306,8 +314,10 @@ pub fn table(results: &[ScalingBenchResult]) -> String {
         "error: (predicted - measured) / measured in the same round, median over rounds; \
          spread: the smallest and largest round's; measured, predicted: the median rounds'; \
          reference wake: the reference run's figure for a split loop's wait for a woken \
-         intra-op thread (measured on its split loops, calibrated by a hand-off to a parked \
-         intra-op thread where none split, else the engine's waking cost)\n",
+         intra-op thread, a mean (measured on its split loops, calibrated on a probe GEMM \
+         split over two parked intra-op threads where none split, else the engine's waking \
+         cost); co-run: the reference's factor for a split loop's blocks against their time \
+         alone (the probe GEMM inline and split over two intra-op threads)\n",
     );
     out
 }
@@ -446,6 +456,7 @@ mod tests {
             curves: vec![curve(11.0), curve(18.0), curve(40.0)],
             wakes: vec![30.0, 10.0, 20.0],
             wake_source: Some(LoopWakeSource::Calibrated),
+            coruns: vec![1.1, 1.0, 1.3],
             ..Rounds::default()
         };
         let result = compare(&workload, (2, 1), &measured, (1, 1), &recorded);
@@ -460,6 +471,7 @@ mod tests {
             result.reference_wake_source,
             Some(LoopWakeSource::Calibrated)
         );
+        assert_eq!(result.reference_corun, 1.1, "the reference's median round");
         assert!(!result.own());
     }
 

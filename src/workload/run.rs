@@ -101,6 +101,7 @@ pub(crate) use counters::Lane; // the dashboard tests find a lane by its kind
 pub use driver::{Driver, RunLength, RunReport, ITERATIONS_IN_FLIGHT, ITERATION_END};
 pub use error::RunError;
 pub use hooks::{ProfilerReport, Progress, QueueWatch, RunHooks};
+pub use intra_split::WaitStats;
 pub use live::{DriverHandle, LiveProgress};
 pub use predict::{LoopWakeSource, PoolDispatch, PredictedCurve};
 pub use scaling::ScalingSummary;

@@ -133,6 +133,8 @@ pub struct RunReport {
     /// A split loop's wait for a woken intra-op thread, measured or calibrated (`None`:
     /// neither gave a figure).
     pub(super) loop_wake: Option<LoopWake>,
+    /// How much slower a split loop's blocks run than alone (the probe's factor; 1 without).
+    pub(super) corun: f64,
 }
 
 /// Counts finished iterations; the driver waits on it.
@@ -405,6 +407,7 @@ impl Driver {
             Some((self.shared.times.iteration(last), step))
         });
         drained.map_err(|error| RunError::from_engine("wait for the run's ops", error))?;
+        let corun = self.shared.split.corun(self.shared.intra.as_dyn());
         progress(Progress {
             iterations_done: pushed,
             length,
@@ -425,11 +428,12 @@ impl Driver {
             op_splits: self
                 .shared
                 .split
-                .splits(&self.shared.times.totals(), pushed),
+                .splits(&self.shared.times.totals(), pushed, corun),
             last_iteration,
             descheduled: descheduled.map(|(before, after)| before.until(&after)),
             dispatch: self.dispatch(pushed),
             loop_wake: self.shared.split.wake(self.shared.intra.as_dyn()),
+            corun,
         })
     }
 
@@ -496,7 +500,7 @@ impl Driver {
             .verdicts(&mean, settings, report.descheduled.as_ref());
         let predicted = self.shared.shape.predicted_curve(
             &report.op_splits,
-            (&report.dispatch, report.loop_wake),
+            (&report.dispatch, report.loop_wake, report.corun),
             settings,
             report.elapsed / iterations,
         );

@@ -15,18 +15,21 @@
 //! A loop the pool's thread count splits (`busiest_items` below its items) waits beyond its
 //! blocks: for a parked intra-op thread to wake and take a block, and for the last block.
 //! Its wall time less its busiest thread's share of its busy time is that wait; the run
-//! keeps the median over its latest split loops ([`IntraSplit::loop_wake`]), which the simulation
-//! adds to each loop it splits. A run where no loop split (every loop inline at intra 1) has
-//! no such wait to measure; it times instead the same hand-off with an empty block, through
-//! a parked intra-op thread of its own pool and back ([`super::wake_probe`]), once per run
-//! driver ([`IntraSplit::wake`]).
+//! keeps its latest split loops' waits and gives their mean, with their median and 90th
+//! percentile ([`IntraSplit::wait_stats`]): the simulation adds the mean to each loop it
+//! splits, since a step pays the sum of its loops' waits. A run where no loop split (every
+//! loop inline at intra 1) has no such wait to measure; a probe splits a GEMM over two
+//! threads of a pool of its kind and measures the same wait by the same rule
+//! ([`super::wake_probe`]), once per run driver ([`IntraSplit::wake`]).
 //!
 //! # The split
-//! Over the run, per op: each loop shape's busy time is its one-thread time; the serial part
-//! is the op's time less its loops' wall times (what its thread did outside the loops). So
-//! the op thread's wait inside a loop counts as neither: a loop is its blocks' work, which
-//! the simulation divides again for any intra-op count. An op that ran no loop is all
-//! serial. See [`IntraSplit::splits`].
+//! Over the run, per op: each loop shape's one-thread time is its busy time, where a loop
+//! split over several threads counts its blocks' time divided by the co-run factor (its
+//! blocks ran while other threads computed, slower than alone; the probe measures the
+//! factor, [`IntraSplit::corun`]); the serial part is the op's time less its loops' wall
+//! times (what its thread did outside the loops). So the op thread's wait inside a loop
+//! counts as neither: a loop is its blocks' work, which the simulation divides again for
+//! any intra-op count. An op that ran no loop is all serial. See [`IntraSplit::splits`].
 //!
 //! # Cost and races
 //! Per loop: one uncontended lock of the op's cell and a short scan of its shapes (a kernel
@@ -44,14 +47,17 @@ use crate::pool::{PoolError, PoolKind, PoolStats, Task, ThreadPool};
 use crate::sync::Mutex;
 
 use super::predict::{LoopWake, LoopWakeSource};
-use super::wake_probe::parked_round_trip;
+use super::wake_probe::{calibrate, Calibration};
 
 /// One loop shape of an op, summed over the run.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct LoopTotal {
     items: usize,
     cost: Cost,
+    /// Its blocks' time where it ran inline.
     busy: Duration,
+    /// Its blocks' time where it ran split over several threads.
+    split_busy: Duration,
 }
 
 /// One op's loops over the run.
@@ -63,16 +69,24 @@ struct OpLoops {
 }
 
 impl OpLoops {
-    fn add(&mut self, run: &LoopRun) {
+    fn add(&mut self, run: &LoopRun, split: bool) {
         self.wall += run.wall;
         let same = |total: &&mut LoopTotal| total.items == run.items && total.cost == run.cost;
-        match self.shapes.iter_mut().find(same) {
-            Some(total) => total.busy += run.busy,
-            None => self.shapes.push(LoopTotal {
-                items: run.items,
-                cost: run.cost,
-                busy: run.busy,
-            }),
+        let total = match self.shapes.iter_mut().find(same) {
+            Some(total) => total,
+            None => {
+                self.shapes.push(LoopTotal {
+                    items: run.items,
+                    cost: run.cost,
+                    busy: Duration::ZERO,
+                    split_busy: Duration::ZERO,
+                });
+                self.shapes.last_mut().expect("just pushed")
+            }
+        };
+        match split {
+            true => total.split_busy += run.busy,
+            false => total.busy += run.busy,
         }
     }
 }
@@ -83,13 +97,26 @@ pub(super) struct IntraSplit {
     ops: Vec<Mutex<OpLoops>>,
     /// The latest split loops' waits beyond their blocks (ns), at most [`WAKE_SAMPLES`].
     waits: Mutex<WaitSamples>,
-    /// The timed hand-off through a parked intra-op thread and back, once timed (a fact of the machine and the
-    /// pool, so a new run keeps it; `Some(None)`: timing found no parked thread).
-    parked_wake: Mutex<Option<Option<Duration>>>,
+    /// The probe's figures, once probed (a fact of the machine and the pool kind, so a new
+    /// run keeps them; `Some(None)`: the probe gave none).
+    calibration: Mutex<Option<Option<Calibration>>>,
 }
 
-/// How many split loops' waits the median is taken over (the latest ones).
+/// How many split loops' waits the figures are taken over (the latest ones).
 const WAKE_SAMPLES: usize = 1024;
+
+/// Split loops' waits beyond their busiest thread's blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitStats {
+    /// Their mean: the figure the simulation adds per split loop.
+    pub mean: Duration,
+    /// Their median.
+    pub median: Duration,
+    /// Their 90th percentile.
+    pub p90: Duration,
+    /// How many loops.
+    pub samples: usize,
+}
 
 /// A ring of the latest waits.
 #[derive(Debug, Default)]
@@ -108,10 +135,19 @@ impl WaitSamples {
         self.next = (self.next + 1) % WAKE_SAMPLES;
     }
 
-    fn median(&self) -> Option<u64> {
+    fn stats(&self) -> Option<WaitStats> {
         let mut sorted = self.waits.clone();
         sorted.sort_unstable();
-        sorted.get(sorted.len() / 2).copied()
+        let samples = sorted.len();
+        let at = |share: usize| Duration::from_nanos(sorted[(samples - 1) * share / 100]);
+        let sum: u128 = sorted.iter().map(|&wait| u128::from(wait)).sum();
+        let mean = u64::try_from(sum / samples.max(1) as u128).unwrap_or(u64::MAX);
+        (samples > 0).then(|| WaitStats {
+            mean: Duration::from_nanos(mean),
+            median: at(50),
+            p90: at(90),
+            samples,
+        })
     }
 }
 
@@ -121,7 +157,7 @@ impl IntraSplit {
         IntraSplit {
             ops: (0..ops).map(|_| Mutex::new(OpLoops::default())).collect(),
             waits: Mutex::new(WaitSamples::default()),
-            parked_wake: Mutex::new(None),
+            calibration: Mutex::new(None),
         }
     }
 
@@ -138,8 +174,8 @@ impl IntraSplit {
         if run.items == 0 {
             return;
         }
-        self.ops[op].lock().add(run);
         let busiest = busiest_items(threads, run.items, run.cost);
+        self.ops[op].lock().add(run, busiest < run.items);
         if busiest < run.items {
             let blocks = run.busy.as_nanos() * busiest as u128 / run.items as u128;
             let wait = run.wall.as_nanos().saturating_sub(blocks);
@@ -148,34 +184,64 @@ impl IntraSplit {
         }
     }
 
-    /// The median wait of a split loop beyond its busiest thread's blocks, over the run's
-    /// latest split loops (`None`: no loop split). A median, so a loop whose thread was
-    /// descheduled does not stand for every loop.
-    pub(super) fn loop_wake(&self) -> Option<Duration> {
-        self.waits.lock().median().map(Duration::from_nanos)
+    /// The waits of the run's latest split loops beyond their busiest thread's blocks
+    /// (`None`: no loop split).
+    pub(super) fn wait_stats(&self) -> Option<WaitStats> {
+        self.waits.lock().stats()
     }
 
-    /// What a split loop waits for a woken intra-op thread: [`Self::loop_wake`] where a loop
-    /// split, else the hand-off through a parked thread of `pool` and back, timed (the first
-    /// time only); `None` when neither gives a figure.
-    pub(super) fn wake(&self, pool: &dyn ThreadPool) -> Option<LoopWake> {
-        if let Some(wait) = self.loop_wake() {
-            return Some(LoopWake {
-                wait,
-                source: LoopWakeSource::Measured,
-            });
+    /// Every loop's blocks' time over the run, inline and split.
+    pub(super) fn busy(&self) -> Duration {
+        let op_busy = |op: &Mutex<OpLoops>| -> Duration {
+            let loops = op.lock();
+            loops.shapes.iter().map(|s| s.busy + s.split_busy).sum()
+        };
+        self.ops.iter().map(op_busy).sum()
+    }
+
+    /// The probe's figures on pools of `pool`'s kind, probed the first time only; `None`
+    /// without probing while no op has run a loop (the figures would change nothing).
+    fn calibration(&self, pool: &dyn ThreadPool) -> Option<Calibration> {
+        let ran_loops = |op: &Mutex<OpLoops>| !op.lock().shapes.is_empty();
+        if !self.ops.iter().any(ran_loops) {
+            return None;
         }
-        let mut timed = self.parked_wake.lock();
-        let wait = (*timed.get_or_insert_with(|| parked_round_trip(pool)))?;
+        *self
+            .calibration
+            .lock()
+            .get_or_insert_with(|| calibrate(pool))
+    }
+
+    /// How much slower a split loop's blocks run than alone: the probe's factor on pools
+    /// of `pool`'s kind (1 where the probe gave none).
+    pub(super) fn corun(&self, pool: &dyn ThreadPool) -> f64 {
+        self.calibration(pool).map_or(1.0, |found| found.corun)
+    }
+
+    /// What a split loop waits beyond its blocks: [`Self::wait_stats`] where a loop split,
+    /// else the probe's split loops' waits on pools of `pool`'s kind; `None` when neither
+    /// gives a figure.
+    pub(super) fn wake(&self, pool: &dyn ThreadPool) -> Option<LoopWake> {
+        let (stats, source) = match self.wait_stats() {
+            Some(stats) => (stats, LoopWakeSource::Measured),
+            None => (self.calibration(pool)?.wake, LoopWakeSource::Calibrated),
+        };
         Some(LoopWake {
-            wait,
-            source: LoopWakeSource::Calibrated,
+            wait: stats.mean,
+            stats: Some(stats),
+            source,
         })
     }
 
-    /// Each op's mean split over `iterations` iterations whose op times summed to `totals`.
-    pub(super) fn splits(&self, totals: &[Duration], iterations: u64) -> Vec<OpSplit> {
+    /// Each op's mean split over `iterations` iterations whose op times summed to `totals`,
+    /// split loops' block time divided by `corun` (see the module docs).
+    pub(super) fn splits(&self, totals: &[Duration], iterations: u64, corun: f64) -> Vec<OpSplit> {
         let runs = u32::try_from(iterations.max(1)).unwrap_or(u32::MAX);
+        let corun = if corun.is_finite() && corun > 0.0 {
+            corun
+        } else {
+            1.0
+        };
         totals
             .iter()
             .zip(&self.ops)
@@ -184,7 +250,7 @@ impl IntraSplit {
                 let shapes = loops.shapes.iter().map(|shape| ParallelLoop {
                     items: shape.items,
                     cost: shape.cost,
-                    time: shape.busy / runs,
+                    time: (shape.busy + shape.split_busy.div_f64(corun)) / runs,
                 });
                 OpSplit {
                     serial: total.saturating_sub(loops.wall) / runs,
@@ -287,7 +353,7 @@ mod tests {
     fn an_op_without_loops_is_all_serial() {
         let split = IntraSplit::new(2);
         let totals = [30 * US, 8 * US];
-        let splits = split.splits(&totals, 2);
+        let splits = split.splits(&totals, 2, 1.0);
         assert_eq!(splits[0], OpSplit::serial(15 * US));
         assert_eq!(splits[1], OpSplit::serial(4 * US));
     }
@@ -298,7 +364,7 @@ mod tests {
         // The op took 11 us: 1 us outside its loop, 10 us in it, of which its thread waited
         // for the last blocks; the blocks ran 12 us in all.
         split.loop_ran(0, &run(64, 12 * US, 10 * US), 1);
-        let body = split.splits(&[11 * US], 1).remove(0);
+        let body = split.splits(&[11 * US], 1, 1.0).remove(0);
         assert_eq!(body.serial, US);
         assert_eq!(body.loops.len(), 1);
         assert_eq!(body.loops[0].time, 12 * US);
@@ -309,7 +375,10 @@ mod tests {
         );
         assert_eq!(body.time(2), 7 * US);
         split.reset();
-        assert_eq!(split.splits(&[10 * US], 1)[0], OpSplit::serial(10 * US));
+        assert_eq!(
+            split.splits(&[10 * US], 1, 1.0)[0],
+            OpSplit::serial(10 * US)
+        );
     }
 
     #[test]
@@ -320,7 +389,7 @@ mod tests {
             split.loop_ran(0, &run(8, 2 * US, 2 * US), 1);
         }
         split.loop_ran(0, &run(0, US, US), 1); // an empty loop: nothing to split
-        let body = split.splits(&[14 * US], 2).remove(0);
+        let body = split.splits(&[14 * US], 2, 1.0).remove(0);
         let shapes: Vec<(usize, Duration)> =
             body.loops.iter().map(|run| (run.items, run.time)).collect();
         assert_eq!(shapes, [(64, 4 * US), (8, 2 * US)]);
@@ -332,16 +401,42 @@ mod tests {
         let split = IntraSplit::new(1);
         // Inline on one thread: no wake-up to measure.
         split.loop_ran(0, &run(64, 12 * US, 12 * US), 1);
-        assert_eq!(split.loop_wake(), None);
+        assert_eq!(split.wait_stats(), None);
         // Split on two: 64 heavy items, 32 each, so 6 us of blocks on the busiest thread
         // of 12; the loop took 10, 8 and (its thread descheduled) 200 us on the op's thread:
-        // waits of 4, 2 and 194 us, whose median is 4.
+        // waits of 4, 2 and 194 us. A step pays all three: their mean is the figure.
         split.loop_ran(0, &run(64, 12 * US, 10 * US), 2);
         split.loop_ran(0, &run(64, 12 * US, 8 * US), 2);
         split.loop_ran(0, &run(64, 12 * US, 200 * US), 2);
-        assert_eq!(split.loop_wake(), Some(4 * US));
+        let stats = split.wait_stats().unwrap();
+        assert_eq!(stats.mean, 200 * US / 3);
+        assert_eq!(
+            (stats.median, stats.p90, stats.samples),
+            (4 * US, 4 * US, 3)
+        );
         split.reset();
-        assert_eq!(split.loop_wake(), None);
+        assert_eq!(split.wait_stats(), None);
+    }
+
+    #[test]
+    fn split_loops_blocks_count_their_time_alone_inline_ones_as_they_ran() {
+        let split = IntraSplit::new(1);
+        // One shape, run inline once (8 us of blocks) and split once (10 us of blocks,
+        // slowed by a co-run factor of 1.25: 8 us alone); the loops' walls were 8 and 6 us.
+        split.loop_ran(0, &run(64, 8 * US, 8 * US), 1);
+        split.loop_ran(0, &run(64, 10 * US, 6 * US), 2);
+        assert_eq!(split.busy(), 18 * US);
+        let body = split.splits(&[16 * US], 2, 1.25).remove(0);
+        assert_eq!(body.loops.len(), 1, "one shape, however it ran");
+        assert_eq!(body.loops[0].time, 8 * US, "(8 + 10 / 1.25) / 2");
+        assert_eq!(body.serial, US, "(16 - 14) / 2");
+        let plain = split.splits(&[16 * US], 2, 1.0).remove(0);
+        assert_eq!(plain.loops[0].time, 9 * US);
+        let nonsense = split.splits(&[16 * US], 2, f64::NAN).remove(0);
+        assert_eq!(
+            nonsense, plain,
+            "a factor that is not a positive number counts as 1"
+        );
     }
 
     #[test]
@@ -362,7 +457,7 @@ mod tests {
                 chunk[0] = x | 1;
             });
             assert!(out.iter().all(|&value| value != 0));
-            let body = split.splits(&[Duration::from_secs(1)], 1).remove(0);
+            let body = split.splits(&[Duration::from_secs(1)], 1, 1.0).remove(0);
             assert_eq!(body.loops.len(), 1, "{threads} threads: {body:?}");
             assert_eq!(body.loops[0].items, 64);
             assert!(body.loops[0].time > Duration::ZERO, "its blocks were timed");

@@ -13,6 +13,7 @@ use crate::analysis::{
 
 use super::counters::Lane;
 use super::driver::RunReport;
+use super::intra_split::WaitStats;
 use super::live::DriverHandle;
 use super::scaling::RanShape;
 use super::summary::RunSettings;
@@ -36,18 +37,23 @@ pub struct PredictedCurve {
     pub loop_wake: Duration,
     /// Where `loop_wake` comes from.
     pub loop_wake_source: LoopWakeSource,
+    /// The waits `loop_wake` is the mean of (`None` for the engine's waking cost).
+    pub loop_wake_stats: Option<WaitStats>,
+    /// How much slower a split loop's blocks run than alone, as the probe measured it (1
+    /// where it measured nothing).
+    pub corun: f64,
 }
 
 /// Where the figure for a split loop's wait for a woken intra-op thread comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LoopWakeSource {
-    /// The median, over the run's latest split loops, of a loop's wall time beyond its
+    /// The mean, over the run's latest split loops, of a loop's wall time beyond its
     /// busiest thread's blocks.
     Measured,
-    /// No loop split (every loop inline at intra 1): the median round trip of an empty task
-    /// through a parked worker of the run's intra-op pool, from scheduling it to the caller,
-    /// asleep until it signals, running again.
+    /// No loop split (every loop inline at intra 1): the same mean over a probe's GEMM loops
+    /// split over two threads of a pool of the run's intra-op kind, its workers parked
+    /// before each loop.
     Calibrated,
     /// Neither: the engine's measured cost of waking a CPU worker.
     EngineWaking,
@@ -68,7 +74,7 @@ impl LoopWakeSource {
         match self {
             LoopWakeSource::Measured => "measured on the run's split loops",
             LoopWakeSource::Calibrated => {
-                "no loop split: timed as a hand-off to a parked intra-op thread and back"
+                "no loop split: measured on a probe GEMM split over two parked intra-op threads"
             }
             LoopWakeSource::EngineWaking => "no loop split: the engine's cost of waking a worker",
         }
@@ -80,6 +86,8 @@ impl LoopWakeSource {
 pub(super) struct LoopWake {
     /// The wait.
     pub(super) wait: Duration,
+    /// The waits it is the mean of (`None`: not a measured mean).
+    pub(super) stats: Option<WaitStats>,
     /// Its source.
     pub(super) source: LoopWakeSource,
 }
@@ -165,11 +173,28 @@ impl fmt::Display for PredictedCurve {
                 costs.join("; ")
             )?;
         }
+        let us = |time: Duration| time.as_secs_f64() * 1e6;
+        write!(
+            f,
+            "    intra-op wake-up per split loop: {:.1} us ({}",
+            us(self.loop_wake),
+            self.loop_wake_source.describe()
+        )?;
+        if let Some(stats) = self.loop_wake_stats {
+            write!(
+                f,
+                "; the mean of {} loops, median {:.1} us, 90th percentile {:.1} us",
+                stats.samples,
+                us(stats.median),
+                us(stats.p90)
+            )?;
+        }
+        writeln!(f, ")")?;
         writeln!(
             f,
-            "    intra-op wake-up per split loop: {:.1} us ({})",
-            self.loop_wake.as_secs_f64() * 1e6,
-            self.loop_wake_source.describe()
+            "    split loops' blocks co-running: x{:.3} their time alone (probe GEMM on this \
+             machine, inline and split over two intra-op threads)",
+            self.corun
         )?;
         if !self.intra_measured {
             writeln!(
@@ -205,7 +230,7 @@ impl RanShape {
         &self,
         splits: &[OpSplit],
         dispatch: &[DispatchCost],
-        loop_wake: Duration,
+        (loop_wake, corun): (Duration, f64),
         settings: &RunSettings,
     ) -> EngineModel {
         let devices: Vec<SimDevice> = self
@@ -216,6 +241,7 @@ impl RanShape {
         EngineModel::new(&self.template, &self.priorities, splits, &devices)
             .with_dispatch(dispatch)
             .with_loop_wake(loop_wake)
+            .with_corun(corun)
     }
 
     /// A split loop's wake-up: `timed` (measured or calibrated), else the waking cost of the
@@ -226,21 +252,22 @@ impl RanShape {
         let engine = engine.and_then(|device| dispatch.get(device));
         timed.unwrap_or_else(|| LoopWake {
             wait: engine.map_or(Duration::ZERO, |cost| cost.waking),
+            stats: None,
             source: LoopWakeSource::EngineWaking,
         })
     }
 
-    /// The curve of this shape with `splits` and `dispatch` under `settings`, whose run
-    /// measured a step of `measured_step`.
+    /// The curve of this shape with `splits`, `dispatch`, a split loop's wake-up and co-run
+    /// factor under `settings`, whose run measured a step of `measured_step`.
     pub(super) fn predicted_curve(
         &self,
         splits: &[OpSplit],
-        (dispatch, timed_wake): (&[DispatchCost], Option<LoopWake>),
+        (dispatch, timed_wake, corun): (&[DispatchCost], Option<LoopWake>, f64),
         settings: &RunSettings,
         measured_step: Duration,
     ) -> PredictedCurve {
         let loop_wake = self.loop_wake(timed_wake, dispatch);
-        let model = self.engine_model(splits, dispatch, loop_wake.wait, settings);
+        let model = self.engine_model(splits, dispatch, (loop_wake.wait, corun), settings);
         let with_ops = |device: &usize| self.template.ops.iter().any(|op| op.device == *device);
         let pools = (0..self.lanes.len())
             .filter(with_ops)
@@ -256,6 +283,8 @@ impl RanShape {
             dispatch: pools.collect(),
             loop_wake: loop_wake.wait,
             loop_wake_source: loop_wake.source,
+            loop_wake_stats: loop_wake.stats,
+            corun,
         }
     }
 }
@@ -268,7 +297,9 @@ impl DriverHandle {
         let shared = &self.shared;
         let shape = &shared.shape;
         let wake = shape.loop_wake(report.loop_wake, &report.dispatch).wait;
-        let model = shape.engine_model(&report.op_splits, &report.dispatch, wake, &shared.settings);
+        let costs = (wake, report.corun);
+        let model =
+            shape.engine_model(&report.op_splits, &report.dispatch, costs, &shared.settings);
         model.best_for_cores(cores)
     }
 }
@@ -308,6 +339,8 @@ mod tests {
             }],
             loop_wake: Duration::from_micros(30),
             loop_wake_source: LoopWakeSource::Measured,
+            loop_wake_stats: None,
+            corun: 1.02,
         };
         let text = curve.to_string();
         assert!(text.contains(ASSUMPTIONS), "{text}");
@@ -388,24 +421,48 @@ mod tests {
                 .find(|p| (p.inter, p.intra) == (1, intra));
             point.unwrap().step_ms
         };
+        let stats = WaitStats {
+            mean: us(300),
+            median: us(100),
+            p90: us(900),
+            samples: 24,
+        };
         let timed = LoopWake {
             wait: us(300),
+            stats: Some(stats),
             source: LoopWakeSource::Calibrated,
         };
         let step = Duration::from_millis(9);
-        let curve = shape.predicted_curve(&splits, (&dispatch, Some(timed)), &settings, step);
+        let costs = (&dispatch[..], Some(timed), 1.0);
+        let curve = shape.predicted_curve(&splits, costs, &settings, step);
         assert_eq!(curve.loop_wake_source, LoopWakeSource::Calibrated);
-        assert_eq!(curve.loop_wake, us(300));
+        assert_eq!(
+            (curve.loop_wake, curve.loop_wake_stats),
+            (us(300), Some(stats))
+        );
         // Woken once (2 us), 1 ms serial; at intra 1 the loop runs inline (8 ms), at intra 2
         // its busiest thread's half (4 ms) after one timed wake-up of an intra-op thread.
         assert!((at(&curve, 1) - 9.002).abs() < 1e-9, "{}", at(&curve, 1));
         assert!((at(&curve, 2) - 5.302).abs() < 1e-9, "{}", at(&curve, 2));
-        assert!(curve.to_string().contains(
-            "intra-op wake-up per split loop: 300.0 us (no loop split: timed as a hand-off \
-             to a parked intra-op thread and back)"
-        ));
+        let text = curve.to_string();
+        assert!(
+            text.contains(
+                "intra-op wake-up per split loop: 300.0 us (no loop split: measured on a probe \
+                 GEMM split over two parked intra-op threads; the mean of 24 loops, median \
+                 100.0 us, 90th percentile 900.0 us)"
+            ),
+            "{text}"
+        );
+        // Co-running blocks 1.5 times slower: the split half takes 6 ms, the inline loop 8.
+        let costs = (&dispatch[..], Some(timed), 1.5);
+        let curve = shape.predicted_curve(&splits, costs, &settings, step);
+        assert!((at(&curve, 1) - 9.002).abs() < 1e-9, "{}", at(&curve, 1));
+        assert!((at(&curve, 2) - 7.302).abs() < 1e-9, "{}", at(&curve, 2));
+        assert!(curve
+            .to_string()
+            .contains("co-running: x1.500 their time alone"));
         // Without a timed figure, the engine's cost of waking its worker stands in.
-        let curve = shape.predicted_curve(&splits, (&dispatch, None), &settings, step);
+        let curve = shape.predicted_curve(&splits, (&dispatch, None, 1.0), &settings, step);
         assert_eq!(
             (curve.loop_wake, curve.loop_wake_source),
             (us(2), LoopWakeSource::EngineWaking)
@@ -423,6 +480,8 @@ mod tests {
             dispatch: Vec::new(),
             loop_wake: Duration::ZERO,
             loop_wake_source: LoopWakeSource::EngineWaking,
+            loop_wake_stats: None,
+            corun: 1.0,
         };
         assert!(curve.to_string().contains("no op ran a parallel loop"));
     }

@@ -294,10 +294,11 @@ impl LiveVerdicts {
             scaling,
             descheduled,
         });
-        let splits = split.splits(&times.totals(), done);
+        let corun = split.corun(intra);
+        let splits = split.splits(&times.totals(), done, corun);
         let iteration = [times.iteration_times(last)];
         let dispatch = analysis::dispatch_costs(&shape.template, &iteration);
-        let costs = (&dispatch[..], split.wake(intra));
+        let costs = (&dispatch[..], split.wake(intra), corun);
         state.predicted = Some(shape.predicted_curve(&splits, costs, settings, step));
         state.lines.clone()
     }

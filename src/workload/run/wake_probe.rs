@@ -1,84 +1,91 @@
-//! Timing the hand-off to a parked intra-op thread on the run's own pool, for a run where no
-//! parallel loop split (every loop ran inline at intra 1), so the what-if simulation still
-//! has a measured figure for what a split loop waits beyond its blocks
-//! ([`crate::analysis::EngineModel::with_loop_wake`]).
+//! Calibrating a split loop's costs on the machine, for the what-if simulation
+//! ([`crate::analysis::EngineModel::with_corun`], [`crate::analysis::EngineModel::with_loop_wake`]):
+//! how much slower a loop's blocks run when two intra-op threads compute at once than on one
+//! thread alone (the co-run factor), and what a split loop waits beyond its busiest thread's
+//! blocks, for a run where no loop split (intra 1).
 //!
 //! # The probe
-//! A split loop hands blocks to the intra-op pool, where a parked worker must wake to take
-//! one, and the op's thread, done with its own share, sleeps until the last block's thread
-//! signals it. One probe reproduces that round trip with an empty block: it waits until a
-//! worker of the pool is parked (its state in the pool's counters, polled with a yield
-//! between reads), schedules a task that signals a condition variable, and sleeps on it;
-//! the sample is the time from scheduling the task to the caller running again. The figure
-//! is the median of [`WAKE_PROBES`] probes, so one probe whose thread the OS descheduled does
-//! not stand for all.
+//! One GEMM of [`PROBE_SHAPE`], run [`PROBE_LOOPS`] times on each of two pools of the run's
+//! intra-op pool kind, alternately: one of one thread, where the kernel runs the loop inline
+//! (its blocks one after another on the caller, alone), and one of two threads, where the
+//! kernel's cost model splits it and the caller, its share done, waits for the last block,
+//! as an op's thread does. Before each split loop the probe waits until the two-thread pool's
+//! workers are parked (their state in the pool's counters, polled with a yield between reads,
+//! at most [`PATIENCE`]), as a run's intra-op workers are between an op's loops. Each loop is
+//! measured by the same rule as a run's loops (`super::intra_split`): the co-run factor is
+//! the split loops' summed block time over the inline loops', and the wait is each split
+//! loop's wall time beyond its busiest thread's share of the blocks, reported as its mean
+//! with its median and 90th percentile (a step pays the sum of the waits, so the mean is the
+//! figure; the spread shows how skewed they are).
 //!
 //! # Cost and races
-//! Each probe waits at most [`PATIENCE`] for a parked worker and as long again for its task;
-//! a pool none of whose workers parks in time (busy, or a kind that never parks) yields no
-//! figure and the probes stop. The task and the caller share one `Arc` of a lock and a
-//! condition variable: the task may outlive an impatient caller, and only touches the `Arc`.
-//! The probe's tasks are empty, so a run whose pool is busy is only delayed by their wakes.
+//! About [`PROBE_LOOPS`] times the GEMM's one-thread time and a half, plus the parks: tens of
+//! milliseconds, once per run driver. The probe's pools are its own: a run's pool is neither
+//! resized nor fed foreign tasks. A pool that does not start, or a kernel that never splits
+//! the probe's GEMM, gives no calibration.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
 
-use crate::pool::{Task, ThreadPool, WorkerState};
-use crate::sync::{thread, Arc, Condvar, Mutex};
+use crate::kernels::gemm::{gemm, GemmSpec};
+use crate::pool::{Pool, PoolOptions, ThreadPool, WorkerState};
+use crate::sync::thread;
 
-/// How many wake-ups the figure is the median of.
-pub(super) const WAKE_PROBES: usize = 15;
+use super::intra_split::{IntraSplit, MeasuredPool, WaitStats};
 
-/// The longest a probe waits for a parked worker, and then for its task to start.
+/// The probe GEMM's `(m, n, k)`: a loop the cost model splits over two threads, its blocks
+/// sharing one `k x n` operand as a layer's blocks share its weights.
+pub(super) const PROBE_SHAPE: (usize, usize, usize) = (128, 512, 512);
+
+/// How many loops the probe runs on each pool.
+pub(super) const PROBE_LOOPS: usize = 24;
+
+/// The longest the probe waits for the split pool's workers to park before a loop.
 const PATIENCE: Duration = Duration::from_millis(50);
 
-/// The median round trip from scheduling an empty task on a parked worker of `pool` to the
-/// caller, asleep until the task signals it, running again (see the module docs); `None`
-/// when no worker parked within [`PATIENCE`].
-pub(super) fn parked_round_trip(pool: &dyn ThreadPool) -> Option<Duration> {
-    let mut samples = Vec::with_capacity(WAKE_PROBES);
-    for _ in 0..WAKE_PROBES {
-        match probe(pool) {
-            Some(sample) => samples.push(sample),
-            None => break,
-        }
-    }
-    samples.sort_unstable();
-    samples.get(samples.len() / 2).copied()
+/// What the probe measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Calibration {
+    /// Split blocks' time over inline blocks' time, for the same loops.
+    pub(super) corun: f64,
+    /// The split loops' waits beyond their busiest thread's blocks.
+    pub(super) wake: WaitStats,
 }
 
-/// One round trip through a parked worker of `pool`.
-fn probe(pool: &dyn ThreadPool) -> Option<Duration> {
-    if !wait_for_a_parked_worker(pool) {
-        return None;
+/// The probe (see the module docs) on pools of `pool`'s kind; `None` when a pool did not
+/// start or no loop split.
+pub(super) fn calibrate(pool: &dyn ThreadPool) -> Option<Calibration> {
+    let start = |threads| Pool::new(PoolOptions::new(pool.kind(), threads, "intra-probe")).ok();
+    let (inline_pool, split_pool) = (start(1)?, start(2)?);
+    let (inline, split) = (IntraSplit::new(1), IntraSplit::new(1));
+    let (m, n, k) = PROBE_SHAPE;
+    let spec = GemmSpec::new(m, n, k);
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.25).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
+    let mut c = vec![0.0f32; m * n];
+    for _ in 0..PROBE_LOOPS {
+        let measured = MeasuredPool::new(inline_pool.as_dyn(), &inline, 0);
+        gemm(&measured, &spec, &a, &b, &mut c).ok()?;
+        wait_until_parked(split_pool.as_dyn());
+        let measured = MeasuredPool::new(split_pool.as_dyn(), &split, 0);
+        gemm(&measured, &spec, &a, &b, &mut c).ok()?;
     }
-    let done: Arc<(Mutex<bool>, Condvar)> = Arc::new(Default::default());
-    let signal = Arc::clone(&done);
-    let scheduled = Instant::now();
-    pool.schedule(Task::new(move || {
-        *signal.0.lock() = true;
-        signal.1.notify_one();
-    }));
-    let deadline = scheduled + PATIENCE;
-    let mut ran = done.0.lock();
-    while !*ran {
-        let left = deadline.checked_duration_since(Instant::now())?;
-        ran = done.1.wait_timeout(ran, left);
-    }
-    Some(scheduled.elapsed())
+    std::hint::black_box(&c);
+    let wake = split.wait_stats()?;
+    let inline_busy = inline.busy();
+    let corun = split.busy().as_secs_f64() / inline_busy.as_secs_f64();
+    (inline_busy > Duration::ZERO && corun.is_finite()).then_some(Calibration { corun, wake })
 }
 
-/// Whether an active worker of `pool` is parked, within [`PATIENCE`].
-fn wait_for_a_parked_worker(pool: &dyn ThreadPool) -> bool {
+/// Waits until every active worker of `pool` is parked, at most [`PATIENCE`] (a pool whose
+/// workers do not park runs its loop as they are).
+fn wait_until_parked(pool: &dyn ThreadPool) {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let stats = pool.stats();
-        let active = stats.workers.iter().take(stats.num_threads);
-        if active.into_iter().any(|w| w.state == WorkerState::Parked) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
+        let mut active = stats.workers.iter().take(stats.num_threads);
+        if active.all(|w| w.state == WorkerState::Parked) || Instant::now() >= deadline {
+            return;
         }
         thread::yield_now();
     }
@@ -87,22 +94,25 @@ fn wait_for_a_parked_worker(pool: &dyn ThreadPool) -> bool {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::pool::{Pool, PoolKind, PoolOptions};
+    use crate::pool::PoolKind;
 
     fn wakeups(pool: &Pool) -> u64 {
         pool.stats().workers.iter().map(|w| w.wakeups).sum()
     }
 
     #[test]
-    fn every_probe_wakes_a_parked_worker_of_the_pool() {
+    fn the_probe_splits_every_loop_and_times_each_wait() {
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 1, "probe-test")).unwrap();
         let before = wakeups(&pool);
-        let wake = parked_round_trip(pool.as_dyn());
-        assert!(wake.is_some(), "an idle pool's worker parks");
-        let woken = wakeups(&pool) - before;
-        assert!(
-            woken >= WAKE_PROBES as u64,
-            "each probe woke the worker from sleep, not a spinning one: {woken} wake-ups"
+        let calibration = calibrate(pool.as_dyn()).expect("the probe's GEMM splits on two");
+        assert_eq!(
+            calibration.wake.samples, PROBE_LOOPS,
+            "one wait per split loop, none from the inline ones"
         );
+        let wake = calibration.wake;
+        assert!(wake.median <= wake.p90, "{wake:?}");
+        assert!(wake.mean > Duration::ZERO, "{wake:?}");
+        assert!(calibration.corun.is_finite() && calibration.corun > 0.0);
+        assert_eq!(wakeups(&pool), before, "the run's own pool is left alone");
     }
 }
