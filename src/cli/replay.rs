@@ -49,6 +49,10 @@ pub(super) struct ReplayArgs {
         allow_negative_numbers = true,
     )]
     bench_mb: u64,
+    /// Time the chunk encodings `--record` could use on FILE's events (ns and bytes per
+    /// event, one row per candidate) and print them.
+    #[arg(long, requires = "file", conflicts_with_all = ["at", "summary", "bench"])]
+    bench_encoding: bool,
 }
 
 pub(super) fn run(args: &ReplayArgs) -> Result<()> {
@@ -58,6 +62,9 @@ pub(super) fn run(args: &ReplayArgs) -> Result<()> {
     let Some(file) = &args.file else {
         bail!("pass the recording to replay: enginetop replay FILE");
     };
+    if args.bench_encoding {
+        return bench_encoding(file);
+    }
     let mut replay = Replay::open(file)?;
     let at = args.at.map(|at| {
         let nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
@@ -189,5 +196,18 @@ fn bench(megabytes: u64) -> Result<()> {
         "frame budget: {} of feeding in a frame of 100 ms (10 frames a second)",
         ms(bench.budget)
     );
+    Ok(())
+}
+
+fn bench_encoding(file: &std::path::Path) -> Result<()> {
+    let (events, figures) = enginetop::record::encode_bench::bench_encodings(file)?;
+    println!("{events} events of {}", file.display());
+    println!("{:<44} {:>9} {:>9}", "encoding", "ns/event", "B/event");
+    for figure in figures {
+        println!(
+            "{:<44} {:>9.1} {:>9.2}",
+            figure.name, figure.ns_per_event, figure.bytes_per_event
+        );
+    }
     Ok(())
 }

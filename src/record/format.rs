@@ -4,7 +4,8 @@
 //! file   = MAGIC (8 bytes: "ENGTREC\0") | FORMAT_VERSION (u32 LE) | frame*
 //! frame  = length word (u32 LE) | CRC-32 of the payload (u32 LE) | payload
 //! length word = payload length | CHECKPOINT_BIT when the frame is a checkpoint
-//! payload = lz4 block (uncompressed size prepended) of postcard(Frame)
+//! payload = PLAIN | postcard(Frame)                                        (event chunks)
+//!         | LZ4   | lz4 block (uncompressed size prepended) of postcard(Frame) (the rest)
 //! ```
 //! Every frame decodes on its own: a reader that stops at any frame boundary has read a
 //! valid recording of the run up to then, and a frame cut off by a kill is told apart from a
@@ -16,6 +17,12 @@
 //! in them, so the tables of any prefix cover its events. Times are nanoseconds since the
 //! recording process's epoch; a chunk stores each event's time as a delta from the one
 //! before (zig-zag varints: a byte or two each).
+//!
+//! Event chunks are postcard alone: its varints already make an event about 14 bytes
+//! (a tenth of its Chrome JSON), and lz4 over them would cost the `recorder` thread about
+//! as much again per event as the encoding, on cores the run's workers need; every other
+//! frame (checkpoints above all: large and repetitive) is lz4-compressed. The payload's first
+//! byte says which, and the checksum covers it.
 //!
 //! The op graph ([`super::graph`]) comes in two frame kinds: a shape frame (the iteration's
 //! ops, their reads, writes, vars and worker pools) when a run starts, and op-run frames
@@ -43,7 +50,7 @@ use super::graph::{GraphShape, OpRun};
 /// The first bytes of every recording.
 pub(crate) const MAGIC: [u8; 8] = *b"ENGTREC\0";
 /// The format this build writes and reads; bumped whenever a frame changes.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// Bytes before the first frame (magic and version).
 pub(crate) const FILE_HEADER_LEN: usize = MAGIC.len() + 4;
 /// Bytes before each frame's payload (length and checksum).
@@ -52,6 +59,10 @@ pub(crate) const FRAME_HEADER_LEN: usize = 8;
 pub(crate) const MAX_FRAME_BYTES: usize = 256 << 20;
 /// The length word's bit that marks a checkpoint frame (above any length a frame may have).
 pub(crate) const CHECKPOINT_BIT: u32 = 1 << 31;
+/// A payload's first byte: postcard follows as it is.
+const PLAIN: u8 = 0;
+/// A payload's first byte: an lz4 block of postcard follows.
+const LZ4: u8 = 1;
 
 /// One setting of the run's configuration (`inter` = `2`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -338,20 +349,30 @@ pub(crate) fn file_header() -> [u8; FILE_HEADER_LEN] {
 
 /// `frame` as the bytes of a whole frame (header and payload).
 pub(crate) fn encode_frame(frame: &Frame) -> Result<Vec<u8>, postcard::Error> {
-    let plain = postcard::to_stdvec(frame)?;
-    let payload = lz4_flex::block::compress_prepend_size(&plain);
+    let mut bytes = vec![0; FRAME_HEADER_LEN];
+    match frame {
+        Frame::Chunk(_) => {
+            bytes.push(PLAIN);
+            bytes = postcard::to_extend(frame, bytes)?;
+        }
+        _ => {
+            bytes.push(LZ4);
+            let plain = postcard::to_stdvec(frame)?;
+            bytes.extend_from_slice(&lz4_flex::block::compress_prepend_size(&plain));
+        }
+    }
+    let payload = &bytes[FRAME_HEADER_LEN..];
     let length = u32::try_from(payload.len())
         .ok()
-        .filter(|&length| length < CHECKPOINT_BIT)
+        .filter(|&length| length as usize <= MAX_FRAME_BYTES)
         .ok_or(postcard::Error::SerializeBufferFull)?;
     let length = match frame {
         Frame::Checkpoint(_) => length | CHECKPOINT_BIT,
         _ => length,
     };
-    let mut bytes = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
-    bytes.extend_from_slice(&length.to_le_bytes());
-    bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    bytes.extend_from_slice(&payload);
+    let crc = crc32fast::hash(payload);
+    bytes[..4].copy_from_slice(&length.to_le_bytes());
+    bytes[4..FRAME_HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
     Ok(bytes)
 }
 
@@ -364,6 +385,8 @@ pub(crate) enum PayloadError {
     Decompress(#[from] lz4_flex::block::DecompressError),
     #[error("it does not decode: {0}")]
     Decode(#[from] postcard::Error),
+    #[error("its encoding tag {0} is none this version writes")]
+    Tag(u8),
 }
 
 /// Decodes a frame's payload whose checksum is `crc`.
@@ -371,14 +394,23 @@ pub(crate) fn decode_payload(payload: &[u8], crc: u32) -> Result<Frame, PayloadE
     if crc32fast::hash(payload) != crc {
         return Err(PayloadError::Checksum);
     }
-    let size = payload.get(..4).map_or(0, |head| {
-        u32::from_le_bytes([head[0], head[1], head[2], head[3]])
-    });
-    if size as usize > MAX_FRAME_BYTES {
-        return Err(PayloadError::Decode(
-            postcard::Error::DeserializeBadEncoding,
-        ));
+    let (&tag, body) = payload.split_first().ok_or(PayloadError::Decode(
+        postcard::Error::DeserializeUnexpectedEnd,
+    ))?;
+    match tag {
+        PLAIN => Ok(postcard::from_bytes(body)?),
+        LZ4 => {
+            let size = body.get(..4).map_or(0, |head| {
+                u32::from_le_bytes([head[0], head[1], head[2], head[3]])
+            });
+            if size as usize > MAX_FRAME_BYTES {
+                return Err(PayloadError::Decode(
+                    postcard::Error::DeserializeBadEncoding,
+                ));
+            }
+            let plain = lz4_flex::block::decompress_size_prepended(body)?;
+            Ok(postcard::from_bytes(&plain)?)
+        }
+        other => Err(PayloadError::Tag(other)),
     }
-    let plain = lz4_flex::block::decompress_size_prepended(payload)?;
-    Ok(postcard::from_bytes(&plain)?)
 }

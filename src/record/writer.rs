@@ -1,5 +1,5 @@
 //! The recording writer: a sink on the profiler's collector and a `recorder` thread that
-//! encodes, compresses and writes what it is handed.
+//! encodes and writes what it is handed.
 //!
 //! # Protocol
 //! The collector calls [`EventSink::drained`] with each batch it drains. The sink copies the
@@ -391,9 +391,46 @@ impl Drop for Recorder {
 /// The ids whose text the file already holds.
 #[derive(Default)]
 struct Seen {
-    names: HashSet<u32>,
-    devices: HashSet<u16>,
-    threads: HashSet<u32>,
+    names: IdSet,
+    devices: IdSet,
+    threads: IdSet,
+}
+
+/// A set of registry ids. The registries number their entries from 0 up, so a flag per id
+/// up to the largest seen answers each event's three lookups with an index, not a hash;
+/// an id past [`IdSet::DENSE`] (only a test's made-up one) goes to a hash set.
+#[derive(Default)]
+struct IdSet {
+    dense: Vec<bool>,
+    sparse: HashSet<u32>,
+}
+
+impl IdSet {
+    /// Ids held as flags at most (a 4 MiB vector).
+    const DENSE: u32 = 1 << 22;
+
+    /// Adds `id`; returns whether it is new.
+    #[inline]
+    fn insert(&mut self, id: u32) -> bool {
+        if id >= Self::DENSE {
+            return self.sparse.insert(id);
+        }
+        let at = id as usize;
+        if at >= self.dense.len() {
+            self.dense.resize(at + 1, false);
+        }
+        !std::mem::replace(&mut self.dense[at], true)
+    }
+
+    /// Every id held, in increasing order.
+    fn ids(&self) -> Vec<u32> {
+        let dense = (0..self.dense.len()).filter(|&at| self.dense[at]);
+        let mut ids: Vec<u32> = dense.map(|at| at as u32).collect();
+        let mut sparse: Vec<u32> = self.sparse.iter().copied().collect();
+        sparse.sort_unstable();
+        ids.extend(sparse);
+        ids
+    }
 }
 
 /// The `recorder` thread's state.
@@ -511,7 +548,7 @@ impl Writer {
                     .names
                     .push((name.id(), name.as_str().to_string()));
             }
-            if self.seen.devices.insert(device.id()) {
+            if self.seen.devices.insert(u32::from(device.id())) {
                 self.tables
                     .devices
                     .push((device.id(), device.name().to_string()));
@@ -607,8 +644,7 @@ impl Writer {
         summary: Option<String>,
     ) -> Result<RecordReport, RecordError> {
         self.write_chunk()?;
-        let mut threads: Vec<u32> = self.seen.threads.iter().copied().collect();
-        threads.sort_unstable();
+        let threads = self.seen.threads.ids();
         // Threads can be renamed after their first event; names and devices never change.
         let tables = Tables {
             threads: threads
@@ -617,7 +653,7 @@ impl Writer {
                 .collect(),
             devices: labels
                 .iter()
-                .filter(|(device, _)| self.seen.devices.insert(device.id()))
+                .filter(|(device, _)| self.seen.devices.insert(u32::from(device.id())))
                 .map(|(device, _)| (device.id(), device.name().to_string()))
                 .collect(),
             device_labels: labels
