@@ -200,7 +200,14 @@ fn bench(megabytes: u64) -> Result<()> {
 }
 
 fn bench_encoding(file: &std::path::Path) -> Result<()> {
-    let (events, figures) = enginetop::record::encode_bench::bench_encodings(file)?;
+    use enginetop::record::encode_bench::{bench_encodings, checkpoint_sizes};
+    for (k, size) in checkpoint_sizes(file)?.iter().enumerate() {
+        println!(
+            "checkpoint {k}: {} B framed; {} names; tables {} B, statistics {} B uncompressed",
+            size.frame_bytes, size.names, size.tables_bytes, size.stats_bytes
+        );
+    }
+    let (events, figures) = bench_encodings(file)?;
     println!("{events} events of {}", file.display());
     println!("{:<44} {:>9} {:>9}", "encoding", "ns/event", "B/event");
     for figure in figures {

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::format::{RecordKind, RecordedEvent, WireEvent};
+use super::format::{RecordKind, RecordedEvent, WireEvent, FRAME_HEADER_LEN};
+use super::index::RecordingIndex;
 use super::writer::CHUNK_EVENTS;
 use super::{read_recording, RecordError};
 
@@ -29,6 +30,40 @@ pub struct EncodingFigure {
     pub ns_per_event: f64,
     /// Bytes per event written.
     pub bytes_per_event: f64,
+}
+
+/// One checkpoint of a recording: its frame's bytes, and the uncompressed bytes of its
+/// table entries and of its statistics.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckpointSize {
+    /// The frame (header, lz4 payload).
+    pub frame_bytes: u64,
+    /// Its name, device and thread entries (postcard).
+    pub tables_bytes: u64,
+    /// Its statistics (postcard).
+    pub stats_bytes: u64,
+    /// Names it holds.
+    pub names: usize,
+}
+
+/// The size of every checkpoint of the recording at `path`, and what it is made of.
+pub fn checkpoint_sizes(path: &Path) -> Result<Vec<CheckpointSize>, RecordError> {
+    let index = RecordingIndex::open(path)?;
+    let frames = index.frames();
+    let sizes = (0..frames.len())
+        .filter(|&frame| frames[frame].checkpoint)
+        .filter_map(|frame| {
+            let checkpoint = index.checkpoint(frame).ok()?;
+            let tables = postcard::to_stdvec(&checkpoint.tables).ok()?;
+            Some(CheckpointSize {
+                frame_bytes: (FRAME_HEADER_LEN as u64 + u64::from(frames[frame].length)),
+                tables_bytes: tables.len() as u64,
+                stats_bytes: checkpoint.stats.len() as u64,
+                names: checkpoint.tables.names.len(),
+            })
+        })
+        .collect();
+    Ok(sizes)
 }
 
 /// Passes over the events per candidate (the best counts).

@@ -34,9 +34,11 @@
 //! moment by restoring the latest checkpoint before it and feeding at most one checkpoint
 //! interval of events. Their length word carries `CHECKPOINT_BIT`, so the index finds
 //! them from the frame headers alone. A chunk also carries its **marks**: what the live
-//! statistics took among its events that is not an event (a ring's gap, a thread's exit),
-//! so a replay takes them too and ends where the live statistics (and the checkpoints
-//! taken from them) are. Files of earlier versions are refused with the version error.
+//! statistics took among its events that is not an event (a ring's gap, a thread's exit,
+//! a reset of the statistics), so a replay takes them too and ends where the live
+//! statistics (and the checkpoints taken from them) are; and the pool workers' exact task
+//! counts after its last round, so a replay shows exact counts where task events were
+//! sampled. Files of earlier versions are refused with the version error.
 #![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
@@ -225,6 +227,9 @@ pub(crate) struct Chunk {
     pub(crate) events: Vec<WireEvent>,
     /// What the live statistics took between the events besides them, in order.
     pub(crate) marks: Vec<Mark>,
+    /// Every counted thread's exact pool task counts after the chunk's last round: a
+    /// replay's snapshot puts them in, as the live one put the counters in.
+    pub(crate) tasks: Vec<TaskReading>,
 }
 
 /// Something the live statistics took among a chunk's events that is not an event.
@@ -240,13 +245,16 @@ pub(crate) enum Mark {
     /// After the chunk's first `at` events, `thread`'s ring closed; it was marked exited at
     /// `ts_ns`.
     Exited { at: u32, thread: u32, ts_ns: u64 },
+    /// After the chunk's first `at` events, the statistics were reset (the dashboard's `r`)
+    /// at `ts_ns`.
+    Reset { at: u32, ts_ns: u64 },
 }
 
 impl Mark {
     /// The events of the chunk before it.
     pub(crate) fn at(self) -> usize {
         match self {
-            Mark::Lost { at, .. } | Mark::Exited { at, .. } => at as usize,
+            Mark::Lost { at, .. } | Mark::Exited { at, .. } | Mark::Reset { at, .. } => at as usize,
         }
     }
 
@@ -255,7 +263,7 @@ impl Mark {
     pub(crate) fn ts_ns(self) -> u64 {
         match self {
             Mark::Lost { last_ns, .. } => last_ns.unwrap_or(0),
-            Mark::Exited { ts_ns, .. } => ts_ns,
+            Mark::Exited { ts_ns, .. } | Mark::Reset { ts_ns, .. } => ts_ns,
         }
     }
 }
@@ -299,6 +307,8 @@ pub(crate) struct CheckpointFrame {
     /// The statistics fed with them ([`Stats`](crate::profiler::Stats), postcard), with the
     /// recording's ids.
     pub(crate) stats: Vec<u8>,
+    /// The exact pool task counts of the chunk before it.
+    pub(crate) tasks: Vec<TaskReading>,
 }
 
 /// A batch of op runs, each op id stored as a delta from the one before (the engine numbers

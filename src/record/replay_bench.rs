@@ -224,7 +224,7 @@ pub(crate) fn write_synthetic_with(
         feed(&mut stats, &mut checkpoint, &chunk);
         put(&Frame::Chunk(chunk), &mut size, &mut checkpoint)?;
         if checkpoint.due() {
-            let frame = checkpoint.frame(&stats).map_err(RecordError::Encode)?;
+            let frame = checkpoint.frame(&stats, &[]).map_err(RecordError::Encode)?;
             let written = put(&frame, &mut size, &mut checkpoint)?;
             checkpoint.written(written);
         }
@@ -334,6 +334,7 @@ impl Synthetic {
             base_ns,
             events,
             marks: Vec::new(),
+            tasks: Vec::new(),
         }
     }
 }
