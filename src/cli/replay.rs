@@ -49,6 +49,16 @@ pub(super) struct ReplayArgs {
         allow_negative_numbers = true,
     )]
     bench_mb: u64,
+    /// The op names of `--bench`'s synthetic run (every checkpoint holds each one's row).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = enginetop::record::replay_bench::OP_NAMES,
+        requires = "bench",
+        value_parser = super::numbers::whole::<u32>(1, 1 << 20),
+        allow_negative_numbers = true,
+    )]
+    bench_names: u32,
     /// Time the chunk encodings `--record` could use on FILE's events (ns and bytes per
     /// event, one row per candidate) and print them.
     #[arg(long, requires = "file", conflicts_with_all = ["at", "summary", "bench"])]
@@ -57,7 +67,7 @@ pub(super) struct ReplayArgs {
 
 pub(super) fn run(args: &ReplayArgs) -> Result<()> {
     if args.bench {
-        return bench(args.bench_mb);
+        return bench(args.bench_mb, args.bench_names);
     }
     let Some(file) = &args.file else {
         bail!("pass the recording to replay: enginetop replay FILE");
@@ -133,16 +143,17 @@ fn summary(replay: &mut Replay, format: SummaryFormat, at: bool) -> Result<()> {
         .context("writing to stdout")
 }
 
-fn bench(megabytes: u64) -> Result<()> {
+fn bench(megabytes: u64, names: u32) -> Result<()> {
     let path = std::env::temp_dir().join(format!(
         "enginetop-replay-bench-{}.etrec",
         std::process::id()
     ));
     eprintln!(
-        "writing a {megabytes} MB synthetic recording to {} (deleted afterwards)",
+        "writing a {megabytes} MB synthetic recording of {names} op names to {} (deleted \
+         afterwards)",
         path.display()
     );
-    let bench = bench_replay(&path, megabytes << 20, FEED_BUDGET)?;
+    let bench = bench_replay(&path, megabytes << 20, FEED_BUDGET, names)?;
     let ms = |time: Duration| format!("{:.1} ms", time.as_secs_f64() * 1e3);
     let mb = |bytes: u64| format!("{:.1} MB", bytes as f64 / (1 << 20) as f64);
     println!(

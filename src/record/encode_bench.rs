@@ -73,7 +73,7 @@ const PASSES: usize = 5;
 pub fn bench_encodings(path: &Path) -> Result<(usize, Vec<EncodingFigure>), RecordError> {
     let events = read_recording(path)?.events;
     let chunks: Vec<&[RecordedEvent]> = events.chunks(CHUNK_EVENTS).collect();
-    let candidates: [(&'static str, fn(&[RecordedEvent], &mut Vec<u8>)); 8] = [
+    let candidates: [(&'static str, Encode); 8] = [
         ("rows postcard + lz4, HashSet tables (v4)", rows_hashset_lz4),
         ("rows postcard + lz4, bitmap tables", rows_bitmap_lz4),
         ("rows postcard, no lz4", rows_postcard),
@@ -93,11 +93,14 @@ pub fn bench_encodings(path: &Path) -> Result<(usize, Vec<EncodingFigure>), Reco
     Ok((events.len(), figures))
 }
 
+/// A candidate: encodes a chunk's events into the buffer.
+type Encode = fn(&[RecordedEvent], &mut Vec<u8>);
+
 fn measure(
     name: &'static str,
     chunks: &[&[RecordedEvent]],
     events: usize,
-    encode: fn(&[RecordedEvent], &mut Vec<u8>),
+    encode: Encode,
 ) -> EncodingFigure {
     let mut best = Duration::MAX;
     let mut bytes = 0;

@@ -797,7 +797,8 @@ mod tests {
     /// recorder's checkpoints every `checkpoint_bytes` of frames at least.
     fn chunked(name: &str, bytes: u64, checkpoint_bytes: u64) -> std::path::PathBuf {
         let path = scratch(name);
-        write_synthetic_with(&path, bytes, checkpoint_bytes).unwrap();
+        let names = crate::record::replay_bench::OP_NAMES;
+        write_synthetic_with(&path, bytes, checkpoint_bytes, names).unwrap();
         path
     }
 
