@@ -49,15 +49,32 @@ pub(super) struct ReplayArgs {
         allow_negative_numbers = true,
     )]
     bench_mb: u64,
+    /// The op names of `--bench`'s synthetic run (every checkpoint holds each one's row).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = enginetop::record::replay_bench::OP_NAMES,
+        requires = "bench",
+        value_parser = super::numbers::whole::<u32>(1, 1 << 20),
+        allow_negative_numbers = true,
+    )]
+    bench_names: u32,
+    /// Time the chunk encodings `--record` could use on FILE's events (ns and bytes per
+    /// event, one row per candidate) and print them.
+    #[arg(long, requires = "file", conflicts_with_all = ["at", "summary", "bench"])]
+    bench_encoding: bool,
 }
 
 pub(super) fn run(args: &ReplayArgs) -> Result<()> {
     if args.bench {
-        return bench(args.bench_mb);
+        return bench(args.bench_mb, args.bench_names);
     }
     let Some(file) = &args.file else {
         bail!("pass the recording to replay: enginetop replay FILE");
     };
+    if args.bench_encoding {
+        return bench_encoding(file);
+    }
     let mut replay = Replay::open(file)?;
     let at = args.at.map(|at| {
         let nanos = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
@@ -126,16 +143,17 @@ fn summary(replay: &mut Replay, format: SummaryFormat, at: bool) -> Result<()> {
         .context("writing to stdout")
 }
 
-fn bench(megabytes: u64) -> Result<()> {
+fn bench(megabytes: u64, names: u32) -> Result<()> {
     let path = std::env::temp_dir().join(format!(
         "enginetop-replay-bench-{}.etrec",
         std::process::id()
     ));
     eprintln!(
-        "writing a {megabytes} MB synthetic recording to {} (deleted afterwards)",
+        "writing a {megabytes} MB synthetic recording of {names} op names to {} (deleted \
+         afterwards)",
         path.display()
     );
-    let bench = bench_replay(&path, megabytes << 20, FEED_BUDGET)?;
+    let bench = bench_replay(&path, megabytes << 20, FEED_BUDGET, names)?;
     let ms = |time: Duration| format!("{:.1} ms", time.as_secs_f64() * 1e3);
     let mb = |bytes: u64| format!("{:.1} MB", bytes as f64 / (1 << 20) as f64);
     println!(
@@ -189,5 +207,25 @@ fn bench(megabytes: u64) -> Result<()> {
         "frame budget: {} of feeding in a frame of 100 ms (10 frames a second)",
         ms(bench.budget)
     );
+    Ok(())
+}
+
+fn bench_encoding(file: &std::path::Path) -> Result<()> {
+    use enginetop::record::encode_bench::{bench_encodings, checkpoint_sizes};
+    for (k, size) in checkpoint_sizes(file)?.iter().enumerate() {
+        println!(
+            "checkpoint {k}: {} B framed; {} names; tables {} B, statistics {} B uncompressed",
+            size.frame_bytes, size.names, size.tables_bytes, size.stats_bytes
+        );
+    }
+    let (events, figures) = bench_encodings(file)?;
+    println!("{events} events of {}", file.display());
+    println!("{:<44} {:>9} {:>9}", "encoding", "ns/event", "B/event");
+    for figure in figures {
+        println!(
+            "{:<44} {:>9.1} {:>9.2}",
+            figure.name, figure.ns_per_event, figure.bytes_per_event
+        );
+    }
     Ok(())
 }

@@ -24,7 +24,8 @@
 //! changed since their last record), feeds the batch to
 //! [`Stats`], to the trace window and to any [`EventSink`] (a recording), and sums the
 //! rings' drop counts. A sink is handed the whole round as the statistics took it
-//! ([`Round`]: gaps and exits too), and, when it asked, a copy of the statistics taken
+//! ([`Round`]: the resets before it, gaps and exits too), the pool workers' exact task
+//! counts after it, and, when it asked, a copy of the statistics taken
 //! under the same lock hold as the round's feeding (a recording's checkpoint). A ring whose thread
 //! exited is drained one last time and let go.
 //!
@@ -224,11 +225,13 @@ impl Collector {
                 .iter()
                 .map(|ring| ring.consumer.dropped())
                 .sum::<u64>();
-        let handed = !self.batch.is_empty() || !exited.is_empty();
-        let wanted = handed && self.sinks_want_stats();
         let mut gaps = Vec::new();
-        let (now, image) = {
+        let (now, image, resets) = {
             let mut stats = self.core.stats.lock();
+            // Resets since the last round came before this round's events.
+            let resets = std::mem::take(&mut *self.core.resets.lock());
+            let handed = !self.batch.is_empty() || !exited.is_empty() || !resets.is_empty();
+            let wanted = handed && self.sinks_want_stats();
             let mut ingested = 0;
             for &(end, thread) in &self.gaps {
                 self.batch[ingested..end]
@@ -251,7 +254,7 @@ impl Collector {
             }
             stats.set_dropped(dropped);
             // A sink's checkpoint: the statistics exactly as this round left them.
-            (now, wanted.then(|| stats.clone()))
+            (now, wanted.then(|| stats.clone()), resets)
         };
         let mut window = self.core.window.lock();
         window.extend(&self.batch);
@@ -264,6 +267,8 @@ impl Collector {
             exited_ns: now,
             dropped,
             stats: image,
+            resets: &resets,
+            tasks: &[],
         };
         self.feed_sinks(round);
     }
@@ -282,9 +287,11 @@ impl Collector {
     fn feed_sinks(&self, round: Round<'_>) {
         let mut sinks = self.core.sinks.lock();
         sinks.retain(|sink| sink.strong_count() > 0);
-        if round.events.is_empty() && round.exited.is_empty() {
+        let idle = round.events.is_empty() && round.exited.is_empty() && round.resets.is_empty();
+        if idle || sinks.is_empty() {
             return;
         }
+        let tasks = self.core.task_counts.readings();
         let mut stats = round.stats;
         // Sinks are `std::sync::Weak` trait objects (loom's `Arc` has no `Weak`).
         for sink in sinks.iter().filter_map(std::sync::Weak::upgrade) {
@@ -292,7 +299,11 @@ impl Collector {
                 true => stats.take(),
                 false => None,
             };
-            sink.round(Round { stats, ..round });
+            sink.round(Round {
+                stats,
+                tasks: &tasks,
+                ..round
+            });
         }
     }
 }

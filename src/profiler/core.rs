@@ -19,7 +19,7 @@ use super::event::Event;
 use super::names::{DeviceId, ThreadId};
 use super::ring::{self, Consumer, Producer};
 use super::stats::{Snapshot, Stats};
-use super::task_counts::TaskCounts;
+use super::task_counts::{TaskCounts, TaskReading};
 use super::window::TraceWindow;
 use super::ProfilerOptions;
 use crate::engine::OpName;
@@ -74,6 +74,12 @@ pub struct Round<'a> {
     pub dropped: u64,
     /// The statistics after this round, for a sink that asked ([`EventSink::wants_stats`]).
     pub stats: Option<Stats>,
+    /// The statistics' resets ([`Stats::reset`], the dashboard's `r`) since the round
+    /// before, at these times (ns since the epoch): they come before this round's events.
+    pub resets: &'a [u64],
+    /// Every counted thread's exact pool task counts after this round (module
+    /// `task_counts`), when a sink is fed.
+    pub(crate) tasks: &'a [TaskReading],
 }
 
 /// A gap a ring's drops left in a batch: its thread's events after `at` are not the ones
@@ -131,6 +137,10 @@ pub(crate) struct Core {
     pub(super) lost: AtomicU64,
     /// Pool workers' exact task counts (`task_counts`), put into every snapshot.
     pub(super) task_counts: TaskCounts,
+    /// The times of the statistics' resets the collector has not handed to its sinks yet:
+    /// pushed and taken under the statistics lock, so a sink learns each reset between the
+    /// rounds it fell between.
+    pub(super) resets: Mutex<Vec<u64>>,
 }
 
 static NEXT_PROFILER: LazyLock<AtomicU64> = LazyLock::new(|| AtomicU64::new(1));
@@ -150,6 +160,7 @@ impl Core {
             sinks: Mutex::new(Vec::new()),
             lost: AtomicU64::new(0),
             task_counts: TaskCounts::default(),
+            resets: Mutex::new(Vec::new()),
             options,
         }
     }
@@ -220,7 +231,10 @@ impl Core {
     /// Zeroes the statistics' counters, histograms and windows (see [`Stats::reset`]).
     pub(crate) fn reset_stats(&self) {
         let now = self.epoch.now_ns();
-        self.stats.lock().reset(now);
+        let mut stats = self.stats.lock();
+        stats.reset(now);
+        self.resets.lock().push(now);
+        drop(stats);
         self.task_counts.reset();
     }
 

@@ -11,7 +11,8 @@
 //! with that round. The recorder adds the round to its chunk, writes the chunk (and its op
 //! runs) at once, and then the checkpoint frame: the statistics (postcard, inside the
 //! frame's lz4), every table entry used so far (a jump needs the names of ids first used
-//! before it), and the latest time among the events and marks written (its `reach`).
+//! before it), the latest time among the events and marks written (its `reach`), and the
+//! pool workers' exact task counts the chunk before it holds (a replay shows them).
 //!
 //! **Invariant: a checkpoint's statistics are the fold, in file order, of every chunk
 //! before it, marks included.** It holds because (1) a round is never split across
@@ -20,9 +21,11 @@
 //! each round's gaps and exits go into the chunk as marks, which a replay applies where the
 //! collector did; (3) the replay's statistics cut their windows as the live ones (the
 //! options are in the recording's header). What could break it, the recorder checks: the
-//! copy's count of events ingested must equal the events the recorder was handed. A round
-//! let go (the writer fell behind), events fed before the recording started, or a reset of
-//! the live statistics make them differ, and from then on the recording has no more
+//! copy's count of events ingested must equal the events the recorder was handed since the
+//! last reset of the live statistics (the dashboard's `r`: the collector hands each reset
+//! with the round after it, the chunk holds it as a mark, and a replay resets its
+//! statistics there too). A round let go (the writer fell behind) or events fed before the
+//! recording started make them differ, and from then on the recording has no more
 //! checkpoints (its jumps feed from the last one). The ratio keeps the checkpoints' bytes a
 //! small share of the file whatever the statistics' size (it grows with op names and
 //! threads, not with the run's length). A run killed at any moment leaves the checkpoints
@@ -38,7 +41,7 @@
 //! the same state, only later. Memory: one reach per checkpoint, and the one restored.
 #![forbid(unsafe_code)]
 
-use crate::profiler::Stats;
+use crate::profiler::{Stats, TaskReading};
 
 use super::format::{CheckpointFrame, Frame, Tables};
 use super::index::RecordingIndex;
@@ -104,12 +107,18 @@ impl CheckpointMaker {
         self.since >= self.every
     }
 
-    /// The checkpoint frame of the chunks written so far, whose fold is `stats`.
-    pub(crate) fn frame(&self, stats: &Stats) -> Result<Frame, postcard::Error> {
+    /// The checkpoint frame of the chunks written so far, whose fold is `stats`, and whose
+    /// last holds the task counts `tasks`.
+    pub(crate) fn frame(
+        &self,
+        stats: &Stats,
+        tasks: &[TaskReading],
+    ) -> Result<Frame, postcard::Error> {
         Ok(Frame::Checkpoint(CheckpointFrame {
             reach_ns: self.reach_ns,
             tables: self.tables.clone(),
             stats: postcard::to_stdvec(stats)?,
+            tasks: tasks.to_vec(),
         }))
     }
 

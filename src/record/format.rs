@@ -4,7 +4,8 @@
 //! file   = MAGIC (8 bytes: "ENGTREC\0") | FORMAT_VERSION (u32 LE) | frame*
 //! frame  = length word (u32 LE) | CRC-32 of the payload (u32 LE) | payload
 //! length word = payload length | CHECKPOINT_BIT when the frame is a checkpoint
-//! payload = lz4 block (uncompressed size prepended) of postcard(Frame)
+//! payload = PLAIN | postcard(Frame)                                        (event chunks)
+//!         | LZ4   | lz4 block (uncompressed size prepended) of postcard(Frame) (the rest)
 //! ```
 //! Every frame decodes on its own: a reader that stops at any frame boundary has read a
 //! valid recording of the run up to then, and a frame cut off by a kill is told apart from a
@@ -17,6 +18,12 @@
 //! recording process's epoch; a chunk stores each event's time as a delta from the one
 //! before (zig-zag varints: a byte or two each).
 //!
+//! Event chunks are postcard alone: its varints already make an event about 14 bytes
+//! (a tenth of its Chrome JSON), and lz4 over them would cost the `recorder` thread about
+//! as much again per event as the encoding, on cores the run's workers need; every other
+//! frame (checkpoints above all: large and repetitive) is lz4-compressed. The payload's first
+//! byte says which, and the checksum covers it.
+//!
 //! The op graph ([`super::graph`]) comes in two frame kinds: a shape frame (the iteration's
 //! ops, their reads, writes, vars and worker pools) when a run starts, and op-run frames
 //! (which op of which iteration each engine op id was) beside the event chunks, so any prefix
@@ -27,9 +34,11 @@
 //! moment by restoring the latest checkpoint before it and feeding at most one checkpoint
 //! interval of events. Their length word carries `CHECKPOINT_BIT`, so the index finds
 //! them from the frame headers alone. A chunk also carries its **marks**: what the live
-//! statistics took among its events that is not an event (a ring's gap, a thread's exit),
-//! so a replay takes them too and ends where the live statistics (and the checkpoints
-//! taken from them) are. Files of earlier versions are refused with the version error.
+//! statistics took among its events that is not an event (a ring's gap, a thread's exit,
+//! a reset of the statistics), so a replay takes them too and ends where the live
+//! statistics (and the checkpoints taken from them) are; and the pool workers' exact task
+//! counts after its last round, so a replay shows exact counts where task events were
+//! sampled. Files of earlier versions are refused with the version error.
 #![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
@@ -43,7 +52,7 @@ use super::graph::{GraphShape, OpRun};
 /// The first bytes of every recording.
 pub(crate) const MAGIC: [u8; 8] = *b"ENGTREC\0";
 /// The format this build writes and reads; bumped whenever a frame changes.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// Bytes before the first frame (magic and version).
 pub(crate) const FILE_HEADER_LEN: usize = MAGIC.len() + 4;
 /// Bytes before each frame's payload (length and checksum).
@@ -52,6 +61,10 @@ pub(crate) const FRAME_HEADER_LEN: usize = 8;
 pub(crate) const MAX_FRAME_BYTES: usize = 256 << 20;
 /// The length word's bit that marks a checkpoint frame (above any length a frame may have).
 pub(crate) const CHECKPOINT_BIT: u32 = 1 << 31;
+/// A payload's first byte: postcard follows as it is.
+const PLAIN: u8 = 0;
+/// A payload's first byte: an lz4 block of postcard follows.
+const LZ4: u8 = 1;
 
 /// One setting of the run's configuration (`inter` = `2`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,6 +227,9 @@ pub(crate) struct Chunk {
     pub(crate) events: Vec<WireEvent>,
     /// What the live statistics took between the events besides them, in order.
     pub(crate) marks: Vec<Mark>,
+    /// Every counted thread's exact pool task counts after the chunk's last round: a
+    /// replay's snapshot puts them in, as the live one put the counters in.
+    pub(crate) tasks: Vec<TaskReading>,
 }
 
 /// Something the live statistics took among a chunk's events that is not an event.
@@ -229,13 +245,16 @@ pub(crate) enum Mark {
     /// After the chunk's first `at` events, `thread`'s ring closed; it was marked exited at
     /// `ts_ns`.
     Exited { at: u32, thread: u32, ts_ns: u64 },
+    /// After the chunk's first `at` events, the statistics were reset (the dashboard's `r`)
+    /// at `ts_ns`.
+    Reset { at: u32, ts_ns: u64 },
 }
 
 impl Mark {
     /// The events of the chunk before it.
     pub(crate) fn at(self) -> usize {
         match self {
-            Mark::Lost { at, .. } | Mark::Exited { at, .. } => at as usize,
+            Mark::Lost { at, .. } | Mark::Exited { at, .. } | Mark::Reset { at, .. } => at as usize,
         }
     }
 
@@ -244,7 +263,7 @@ impl Mark {
     pub(crate) fn ts_ns(self) -> u64 {
         match self {
             Mark::Lost { last_ns, .. } => last_ns.unwrap_or(0),
-            Mark::Exited { ts_ns, .. } => ts_ns,
+            Mark::Exited { ts_ns, .. } | Mark::Reset { ts_ns, .. } => ts_ns,
         }
     }
 }
@@ -288,6 +307,8 @@ pub(crate) struct CheckpointFrame {
     /// The statistics fed with them ([`Stats`](crate::profiler::Stats), postcard), with the
     /// recording's ids.
     pub(crate) stats: Vec<u8>,
+    /// The exact pool task counts of the chunk before it.
+    pub(crate) tasks: Vec<TaskReading>,
 }
 
 /// A batch of op runs, each op id stored as a delta from the one before (the engine numbers
@@ -338,20 +359,30 @@ pub(crate) fn file_header() -> [u8; FILE_HEADER_LEN] {
 
 /// `frame` as the bytes of a whole frame (header and payload).
 pub(crate) fn encode_frame(frame: &Frame) -> Result<Vec<u8>, postcard::Error> {
-    let plain = postcard::to_stdvec(frame)?;
-    let payload = lz4_flex::block::compress_prepend_size(&plain);
+    let mut bytes = vec![0; FRAME_HEADER_LEN];
+    match frame {
+        Frame::Chunk(_) => {
+            bytes.push(PLAIN);
+            bytes = postcard::to_extend(frame, bytes)?;
+        }
+        _ => {
+            bytes.push(LZ4);
+            let plain = postcard::to_stdvec(frame)?;
+            bytes.extend_from_slice(&lz4_flex::block::compress_prepend_size(&plain));
+        }
+    }
+    let payload = &bytes[FRAME_HEADER_LEN..];
     let length = u32::try_from(payload.len())
         .ok()
-        .filter(|&length| length < CHECKPOINT_BIT)
+        .filter(|&length| length as usize <= MAX_FRAME_BYTES)
         .ok_or(postcard::Error::SerializeBufferFull)?;
     let length = match frame {
         Frame::Checkpoint(_) => length | CHECKPOINT_BIT,
         _ => length,
     };
-    let mut bytes = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
-    bytes.extend_from_slice(&length.to_le_bytes());
-    bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    bytes.extend_from_slice(&payload);
+    let crc = crc32fast::hash(payload);
+    bytes[..4].copy_from_slice(&length.to_le_bytes());
+    bytes[4..FRAME_HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
     Ok(bytes)
 }
 
@@ -364,6 +395,8 @@ pub(crate) enum PayloadError {
     Decompress(#[from] lz4_flex::block::DecompressError),
     #[error("it does not decode: {0}")]
     Decode(#[from] postcard::Error),
+    #[error("its encoding tag {0} is none this version writes")]
+    Tag(u8),
 }
 
 /// Decodes a frame's payload whose checksum is `crc`.
@@ -371,14 +404,23 @@ pub(crate) fn decode_payload(payload: &[u8], crc: u32) -> Result<Frame, PayloadE
     if crc32fast::hash(payload) != crc {
         return Err(PayloadError::Checksum);
     }
-    let size = payload.get(..4).map_or(0, |head| {
-        u32::from_le_bytes([head[0], head[1], head[2], head[3]])
-    });
-    if size as usize > MAX_FRAME_BYTES {
-        return Err(PayloadError::Decode(
-            postcard::Error::DeserializeBadEncoding,
-        ));
+    let (&tag, body) = payload.split_first().ok_or(PayloadError::Decode(
+        postcard::Error::DeserializeUnexpectedEnd,
+    ))?;
+    match tag {
+        PLAIN => Ok(postcard::from_bytes(body)?),
+        LZ4 => {
+            let size = body.get(..4).map_or(0, |head| {
+                u32::from_le_bytes([head[0], head[1], head[2], head[3]])
+            });
+            if size as usize > MAX_FRAME_BYTES {
+                return Err(PayloadError::Decode(
+                    postcard::Error::DeserializeBadEncoding,
+                ));
+            }
+            let plain = lz4_flex::block::decompress_size_prepended(body)?;
+            Ok(postcard::from_bytes(&plain)?)
+        }
+        other => Err(PayloadError::Tag(other)),
     }
-    let plain = lz4_flex::block::decompress_size_prepended(payload)?;
-    Ok(postcard::from_bytes(&plain)?)
 }

@@ -82,6 +82,8 @@ pub struct ChunkData {
     pub lost: u64,
     /// What the live statistics took among its events besides them, in order.
     pub(crate) marks: Vec<Mark>,
+    /// The exact pool task counts after it.
+    pub(crate) tasks: Vec<TaskReading>,
 }
 
 /// A recording opened for replay: its frames' places, and what its ends say.
@@ -380,6 +382,7 @@ fn chunk_data(chunk: Chunk) -> ChunkData {
         dropped: chunk.dropped,
         lost: chunk.lost,
         marks: chunk.marks,
+        tasks: chunk.tasks,
     }
 }
 

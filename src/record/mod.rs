@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! profiler collector --drained batch--> Sink (EventSink, never blocks) --bounded channel-->
-//!     `recorder` thread: chunk -> postcard -> lz4 -> CRC-32 frame -> file     (writer.rs)
+//!     `recorder` thread: chunk -> postcard -> CRC-32 frame -> file            (writer.rs)
 //! run driver --GraphObserver (shape once, then each op run)--> Sink --> graph frames (graph.rs)
 //! file -> read_recording -> Recording (events + name/device/thread tables)    (reader.rs)
 //!      -> export_chrome (the profiler's own exporter)                          (export.rs)
@@ -23,6 +23,7 @@
 mod checkpoints;
 pub mod compare;
 mod convert;
+pub mod encode_bench;
 mod export;
 pub mod format;
 pub mod graph;

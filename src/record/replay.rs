@@ -239,6 +239,7 @@ fn apply(stats: &mut Stats, ids: &Ids, mark: Mark) {
                 stats.thread_exited(thread, ts_ns);
             }
         }
+        Mark::Reset { ts_ns, .. } => stats.reset(ts_ns),
     }
 }
 
@@ -311,6 +312,8 @@ pub struct Replay {
     damaged: Vec<(usize, String)>,
     /// The events and marks of the chunk being fed, resolved (kept for its allocation).
     batch: Resolved,
+    /// The exact task counts of the last chunk fed whole (or of the checkpoint restored).
+    tasks: Vec<TaskReading>,
 }
 
 impl Replay {
@@ -353,6 +356,7 @@ impl Replay {
             current: None,
             damaged: Vec::new(),
             batch: Resolved::default(),
+            tasks: Vec::new(),
         };
         replay.feed_until(replay.cursor_ns, None)?;
         Ok(replay)
@@ -402,23 +406,25 @@ impl Replay {
         losses
     }
 
-    /// The statistics at the cursor, windows ending there; once every frame is fed, with
-    /// the pool workers' exact task counts the recording ends with put in, as the live
-    /// snapshot puts them in.
+    /// The statistics at the cursor, windows ending there, with the pool workers' exact
+    /// task counts put in as the live snapshot puts them in: those of the last chunk fed
+    /// whole, or once every frame is fed, those the recording ends with.
     pub fn snapshot(&mut self) -> Snapshot {
         let mut snapshot = self.stats.snapshot(self.cursor_ns);
-        if self.at.frame >= self.index.frames().len() && !self.index.tasks.is_empty() {
-            self.final_task_counts().apply(&mut snapshot);
+        let readings = match self.at.frame >= self.index.frames().len() {
+            true if !self.index.tasks.is_empty() => self.index.tasks.clone(),
+            _ => self.tasks.clone(),
+        };
+        if !readings.is_empty() {
+            self.task_counts(&readings).apply(&mut snapshot);
         }
         snapshot
     }
 
-    /// The recording's final task counts under this process's ids (a thread the replay
-    /// never met counts in the totals only).
-    fn final_task_counts(&mut self) -> TaskCounts {
-        let readings: Vec<TaskReading> = self
-            .index
-            .tasks
+    /// Task counts `readings` of the recording under this process's ids (a thread the
+    /// replay never met counts in the totals only).
+    fn task_counts(&mut self, readings: &[TaskReading]) -> TaskCounts {
+        let readings: Vec<TaskReading> = readings
             .iter()
             .map(|reading| TaskReading {
                 thread: self
@@ -617,6 +623,7 @@ impl Replay {
         }
         stats.remap(&mut self.ids);
         self.stats = stats;
+        self.tasks = checkpoint.tasks.clone();
         self.spans = SpanStore::new(spans::DEFAULT_CAPACITY);
         self.reach_ns = checkpoint.reach_ns;
         self.at = Position {
@@ -630,6 +637,7 @@ impl Replay {
     /// Empty statistics before the first chunk.
     fn restart(&mut self) {
         self.stats = Stats::new(self.index.info.stats);
+        self.tasks.clear();
         self.spans = SpanStore::new(spans::DEFAULT_CAPACITY);
         self.reach_ns = 0;
         self.at = Position {
@@ -682,6 +690,7 @@ impl Replay {
         self.stats.set_dropped(chunk.dropped);
         if last <= target {
             self.reach_ns = self.reach_ns.max(last);
+            self.tasks.clone_from(&chunk.tasks);
             self.next_frame();
             Ok(false)
         } else {
@@ -788,7 +797,8 @@ mod tests {
     /// recorder's checkpoints every `checkpoint_bytes` of frames at least.
     fn chunked(name: &str, bytes: u64, checkpoint_bytes: u64) -> std::path::PathBuf {
         let path = scratch(name);
-        write_synthetic_with(&path, bytes, checkpoint_bytes).unwrap();
+        let names = crate::record::replay_bench::OP_NAMES;
+        write_synthetic_with(&path, bytes, checkpoint_bytes, names).unwrap();
         path
     }
 
@@ -932,6 +942,9 @@ mod tests {
                 .unwrap();
             profiler.flush(); // the ring closed: the thread is marked exited
             recorder.settle();
+            if worker % 10 == 9 {
+                profiler.reset_stats(); // the dashboard's `r`: a mark in the next chunk
+            }
         }
         profiler.flush();
         let live = profiler.snapshot();
@@ -940,7 +953,8 @@ mod tests {
     }
 
     /// Each checkpoint the live statistics made is the fold of exactly the frames before it
-    /// (gaps and exits included), and the replay ends with the live statistics.
+    /// (gaps, exits and resets included, checkpoints going on after a reset), and the replay
+    /// ends with the live statistics.
     #[test]
     fn every_checkpoint_is_the_fold_of_the_frames_before_it() {
         let (path, report, live) = real_with_marks("replay-marks");
@@ -958,7 +972,7 @@ mod tests {
             last > frames / 2,
             "the last checkpoint at frame {last} of {frames}"
         );
-        let mut marks = 0;
+        let (mut marks, mut resets) = (0, 0);
         for k in 0..count {
             let frame = restored.checkpoints.frame(k);
             let checkpoint = restored.checkpoints.load(&restored.index, k).unwrap();
@@ -966,6 +980,8 @@ mod tests {
             while fold.at.frame <= frame {
                 if let Ok(Some(chunk)) = fold.index.chunk(fold.at.frame) {
                     marks += chunk.marks.len();
+                    let reset = |mark: &&Mark| matches!(mark, Mark::Reset { .. });
+                    resets += chunk.marks.iter().filter(reset).count();
                 }
                 fold.feed_frame(u64::MAX).unwrap();
             }
@@ -979,6 +995,7 @@ mod tests {
             assert_eq!(state(&mut restored), state(&mut fold), "checkpoint {k}");
         }
         assert!(marks >= 12, "{marks} marks before the last checkpoint");
+        assert_eq!(resets, 2, "resets before the last checkpoint");
         let workers = |snapshot: &Snapshot| {
             let mut workers: Vec<_> = snapshot
                 .workers

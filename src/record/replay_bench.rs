@@ -5,7 +5,8 @@
 //! forward and back, and the memory all that took. `enginetop replay --bench` runs it and
 //! prints the figures; no test times anything.
 //!
-//! The run: [`THREADS`] workers, each running ops of [`OP_NAMES`] names back to back (start,
+//! The run: [`THREADS`] workers, each running ops of [`OP_NAMES`] names (or as many as the
+//! caller asks for) back to back (start,
 //! end, and a steal now and then), 16,384 events a chunk, each thread's events together in
 //! a chunk as the collector drains them.
 #![forbid(unsafe_code)]
@@ -80,11 +81,16 @@ impl ReplayBench {
     }
 }
 
-/// Writes a synthetic recording of about `bytes` bytes to `path`, times the replay over it
-/// with frames feeding for `budget` each, and deletes it.
-pub fn bench_replay(path: &Path, bytes: u64, budget: Duration) -> Result<ReplayBench, RecordError> {
+/// Writes a synthetic recording of about `bytes` bytes with ops of `names` names to `path`,
+/// times the replay over it with frames feeding for `budget` each, and deletes it.
+pub fn bench_replay(
+    path: &Path,
+    bytes: u64,
+    budget: Duration,
+    names: u32,
+) -> Result<ReplayBench, RecordError> {
     let started = Instant::now();
-    let written = write_synthetic(path, bytes)?;
+    let written = write_synthetic_with(path, bytes, CHECKPOINT_BYTES, names)?;
     let write = started.elapsed();
     let result = time_replay(path, budget);
     let _ = std::fs::remove_file(path);
@@ -175,15 +181,18 @@ pub(crate) struct Written {
 }
 
 /// Writes the synthetic run until the file holds `bytes`, with the recorder's checkpoints.
+#[cfg(all(test, not(loom)))]
 pub(crate) fn write_synthetic(path: &Path, bytes: u64) -> Result<Written, RecordError> {
-    write_synthetic_with(path, bytes, CHECKPOINT_BYTES)
+    write_synthetic_with(path, bytes, CHECKPOINT_BYTES, OP_NAMES)
 }
 
-/// [`write_synthetic`] with checkpoints every `checkpoint_bytes` of frames at least.
+/// [`write_synthetic`] with checkpoints every `checkpoint_bytes` of frames at least, and ops
+/// of `names` names.
 pub(crate) fn write_synthetic_with(
     path: &Path,
     bytes: u64,
     checkpoint_bytes: u64,
+    names: u32,
 ) -> Result<Written, RecordError> {
     let write_error = |source| RecordError::Write {
         path: path.display().to_string(),
@@ -211,7 +220,7 @@ pub(crate) fn write_synthetic_with(
         ],
         stats: StatsOptions::default(),
     };
-    let mut writer = Synthetic::new();
+    let mut writer = Synthetic::new(names.max(1));
     // The collector's statistics of the run: fed every event, copied at each checkpoint.
     let mut stats = Stats::new(StatsOptions::default());
     put(&Frame::Header(info), &mut size, &mut checkpoint)?;
@@ -224,7 +233,7 @@ pub(crate) fn write_synthetic_with(
         feed(&mut stats, &mut checkpoint, &chunk);
         put(&Frame::Chunk(chunk), &mut size, &mut checkpoint)?;
         if checkpoint.due() {
-            let frame = checkpoint.frame(&stats).map_err(RecordError::Encode)?;
+            let frame = checkpoint.frame(&stats, &[]).map_err(RecordError::Encode)?;
             let written = put(&frame, &mut size, &mut checkpoint)?;
             checkpoint.written(written);
         }
@@ -271,12 +280,12 @@ struct Synthetic {
 }
 
 impl Synthetic {
-    fn new() -> Synthetic {
+    fn new(names: u32) -> Synthetic {
         Synthetic {
             clock: vec![1_000_000; THREADS as usize],
             op: 0,
             rng: fastrand::Rng::with_seed(7),
-            names: (0..OP_NAMES)
+            names: (0..names)
                 .map(|n| OpName::new(&format!("bench-op-{n}")))
                 .collect(),
             device: DeviceId::register("bench-cpu"),
@@ -292,7 +301,7 @@ impl Synthetic {
         for thread in 0..THREADS {
             for _ in 0..per_thread {
                 self.op += 1;
-                let index = self.rng.u32(0..OP_NAMES);
+                let index = self.rng.u32(0..self.names.len() as u32);
                 let name = self.names[index as usize].id();
                 let start = self.clock[thread as usize] + self.rng.u64(200..2_000);
                 let end = start + 10_000 + u64::from(index) * 3_000 + self.rng.u64(0..5_000);
@@ -334,6 +343,7 @@ impl Synthetic {
             base_ns,
             events,
             marks: Vec::new(),
+            tasks: Vec::new(),
         }
     }
 }

@@ -483,3 +483,65 @@ fn a_replay_of_a_sampled_run_ends_with_the_live_task_counts() {
     );
     std::fs::remove_file(&path).unwrap();
 }
+
+/// A sampled run's replay shows the exact task counts at a moment between two batches of
+/// tasks, not only at the end: each chunk carries the counters as they were after it.
+#[test]
+fn a_replay_between_two_batches_of_sampled_tasks_shows_their_exact_counts() {
+    use crate::pool::{Pool, PoolKind, PoolOptions};
+    use crate::profiler::clock::Epoch;
+    use crate::profiler::PoolProbe;
+    use crate::record::writer::Limits;
+    let path = scratch("sampled-mid");
+    let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+    let limits = Limits {
+        chunk_events: 1,
+        ..Limits::default()
+    };
+    let info = RecordingInfo::default();
+    let recorder = Recorder::start_with(&path, &profiler, info, limits).unwrap();
+    let device = DeviceId::register("rec-sampled-mid");
+    let probe = PoolProbe::new(&profiler, device);
+    let options =
+        PoolOptions::new(PoolKind::Eigen, 2, "rec-sampled-mid").observer(probe.into_observer());
+    let pool = Pool::new(options).unwrap();
+    let batch = 100_000u64;
+    let run_batch = |total: u64| {
+        for _ in 0..batch {
+            pool.spawn(|| ());
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while profiler.snapshot().task_sampling.tasks < total {
+            assert!(Instant::now() < deadline, "tasks never counted");
+            std::thread::yield_now();
+        }
+        // An event after the counts are whole: a round, so a chunk, with these counts.
+        let (mark, info) = (OpName::new("rec-sampled-mid-mark"), OpInfo::new(total));
+        profiler.op_start(device, mark, info);
+        profiler.op_end(device, mark, info, false);
+        profiler.flush();
+        recorder.settle();
+    };
+    run_batch(batch);
+    let live = profiler.snapshot();
+    let between = Epoch::get().now_ns();
+    assert!(live.task_sampling.is_sampled(), "{:?}", live.task_sampling);
+    assert_eq!(live.task_sampling.tasks, batch);
+    run_batch(2 * batch);
+    drop(pool);
+    recorder.finish(&profiler, None).unwrap();
+    let mut replay = Replay::open(&path).unwrap();
+    replay.seek(between).unwrap();
+    let replayed = replay.snapshot();
+    assert_eq!(replayed.task_sampling.tasks, batch);
+    let on_device = |snapshot: &crate::profiler::Snapshot| {
+        snapshot
+            .device("rec-sampled-mid")
+            .map(|device| device.tasks)
+    };
+    assert_eq!(on_device(&replayed), Some(batch));
+    assert_eq!(on_device(&replayed), on_device(&live));
+    replay.seek_to_end().unwrap();
+    assert_eq!(replay.snapshot().task_sampling.tasks, 2 * batch);
+    std::fs::remove_file(&path).unwrap();
+}

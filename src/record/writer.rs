@@ -1,5 +1,5 @@
 //! The recording writer: a sink on the profiler's collector and a `recorder` thread that
-//! encodes, compresses and writes what it is handed.
+//! encodes and writes what it is handed.
 //!
 //! # Protocol
 //! The collector calls [`EventSink::drained`] with each batch it drains. The sink copies the
@@ -20,9 +20,11 @@
 //! more are let go and counted. The thread writes the shape as soon as it comes and the op
 //! runs in a frame beside each chunk.
 //!
-//! The sink is handed each collector round whole ([`EventSink::round`]): its batch, the
-//! rings' gaps among the events and the threads that exited after them, which go into the
-//! chunk as marks, so a replay takes them where the live statistics did. Every so many
+//! The sink is handed each collector round whole ([`EventSink::round`]): the statistics'
+//! resets before it, its batch, the rings' gaps among the events and the threads that
+//! exited after them, which go into the chunk as marks, so a replay takes them where the
+//! live statistics did; and the pool workers' exact task counts after it, which the next
+//! chunk (and checkpoint) written carries. Every so many
 //! bytes the thread asks the sink for the live statistics, and writes the copy that comes
 //! with the next round as a checkpoint frame right after the chunk that ends with that
 //! round (module `checkpoints` says when, why, and why the copy is exactly the fold of the
@@ -128,6 +130,10 @@ struct Handed {
     graph: PendingGraph,
     /// The live statistics after the round, when the writer asked for them.
     stats: Option<Stats>,
+    /// The statistics' resets before the round's events.
+    resets: Vec<u64>,
+    /// The exact task counts after the round.
+    tasks: Vec<TaskReading>,
 }
 
 /// The graph's parts not yet handed to the writer.
@@ -163,6 +169,8 @@ impl EventSink for Sink {
             exited_ns: 0,
             dropped,
             stats: None,
+            resets: &[],
+            tasks: &[],
         });
     }
 
@@ -199,6 +207,8 @@ impl EventSink for Sink {
             dropped: round.dropped,
             graph,
             stats,
+            resets: round.resets.to_vec(),
+            tasks: round.tasks.to_vec(),
         }));
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = sender.try_send(message)
         {
@@ -317,6 +327,7 @@ impl Recorder {
             want_stats: sink.want_stats.clone(),
             received: 0,
             exact: true,
+            tasks: Vec::new(),
         };
         let writer = thread::Builder::new()
             .name("recorder".to_string())
@@ -391,9 +402,46 @@ impl Drop for Recorder {
 /// The ids whose text the file already holds.
 #[derive(Default)]
 struct Seen {
-    names: HashSet<u32>,
-    devices: HashSet<u16>,
-    threads: HashSet<u32>,
+    names: IdSet,
+    devices: IdSet,
+    threads: IdSet,
+}
+
+/// A set of registry ids. The registries number their entries from 0 up, so a flag per id
+/// up to the largest seen answers each event's three lookups with an index, not a hash;
+/// an id past [`IdSet::DENSE`] (only a test's made-up one) goes to a hash set.
+#[derive(Default)]
+struct IdSet {
+    dense: Vec<bool>,
+    sparse: HashSet<u32>,
+}
+
+impl IdSet {
+    /// Ids held as flags at most (a 4 MiB vector).
+    const DENSE: u32 = 1 << 22;
+
+    /// Adds `id`; returns whether it is new.
+    #[inline]
+    fn insert(&mut self, id: u32) -> bool {
+        if id >= Self::DENSE {
+            return self.sparse.insert(id);
+        }
+        let at = id as usize;
+        if at >= self.dense.len() {
+            self.dense.resize(at + 1, false);
+        }
+        !std::mem::replace(&mut self.dense[at], true)
+    }
+
+    /// Every id held, in increasing order.
+    fn ids(&self) -> Vec<u32> {
+        let dense = (0..self.dense.len()).filter(|&at| self.dense[at]);
+        let mut ids: Vec<u32> = dense.map(|at| at as u32).collect();
+        let mut sparse: Vec<u32> = self.sparse.iter().copied().collect();
+        sparse.sort_unstable();
+        ids.extend(sparse);
+        ids
+    }
 }
 
 /// The `recorder` thread's state.
@@ -425,6 +473,8 @@ struct Writer {
     /// Whether the live statistics have been the fold of the recording so far (module
     /// `checkpoints`): no checkpoint is taken once they were not.
     exact: bool,
+    /// The exact task counts of the latest round.
+    tasks: Vec<TaskReading>,
 }
 
 impl Writer {
@@ -436,6 +486,9 @@ impl Writer {
                     let mut round = *round;
                     let (graph, stats) = (std::mem::take(&mut round.graph), round.stats.take());
                     self.dropped = round.dropped;
+                    if !round.tasks.is_empty() {
+                        self.tasks = std::mem::take(&mut round.tasks);
+                    }
                     self.add_graph(graph)?;
                     self.add_round(&round);
                     if let Some(stats) = stats {
@@ -472,11 +525,21 @@ impl Writer {
         }
     }
 
-    /// Adds a round to the chunk: its events with its gaps among them, then its exits, as
-    /// the collector fed them to the live statistics.
+    /// Adds a round to the chunk: its resets, its events with its gaps among them, then its
+    /// exits, as the collector fed them to the live statistics.
     fn add_round(&mut self, round: &Handed) {
         let base = self.chunk.len();
         let mark_at = |at: usize| u32::try_from(base + at).unwrap_or(u32::MAX);
+        for &ts_ns in &round.resets {
+            let mark = Mark::Reset {
+                at: mark_at(0),
+                ts_ns,
+            };
+            self.checkpoint.reach(ts_ns);
+            self.marks.push(mark);
+            // The statistics count their events from the reset on.
+            self.received = 0;
+        }
         let mut from = 0;
         for gap in &round.gaps {
             self.add(&round.events[from..gap.at]);
@@ -511,7 +574,7 @@ impl Writer {
                     .names
                     .push((name.id(), name.as_str().to_string()));
             }
-            if self.seen.devices.insert(device.id()) {
+            if self.seen.devices.insert(u32::from(device.id())) {
                 self.tables
                     .devices
                     .push((device.id(), device.name().to_string()));
@@ -532,7 +595,10 @@ impl Writer {
         if !self.exact {
             return Ok(());
         }
-        let frame = self.checkpoint.frame(stats).map_err(RecordError::Encode)?;
+        let frame = self
+            .checkpoint
+            .frame(stats, &self.tasks)
+            .map_err(RecordError::Encode)?;
         let bytes = self.write(&frame)?;
         self.checkpoint.written(bytes);
         Ok(())
@@ -594,6 +660,7 @@ impl Writer {
             base_ns,
             events,
             marks: std::mem::take(&mut self.marks),
+            tasks: self.tasks.clone(),
         };
         self.events += self.chunk.len() as u64;
         self.chunk.clear();
@@ -607,8 +674,7 @@ impl Writer {
         summary: Option<String>,
     ) -> Result<RecordReport, RecordError> {
         self.write_chunk()?;
-        let mut threads: Vec<u32> = self.seen.threads.iter().copied().collect();
-        threads.sort_unstable();
+        let threads = self.seen.threads.ids();
         // Threads can be renamed after their first event; names and devices never change.
         let tables = Tables {
             threads: threads
@@ -617,7 +683,7 @@ impl Writer {
                 .collect(),
             devices: labels
                 .iter()
-                .filter(|(device, _)| self.seen.devices.insert(device.id()))
+                .filter(|(device, _)| self.seen.devices.insert(u32::from(device.id())))
                 .map(|(device, _)| (device.id(), device.name().to_string()))
                 .collect(),
             device_labels: labels
