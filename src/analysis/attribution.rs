@@ -38,10 +38,13 @@
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Serialize, Serializer};
 
 use crate::device::identity::{PoolId, PoolRole};
 use crate::profiler::stats::WorkerSnapshot;
-use crate::profiler::{Readiness, Snapshot, StateTime, WorkState, WorkerStates};
+use crate::profiler::{DeviceId, Readiness, Snapshot, StateTime, WorkState, WorkerStates};
 
 use super::schedstat::Descheduled;
 use super::span::Scaling;
@@ -278,14 +281,50 @@ fn add_cell(cells: &mut Vec<StateTime>, state: WorkState, ready: Readiness, ns: 
     }
 }
 
+/// The pool a worker's time is attributed to: its typed pool when the profiler knows the
+/// worker's device and role, else the profiler device it records on (a demo's named device).
+/// Workers are listed in this order: typed pools by device and role (the dashboard's row
+/// order), then named devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkerPool {
+    /// A pool of a typed device (`cpu(0) worker`).
+    Pool(PoolId),
+    /// A profiler device with no typed identity, shown by its name.
+    Device(DeviceId),
+}
+
+impl WorkerPool {
+    /// The pool of `worker`, a thread with a device.
+    fn of(worker: &WorkerSnapshot, device: DeviceId) -> WorkerPool {
+        match (device.device(), worker.role) {
+            (Some(typed), Some(role)) => WorkerPool::Pool(PoolId::new(typed, role)),
+            _ => WorkerPool::Device(device),
+        }
+    }
+}
+
+impl fmt::Display for WorkerPool {
+    /// `cpu(0) worker`, or a named device's name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkerPool::Pool(pool) => pool.fmt(f),
+            WorkerPool::Device(device) => f.write_str(device.name()),
+        }
+    }
+}
+
+impl Serialize for WorkerPool {
+    /// As it displays: JSON readers get the same name as the summary's lines.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// One worker's attribution.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct WorkerAttribution {
-    /// The worker for display: its pool and index (`cpu(0) worker #1`), or its thread's name
-    /// when it is in no pool.
-    pub worker: String,
-    /// Its pool for display (`cpu(0) worker`), or its device's name outside pools.
-    pub pool: String,
+    /// Its pool.
+    pub pool: WorkerPool,
     /// Its index in the pool, if it is a pool worker.
     pub index: Option<u32>,
     /// Its thread's name.
@@ -294,15 +333,50 @@ pub struct WorkerAttribution {
     pub observed_ms: f64,
     /// Bucket -> share of that time (empty buckets left out).
     pub shares: BTreeMap<Bucket, f64>,
-    #[serde(skip)]
     times: BucketTimes,
+}
+
+impl WorkerAttribution {
+    /// The worker for display: its pool and index (`cpu(0) worker #1`), or its thread's
+    /// name when it has no index in a pool.
+    pub fn label(&self) -> String {
+        match self.index {
+            Some(index) => format!("{} #{index}", self.pool),
+            None => self.thread.clone(),
+        }
+    }
+}
+
+impl Serialize for WorkerAttribution {
+    /// `worker` (its [`label`](WorkerAttribution::label)), `pool`, `index`, `thread`,
+    /// `observed_ms`, `shares`.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            worker: String,
+            pool: WorkerPool,
+            index: Option<u32>,
+            thread: &'a str,
+            observed_ms: f64,
+            shares: &'a BTreeMap<Bucket, f64>,
+        }
+        Shown {
+            worker: self.label(),
+            pool: self.pool,
+            index: self.index,
+            thread: &self.thread,
+            observed_ms: self.observed_ms,
+            shares: &self.shares,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// One pool's attribution: its workers' together.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct PoolAttribution {
-    /// The pool for display (`cpu(0) worker`).
-    pub pool: String,
+    /// The pool.
+    pub pool: WorkerPool,
     /// Workers seen.
     pub workers: usize,
     /// Bucket -> share of their summed time.
@@ -327,21 +401,6 @@ pub enum Period {
     Run,
 }
 
-/// The pool and the worker of `worker`, for display.
-fn identity(worker: &WorkerSnapshot) -> (String, String) {
-    let device = worker.device.map_or("unknown", |device| device.name());
-    let typed = worker.device.and_then(|device| device.device());
-    let pool = match (typed, worker.role) {
-        (Some(typed), Some(role)) => PoolId::new(typed, role).to_string(),
-        _ => device.to_string(),
-    };
-    let name = match worker.worker {
-        Some(index) => format!("{pool} #{index}"),
-        None => worker.name.clone(),
-    };
-    (pool, name)
-}
-
 /// `name`'s run delay in `delays` (threads are matched by name, the kernel's kept to 15
 /// bytes), in nanoseconds.
 fn run_delay_ns(name: &str, delays: Option<&Descheduled>) -> u64 {
@@ -359,8 +418,8 @@ pub fn attribute(snapshot: &Snapshot, period: Period, delays: Option<&Deschedule
     let mut workers: Vec<WorkerAttribution> = snapshot
         .workers
         .iter()
-        .filter(|worker| worker.device.is_some())
         .filter_map(|worker| {
+            let device = worker.device?;
             let cells = states.get(&worker.thread)?;
             let cells = match period {
                 Period::Window => &cells.window,
@@ -378,10 +437,8 @@ pub fn attribute(snapshot: &Snapshot, period: Period, delays: Option<&Deschedule
                 })
                 .collect();
             let times = BucketTimes::of(&cells, run_delay_ns(&worker.name, delays));
-            let (pool, name) = identity(worker);
             (times.total() > 0.0).then(|| WorkerAttribution {
-                worker: name,
-                pool,
+                pool: WorkerPool::of(worker, device),
                 index: worker.worker,
                 thread: worker.name.clone(),
                 observed_ms: times.total() / 1e6,
@@ -390,20 +447,20 @@ pub fn attribute(snapshot: &Snapshot, period: Period, delays: Option<&Deschedule
             })
         })
         .collect();
-    workers.sort_by(|a, b| (&a.pool, a.index, &a.thread).cmp(&(&b.pool, b.index, &b.thread)));
+    workers.sort_by(|a, b| (a.pool, a.index, &a.thread).cmp(&(b.pool, b.index, &b.thread)));
     let pools = pools(&workers);
     Attribution { workers, pools }
 }
 
 fn pools(workers: &[WorkerAttribution]) -> Vec<PoolAttribution> {
-    let mut pools: Vec<(String, usize, BucketTimes)> = Vec::new();
+    let mut pools: Vec<(WorkerPool, usize, BucketTimes)> = Vec::new();
     for worker in workers {
         match pools.iter_mut().find(|(pool, ..)| *pool == worker.pool) {
             Some((_, count, times)) => {
                 *count += 1;
                 times.add(&worker.times);
             }
-            None => pools.push((worker.pool.clone(), 1, worker.times)),
+            None => pools.push((worker.pool, 1, worker.times)),
         }
     }
     pools
@@ -590,10 +647,10 @@ mod tests {
             }],
         };
         let attribution = attribute(&snapshot, Period::Run, Some(&delays));
-        let names: Vec<&str> = attribution
+        let names: Vec<String> = attribution
             .workers
             .iter()
-            .map(|w| w.worker.as_str())
+            .map(WorkerAttribution::label)
             .collect();
         assert_eq!(names, ["cpu(7) worker #0", "cpu(7) worker #1"]);
         let one = &attribution.workers[1].shares;
@@ -603,9 +660,47 @@ mod tests {
             .workers
             .is_empty());
         let pool = &attribution.pools[0];
-        assert_eq!((pool.pool.as_str(), pool.workers), ("cpu(7) worker", 2));
+        let cpu7 = PoolId::new(Device::Cpu(7), PoolRole::CpuWorker);
+        assert_eq!((pool.pool, pool.workers), (WorkerPool::Pool(cpu7), 2));
+        assert_eq!(pool.pool.to_string(), "cpu(7) worker");
         close(pool.shares[&Bucket::Op], (200.0 + 900.0) / 2000.0);
         close(pool.shares[&Bucket::WakeUp], 100.0 / 2000.0);
         close(pool.shares.values().sum(), 1.0);
+        let json = serde_json::to_value(&attribution).unwrap();
+        assert_eq!(json["workers"][1]["worker"], "cpu(7) worker #1");
+        assert_eq!(json["workers"][1]["pool"], "cpu(7) worker");
+        assert_eq!(json["workers"][1]["thread"], "attr-w1");
+        assert_eq!(json["pools"][0]["pool"], "cpu(7) worker");
+    }
+
+    #[test]
+    fn typed_pools_list_in_row_order_before_named_devices() {
+        let cells = |thread| WorkerStates {
+            thread,
+            window: Vec::new(),
+            since_start: state_times(0, &[segment(0, 10, WorkState::Op)], &[]),
+        };
+        let mut prio = worker(40, 0, DeviceId::of(Device::Cpu(7)));
+        prio.role = Some(PoolRole::CpuPriority);
+        let mut named = worker(41, 0, DeviceId::register("attr-demo"));
+        named.worker = None;
+        let snapshot = Snapshot {
+            workers: vec![named, prio, worker(42, 0, DeviceId::of(Device::Cpu(7)))],
+            work_states: vec![cells(40), cells(41), cells(42)],
+            ..Snapshot::default()
+        };
+        let attribution = attribute(&snapshot, Period::Run, None);
+        let labels: Vec<String> = attribution
+            .workers
+            .iter()
+            .map(WorkerAttribution::label)
+            .collect();
+        assert_eq!(labels, ["cpu(7) worker #0", "cpu(7) prio #0", "attr-w0"]);
+        let pools: Vec<String> = attribution
+            .pools
+            .iter()
+            .map(|p| p.pool.to_string())
+            .collect();
+        assert_eq!(pools, ["cpu(7) worker", "cpu(7) prio", "attr-demo"]);
     }
 }
