@@ -5,7 +5,7 @@
 //! The profiler sums each thread's time in cells ([`StateTime`]): what the thread did
 //! ([`WorkState`]: an op, a task outside ops, looking for work, spinning, parked, idle)
 //! crossed with what work was ready ([`Readiness`]: on the device it works for, on another).
-//! [`state_times`] builds the same cells from an explicit timeline (worker state segments and
+//! `state_times` (test support) builds the same cells from an explicit timeline (worker state segments and
 //! spans of ready work per device), the reference the profiler's running sums follow.
 //! Besides the cells, each thread's run delay (schedstat: runnable, waiting for a core) over
 //! the same time, matched to the worker by thread name.
@@ -144,11 +144,11 @@ pub fn bucket(state: WorkState, ready: Readiness) -> Bucket {
 
 /// Nanoseconds per bucket (in [`Bucket::ALL`] order).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct BucketTimes([f64; 8]);
+pub(crate) struct BucketTimes([f64; 8]);
 
 impl BucketTimes {
     /// `cells` by bucket, with `run_delay_ns` taken out as the module docs say.
-    pub fn of(cells: &[StateTime], run_delay_ns: u64) -> Self {
+    pub(crate) fn of(cells: &[StateTime], run_delay_ns: u64) -> Self {
         let mut times = BucketTimes::default();
         for cell in cells {
             times.0[bucket(cell.state, cell.ready).index()] += cell.ns as f64;
@@ -191,12 +191,12 @@ impl BucketTimes {
     }
 
     /// Nanoseconds in `bucket`.
-    pub fn get(&self, bucket: Bucket) -> f64 {
+    pub(crate) fn get(&self, bucket: Bucket) -> f64 {
         self.0[bucket.index()]
     }
 
     /// All of them: the observed time.
-    pub fn total(&self) -> f64 {
+    pub(crate) fn total(&self) -> f64 {
         self.0.iter().sum()
     }
 
@@ -207,7 +207,7 @@ impl BucketTimes {
     }
 
     /// Each bucket's share of the total, the empty ones left out.
-    pub fn shares(&self) -> BTreeMap<Bucket, f64> {
+    pub(crate) fn shares(&self) -> BTreeMap<Bucket, f64> {
         let total = self.total();
         Bucket::ALL
             .iter()
@@ -217,9 +217,10 @@ impl BucketTimes {
     }
 }
 
+#[cfg(all(test, not(loom)))]
 /// A worker's state from `from` to `to` (ns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segment {
+pub(crate) struct Segment {
     /// Its start.
     pub from: u64,
     /// Its end.
@@ -228,9 +229,10 @@ pub struct Segment {
     pub state: WorkState,
 }
 
+#[cfg(all(test, not(loom)))]
 /// Work ready on device `device` from `from` to `to` (ns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReadySpan {
+pub(crate) struct ReadySpan {
     /// Its start.
     pub from: u64,
     /// Its end.
@@ -239,9 +241,14 @@ pub struct ReadySpan {
     pub device: usize,
 }
 
+#[cfg(all(test, not(loom)))]
 /// The cells of a worker of device `device` living through `segments`, with work ready as
 /// `ready` says: each segment cut where readiness changes.
-pub fn state_times(device: usize, segments: &[Segment], ready: &[ReadySpan]) -> Vec<StateTime> {
+pub(crate) fn state_times(
+    device: usize,
+    segments: &[Segment],
+    ready: &[ReadySpan],
+) -> Vec<StateTime> {
     let mut cells: Vec<StateTime> = Vec::new();
     for segment in segments {
         let mut cuts: Vec<u64> = ready
@@ -271,6 +278,7 @@ pub fn state_times(device: usize, segments: &[Segment], ready: &[ReadySpan]) -> 
     cells
 }
 
+#[cfg(all(test, not(loom)))]
 fn add_cell(cells: &mut Vec<StateTime>, state: WorkState, ready: Readiness, ns: u64) {
     match cells
         .iter_mut()
@@ -394,7 +402,7 @@ pub struct Attribution {
 
 /// Over what time a snapshot's cells are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Period {
+pub(crate) enum Period {
     /// The sliding window.
     Window,
     /// Each thread's lifetime since the start.
@@ -412,7 +420,11 @@ fn run_delay_ns(name: &str, delays: Option<&Descheduled>) -> u64 {
 
 /// The attribution of `snapshot`'s workers (the threads with a device) over `period`, with
 /// the threads' run delays over the same time from `delays` when measured.
-pub fn attribute(snapshot: &Snapshot, period: Period, delays: Option<&Descheduled>) -> Attribution {
+pub(crate) fn attribute(
+    snapshot: &Snapshot,
+    period: Period,
+    delays: Option<&Descheduled>,
+) -> Attribution {
     let states: BTreeMap<u32, &WorkerStates> =
         snapshot.work_states.iter().map(|s| (s.thread, s)).collect();
     let mut workers: Vec<WorkerAttribution> = snapshot
