@@ -16,8 +16,10 @@ use ratatui::crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifi
 use ratatui::Terminal;
 
 mod common;
+mod tui_support;
 use common::cli::{self, text};
 use common::tmux::{available as tmux_available, Tmux, PROMPT};
+use tui_support::text_of;
 
 /// Iterations of each synthetic run.
 const ROUNDS: u64 = 20;
@@ -75,15 +77,7 @@ fn screen(view: &CompareView, width: u16, height: u16) -> String {
     terminal
         .draw(|frame| view::draw(frame, view, Theme::colored()))
         .unwrap();
-    let buffer = terminal.backend().buffer();
-    let mut text = String::new();
-    for y in 0..height {
-        for x in 0..width {
-            text.push_str(buffer[(x, y)].symbol());
-        }
-        text.push('\n');
-    }
-    text
+    text_of(terminal.backend().buffer())
 }
 
 /// Presses `code` through the view's key map.

@@ -132,19 +132,21 @@ impl RunHooks {
     /// intra-op pool's. No summary table ([`RunHooks::profiler`]) and no progress: the caller
     /// adds what it prints. A disabled profiler gets none.
     pub fn profiled(profiler: &Profiler) -> RunHooks {
+        // std's `Arc`: the queue watch and the stream observer are trait objects, which
+        // loom's `Arc` cannot coerce to `dyn`.
+        use std::sync::Arc as StdArc;
         if !profiler.is_enabled() {
             return RunHooks::default();
         }
         let intra_device = DeviceId::of_pool(PoolId::INTRA_OP);
         let for_queues = profiler.clone();
         let watch_queues: QueueWatch =
-            std::sync::Arc::new(move |engine: &EngineQueues, intra: &std::sync::Arc<Pool>| {
-                let engine: std::sync::Arc<dyn QueueDepthSource> =
-                    std::sync::Arc::new(engine.clone());
+            StdArc::new(move |engine: &EngineQueues, intra: &StdArc<Pool>| {
+                let engine: StdArc<dyn QueueDepthSource> = StdArc::new(engine.clone());
                 // The engine's source names each queue's device itself (its pools'): no
                 // device here.
-                for_queues.watch_queues(DeviceId::HOST, std::sync::Arc::downgrade(&engine));
-                for_queues.watch_queues(intra_device, std::sync::Arc::downgrade(intra) as _);
+                for_queues.watch_queues(DeviceId::HOST, StdArc::downgrade(&engine));
+                for_queues.watch_queues(intra_device, StdArc::downgrade(intra) as _);
                 Box::new(engine) // the run holds it; the watch ends with the run
             });
         let intra = PoolProbe::for_pool(profiler, PoolId::INTRA_OP);
@@ -152,7 +154,7 @@ impl RunHooks {
             engine_observer: Some(engine_observer(EngineProbe::new(profiler))),
             watch_queues: Some(watch_queues),
             pool_observers: PoolProbe::engine_pools(profiler),
-            stream_observer: Some(std::sync::Arc::new(StreamProbe::new(profiler))),
+            stream_observer: Some(StdArc::new(StreamProbe::new(profiler))),
             intra_pool_observer: Some(intra.into_observer()),
             ..RunHooks::default()
         }
