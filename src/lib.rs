@@ -15,13 +15,21 @@
 //! - [`profiler`]: per-thread lock-free event rings, a collector thread, live statistics,
 //!   Chrome trace export and validation, an MXNet-style summary, a `tracing` layer.
 //! - [`record`]: recordings of every event of a run, streamed to a compact checksummed file
-//!   while it runs; their Chrome export and the comparison of two runs.
-//! - [`analysis`]: why a run does not scale: work, span and the critical path of the graph
-//!   that ran, threads' descheduled time, and one verdict per device.
+//!   while it runs; their Chrome export and the comparison of two runs
+//!   ([`record::compare::load_profile`] reads a recording or a trace,
+//!   [`record::compare::compare`] lines two up into a [`record::compare::Comparison`]).
+//! - [`analysis`]: why a run does not scale: [`analysis::analyze`] takes the graph that ran
+//!   ([`analysis::RanGraph`]) to its work, span and critical path ([`analysis::Scaling`]);
+//!   [`analysis::verdicts`] gives one [`analysis::Verdict`] per device, with the threads'
+//!   descheduled time ([`analysis::Descheduled`]); [`analysis::Attribution`] says where each
+//!   worker's time went; [`analysis::EngineModel`] predicts other thread counts.
 //! - [`bench`](mod@bench): the benchmarks `enginetop bench` runs.
 //! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
 //!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
-//! - [`tune`]: the live search over inter-op x intra-op thread counts on a running workload.
+//! - [`tune`]: the search over thread counts: [`tune::tune_driver`] live on a running
+//!   workload, [`tune::tune_settings`] over settings fixed when a run builds its pools, both
+//!   under [`tune::TuneOptions`] and stopped by a [`tune::TuneStop`]; [`tune::table`] and
+//!   [`tune::json`] render the [`tune::TuneReport`].
 //! - [`tui`]: the live dashboard over the profiler's statistics, and the seam
 //!   ([`tui::DashboardSource`]) the workload driver plugs into.
 //!

@@ -6,9 +6,9 @@
 //! why, without tmux).
 use std::path::{Path, PathBuf};
 
-use enginetop::profiler::{DeviceId, Event, EventKind, OpInfo, OpName, Profiler, ProfilerOptions};
 use enginetop::record::compare::{compare, load_profile, Comparison, OpTotals, RunProfile};
-use enginetop::record::{Recorder, RecordingInfo, Setting};
+use enginetop::record::synthetic::{record_run, Synthetic};
+use enginetop::record::Setting;
 use enginetop::tui::compare::{action_for, view, CompareView, Mode};
 use enginetop::tui::Theme;
 use ratatui::backend::TestBackend;
@@ -16,8 +16,10 @@ use ratatui::crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifi
 use ratatui::Terminal;
 
 mod common;
+mod tui_support;
 use common::cli::{self, text};
 use common::tmux::{available as tmux_available, Tmux, PROMPT};
+use tui_support::text_of;
 
 /// Iterations of each synthetic run.
 const ROUNDS: u64 = 20;
@@ -41,50 +43,13 @@ const B_OPS: &[(&str, u64)] = &[
 /// Records `ROUNDS` iterations of `ops`, back to back on one thread `cmp-w0`, to `path`, with
 /// `inter` in its settings and a summary of the iterations over the run's length.
 fn record(path: &Path, ops: &'static [(&'static str, u64)], inter: u32) {
-    let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
-    let info = RecordingInfo {
-        enginetop: "test".into(),
-        epoch_unix_ns: 1,
-        workload: "synthetic".into(),
-        stats: Default::default(),
-        settings: vec![Setting::new("inter", inter), Setting::new("pool", "eigen")],
+    let run = Synthetic {
+        worker: "cmp-w0",
+        ops,
+        rounds: ROUNDS,
     };
-    let recorder = Recorder::start(path, &profiler, info).unwrap();
-    let device = DeviceId::register("cv-cpu");
-    let recording = profiler.clone();
-    let end_ns = std::thread::Builder::new()
-        .name("cmp-w0".into())
-        .spawn(move || {
-            let (mut ts, mut id) = (1_000_000u64, 0u64);
-            for _ in 0..ROUNDS {
-                for &(name, us) in ops {
-                    id += 1;
-                    let start = Event::op(
-                        EventKind::OpStart,
-                        device,
-                        OpName::new(name),
-                        OpInfo::new(id),
-                    );
-                    recording.record_at(start.at(ts));
-                    ts += us * 1_000;
-                    let mut end = start.at(ts);
-                    end.kind = EventKind::OpEnd;
-                    recording.record_at(end);
-                    ts += 500;
-                }
-            }
-            ts
-        })
-        .unwrap()
-        .join()
-        .unwrap();
-    let summary = serde_json::json!({
-        "iterations": ROUNDS,
-        "elapsed_s": (end_ns - 1_000_000) as f64 / 1e9,
-    });
-    recorder
-        .finish(&profiler, Some(summary.to_string()))
-        .unwrap();
+    let settings = vec![Setting::new("inter", inter), Setting::new("pool", "eigen")];
+    record_run(path, &run, "cv-cpu", settings);
 }
 
 /// `a.etrec` and `b.etrec` in a fresh directory named for `test`.
@@ -112,15 +77,7 @@ fn screen(view: &CompareView, width: u16, height: u16) -> String {
     terminal
         .draw(|frame| view::draw(frame, view, Theme::colored()))
         .unwrap();
-    let buffer = terminal.backend().buffer();
-    let mut text = String::new();
-    for y in 0..height {
-        for x in 0..width {
-            text.push_str(buffer[(x, y)].symbol());
-        }
-        text.push('\n');
-    }
-    text
+    text_of(terminal.backend().buffer())
 }
 
 /// Presses `code` through the view's key map.

@@ -5,7 +5,7 @@
 //! The profiler sums each thread's time in cells ([`StateTime`]): what the thread did
 //! ([`WorkState`]: an op, a task outside ops, looking for work, spinning, parked, idle)
 //! crossed with what work was ready ([`Readiness`]: on the device it works for, on another).
-//! [`state_times`] builds the same cells from an explicit timeline (worker state segments and
+//! `state_times` (test support) builds the same cells from an explicit timeline (worker state segments and
 //! spans of ready work per device), the reference the profiler's running sums follow.
 //! Besides the cells, each thread's run delay (schedstat: runnable, waiting for a core) over
 //! the same time, matched to the worker by thread name.
@@ -42,10 +42,13 @@
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Serialize, Serializer};
 
 use crate::device::identity::{PoolId, PoolRole};
 use crate::profiler::stats::WorkerSnapshot;
-use crate::profiler::{Readiness, Snapshot, StateTime, WorkState, WorkerStates};
+use crate::profiler::{DeviceId, Readiness, Snapshot, StateTime, WorkState, WorkerStates};
 
 use super::schedstat::Descheduled;
 use super::span::Scaling;
@@ -145,20 +148,20 @@ pub fn bucket(state: WorkState, ready: Readiness) -> Bucket {
 
 /// A thread's scheduler counters over the attributed time (its schedstat), in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SchedTimes {
+pub(crate) struct SchedTimes {
     /// Runnable, waiting for a core.
-    pub run_delay_ns: u64,
+    pub(crate) run_delay_ns: u64,
     /// Running on a core.
-    pub on_cpu_ns: u64,
+    pub(crate) on_cpu_ns: u64,
 }
 
 /// Nanoseconds per bucket (in [`Bucket::ALL`] order).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct BucketTimes([f64; 8]);
+pub(crate) struct BucketTimes([f64; 8]);
 
 impl BucketTimes {
     /// `cells` by bucket, with the run delay of `sched` taken out as the module docs say.
-    pub fn of(cells: &[StateTime], sched: SchedTimes) -> Self {
+    pub(crate) fn of(cells: &[StateTime], sched: SchedTimes) -> Self {
         let mut times = BucketTimes::default();
         for cell in cells {
             times.0[bucket(cell.state, cell.ready).index()] += cell.ns as f64;
@@ -200,12 +203,12 @@ impl BucketTimes {
     }
 
     /// Nanoseconds in `bucket`.
-    pub fn get(&self, bucket: Bucket) -> f64 {
+    pub(crate) fn get(&self, bucket: Bucket) -> f64 {
         self.0[bucket.index()]
     }
 
     /// All of them: the observed time.
-    pub fn total(&self) -> f64 {
+    pub(crate) fn total(&self) -> f64 {
         self.0.iter().sum()
     }
 
@@ -216,7 +219,7 @@ impl BucketTimes {
     }
 
     /// Each bucket's share of the total, the empty ones left out.
-    pub fn shares(&self) -> BTreeMap<Bucket, f64> {
+    pub(crate) fn shares(&self) -> BTreeMap<Bucket, f64> {
         let total = self.total();
         Bucket::ALL
             .iter()
@@ -226,9 +229,10 @@ impl BucketTimes {
     }
 }
 
+#[cfg(all(test, not(loom)))]
 /// A worker's state from `from` to `to` (ns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segment {
+pub(crate) struct Segment {
     /// Its start.
     pub from: u64,
     /// Its end.
@@ -237,9 +241,10 @@ pub struct Segment {
     pub state: WorkState,
 }
 
+#[cfg(all(test, not(loom)))]
 /// Work ready on device `device` from `from` to `to` (ns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReadySpan {
+pub(crate) struct ReadySpan {
     /// Its start.
     pub from: u64,
     /// Its end.
@@ -248,9 +253,14 @@ pub struct ReadySpan {
     pub device: usize,
 }
 
+#[cfg(all(test, not(loom)))]
 /// The cells of a worker of device `device` living through `segments`, with work ready as
 /// `ready` says: each segment cut where readiness changes.
-pub fn state_times(device: usize, segments: &[Segment], ready: &[ReadySpan]) -> Vec<StateTime> {
+pub(crate) fn state_times(
+    device: usize,
+    segments: &[Segment],
+    ready: &[ReadySpan],
+) -> Vec<StateTime> {
     let mut cells: Vec<StateTime> = Vec::new();
     for segment in segments {
         let mut cuts: Vec<u64> = ready
@@ -280,6 +290,7 @@ pub fn state_times(device: usize, segments: &[Segment], ready: &[ReadySpan]) -> 
     cells
 }
 
+#[cfg(all(test, not(loom)))]
 fn add_cell(cells: &mut Vec<StateTime>, state: WorkState, ready: Readiness, ns: u64) {
     match cells
         .iter_mut()
@@ -290,14 +301,50 @@ fn add_cell(cells: &mut Vec<StateTime>, state: WorkState, ready: Readiness, ns: 
     }
 }
 
+/// The pool a worker's time is attributed to: its typed pool when the profiler knows the
+/// worker's device and role, else the profiler device it records on (a demo's named device).
+/// Workers are listed in this order: typed pools by device and role (the dashboard's row
+/// order), then named devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkerPool {
+    /// A pool of a typed device (`cpu(0) worker`).
+    Pool(PoolId),
+    /// A profiler device with no typed identity, shown by its name.
+    Device(DeviceId),
+}
+
+impl WorkerPool {
+    /// The pool of `worker`, a thread with a device.
+    fn of(worker: &WorkerSnapshot, device: DeviceId) -> WorkerPool {
+        match (device.device(), worker.role) {
+            (Some(typed), Some(role)) => WorkerPool::Pool(PoolId::new(typed, role)),
+            _ => WorkerPool::Device(device),
+        }
+    }
+}
+
+impl fmt::Display for WorkerPool {
+    /// `cpu(0) worker`, or a named device's name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkerPool::Pool(pool) => pool.fmt(f),
+            WorkerPool::Device(device) => f.write_str(device.name()),
+        }
+    }
+}
+
+impl Serialize for WorkerPool {
+    /// As it displays: JSON readers get the same name as the summary's lines.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// One worker's attribution.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct WorkerAttribution {
-    /// The worker for display: its pool and index (`cpu(0) worker #1`), or its thread's name
-    /// when it is in no pool.
-    pub worker: String,
-    /// Its pool for display (`cpu(0) worker`), or its device's name outside pools.
-    pub pool: String,
+    /// Its pool.
+    pub pool: WorkerPool,
     /// Its index in the pool, if it is a pool worker.
     pub index: Option<u32>,
     /// Its thread's name.
@@ -306,15 +353,50 @@ pub struct WorkerAttribution {
     pub observed_ms: f64,
     /// Bucket -> share of that time (empty buckets left out).
     pub shares: BTreeMap<Bucket, f64>,
-    #[serde(skip)]
     times: BucketTimes,
+}
+
+impl WorkerAttribution {
+    /// The worker for display: its pool and index (`cpu(0) worker #1`), or its thread's
+    /// name when it has no index in a pool.
+    pub fn label(&self) -> String {
+        match self.index {
+            Some(index) => format!("{} #{index}", self.pool),
+            None => self.thread.clone(),
+        }
+    }
+}
+
+impl Serialize for WorkerAttribution {
+    /// `worker` (its [`label`](WorkerAttribution::label)), `pool`, `index`, `thread`,
+    /// `observed_ms`, `shares`.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            worker: String,
+            pool: WorkerPool,
+            index: Option<u32>,
+            thread: &'a str,
+            observed_ms: f64,
+            shares: &'a BTreeMap<Bucket, f64>,
+        }
+        Shown {
+            worker: self.label(),
+            pool: self.pool,
+            index: self.index,
+            thread: &self.thread,
+            observed_ms: self.observed_ms,
+            shares: &self.shares,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// One pool's attribution: its workers' together.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct PoolAttribution {
-    /// The pool for display (`cpu(0) worker`).
-    pub pool: String,
+    /// The pool.
+    pub pool: WorkerPool,
     /// Workers seen.
     pub workers: usize,
     /// Bucket -> share of their summed time.
@@ -332,26 +414,11 @@ pub struct Attribution {
 
 /// Over what time a snapshot's cells are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Period {
+pub(crate) enum Period {
     /// The sliding window.
     Window,
     /// Each thread's lifetime since the start.
     Run,
-}
-
-/// The pool and the worker of `worker`, for display.
-fn identity(worker: &WorkerSnapshot) -> (String, String) {
-    let device = worker.device.map_or("unknown", |device| device.name());
-    let typed = worker.device.and_then(|device| device.device());
-    let pool = match (typed, worker.role) {
-        (Some(typed), Some(role)) => PoolId::new(typed, role).to_string(),
-        _ => device.to_string(),
-    };
-    let name = match worker.worker {
-        Some(index) => format!("{pool} #{index}"),
-        None => worker.name.clone(),
-    };
-    (pool, name)
 }
 
 /// `name`'s scheduler counters in `delays` (threads are matched by name, the kernel's kept
@@ -368,14 +435,18 @@ fn sched_times(name: &str, delays: Option<&Descheduled>) -> SchedTimes {
 
 /// The attribution of `snapshot`'s workers (the threads with a device) over `period`, with
 /// the threads' run delays over the same time from `delays` when measured.
-pub fn attribute(snapshot: &Snapshot, period: Period, delays: Option<&Descheduled>) -> Attribution {
+pub(crate) fn attribute(
+    snapshot: &Snapshot,
+    period: Period,
+    delays: Option<&Descheduled>,
+) -> Attribution {
     let states: BTreeMap<u32, &WorkerStates> =
         snapshot.work_states.iter().map(|s| (s.thread, s)).collect();
     let mut workers: Vec<WorkerAttribution> = snapshot
         .workers
         .iter()
-        .filter(|worker| worker.device.is_some())
         .filter_map(|worker| {
+            let device = worker.device?;
             let cells = states.get(&worker.thread)?;
             let cells = match period {
                 Period::Window => &cells.window,
@@ -393,10 +464,8 @@ pub fn attribute(snapshot: &Snapshot, period: Period, delays: Option<&Deschedule
                 })
                 .collect();
             let times = BucketTimes::of(&cells, sched_times(&worker.name, delays));
-            let (pool, name) = identity(worker);
             (times.total() > 0.0).then(|| WorkerAttribution {
-                worker: name,
-                pool,
+                pool: WorkerPool::of(worker, device),
                 index: worker.worker,
                 thread: worker.name.clone(),
                 observed_ms: times.total() / 1e6,
@@ -405,20 +474,20 @@ pub fn attribute(snapshot: &Snapshot, period: Period, delays: Option<&Deschedule
             })
         })
         .collect();
-    workers.sort_by(|a, b| (&a.pool, a.index, &a.thread).cmp(&(&b.pool, b.index, &b.thread)));
+    workers.sort_by(|a, b| (a.pool, a.index, &a.thread).cmp(&(b.pool, b.index, &b.thread)));
     let pools = pools(&workers);
     Attribution { workers, pools }
 }
 
 fn pools(workers: &[WorkerAttribution]) -> Vec<PoolAttribution> {
-    let mut pools: Vec<(String, usize, BucketTimes)> = Vec::new();
+    let mut pools: Vec<(WorkerPool, usize, BucketTimes)> = Vec::new();
     for worker in workers {
         match pools.iter_mut().find(|(pool, ..)| *pool == worker.pool) {
             Some((_, count, times)) => {
                 *count += 1;
                 times.add(&worker.times);
             }
-            None => pools.push((worker.pool.clone(), 1, worker.times)),
+            None => pools.push((worker.pool, 1, worker.times)),
         }
     }
     pools
@@ -632,10 +701,10 @@ mod tests {
             }],
         };
         let attribution = attribute(&snapshot, Period::Run, Some(&delays));
-        let names: Vec<&str> = attribution
+        let names: Vec<String> = attribution
             .workers
             .iter()
-            .map(|w| w.worker.as_str())
+            .map(WorkerAttribution::label)
             .collect();
         assert_eq!(names, ["cpu(7) worker #0", "cpu(7) worker #1"]);
         let one = &attribution.workers[1].shares;
@@ -645,9 +714,47 @@ mod tests {
             .workers
             .is_empty());
         let pool = &attribution.pools[0];
-        assert_eq!((pool.pool.as_str(), pool.workers), ("cpu(7) worker", 2));
+        let cpu7 = PoolId::new(Device::Cpu(7), PoolRole::CpuWorker);
+        assert_eq!((pool.pool, pool.workers), (WorkerPool::Pool(cpu7), 2));
+        assert_eq!(pool.pool.to_string(), "cpu(7) worker");
         close(pool.shares[&Bucket::Op], (200.0 + 900.0) / 2000.0);
         close(pool.shares[&Bucket::WakeUp], 100.0 / 2000.0);
         close(pool.shares.values().sum(), 1.0);
+        let json = serde_json::to_value(&attribution).unwrap();
+        assert_eq!(json["workers"][1]["worker"], "cpu(7) worker #1");
+        assert_eq!(json["workers"][1]["pool"], "cpu(7) worker");
+        assert_eq!(json["workers"][1]["thread"], "attr-w1");
+        assert_eq!(json["pools"][0]["pool"], "cpu(7) worker");
+    }
+
+    #[test]
+    fn typed_pools_list_in_row_order_before_named_devices() {
+        let cells = |thread| WorkerStates {
+            thread,
+            window: Vec::new(),
+            since_start: state_times(0, &[segment(0, 10, WorkState::Op)], &[]),
+        };
+        let mut prio = worker(40, 0, DeviceId::of(Device::Cpu(7)));
+        prio.role = Some(PoolRole::CpuPriority);
+        let mut named = worker(41, 0, DeviceId::register("attr-demo"));
+        named.worker = None;
+        let snapshot = Snapshot {
+            workers: vec![named, prio, worker(42, 0, DeviceId::of(Device::Cpu(7)))],
+            work_states: vec![cells(40), cells(41), cells(42)],
+            ..Snapshot::default()
+        };
+        let attribution = attribute(&snapshot, Period::Run, None);
+        let labels: Vec<String> = attribution
+            .workers
+            .iter()
+            .map(WorkerAttribution::label)
+            .collect();
+        assert_eq!(labels, ["cpu(7) worker #0", "cpu(7) prio #0", "attr-w0"]);
+        let pools: Vec<String> = attribution
+            .pools
+            .iter()
+            .map(|p| p.pool.to_string())
+            .collect();
+        assert_eq!(pools, ["cpu(7) worker", "cpu(7) prio", "attr-demo"]);
     }
 }

@@ -28,7 +28,7 @@ use super::span::{predecessors, RanGraph};
 
 /// One execution of an op (nanoseconds from any one epoch).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OpRunTimes {
+pub(crate) struct OpRunTimes {
     /// When the driver pushed it.
     pub pushed: u64,
     /// When its body started.
@@ -41,7 +41,7 @@ pub struct OpRunTimes {
 
 /// One iteration's executions, one per op of the graph, and when the one before ended.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct IterationTimes {
+pub(crate) struct IterationTimes {
     /// Per op of the graph, in push order.
     pub ops: Vec<OpRunTimes>,
     /// When the iteration before ended (`None`: unknown).
@@ -58,7 +58,7 @@ pub struct DispatchCost {
 }
 
 /// Each device's [`DispatchCost`] over `iterations` of `graph` (see the module docs).
-pub fn dispatch_costs(graph: &RanGraph, iterations: &[IterationTimes]) -> Vec<DispatchCost> {
+pub(crate) fn dispatch_costs(graph: &RanGraph, iterations: &[IterationTimes]) -> Vec<DispatchCost> {
     let (mut continuing, mut waking) = samples(graph, iterations);
     continuing
         .iter_mut()

@@ -34,7 +34,7 @@
 //!
 //! # Descheduled time
 //! Linux keeps, per thread, the time it spent runnable but waiting for a core (the second
-//! field of `/proc/self/task/TID/schedstat`, ns). [`SchedSample::now`] reads it for every
+//! field of `/proc/self/task/TID/schedstat`, ns). `SchedSample::now` reads it for every
 //! thread of the process; between two samples, a thread's descheduled share is its run-delay
 //! growth over the window's wall time (a thread born in the window counts from zero, a
 //! thread gone before its end is not seen). The figure behind a verdict is over the threads
@@ -43,7 +43,7 @@
 //! # Verdicts
 //! One per device, the first rule that holds, in this order:
 //! 1. **oversubscribed** (CPU devices): threads runnable but descheduled at least
-//!    [`OVERSUBSCRIBED_SHARE`] of their time: more threads want cores than there are
+//!    `OVERSUBSCRIBED_SHARE` (a tenth) of their time: more threads want cores than there are
 //!    (this process's, or other processes' on a shared machine). The line says which: when
 //!    this process's threads want more cores on average (their time on a core plus their
 //!    run delay, over the window) than there are, fewer threads would help; otherwise other
@@ -66,29 +66,35 @@
 //! # Where the time went
 //! Per worker and per pool, over the sliding window or the whole run, each thread's time
 //! cut into buckets that add up to all of it (op, intra-op, stealing, spinning, wake-up,
-//! ready elsewhere, no ready op, descheduled): the rules are in [`attribution`]'s docs.
+//! ready elsewhere, no ready op, descheduled) into an [`Attribution`]; the rules are in the
+//! `attribution` module's docs.
 //!
 //! # What if
 //! A discrete-event simulation of the engine over the same graph predicts the step for
 //! other inter-op and intra-op counts ([`EngineModel`]; its algorithm and assumptions are in
 //! its module's essay), with the engine's cost before each op measured from the run
-//! ([`dispatch_costs`]).
+//! (`dispatch_costs`).
 #![forbid(unsafe_code)]
 
-pub mod attribution;
+mod attribution;
 mod dispatch;
 mod schedstat;
 mod simulate;
 mod span;
 mod verdict;
 
-pub use attribution::{attribute, bucket, Attribution, Bucket, LiveScaling, Period};
-pub use dispatch::{dispatch_costs, DispatchCost, IterationTimes, OpRunTimes};
-pub use schedstat::{Descheduled, SchedSample, ThreadDelay};
+pub(crate) use attribution::{attribute, Period};
+pub use attribution::{
+    bucket, Attribution, Bucket, LiveScaling, PoolAttribution, WorkerAttribution, WorkerPool,
+};
+pub use dispatch::DispatchCost;
+pub(crate) use dispatch::{dispatch_costs, IterationTimes, OpRunTimes};
+pub(crate) use schedstat::SchedSample;
+pub use schedstat::{Descheduled, ThreadDelay};
 pub use simulate::{
     EngineModel, OpSplit, ParallelLoop, PredictedStep, QueueOrder, SimDevice, Workers, ASSUMPTIONS,
     GRID,
 };
 pub use span::{analyze, DeviceScaling, Edge, EdgeKind, PathOp, RanGraph, RanOp, Scaling};
 pub(crate) use span::{predecessors, Pred};
-pub use verdict::{verdicts, Bound, DeviceFacts, Verdict, OVERSUBSCRIBED_SHARE};
+pub use verdict::{verdicts, Bound, DeviceFacts, Verdict};

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// One thread's scheduler counters at one moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,7 +17,7 @@ struct ThreadStat {
 
 /// Every thread's scheduler counters at one moment.
 #[derive(Clone, Debug)]
-pub struct SchedSample {
+pub(crate) struct SchedSample {
     at: Instant,
     threads: BTreeMap<u32, ThreadStat>,
 }
@@ -53,7 +53,7 @@ pub struct Descheduled {
 impl SchedSample {
     /// Every thread of this process now; `None` where the kernel keeps no schedstat
     /// (not Linux, or built without `CONFIG_SCHED_INFO`).
-    pub fn now() -> Option<SchedSample> {
+    pub(crate) fn now() -> Option<SchedSample> {
         let at = Instant::now();
         let tasks = std::fs::read_dir("/proc/self/task").ok()?;
         let mut threads = BTreeMap::new();
@@ -71,7 +71,7 @@ impl SchedSample {
 
     /// The descheduled time between `self` and the later sample `end`, over the threads
     /// that ran between them.
-    pub fn until(&self, end: &SchedSample) -> Descheduled {
+    pub(crate) fn until(&self, end: &SchedSample) -> Descheduled {
         let window = end.at.saturating_duration_since(self.at);
         let window_ns = window.as_nanos().max(1) as f64;
         let mut per_thread: Vec<ThreadDelay> = end
@@ -108,11 +108,6 @@ impl SchedSample {
             per_thread,
         }
     }
-
-    /// How long ago this sample was taken.
-    pub fn age(&self) -> Duration {
-        self.at.elapsed()
-    }
 }
 
 /// `dir`'s (`/proc/self/task/TID`) name and schedstat counters.
@@ -137,6 +132,7 @@ fn parse_schedstat(line: &str) -> Option<(u64, u64)> {
 mod tests {
     use super::*;
     use crate::sync::{thread, Arc, AtomicBool, Ordering};
+    use std::time::Duration;
 
     #[test]
     fn schedstat_lines_give_cpu_time_and_run_delay() {

@@ -9,7 +9,7 @@ use super::span::{DeviceScaling, Scaling};
 
 /// The descheduled share from which a CPU device is oversubscribed: a tenth of the threads'
 /// time spent runnable but waiting for a core.
-pub const OVERSUBSCRIBED_SHARE: f64 = 0.10;
+pub(crate) const OVERSUBSCRIBED_SHARE: f64 = 0.10;
 
 /// Achieved parallelism under this fraction of `min(parallelism, workers)` is overhead.
 const OVERHEAD_FRACTION: f64 = 0.5;

@@ -46,8 +46,6 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-// std's `Arc`: the run hooks take std `Arc` trait objects (loom's cannot coerce to `dyn`).
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ratatui::backend::TestBackend;
@@ -55,16 +53,10 @@ use ratatui::Terminal;
 
 use super::stats::median;
 use crate::config::RuntimeConfig;
-use crate::device::identity::PoolId;
-use crate::engine::EngineQueues;
-use crate::pool::Pool;
-use crate::profiler::{
-    DeviceId, EngineProbe, PoolProbe, Profiler, ProfilerError, ProfilerOptions, QueueDepthSource,
-    StatsOptions, StreamProbe, WindowOptions,
-};
+use crate::profiler::{Profiler, ProfilerError, ProfilerOptions, StatsOptions, WindowOptions};
 use crate::record::{Recorder, RecordingInfo};
 use crate::tui::{view, App, DashboardSource, LiveInfo, LiveRun, Theme};
-use crate::workload::run::{Driver, DriverHandle, QueueWatch, RunError, RunHooks, RunLength};
+use crate::workload::run::{Driver, DriverHandle, RunError, RunHooks, RunLength};
 use crate::workload::{load_spec, Graph, Overrides};
 
 /// One workload: a shipped name and its parameter overrides.
@@ -420,39 +412,6 @@ fn load(workload: &OverheadWorkload) -> Result<Graph, OverheadBenchError> {
     load_spec(&workload.name, &set).map_err(|problem| error(problem.to_string()))
 }
 
-/// The hooks a headless run gives `profiler` (the binary's `profiler_hooks`, without the
-/// summary's table): engine ops, its worker pools, GPU streams, the intra-op pool, queues.
-fn profiled_hooks(profiler: &Profiler) -> RunHooks {
-    let intra_device = DeviceId::of_pool(PoolId::INTRA_OP);
-    let for_queues = profiler.clone();
-    let watch_queues: QueueWatch = Arc::new(move |engine: &EngineQueues, intra: &Arc<Pool>| {
-        let engine: Arc<dyn QueueDepthSource> = Arc::new(engine.clone());
-        for_queues.watch_queues(DeviceId::HOST, Arc::downgrade(&engine));
-        for_queues.watch_queues(intra_device, Arc::downgrade(intra) as _);
-        Box::new(engine)
-    });
-    RunHooks {
-        engine_observer: Some(engine_observer(EngineProbe::new(profiler))),
-        watch_queues: Some(watch_queues),
-        pool_observers: PoolProbe::engine_pools(profiler),
-        stream_observer: Some(Arc::new(StreamProbe::new(profiler))),
-        intra_pool_observer: Some(PoolProbe::for_pool(profiler, PoolId::INTRA_OP).into_observer()),
-        ..RunHooks::default()
-    }
-}
-
-/// `probe` as the engine's observer (loom's `Arc` cannot coerce to a `dyn`: it goes through
-/// `from_std` there).
-#[cfg(not(loom))]
-fn engine_observer(probe: EngineProbe) -> crate::sync::Arc<dyn crate::engine::EngineObserver> {
-    crate::sync::Arc::new(probe)
-}
-
-#[cfg(loom)]
-fn engine_observer(probe: EngineProbe) -> crate::sync::Arc<dyn crate::engine::EngineObserver> {
-    crate::sync::Arc::from_std(std::sync::Arc::new(probe))
-}
-
 /// One variant's driver, profiler and (for `record`) recording, warmed up.
 struct VariantRun {
     variant: Variant,
@@ -470,7 +429,7 @@ impl VariantRun {
         variant: Variant,
     ) -> Result<VariantRun, OverheadBenchError> {
         let profiler = Profiler::new(variant.profiler_options())?;
-        let mut hooks = profiled_hooks(&profiler);
+        let mut hooks = RunHooks::profiled(&profiler);
         let recording = match variant {
             Variant::Record => {
                 let file = TempFile::new(&workload.name);
@@ -580,7 +539,7 @@ fn frame_cost(
 ) -> Result<FrameCost, OverheadBenchError> {
     let graph = load(workload)?;
     let profiler = Profiler::new(ProfilerOptions::default())?;
-    let hooks = profiled_hooks(&profiler);
+    let hooks = RunHooks::profiled(&profiler);
     let run_error = |source| OverheadBenchError::Run {
         name: workload.name.clone(),
         variant: "dashboard",

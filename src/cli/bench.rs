@@ -24,6 +24,22 @@ use enginetop::engine::{EngineKind, GpuSyncMode};
 use enginetop::pool::PoolKind;
 use enginetop::tune::Space;
 
+/// How a benchmark family prints its results: the flag every family takes.
+#[derive(Debug, Args)]
+struct Output {
+    /// Print JSON, one object per line for each result, instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// How much work a benchmark family does: the smoke-run flag the micro-benchmarks take.
+#[derive(Debug, Args)]
+struct Size {
+    /// About a tenth of the work, for smoke runs.
+    #[arg(long)]
+    quick: bool,
+}
+
 #[derive(Debug, Args)]
 pub(super) struct BenchArgs {
     #[command(subcommand)]
@@ -65,9 +81,8 @@ enum BenchTarget {
 
 #[derive(Debug, Args)]
 struct OverheadBenchArgs {
-    /// Print one JSON object per workload (and one for the frame cost) instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: Output,
 
     /// Small workloads, 3 rounds of 2 iterations, 1 s of frames: a smoke run.
     #[arg(long)]
@@ -130,7 +145,7 @@ fn bench_overhead(args: &OverheadBenchArgs) -> Result<()> {
     })
     .context("the overhead benchmark failed")?;
     let mut stdout = std::io::stdout().lock();
-    if args.json {
+    if args.output.json {
         for workload in &report.workloads {
             let line = serde_json::to_string(workload).context("serializing a result")?;
             writeln!(stdout, "{line}").context("writing to stdout")?;
@@ -151,9 +166,8 @@ struct ScalingBenchArgs {
     #[arg(long, value_delimiter = ',')]
     workload: Vec<String>,
 
-    /// Print one JSON object per line instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: Output,
 
     /// Rounds per point (the median is reported).
     #[arg(
@@ -189,9 +203,8 @@ struct GpuBenchArgs {
     )]
     mode: String,
 
-    /// Print one JSON object per mode instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: Output,
 
     /// Ops in the chain.
     #[arg(
@@ -269,9 +282,8 @@ struct EngineBenchArgs {
     )]
     threads: u16,
 
-    /// Print one JSON object per line instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: Output,
 
     /// Reps per benchmark.
     #[arg(
@@ -290,9 +302,8 @@ struct EngineBenchArgs {
     )]
     bench: Vec<String>,
 
-    /// A tenth of the work, for smoke runs.
-    #[arg(long)]
-    quick: bool,
+    #[command(flatten)]
+    size: Size,
 
     /// Also time the floors, interleaved with the engines: the cheapest handoff of the same
     /// ops from the pushing thread to one worker on this machine (`floor-spsc`, a lock-free
@@ -321,7 +332,7 @@ impl EngineBenchArgs {
             pool_kind: self.pool.parse()?,
             threads: usize::from(self.threads),
             reps: self.reps as usize,
-            scale: if self.quick { 0.1 } else { 1.0 },
+            scale: if self.size.quick { 0.1 } else { 1.0 },
             floors: if self.floor {
                 engine_bench::Floor::ALL.to_vec()
             } else {
@@ -356,9 +367,8 @@ struct GemmBenchArgs {
     )]
     threads: u16,
 
-    /// Print one JSON object instead of a line of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: Output,
 
     /// Side of the square matrices.
     #[arg(
@@ -411,9 +421,8 @@ struct PoolBenchArgs {
     )]
     threads: u16,
 
-    /// Print one JSON object per line instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: Output,
 
     /// Reps per benchmark (default: 5, and 9 for parallel_for).
     #[arg(
@@ -431,9 +440,8 @@ struct PoolBenchArgs {
     )]
     bench: Vec<String>,
 
-    /// About a tenth of the work, for smoke runs.
-    #[arg(long)]
-    quick: bool,
+    #[command(flatten)]
+    size: Size,
 }
 
 impl PoolBenchArgs {
@@ -454,7 +462,7 @@ impl PoolBenchArgs {
         Ok(PoolBenchConfig {
             threads: usize::from(self.threads),
             reps: self.reps.map(|reps| reps as usize),
-            sizes: if self.quick {
+            sizes: if self.size.quick {
                 Sizes::quick()
             } else {
                 Sizes::full()
@@ -480,9 +488,8 @@ impl PoolBenchArgs {
 
 #[derive(Debug, Args)]
 struct ProfilerBenchArgs {
-    /// Print one JSON object per line instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: Output,
 
     /// Reps per benchmark (default 5, 3 with --quick).
     #[arg(
@@ -500,9 +507,8 @@ struct ProfilerBenchArgs {
     )]
     threads: Option<u16>,
 
-    /// About a tenth of the work, for smoke runs.
-    #[arg(long)]
-    quick: bool,
+    #[command(flatten)]
+    size: Size,
 
     /// Benchmarks to run (comma-separated; default all).
     #[arg(
@@ -515,7 +521,7 @@ struct ProfilerBenchArgs {
 
 impl ProfilerBenchArgs {
     fn config(&self) -> ProfilerBenchConfig {
-        let mut config = if self.quick {
+        let mut config = if self.size.quick {
             ProfilerBenchConfig::quick()
         } else {
             ProfilerBenchConfig::full()
@@ -535,17 +541,17 @@ fn bench_pool(args: &PoolBenchArgs) -> Result<()> {
     let config = args.config()?;
     let mut results: Vec<BenchResult> = Vec::new();
     for bench in args.benches()? {
-        if !args.json {
+        if !args.output.json {
             eprintln!("running {bench} ...");
         }
         let bench_results =
             run_bench(bench, &config).with_context(|| format!("benchmark `{bench}` failed"))?;
-        if args.json {
+        if args.output.json {
             print_json_lines(&bench_results)?;
         }
         results.extend(bench_results);
     }
-    if !args.json {
+    if !args.output.json {
         print!("{}", report::table(&results));
     }
     Ok(())
@@ -557,12 +563,12 @@ fn bench_engine(args: &EngineBenchArgs) -> Result<()> {
     let config = args.config()?;
     let mut results: Vec<EngineBenchResult> = Vec::new();
     for shape in args.shapes()? {
-        if !args.json {
+        if !args.output.json {
             eprintln!("running {shape} ...");
         }
         let shape_results = engine_bench::run_shape(shape, &config)
             .with_context(|| format!("engine benchmark `{shape}` failed"))?;
-        if args.json {
+        if args.output.json {
             let mut stdout = std::io::stdout().lock();
             for result in &shape_results {
                 writeln!(stdout, "{}", engine_bench::json_line(result))
@@ -572,7 +578,7 @@ fn bench_engine(args: &EngineBenchArgs) -> Result<()> {
         }
         results.extend(shape_results);
     }
-    if !args.json {
+    if !args.output.json {
         print!("{}", engine_bench::table(&results));
     }
     let wrong: Vec<String> = results
@@ -600,7 +606,7 @@ fn bench_gpu(args: &GpuBenchArgs) -> Result<()> {
     let Some(backend) = discover::backend_for(&choice, probe, SimModel::default()) else {
         anyhow::bail!("bench gpu needs a GPU and --gpus is none: pass --gpus auto, cuda or sim:1");
     };
-    if !args.json {
+    if !args.output.json {
         eprintln!("running the gpu chain ...");
     }
     let results = gpu_bench::compare_engine_chain(
@@ -610,7 +616,7 @@ fn bench_gpu(args: &GpuBenchArgs) -> Result<()> {
         args.reps as usize,
     )
     .context("GPU chain benchmark failed")?;
-    if !args.json {
+    if !args.output.json {
         print!("{}", gpu_bench::engine_chain_table(&results));
         return Ok(());
     }
@@ -642,7 +648,7 @@ fn bench_gemm(args: &GemmBenchArgs) -> Result<()> {
             let _ = gemm_bench::store_in_cache(&dir, &peak);
         }
     }
-    let line = if args.json {
+    let line = if args.output.json {
         peak.json_line()
     } else {
         peak.text_line()
@@ -664,7 +670,7 @@ fn bench_scaling(args: &ScalingBenchArgs) -> Result<()> {
     })
     .context("the scaling benchmark failed")?;
     let mut stdout = std::io::stdout().lock();
-    if args.json {
+    if args.output.json {
         for result in &results {
             let line = serde_json::to_string(result).context("serializing a result")?;
             writeln!(stdout, "{line}").context("writing to stdout")?;
@@ -678,7 +684,7 @@ fn bench_scaling(args: &ScalingBenchArgs) -> Result<()> {
 /// `enginetop bench profiler`: one JSON line per figure, or a table.
 fn bench_profiler(args: &ProfilerBenchArgs) -> Result<()> {
     let mut config = args.config();
-    if !args.json {
+    if !args.output.json {
         eprintln!("running profiler benchmarks ...");
     }
     let selected: Vec<&str> = if args.bench.is_empty() {
@@ -688,7 +694,7 @@ fn bench_profiler(args: &ProfilerBenchArgs) -> Result<()> {
     };
     let results = profiler_bench::run_selected(&mut config, &selected)
         .context("profiler benchmark failed")?;
-    if args.json {
+    if args.output.json {
         let mut stdout = std::io::stdout().lock();
         for result in &results {
             let line = serde_json::to_string(result).context("serializing a result")?;
@@ -751,9 +757,8 @@ struct TuneBenchArgs {
     )]
     max_threads: Option<usize>,
 
-    /// Print one JSON object per workload instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: Output,
 }
 
 /// `enginetop bench tune`: per workload, the tuner then the side-by-side rounds.
@@ -770,7 +775,7 @@ fn bench_tune(args: &TuneBenchArgs) -> Result<()> {
     };
     let mut results = Vec::new();
     for name in &args.workload {
-        if !args.json {
+        if !args.output.json {
             eprintln!(
                 "tuning {name} ({} s), then {} rounds ...",
                 args.budget, args.rounds
@@ -778,14 +783,14 @@ fn bench_tune(args: &TuneBenchArgs) -> Result<()> {
         }
         let result = tune_bench::run_tune_bench(name, &config)
             .with_context(|| format!("tune benchmark on `{name}` failed"))?;
-        if args.json {
+        if args.output.json {
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{}", serde_json::to_string(&result)?).context("writing to stdout")?;
             stdout.flush().context("writing to stdout")?;
         }
         results.push(result);
     }
-    if !args.json {
+    if !args.output.json {
         print!("{}", tune_bench::table(&results));
     }
     Ok(())

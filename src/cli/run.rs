@@ -15,16 +15,12 @@ use clap::Args;
 
 use enginetop::bench::gemm as gemm_bench;
 use enginetop::config::{ConfigOverrides, RuntimeConfig};
-use enginetop::device::identity::PoolId;
-use enginetop::engine::{EngineKind, EngineQueues, GpuSyncMode};
-use enginetop::pool::{Pool, PoolKind};
-use enginetop::profiler::{
-    DeviceId, EngineProbe, PoolProbe, Profiler, ProfilerOptions, QueueDepthSource, StreamProbe,
-    WindowOptions,
-};
+use enginetop::engine::{EngineKind, GpuSyncMode};
+use enginetop::pool::PoolKind;
+use enginetop::profiler::{Profiler, ProfilerOptions, WindowOptions};
 use enginetop::workload;
 use enginetop::workload::run::{
-    run_workload, ProfilerReport, Progress, QueueWatch, RunHooks, RunLength, RunOptions, RunSummary,
+    run_workload, ProfilerReport, Progress, RunHooks, RunLength, RunOptions, RunSummary,
 };
 
 use super::numbers;
@@ -351,24 +347,9 @@ pub(super) fn profiler_hooks(profiler: &Profiler, table_rows: usize) -> RunHooks
     if !profiler.is_enabled() {
         return RunHooks::default();
     }
-    let intra_device = DeviceId::of_pool(PoolId::INTRA_OP);
-    let intra = PoolProbe::for_pool(profiler, PoolId::INTRA_OP);
-    let for_queues = profiler.clone();
-    let watch_queues: QueueWatch = Arc::new(move |engine: &EngineQueues, intra: &Arc<Pool>| {
-        let engine: Arc<dyn QueueDepthSource> = Arc::new(engine.clone());
-        // The engine's source names each queue's device itself (its pools'): no device here.
-        for_queues.watch_queues(DeviceId::HOST, Arc::downgrade(&engine));
-        for_queues.watch_queues(intra_device, Arc::downgrade(intra) as _);
-        Box::new(engine) // the run holds it; the watch ends with the run
-    });
     RunHooks {
-        engine_observer: Some(Arc::new(EngineProbe::new(profiler))),
-        watch_queues: Some(watch_queues),
-        pool_observers: PoolProbe::engine_pools(profiler),
-        stream_observer: Some(Arc::new(StreamProbe::new(profiler))),
-        intra_pool_observer: Some(intra.into_observer()),
         profiler: Some(Arc::new(ProfilerTable::new(profiler, table_rows))),
-        ..RunHooks::default()
+        ..RunHooks::profiled(profiler)
     }
 }
 

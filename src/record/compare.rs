@@ -88,7 +88,7 @@ type Intervals = HashMap<String, Vec<(u64, u64)>>;
 
 impl RunProfile {
     /// `recording` reduced; `source` names it.
-    pub fn from_recording(recording: &Recording, source: &str) -> Self {
+    pub(crate) fn from_recording(recording: &Recording, source: &str) -> Self {
         let mut profile = RunProfile {
             source: source.to_string(),
             format: "recording",
@@ -164,7 +164,7 @@ impl RunProfile {
     }
 
     /// One of our Chrome traces reduced; `source` names it.
-    pub fn from_chrome_json(bytes: &[u8], source: &str) -> Result<Self, RecordError> {
+    pub(crate) fn from_chrome_json(bytes: &[u8], source: &str) -> Result<Self, RecordError> {
         let unrecognized = |why: String| RecordError::Unrecognized {
             path: source.to_string(),
             why,
@@ -464,7 +464,7 @@ impl Comparison {
 
     /// `op`'s total time per iteration in each run, ms: what it adds to one step, where both
     /// runs say how many iterations they ran (a Chrome trace does not).
-    pub fn per_step_ms(&self, op: &OpRow) -> Option<Delta> {
+    pub(crate) fn per_step_ms(&self, op: &OpRow) -> Option<Delta> {
         match (self.a.iterations, self.b.iterations) {
             (Some(a @ 1..), Some(b @ 1..)) => Some(Delta::of(
                 op.total_ms.a / a as f64,

@@ -32,6 +32,8 @@ mod perfetto;
 mod reader;
 mod replay;
 pub mod replay_bench;
+#[cfg(any(test, feature = "test-fakes"))]
+pub mod synthetic;
 mod writer;
 
 pub use checkpoints::{CHECKPOINT_BYTES, CHECKPOINT_RATIO};

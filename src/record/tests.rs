@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::profiler::{DeviceId, Event, EventKind, OpInfo, OpName, Profiler, ProfilerOptions};
+use crate::profiler::{DeviceId, OpInfo, OpName, Profiler, ProfilerOptions};
 
 use super::format::{FILE_HEADER_LEN, FRAME_HEADER_LEN};
 use super::*;
@@ -16,64 +16,7 @@ pub(crate) fn scratch(name: &str) -> PathBuf {
     ))
 }
 
-/// Ops of a synthetic run: (name, duration in us) per op, run back to back on one thread
-/// named `worker`, `rounds` times.
-pub(crate) struct Synthetic<'a> {
-    pub(crate) worker: &'a str,
-    pub(crate) ops: &'a [(&'a str, u64)],
-    pub(crate) rounds: u64,
-}
-
-/// Records `run` to `path` (with a summary of `rounds` iterations over the run's length)
-/// and returns what the recorder reported.
-pub(crate) fn record_synthetic(path: &std::path::Path, run: &Synthetic<'_>) -> RecordReport {
-    let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
-    let info = RecordingInfo {
-        enginetop: "test".into(),
-        epoch_unix_ns: 1,
-        workload: "synthetic".into(),
-        stats: Default::default(),
-        settings: vec![Setting::new("inter", 2), Setting::new("worker", run.worker)],
-    };
-    let recorder = Recorder::start(path, &profiler, info).unwrap();
-    let device = DeviceId::register("rec-cpu");
-    let ops: Vec<(String, u64)> = run
-        .ops
-        .iter()
-        .map(|&(name, us)| (name.to_string(), us))
-        .collect();
-    let (worker, rounds) = (run.worker.to_string(), run.rounds);
-    let recording = profiler.clone();
-    let end_ns = crate::sync::thread::Builder::new()
-        .name(worker)
-        .spawn(move || {
-            let (mut ts, mut id) = (1_000_000u64, 0u64);
-            for _ in 0..rounds {
-                for (name, us) in &ops {
-                    id += 1;
-                    let name = OpName::new(name);
-                    let op = Event::op(EventKind::OpStart, device, name, OpInfo::new(id));
-                    recording.record_at(op.at(ts));
-                    ts += us * 1_000;
-                    let mut end = op.at(ts);
-                    end.kind = EventKind::OpEnd;
-                    recording.record_at(end);
-                    ts += 500;
-                }
-            }
-            ts
-        })
-        .unwrap()
-        .join()
-        .unwrap();
-    let summary = serde_json::json!({
-        "iterations": rounds,
-        "elapsed_s": (end_ns - 1_000_000) as f64 / 1e9,
-    });
-    recorder
-        .finish(&profiler, Some(summary.to_string()))
-        .unwrap()
-}
+pub(crate) use super::synthetic::{record_synthetic, Synthetic};
 
 const OPS: &[(&str, u64)] = &[("rec-gemm", 300), ("rec-relu", 40), ("rec-sgd", 120)];
 

@@ -37,11 +37,11 @@ use super::stats::median;
 
 /// The windows the paired check gets (the default's included): with one challenger this
 /// many / 2 pairs, with two this many / 3 rounds of three windows.
-pub const PAIRED_WINDOWS: usize = 24;
+pub(crate) const PAIRED_WINDOWS: usize = 24;
 /// The fewest pairs that decide: fewer leave the challenger unconfirmed (the default kept).
-pub const MIN_PAIRS: usize = 3;
+pub(crate) const MIN_PAIRS: usize = 3;
 /// The sign test's chance, each side, that the median ratio lies beyond its band.
-pub const ONE_SIDED_ERROR: f64 = 0.05;
+pub(crate) const ONE_SIDED_ERROR: f64 = 0.05;
 
 /// What the pairs say of a challenger against the default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -130,7 +130,7 @@ impl PairedResult {
 /// The pick among `challengers` (in order of preference) and `default`, as the index of the
 /// challenger kept (`None`: the default): the first faster beyond the paired spread; else
 /// the tie with the fewest threads, if fewer than the default's; else the default.
-pub fn decide(default: Point, challengers: &[PairedResult]) -> Option<usize> {
+pub(crate) fn decide(default: Point, challengers: &[PairedResult]) -> Option<usize> {
     if let Some(faster) = challengers
         .iter()
         .position(|c| c.verdict == Verdict::Faster)
@@ -153,7 +153,7 @@ pub fn decide(default: Point, challengers: &[PairedResult]) -> Option<usize> {
 
 /// The larger distance from the median of `ratios` to the bounds of its sign-test band (0
 /// for fewer than two).
-pub fn paired_spread(ratios: &[f64]) -> f64 {
+pub(crate) fn paired_spread(ratios: &[f64]) -> f64 {
     if ratios.len() < 2 {
         return 0.0;
     }

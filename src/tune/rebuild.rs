@@ -55,15 +55,15 @@ use super::{TuneError, TuneStop};
 
 /// The share of the budget kept for the interleaved rounds when several settings are
 /// searched.
-pub const ROUNDS_FRACTION: f64 = 0.3;
+pub(crate) const ROUNDS_FRACTION: f64 = 0.3;
 /// The most settings measured in the rounds (the run's own included).
-pub const ROUND_SETTINGS: usize = 4;
+pub(crate) const ROUND_SETTINGS: usize = 4;
 /// The fewest rounds worth running: the pairs confirm nothing with fewer.
 const MIN_ROUNDS: usize = MIN_PAIRS;
 
 /// What builds, measures and stops the runs: real workload runs
 /// ([`tune_settings`](super::tune_settings)), or a fake.
-pub trait Rebuild {
+pub(crate) trait Rebuild {
     /// A running run, measured through [`Probe`] (its `elapsed` on the search's clock).
     type Run: Probe;
 
@@ -163,7 +163,7 @@ impl SettingsReport {
 /// Searches every setting of `settings` (the first is the run's own), rebuilding a run for
 /// each with `rebuild`; `options` holds the counts' space and the budget. `observe` hears of
 /// each window with its setting.
-pub fn search_settings<R: Rebuild>(
+pub(crate) fn search_settings<R: Rebuild>(
     rebuild: &mut R,
     options: &TuneOptions,
     settings: &[Setting],

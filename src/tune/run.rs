@@ -57,11 +57,11 @@ impl TuneOptions {
 }
 
 /// The dashboard's search budget (`enginetop tune`'s default).
-pub const DASHBOARD_BUDGET: Duration = Duration::from_secs(60);
+pub(crate) const DASHBOARD_BUDGET: Duration = Duration::from_secs(60);
 
 impl TuneOptions {
     /// The search the dashboard's `t` runs on a run configured by `config`: throughput,
-    /// [`DASHBOARD_BUDGET`], both counts (only the intra-op count on the naive engine, which
+    /// `DASHBOARD_BUDGET`, both counts (only the intra-op count on the naive engine, which
     /// has no inter-op pool).
     pub fn for_dashboard(config: &RuntimeConfig) -> TuneOptions {
         let space = Space {

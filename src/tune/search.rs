@@ -13,18 +13,18 @@ use super::stats::{median, spread, within_noise};
 use super::{TuneError, TuneStop};
 
 /// The shortest measurement window: shorter ones measure the scheduler's whims.
-pub const MIN_WINDOW: Duration = Duration::from_millis(100);
+pub(crate) const MIN_WINDOW: Duration = Duration::from_millis(100);
 /// The settling period before each window, as a fraction of the window (discarded).
-pub const SETTLE_FRACTION: f64 = 0.25;
+pub(crate) const SETTLE_FRACTION: f64 = 0.25;
 /// Windows each confirmed point gets (its scan window included), budget permitting.
-pub const CONFIRM_SAMPLES: usize = 5;
+pub(crate) const CONFIRM_SAMPLES: usize = 5;
 /// The most points confirmed (the default included).
 const CONFIRM_POINTS: usize = 5;
 /// A scan figure within this fraction of the best scan figure makes a point a contender.
-pub const SCAN_TOLERANCE: f64 = 0.5;
+pub(crate) const SCAN_TOLERANCE: f64 = 0.5;
 /// Two medians closer than this fraction of the larger are always within noise (choosing
 /// the candidate among the leaders; the default is then faced in pairs).
-pub const MIN_NOISE: f64 = 0.1;
+pub(crate) const MIN_NOISE: f64 = 0.1;
 /// The part of a slot left for a window's overrun (it ends on an iteration end).
 pub(super) const HEADROOM: f64 = 0.9;
 
@@ -75,7 +75,7 @@ pub trait Probe {
     fn elapsed(&self) -> Duration;
 }
 
-/// What [`search`] needs to know.
+/// What `search` needs to know.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TuneOptions {
     /// How long the whole search may take.
@@ -246,7 +246,7 @@ impl TuneReport {
 
 /// Searches `options`' space with `probe`, telling `observe` about each window; stops early
 /// when `stop` is pressed. Refuses a budget too short for the grid before measuring.
-pub fn search(
+pub(crate) fn search(
     probe: &mut dyn Probe,
     options: &TuneOptions,
     stop: &TuneStop,

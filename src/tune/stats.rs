@@ -31,7 +31,7 @@ pub(crate) fn spread(samples: &[f64]) -> f64 {
 }
 
 /// Whether `a` and `b` are within noise of each other: their medians differ by no more than
-/// the two spreads together, or [`MIN_NOISE`] of the larger median (a point measured once
+/// the two spreads together, or `MIN_NOISE` of the larger median (a point measured once
 /// has no spread of its own, and two windows rarely agree closer than that).
 ///
 /// ```

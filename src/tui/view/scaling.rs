@@ -209,7 +209,7 @@ fn attribution_lines<'a>(theme: Theme, attribution: &Attribution, inner: usize) 
     let mut lines = legend(theme, inner);
     for worker in &attribution.workers {
         let mut spans = vec![Span::raw(pad_right(
-            &fit_name(&worker.worker, NAME_WIDTH),
+            &fit_name(&worker.label(), NAME_WIDTH),
             NAME_WIDTH + 1,
         ))];
         spans.extend(bar(theme, &worker.shares, bar_width));

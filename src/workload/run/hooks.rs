@@ -4,8 +4,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::device::identity::PoolId;
 use crate::engine::{EngineObserver, EngineQueues};
 use crate::pool::{Pool, PoolObserver};
+use crate::profiler::{DeviceId, EngineProbe, PoolProbe, Profiler, QueueDepthSource, StreamProbe};
 use crate::record::graph::GraphObserver;
 use crate::sync::Arc;
 
@@ -123,6 +125,53 @@ pub type QueueWatch = std::sync::Arc<
         + Send
         + Sync,
 >;
+
+impl RunHooks {
+    /// The hooks that profile a run into `profiler`: the engine's ops, its worker pools, GPU
+    /// streams, the intra-op pool's workers, and the depths of the engine's queues and the
+    /// intra-op pool's. No summary table ([`RunHooks::profiler`]) and no progress: the caller
+    /// adds what it prints. A disabled profiler gets none.
+    pub fn profiled(profiler: &Profiler) -> RunHooks {
+        // std's `Arc`: the queue watch and the stream observer are trait objects, which
+        // loom's `Arc` cannot coerce to `dyn`.
+        use std::sync::Arc as StdArc;
+        if !profiler.is_enabled() {
+            return RunHooks::default();
+        }
+        let intra_device = DeviceId::of_pool(PoolId::INTRA_OP);
+        let for_queues = profiler.clone();
+        let watch_queues: QueueWatch =
+            StdArc::new(move |engine: &EngineQueues, intra: &StdArc<Pool>| {
+                let engine: StdArc<dyn QueueDepthSource> = StdArc::new(engine.clone());
+                // The engine's source names each queue's device itself (its pools'): no
+                // device here.
+                for_queues.watch_queues(DeviceId::HOST, StdArc::downgrade(&engine));
+                for_queues.watch_queues(intra_device, StdArc::downgrade(intra) as _);
+                Box::new(engine) // the run holds it; the watch ends with the run
+            });
+        let intra = PoolProbe::for_pool(profiler, PoolId::INTRA_OP);
+        RunHooks {
+            engine_observer: Some(engine_observer(EngineProbe::new(profiler))),
+            watch_queues: Some(watch_queues),
+            pool_observers: PoolProbe::engine_pools(profiler),
+            stream_observer: Some(StdArc::new(StreamProbe::new(profiler))),
+            intra_pool_observer: Some(intra.into_observer()),
+            ..RunHooks::default()
+        }
+    }
+}
+
+/// `probe` as the engine's observer (loom's `Arc` cannot coerce to a `dyn`: it goes through
+/// `from_std` there).
+#[cfg(not(loom))]
+fn engine_observer(probe: EngineProbe) -> Arc<dyn EngineObserver> {
+    Arc::new(probe)
+}
+
+#[cfg(loom)]
+fn engine_observer(probe: EngineProbe) -> Arc<dyn EngineObserver> {
+    Arc::from_std(std::sync::Arc::new(probe))
+}
 
 impl fmt::Debug for RunHooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
