@@ -83,6 +83,36 @@ impl RunProfile {
     }
 }
 
+/// The worker counts each pool of a run had, in order, from its resize events: a pool's
+/// start (from 0) and its live resizes; its shutdown (to 0) is no size it ran with.
+#[derive(Debug, Default)]
+struct PoolSizes(BTreeMap<String, Vec<u64>>);
+
+impl PoolSizes {
+    fn new() -> Self {
+        PoolSizes::default()
+    }
+
+    fn resized(&mut self, pool: &str, to: u64) {
+        let sizes = self.0.entry(pool.to_string()).or_default();
+        if to > 0 && sizes.last() != Some(&to) {
+            sizes.push(to);
+        }
+    }
+
+    /// One setting per pool that ran: `workers of cpu(0)` = `2`, or `2, then 4` after a
+    /// live resize.
+    fn settings(self) -> impl Iterator<Item = (String, String)> {
+        self.0
+            .into_iter()
+            .filter(|(_, sizes)| !sizes.is_empty())
+            .map(|(pool, sizes)| {
+                let sizes: Vec<String> = sizes.iter().map(u64::to_string).collect();
+                (format!("workers of {pool}"), sizes.join(", then "))
+            })
+    }
+}
+
 /// Busy intervals (start, end ns) by thread name.
 type Intervals = HashMap<String, Vec<(u64, u64)>>;
 
@@ -104,6 +134,7 @@ impl RunProfile {
         let mut busy = Intervals::new();
         let mut open_ops: HashMap<u64, (u64, u32)> = HashMap::new();
         let mut open_tasks: HashMap<u32, Vec<u64>> = HashMap::new();
+        let mut pool_sizes = PoolSizes::new();
         for event in &recording.events {
             match event.kind {
                 RecordKind::OpStart => {
@@ -137,13 +168,12 @@ impl RunProfile {
                         "unnamed" => recording.device_name(event.device),
                         name => name,
                     };
-                    let key = format!("workers of {pool}");
-                    let entry = profile.config.entry(key).or_insert(event.aux.to_string());
-                    entry.push_str(&format!(" -> {}", event.arg));
+                    pool_sizes.resized(pool, event.arg);
                 }
                 _ => {}
             }
         }
+        profile.config.extend(pool_sizes.settings());
         profile.workers = busy_seconds(busy);
         profile.raise_to_counted_tasks(recording);
         let times = recording.events.iter().map(|event| event.ts_ns);
@@ -604,5 +634,36 @@ impl Comparison {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::PoolSizes;
+
+    #[test]
+    fn a_pools_sizes_are_those_it_ran_with_in_order() {
+        let mut sizes = PoolSizes::new();
+        // cpu(0): started with 2, resized live to 4, shut down; intra-op: 1, shut down;
+        // a pool only ever shut down ran with nothing.
+        for (pool, to) in [
+            ("cpu(0)", 2),
+            ("intra-op", 1),
+            ("cpu(0)", 4),
+            ("cpu(0)", 4),
+            ("cpu(0)", 0),
+            ("intra-op", 0),
+            ("io", 0),
+        ] {
+            sizes.resized(pool, to);
+        }
+        let settings: Vec<(String, String)> = sizes.settings().collect();
+        assert_eq!(
+            settings,
+            [
+                ("workers of cpu(0)".to_string(), "2, then 4".to_string()),
+                ("workers of intra-op".to_string(), "1".to_string()),
+            ]
+        );
     }
 }
