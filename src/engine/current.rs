@@ -9,16 +9,13 @@ use std::panic::{self, AssertUnwindSafe};
 use super::block::OpHandle;
 use super::opr::{run_ready, Completion};
 use super::OpName;
-use crate::sync::thread_local;
 
 // Thread-local: an op runs on one thread (ops run inline nest on its stack), so "which op
 // is running here" is the thread's.
-thread_local! {
+engine_thread_local! {
     /// The op this thread is running, innermost first (ops run inline can nest).
-    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
     static RUNNING: Cell<Option<(OpName, usize)>> = Cell::new(None);
     /// A completion dropped while its op panicked on this thread.
-    #[allow(clippy::missing_const_for_thread_local)]
     static PANICKED: RefCell<Option<Completion>> = RefCell::new(None);
 }
 
@@ -66,12 +63,10 @@ pub(crate) fn take_panicked() -> Option<Completion> {
 const CONTINUATION_BUDGET: u32 = 64;
 
 // Thread-local: a continuation is the op this worker runs next; no other thread may take it.
-thread_local! {
+engine_thread_local! {
     /// A ready op this worker will run right after the current one, instead of queueing it.
-    #[allow(clippy::missing_const_for_thread_local)]
     static CONTINUATION: RefCell<Option<OpHandle>> = RefCell::new(None);
     /// Continuations this thread may still take, plus one; 0 while it runs no op.
-    #[allow(clippy::missing_const_for_thread_local)]
     static CONTINUATIONS_LEFT: Cell<u32> = Cell::new(0);
 }
 

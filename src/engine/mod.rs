@@ -95,6 +95,19 @@
 //! `GpuPath` trait object (`core.rs`), called only in an engine with GPUs,
 //! and it imports the core, never the other way.
 
+/// Declares the engine's thread-locals (each says where it is declared why it is one):
+/// `const`-initialised outside loom, so an access on the per-op path reads the cell without
+/// checking that it was built; lazily initialised under loom, whose `thread_local!` has no
+/// `const` form.
+macro_rules! engine_thread_local {
+    ($($(#[$attr:meta])* static $name:ident: $ty:ty = $init:expr;)*) => {$(
+        #[cfg(not(loom))]
+        std::thread_local! { $(#[$attr])* static $name: $ty = const { $init }; }
+        #[cfg(loom)]
+        loom::thread_local! { $(#[$attr])* static $name: $ty = $init; }
+    )*};
+}
+
 mod block;
 mod bulk;
 mod core;
