@@ -23,6 +23,7 @@
 //!    count drops by one.
 #![forbid(unsafe_code)]
 
+use std::cell::RefCell;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -227,6 +228,23 @@ impl OpBlock {
     }
 }
 
+// Thread-local: a panic unwinds the thread that runs the op, so the completion its body
+// dropped while unwinding is found on that thread by the executor that caught the panic.
+engine_thread_local! {
+    /// A completion dropped while its op panicked on this thread.
+    static PANICKED: RefCell<Option<Completion>> = RefCell::new(None);
+}
+
+/// Keeps `completion` for the executor, which reports the panic that dropped it.
+fn stash_panicked(completion: Completion) {
+    PANICKED.with(|slot| *slot.borrow_mut() = Some(completion));
+}
+
+/// The completion stashed by a panicking op on this thread.
+fn take_panicked() -> Option<Completion> {
+    PANICKED.with(|slot| slot.borrow_mut().take())
+}
+
 /// What an op's body is told about where it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunContext {
@@ -315,7 +333,7 @@ impl Drop for Completion {
                 block: self.block.take(),
                 inherited: self.inherited.take(),
             };
-            current::stash_panicked(stashed);
+            stash_panicked(stashed);
         } else {
             self.finish(Err(FailureCause::DroppedCompletion));
         }
@@ -361,7 +379,7 @@ where
         return;
     }
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| body(run, completion))) {
-        if let Some(mut stashed) = current::take_panicked() {
+        if let Some(mut stashed) = take_panicked() {
             stashed.finish(Err(FailureCause::Panic(panic_message(&*payload))));
         }
     }
@@ -371,9 +389,10 @@ where
 /// ready for this worker (continuations).
 pub(crate) fn run_ready(mut block: OpHandle) {
     let body = block.body.take().expect("a ready op has its body");
-    current::run_with_continuations(|| {
-        execute(block, |run, completion| body.call(run, completion))
-    });
+    current::run_with_continuations(
+        || execute(block, |run, completion| body.call(run, completion)),
+        run_ready,
+    );
 }
 
 /// A pool task that runs the ready op `block`.
