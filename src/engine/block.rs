@@ -207,12 +207,17 @@ pub(crate) fn enqueue(handle: OpHandle) -> Option<OpHandle> {
         drop(state); // the handle is given up (see below)
         return None;
     }
-    let mut locked: SmallVec<[_; 4]> = deps.iter().map(|dep| dep.var.0.cell.lock()).collect();
+    // Each var is appended to as soon as it is locked: its lock stays held until the wait
+    // count is set, so no grant can reach the op before that, as if every lock had been
+    // taken first.
+    let mut locked: SmallVec<[_; 4]> = SmallVec::new();
     let mut waiting = 0;
-    for (state, dep) in locked.iter_mut().zip(deps) {
+    for dep in deps {
+        let mut state = dep.var.0.cell.lock();
         if !state.append(dep.access, || handle.waiter()) {
             waiting += 1;
         }
+        locked.push(state);
     }
     if waiting == 0 {
         drop(locked);

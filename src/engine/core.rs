@@ -26,9 +26,7 @@ use super::recycle::{recycle, BlockPool};
 use super::var::{Access, Var};
 use super::{Context, EngineEvent, EngineKind, EngineObserver, FnProperty, OpName};
 use crate::pool::PoolStats;
-use crate::sync::{
-    thread, thread_local, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering,
-};
+use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// How one engine kind runs ready ops: the seam between dependency tracking (shared) and
 /// execution (naive, pooled, per-device).
@@ -323,15 +321,17 @@ impl Core {
             Err(failure) => Some(block.core().record_failure(failure)),
         };
         let mut granted = Granted::default();
-        // Each var handle is dropped right after its var is released, while the var's line
-        // (its reference count shares it) is still in this core's cache: dropped later, at
-        // recycling, it would pull the line back from a pusher that touched the var since.
-        for dep in block.deps.drain(..) {
+        for dep in block.deps.iter() {
             match dep.access {
                 Access::Read => granted.extend(dep.var.0.cell.complete_read()),
                 Access::Write => dep.var.0.cell.complete_write(error.as_ref(), &mut granted),
             }
         }
+        // The var handles are dropped right after their vars are released, while the vars'
+        // lines (a reference count shares its var's line) are still in this core's cache:
+        // dropped at recycling, after the dispatches, they would pull the lines back from a
+        // pusher that touched the vars since.
+        block.deps.clear();
         let core = block.core();
         let ready = granted.0.into_iter().filter_map(Waiter::grant);
         if core.observer.is_some() {
@@ -556,9 +556,8 @@ impl Extend<Waiter> for Granted {
 const COMPLETED_STRIPES: usize = 8;
 
 // Thread-local: a thread keeps the stripe it was dealt, so its adds stay on one cache line.
-thread_local! {
+engine_thread_local! {
     /// The calling thread's stripe of every engine's completed count (`usize::MAX`: none yet).
-    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
     static STRIPE: Cell<usize> = Cell::new(usize::MAX);
 }
 

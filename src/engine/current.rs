@@ -1,25 +1,20 @@
 //! What the calling thread is doing for the engine: the op it is running (so a wait from
-//! inside an op is refused instead of deadlocking), and the completion an op was holding
-//! when it panicked (so the panic, not a dropped completion, is reported).
+//! inside an op is refused instead of deadlocking), and the ready ops it runs next
+//! (continuations). How an op runs is `opr.rs`'s, which comes after this file: the
+//! continuation loop takes the runner as a parameter (a generic one, so the call is direct).
 #![forbid(unsafe_code)]
 
 use std::cell::{Cell, RefCell};
 use std::panic::{self, AssertUnwindSafe};
 
 use super::block::OpHandle;
-use super::opr::{run_ready, Completion};
 use super::OpName;
-use crate::sync::thread_local;
 
 // Thread-local: an op runs on one thread (ops run inline nest on its stack), so "which op
 // is running here" is the thread's.
-thread_local! {
+engine_thread_local! {
     /// The op this thread is running, innermost first (ops run inline can nest).
-    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
     static RUNNING: Cell<Option<(OpName, usize)>> = Cell::new(None);
-    /// A completion dropped while its op panicked on this thread.
-    #[allow(clippy::missing_const_for_thread_local)]
-    static PANICKED: RefCell<Option<Completion>> = RefCell::new(None);
 }
 
 /// Marks the calling thread as running op `name` (block address `block`) until dropped.
@@ -51,27 +46,15 @@ pub(crate) fn is_running(block: usize) -> bool {
     RUNNING.with(|running| running.get().is_some_and(|(_, address)| address == block))
 }
 
-/// Keeps `completion` for the executor, which reports the panic that dropped it.
-pub(crate) fn stash_panicked(completion: Completion) {
-    PANICKED.with(|slot| *slot.borrow_mut() = Some(completion));
-}
-
-/// The completion stashed by a panicking op on this thread.
-pub(crate) fn take_panicked() -> Option<Completion> {
-    PANICKED.with(|slot| slot.borrow_mut().take())
-}
-
 /// How many ready ops a worker may run back to back as continuations before it goes back to
 /// its pool's queue (so queued ops are not starved by a long chain).
 const CONTINUATION_BUDGET: u32 = 64;
 
 // Thread-local: a continuation is the op this worker runs next; no other thread may take it.
-thread_local! {
+engine_thread_local! {
     /// A ready op this worker will run right after the current one, instead of queueing it.
-    #[allow(clippy::missing_const_for_thread_local)]
     static CONTINUATION: RefCell<Option<OpHandle>> = RefCell::new(None);
     /// Continuations this thread may still take, plus one; 0 while it runs no op.
-    #[allow(clippy::missing_const_for_thread_local)]
     static CONTINUATIONS_LEFT: Cell<u32> = Cell::new(0);
 }
 
@@ -106,12 +89,13 @@ pub(crate) fn offer_continuation(op: OpHandle) -> Result<(), Refused> {
     })
 }
 
-/// Runs `op` (running a ready op), then every continuation it and its successors offered.
-/// Nested calls (an op run inline inside another, a continuation) leave the draining to the
-/// outermost. The count of continuations left stays at 1 or above while the outermost call
-/// runs (a spent budget refuses offers at 1), so a continuation never becomes an outermost
-/// call of its own: a chain runs at one stack depth however long it is.
-pub(crate) fn run_with_continuations(op: impl FnOnce()) {
+/// Runs `op` (running a ready op), then every continuation it and its successors offered,
+/// each through `run` (which runs a ready op: `opr::run_ready`). Nested calls (an op run
+/// inline inside another, a continuation) leave the draining to the outermost. The count of
+/// continuations left stays at 1 or above while the outermost call runs (a spent budget
+/// refuses offers at 1), so a continuation never becomes an outermost call of its own: a
+/// chain runs at one stack depth however long it is.
+pub(crate) fn run_with_continuations(op: impl FnOnce(), run: impl Fn(OpHandle)) {
     if CONTINUATIONS_LEFT.with(Cell::get) != 0 {
         return op();
     }
@@ -120,7 +104,7 @@ pub(crate) fn run_with_continuations(op: impl FnOnce()) {
     while let Some(next) = CONTINUATION.with(|slot| slot.borrow_mut().take()) {
         // Ops report their own panics; this only keeps a panicking observer from stranding
         // the continuations after it.
-        let _ = panic::catch_unwind(AssertUnwindSafe(|| run_ready(next)));
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| run(next)));
     }
     CONTINUATIONS_LEFT.with(|cell| cell.set(0));
 }

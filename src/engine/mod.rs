@@ -79,21 +79,49 @@
 //! Values: `name.rs` (interned op names), `types.rs` (contexts, properties), `event.rs` (the
 //! observer's events), `settings.rs` (worker counts), `error.rs`. The var state: `var.rs`
 //! (the var state machine and the var handle), `var_list.rs`. The op: `block.rs` (who owns
-//! an op block, the appends under the var locks), `opr.rs` (the block's data, running it,
-//! its completion), `spec.rs` (what a push says). The thread's part: `current.rs` (the op
-//! running here, continuations). The queues: `ready.rs` (ready ops in front of a worker
-//! pool), `recycle.rs` (free op blocks). Then `core.rs` (push, completion, the pending count,
-//! waits), `bulk.rs`, `gpu/`, the dispatchers `threaded.rs` and `naive.rs`, and `handle.rs`.
-//! Each file imports only files before it, except inside one loop of types on the per-op
-//! path that refer to each other (var, block, opr, current, core), listed in
-//! `tests/module_layers.rs`: a var queues waiters that point to op blocks, a block holds its
-//! vars and its core, and its completion (in `opr.rs`) completes through the core and the
-//! running-op state. The loop stays because every way to cut it erases a type that each op
-//! crosses: a waiter as an untyped pointer with a completion function beside it, a block's
-//! core behind a vtable; each is one more indirect call or pointer load per op and per grant,
-//! on the path the benchmarks time. The GPU path is outside the loop: the core holds it as a
-//! `GpuPath` trait object (`core.rs`), called only in an engine with GPUs,
-//! and it imports the core, never the other way.
+//! an op block, the appends under the var locks), then the thread's part, `current.rs` (the
+//! op running here, continuations, which it runs through a runner it is given), then
+//! `opr.rs` (the block's data, running it, its completion) and `spec.rs` (what a push
+//! says). The queues: `ready.rs` (ready ops in front of a worker pool), `recycle.rs` (free op
+//! blocks). Then `core.rs` (push, completion, the pending count, waits), `bulk.rs`, `gpu/`,
+//! the dispatchers `threaded.rs` and `naive.rs`, and `handle.rs`.
+//!
+//! Each file imports only files before it, except for three edges of one cycle of types on
+//! the per-op path, listed in `tests/module_layers.rs`. Each is a field or a signature that
+//! names a type of a later file, and that type names the earlier file's type back:
+//! - **var -> block**: a var's queue holds `Waiter`s, typed pointers to op
+//!   blocks, and a block's dependencies hold [`Var`]s.
+//! - **block -> opr**: `OpHandle` and `Waiter` point to an `OpBlock`, and
+//!   `Body` is called with a [`Completion`] and a [`RunContext`]; the block holds its `Body`
+//!   and the completion holds the block's handle.
+//! - **opr -> core**: an op block holds its engine's core (recycling and every completion
+//!   reach it through the block), and the core's fields hold op blocks (the free-block pool)
+//!   and take op handles (the dispatcher); a completion completes through the core.
+//!
+//! A cycle of types spread over files cannot be ordered; it is cut only by one side not
+//! naming the other's type. An erased pointer (a waiter as an untyped pointer with a grant
+//! function beside it, a block's core behind a vtable) costs an indirect call or a pointer
+//! load per op and per grant, on the path the benchmarks time. A type parameter costs
+//! nothing at run time (`OpBlock<C>` over its core, `VarCell<T>` over its waiter, as the var
+//! state machine already is): that is what removing these edges takes, with the parameter on
+//! every signature that names a block, a completion or a var between these files. Moving a
+//! type to the other file only moves the edge (the cycle is in the types, not in where they
+//! are written). The GPU path is outside the cycle: the core holds it as a `GpuPath` trait
+//! object (`core.rs`), called only in an engine with GPUs, and it imports the core, never
+//! the other way.
+
+/// Declares the engine's thread-locals (each says where it is declared why it is one):
+/// `const`-initialised outside loom, so an access on the per-op path reads the cell without
+/// checking that it was built; lazily initialised under loom, whose `thread_local!` has no
+/// `const` form.
+macro_rules! engine_thread_local {
+    ($($(#[$attr:meta])* static $name:ident: $ty:ty = $init:expr;)*) => {$(
+        #[cfg(not(loom))]
+        std::thread_local! { $(#[$attr])* static $name: $ty = const { $init }; }
+        #[cfg(loom)]
+        loom::thread_local! { $(#[$attr])* static $name: $ty = $init; }
+    )*};
+}
 
 mod block;
 mod bulk;

@@ -72,9 +72,8 @@ impl Dispatch for Naive {
 
 // Thread-local: the naive engine runs ops on the pushing thread, so the ops an op makes
 // ready belong to that thread's run, not to the engine.
-thread_local! {
+engine_thread_local! {
     /// Ops made ready on this thread while it runs one (`None`: it runs none).
-    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
     static MADE_READY: RefCell<Option<VecDeque<OpHandle>>> = RefCell::new(None);
 }
 

@@ -23,6 +23,7 @@
 //!    count drops by one.
 #![forbid(unsafe_code)]
 
+use std::cell::RefCell;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -72,7 +73,8 @@ pub(crate) struct Dep {
 /// An op's dependencies, sorted in lock order; inline up to four.
 pub(crate) type Deps = SmallVec<[Dep; 4]>;
 
-/// Above this many vars, [`fill_deps`] sorts instead of inserting one by one.
+/// Above this many vars, [`fill_deps`] sorts a collected list instead of ordering borrowed
+/// vars on the stack.
 const INSERTION_MAX: usize = 8;
 
 /// Fills `deps` (empty) with MXNet's dedup of `reads` and `writes`: a var both read and
@@ -94,30 +96,43 @@ pub(crate) fn fill_deps<'r, 'w>(
     if reads.len() + writes.len() > INSERTION_MAX {
         return sort_deps(deps, reads, writes);
     }
-    // Writes first, so a read of a var also written finds the write and is dropped.
-    for var in writes.iter() {
-        insert_dep(deps, var, Access::Write);
-    }
-    for var in reads.iter() {
-        insert_dep(deps, var, Access::Read);
-    }
+    insertion_deps(deps, reads, writes);
 }
 
-/// Inserts `var` at its place in lock order unless it is there already.
-fn insert_dep(deps: &mut Deps, var: &Var, access: Access) {
-    let key = var.lock_order();
-    let at = deps
+/// [`fill_deps`] for a few vars: orders the borrowed vars on the stack (an insertion sort on
+/// lock order, a var's write before its reads), then clones each var once into `deps`, so
+/// no handle is cloned for a duplicate and `deps` is only appended to.
+fn insertion_deps(deps: &mut Deps, reads: VarList<'_>, writes: VarList<'_>) {
+    let mut sorted: [Option<(usize, Access, &Var)>; INSERTION_MAX] = [None; INSERTION_MAX];
+    let mut count: usize = 0;
+    let tagged = writes
         .iter()
-        .position(|dep| dep.var.lock_order() >= key)
-        .unwrap_or(deps.len());
-    if deps.get(at).is_some_and(|dep| dep.var.same(var)) {
-        return; // a duplicate, or a read of a var written (writes come first)
+        .map(|var| (var, Access::Write))
+        .chain(reads.iter().map(|var| (var, Access::Read)));
+    for (var, access) in tagged {
+        let key = (var.lock_order(), access == Access::Read);
+        let mut at = count;
+        while let Some(Some((order, earlier, _))) = at.checked_sub(1).map(|before| sorted[before]) {
+            if (order, earlier == Access::Read) <= key {
+                break;
+            }
+            sorted[at] = sorted[at - 1];
+            at -= 1;
+        }
+        sorted[at] = Some((key.0, access, var));
+        count += 1;
     }
-    let dep = Dep {
-        var: var.clone(),
-        access,
-    };
-    deps.insert(at, dep);
+    let mut last = None;
+    for &(order, access, var) in sorted[..count].iter().flatten() {
+        if last != Some(order) {
+            // The first of a var's entries: its write if it has one (writes sort first).
+            deps.push(Dep {
+                var: var.clone(),
+                access,
+            });
+            last = Some(order);
+        }
+    }
 }
 
 /// [`fill_deps`] for many vars: collect, sort, dedup.
@@ -213,6 +228,23 @@ impl OpBlock {
     }
 }
 
+// Thread-local: a panic unwinds the thread that runs the op, so the completion its body
+// dropped while unwinding is found on that thread by the executor that caught the panic.
+engine_thread_local! {
+    /// A completion dropped while its op panicked on this thread.
+    static PANICKED: RefCell<Option<Completion>> = RefCell::new(None);
+}
+
+/// Keeps `completion` for the executor, which reports the panic that dropped it.
+fn stash_panicked(completion: Completion) {
+    PANICKED.with(|slot| *slot.borrow_mut() = Some(completion));
+}
+
+/// The completion stashed by a panicking op on this thread.
+fn take_panicked() -> Option<Completion> {
+    PANICKED.with(|slot| slot.borrow_mut().take())
+}
+
 /// What an op's body is told about where it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunContext {
@@ -263,8 +295,11 @@ impl Completion {
     }
 
     pub(crate) fn finish(&mut self, result: Result<(), FailureCause>) {
-        let name = self.name();
-        self.finish_as(result.map_err(|cause| OpFailure { op: name, cause }));
+        let result = result.map_err(|cause| OpFailure {
+            op: self.name(),
+            cause,
+        });
+        self.finish_as(result);
     }
 
     pub(crate) fn finish_as(&mut self, result: Result<(), OpFailure>) {
@@ -298,7 +333,7 @@ impl Drop for Completion {
                 block: self.block.take(),
                 inherited: self.inherited.take(),
             };
-            current::stash_panicked(stashed);
+            stash_panicked(stashed);
         } else {
             self.finish(Err(FailureCause::DroppedCompletion));
         }
@@ -344,7 +379,7 @@ where
         return;
     }
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| body(run, completion))) {
-        if let Some(mut stashed) = current::take_panicked() {
+        if let Some(mut stashed) = take_panicked() {
             stashed.finish(Err(FailureCause::Panic(panic_message(&*payload))));
         }
     }
@@ -354,9 +389,10 @@ where
 /// ready for this worker (continuations).
 pub(crate) fn run_ready(mut block: OpHandle) {
     let body = block.body.take().expect("a ready op has its body");
-    current::run_with_continuations(|| {
-        execute(block, |run, completion| body.call(run, completion))
-    });
+    current::run_with_continuations(
+        || execute(block, |run, completion| body.call(run, completion)),
+        run_ready,
+    );
 }
 
 /// A pool task that runs the ready op `block`.
@@ -424,6 +460,30 @@ mod tests {
         assert!(deps
             .windows(2)
             .all(|w| w[0].var.lock_order() < w[1].var.lock_order()));
+    }
+
+    #[test]
+    fn the_insertion_path_orders_and_dedups_as_the_sorting_path() {
+        let vars: Vec<Var> = (0..5).map(Var::new).collect();
+        let cases: [(&[usize], &[usize]); 6] = [
+            (&[0, 1, 2], &[3]),
+            (&[3, 3, 1], &[1, 0]),
+            (&[4, 2, 0, 1], &[2, 4, 3, 0]), // 8 vars: the most the insertion path takes
+            (&[], &[2, 2]),
+            (&[1, 0, 1, 0], &[]),
+            (&[4, 3, 2, 1, 0], &[0, 4]),
+        ];
+        let pick = |indices: &[usize]| indices.iter().map(|&i| vars[i].clone()).collect();
+        let listed = |deps: &Deps| -> Vec<(u64, Access)> {
+            deps.iter().map(|dep| (dep.var.id(), dep.access)).collect()
+        };
+        for (reads, writes) in cases {
+            let (reads, writes): (Vec<Var>, Vec<Var>) = (pick(reads), pick(writes));
+            let (mut inserted, mut sorted) = (Deps::new(), Deps::new());
+            insertion_deps(&mut inserted, (&reads[..]).into(), (&writes[..]).into());
+            sort_deps(&mut sorted, (&reads[..]).into(), (&writes[..]).into());
+            assert_eq!(listed(&inserted), listed(&sorted), "{reads:?} {writes:?}");
+        }
     }
 
     #[test]

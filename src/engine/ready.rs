@@ -55,18 +55,16 @@ use super::block::OpHandle;
 use super::opr::{run_ready, OpBlock};
 use super::{Context, FnProperty};
 use crate::pool::{spawn_here, Pool, Task};
-use crate::sync::{fence, spin_loop, thread_local, Arc, AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{fence, spin_loop, Arc, AtomicBool, AtomicUsize, Ordering};
 use std::cell::Cell;
 
 // Thread-local: draining is a role of the thread that runs the drain task, so asking "do I
 // drain this queue?" on every completion reads a cell, not a field other workers write.
-thread_local! {
+engine_thread_local! {
     /// The queue whose drainer the calling thread is (its address; 0: none).
-    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
     static DRAINING: Cell<usize> = Cell::new(0);
     /// Which ops the engine's dispatch sent back to the queue this thread drains: see
     /// [`learn_route`]. Cleared whenever the thread starts or stops draining a queue.
-    #[allow(clippy::missing_const_for_thread_local)]
     static ROUTE: Cell<Option<Route>> = Cell::new(None);
 }
 

@@ -31,7 +31,7 @@ use std::cell::RefCell;
 
 use super::block::prefetch;
 use super::opr::OpBlock;
-use crate::sync::{thread_local, Arc, AtomicBool, Mutex, Ordering};
+use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
 
 /// The most free blocks a thread keeps per engine.
 const LOCAL_MAX: usize = 256;
@@ -49,8 +49,7 @@ struct LocalCache {
 
 // Thread-local: each thread's cache of free op blocks, so allocating and freeing an op
 // block on the push and completion paths takes no lock.
-thread_local! {
-    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
+engine_thread_local! {
     static LOCAL: RefCell<Vec<LocalCache>> = RefCell::new(Vec::new());
 }
 

@@ -207,8 +207,20 @@ impl PerDevice {
     }
 }
 
-impl Dispatch for PerDevice {
-    fn check(&self, name: OpName, ctx: Context, prop: FnProperty) -> Result<(), EngineError> {
+impl PerDevice {
+    /// Whether a CPU op on `ctx` with `prop` goes to a worker pool that exists already: the
+    /// check of nearly every push, a few instructions before the full one.
+    #[inline]
+    fn has_cpu_workers(&self, ctx: Context, prop: FnProperty) -> bool {
+        ctx.is_cpu()
+            && ctx.id < MAX_CPU_DEVICES
+            && prop != FnProperty::CpuPrioritized
+            && self.created.load(Ordering::Acquire) & (1 << ctx.id) != 0
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn check_slow(&self, name: OpName, ctx: Context, prop: FnProperty) -> Result<(), EngineError> {
         if !ctx.is_cpu() {
             return match &self.gpu {
                 Some(gpu) => gpu.check(name, ctx),
@@ -220,6 +232,15 @@ impl Dispatch for PerDevice {
         }
         check_cpu_device(name, ctx)?;
         self.ensure(ctx, prop)
+    }
+}
+
+impl Dispatch for PerDevice {
+    fn check(&self, name: OpName, ctx: Context, prop: FnProperty) -> Result<(), EngineError> {
+        if self.has_cpu_workers(ctx, prop) {
+            return Ok(());
+        }
+        self.check_slow(name, ctx, prop)
     }
 
     fn runs_at_push(&self, op: &OpHeader) -> bool {
