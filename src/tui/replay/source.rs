@@ -523,7 +523,7 @@ mod tests {
     #[test]
     fn a_far_jump_shows_the_state_on_the_way_and_says_it_is_seeking() {
         let path = scratch("tui-replay-seeking");
-        crate::record::replay_bench::write_synthetic(&path, 600_000).unwrap();
+        crate::record::replay_bench::write_synthetic(&path, 1_500_000).unwrap();
         let replay = Replay::open_from_start(&path).unwrap();
         let mut source = ReplaySource::new(replay, true);
         source.budget = Duration::ZERO;
