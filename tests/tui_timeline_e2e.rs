@@ -86,6 +86,14 @@ fn an_op_picked_on_the_zoomed_paused_timeline_shows_its_name_and_id() {
         screen.contains(" op id  "),
         "no op to pick on any row:\n{screen}"
     );
+    // A capture can catch the terminal mid-frame: wait for the detail's last row, drawn
+    // up to the box's right border.
+    screen = tmux.wait_for("the whole op detail", |s| {
+        s.lines().any(|line| {
+            line.split_once(" waited on ")
+                .is_some_and(|(_, rest)| rest.contains('│'))
+        })
+    });
     let id = detail_value(&screen, "op id").expect("the op id row");
     let name = detail_value(&screen, "name").expect("the name row");
     assert!(id.parse::<u64>().is_ok(), "op id {id:?}:\n{screen}");
