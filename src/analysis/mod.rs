@@ -53,10 +53,13 @@
 //! 2. **light**: the device's ops are under 5% of the iteration's work (a priority pool's
 //!    few updates): it does not bound the step.
 //! 3. **starved**: the device's parallelism is below its workers + 1 (one more worker
-//!    cannot help) and the critical path crosses false edges: the vars they name are reused
+//!    gains at most `1 - workers / parallelism` of the step, nothing where the parallelism
+//!    does not exceed the workers; the line gives that bound, or the workers' time with no
+//!    op running) and the critical path crosses false edges: the vars they name are reused
 //!    too soon; more buffers would let more ops run at once.
 //! 4. **critical path**: the same bound with only true edges on the path: more inter-op
-//!    workers cannot help; shorter ops on the path (more intra-op threads) can.
+//!    workers cannot help beyond that bound; shorter ops on the path (more intra-op
+//!    threads) can.
 //! 5. **overhead**: achieved parallelism below half of what the graph and the workers allow
 //!    (`min(parallelism, workers)`): ready work exists, yet workers run no op; the time goes
 //!    between ops (engine, queues, wake-ups).

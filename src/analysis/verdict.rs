@@ -182,13 +182,26 @@ fn graph_verdict(
                 .take(NAMED)
                 .map(|edge| edge.var.clone())
                 .collect();
+            let lead = match one_more_worker_gain(device.parallelism, workers) {
+                Some(gain) => format!(
+                    "{:.0}% of worker time in ops, parallelism {:.1} on {} worker{plural}: one \
+                     more worker could shorten the step by {:.0}% at most",
+                    (1.0 - idle) * 100.0,
+                    device.parallelism,
+                    facts.workers,
+                    gain * 100.0
+                ),
+                None => format!(
+                    "{:.0}% of worker time with no op running (parallelism {:.1} on {} \
+                     worker{plural})",
+                    idle * 100.0,
+                    device.parallelism,
+                    facts.workers
+                ),
+            };
             let detail = format!(
-                "{:.0}% of worker time with no op running (parallelism {:.1} on {} \
-                 worker{plural}); the critical path runs through {kinds} on {}; more buffers \
-                 would let more ops run at once",
-                idle * 100.0,
-                device.parallelism,
-                facts.workers,
+                "{lead}; the critical path runs through {kinds} on {}; more buffers would let \
+                 more ops run at once",
                 named.join(", ")
             );
             return (Bound::Starved, detail, named);
@@ -205,9 +218,17 @@ fn graph_verdict(
             .take(NAMED)
             .map(|op| format!("{} ({:.0}%)", op.name, op.share * 100.0))
             .collect();
+        let workers_help = match one_more_worker_gain(device.parallelism, workers) {
+            Some(gain) => format!(
+                "one more inter-op worker could shorten the step by {:.0}% at most, more \
+                 cannot",
+                gain * 100.0
+            ),
+            None => "more inter-op workers cannot help".to_string(),
+        };
         let detail = format!(
-            "span {} of a {} step (parallelism {:.1}); more inter-op workers cannot help; \
-             the path is {} op{}, longest {}; shorter ops on it (more intra-op threads) can",
+            "span {} of a {} step (parallelism {:.1}); {workers_help}; the path is {} op{}, \
+             longest {}; shorter ops on it (more intra-op threads) can",
             show_ms(device.span_ms),
             show_ms(scaling.wall_ms),
             device.parallelism,
@@ -242,6 +263,14 @@ fn graph_verdict(
         device.parallelism
     );
     (Bound::Busy, detail, Vec::new())
+}
+
+/// The largest share of the step one more worker could save, where the graph's parallelism
+/// lies between the workers and one more (rules 3 and 4): the step is at least work over
+/// `min(parallelism, workers)`, so going from `workers` to `parallelism` saves at most
+/// `1 - workers / parallelism`. `None` where the parallelism does not exceed the workers.
+fn one_more_worker_gain(parallelism: f64, workers: f64) -> Option<f64> {
+    (parallelism > workers).then(|| 1.0 - workers / parallelism.min(workers + 1.0))
 }
 
 /// `412 ms`, `41.2 ms`, `4.12 ms`.
@@ -324,6 +353,47 @@ mod tests {
             .named
             .iter()
             .all(|var| var == "buf0" || var == "buf1"));
+    }
+
+    #[test]
+    fn parallelism_between_the_workers_and_one_more_bounds_what_a_worker_can_gain() {
+        // Two reader chains through two reused buffers (span 10 ms) and one free op: work
+        // 25 ms, parallelism 2.5; on 2 workers a third saves at most 1 - 2 / 2.5 = 20%.
+        let ops = || {
+            let mut ops: Vec<RanOp> = (0..4)
+                .flat_map(|b| {
+                    [
+                        op(&format!("read{b}"), &[], &[b % 2], 4 * MS),
+                        op(&format!("use{b}"), &[b % 2], &[2 + b], MS),
+                    ]
+                })
+                .collect();
+            ops.push(op("free", &[], &[6], 5 * MS));
+            ops
+        };
+        let scaling = analyze(&RanGraph {
+            ops: ops(),
+            vars: (0..7).map(|var| format!("buf{var}")).collect(),
+            devices: vec!["cpu:0 workers".to_string()],
+            wall: 13 * MS,
+        });
+        let parallelism = scaling.devices[0].parallelism;
+        assert!((parallelism - 2.5).abs() < 1e-9, "{parallelism}");
+        let verdict = judge(ops(), 7, 13 * MS, 2);
+        assert_eq!(verdict.bound, Bound::Starved, "{verdict}");
+        assert!(
+            verdict
+                .text
+                .contains("one more worker could shorten the step by 20% at most"),
+            "{verdict}"
+        );
+        assert!(!verdict.text.contains("no op running"), "{verdict}");
+        let with_three = judge(ops(), 7, 13 * MS, 3);
+        assert_eq!(with_three.bound, Bound::Starved, "{with_three}");
+        assert!(
+            with_three.text.contains("no op running") && !with_three.text.contains("one more"),
+            "parallelism under the workers: {with_three}"
+        );
     }
 
     #[test]
