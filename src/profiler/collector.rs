@@ -18,6 +18,19 @@
 //! events. Waiting as long as the fastest ring allows keeps both low (the figures are in
 //! `bench/README.md`, "Profiler collector cadence").
 //!
+//! # Back-pressure
+//! The cadence assumes the collector runs when its wait is over. It may not: when the
+//! workload's threads hold every core (an engine's workers and its pusher on two cores), a
+//! woken collector waits for a core, and under a real-time policy (`chrt -f`), where threads
+//! of one priority never preempt each other, it waits until one of them blocks, while the
+//! rings fill and drop. So a recording thread whose ring is half full or more wakes the
+//! collector and yields its core once ([`Core::backed_up`]), again every 1/64th of its ring
+//! while it stays backed up, and after each drop. The collector then drains every ring, and
+//! the time it takes is charged to the workload as a time slice it gave up, not hidden as
+//! dropped events. The recording thread never waits for the collector: a yield returns at
+//! once when no thread wants its core, and a ring the collector still does not drain fills
+//! and drops, counted, as before.
+//!
 //! Each round it adopts the rings registered since the last
 //! one, drains every ring (oldest events first, each stamped with the ring's thread), samples
 //! the watched queue depths when `queue_sample_interval` has passed (keeping the ones that

@@ -23,7 +23,7 @@ use super::task_counts::{TaskCounts, TaskReading};
 use super::window::TraceWindow;
 use super::ProfilerOptions;
 use crate::engine::OpName;
-use crate::sync::{AtomicU64, Condvar, Mutex, Ordering};
+use crate::sync::{thread, AtomicU64, Condvar, Mutex, Ordering};
 
 /// One sampled queue: whose it is, its label and its depth.
 pub type QueueDepth = (DeviceId, OpName, u64);
@@ -201,6 +201,22 @@ impl Core {
             dropped_seen: 0,
         });
         producer
+    }
+
+    /// The calling thread's ring is backed up (half full or more): the collector is behind,
+    /// most often because the workload's threads hold every core. Wakes the collector and
+    /// gives up this thread's time slice once, so that the collector can run (under a
+    /// real-time policy, where threads of one priority never preempt each other, it would
+    /// not run otherwise). Recording still never waits: if the collector does not catch up,
+    /// the ring fills and drops as before. A profiler whose collector only drains on flushes
+    /// (`busy_drain_interval` no shorter than `drain_interval`) is not woken.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn backed_up(&self) {
+        if self.options.busy_drain_interval < self.options.drain_interval {
+            self.wake.notify_one();
+            thread::yield_now();
+        }
     }
 
     #[cold]

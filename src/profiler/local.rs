@@ -10,6 +10,9 @@
 //! the thread-local is destroyed, which drops the producers and marks their rings closed for
 //! the collector's final drain.
 //!
+//! A push that leaves the ring backed up (half full or more, see the ring's check points)
+//! tells the profiler, which hands the collector a core ([`Core::backed_up`]).
+//!
 //! An event recorded while the thread-local is being torn down, or from inside a recording
 //! (impossible today, guarded anyway), has nowhere to go: it is counted as lost by the
 //! profiler, like a ring drop.
@@ -54,10 +57,13 @@ thread_local! {
 /// Pushes `event` into the calling thread's ring of `core`'s profiler.
 #[inline(always)]
 pub(crate) fn push(core: &Core, event: Event) {
-    if !with_producer(core, |producer| {
+    match with_producer(core, |producer| {
         producer.push(event);
+        producer.is_backed_up()
     }) {
-        core.count_lost(1);
+        Some(false) => {}
+        Some(true) => core.backed_up(),
+        None => core.count_lost(1),
     }
 }
 
@@ -66,32 +72,37 @@ pub(crate) fn push(core: &Core, event: Event) {
 #[inline]
 pub(crate) fn push_all_at(core: &Core, events: impl IntoIterator<Item = Event>, ts: u64) {
     let mut events = events.into_iter();
-    if !with_producer(core, |producer| {
+    match with_producer(core, |producer| {
+        let mut backed_up = false;
         for event in events.by_ref() {
             producer.push(event.at(ts));
+            backed_up |= producer.is_backed_up();
         }
+        backed_up
     }) {
-        core.count_lost(events.count() as u64);
+        Some(false) => {}
+        Some(true) => core.backed_up(),
+        None => core.count_lost(events.count() as u64),
     }
 }
 
-/// Runs `write` on the calling thread's producer for `core`'s profiler; `false` if the
+/// Runs `write` on the calling thread's producer for `core`'s profiler (after the
+/// thread-local is let go, so `write`'s answer can be acted on outside it); `None` if the
 /// thread has none to give (its thread-local is being torn down, or it is recording from
 /// inside a recording).
 #[inline(always)]
-fn with_producer(core: &Core, write: impl FnOnce(&mut Producer)) -> bool {
+fn with_producer<R>(core: &Core, write: impl FnOnce(&mut Producer) -> R) -> Option<R> {
     let outcome = RINGS.try_with(|rings| {
         let Ok(mut rings) = rings.try_borrow_mut() else {
-            return false;
+            return None;
         };
         let rings = &mut *rings;
-        match &mut rings.front {
+        Some(match &mut rings.front {
             Some(front) if rings.front_profiler == core.id() => write(front),
             _ => write(bring_to_front(rings, core)),
-        }
-        true
+        })
     });
-    matches!(outcome, Ok(true))
+    outcome.ok().flatten()
 }
 
 /// The profiler's ring is not at the front: find it, or register a new one, and make it the

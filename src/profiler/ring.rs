@@ -9,9 +9,15 @@
 //!
 //! - **push** (the owning thread): if `head - tail == capacity` the ring is full. The producer
 //!   keeps a cached copy of `tail` and re-reads the shared one (`Acquire`) only when the cache
-//!   says full, so a push normally touches no cache line the consumer writes. Still full: the
+//!   says full or at a check point of the fill (below), so a push normally touches no cache
+//!   line the consumer writes. Still full: the
 //!   event is *dropped* and `dropped` goes up by one. Otherwise it writes slot `head` and then
 //!   publishes it by storing `head + 1` with `Release`.
+//! - **backed up** (the owning thread, after a push): whether the ring is half full or more,
+//!   so the recording side can hand the collector a core before the ring fills (the
+//!   collector's [back-pressure](super::collector)). It re-reads `tail` only at check points:
+//!   when `head` reaches half a ring past the `tail` last read, every 1/64th of a ring while
+//!   the fill stays at half or more, and after a drop; otherwise it is one comparison.
 //! - **drain** (the collector): it loads `head` (`Acquire`), copies out every event in
 //!   `[tail, head)` and then stores the new `tail` (`Release`), handing the slots back.
 //!
@@ -94,6 +100,8 @@ pub(crate) struct Producer {
     head: usize,
     /// The last `tail` we read; the real one is at least this.
     cached_tail: usize,
+    /// The `head` at which [`Producer::is_backed_up`] next reads the ring's fill.
+    check_at: usize,
 }
 
 /// The reading half: owned by the collector.
@@ -113,7 +121,8 @@ pub(crate) fn ring(capacity: usize) -> (Producer, Consumer) {
 /// hold is never read, as no slot outside `[tail, head)` is).
 fn ring_on(slots: Slots) -> (Producer, Consumer) {
     debug_assert!(slots.len().is_power_of_two());
-    let mask = slots.len() - 1;
+    let capacity = slots.len();
+    let mask = capacity - 1;
     let shared = Arc::new(Shared {
         slots,
         mask,
@@ -127,6 +136,7 @@ fn ring_on(slots: Slots) -> (Producer, Consumer) {
         shared: shared.clone(),
         head: 0,
         cached_tail: 0,
+        check_at: capacity / 2,
     };
     (producer, Consumer { shared, tail: 0 })
 }
@@ -233,6 +243,9 @@ mod spare {
 #[cfg(all(target_arch = "x86_64", not(loom)))]
 const CLAIM_AHEAD: usize = 16;
 
+/// A backed-up ring's fill is read again every `capacity / BACKED_UP_CHECK_EVERY` pushes.
+const BACKED_UP_CHECK_EVERY: usize = 64;
+
 impl Producer {
     /// Appends `event`; returns `false` (and counts a drop) if the ring is full. Never blocks.
     #[inline]
@@ -242,6 +255,7 @@ impl Producer {
             self.cached_tail = self.shared.tail.load(Ordering::Acquire);
             if self.head.wrapping_sub(self.cached_tail) >= capacity {
                 self.count_drop();
+                self.check_at = self.head; // backed up: say so at the next check
                 return false;
             }
         }
@@ -255,6 +269,32 @@ impl Producer {
         self.shared.head.store(self.head, Ordering::Release);
         self.claim_line_ahead();
         true
+    }
+
+    /// Whether the ring is half full or more, read at check points only: when the producer's
+    /// `head` reaches the fill of half the ring since the `tail` it last read, then every
+    /// [`BACKED_UP_CHECK_EVERY`]th of the ring while it stays at half or more, and after
+    /// every drop. Between check points it costs one comparison.
+    #[inline(always)]
+    pub(crate) fn is_backed_up(&mut self) -> bool {
+        self.head == self.check_at && self.read_fill()
+    }
+
+    /// Reads `tail` and sets the next check point (see [`Producer::is_backed_up`]).
+    #[cold]
+    #[inline(never)]
+    fn read_fill(&mut self) -> bool {
+        self.cached_tail = self.shared.tail.load(Ordering::Acquire);
+        let capacity = self.shared.mask + 1;
+        let half = capacity / 2;
+        if self.head.wrapping_sub(self.cached_tail) >= half {
+            let every = (capacity / BACKED_UP_CHECK_EVERY).max(1);
+            self.check_at = self.head.wrapping_add(every);
+            true
+        } else {
+            self.check_at = self.cached_tail.wrapping_add(half);
+            false
+        }
     }
 
     /// Asks the CPU to own, for writing, the cache line `CLAIM_AHEAD` slots ahead
@@ -467,6 +507,37 @@ mod tests {
         assert_eq!(drain_args(&mut consumer), [0, 1, 2, 3]);
         assert!(producer.push(numbered(9)));
         assert_eq!(drain_args(&mut consumer), [9]);
+    }
+
+    #[test]
+    fn a_ring_is_backed_up_from_half_full_until_drained_below_half() {
+        let (mut producer, mut consumer) = ring(256);
+        let backed_up: Vec<bool> = (0..256)
+            .map(|n| {
+                producer.push(numbered(n));
+                producer.is_backed_up()
+            })
+            .collect();
+        // Half full at the 128th push, then every 4th push (256 / 64) while it stays so.
+        let said: Vec<usize> = (0..256).filter(|&n| backed_up[n]).collect();
+        let expected: Vec<usize> = (127..256).step_by(4).collect();
+        assert_eq!(said, expected);
+        // Full: every drop says so.
+        assert!(!producer.push(numbered(256)));
+        assert!(producer.is_backed_up());
+        assert!(!producer.push(numbered(257)));
+        assert!(producer.is_backed_up());
+        assert_eq!(drain_args(&mut consumer).len(), 256);
+        // Drained: the next check reads the fill and finds it low; none till half again.
+        let after: Vec<bool> = (0..127)
+            .map(|n| {
+                producer.push(numbered(n));
+                producer.is_backed_up()
+            })
+            .collect();
+        assert!(after.iter().all(|&backed| !backed), "{after:?}");
+        producer.push(numbered(127));
+        assert!(producer.is_backed_up());
     }
 
     #[test]
