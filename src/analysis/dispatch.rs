@@ -24,7 +24,7 @@
 
 use std::time::Duration;
 
-use super::span::{predecessors, RanGraph};
+use super::span::{Pred, RanGraph};
 
 /// One execution of an op (nanoseconds from any one epoch).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,8 +58,14 @@ pub struct DispatchCost {
 }
 
 /// Each device's [`DispatchCost`] over `iterations` of `graph` (see the module docs).
-pub(crate) fn dispatch_costs(graph: &RanGraph, iterations: &[IterationTimes]) -> Vec<DispatchCost> {
-    let (mut continuing, mut waking) = samples(graph, iterations);
+/// `preds` are `graph`'s ([`predecessors`](super::predecessors)), computed once for a graph
+/// whose times change.
+pub(crate) fn dispatch_costs(
+    graph: &RanGraph,
+    preds: &[Vec<Pred>],
+    iterations: &[IterationTimes],
+) -> Vec<DispatchCost> {
+    let (mut continuing, mut waking) = samples(graph, preds, iterations);
     continuing
         .iter_mut()
         .zip(&mut waking)
@@ -77,8 +83,11 @@ pub(crate) fn dispatch_costs(graph: &RanGraph, iterations: &[IterationTimes]) ->
 type Samples = Vec<Vec<u64>>;
 
 /// Every op execution's gap, by device and kind (see the module docs).
-fn samples(graph: &RanGraph, iterations: &[IterationTimes]) -> (Samples, Samples) {
-    let preds = predecessors(graph);
+fn samples(
+    graph: &RanGraph,
+    preds: &[Vec<Pred>],
+    iterations: &[IterationTimes],
+) -> (Samples, Samples) {
     let devices = graph.devices.len().max(1 + max_device(graph));
     let mut continuing: Vec<Vec<u64>> = vec![Vec::new(); devices];
     let mut waking: Vec<Vec<u64>> = vec![Vec::new(); devices];
@@ -146,6 +155,7 @@ fn median(values: &mut [u64]) -> Option<u64> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::analysis::predecessors;
     use crate::analysis::span::tests::op;
 
     fn graph(ops: Vec<crate::analysis::RanOp>, vars: usize) -> RanGraph {
@@ -178,10 +188,14 @@ mod tests {
             ops: times,
             previous_end: None,
         };
-        let (continuing, waking) = samples(&chain, std::slice::from_ref(&iteration));
+        let (continuing, waking) = samples(
+            &chain,
+            &predecessors(&chain),
+            std::slice::from_ref(&iteration),
+        );
         assert_eq!((continuing, waking), (vec![vec![2; 4]], vec![vec![0]]));
         let two = Duration::from_nanos(2);
-        let costs = dispatch_costs(&chain, &[iteration]);
+        let costs = dispatch_costs(&chain, &predecessors(&chain), &[iteration]);
         assert_eq!(costs[0].continuing, two);
         let mut alone = graph(vec![op("x", &[], &[0], Duration::ZERO)], 1);
         alone.ops.push(op("y", &[0], &[0], Duration::ZERO));
@@ -189,9 +203,13 @@ mod tests {
             ops: vec![run(0, 10, 1), run(13, 20, 1)],
             previous_end: None,
         };
-        let (_, waking) = samples(&alone, std::slice::from_ref(&continues));
+        let (_, waking) = samples(
+            &alone,
+            &predecessors(&alone),
+            std::slice::from_ref(&continues),
+        );
         assert_eq!(waking, [vec![0]], "x: pushed at 0, started at 0");
-        let costs = dispatch_costs(&alone, &[continues]);
+        let costs = dispatch_costs(&alone, &predecessors(&alone), &[continues]);
         assert_eq!(costs[0].continuing, Duration::from_nanos(3));
     }
 
@@ -215,7 +233,8 @@ mod tests {
             ops: times,
             previous_end: None,
         };
-        let (continuing, mut waking) = samples(&graph(ops, 4), &[iteration]);
+        let graph = graph(ops, 4);
+        let (continuing, mut waking) = samples(&graph, &predecessors(&graph), &[iteration]);
         waking[0].sort_unstable();
         assert_eq!(continuing, [vec![3]]);
         assert_eq!(waking, [vec![0, 10, 30]], "early, a (pushed at 0) and c");
@@ -234,7 +253,8 @@ mod tests {
             ops: times,
             previous_end: Some(480),
         };
-        let (_, waking) = samples(&graph(ops, 3), &[iteration]);
+        let graph = graph(ops, 3);
+        let (_, waking) = samples(&graph, &predecessors(&graph), &[iteration]);
         // w: ready at 480 (the iteration before), so 20; r writes nothing: pushed at 35, 5;
         // late started before the iteration before ended: dropped.
         assert_eq!(waking, [vec![20, 5]]);
@@ -242,7 +262,8 @@ mod tests {
 
     #[test]
     fn no_samples_cost_nothing() {
-        let costs = dispatch_costs(&graph(Vec::new(), 0), &[]);
+        let empty = graph(Vec::new(), 0);
+        let costs = dispatch_costs(&empty, &[], &[]);
         assert_eq!(costs, [DispatchCost::default()]);
     }
 }

@@ -94,10 +94,11 @@ pub use dispatch::DispatchCost;
 pub(crate) use dispatch::{dispatch_costs, IterationTimes, OpRunTimes};
 pub(crate) use schedstat::SchedSample;
 pub use schedstat::{Descheduled, ThreadDelay};
+pub(crate) use simulate::Waits;
 pub use simulate::{
     EngineModel, OpSplit, ParallelLoop, PredictedStep, QueueOrder, SimDevice, Workers, ASSUMPTIONS,
     GRID,
 };
 pub use span::{analyze, DeviceScaling, Edge, EdgeKind, PathOp, RanGraph, RanOp, Scaling};
-pub(crate) use span::{predecessors, Pred};
+pub(crate) use span::{analyze_times, predecessors, Pred};
 pub use verdict::{verdicts, Bound, DeviceFacts, Verdict};

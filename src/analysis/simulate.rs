@@ -50,6 +50,17 @@
 //! ([`Workers::Inter`]) and its fixed count for the others (the priority pool, GPU workers,
 //! the IO worker, the naive engine's one pushing thread).
 //!
+//! # The curve ([`EngineModel::curve`])
+//! A grid of counts needs fewer simulations than points, with the same results, by two
+//! rules. The intra-op count enters only through the op times, so counts giving every op
+//! the same time (a graph without parallel loops: all of them) share one column of
+//! simulations. And a simulation in which no ready op of an inter-op device ever waited
+//! while all its workers were busy (every queue drained whenever it was served) runs the
+//! same timeline with more workers: each serving moment pops the same ops in the same
+//! order with the same engine gaps (a gap depends on the workers that just finished, not
+//! on the idle ones), by induction over the events; so every larger inter-op count takes
+//! the same step without a simulation of its own.
+//!
 //! # Known answers (the tests)
 //! A chain takes its work at any inter count; `n` equal independent ops take
 //! `ceil(n / inter) * t`; a perfectly parallel loop takes `time / intra`, and a loop the
@@ -72,11 +83,11 @@
 #![forbid(unsafe_code)]
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use super::dispatch::DispatchCost;
-use super::span::{predecessors, RanGraph};
+use super::span::{predecessors, Pred, RanGraph};
 use crate::kernels::par::busiest_items;
 use crate::pool::parallel_for::Cost;
 
@@ -218,16 +229,69 @@ pub struct EngineModel {
     /// Per op, its device, priority and body split.
     ops: Vec<ModelOp>,
     devices: Vec<SimDevice>,
-    /// Per op, how many distinct ops it waits for.
-    waits_for: Vec<usize>,
-    /// Per op, the ops waiting for it.
-    unblocks: Vec<Vec<usize>>,
+    /// Which ops wait for which.
+    waits: Waits,
     /// Per device, the engine's cost before each op.
     dispatch: Vec<DispatchCost>,
     /// What a loop split over several threads waits for a woken intra-op thread.
     loop_wake: Duration,
     /// How much slower a split loop's blocks run than on one thread alone.
     corun: f64,
+}
+
+/// Which ops wait for which in one graph (from its [`predecessors`]): what the simulation
+/// walks, the same whatever the op times, so a live run builds it once and copies it (three
+/// flat vectors) into each model.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Waits {
+    /// Per op, how many distinct ops it waits for.
+    waits_for: Vec<usize>,
+    /// Per op, where its waiting ops start in `unblocks` (one more entry: the end).
+    unblocks_at: Vec<usize>,
+    /// The ops waiting for each op, op by op, each op's in push order.
+    unblocks: Vec<usize>,
+}
+
+impl Waits {
+    /// The waits of a graph whose ops have `preds`.
+    pub(crate) fn new(preds: &[Vec<Pred>]) -> Self {
+        let mut waits_for = vec![0; preds.len()];
+        let mut before_of: Vec<Vec<usize>> = Vec::with_capacity(preds.len());
+        let mut unblocked = vec![0usize; preds.len()];
+        for (op, preds) in preds.iter().enumerate() {
+            let mut before: Vec<usize> = preds.iter().map(|pred| pred.op).collect();
+            before.sort_unstable();
+            before.dedup();
+            waits_for[op] = before.len();
+            before.iter().for_each(|&pred| unblocked[pred] += 1);
+            before_of.push(before);
+        }
+        let mut unblocks_at = Vec::with_capacity(preds.len() + 1);
+        let mut at = 0;
+        for count in &unblocked {
+            unblocks_at.push(at);
+            at += count;
+        }
+        unblocks_at.push(at);
+        let mut next = unblocks_at.clone();
+        let mut unblocks = vec![0; at];
+        for (op, before) in before_of.iter().enumerate() {
+            for &pred in before {
+                unblocks[next[pred]] = op;
+                next[pred] += 1;
+            }
+        }
+        Waits {
+            waits_for,
+            unblocks_at,
+            unblocks,
+        }
+    }
+
+    /// The ops waiting for `op`, in push order.
+    fn unblocks(&self, op: usize) -> &[usize] {
+        &self.unblocks[self.unblocks_at[op]..self.unblocks_at[op + 1]]
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -248,6 +312,18 @@ impl EngineModel {
         splits: &[OpSplit],
         devices: &[SimDevice],
     ) -> Self {
+        let waits = Waits::new(&predecessors(graph));
+        Self::with_waits(graph, waits, priorities, splits, devices)
+    }
+
+    /// [`new`](Self::new) with `graph`'s `waits`, built once for a graph whose times change.
+    pub(crate) fn with_waits(
+        graph: &RanGraph,
+        waits: Waits,
+        priorities: &[i32],
+        splits: &[OpSplit],
+        devices: &[SimDevice],
+    ) -> Self {
         let ops = graph.ops.iter().enumerate().map(|(index, op)| ModelOp {
             device: op.device,
             priority: priorities.get(index).copied().unwrap_or(0),
@@ -257,6 +333,11 @@ impl EngineModel {
                 .unwrap_or_else(|| OpSplit::serial(op.time)),
         });
         let ops: Vec<ModelOp> = ops.collect();
+        Self::from_ops(ops, waits, devices)
+    }
+
+    /// The model of `ops` with their `waits` on `devices` (see [`new`](Self::new)).
+    fn from_ops(ops: Vec<ModelOp>, waits: Waits, devices: &[SimDevice]) -> Self {
         let plain = SimDevice {
             workers: Workers::Inter,
             order: QueueOrder::Fifo,
@@ -265,23 +346,11 @@ impl EngineModel {
         let devices: Vec<SimDevice> = (0..device_count.max(devices.len()))
             .map(|device| devices.get(device).copied().unwrap_or(plain))
             .collect();
-        let mut waits_for = vec![0; ops.len()];
-        let mut unblocks = vec![Vec::new(); ops.len()];
-        for (op, preds) in predecessors(graph).into_iter().enumerate() {
-            let mut before: Vec<usize> = preds.iter().map(|pred| pred.op).collect();
-            before.sort_unstable();
-            before.dedup();
-            waits_for[op] = before.len();
-            for pred in before {
-                unblocks[pred].push(op);
-            }
-        }
         let dispatch = vec![DispatchCost::default(); devices.len()];
         EngineModel {
             ops,
             devices,
-            waits_for,
-            unblocks,
+            waits,
             dispatch,
             loop_wake: Duration::ZERO,
             corun: 1.0,
@@ -305,6 +374,13 @@ impl EngineModel {
             1.0
         };
         self
+    }
+
+    /// Every op's time with `intra` intra-op threads, in push order (nanoseconds).
+    fn op_times(&self, intra: usize) -> Vec<u64> {
+        (0..self.ops.len())
+            .map(|op| nanos(self.op_time(op, intra)))
+            .collect()
     }
 
     /// Op `op`'s time with `intra` intra-op threads: its serial part, its inline loops, and
@@ -337,14 +413,56 @@ impl EngineModel {
         self.run(inter.max(1), intra.max(1)).end
     }
 
-    /// The predicted step for every pair of `counts` (inter-major).
+    /// The predicted step for every pair of `counts` (inter-major): each point what
+    /// [`point`](Self::point) gives, from fewer simulations (the module docs' curve).
     pub fn curve(&self, counts: &[usize]) -> Vec<PredictedStep> {
-        let pairs = counts
-            .iter()
-            .flat_map(|&inter| counts.iter().map(move |&intra| (inter, intra)));
-        pairs
-            .map(|(inter, intra)| self.point(inter, intra))
-            .collect()
+        // Per distinct op times seen, the step at each inter-op count.
+        let mut columns: Vec<(Vec<u64>, Vec<Duration>)> = Vec::new();
+        let mut by_intra = Vec::with_capacity(counts.len());
+        for &intra in counts {
+            let times = self.op_times(intra.max(1));
+            let column = match columns.iter().position(|(seen, _)| *seen == times) {
+                Some(column) => column,
+                None => {
+                    let steps = self.steps_over_inter(&times, counts);
+                    columns.push((times, steps));
+                    columns.len() - 1
+                }
+            };
+            by_intra.push(column);
+        }
+        let mut points = Vec::with_capacity(counts.len() * counts.len());
+        for (row, &inter) in counts.iter().enumerate() {
+            for (&intra, &column) in counts.iter().zip(&by_intra) {
+                let step = columns[column].1[row];
+                points.push(PredictedStep {
+                    inter,
+                    intra,
+                    step_ms: step.as_secs_f64() * 1e3,
+                });
+            }
+        }
+        points
+    }
+
+    /// The step with op `times` at each of `counts` inter-op workers, a count at or above
+    /// one whose simulation left no ready op waiting for a busy worker taking its step.
+    fn steps_over_inter(&self, times: &[u64], counts: &[usize]) -> Vec<Duration> {
+        let mut enough: Option<(usize, Duration)> = None;
+        let mut steps = Vec::with_capacity(counts.len());
+        for &inter in counts {
+            let inter = inter.max(1);
+            if let Some((_, step)) = enough.filter(|(at, _)| inter >= *at) {
+                steps.push(step);
+                continue;
+            }
+            let timeline = self.simulate(times, inter);
+            if !timeline.queued_behind_busy {
+                enough = Some((inter, timeline.end));
+            }
+            steps.push(timeline.end);
+        }
+        steps
     }
 
     /// The point `(inter, intra)` of the curve.
@@ -374,47 +492,59 @@ impl EngineModel {
         }
     }
 
-    /// The simulation itself (see the module docs).
+    /// The simulation with `intra` intra-op threads.
     fn run(&self, inter: usize, intra: usize) -> Timeline {
-        let mut waiting = self.waits_for.clone();
+        self.simulate(&self.op_times(intra), inter)
+    }
+
+    /// The simulation itself with op `times` in nanoseconds (see the module docs).
+    fn simulate(&self, times: &[u64], inter: usize) -> Timeline {
+        let mut waiting = self.waits.waits_for.clone();
         let mut idle: Vec<usize> = (0..self.devices.len())
             .map(|device| self.workers(device, inter))
+            .collect();
+        let gaps: Vec<(u64, u64)> = self
+            .dispatch
+            .iter()
+            .map(|cost| (nanos(cost.continuing), nanos(cost.waking)))
             .collect();
         // Per device, its workers that finished an op at `now` (they take the next op as a
         // continuation; the others are woken).
         let mut fresh = vec![0usize; self.devices.len()];
-        let mut queues = ReadyQueues::new(self.devices.len());
-        let mut ends: BinaryHeap<Reverse<(Duration, usize)>> = BinaryHeap::new();
-        let mut starts = vec![Duration::ZERO; self.ops.len()];
-        let times: Vec<Duration> = (0..self.ops.len())
-            .map(|op| self.op_time(op, intra))
-            .collect();
-        let mut now = Duration::ZERO;
+        let mut queues = ReadyQueues::new(&self.devices);
+        let mut ends: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+        let mut starts = vec![0u64; self.ops.len()];
+        let mut queued_behind_busy = false;
+        let (mut finished, mut ready) = (Vec::new(), Vec::new());
+        let mut now = 0u64;
         for op in (0..self.ops.len()).filter(|&op| waiting[op] == 0) {
-            queues.push(self.key(op), op);
+            queues.push(&self.ops[op], op);
         }
         loop {
             for (device, idle) in idle.iter_mut().enumerate() {
                 while *idle > 0 {
                     let Some(op) = queues.pop(device) else { break };
                     *idle -= 1;
-                    let cost = &self.dispatch[device];
+                    let (continuing, waking) = gaps[device];
                     let gap = if fresh[device] > 0 {
                         fresh[device] -= 1;
-                        cost.continuing
+                        continuing
                     } else {
-                        cost.waking
+                        waking
                     };
-                    starts[op] = now + gap;
-                    ends.push(Reverse((now + gap + times[op], op)));
+                    starts[op] = now.saturating_add(gap);
+                    ends.push(Reverse((starts[op].saturating_add(times[op]), op)));
                 }
+                let inter_workers = self.devices[device].workers == Workers::Inter;
+                queued_behind_busy |= inter_workers && !queues.is_empty(device);
             }
             fresh.fill(0);
             let Some(Reverse((end, first))) = ends.pop() else {
                 break;
             };
             now = end;
-            let mut finished = vec![first];
+            finished.clear();
+            finished.push(first);
             while let Some(&Reverse((end, op))) = ends.peek() {
                 if end != now {
                     break;
@@ -422,11 +552,11 @@ impl EngineModel {
                 ends.pop();
                 finished.push(op);
             }
-            let mut ready = Vec::new();
-            for op in finished {
+            ready.clear();
+            for &op in &finished {
                 idle[self.ops[op].device] += 1;
                 fresh[self.ops[op].device] += 1;
-                for &next in &self.unblocks[op] {
+                for &next in self.waits.unblocks(op) {
                     waiting[next] -= 1;
                     if waiting[next] == 0 {
                         ready.push(next);
@@ -434,52 +564,78 @@ impl EngineModel {
                 }
             }
             ready.sort_unstable();
-            for op in ready {
-                queues.push(self.key(op), op);
+            for &op in &ready {
+                queues.push(&self.ops[op], op);
             }
         }
-        Timeline { starts, end: now }
-    }
-
-    /// Where op `op` goes in its device's queue.
-    fn key(&self, op: usize) -> (usize, i32) {
-        let model = &self.ops[op];
-        let rank = match self.devices[model.device].order {
-            QueueOrder::Fifo => 0,
-            QueueOrder::Priority => model.priority,
-        };
-        (model.device, rank)
+        Timeline {
+            starts: starts.into_iter().map(Duration::from_nanos).collect(),
+            end: Duration::from_nanos(now),
+            queued_behind_busy,
+        }
     }
 }
 
-/// When each op started, and when the last one ended.
+/// When each op started, when the last one ended, and whether a ready op of an inter-op
+/// device ever waited while all its workers were busy.
 struct Timeline {
     #[cfg_attr(any(not(test), loom), allow(dead_code))]
     starts: Vec<Duration>,
     end: Duration,
+    queued_behind_busy: bool,
 }
 
-/// Per device, its ready ops: highest rank first, then first ready.
+/// `time` in whole nanoseconds (saturating: no simulated time comes near).
+fn nanos(time: Duration) -> u64 {
+    u64::try_from(time.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Per device, its ready ops in the order its workers take them.
 struct ReadyQueues {
-    heaps: Vec<BinaryHeap<(i32, Reverse<u64>, usize)>>,
-    next_sequence: u64,
+    queues: Vec<ReadyQueue>,
+}
+
+/// One device's ready ops.
+enum ReadyQueue {
+    /// First ready, first taken.
+    Fifo(VecDeque<usize>),
+    /// Highest priority first, then first ready (a sequence number per push).
+    Priority(BinaryHeap<(i32, Reverse<u64>, usize)>, u64),
 }
 
 impl ReadyQueues {
-    fn new(devices: usize) -> Self {
+    fn new(devices: &[SimDevice]) -> Self {
+        let queue = |device: &SimDevice| match device.order {
+            QueueOrder::Fifo => ReadyQueue::Fifo(VecDeque::new()),
+            QueueOrder::Priority => ReadyQueue::Priority(BinaryHeap::new(), 0),
+        };
         ReadyQueues {
-            heaps: (0..devices).map(|_| BinaryHeap::new()).collect(),
-            next_sequence: 0,
+            queues: devices.iter().map(queue).collect(),
         }
     }
 
-    fn push(&mut self, (device, rank): (usize, i32), op: usize) {
-        self.heaps[device].push((rank, Reverse(self.next_sequence), op));
-        self.next_sequence += 1;
+    fn push(&mut self, model: &ModelOp, op: usize) {
+        match &mut self.queues[model.device] {
+            ReadyQueue::Fifo(queue) => queue.push_back(op),
+            ReadyQueue::Priority(heap, sequence) => {
+                heap.push((model.priority, Reverse(*sequence), op));
+                *sequence += 1;
+            }
+        }
     }
 
     fn pop(&mut self, device: usize) -> Option<usize> {
-        self.heaps[device].pop().map(|(_, _, op)| op)
+        match &mut self.queues[device] {
+            ReadyQueue::Fifo(queue) => queue.pop_front(),
+            ReadyQueue::Priority(heap, _) => heap.pop().map(|(_, _, op)| op),
+        }
+    }
+
+    fn is_empty(&self, device: usize) -> bool {
+        match &self.queues[device] {
+            ReadyQueue::Fifo(queue) => queue.is_empty(),
+            ReadyQueue::Priority(heap, _) => heap.is_empty(),
+        }
     }
 }
 
@@ -785,6 +941,83 @@ mod tests {
                 "with a worker per ready op the step is the span"
             );
         }
+    }
+
+    /// The curve's shortcuts (shared columns for equal op times, larger inter-op counts
+    /// taking the step of one that left no op waiting) give every point's own simulation:
+    /// on random graphs over an inter-op device and a two-worker priority pool, with engine
+    /// costs, some ops with split loops and some serial, and counts in any order.
+    #[test]
+    fn the_curve_equals_each_points_own_simulation() {
+        let us = Duration::from_micros(1);
+        let devices = [
+            SimDevice {
+                workers: Workers::Inter,
+                order: QueueOrder::Fifo,
+            },
+            SimDevice {
+                workers: Workers::Fixed(2),
+                order: QueueOrder::Priority,
+            },
+        ];
+        let costs = [
+            DispatchCost {
+                continuing: 3 * us,
+                waking: 20 * us,
+            },
+            DispatchCost {
+                continuing: us,
+                waking: 7 * us,
+            },
+        ];
+        for (seed, with_loops) in [(1, false), (2, true), (3, true), (4, false)] {
+            let mut g = random_graph(240, 12 + 10 * seed as usize, seed);
+            for (index, op) in g.ops.iter_mut().enumerate() {
+                op.device = usize::from(index % 5 == 0);
+            }
+            g.devices.push("device1".to_string());
+            let splits: Vec<OpSplit> = g
+                .ops
+                .iter()
+                .enumerate()
+                .map(|(index, op)| match (with_loops, index % 3) {
+                    (true, 0) => split(op.time / 4, op.time),
+                    _ => OpSplit::serial(op.time),
+                })
+                .collect();
+            let priorities: Vec<i32> = (0..g.ops.len()).map(|i| (i % 4) as i32).collect();
+            let model = EngineModel::new(&g, &priorities, &splits, &devices)
+                .with_dispatch(&costs)
+                .with_loop_wake(40 * us)
+                .with_corun(1.1);
+            for counts in [&GRID[..], &[3, 1, 64, 2, 5][..]] {
+                let expected: Vec<PredictedStep> = counts
+                    .iter()
+                    .flat_map(|&inter| counts.iter().map(move |&intra| (inter, intra)))
+                    .map(|(inter, intra)| model.point(inter, intra))
+                    .collect();
+                assert_eq!(model.curve(counts), expected, "seed {seed} {counts:?}");
+            }
+        }
+    }
+
+    /// A simulation says whether an op waited for a busy inter-op worker: two independent
+    /// ops on one worker do, on two they do not; a fixed pool's queue does not count.
+    #[test]
+    fn a_simulation_notes_an_op_queued_behind_busy_workers() {
+        let ops = (0..2)
+            .map(|i| op(&format!("t{i}"), &[], &[i], MS))
+            .collect();
+        let g = graph(ops, 2);
+        let model = serial_model(&g);
+        assert!(model.run(1, 1).queued_behind_busy);
+        assert!(!model.run(2, 1).queued_behind_busy);
+        let fixed = [SimDevice {
+            workers: Workers::Fixed(1),
+            order: QueueOrder::Fifo,
+        }];
+        let model = EngineModel::new(&g, &[], &[], &fixed);
+        assert!(!model.run(1, 1).queued_behind_busy);
     }
 
     #[test]

@@ -168,9 +168,20 @@ struct Longest {
 /// assert_eq!(scaling.critical_path_ops, 2);
 /// ```
 pub fn analyze(graph: &RanGraph) -> Scaling {
-    let preds = predecessors(graph);
     let times: Vec<Duration> = graph.ops.iter().map(|op| op.time).collect();
-    let longest = longest_path(&preds, &times);
+    analyze_times(graph, &predecessors(graph), &times, graph.wall)
+}
+
+/// [`analyze`] of `graph`'s shape with `times` (one per op, in place of the ops' own) over a
+/// step of `wall`, its `preds` ([`predecessors`]) computed once for a shape whose times
+/// change: a live run judges a new iteration of the same graph each time.
+pub(crate) fn analyze_times(
+    graph: &RanGraph,
+    preds: &[Vec<Pred>],
+    times: &[Duration],
+    wall: Duration,
+) -> Scaling {
+    let longest = longest_path(preds, times);
     let work: Duration = times.iter().sum();
     let span = longest.span;
     let mut critical_path: Vec<PathOp> = longest
@@ -178,8 +189,8 @@ pub fn analyze(graph: &RanGraph) -> Scaling {
         .iter()
         .map(|&(op, _)| PathOp {
             name: graph.ops[op].name.clone(),
-            share: ratio(graph.ops[op].time, span),
-            ms: ms(graph.ops[op].time),
+            share: ratio(times[op], span),
+            ms: ms(times[op]),
         })
         .collect();
     let critical_path_ops = critical_path.len();
@@ -187,16 +198,16 @@ pub fn analyze(graph: &RanGraph) -> Scaling {
     critical_path.truncate(PATH_KEPT);
     Scaling {
         ops: graph.ops.len(),
-        wall_ms: ms(graph.wall),
+        wall_ms: ms(wall),
         work_ms: ms(work),
         span_ms: ms(span),
         parallelism: ratio(work, span),
-        achieved_parallelism: ratio(work, graph.wall),
+        achieved_parallelism: ratio(work, wall),
         critical_path_ops,
         critical_path,
         false_edges: false_edges(graph, &longest),
         devices: (0..graph.devices.len())
-            .map(|device| device_scaling(graph, &preds, device))
+            .map(|device| device_scaling(graph, preds, times, wall, device))
             .collect(),
     }
 }
@@ -284,28 +295,30 @@ fn false_edges(graph: &RanGraph, longest: &Longest) -> Vec<Edge> {
     edges
 }
 
-/// `device`'s work and span (other devices' ops weigh nothing).
-fn device_scaling(graph: &RanGraph, preds: &[Vec<Pred>], device: usize) -> DeviceScaling {
+/// `device`'s work and span under `times` over `wall` (other devices' ops weigh nothing).
+fn device_scaling(
+    graph: &RanGraph,
+    preds: &[Vec<Pred>],
+    times: &[Duration],
+    wall: Duration,
+    device: usize,
+) -> DeviceScaling {
+    let on_device = |op: &RanOp| op.device == device;
     let weights: Vec<Duration> = graph
         .ops
         .iter()
-        .map(|op| {
-            if op.device == device {
-                op.time
-            } else {
-                Duration::ZERO
-            }
-        })
+        .zip(times)
+        .map(|(op, time)| if on_device(op) { *time } else { Duration::ZERO })
         .collect();
     let work: Duration = weights.iter().sum();
     let span = longest_path(preds, &weights).span;
     DeviceScaling {
         device: graph.devices[device].clone(),
-        ops: graph.ops.iter().filter(|op| op.device == device).count(),
+        ops: graph.ops.iter().filter(|op| on_device(op)).count(),
         work_ms: ms(work),
         span_ms: ms(span),
         parallelism: ratio(work, span),
-        achieved_parallelism: ratio(work, graph.wall),
+        achieved_parallelism: ratio(work, wall),
     }
 }
 
@@ -445,6 +458,32 @@ pub(crate) mod tests {
         let cpu = &scaling.devices[0];
         assert_eq!((cpu.ops, cpu.work_ms, cpu.span_ms), (2, 2.0, 1.0));
         assert_eq!(scaling.devices[1].span_ms, 10.0);
+    }
+
+    /// The analysis of a shape with times given apart (as a live run judges each
+    /// iteration) equals the analysis of the same graph carrying those times.
+    #[test]
+    fn analyzing_a_shape_with_times_equals_analyzing_the_timed_graph() {
+        let mut ops = Vec::new();
+        for b in 0..8usize {
+            let time = MS * (1 + (b as u32 * 7) % 5);
+            ops.push(op(&format!("fill{b}"), &[], &[b % 3], time));
+            ops.push(op(&format!("use{b}"), &[b % 3, 3], &[4 + b], 2 * time));
+        }
+        ops[3].device = 1;
+        ops[8].device = 1;
+        let mut timed = graph(ops, 12, 40 * MS);
+        timed.devices.push("gpu:0 workers".to_string());
+        let mut shape = timed.clone();
+        for op in &mut shape.ops {
+            op.time = Duration::ZERO;
+        }
+        shape.wall = Duration::ZERO;
+        let times: Vec<Duration> = timed.ops.iter().map(|op| op.time).collect();
+        let preds = predecessors(&shape);
+        let apart = analyze_times(&shape, &preds, &times, timed.wall);
+        assert_eq!(apart, analyze(&timed));
+        assert!(apart.span_ms > 0.0 && apart.devices[1].work_ms > 0.0);
     }
 
     #[test]

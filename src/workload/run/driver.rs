@@ -444,7 +444,11 @@ impl Driver {
         let recent = end - pushed.min(READABLE_ITERATIONS).min(end)..end;
         let times = &self.shared.times;
         let iterations: Vec<_> = recent.map(|i| times.iteration_times(i)).collect();
-        analysis::dispatch_costs(&self.shared.shape.template, &iterations)
+        analysis::dispatch_costs(
+            &self.shared.shape.template,
+            &self.shared.shape.preds,
+            &iterations,
+        )
     }
 
     /// The summary of `report`, compared with `gemm_peak_gflops` when given, with the

@@ -238,7 +238,8 @@ impl RanShape {
             .iter()
             .map(|lane| sim_device(*lane, settings))
             .collect();
-        EngineModel::new(&self.template, &self.priorities, splits, &devices)
+        let (graph, waits) = (&self.template, self.waits.clone());
+        EngineModel::with_waits(graph, waits, &self.priorities, splits, &devices)
             .with_dispatch(dispatch)
             .with_loop_wake(loop_wake)
             .with_corun(corun)
@@ -275,9 +276,15 @@ impl RanShape {
                 device: self.template.devices[device].clone(),
                 cost: dispatch.get(device).copied().unwrap_or_default(),
             });
+        let points = model.curve(&GRID);
+        let today = points
+            .iter()
+            .find(|point| (point.inter, point.intra) == (settings.inter, settings.intra))
+            .copied()
+            .unwrap_or_else(|| model.point(settings.inter, settings.intra));
         PredictedCurve {
-            points: model.curve(&GRID),
-            today: model.point(settings.inter, settings.intra),
+            points,
+            today,
             measured_step_ms: measured_step.as_secs_f64() * 1e3,
             intra_measured: splits.iter().any(|split| !split.loops.is_empty()),
             dispatch: pools.collect(),
@@ -384,7 +391,10 @@ mod tests {
             devices: vec!["cpu:0 workers".to_string()],
             wall: Duration::ZERO,
         };
+        let preds = crate::analysis::predecessors(&template);
         let shape = RanShape {
+            waits: crate::analysis::Waits::new(&preds),
+            preds,
             template,
             lanes: vec![Lane::SharedWorkers],
             priorities: vec![0],

@@ -6,8 +6,8 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::analysis::{
-    self, Attribution, Descheduled, DeviceFacts, LiveScaling, RanGraph, RanOp, Scaling,
-    SchedSample, Verdict,
+    self, Attribution, Descheduled, DeviceFacts, LiveScaling, Pred, RanGraph, RanOp, Scaling,
+    SchedSample, Verdict, Waits,
 };
 use crate::record::graph::{GraphDevice, GraphOp, GraphShape};
 use crate::sync::Mutex;
@@ -29,6 +29,10 @@ pub(super) struct RanShape {
     pub(super) lanes: Vec<Lane>,
     /// Per op of `template`, its priority.
     pub(super) priorities: Vec<i32>,
+    /// Per op of `template`, its predecessors: the same every iteration, computed once.
+    pub(super) preds: Vec<Vec<Pred>>,
+    /// Which ops wait for which, as the what-if simulation walks them (from `preds`).
+    pub(super) waits: Waits,
 }
 
 impl RanShape {
@@ -61,30 +65,24 @@ impl RanShape {
         });
         let ran_ops: Vec<RanOp> = ran_ops.collect();
         let priorities = graph.iteration.clone().map(|index| ops[index].priority);
+        let template = RanGraph {
+            ops: ran_ops,
+            vars: graph
+                .tensors
+                .iter()
+                .map(|tensor| tensor.name.clone())
+                .collect(),
+            devices: lanes.iter().map(ToString::to_string).collect(),
+            wall: Duration::ZERO,
+        };
+        let preds = analysis::predecessors(&template);
         RanShape {
             priorities: priorities.collect(),
-            template: RanGraph {
-                ops: ran_ops,
-                vars: graph
-                    .tensors
-                    .iter()
-                    .map(|tensor| tensor.name.clone())
-                    .collect(),
-                devices: lanes.iter().map(ToString::to_string).collect(),
-                wall: Duration::ZERO,
-            },
+            waits: Waits::new(&preds),
+            preds,
+            template,
             lanes,
         }
-    }
-
-    /// The graph with `times` (one per iteration op) over a step of `wall`.
-    fn with_times(&self, times: &[Duration], wall: Duration) -> RanGraph {
-        let mut graph = self.template.clone();
-        for (op, time) in graph.ops.iter_mut().zip(times) {
-            op.time = *time;
-        }
-        graph.wall = wall;
-        graph
     }
 
     /// What the verdicts need of each device under `settings`.
@@ -135,7 +133,7 @@ impl RanShape {
 
     /// The analysis of one iteration with `times` over a step of `wall`.
     pub(super) fn analyze(&self, times: &[Duration], wall: Duration) -> Scaling {
-        analysis::analyze(&self.with_times(times, wall))
+        analysis::analyze_times(&self.template, &self.preds, times, wall)
     }
 
     /// The verdicts on `scaling` (one of this shape's iterations) under `settings`.
@@ -297,7 +295,7 @@ impl LiveVerdicts {
         let corun = split.corun(intra);
         let splits = split.splits(&times.totals(), done, corun);
         let iteration = [times.iteration_times(last)];
-        let dispatch = analysis::dispatch_costs(&shape.template, &iteration);
+        let dispatch = analysis::dispatch_costs(&shape.template, &shape.preds, &iteration);
         let costs = (&dispatch[..], split.wake(intra), corun);
         state.predicted = Some(shape.predicted_curve(&splits, costs, settings, step));
         state.lines.clone()
