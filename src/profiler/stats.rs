@@ -22,9 +22,10 @@
 //! - **Devices**: ops and tasks per second over the window, errors and panics, queue depths
 //!   (the latest `QueueDepth` sample per queue), the pool's worker count (from resizes).
 //! - **Ops** per name, counted once at their `OpEnd`: count, errors, total, min, max, mean,
-//!   p50, p99 (an hdrhistogram at 2 significant digits, so percentiles are within 1%, and
-//!   kept within [min, max]; a row hands its durations to the histogram in batches of 32,
-//!   since with thousands of op names each single record missed the caches). The duration
+//!   p50, p99 (an hdrhistogram's buckets at 2 significant digits, so percentiles are within
+//!   1%, and kept within [min, max]; held sparse while a name has few buckets, see
+//!   `histogram.rs`; a row hands its durations to the histogram in batches of 32, since
+//!   with thousands of op names each single record missed the caches). The duration
 //!   is `OpEnd - OpStart` matched by op id (looked up on the ending thread's own stack of
 //!   open ops first, then among the others); an end whose start was dropped has no
 //!   duration: it counts in its device's totals, not in the table.
@@ -37,8 +38,6 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
-
 use super::event::{Event, EventKind};
 use super::names::{DeviceId, ThreadId};
 use super::timeline::{Buckets, RateCounter, StateTimeline};
@@ -46,7 +45,10 @@ use super::work_states::{Cells, ReadyWork, WorkState, WorkerStates};
 use crate::device::identity::PoolRole;
 use crate::engine::OpName;
 
+mod histogram;
 mod image;
+
+use histogram::DurationHistogram;
 pub(crate) use image::IdMap;
 
 /// How the sliding windows are cut.
@@ -336,8 +338,8 @@ impl Snapshot {
 
 /// Durations an op name's row holds before its histogram takes them, at most.
 ///
-/// A histogram's counts are a few KiB (2 significant digits from 1 ns up to the longest
-/// duration seen), one allocation per op name. With thousands of names (a graph whose every
+/// A histogram is an allocation per op name: up to 1 KiB of sparse buckets, or a few KiB of
+/// dense counts (2 significant digits from 1 ns up to the longest duration seen). With thousands of names (a graph whose every
 /// op has its own name) recording each duration into its histogram at once misses the caches
 /// and the TLB on nearly every event. Held in the row (beside the count and total, which each
 /// recording touches anyway) and recorded [`PENDING_DURATIONS`] at a time, a histogram is
@@ -346,8 +348,8 @@ impl Snapshot {
 const PENDING_DURATIONS: usize = 32;
 
 /// Count, extremes and a histogram of durations.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-#[serde(into = "image::DurationsImage", from = "image::DurationsImage")]
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(from = "image::DurationsImage")]
 struct Durations {
     count: u64,
     errors: u64,
@@ -357,7 +359,7 @@ struct Durations {
     /// Recorded, not yet in `histogram` (the first `pending_len`).
     pending: [u64; PENDING_DURATIONS],
     pending_len: usize,
-    histogram: Histogram<u64>,
+    histogram: DurationHistogram,
 }
 
 impl Durations {
@@ -370,7 +372,7 @@ impl Durations {
             max_ns: 0,
             pending: [0; PENDING_DURATIONS],
             pending_len: 0,
-            histogram: Histogram::new(2).expect("2 significant digits is a valid precision"),
+            histogram: DurationHistogram::new(),
         }
     }
 
@@ -392,8 +394,7 @@ impl Durations {
     #[inline(never)]
     fn settle(&mut self) {
         for &ns in &self.pending[..self.pending_len] {
-            // Auto-resizing histogram: recording cannot fail for any u64.
-            let _ = self.histogram.record(ns);
+            self.histogram.record_n(ns, 1);
         }
         self.pending_len = 0;
     }

@@ -108,23 +108,29 @@ impl CheckpointMaker {
     }
 
     /// The checkpoint frame of the chunks written so far, whose fold is `stats`, and whose
-    /// last holds the task counts `tasks`.
+    /// last holds the task counts `tasks`. The frame takes the tables (a checkpoint holds
+    /// every name of the run): hand it back to [`CheckpointMaker::written`].
     pub(crate) fn frame(
-        &self,
+        &mut self,
         stats: &Stats,
         tasks: &[TaskReading],
     ) -> Result<Frame, postcard::Error> {
+        let stats = postcard::to_stdvec(stats)?;
         Ok(Frame::Checkpoint(CheckpointFrame {
             reach_ns: self.reach_ns,
-            tables: self.tables.clone(),
-            stats: postcard::to_stdvec(stats)?,
+            tables: std::mem::take(&mut self.tables),
+            stats,
             tasks: tasks.to_vec(),
         }))
     }
 
-    /// A checkpoint of `bytes` was written: the next is due after the larger of the least
-    /// interval and [`CHECKPOINT_RATIO`] times its size.
-    pub(crate) fn written(&mut self, bytes: u64) {
+    /// `frame` (from [`CheckpointMaker::frame`]) was written in `bytes`: its tables come
+    /// back, and the next checkpoint is due after the larger of the least interval and
+    /// [`CHECKPOINT_RATIO`] times its size.
+    pub(crate) fn written(&mut self, frame: Frame, bytes: u64) {
+        if let Frame::Checkpoint(checkpoint) = frame {
+            self.tables = checkpoint.tables;
+        }
         self.since = 0;
         self.every = self.min_bytes.max(bytes.saturating_mul(CHECKPOINT_RATIO));
         self.written += 1;

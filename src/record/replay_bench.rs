@@ -235,7 +235,7 @@ pub(crate) fn write_synthetic_with(
         if checkpoint.due() {
             let frame = checkpoint.frame(&stats, &[]).map_err(RecordError::Encode)?;
             let written = put(&frame, &mut size, &mut checkpoint)?;
-            checkpoint.written(written);
+            checkpoint.written(frame, written);
         }
     }
     let end = End {

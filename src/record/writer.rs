@@ -600,7 +600,7 @@ impl Writer {
             .frame(stats, &self.tasks)
             .map_err(RecordError::Encode)?;
         let bytes = self.write(&frame)?;
-        self.checkpoint.written(bytes);
+        self.checkpoint.written(frame, bytes);
         Ok(())
     }
 

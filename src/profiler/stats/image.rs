@@ -145,28 +145,29 @@ pub(super) struct DurationsImage {
     buckets: Vec<(u64, u64)>,
 }
 
-impl From<Durations> for DurationsImage {
-    fn from(durations: Durations) -> Self {
-        let mut previous = 0;
-        let buckets = durations
-            .histogram
-            .iter_recorded()
-            .map(|bucket| {
-                let value = bucket.value_iterated_to();
-                let delta = value.saturating_sub(previous);
-                previous = value;
-                (delta, bucket.count_at_value())
-            })
-            .collect();
-        DurationsImage {
-            count: durations.count,
-            errors: durations.errors,
-            total_ns: durations.total_ns,
-            min_ns: durations.min_ns,
-            max_ns: durations.max_ns,
-            pending: durations.pending[..durations.pending_len].to_vec(),
-            buckets,
-        }
+/// A row serializes as its [`DurationsImage`], written from the row in place (no copy: a
+/// checkpoint writes every name's row).
+impl Serialize for Durations {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut image = serializer.serialize_struct("DurationsImage", 7)?;
+        image.serialize_field("count", &self.count)?;
+        image.serialize_field("errors", &self.errors)?;
+        image.serialize_field("total_ns", &self.total_ns)?;
+        image.serialize_field("min_ns", &self.min_ns)?;
+        image.serialize_field("max_ns", &self.max_ns)?;
+        image.serialize_field("pending", &self.pending[..self.pending_len])?;
+        image.serialize_field("buckets", &BucketDeltas(self))?;
+        image.end()
+    }
+}
+
+/// A row's recorded buckets as [`DurationsImage::buckets`] holds them.
+struct BucketDeltas<'a>(&'a Durations);
+
+impl Serialize for BucketDeltas<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.histogram.serialize_deltas(serializer)
     }
 }
 
@@ -176,8 +177,7 @@ impl From<DurationsImage> for Durations {
         let mut value = 0u64;
         for (delta, count) in image.buckets {
             value = value.saturating_add(delta);
-            // Auto-resizing histogram: recording cannot fail for any u64.
-            let _ = durations.histogram.record_n(value, count);
+            durations.histogram.record_n(value, count);
         }
         let pending_len = image.pending.len().min(PENDING_DURATIONS);
         durations.pending[..pending_len].copy_from_slice(&image.pending[..pending_len]);
