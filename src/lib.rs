@@ -23,15 +23,19 @@
 //!   [`analysis::verdicts`] gives one [`analysis::Verdict`] per device, with the threads'
 //!   descheduled time ([`analysis::Descheduled`]); [`analysis::Attribution`] says where each
 //!   worker's time went; [`analysis::EngineModel`] predicts other thread counts.
-//! - [`bench`](mod@bench): the benchmarks `enginetop bench` runs.
 //! - [`workload`]: workload files (tensors and ops, repeated with blocks and templates) loaded
-//!   into a validated [`workload::Graph`], and the workloads shipped in the binary.
-//! - [`tune`]: the search over thread counts: [`tune::tune_driver`] live on a running
-//!   workload, [`tune::tune_settings`] over settings fixed when a run builds its pools, both
-//!   under [`tune::TuneOptions`] and stopped by a [`tune::TuneStop`]; [`tune::table`] and
-//!   [`tune::json`] render the [`tune::TuneReport`].
-//! - [`tui`]: the live dashboard over the profiler's statistics, and the seam
-//!   ([`tui::DashboardSource`]) the workload driver plugs into.
+//!   into a validated [`workload::Graph`], the workloads shipped in the binary, and the run
+//!   driver that runs one ([`workload::run`]).
+//! - [`config`]: the runtime's settings ([`config::RuntimeConfig`]): defaults, then
+//!   environment variables, then flags.
+//! - [`error_chain`]: an error and its causes as one line.
+//! - [`cli`]: the `enginetop` binary's entry, [`cli::main`]; `src/main.rs` only calls it.
+//!
+//! That is the whole public API. The binary's own parts stay inside the crate: the dashboard
+//! (`tui`), the benchmarks `enginetop bench` runs (`bench`), the live search over thread
+//! counts (`tune`) and the command line's modules (`cli`'s commands); their tests sit beside
+//! them, and the end-to-end tests in `tests/` drive the binary. The dashboard's fake source
+//! (the `test-fakes` feature) adds a hidden `enginetop demo` that shows it without a workload.
 //!
 //! Data flow: workload file -> engine push -> device queue -> pool worker -> kernel (intra-op
 //! `parallel_for`) -> profiler rings -> collector -> dashboard or headless summary, and the
@@ -117,7 +121,8 @@
 #![warn(unreachable_pub)]
 
 pub mod analysis;
-pub mod bench;
+pub(crate) mod bench;
+pub mod cli;
 pub mod config;
 pub mod device;
 pub mod engine;
@@ -127,6 +132,6 @@ pub mod pool;
 pub mod profiler;
 pub mod record;
 mod sync;
-pub mod tui;
-pub mod tune;
+pub(crate) mod tui;
+pub(crate) mod tune;
 pub mod workload;

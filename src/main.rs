@@ -1,8 +1,6 @@
-//! The `enginetop` binary: parses the command line and hands off to the library.
+//! The `enginetop` binary: the command line lives in the library's `cli` module.
 #![forbid(unsafe_code)]
 
-mod cli;
-
 fn main() -> std::process::ExitCode {
-    cli::main()
+    enginetop::cli::main()
 }

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use common::streams::{StreamLog, Watchdog};
 use common::DEADLINE;
-use enginetop::bench::gpu::{compare_chain, run_chain, ChainMode};
 use enginetop::device::cuda::{probe as probe_cuda, CudaBackend};
 use enginetop::device::sim::{SimBackend, SimModel};
 use enginetop::device::stream::{GpuBackend, GpuDevice, StreamError, StreamKind, StreamObserver};
@@ -109,7 +108,6 @@ semantics_suite!(
     events_of_another_device,
     a_panicking_callback_does_not_stop_the_stream,
     event_mode_chain_launches_everything_without_blocking,
-    both_chain_modes_run_every_op_in_order,
 );
 
 /// A callback that appends `label` to `log`.
@@ -502,20 +500,6 @@ fn event_mode_chain_launches_everything_without_blocking(backend: &dyn GpuBacken
     watchdog.disarm("the gate");
 }
 
-fn both_chain_modes_run_every_op_in_order(backend: &dyn GpuBackend) {
-    let subject = open(backend, 0);
-    for mode in [ChainMode::Events, ChainMode::HostSync] {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let make_op = |i: usize| small_op(i as u64).on_complete(log_to(&log, i as u64));
-        run_chain(&*subject.device, mode, 12, &make_op).unwrap();
-        assert_eq!(
-            *log.lock().unwrap(),
-            (0..12).collect::<Vec<_>>(),
-            "{mode:?}"
-        );
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Simulator-only facts
 
@@ -615,24 +599,4 @@ fn sim_another_opening_is_another_device() {
         stream.record(&theirs),
         Err(StreamError::ForeignEvent { what: "device", .. })
     ));
-}
-
-/// The measurement behind `enginetop bench gpu`, printed, with only ordering facts asserted:
-/// both modes finish the chain. Run with `--nocapture` to see the figures.
-#[test]
-fn sim_chain_report_measures_both_modes() {
-    let subject = open(&SimBackend::new(1, SimModel::default()), 0);
-    let report = compare_chain(&*subject.device, 24, &|i| {
-        GpuWork::gemm(256, 256, 256).op(OpTag::new(i as u64))
-    })
-    .unwrap();
-    assert_eq!(report.ops, 24);
-    println!(
-        "chain of {} ops on {}: events {:?}, host sync per op {:?} ({:.2}x)",
-        report.ops,
-        report.device,
-        report.events,
-        report.host_sync,
-        report.slowdown()
-    );
 }

@@ -10,12 +10,11 @@
 //! shell prompt is back and `stty` reports canonical mode with echo. A second run with
 //! `--iterations` and an idle simulated GPU checks the GPU warning in the footer, that Tab's
 //! new focus shows there, and that the final numbers stay on screen until `q`. The panic test
-//! drives the `dashboard_demo` example (its source can be made to panic). The tmux server has
+//! drives the binary's hidden `demo` subcommand (its fake source can be made to panic). The tmux server has
 //! its own socket and is killed when the test ends, pass or fail. Without tmux the tests print
 //! why and pass (CI installs tmux).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use enginetop::profiler::validate::validate_file;
@@ -23,40 +22,12 @@ use enginetop::profiler::validate::validate_file;
 mod common;
 use common::tmux::{available as tmux_available, Tmux, PROMPT};
 
-/// `target/<profile>/examples/dashboard_demo`, next to this test's own binary, brought up
-/// to date by cargo first (a no-op after a plain `cargo test`, which builds the examples; a
-/// filtered run would otherwise find a stale one, or none).
-fn demo_binary() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("the test binary's path");
-            let profile_dir = exe
-                .parent()
-                .and_then(Path::parent)
-                .expect("target/<profile>/deps");
-            let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-            build.args(["build", "--quiet", "--example", "dashboard_demo"]);
-            if profile_dir.ends_with("release") {
-                build.arg("--release");
-            }
-            let status = build.status().expect("cargo runs");
-            let binary = profile_dir.join("examples").join("dashboard_demo");
-            assert!(
-                status.success() && binary.exists(),
-                "could not build {}",
-                binary.display()
-            );
-            binary
-        })
-        .clone()
-}
-
-/// The dashboard over `dashboard_demo`'s fake source (for the panic test).
+/// The dashboard over `enginetop demo`'s fake source (for the panic test): a hidden
+/// subcommand of the real binary, built with the `test-fakes` feature that the tests turn on.
 fn demo_command(traces: &Path) -> String {
     format!(
-        "'{}' --trace-dir '{}'",
-        demo_binary().display(),
+        "'{}' demo --trace-dir '{}'",
+        env!("CARGO_BIN_EXE_enginetop"),
         traces.display()
     )
 }

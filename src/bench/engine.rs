@@ -30,13 +30,13 @@ use crate::bench::stats::median;
 use crate::engine::{Engine, EngineError, EngineKind, EngineOptions, OpName, OpSpec, Var};
 use crate::pool::PoolKind;
 use crate::sync::AtomicU64;
-pub use floor::Floor;
-pub use shapes::{mix, OpDesc, Workload};
+pub(crate) use floor::Floor;
+pub(crate) use shapes::Workload;
 
 /// One of the engine benchmarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Shape {
+pub(crate) enum Shape {
     /// 100,000 ops over 1024 vars, no reads.
     Independent,
     /// 100,000 ops all writing one var.
@@ -51,7 +51,7 @@ pub enum Shape {
 
 impl Shape {
     /// Every shape, in the order they run.
-    pub const ALL: [Shape; 5] = [
+    pub(crate) const ALL: [Shape; 5] = [
         Shape::Independent,
         Shape::Chain,
         Shape::RandomDag,
@@ -60,7 +60,7 @@ impl Shape {
     ];
 
     /// The name users type (`--bench chain,wavefront`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Shape::Independent => "independent",
             Shape::Chain => "chain",
@@ -71,7 +71,7 @@ impl Shape {
     }
 
     /// MXNet 1.9.1's figures from the reference (us per op, low and high), where it has one.
-    pub fn mxnet_us_per_op(self) -> Option<(f64, f64)> {
+    pub(crate) fn mxnet_us_per_op(self) -> Option<(f64, f64)> {
         match self {
             Shape::Independent => Some((0.9, 3.2)),
             Shape::Chain => Some((0.7, 1.3)),
@@ -82,7 +82,7 @@ impl Shape {
     }
 
     /// The workload at `scale` (1.0 = the reference sizes).
-    pub fn workload(self, scale: f64) -> Workload {
+    pub(crate) fn workload(self, scale: f64) -> Workload {
         let ops = |full: usize| ((full as f64 * scale) as usize).max(1);
         match self {
             Shape::Independent => Workload::independent(ops(100_000)),
@@ -113,7 +113,7 @@ impl FromStr for Shape {
 
 /// What to run.
 #[derive(Clone, Debug)]
-pub struct EngineBenchConfig {
+pub(crate) struct EngineBenchConfig {
     /// The engines measured, in the order each rep visits them.
     pub engines: Vec<EngineKind>,
     /// The pool kind of the threaded engines' CPU workers.
@@ -128,9 +128,10 @@ pub struct EngineBenchConfig {
     pub floors: Vec<Floor>,
 }
 
+#[cfg(test)]
 impl EngineBenchConfig {
     /// Every engine, `threads` workers, the `eigen` pool, 5 reps, full size.
-    pub fn new(threads: usize) -> Self {
+    pub(crate) fn new(threads: usize) -> Self {
         EngineBenchConfig {
             engines: EngineKind::ALL.to_vec(),
             pool_kind: PoolKind::Eigen,
@@ -144,7 +145,7 @@ impl EngineBenchConfig {
 
 /// What a row measures: an engine, or a floor of the machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Runner {
+pub(crate) enum Runner {
     /// An engine kind.
     Engine(EngineKind),
     /// A floor (`floor.rs`).
@@ -153,7 +154,7 @@ pub enum Runner {
 
 impl Runner {
     /// The name in tables and JSON lines (`per-device`, `floor-spsc`, ...).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Runner::Engine(kind) => kind.as_str(),
             Runner::Floor(floor) => floor.as_str(),
@@ -175,7 +176,7 @@ impl serde::Serialize for Runner {
 
 /// One benchmark's figure for one engine or floor: one JSON line, one table row.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct EngineBenchResult {
+pub(crate) struct EngineBenchResult {
     /// Which benchmark.
     pub bench: Shape,
     /// The engine (`naive`, `pooled`, `per-device`) or floor (`floor-spsc`, `floor-pingpong`).
@@ -194,7 +195,7 @@ pub struct EngineBenchResult {
 
 /// Why an engine benchmark could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum EngineBenchError {
+pub(crate) enum EngineBenchError {
     /// A benchmark name that is not one of ours.
     #[error(
         "unknown engine benchmark `{0}`: use one of independent, chain, random_dag, wavefront, \
@@ -213,7 +214,7 @@ pub enum EngineBenchError {
 }
 
 /// Runs `shape` on every engine of `config`, interleaving reps; one result per engine.
-pub fn run_shape(
+pub(crate) fn run_shape(
     shape: Shape,
     config: &EngineBenchConfig,
 ) -> Result<Vec<EngineBenchResult>, EngineBenchError> {
@@ -280,7 +281,7 @@ pub fn run_shape(
 /// One rep: pushes every op of `workload`, waits for all; returns the time and the digest
 /// (`values`: one per var of the workload; `enginetop bench profiler` times random_dag with
 /// this on engines carrying the profiler's probes).
-pub fn run_once(
+pub(crate) fn run_once(
     engine: &Engine,
     workload: &Workload,
     values: &'static [AtomicU64],
@@ -323,12 +324,12 @@ pub fn run_once(
 }
 
 /// `result` as one JSON object on one line.
-pub fn json_line(result: &EngineBenchResult) -> String {
+pub(crate) fn json_line(result: &EngineBenchResult) -> String {
     serde_json::to_string(result).expect("an EngineBenchResult always serializes")
 }
 
 /// A table of `results` with MXNet 1.9.1's figures and our speed-up over its best one.
-pub fn table(results: &[EngineBenchResult]) -> String {
+pub(crate) fn table(results: &[EngineBenchResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -42,9 +42,9 @@ use crate::pool::{Pool, PoolError, PoolKind, PoolOptions};
 use crate::sync::{Arc, Mutex};
 
 /// Matrix side when none is given.
-pub const DEFAULT_SIZE: usize = 1024;
+pub(crate) const DEFAULT_SIZE: usize = 1024;
 /// Timed reps when none are given.
-pub const DEFAULT_REPS: usize = 9;
+pub(crate) const DEFAULT_REPS: usize = 9;
 /// How long the untimed calls before the timed ones run at least.
 const WARM_UP: Duration = Duration::from_millis(250);
 /// Elements of `C` checked against a dot product per run.
@@ -54,7 +54,7 @@ const CHECK_TOLERANCE: f64 = 1e-4;
 
 /// What to measure.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GemmBenchConfig {
+pub(crate) struct GemmBenchConfig {
     /// Workers of the intra-op pool.
     pub threads: usize,
     /// Side of the square matrices.
@@ -67,7 +67,7 @@ pub struct GemmBenchConfig {
 
 impl GemmBenchConfig {
     /// `threads` workers of an `eigen` pool, default size and reps.
-    pub fn new(threads: usize) -> Self {
+    pub(crate) fn new(threads: usize) -> Self {
         GemmBenchConfig {
             threads,
             size: DEFAULT_SIZE,
@@ -79,7 +79,7 @@ impl GemmBenchConfig {
 
 /// The benchmark's figure: one JSON line.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct GemmPeak {
+pub(crate) struct GemmPeak {
     /// Always `gemm`.
     pub bench: String,
     /// The pool kind.
@@ -100,12 +100,12 @@ pub struct GemmPeak {
 
 impl GemmPeak {
     /// The result as one JSON object on one line.
-    pub fn json_line(&self) -> String {
+    pub(crate) fn json_line(&self) -> String {
         serde_json::to_string(self).expect("a GemmPeak always serializes")
     }
 
     /// The result as one line for people.
-    pub fn text_line(&self) -> String {
+    pub(crate) fn text_line(&self) -> String {
         format!(
             "gemm {size}x{size}x{size} f32 on {threads} {pool} thread(s): {peak:.1} GFLOP/s \
              (median of {reps}; best {best:.1} GFLOP/s, median {ms:.2} ms per GEMM)",
@@ -122,7 +122,7 @@ impl GemmPeak {
 
 /// Why the GEMM benchmark could not produce a figure.
 #[derive(Debug, thiserror::Error)]
-pub enum GemmBenchError {
+pub(crate) enum GemmBenchError {
     /// The intra-op pool failed to start.
     #[error("could not start the `{kind}` pool of {threads} threads for the GEMM benchmark")]
     Pool {
@@ -171,7 +171,7 @@ struct Operands {
 }
 
 /// Runs the benchmark `config` describes.
-pub fn run_gemm_bench(config: &GemmBenchConfig) -> Result<GemmPeak, GemmBenchError> {
+pub(crate) fn run_gemm_bench(config: &GemmBenchConfig) -> Result<GemmPeak, GemmBenchError> {
     let (size, reps) = (config.size, config.reps);
     if size == 0 || reps == 0 {
         return Err(GemmBenchError::Empty);
@@ -280,13 +280,13 @@ fn check_product(operands: &Operands) -> Result<(), GemmBenchError> {
 
 /// This machine's GEMM peak in GFLOP/s on `threads` workers (default size and reps): a fresh
 /// measurement, a few hundred milliseconds.
-pub fn measure_gemm_peak(threads: usize) -> Result<f64, GemmBenchError> {
+pub(crate) fn measure_gemm_peak(threads: usize) -> Result<f64, GemmBenchError> {
     run_gemm_bench(&GemmBenchConfig::new(threads)).map(|peak| peak.gemm_peak_gflops)
 }
 
 /// [`measure_gemm_peak`], measured once per machine, version and thread count and then read
 /// from the cache in [`default_cache_dir`] (no cache when there is no such directory).
-pub fn cached_gemm_peak(threads: usize) -> Result<f64, GemmBenchError> {
+pub(crate) fn cached_gemm_peak(threads: usize) -> Result<f64, GemmBenchError> {
     match default_cache_dir() {
         Some(dir) => cached_gemm_peak_in(&dir, &GemmBenchConfig::new(threads)),
         None => measure_gemm_peak(threads),
@@ -310,7 +310,7 @@ pub(crate) fn cached_gemm_peak_in(
 
 /// Where the cache lives: `$XDG_CACHE_HOME/enginetop`, else `$HOME/.cache/enginetop` (only
 /// absolute paths count, as the XDG spec says), else nowhere.
-pub fn default_cache_dir() -> Option<PathBuf> {
+pub(crate) fn default_cache_dir() -> Option<PathBuf> {
     let absolute = |name: &str| {
         std::env::var_os(name)
             .map(PathBuf::from)
@@ -322,12 +322,12 @@ pub fn default_cache_dir() -> Option<PathBuf> {
 }
 
 /// The cache file in `dir`.
-pub fn cache_file(dir: &Path) -> PathBuf {
+pub(crate) fn cache_file(dir: &Path) -> PathBuf {
     dir.join("gemm-peak.json")
 }
 
 /// Records `peak` in the cache in `dir` (creating it), replacing the entry of the same key.
-pub fn store_in_cache(dir: &Path, peak: &GemmPeak) -> std::io::Result<()> {
+pub(crate) fn store_in_cache(dir: &Path, peak: &GemmPeak) -> std::io::Result<()> {
     let config = GemmBenchConfig {
         threads: peak.threads,
         size: peak.size,

@@ -29,25 +29,29 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::device::stream::{GpuBackend, GpuDevice, StreamError, StreamKind};
+use crate::device::stream::GpuBackend;
+#[cfg(test)]
+use crate::device::stream::{GpuDevice, StreamError, StreamKind};
 use crate::device::work::{CopyDir, GpuWork};
 use crate::engine::{
     Context, Engine, EngineError, EngineKind, EngineOptions, FnProperty, GpuSyncMode, OpSpec, Var,
 };
 
+#[cfg(test)]
 /// How dependencies between the chain's ops are enforced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ChainMode {
+pub(crate) enum ChainMode {
     /// Cross-stream event waits, one host sync at the end.
     Events,
     /// A host synchronize after every op.
     HostSync,
 }
 
+#[cfg(test)]
 /// Both modes' wall times on the same chain.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct ChainReport {
+pub(crate) struct ChainReport {
     /// The device's name (a simulated one carries its model).
     pub device: String,
     /// Ops in the chain.
@@ -58,26 +62,18 @@ pub struct ChainReport {
     pub host_sync: Duration,
 }
 
+#[cfg(test)]
 impl ChainReport {
     /// `host_sync / events`: how much slower per-op syncing is (above 1 is slower).
-    pub fn slowdown(&self) -> f64 {
+    pub(crate) fn slowdown(&self) -> f64 {
         self.host_sync.as_secs_f64() / self.events.as_secs_f64().max(1e-9)
     }
 }
 
+#[cfg(test)]
 /// Runs a chain of `ops` ops made by `make_op(i)` in `mode` on two new compute streams of
 /// `device`; returns the wall time from the first launch to the last op finishing.
-///
-/// ```
-/// use enginetop::bench::gpu::{run_chain, ChainMode};
-/// use enginetop::device::sim::{SimBackend, SimModel};
-/// use enginetop::device::stream::GpuBackend;
-/// use enginetop::device::work::GpuWork;
-///
-/// let device = SimBackend::new(1, SimModel::instant()).open(0, None).unwrap();
-/// run_chain(&*device, ChainMode::Events, 8, &|_| GpuWork::gemm(64, 64, 64)).unwrap();
-/// ```
-pub fn run_chain(
+pub(crate) fn run_chain(
     device: &dyn GpuDevice,
     mode: ChainMode,
     ops: usize,
@@ -111,8 +107,9 @@ pub fn run_chain(
     Ok(started.elapsed())
 }
 
+#[cfg(test)]
 /// Runs the same chain in both modes (events first) and reports both times.
-pub fn compare_chain(
+pub(crate) fn compare_chain(
     device: &dyn GpuDevice,
     ops: usize,
     make_op: &dyn Fn(usize) -> GpuWork,
@@ -160,17 +157,7 @@ fn push_engine_chain(engine: &Engine, var: &Var, ops: usize) -> Result<(), Engin
 /// Runs the engine chain of `ops` ops once in `mode` on `backend`'s GPU 0 (a fresh per-device
 /// engine, warmed up first); returns the wall time from the first push until `wait_for_all`
 /// returned.
-///
-/// ```
-/// use std::sync::Arc;
-/// use enginetop::bench::gpu::run_engine_chain;
-/// use enginetop::device::sim::{SimBackend, SimModel};
-/// use enginetop::engine::GpuSyncMode;
-///
-/// let backend = Arc::new(SimBackend::new(1, SimModel::instant()));
-/// run_engine_chain(backend, GpuSyncMode::Event, 16).unwrap();
-/// ```
-pub fn run_engine_chain(
+pub(crate) fn run_engine_chain(
     backend: Arc<dyn GpuBackend>,
     mode: GpuSyncMode,
     ops: usize,
@@ -190,7 +177,7 @@ pub fn run_engine_chain(
 
 /// One mode's figures on the engine chain.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct EngineChainResult {
+pub(crate) struct EngineChainResult {
     /// `gpu_chain`.
     pub bench: &'static str,
     /// The sync mode.
@@ -210,7 +197,7 @@ pub struct EngineChainResult {
 }
 
 /// Runs the engine chain `reps` times in each of `modes` (interleaved rep by rep).
-pub fn compare_engine_chain(
+pub(crate) fn compare_engine_chain(
     backend: Arc<dyn GpuBackend>,
     modes: &[GpuSyncMode],
     ops: usize,
@@ -245,14 +232,14 @@ pub fn compare_engine_chain(
 
 /// Per-op sync's median ns/op over event mode's (above 1: per-op sync is slower), when both
 /// were measured.
-pub fn sync_over_event(results: &[EngineChainResult]) -> Option<f64> {
+pub(crate) fn sync_over_event(results: &[EngineChainResult]) -> Option<f64> {
     let of = |mode| results.iter().find(|result| result.mode == mode);
     let (event, sync) = (of(GpuSyncMode::Event)?, of(GpuSyncMode::PerOp)?);
     Some(sync.ns_per_op / event.ns_per_op.max(1e-9))
 }
 
 /// The human table of [`compare_engine_chain`]'s results.
-pub fn engine_chain_table(results: &[EngineChainResult]) -> String {
+pub(crate) fn engine_chain_table(results: &[EngineChainResult]) -> String {
     let Some(first) = results.first() else {
         return String::new();
     };
@@ -282,7 +269,111 @@ pub fn engine_chain_table(results: &[EngineChainResult]) -> String {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::device::cuda::{probe as probe_cuda, CudaBackend};
     use crate::device::sim::{SimBackend, SimModel};
+    use crate::device::work::{ElementwiseOp, OpTag};
+    use crate::sync::Mutex;
+
+    /// A small use of `run_chain`.
+    #[test]
+    fn run_chain_example() {
+        use crate::bench::gpu::{run_chain, ChainMode};
+        use crate::device::sim::{SimBackend, SimModel};
+        use crate::device::stream::GpuBackend;
+        use crate::device::work::GpuWork;
+
+        let device = SimBackend::new(1, SimModel::instant())
+            .open(0, None)
+            .unwrap();
+        run_chain(&*device, ChainMode::Events, 8, &|_| {
+            GpuWork::gemm(64, 64, 64)
+        })
+        .unwrap();
+    }
+
+    /// A small use of `run_engine_chain`.
+    #[test]
+    fn run_engine_chain_example() {
+        use crate::bench::gpu::run_engine_chain;
+        use crate::device::sim::{SimBackend, SimModel};
+        use crate::engine::GpuSyncMode;
+        use std::sync::Arc;
+
+        let backend = Arc::new(SimBackend::new(1, SimModel::instant()));
+        run_engine_chain(backend, GpuSyncMode::Event, 16).unwrap();
+    }
+
+    /// GPU 0 of `backend`, unobserved.
+    fn open(backend: &dyn GpuBackend) -> Arc<dyn GpuDevice> {
+        backend
+            .open(0, None)
+            .unwrap_or_else(|err| panic!("opening {:?} GPU 0: {err}", backend.kind()))
+    }
+
+    /// A small op tagged `i`, that appends `i` to `log` when it completes.
+    fn logged_op(i: usize, log: &Arc<Mutex<Vec<usize>>>) -> GpuWork {
+        let work = match i % 3 {
+            0 => GpuWork::gemm(64, 64, 64),
+            1 => GpuWork::elementwise(ElementwiseOp::Add, 4096),
+            _ => GpuWork::elementwise(ElementwiseOp::Relu, 1024),
+        };
+        let log = Arc::clone(log);
+        work.op(OpTag::new(i as u64)).on_complete(move |result| {
+            result.unwrap_or_else(|err| panic!("op {i} failed: {err}"));
+            log.lock().push(i);
+        })
+    }
+
+    /// Both modes of [`run_chain`] run every op, in order.
+    fn both_chain_modes_run_every_op_in_order(backend: &dyn GpuBackend) {
+        let device = open(backend);
+        for mode in [ChainMode::Events, ChainMode::HostSync] {
+            let log = Arc::new(Mutex::new(Vec::new()));
+            run_chain(&*device, mode, 12, &|i| logged_op(i, &log)).unwrap();
+            assert_eq!(*log.lock(), (0..12).collect::<Vec<_>>(), "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn sim_both_chain_modes_run_every_op_in_order() {
+        both_chain_modes_run_every_op_in_order(&SimBackend::new(2, SimModel::default()));
+    }
+
+    /// On a usable GPU; says why it was skipped otherwise.
+    #[test]
+    fn cuda_both_chain_modes_run_every_op_in_order() {
+        let probe = probe_cuda();
+        if !probe.usable() {
+            let reason = probe
+                .problem
+                .map_or("the CUDA driver found no GPU".to_string(), |p| {
+                    p.to_string()
+                });
+            eprintln!("cuda_both_chain_modes_run_every_op_in_order: skipped: {reason}");
+            return;
+        }
+        both_chain_modes_run_every_op_in_order(&CudaBackend::from_probe(probe));
+    }
+
+    /// The measurement behind `enginetop bench gpu`, printed, with only ordering facts
+    /// asserted: both modes finish the chain. Run with `--nocapture` to see the figures.
+    #[test]
+    fn sim_chain_report_measures_both_modes() {
+        let device = open(&SimBackend::new(1, SimModel::default()));
+        let report = compare_chain(&*device, 24, &|i| {
+            GpuWork::gemm(256, 256, 256).op(OpTag::new(i as u64))
+        })
+        .unwrap();
+        assert_eq!(report.ops, 24);
+        println!(
+            "chain of {} ops on {}: events {:?}, host sync per op {:?} ({:.2}x)",
+            report.ops,
+            report.device,
+            report.events,
+            report.host_sync,
+            report.slowdown()
+        );
+    }
 
     #[test]
     fn both_modes_run_the_engine_chain_and_the_table_shows_the_ratio() {

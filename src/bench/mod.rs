@@ -21,13 +21,15 @@
 //! - [`report`]: the JSON line format and the human table.
 #![forbid(unsafe_code)]
 
-pub mod engine;
-pub mod gemm;
-pub mod gpu;
-pub mod overhead;
-pub mod pool;
-pub mod profiler;
-pub mod report;
-pub mod scaling;
-pub mod stats;
-pub mod tune;
+pub(crate) mod engine;
+pub(crate) mod gemm;
+pub(crate) mod gpu;
+pub(crate) mod overhead;
+pub(crate) mod pool;
+pub(crate) mod profiler;
+pub(crate) mod report;
+pub(crate) mod scaling;
+pub(crate) mod stats;
+#[cfg(all(test, not(loom)))]
+mod tests;
+pub(crate) mod tune;

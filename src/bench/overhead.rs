@@ -61,7 +61,7 @@ use crate::workload::{load_spec, Graph, Overrides};
 
 /// One workload: a shipped name and its parameter overrides.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OverheadWorkload {
+pub(crate) struct OverheadWorkload {
     /// A shipped workload (or a `.toml` path).
     pub name: String,
     /// `NAME=VALUE` overrides.
@@ -79,7 +79,7 @@ impl OverheadWorkload {
 
 /// What [`run`] measures.
 #[derive(Clone, Debug, PartialEq)]
-pub struct OverheadBenchConfig {
+pub(crate) struct OverheadBenchConfig {
     /// The workloads, each in the four variants.
     pub workloads: Vec<OverheadWorkload>,
     /// Rounds (the medians are over them).
@@ -95,7 +95,7 @@ pub struct OverheadBenchConfig {
 impl OverheadBenchConfig {
     /// The issues' workloads at their shipped sizes: 9 rounds of 3 iterations, 10 s of
     /// frames on resnet-like.
-    pub fn full() -> Self {
+    pub(crate) fn full() -> Self {
         let resnet = OverheadWorkload::new("resnet-like", &[]);
         OverheadBenchConfig {
             workloads: vec![resnet.clone(), OverheadWorkload::new("random-dag", &[])],
@@ -107,7 +107,7 @@ impl OverheadBenchConfig {
     }
 
     /// Small sizes, 3 rounds of 2 iterations, 1 s of frames: a smoke run of the shape.
-    pub fn quick() -> Self {
+    pub(crate) fn quick() -> Self {
         let resnet = OverheadWorkload::new("resnet-like", &["image=32", "width=8", "batch=2"]);
         OverheadBenchConfig {
             workloads: vec![
@@ -125,7 +125,7 @@ impl OverheadBenchConfig {
 /// One of the four ways a workload runs (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Variant {
+pub(crate) enum Variant {
     /// (a) Profiling only: no trace window, no work-state cells.
     Profiled,
     /// (b) (a) with the scaling analysis's live parts.
@@ -138,7 +138,7 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, in table order.
-    pub const ALL: [Variant; 4] = [
+    pub(crate) const ALL: [Variant; 4] = [
         Variant::Profiled,
         Variant::Analysis,
         Variant::Record,
@@ -146,7 +146,7 @@ impl Variant {
     ];
 
     /// Its name in the table and the JSON.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Variant::Profiled => "profiled",
             Variant::Analysis => "analysis",
@@ -172,7 +172,7 @@ impl Variant {
 
 /// One variant of one workload over the rounds.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct VariantSteps {
+pub(crate) struct VariantSteps {
     /// Which.
     pub variant: Variant,
     /// The median step, in milliseconds.
@@ -183,7 +183,7 @@ pub struct VariantSteps {
 
 /// One ratio of median steps, with its spread and target.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Ratio {
+pub(crate) struct Ratio {
     /// `b/a`, `c/a`, `d/a` or `c/d`.
     pub name: &'static str,
     /// What it compares: `analysis/profiled`, ...
@@ -206,7 +206,7 @@ pub struct Ratio {
 
 /// One workload's figures.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct WorkloadOverhead {
+pub(crate) struct WorkloadOverhead {
     /// Always `overhead`.
     pub bench: &'static str,
     /// The workload.
@@ -227,7 +227,7 @@ pub struct WorkloadOverhead {
 
 /// The dashboard's frame cost.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct FrameCost {
+pub(crate) struct FrameCost {
     /// Always `overhead_frame`.
     pub bench: &'static str,
     /// The workload under the dashboard.
@@ -252,7 +252,7 @@ pub struct FrameCost {
 
 /// Everything one [`run`] measured.
 #[derive(Clone, Debug, PartialEq)]
-pub struct OverheadReport {
+pub(crate) struct OverheadReport {
     /// Per workload.
     pub workloads: Vec<WorkloadOverhead>,
     /// The frame cost, when measured.
@@ -261,7 +261,7 @@ pub struct OverheadReport {
 
 /// Why the benchmark could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum OverheadBenchError {
+pub(crate) enum OverheadBenchError {
     /// A workload did not load.
     #[error("workload `{name}`: {message}")]
     Workload {
@@ -298,7 +298,7 @@ const FRAME_TARGET_PCT: f64 = 5.0;
 
 /// Measures every workload of `config`, then the frame cost (see the module docs);
 /// `progress` hears what starts.
-pub fn run(
+pub(crate) fn run(
     config: &OverheadBenchConfig,
     progress: &mut dyn FnMut(&str),
 ) -> Result<OverheadReport, OverheadBenchError> {
@@ -592,7 +592,7 @@ fn frame_cost(
 
 /// `report` as a table: per workload its median steps, then its ratios with spread, rounds
 /// and targets; then the frame cost.
-pub fn table(report: &OverheadReport) -> String {
+pub(crate) fn table(report: &OverheadReport) -> String {
     let mut out = String::new();
     for workload in &report.workloads {
         let steps: Vec<String> = workload

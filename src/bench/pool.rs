@@ -34,7 +34,7 @@ use std::time::Duration;
 use crate::bench::stats::median;
 use crate::pool::barrier::Barrier;
 use crate::pool::{PoolError, PoolKind};
-pub use contender::Contender;
+pub(crate) use contender::Contender;
 use contender::Runner;
 
 /// One of the pool benchmarks.
@@ -95,7 +95,7 @@ impl Bench {
 
 /// How big each benchmark is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Sizes {
+pub(crate) struct Sizes {
     /// Tasks scheduled by spawn.
     pub spawn_tasks: usize,
     /// Depth of the tree's root (tasks = 2^(depth+1) - 1).
@@ -112,7 +112,7 @@ pub struct Sizes {
 
 impl Sizes {
     /// The sizes the benchmark reference defines.
-    pub fn full() -> Self {
+    pub(crate) fn full() -> Self {
         Sizes {
             spawn_tasks: 1_000_000,
             tree_depth: 19,
@@ -124,7 +124,7 @@ impl Sizes {
     }
 
     /// About a tenth of the work, for smoke runs in CI (`--quick`).
-    pub fn quick() -> Self {
+    pub(crate) fn quick() -> Self {
         Sizes {
             spawn_tasks: 100_000,
             tree_depth: 16,
@@ -138,7 +138,7 @@ impl Sizes {
 
 /// What to run: one benchmark's contenders, threads, reps and sizes.
 #[derive(Clone, Debug)]
-pub struct PoolBenchConfig {
+pub(crate) struct PoolBenchConfig {
     /// Worker threads of every pool.
     pub threads: usize,
     /// Reps of every benchmark; `None` takes each benchmark's [`Bench::default_reps`].
@@ -151,7 +151,8 @@ pub struct PoolBenchConfig {
 
 impl PoolBenchConfig {
     /// Every contender, `threads` workers, full sizes, default reps.
-    pub fn new(threads: usize) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(threads: usize) -> Self {
         PoolBenchConfig {
             threads,
             reps: None,
@@ -169,7 +170,7 @@ impl PoolBenchConfig {
 /// A benchmark's figure, named as it appears in the JSON line.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 #[serde(untagged)]
-pub enum Metric {
+pub(crate) enum Metric {
     /// spawn and tree: elapsed time per task.
     NsPerTask {
         /// Nanoseconds per task.
@@ -191,7 +192,7 @@ pub enum Metric {
 
 impl Metric {
     /// The figure ratios compare (ns per task, ms, or p50 us); lower is better.
-    pub fn headline(&self) -> f64 {
+    pub(crate) fn headline(&self) -> f64 {
         match *self {
             Metric::NsPerTask { ns_per_task } => ns_per_task,
             Metric::Ms { ms } => ms,
@@ -225,7 +226,7 @@ impl Metric {
 
 /// One benchmark's figure for one contender: one JSON line, one table row.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct BenchResult {
+pub(crate) struct BenchResult {
     /// Which benchmark.
     pub bench: Bench,
     /// The contender's name (`simple`, `eigen`, `chase-lev`, `rayon`).
@@ -292,7 +293,10 @@ impl BenchError {
 }
 
 /// Runs `bench` on every contender of `config`, interleaving reps; one result per contender.
-pub fn run_bench(bench: Bench, config: &PoolBenchConfig) -> Result<Vec<BenchResult>, BenchError> {
+pub(crate) fn run_bench(
+    bench: Bench,
+    config: &PoolBenchConfig,
+) -> Result<Vec<BenchResult>, BenchError> {
     let sizes = &config.sizes;
     match bench {
         Bench::Spawn => run_reps(bench, config, |runner| {

@@ -64,15 +64,15 @@ use crate::profiler::{
 };
 use crate::sync::AtomicU64;
 
-pub mod limit;
-pub mod span_pair;
+pub(crate) mod limit;
+pub(crate) mod span_pair;
 
 /// Runs one workload with the given profiler (enabled or disabled) and returns how long it
 /// took: the shape of the random_dag hook.
-pub type WorkloadRunner = Box<dyn FnMut(&Profiler) -> Duration>;
+pub(crate) type WorkloadRunner = Box<dyn FnMut(&Profiler) -> Duration>;
 
 /// What `enginetop bench profiler` runs.
-pub struct ProfilerBenchConfig {
+pub(crate) struct ProfilerBenchConfig {
     /// Reps per benchmark (medians are reported).
     pub reps: usize,
     /// Events each thread records per rep.
@@ -93,7 +93,7 @@ pub struct ProfilerBenchConfig {
 
 impl ProfilerBenchConfig {
     /// Full sizes: 2,000,000 events per thread per rep, 200,000 tasks, 5 reps.
-    pub fn full() -> Self {
+    pub(crate) fn full() -> Self {
         ProfilerBenchConfig {
             reps: 5,
             events_per_rep: 2_000_000,
@@ -107,7 +107,7 @@ impl ProfilerBenchConfig {
     }
 
     /// A tenth of the work, for smoke runs.
-    pub fn quick() -> Self {
+    pub(crate) fn quick() -> Self {
         ProfilerBenchConfig {
             events_per_rep: 200_000,
             spawn_tasks: 20_000,
@@ -120,7 +120,7 @@ impl ProfilerBenchConfig {
 
 /// One figure.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct ProfilerBenchResult {
+pub(crate) struct ProfilerBenchResult {
     /// Which benchmark.
     pub bench: &'static str,
     /// What was measured within it (`std_instant`, `tsc`, a pool kind).
@@ -203,7 +203,7 @@ impl ProfilerBenchResult {
 
 /// Errors from the profiler benchmarks.
 #[derive(Debug, thiserror::Error)]
-pub enum ProfilerBenchError {
+pub(crate) enum ProfilerBenchError {
     /// The profiler would not start.
     #[error(transparent)]
     Profiler(#[from] ProfilerError),
@@ -213,7 +213,7 @@ pub enum ProfilerBenchError {
 }
 
 /// The benchmark names, in the order [`run_all`] runs them.
-pub const BENCHES: [&str; 9] = [
+pub(crate) const BENCHES: [&str; 9] = [
     "record_event",
     "span_pair",
     "record_disabled",
@@ -226,14 +226,15 @@ pub const BENCHES: [&str; 9] = [
 ];
 
 /// Runs every profiler benchmark, in order.
-pub fn run_all(
+#[cfg(test)]
+pub(crate) fn run_all(
     config: &mut ProfilerBenchConfig,
 ) -> Result<Vec<ProfilerBenchResult>, ProfilerBenchError> {
     run_selected(config, &BENCHES)
 }
 
 /// Runs the benchmarks named in `selected` (names from [`BENCHES`]), in [`BENCHES`] order.
-pub fn run_selected(
+pub(crate) fn run_selected(
     config: &mut ProfilerBenchConfig,
     selected: &[&str],
 ) -> Result<Vec<ProfilerBenchResult>, ProfilerBenchError> {
@@ -315,7 +316,7 @@ impl Fixture {
 }
 
 /// ns per event with `threads` threads recording at once.
-pub fn record_event(
+pub(crate) fn record_event(
     config: &ProfilerBenchConfig,
     threads: usize,
 ) -> Result<ProfilerBenchResult, ProfilerBenchError> {
@@ -348,7 +349,7 @@ pub fn record_event(
 
 /// ns per event on one thread for events whose timestamp is already set (`record_at`): the
 /// ring and thread-local part of recording, without the clock read.
-pub fn record_without_clock(
+pub(crate) fn record_without_clock(
     config: &ProfilerBenchConfig,
 ) -> Result<ProfilerBenchResult, ProfilerBenchError> {
     let fixture = Fixture::new(config, ProfilerOptions::default())?;
@@ -379,7 +380,7 @@ pub fn record_without_clock(
 /// the engine's probe records a completion that makes one op ready: three events for two
 /// clock reads. Not the per-event figure (`record_event`, one clock read per event): what an
 /// op's events cost in the engine, per event.
-pub fn record_engine_mix(
+pub(crate) fn record_engine_mix(
     config: &ProfilerBenchConfig,
 ) -> Result<ProfilerBenchResult, ProfilerBenchError> {
     let fixture = Fixture::new(config, ProfilerOptions::default())?;
@@ -412,7 +413,7 @@ pub fn record_engine_mix(
 }
 
 /// ns per event site with profiling off.
-pub fn record_disabled(config: &ProfilerBenchConfig) -> ProfilerBenchResult {
+pub(crate) fn record_disabled(config: &ProfilerBenchConfig) -> ProfilerBenchResult {
     let profiler = Profiler::disabled();
     let samples: Vec<f64> = (0..config.reps)
         .map(|_| {
@@ -427,7 +428,7 @@ pub fn record_disabled(config: &ProfilerBenchConfig) -> ProfilerBenchResult {
 
 /// ns per timestamp: `Instant::now()` and the profiler's clock (the raw counter read an event
 /// stores, `Epoch::raw_stamp`), reps interleaved.
-pub fn clock_reads(config: &ProfilerBenchConfig) -> Vec<ProfilerBenchResult> {
+pub(crate) fn clock_reads(config: &ProfilerBenchConfig) -> Vec<ProfilerBenchResult> {
     let reads = config.events_per_rep;
     let epoch = Epoch::get();
     let (mut std_samples, mut tsc_samples) = (Vec::new(), Vec::new());
@@ -456,7 +457,7 @@ pub fn clock_reads(config: &ProfilerBenchConfig) -> Vec<ProfilerBenchResult> {
 
 /// What [`overhead_ratio`] measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Overhead {
+pub(crate) struct Overhead {
     /// Median over reps of each rep's profiled time / its unprofiled time.
     pub ratio: f64,
     /// The smallest and the largest of those per-rep ratios: the spread.
@@ -482,7 +483,7 @@ pub struct Overhead {
 /// per-pair ratios and differences, which a drift between pairs does not move, rather than a
 /// ratio of medians taken over different moments. A profiled run's profiler is made just
 /// before it, so the unprofiled run has no collector thread beside it.
-pub fn overhead_ratio(
+pub(crate) fn overhead_ratio(
     reps: usize,
     mut run: impl FnMut(&Profiler) -> Duration,
 ) -> Result<Overhead, ProfilerError> {
@@ -521,14 +522,18 @@ fn profiled_run(run: &mut impl FnMut(&Profiler) -> Duration) -> Result<(f64, u64
 }
 
 /// The pool spawn benchmark with the profiler on vs off.
-pub fn pool_spawn(config: &ProfilerBenchConfig) -> Result<ProfilerBenchResult, ProfilerBenchError> {
+pub(crate) fn pool_spawn(
+    config: &ProfilerBenchConfig,
+) -> Result<ProfilerBenchResult, ProfilerBenchError> {
     let tasks = config.spawn_tasks;
     pool_overhead(config, "pool_spawn", |pool| spawn_once(pool, tasks))
 }
 
 /// The pool tree benchmark (every task schedules its children from inside the pool) with the
 /// profiler on vs off: the worst case for per-task events, since each task does nothing.
-pub fn pool_tree(config: &ProfilerBenchConfig) -> Result<ProfilerBenchResult, ProfilerBenchError> {
+pub(crate) fn pool_tree(
+    config: &ProfilerBenchConfig,
+) -> Result<ProfilerBenchResult, ProfilerBenchError> {
     let depth = (config.spawn_tasks.max(4).ilog2()).saturating_sub(1);
     pool_overhead(config, "pool_tree", |pool| tree_once(pool, depth))
 }
@@ -583,7 +588,7 @@ fn tree_once(pool: &Pool, depth: u32) -> Duration {
 
 /// What the collector spends per event: drain, sort, statistics and trace window. Bursts are
 /// recorded untimed; the flush that processes each one is timed.
-pub fn collect_event(
+pub(crate) fn collect_event(
     config: &ProfilerBenchConfig,
 ) -> Result<ProfilerBenchResult, ProfilerBenchError> {
     let options = ProfilerOptions {
@@ -629,7 +634,7 @@ fn spawn_once(pool: &Pool, tasks: usize) -> Duration {
 
 /// An engine shape (`random_dag`, `chain`) with profiling on vs off: the configured runner
 /// (random_dag only), or the engine's.
-pub fn engine_shape(
+pub(crate) fn engine_shape(
     config: &mut ProfilerBenchConfig,
     bench: &'static str,
     shape: Shape,
@@ -666,7 +671,7 @@ pub fn engine_shape(
 }
 
 /// random_dag with profiling on vs off (see [`engine_shape`]).
-pub fn random_dag(config: &mut ProfilerBenchConfig) -> ProfilerBenchResult {
+pub(crate) fn random_dag(config: &mut ProfilerBenchConfig) -> ProfilerBenchResult {
     engine_shape(config, "random_dag", Shape::RandomDag)
 }
 
@@ -721,7 +726,7 @@ fn engine_overhead(config: &ProfilerBenchConfig, workload: &Workload) -> Result<
 }
 
 /// A human table of `results`.
-pub fn table(results: &[ProfilerBenchResult]) -> String {
+pub(crate) fn table(results: &[ProfilerBenchResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -19,12 +19,12 @@ use super::pool::{BenchResult, Metric};
 pub(crate) const BASELINE_POOL: &str = "eigen";
 
 /// `result` as one JSON object on one line.
-pub fn json_line(result: &BenchResult) -> String {
+pub(crate) fn json_line(result: &BenchResult) -> String {
     serde_json::to_string(result).expect("a BenchResult always serializes")
 }
 
 /// A table of `results` with each row's time relative to the `eigen` pool's in the same run.
-pub fn table(results: &[BenchResult]) -> String {
+pub(crate) fn table(results: &[BenchResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -26,7 +26,7 @@ use crate::workload::{load_spec, Graph, Overrides};
 
 /// One workload to check: a shipped name and its parameter overrides.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScalingWorkload {
+pub(crate) struct ScalingWorkload {
     /// A shipped workload.
     pub name: String,
     /// `NAME=VALUE` overrides (sizes for a short run).
@@ -35,7 +35,7 @@ pub struct ScalingWorkload {
 
 /// What [`run`] measures.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ScalingBenchConfig {
+pub(crate) struct ScalingBenchConfig {
     /// The workloads.
     pub workloads: Vec<ScalingWorkload>,
     /// The counts `(inter, intra)` measured, each also a reference for all of them.
@@ -49,7 +49,7 @@ pub struct ScalingBenchConfig {
 impl ScalingBenchConfig {
     /// The check on a 2-core machine: resnet-like, transformer-like, random-dag and
     /// wavefront, sized for seconds each, at 1x1, 1x2 and 2x1, each predicted from each.
-    pub fn two_cores() -> Self {
+    pub(crate) fn two_cores() -> Self {
         let workload = |name: &str, set: &[&str]| ScalingWorkload {
             name: name.to_string(),
             set: set.iter().map(ToString::to_string).collect(),
@@ -69,7 +69,7 @@ impl ScalingBenchConfig {
 
     /// This check with only the workloads named in `names` (all of them for none), in this
     /// check's order; a name it does not hold is an error naming the ones it does.
-    pub fn only(mut self, names: &[String]) -> Result<Self, ScalingBenchError> {
+    pub(crate) fn only(mut self, names: &[String]) -> Result<Self, ScalingBenchError> {
         if names.is_empty() {
             return Ok(self);
         }
@@ -90,7 +90,7 @@ impl ScalingBenchConfig {
 
 /// One workload at one target point, predicted from one reference point.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct ScalingBenchResult {
+pub(crate) struct ScalingBenchResult {
     /// The workload.
     pub workload: String,
     /// Inter-op workers of the target.
@@ -124,14 +124,14 @@ pub struct ScalingBenchResult {
 
 impl ScalingBenchResult {
     /// Whether the reference is the target itself (the simulation's own error).
-    pub fn own(&self) -> bool {
+    pub(crate) fn own(&self) -> bool {
         (self.reference_inter, self.reference_intra) == (self.inter, self.intra)
     }
 }
 
 /// Why the benchmark could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum ScalingBenchError {
+pub(crate) enum ScalingBenchError {
     /// A workload filter named a workload the check does not run.
     #[error("the scaling check does not run workload `{name}`: pick one of {known}")]
     NotChecked {
@@ -164,7 +164,7 @@ pub enum ScalingBenchError {
 
 /// Measures every workload of `config` (see the module docs); `progress` hears each
 /// workload's name as it starts.
-pub fn run(
+pub(crate) fn run(
     config: &ScalingBenchConfig,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<ScalingBenchResult>, ScalingBenchError> {
@@ -270,7 +270,7 @@ fn compare(
 
 /// `results` as a table: per target and reference, the steps and the error with its
 /// spread; then the largest own and transfer errors, and what the figures mean.
-pub fn table(results: &[ScalingBenchResult]) -> String {
+pub(crate) fn table(results: &[ScalingBenchResult]) -> String {
     let mut out = format!(
         "{:<17} {:>6} {:>9} {:>12} {:>13} {:>8} {:>17} {:>20} {:>7}\n",
         "workload",

@@ -6,13 +6,7 @@
 #![forbid(unsafe_code)]
 
 /// The median of `samples`, or `None` when there are none.
-///
-/// ```
-/// use enginetop::bench::stats::median;
-/// assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-/// assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
-/// ```
-pub fn median(samples: &[f64]) -> Option<f64> {
+pub(crate) fn median(samples: &[f64]) -> Option<f64> {
     let sorted = sorted(samples);
     let middle = sorted.len() / 2;
     match sorted.len() {
@@ -23,14 +17,7 @@ pub fn median(samples: &[f64]) -> Option<f64> {
 }
 
 /// The nearest-rank `percentile` (0 to 100) of `samples`, or `None` when there are none.
-///
-/// ```
-/// use enginetop::bench::stats::percentile;
-/// let samples: Vec<f64> = (1..=100).map(f64::from).collect();
-/// assert_eq!(percentile(&samples, 99.0), Some(99.0));
-/// assert_eq!(percentile(&samples, 50.0), Some(50.0));
-/// ```
-pub fn percentile(samples: &[f64], percentile: f64) -> Option<f64> {
+pub(crate) fn percentile(samples: &[f64], percentile: f64) -> Option<f64> {
     let sorted = sorted(samples);
     if sorted.is_empty() {
         return None;
@@ -49,6 +36,23 @@ fn sorted(samples: &[f64]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A small use of `median`.
+    #[test]
+    fn median_example() {
+        use crate::bench::stats::median;
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+    }
+
+    /// A small use of `percentile`.
+    #[test]
+    fn percentile_example() {
+        use crate::bench::stats::percentile;
+        let samples: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&samples, 99.0), Some(99.0));
+        assert_eq!(percentile(&samples, 50.0), Some(50.0));
+    }
 
     #[test]
     fn median_of_nothing_is_none() {

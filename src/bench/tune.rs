@@ -31,13 +31,13 @@ use crate::workload::run::{Driver, RunHooks, RunLength, RunReport};
 use crate::workload::{self, Graph, Overrides};
 
 /// Iterations each measured run does first, not counted.
-pub const WARM_UP_ITERATIONS: u64 = 2;
+pub(crate) const WARM_UP_ITERATIONS: u64 = 2;
 /// The fewest iterations a measured run counts.
-pub const MIN_ITERATIONS: u64 = 3;
+pub(crate) const MIN_ITERATIONS: u64 = 3;
 
 /// What to run.
 #[derive(Clone, Debug)]
-pub struct TuneBenchConfig {
+pub(crate) struct TuneBenchConfig {
     /// The runtime's settings (the default's; the pick changes the searched dimensions).
     pub runtime: RuntimeConfig,
     /// The tuner's budget per workload.
@@ -52,7 +52,7 @@ pub struct TuneBenchConfig {
 
 /// Why the bench could not measure.
 #[derive(Debug, thiserror::Error)]
-pub enum TuneBenchError {
+pub(crate) enum TuneBenchError {
     /// The workload did not load.
     #[error("loading workload `{0}`")]
     Workload(String, #[source] workload::WorkloadError),
@@ -79,7 +79,7 @@ pub enum TuneBenchError {
 
 /// One side of the comparison: a configuration and its rounds' figures.
 #[derive(Clone, Debug, Serialize)]
-pub struct Side {
+pub(crate) struct Side {
     /// The pool kind.
     pub pool: String,
     /// Whether idle workers spin: `on` or `off`.
@@ -98,7 +98,7 @@ pub struct Side {
 
 /// One workload's result.
 #[derive(Clone, Debug, Serialize)]
-pub struct TuneBenchResult {
+pub(crate) struct TuneBenchResult {
     /// The workload's name.
     pub workload: String,
     /// The tuner's pick, measured side by side.
@@ -125,7 +125,7 @@ pub struct TuneBenchResult {
 }
 
 /// Tunes `name` and measures the pick against the default (see the module docs).
-pub fn run_tune_bench(
+pub(crate) fn run_tune_bench(
     name: &str,
     config: &TuneBenchConfig,
 ) -> Result<TuneBenchResult, TuneBenchError> {
@@ -276,7 +276,7 @@ fn spread(samples: &[f64]) -> f64 {
 }
 
 /// The results as a table: the pick and the default side by side, and the gain.
-pub fn table(results: &[TuneBenchResult]) -> String {
+pub(crate) fn table(results: &[TuneBenchResult]) -> String {
     use std::fmt::Write as _;
     let mut out = format!(
         "{:<17} {:<30} {:>14}  {:<30} {:>14}  {:>15}  {:>6}  {:>23}\n",

@@ -18,10 +18,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use enginetop::analysis::{self, DeviceFacts, RanGraph, RanOp, Scaling};
-use enginetop::record::graph::{GraphCalls, OpCall, Source};
-use enginetop::record::load_graph_calls;
-use enginetop::workload::run::ScalingSummary;
+use crate::analysis::{self, DeviceFacts, RanGraph, RanOp, Scaling};
+use crate::record::graph::{GraphCalls, OpCall, Source};
+use crate::record::load_graph_calls;
+use crate::workload::run::ScalingSummary;
 
 /// How `analyze` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -7,22 +7,22 @@ use anyhow::{Context, Result};
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
 
-use enginetop::bench::engine::{self as engine_bench, EngineBenchConfig, EngineBenchResult, Shape};
-use enginetop::bench::gemm::{self as gemm_bench, GemmBenchConfig};
-use enginetop::bench::gpu as gpu_bench;
-use enginetop::bench::overhead::{self as overhead_bench, OverheadBenchConfig};
-use enginetop::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
-use enginetop::bench::profiler::{self as profiler_bench, ProfilerBenchConfig};
-use enginetop::bench::report;
-use enginetop::bench::scaling::{self as scaling_bench, ScalingBenchConfig};
-use enginetop::bench::tune as tune_bench;
-use enginetop::config::{ConfigOverrides, RuntimeConfig};
-use enginetop::device::cuda;
-use enginetop::device::discover;
-use enginetop::device::sim::SimModel;
-use enginetop::engine::{EngineKind, GpuSyncMode};
-use enginetop::pool::PoolKind;
-use enginetop::tune::Space;
+use crate::bench::engine::{self as engine_bench, EngineBenchConfig, EngineBenchResult, Shape};
+use crate::bench::gemm::{self as gemm_bench, GemmBenchConfig};
+use crate::bench::gpu as gpu_bench;
+use crate::bench::overhead::{self as overhead_bench, OverheadBenchConfig};
+use crate::bench::pool::{run_bench, Bench, BenchResult, Contender, PoolBenchConfig, Sizes};
+use crate::bench::profiler::{self as profiler_bench, ProfilerBenchConfig};
+use crate::bench::report;
+use crate::bench::scaling::{self as scaling_bench, ScalingBenchConfig};
+use crate::bench::tune as tune_bench;
+use crate::config::{ConfigOverrides, RuntimeConfig};
+use crate::device::cuda;
+use crate::device::discover;
+use crate::device::sim::SimModel;
+use crate::engine::{EngineKind, GpuSyncMode};
+use crate::pool::PoolKind;
+use crate::tune::Space;
 
 /// How a benchmark family prints its results: the flag every family takes.
 #[derive(Debug, Args)]

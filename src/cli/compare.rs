@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use enginetop::record::compare::{compare, load_profile};
-use enginetop::tui;
+use crate::record::compare::{compare, load_profile};
+use crate::tui;
 
 /// How `compare` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -43,8 +43,7 @@ pub(super) fn run(args: &CompareArgs) -> Result<()> {
     let b = load_profile(&args.b)?;
     let comparison = compare(&a, &b);
     if args.view {
-        return tui::compare::run(comparison, tui::ColorChoice::Auto)
-            .context("opening the compare view");
+        return tui::compare::run(comparison).context("opening the compare view");
     }
     let text = match args.summary {
         CompareFormat::Table => comparison.to_string(),

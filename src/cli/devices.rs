@@ -2,9 +2,9 @@
 use anyhow::Result;
 use clap::Args;
 
-use enginetop::config::RuntimeConfig;
-use enginetop::device::cuda;
-use enginetop::device::discover;
+use crate::config::RuntimeConfig;
+use crate::device::cuda;
+use crate::device::discover;
 
 #[derive(Debug, Args)]
 pub(super) struct DevicesArgs {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use enginetop::record::{export_chrome, export_perfetto, read_recording};
+use crate::record::{export_chrome, export_perfetto, read_recording};
 
 /// What a recording can be exported to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

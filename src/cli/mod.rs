@@ -28,18 +28,20 @@
 //! enginetop analyze FILE [--summary table|json]
 //! enginetop replay RECORDING [--at TIME] [--summary text|json] | --bench [--bench-mb MB]
 //! ```
-//! One file per command; new commands go in [`Command`].
+//! One file per command; new commands go in `Command`.
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
-use enginetop::config::ConfigOverrides;
-use enginetop::device::discover::GpuSelection;
+use crate::config::ConfigOverrides;
+use crate::device::discover::GpuSelection;
 
 mod analyze;
 mod bench;
 mod compare;
+#[cfg(feature = "test-fakes")]
+mod demo;
 mod devices;
 mod export;
 mod numbers;
@@ -61,7 +63,7 @@ mod workloads;
     arg_required_else_help = true,
     args_conflicts_with_subcommands = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
 
@@ -114,9 +116,14 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Find the best inter-op x intra-op thread counts for a workload, measured live.
     Tune(tune::TuneArgs),
+    /// The dashboard over its synthetic source (the `test-fakes` feature only).
+    #[cfg(feature = "test-fakes")]
+    #[command(hide = true)]
+    Demo(demo::DemoArgs),
 }
 
-/// Parses the command line and runs it; errors are printed with their causes.
+/// The `enginetop` binary's entry: parses the command line and runs it; an error is printed
+/// with its causes (`error: ...`) and exits with a failure status.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -145,14 +152,16 @@ fn run(cli: Cli) -> Result<()> {
         Some(Command::Analyze(args)) => analyze::run(&args),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Tune(args)) => tune::tune(&args, ConfigOverrides::default()),
+        #[cfg(feature = "test-fakes")]
+        Some(Command::Demo(args)) => demo::run_demo(&args),
         None => run::run_main(&cli.run, cli.gpus.overrides()),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use enginetop::profiler::layer::{init_logging, LevelFilter, LogTarget};
-    use enginetop::profiler::Profiler;
+    use crate::profiler::layer::{init_logging, LevelFilter, LogTarget};
+    use crate::profiler::Profiler;
 
     use super::error_line;
 

@@ -8,7 +8,7 @@
 use std::fmt::Display;
 use std::str::FromStr;
 
-use enginetop::config::HARD_MAX_THREADS;
+use crate::config::HARD_MAX_THREADS;
 
 /// A parser of whole numbers from `min` to `max`, inclusive.
 pub(super) fn whole<T>(min: T, max: T) -> impl Fn(&str) -> Result<T, String> + Clone

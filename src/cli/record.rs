@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use enginetop::config::RuntimeConfig;
-use enginetop::profiler::Profiler;
-use enginetop::record::{GraphObserver, Recorder, RecordingInfo, Setting};
-use enginetop::workload::Graph;
+use crate::config::RuntimeConfig;
+use crate::profiler::Profiler;
+use crate::record::{GraphObserver, Recorder, RecordingInfo, Setting};
+use crate::workload::Graph;
 
 /// Starts recording `profiler`'s events to `path`, if given. The configuration it records
 /// holds the workload's parameters too (`param slots` = 4), so `compare` shows a `--set`.

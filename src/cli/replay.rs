@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use enginetop::record::replay_bench::bench_replay;
-use enginetop::record::Replay;
-use enginetop::tui::replay::{parse_time, FEED_BUDGET};
-use enginetop::tui::{self, ReplaySource};
+use crate::record::replay_bench::bench_replay;
+use crate::record::Replay;
+use crate::tui::replay::{parse_time, FEED_BUDGET};
+use crate::tui::{self, ReplaySource};
 
 /// How `--summary` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -53,7 +53,7 @@ pub(super) struct ReplayArgs {
     #[arg(
         long,
         value_name = "N",
-        default_value_t = enginetop::record::replay_bench::OP_NAMES,
+        default_value_t = crate::record::replay_bench::OP_NAMES,
         requires = "bench",
         value_parser = super::numbers::whole::<u32>(1, 1 << 20),
         allow_negative_numbers = true,
@@ -211,7 +211,7 @@ fn bench(megabytes: u64, names: u32) -> Result<()> {
 }
 
 fn bench_encoding(file: &std::path::Path) -> Result<()> {
-    use enginetop::record::encode_bench::{bench_encodings, checkpoint_sizes};
+    use crate::record::encode_bench::{bench_encodings, checkpoint_sizes};
     for (k, size) in checkpoint_sizes(file)?.iter().enumerate() {
         println!(
             "checkpoint {k}: {} B framed; {} names; tables {} B, statistics {} B uncompressed",

@@ -13,13 +13,13 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use enginetop::bench::gemm as gemm_bench;
-use enginetop::config::{ConfigOverrides, RuntimeConfig};
-use enginetop::engine::{EngineKind, GpuSyncMode};
-use enginetop::pool::PoolKind;
-use enginetop::profiler::{Profiler, ProfilerOptions, WindowOptions};
-use enginetop::workload;
-use enginetop::workload::run::{
+use crate::bench::gemm as gemm_bench;
+use crate::config::{ConfigOverrides, RuntimeConfig};
+use crate::engine::{EngineKind, GpuSyncMode};
+use crate::pool::PoolKind;
+use crate::profiler::{Profiler, ProfilerOptions, WindowOptions};
+use crate::workload;
+use crate::workload::run::{
     run_workload, ProfilerReport, Progress, RunHooks, RunLength, RunOptions, RunSummary,
 };
 
@@ -148,12 +148,12 @@ pub(super) struct RunArgs {
 
     /// How GPU ops keep their dependencies: event (record an event, the next op waits on
     /// it) or sync (a host sync after every op) [env: ENGINETOP_GPU_SYNC; default: event].
-    #[arg(long, value_name = "MODE", value_parser = enginetop::config::parse_gpu_sync_flag)]
+    #[arg(long, value_name = "MODE", value_parser = crate::config::parse_gpu_sync_flag)]
     gpu_sync: Option<GpuSyncMode>,
 
     /// Whether one idle worker spins before parking: on or off
     /// [env: ENGINETOP_SPIN; default: on].
-    #[arg(long, value_name = "on|off", value_parser = enginetop::config::parse_spin_flag)]
+    #[arg(long, value_name = "on|off", value_parser = crate::config::parse_spin_flag)]
     spin: Option<bool>,
 
     /// Export a Chrome trace of the run (the profiler's last seconds) to FILE.
@@ -331,8 +331,8 @@ pub(super) fn run_main(args: &RunArgs, overrides: ConfigOverrides) -> Result<()>
         (None, None) => summary,
     };
     if args.trace.is_some() {
-        let engine = enginetop::engine::EngineOptions::from_config(&options.config);
-        enginetop::profiler::stream_probe::describe_gpus(&profiler, &engine); // GPU models
+        let engine = crate::engine::EngineOptions::from_config(&options.config);
+        crate::profiler::stream_probe::describe_gpus(&profiler, &engine); // GPU models
     }
     // The summary first: a trace that cannot be written after all does not lose the run.
     print_summary(args, &summary)?;
@@ -387,7 +387,7 @@ impl ProfilerReport for ProfilerTable {
         self.profiler.snapshot().ops.iter().map(|op| op.count).sum()
     }
 
-    fn snapshot(&self) -> Option<enginetop::profiler::Snapshot> {
+    fn snapshot(&self) -> Option<crate::profiler::Snapshot> {
         self.profiler.flush();
         Some(self.profiler.snapshot())
     }
@@ -459,7 +459,7 @@ fn gemm_peak(threads: usize) -> Option<f64> {
     match gemm_bench::cached_gemm_peak(threads) {
         Ok(peak) => Some(peak),
         Err(err) => {
-            let err = enginetop::error_chain::text(&err);
+            let err = crate::error_chain::text(&err);
             eprintln!("warning: no GEMM peak to compare with: {err}");
             None
         }

@@ -5,9 +5,9 @@ use anyhow::{Context, Result};
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
 
-use enginetop::pool::PoolKind;
-use enginetop::profiler::demo::{run_pool_demo, DemoOptions};
-use enginetop::profiler::{validate, Profiler, ProfilerOptions};
+use crate::pool::PoolKind;
+use crate::profiler::demo::{run_pool_demo, DemoOptions};
+use crate::profiler::{validate, Profiler, ProfilerOptions};
 
 #[derive(Debug, Args)]
 pub(super) struct TraceArgs {

@@ -7,12 +7,12 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use enginetop::config::{ConfigOverrides, RuntimeConfig};
-use enginetop::engine::EngineKind;
-use enginetop::pool::PoolKind;
-use enginetop::tune::{self, Objective, Phase, ProbeEvent, Setting, Space, TuneOptions, TuneStop};
-use enginetop::workload;
-use enginetop::workload::run::{Driver, RunHooks};
+use crate::config::{ConfigOverrides, RuntimeConfig};
+use crate::engine::EngineKind;
+use crate::pool::PoolKind;
+use crate::tune::{self, Objective, Phase, ProbeEvent, Setting, Space, TuneOptions, TuneStop};
+use crate::workload;
+use crate::workload::run::{Driver, RunHooks};
 
 /// `--objective`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -89,7 +89,7 @@ pub(super) struct TuneArgs {
 
     /// Whether one idle worker spins before parking: on or off [env: ENGINETOP_SPIN;
     /// default: on].
-    #[arg(long, value_name = "on|off", value_parser = enginetop::config::parse_spin_flag)]
+    #[arg(long, value_name = "on|off", value_parser = crate::config::parse_spin_flag)]
     spin: Option<bool>,
 
     /// Also print the scaling simulation's predicted best inter x intra for a machine of N

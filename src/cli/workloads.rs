@@ -2,7 +2,7 @@
 use anyhow::Result;
 use clap::Args;
 
-use enginetop::workload;
+use crate::workload;
 
 #[derive(Debug, Args)]
 pub(super) struct WorkloadsArgs {

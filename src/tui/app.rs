@@ -16,19 +16,18 @@ use super::source::{Control, ControlError, DashboardData, DeviceKind};
 use super::timeline_nav::{self, NavFrame, Said, TimelineNav};
 use super::tuner::TuneControl;
 use crate::profiler::stats::OpSnapshot;
+use crate::profiler::DeviceId;
 use crate::tune::TuneProgress;
 
-pub use super::timeline_nav::ZOOM_LEVELS;
-
 /// Frames a status message stays: 4 s at the default 10 frames a second.
-pub const STATUS_FRAMES: u64 = 40;
+pub(crate) const STATUS_FRAMES: u64 = 40;
 
 /// Frames the start-up warnings stay: 10 s at the default 10 frames a second.
 pub(crate) const WARNING_FRAMES: u64 = 100;
 
 /// What the user asked for (from a key, see [`input`](super::input)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Leave the dashboard.
     Quit,
     /// Show or hide the help overlay.
@@ -103,7 +102,7 @@ pub enum Action {
 
 /// The panel that arrows act on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Focus {
+pub(crate) enum Focus {
     /// The device panels: arrows pick a device and scroll its workers.
     #[default]
     Devices,
@@ -129,7 +128,7 @@ impl Focus {
 
 /// How keys are read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Keys are commands.
     #[default]
     Normal,
@@ -147,7 +146,7 @@ pub enum Mode {
 
 /// The ops table's columns, in order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SortColumn {
+pub(crate) enum SortColumn {
     /// Op name.
     Name,
     /// Ops finished.
@@ -163,7 +162,7 @@ pub enum SortColumn {
 
 impl SortColumn {
     /// Every column, left to right.
-    pub const ALL: [SortColumn; 5] = [
+    pub(crate) const ALL: [SortColumn; 5] = [
         SortColumn::Name,
         SortColumn::Count,
         SortColumn::Total,
@@ -172,7 +171,7 @@ impl SortColumn {
     ];
 
     /// The column's heading.
-    pub fn heading(self) -> &'static str {
+    pub(crate) fn heading(self) -> &'static str {
         match self {
             SortColumn::Name => "op",
             SortColumn::Count => "count",
@@ -196,7 +195,7 @@ impl SortColumn {
 
 /// What a status line tells: the footer marks and colours it by its kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StatusKind {
+pub(crate) enum StatusKind {
     /// What an action did (`inter 5 on cpu0`).
     Info,
     /// The start-up warnings ([`Facts::warnings`](super::source::Facts::warnings)).
@@ -208,11 +207,13 @@ pub enum StatusKind {
 /// What `+`/`-` change with the current selection ([`App::plus_minus`]): the one answer
 /// the header shows and the keys act on.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PlusMinus {
+pub(crate) enum PlusMinus {
     /// The inter-op pool of the CPU device titled `device`, now `threads` workers.
     InterOp {
         /// The device's title.
         device: String,
+        /// The device ([`DeviceLayout::workers`](super::DeviceLayout::workers)).
+        workers: DeviceId,
         /// Its inter-op workers now.
         threads: usize,
     },
@@ -229,7 +230,7 @@ pub enum PlusMinus {
 
 /// The footer's status line: the last control's outcome, or the start-up warnings.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Status {
+pub(crate) struct Status {
     /// What to show.
     pub text: String,
     /// What it tells.
@@ -238,7 +239,7 @@ pub struct Status {
 
 /// How many rows the scrolling panels showed at their last draw (0: not drawn yet).
 #[derive(Clone, Debug, Default)]
-pub struct ShownRows {
+pub(crate) struct ShownRows {
     /// The selected device panel's worker rows.
     pub(crate) devices: std::cell::Cell<usize>,
     /// The timeline's worker rows.
@@ -253,7 +254,7 @@ pub struct ShownRows {
 
 /// The dashboard's whole state.
 #[derive(Clone, Debug, Default)]
-pub struct App {
+pub(crate) struct App {
     data: DashboardData,
     history: History,
     /// Whether the workload was paused by us.
@@ -306,29 +307,29 @@ pub struct App {
 
 impl App {
     /// A dashboard with nothing observed yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         App::default()
     }
 
     /// The latest frame's data.
-    pub fn data(&self) -> &DashboardData {
+    pub(crate) fn data(&self) -> &DashboardData {
         &self.data
     }
 
     /// What the dashboard remembers of earlier frames.
-    pub fn history(&self) -> &History {
+    pub(crate) fn history(&self) -> &History {
         &self.history
     }
 
     /// Whether the workload finished (the data no longer changes).
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.data.facts.finished
     }
 
     /// Takes a new frame's data: remembers it and adds it to the history. Once the
     /// workload has finished, the final frame stays and later ones only count as a
     /// [`tick`](App::tick).
-    pub fn observe(&mut self, data: DashboardData) {
+    pub(crate) fn observe(&mut self, data: DashboardData) {
         self.tick();
         if self.is_finished() || self.timeline.display_paused {
             return;
@@ -341,7 +342,7 @@ impl App {
 
     /// Takes the live search's progress this frame (`None`: no search). A search that ended
     /// with a report, while the run still goes, asks the user to keep its best or go back.
-    pub fn observe_tuner(&mut self, progress: Option<TuneProgress>) {
+    pub(crate) fn observe_tuner(&mut self, progress: Option<TuneProgress>) {
         let choose = progress
             .as_ref()
             .is_some_and(|p| p.report().is_some() && !p.run_ended());
@@ -356,7 +357,7 @@ impl App {
     }
 
     /// The live search's progress, while there is one.
-    pub fn tuner(&self) -> Option<&TuneProgress> {
+    pub(crate) fn tuner(&self) -> Option<&TuneProgress> {
         self.tuner.as_ref()
     }
 
@@ -366,7 +367,7 @@ impl App {
     }
 
     /// One frame passed (without new data, once finished): an expired status goes.
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         self.frames += 1;
         if self.frames >= self.status_until {
             self.status = None;
@@ -416,7 +417,7 @@ impl App {
     }
 
     /// The time one timeline column covers at the current zoom.
-    pub fn column_span(&self) -> Duration {
+    pub(crate) fn column_span(&self) -> Duration {
         self.timeline.column_span()
     }
 
@@ -455,7 +456,7 @@ impl App {
     }
 
     /// The ops table's rows: filtered, then sorted.
-    pub fn visible_ops(&self) -> Vec<&OpSnapshot> {
+    pub(crate) fn visible_ops(&self) -> Vec<&OpSnapshot> {
         let filter = self.filter.to_lowercase();
         // No filter: no lowercased copy of every name (10,000 of them in `chain`, twice a
         // frame).
@@ -500,7 +501,7 @@ impl App {
     /// What `+`/`-` change with the current selection: the selected CPU device's inter-op
     /// pool; on the intra-op panel, the intra-op pool; on a GPU or a device this engine
     /// cannot resize, nothing (with the refusal that says what to press instead).
-    pub fn plus_minus(&self) -> PlusMinus {
+    pub(crate) fn plus_minus(&self) -> PlusMinus {
         let panels = device_panels(&self.data);
         let Some(panel) = panels.get(self.selected_device) else {
             return PlusMinus::Nothing {
@@ -511,7 +512,14 @@ impl App {
         let device = panel.title().to_string();
         let why = match (panel.layout.kind, panel.layout.inter_op) {
             (DeviceKind::IntraOp, _) => return PlusMinus::IntraOp,
-            (_, Some(threads)) => return PlusMinus::InterOp { device, threads },
+            (_, Some(threads)) => {
+                let workers = panel.layout.workers;
+                return PlusMinus::InterOp {
+                    device,
+                    workers,
+                    threads,
+                };
+            }
             (DeviceKind::Gpu, None) => format!(
                 "{device} is a GPU with fixed streams, no inter-op pool: pick a CPU device \
                  with ←/→ (]/[ resize the intra-op pool)"
@@ -528,7 +536,7 @@ impl App {
     }
 
     /// Applies `action`; returns the control to send to the source, if any.
-    pub fn update(&mut self, action: Action) -> Option<Control> {
+    pub(crate) fn update(&mut self, action: Action) -> Option<Control> {
         match self.mode {
             Mode::Help => self.update_help(action),
             Mode::Filter => self.update_filter(action),
@@ -696,7 +704,11 @@ impl App {
     }
 
     /// Takes the outcome of `control` (sent because [`update`](App::update) asked).
-    pub fn control_done(&mut self, control: &Control, outcome: Result<String, ControlError>) {
+    pub(crate) fn control_done(
+        &mut self,
+        control: &Control,
+        outcome: Result<String, ControlError>,
+    ) {
         match outcome {
             Ok(text) => {
                 self.apply_accepted_resize(control);
@@ -732,7 +744,7 @@ impl App {
     fn apply_accepted_resize(&mut self, control: &Control) {
         match control {
             Control::SetInterOp { device, threads } => {
-                let resized = self.data.devices.iter_mut().find(|d| d.title == *device);
+                let resized = self.data.devices.iter_mut().find(|d| d.workers == *device);
                 if let Some(layout) = resized {
                     layout.inter_op = Some(*threads);
                 }
@@ -783,8 +795,12 @@ impl App {
 
     /// `+`/`-`: resizes what [`plus_minus`](App::plus_minus) says.
     fn inter_op_control(&mut self, by: isize) -> Option<Control> {
-        let (device, threads) = match self.plus_minus() {
-            PlusMinus::InterOp { device, threads } => (device, threads),
+        let (device, workers, threads) = match self.plus_minus() {
+            PlusMinus::InterOp {
+                device,
+                workers,
+                threads,
+            } => (device, workers, threads),
             PlusMinus::IntraOp => return self.intra_op_control(by),
             PlusMinus::Nothing { why, .. } => {
                 self.fail(why);
@@ -795,7 +811,10 @@ impl App {
             self.fail(format!("{device} keeps at least 1 inter-op worker"));
             return None;
         };
-        Some(Control::SetInterOp { device, threads })
+        Some(Control::SetInterOp {
+            device: workers,
+            threads,
+        })
     }
 
     fn intra_op_control(&mut self, by: isize) -> Option<Control> {
@@ -915,7 +934,7 @@ pub(crate) fn focus_text(focus: Focus, device: &str) -> String {
 /// What a finished workload cannot do for `action` (pause, reset, resize), in words; `None`
 /// for what it still does. The app refuses these keys with the reason; the footer leaves
 /// them out.
-pub fn refused_when_finished(action: Action) -> Option<&'static str> {
+pub(crate) fn refused_when_finished(action: Action) -> Option<&'static str> {
     match action {
         Action::TogglePause => Some("nothing to pause"),
         Action::ResetStats => Some("its final numbers stay (e exports the trace)"),
@@ -988,7 +1007,7 @@ mod tests {
         assert_eq!(titles, ["cpu0", "cpu1", "gpu0", "intra-op"]);
         app.update(Action::Right);
         let cpu1 = Control::SetInterOp {
-            device: "cpu1".into(),
+            device: app.data().devices[1].workers,
             threads: 5,
         };
         assert_eq!(app.update(Action::InterOpUp), Some(cpu1));
@@ -1049,7 +1068,7 @@ mod tests {
             status_text(&app),
             "already at the finest zoom (1.00µs a column)"
         );
-        app.timeline.zoom = ZOOM_LEVELS.len() - 1;
+        app.timeline.zoom = crate::tui::timeline_nav::ZOOM_LEVELS.len() - 1;
         app.update(Action::ZoomOut);
         assert_eq!(
             status_text(&app),
@@ -1139,8 +1158,9 @@ mod tests {
             app.control_done(&control, Ok("done".into()));
             control
         };
+        let cpu0 = app.data().devices[0].workers;
         let inter = |threads| Control::SetInterOp {
-            device: "cpu0".into(),
+            device: cpu0,
             threads,
         };
         assert_eq!(press(&mut app, Action::InterOpUp), inter(5));

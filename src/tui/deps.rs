@@ -53,14 +53,14 @@ type Chunk = std::sync::Arc<[OpRun]>;
 type Edges = std::sync::Arc<ShapeEdges>;
 
 /// Op runs a chunk holds: the unit sorted, sealed, shared and dropped.
-pub const CHUNK: usize = spans::CHUNK;
+pub(crate) const CHUNK: usize = spans::CHUNK;
 
 /// The op runs a [`RunLog`] keeps by default: twice the span store's spans.
-pub const DEFAULT_CAPACITY: usize = 2 * spans::DEFAULT_CAPACITY;
+pub(crate) const DEFAULT_CAPACITY: usize = 2 * spans::DEFAULT_CAPACITY;
 
 /// What an op read, wrote and waited on.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OpDeps {
+pub(crate) struct OpDeps {
     /// The vars it read, by name (read-modify-write ones included).
     pub reads: Vec<String>,
     /// The vars it wrote, by name.
@@ -71,7 +71,7 @@ pub struct OpDeps {
 
 /// One op another waited on, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WaitedOn {
+pub(crate) struct WaitedOn {
     /// Its op id (`None` when its run is no longer, or was never, seen).
     pub op: Option<u64>,
     /// Its name.
@@ -199,33 +199,15 @@ fn pushed(shape: &GraphShape, iterations: usize) -> RanGraph {
 /// The graph as a frame carries it: the shape's edges and the op runs held (each chunk
 /// sorted by op id). The default knows no graph: every op's deps are "not recorded".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OpGraph {
+pub(crate) struct OpGraph {
     edges: Option<Edges>,
     runs: Vec<Chunk>,
 }
 
 impl OpGraph {
+    #[cfg(test)]
     /// `shape`'s graph with `runs` (a test's, a one-off's).
-    ///
-    /// ```
-    /// use enginetop::record::{GraphShape, OpRun};
-    /// use enginetop::record::graph::GraphOp;
-    /// use enginetop::tui::deps::OpGraph;
-    /// let op = |name: &str, reads: Vec<u32>, writes: Vec<u32>| GraphOp {
-    ///     name: name.into(), device: 0, reads, writes,
-    /// };
-    /// let shape = GraphShape {
-    ///     vars: vec!["x".into(), "y".into()],
-    ///     ops: vec![op("load", vec![], vec![0]), op("use", vec![0], vec![1])],
-    ///     ..GraphShape::default()
-    /// };
-    /// let run = |op_id, index| OpRun { op_id, iteration: 0, index };
-    /// let graph = OpGraph::new(&shape, vec![run(7, 0), run(8, 1)]);
-    /// let deps = graph.deps_of(8, "use", |_, _| None).unwrap();
-    /// assert_eq!((deps.reads, deps.writes), (vec!["x".into()], vec!["y".into()]));
-    /// assert_eq!(deps.waited_on[0].to_string(), "op 7 load (RAW on x)");
-    /// ```
-    pub fn new(shape: &GraphShape, runs: Vec<OpRun>) -> OpGraph {
+    pub(crate) fn new(shape: &GraphShape, runs: Vec<OpRun>) -> OpGraph {
         let runs = runs.chunks(CHUNK).map(sorted).collect();
         OpGraph {
             edges: Some(Edges::new(ShapeEdges::new(shape))),
@@ -236,7 +218,7 @@ impl OpGraph {
     /// What `span`'s op read, wrote and waited on; `None` where its run is not held (a setup
     /// op, a failed one, one older than the runs kept) or the graph is not known. The
     /// iteration markers among `spans` give the markers' ids.
-    pub fn deps(&self, span: &OpSpan, spans: &SpanSnapshot) -> Option<OpDeps> {
+    pub(crate) fn deps(&self, span: &OpSpan, spans: &SpanSnapshot) -> Option<OpDeps> {
         let markers = |after: u64, before: u64| {
             spans
                 .iter()
@@ -250,7 +232,7 @@ impl OpGraph {
 
     /// What op `op` (named `name`) read, wrote and waited on; `markers(after, before)` is
     /// the id of the `iteration_end` op between those two ids, if one is known.
-    pub fn deps_of(
+    pub(crate) fn deps_of(
         &self,
         op: u64,
         name: &str,
@@ -383,7 +365,7 @@ struct LogInner {
 
 /// The bounded log of a run's op runs and its shape (see the module docs): the run's graph
 /// observer live, fed from a recording in a replay.
-pub struct RunLog {
+pub(crate) struct RunLog {
     capacity: usize,
     inner: Mutex<LogInner>,
     /// Told everything the log is told (a recorder's observer).
@@ -403,8 +385,11 @@ impl fmt::Debug for RunLog {
 impl RunLog {
     /// A log keeping at least `capacity` op runs (whole chunks, at least two), telling
     /// `forward` too.
-    // std's Arc: a `dyn` trait object, which loom's `Arc` cannot hold.
-    pub fn new(capacity: usize, forward: Option<std::sync::Arc<dyn GraphObserver>>) -> RunLog {
+    pub(crate) fn new(
+        capacity: usize,
+        // std's Arc: a `dyn` trait object, which loom's `Arc` cannot hold.
+        forward: Option<std::sync::Arc<dyn GraphObserver>>,
+    ) -> RunLog {
         RunLog {
             capacity: capacity.div_ceil(CHUNK).max(2) * CHUNK,
             inner: Mutex::new(LogInner::default()),
@@ -413,7 +398,7 @@ impl RunLog {
     }
 
     /// The graph as it stands: the shape's edges and the runs held.
-    pub fn snapshot(&self) -> OpGraph {
+    pub(crate) fn snapshot(&self) -> OpGraph {
         let inner = self.inner.lock();
         let mut runs: Vec<Chunk> = inner.sealed.iter().cloned().collect();
         if !inner.tail.is_empty() {
@@ -474,6 +459,37 @@ impl GraphObserver for RunLog {
 mod tests {
     use super::*;
     use crate::record::graph::GraphOp;
+
+    /// [`OpGraph::new`] on a two-op graph: the second op waits on the first.
+    #[test]
+    fn a_graph_names_reads_writes_and_the_op_waited_on() {
+        use crate::record::graph::GraphOp;
+        use crate::record::{GraphShape, OpRun};
+        use crate::tui::deps::OpGraph;
+        let op = |name: &str, reads: Vec<u32>, writes: Vec<u32>| GraphOp {
+            name: name.into(),
+            device: 0,
+            reads,
+            writes,
+        };
+        let shape = GraphShape {
+            vars: vec!["x".into(), "y".into()],
+            ops: vec![op("load", vec![], vec![0]), op("use", vec![0], vec![1])],
+            ..GraphShape::default()
+        };
+        let run = |op_id, index| OpRun {
+            op_id,
+            iteration: 0,
+            index,
+        };
+        let graph = OpGraph::new(&shape, vec![run(7, 0), run(8, 1)]);
+        let deps = graph.deps_of(8, "use", |_, _| None).unwrap();
+        assert_eq!(
+            (deps.reads, deps.writes),
+            (vec!["x".into()], vec!["y".into()])
+        );
+        assert_eq!(deps.waited_on[0].to_string(), "op 7 load (RAW on x)");
+    }
 
     fn op(name: &str, reads: &[u32], writes: &[u32]) -> GraphOp {
         GraphOp {

@@ -12,11 +12,11 @@ use crate::profiler::stats::Activity;
 
 /// Samples kept: the widest timeline (about 200 columns) at the widest zoom (1.6 s a
 /// column) at the default 10 frames a second.
-pub const CAPACITY: usize = 200 * 16;
+pub(crate) const CAPACITY: usize = 200 * 16;
 
 /// One frame's figures.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// The workload's elapsed time when it was taken (paused time excluded).
     pub elapsed: Duration,
     /// When it was taken, on the profiler's clock (ns; keeps running while paused).
@@ -38,7 +38,7 @@ pub struct Sample {
 
 impl Sample {
     /// The sample of `data`.
-    pub fn of(data: &DashboardData) -> Sample {
+    pub(crate) fn of(data: &DashboardData) -> Sample {
         let snapshot = &data.snapshot;
         let mut device_queues: Vec<(String, u64)> = snapshot
             .devices
@@ -90,13 +90,13 @@ impl Sample {
 
 /// The last [`CAPACITY`] samples, oldest first.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct History {
+pub(crate) struct History {
     samples: VecDeque<Sample>,
 }
 
 impl History {
     /// Adds the sample of `data`, forgetting the oldest past [`CAPACITY`].
-    pub fn record(&mut self, data: &DashboardData) {
+    pub(crate) fn record(&mut self, data: &DashboardData) {
         if self.samples.len() == CAPACITY {
             self.samples.pop_front();
         }
@@ -104,34 +104,36 @@ impl History {
     }
 
     /// Forgets everything.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.samples.clear();
     }
 
     /// Samples held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.samples.len()
     }
 
     /// Whether nothing was recorded.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.samples.is_empty()
     }
 
     /// Every sample, oldest first.
-    pub fn samples(&self) -> impl DoubleEndedIterator<Item = &Sample> + ExactSizeIterator {
+    pub(crate) fn samples(&self) -> impl DoubleEndedIterator<Item = &Sample> + ExactSizeIterator {
         self.samples.iter()
     }
 
     /// The newest `count` samples (fewer if fewer were taken), oldest first.
-    pub fn newest(&self, count: usize) -> impl Iterator<Item = &Sample> {
+    pub(crate) fn newest(&self, count: usize) -> impl Iterator<Item = &Sample> {
         self.samples
             .iter()
             .skip(self.samples.len().saturating_sub(count))
     }
 
     /// The samples taken in the last `span` of elapsed time, oldest first.
-    pub fn within(&self, span: Duration) -> impl Iterator<Item = &Sample> {
+    pub(crate) fn within(&self, span: Duration) -> impl Iterator<Item = &Sample> {
         let newest = self.samples.back().map_or(Duration::ZERO, |s| s.elapsed);
         let since = newest.saturating_sub(span);
         self.samples.iter().filter(move |s| s.elapsed >= since)

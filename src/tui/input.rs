@@ -11,7 +11,7 @@ use super::app::{Action, Mode};
 /// not in the footer), and every key of the line with its action (the state tests press them
 /// all).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KeyHelp {
+pub(crate) struct KeyHelp {
     /// The keys as the help shows them.
     pub keys: &'static str,
     /// What they do.
@@ -37,7 +37,7 @@ const fn line(
 }
 
 /// Every key, in help order (the footer shows those with a hint, in this order).
-pub const KEYS: [KeyHelp; 17] = [
+pub(crate) const KEYS: [KeyHelp; 17] = [
     line(
         "q  Ctrl-C",
         "quit",
@@ -186,7 +186,7 @@ pub const KEYS: [KeyHelp; 17] = [
 ];
 
 /// The action for terminal event `event` in `mode`, if any.
-pub fn action_for(event: &Event, mode: Mode) -> Option<Action> {
+pub(crate) fn action_for(event: &Event, mode: Mode) -> Option<Action> {
     match event {
         Event::Key(key) if key.kind != KeyEventKind::Release => action_for_key(key, mode),
         _ => None,

@@ -21,19 +21,19 @@ use super::source::{DashboardData, DeviceKind};
 use crate::profiler::stats::Activity;
 
 /// Share of the window spent spinning that makes a worker worth a warning.
-pub const SPIN_SHARE: f64 = 0.5;
+pub(crate) const SPIN_SHARE: f64 = 0.5;
 /// How far back the queue-growth lint looks.
-pub const QUEUE_SPAN: Duration = Duration::from_secs(5);
+pub(crate) const QUEUE_SPAN: Duration = Duration::from_secs(5);
 /// How much of [`QUEUE_SPAN`] the history must cover before the lint speaks.
 pub(crate) const QUEUE_MIN_COVERED: Duration = Duration::from_secs(3);
 /// The smallest depth worth a warning.
-pub const QUEUE_MIN_DEPTH: u64 = 64;
+pub(crate) const QUEUE_MIN_DEPTH: u64 = 64;
 /// The slowest growth worth a warning, in tasks per second.
-pub const QUEUE_MIN_GROWTH: f64 = 10.0;
+pub(crate) const QUEUE_MIN_GROWTH: f64 = 10.0;
 
 /// One warning.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Lint {
+pub(crate) enum Lint {
     /// More threads may run at once than there are CPUs.
     Oversubscribed {
         /// Inter-op workers, every CPU device together.
@@ -113,7 +113,11 @@ impl fmt::Display for Lint {
 }
 
 /// Every warning for this frame, most important first.
-pub fn find(data: &DashboardData, panels: &[DevicePanel<'_>], history: &History) -> Vec<Lint> {
+pub(crate) fn find(
+    data: &DashboardData,
+    panels: &[DevicePanel<'_>],
+    history: &History,
+) -> Vec<Lint> {
     let mut lints: Vec<Lint> = data
         .facts
         .verdicts

@@ -45,7 +45,7 @@ const RATE_WINDOW: Duration = Duration::from_secs(1);
 
 /// What the source shows that neither the profiler nor the driver's progress tells.
 #[derive(Clone, Debug, Default)]
-pub struct LiveInfo {
+pub(crate) struct LiveInfo {
     /// The engine kind (what `+`/`-` can resize).
     pub engine: EngineKind,
     /// The pool kind's name.
@@ -94,7 +94,7 @@ type OutcomeSlot = Arc<Mutex<Option<Outcome>>>;
 
 /// A workload running on its `driver` thread, for the dashboard.
 #[derive(Debug)]
-pub struct LiveRun {
+pub(crate) struct LiveRun {
     handle: DriverHandle,
     thread: thread::JoinHandle<Result<RunSummary, RunError>>,
 }
@@ -102,7 +102,7 @@ pub struct LiveRun {
 impl LiveRun {
     /// Starts `driver` on a thread named `driver` for `length`; returns the run and the
     /// dashboard's source over it. `report` and `peak_gflops` go into the run's summary.
-    pub fn start(
+    pub(crate) fn start(
         mut driver: Driver,
         length: RunLength,
         profiler: &Profiler,
@@ -148,7 +148,7 @@ impl LiveRun {
     }
 
     /// Stops the run (after the iterations it pushed), waits for it, and returns its summary.
-    pub fn finish(self) -> Result<RunSummary, RunError> {
+    pub(crate) fn finish(self) -> Result<RunSummary, RunError> {
         self.handle.stop();
         match self.thread.join() {
             Ok(result) => result,
@@ -193,7 +193,7 @@ fn outcome_of(result: &Result<RunSummary, RunError>) -> Outcome {
 }
 
 /// The dashboard's source over a [`LiveRun`] (see the module docs).
-pub struct LiveSource {
+pub(crate) struct LiveSource {
     handle: DriverHandle,
     profiler: Profiler,
     workload: String,
@@ -290,7 +290,7 @@ impl LiveSource {
             .iter()
             .enumerate()
             .map(|(index, &id)| DeviceLayout {
-                title: format!("cpu{id}"),
+                title: cpu_title(id),
                 kind: DeviceKind::Cpu,
                 workers: DeviceId::of(Device::Cpu(id)),
                 priority: (engine == EngineKind::PerDevice && index == 0)
@@ -467,7 +467,7 @@ impl DashboardSource for LiveSource {
             ),
             Control::SetInterOp { device, threads } => {
                 self.handle.set_inter_op_threads(threads).map_err(failed)?;
-                Ok(format!("inter {threads} on {device}"))
+                Ok(format!("inter {threads} on {}", device_title(device)))
             }
             Control::SetIntraOp(threads) => {
                 self.handle.set_intra_op_threads(threads).map_err(failed)?;
@@ -494,6 +494,19 @@ impl DashboardSource for LiveSource {
 
     fn tuner(&mut self) -> Option<TuneProgress> {
         self.tuner.as_ref().map(LiveTuner::progress)
+    }
+}
+
+/// CPU device `index`'s panel title (`cpu0`).
+fn cpu_title(index: u32) -> String {
+    format!("cpu{index}")
+}
+
+/// How a control's message names `device`: as its panel is titled.
+fn device_title(device: DeviceId) -> String {
+    match device.device() {
+        Some(Device::Cpu(index)) => cpu_title(index),
+        _ => device.name().to_string(),
     }
 }
 
@@ -640,7 +653,7 @@ mod tests {
                 '+' | '-' => {
                     inter = if *key == '+' { inter + 1 } else { inter - 1 };
                     Control::SetInterOp {
-                        device: "cpu0".into(),
+                        device: DeviceId::of(Device::Cpu(0)),
                         threads: inter,
                     }
                 }
@@ -770,7 +783,7 @@ mod tests {
     fn controls_resize_pause_export_and_stop() {
         let (run, mut source, dir) = live(RunLength::UntilStopped);
         let cpu0 = Control::SetInterOp {
-            device: "cpu0".into(),
+            device: DeviceId::of(Device::Cpu(0)),
             threads: 2,
         };
         assert_eq!(source.control(cpu0).unwrap(), "inter 2 on cpu0");

@@ -19,34 +19,35 @@
 //! `Snapshot` in [`panels`]), then draw it in one of the [`view`] files.
 #![forbid(unsafe_code)]
 
-pub mod app;
-pub mod compare;
-pub mod deps;
+pub(crate) mod app;
+pub(crate) mod compare;
+pub(crate) mod deps;
 #[cfg(any(test, feature = "test-fakes"))]
-pub mod fake;
-pub mod history;
-pub mod input;
-pub mod lints;
-pub mod live;
-pub mod panels;
-pub mod replay;
+pub(crate) mod fake;
+pub(crate) mod history;
+pub(crate) mod input;
+pub(crate) mod lints;
+pub(crate) mod live;
+pub(crate) mod panels;
+pub(crate) mod replay;
 mod run;
-pub mod source;
-pub mod term;
-pub mod theme;
-pub mod timeline_nav;
-pub mod tuner;
-pub mod view;
+pub(crate) mod source;
+pub(crate) mod term;
+pub(crate) mod theme;
+pub(crate) mod timeline_nav;
+pub(crate) mod tuner;
+pub(crate) mod view;
 
-pub use app::{Action, App};
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub(crate) use app::App;
 #[cfg(any(test, feature = "test-fakes"))]
-pub use fake::{FakeOptions, FakeSource, Scenario};
-pub use live::{LiveInfo, LiveRun, LiveSource};
-pub use replay::ReplaySource;
-pub use run::{run, RunOptions, TuiError};
-pub use source::{
-    Control, ControlError, DashboardData, DashboardSource, DeviceKind, DeviceLayout, Facts,
-    StreamLayout,
-};
-pub use theme::{ColorChoice, Theme};
-pub use tuner::TuneControl;
+pub(crate) use fake::{FakeOptions, FakeSource};
+pub(crate) use live::{LiveInfo, LiveRun};
+pub(crate) use replay::ReplaySource;
+pub(crate) use run::{run, RunOptions};
+pub(crate) use source::DashboardSource;
+#[cfg(any(test, feature = "test-fakes"))]
+pub(crate) use source::{Control, ControlError, DashboardData};
+pub(crate) use theme::Theme;

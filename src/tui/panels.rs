@@ -11,7 +11,7 @@ use crate::profiler::DeviceId;
 
 /// One pool of workers (a device's inter-op pool, its priority pool, the intra-op pool).
 #[derive(Clone, Debug)]
-pub struct PoolPanel<'a> {
+pub(crate) struct PoolPanel<'a> {
     /// The profiler device's statistics, if it saw an event.
     pub device: Option<&'a DeviceSnapshot>,
     /// Its workers, by their pool's role ([`PoolRole`]'s order: a GPU's compute, copy, then
@@ -33,17 +33,17 @@ impl PoolPanel<'_> {
     }
 
     /// The sum of every queue's latest depth.
-    pub fn queue_depth(&self) -> u64 {
+    pub(crate) fn queue_depth(&self) -> u64 {
         self.device.map_or(0, |device| device.queue_depth)
     }
 
     /// Ops finished per second over the window.
-    pub fn ops_per_s(&self) -> f64 {
+    pub(crate) fn ops_per_s(&self) -> f64 {
         self.device.map_or(0.0, |device| device.ops_per_s)
     }
 
     /// Ops finished since the start (or the last reset).
-    pub fn ops(&self) -> u64 {
+    pub(crate) fn ops(&self) -> u64 {
         self.device.map_or(0, |device| device.ops)
     }
 
@@ -53,14 +53,14 @@ impl PoolPanel<'_> {
     }
 
     /// Pool tasks finished since the start (or the last reset).
-    pub fn tasks(&self) -> u64 {
+    pub(crate) fn tasks(&self) -> u64 {
         self.device.map_or(0, |device| device.tasks)
     }
 }
 
 /// One stream and its statistics.
 #[derive(Clone, Debug)]
-pub struct StreamPanel<'a> {
+pub(crate) struct StreamPanel<'a> {
     /// Where the stream's events come from, and its role.
     pub layout: &'a StreamLayout,
     /// Its name: the worker thread feeding it, as the timeline's row names it, and a copy
@@ -75,7 +75,7 @@ pub struct StreamPanel<'a> {
 
 /// One device panel.
 #[derive(Clone, Debug)]
-pub struct DevicePanel<'a> {
+pub(crate) struct DevicePanel<'a> {
     /// How it is laid out (synthesized when the source gave no layout).
     pub layout: Cow<'a, DeviceLayout>,
     /// Its inter-op workers (or the intra-op pool's threads).
@@ -88,7 +88,7 @@ pub struct DevicePanel<'a> {
 
 impl DevicePanel<'_> {
     /// The panel's title.
-    pub fn title(&self) -> &str {
+    pub(crate) fn title(&self) -> &str {
         &self.layout.title
     }
 

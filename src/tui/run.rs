@@ -20,33 +20,28 @@ use super::app::App;
 use super::input::action_for;
 use super::source::DashboardSource;
 use super::term::{DashboardTerminal, TerminalGuard};
-use super::theme::{ColorChoice, Theme};
+use super::theme::Theme;
 use super::view;
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, AtomicBool, Ordering};
 
 /// How the dashboard runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     /// Frames per second (snapshots taken and screens drawn).
     pub(crate) fps: u32,
-    /// Colour, or not (`NO_COLOR` is honoured under [`ColorChoice::Auto`]).
-    pub color: ColorChoice,
 }
 
 impl Default for RunOptions {
     /// 10 frames a second, colour unless `NO_COLOR`.
     fn default() -> Self {
-        RunOptions {
-            fps: 10,
-            color: ColorChoice::Auto,
-        }
+        RunOptions { fps: 10 }
     }
 }
 
 /// Why the dashboard could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum TuiError {
+pub(crate) enum TuiError {
     /// Standard output is not a terminal.
     #[error("the dashboard needs a terminal, but standard output is not one; run it in a terminal, or use a headless command")]
     NotATerminal,
@@ -71,18 +66,13 @@ enum Message {
 }
 
 /// Runs the dashboard on `source` until the user quits (`q`, Ctrl-C). The terminal is
-/// restored on return, on error and on panic.
-///
-/// ```no_run
-/// use enginetop::tui::{run, FakeOptions, FakeSource, RunOptions};
-/// run(FakeSource::new(FakeOptions::default()), RunOptions::default())?;
-/// # Ok::<(), enginetop::tui::TuiError>(())
-/// ```
-pub fn run(mut source: impl DashboardSource, options: RunOptions) -> Result<(), TuiError> {
+/// restored on return, on error and on panic. `enginetop demo` (the `test-fakes` feature)
+/// runs it over the fake source.
+pub(crate) fn run(mut source: impl DashboardSource, options: RunOptions) -> Result<(), TuiError> {
     if !std::io::stdout().is_terminal() {
         return Err(TuiError::NotATerminal);
     }
-    let theme = Theme::from_env(options.color);
+    let theme = Theme::from_env();
     let mut guard = TerminalGuard::enter().map_err(TuiError::Setup)?;
     let (sender, receiver) = mpsc::channel();
     let input = InputThread::spawn(sender)?;

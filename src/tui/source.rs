@@ -2,24 +2,6 @@
 //! [`DashboardData`] (the profiler's [`Snapshot`] plus the facts only the driver knows) and
 //! applies [`Control`]s. Data flows one way: the dashboard reads snapshots and sends controls;
 //! the runtime never calls into the dashboard.
-//!
-//! ```
-//! use enginetop::tui::{Control, ControlError, DashboardData, DashboardSource};
-//!
-//! /// A source with nothing to show, that refuses every control.
-//! struct Empty;
-//!
-//! impl DashboardSource for Empty {
-//!     fn snapshot(&mut self) -> DashboardData {
-//!         DashboardData::default()
-//!     }
-//!     fn control(&mut self, control: Control) -> Result<String, ControlError> {
-//!         Err(ControlError::Unsupported(control.describe()))
-//!     }
-//! }
-//! let mut source = Empty;
-//! assert!(source.control(Control::ResetStats).is_err());
-//! ```
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
@@ -34,7 +16,7 @@ use crate::workload::run::GpuWorkerRoles;
 ///
 /// The dashboard calls both methods from its own thread, about ten times a second for
 /// `snapshot` and once per key press for `control`; neither should block for long.
-pub trait DashboardSource {
+pub(crate) trait DashboardSource {
     /// Everything to show now.
     fn snapshot(&mut self) -> DashboardData;
 
@@ -50,11 +32,11 @@ pub trait DashboardSource {
 
 /// A request from the dashboard to the runtime.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Control {
-    /// Resize the inter-op worker pool of the device titled `device` to `threads`.
+pub(crate) enum Control {
+    /// Resize the inter-op worker pool of device `device` to `threads`.
     SetInterOp {
-        /// The device's [`DeviceLayout::title`].
-        device: String,
+        /// The device: its panel's [`DeviceLayout::workers`].
+        device: DeviceId,
         /// The new worker count (at least 1).
         threads: usize,
     },
@@ -73,8 +55,9 @@ pub enum Control {
 }
 
 impl Control {
+    #[cfg(test)]
     /// What the control does, in a few words (for messages).
-    pub fn describe(&self) -> &'static str {
+    pub(crate) fn describe(&self) -> &'static str {
         match self {
             Control::SetInterOp { .. } => "resizing a device's inter-op pool",
             Control::SetIntraOp(_) => "resizing the intra-op pool",
@@ -90,7 +73,7 @@ impl Control {
 
 /// Why a [`Control`] was not applied (shown in the footer).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ControlError {
+pub(crate) enum ControlError {
     /// This source cannot do it at all.
     #[error("{0} is not supported here")]
     Unsupported(&'static str),
@@ -102,7 +85,7 @@ pub enum ControlError {
 /// One frame's worth of data: the profiler's statistics, the driver's facts, and how the
 /// profiler's devices group into the panels the dashboard draws.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct DashboardData {
+pub(crate) struct DashboardData {
     /// The profiler's live statistics.
     pub snapshot: Snapshot,
     /// What only the driver knows: names, settings, progress.
@@ -120,7 +103,7 @@ pub struct DashboardData {
 
 /// The header's facts, supplied by the driver.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// The workload's name (`resnet-like`).
     pub workload: String,
     /// The engine (`threaded`, `naive`, ...).
@@ -179,7 +162,7 @@ pub(crate) struct PoolUsage {
 
 /// Which kind of panel a device gets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum DeviceKind {
+pub(crate) enum DeviceKind {
     /// Inter-op workers, an optional priority pool.
     #[default]
     Cpu,
@@ -193,7 +176,7 @@ pub enum DeviceKind {
 /// [`StreamId::code`]: role in the high 16 bits, index in the low 16), and what that number
 /// means.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StreamLayout {
+pub(crate) struct StreamLayout {
     /// The profiler device the stream events are recorded under.
     pub device: DeviceId,
     /// The stream number in those events ([`StreamId::code`]).
@@ -207,18 +190,7 @@ pub struct StreamLayout {
 impl StreamLayout {
     /// The stream numbered `code` (a [`StreamId::code`]) on profiler device `device`; a role
     /// this build does not know reads as compute.
-    ///
-    /// ```
-    /// use enginetop::device::identity::Device;
-    /// use enginetop::device::stream::{StreamId, StreamKind};
-    /// use enginetop::profiler::DeviceId;
-    /// use enginetop::tui::StreamLayout;
-    /// let h2d = StreamId { device: 0, kind: StreamKind::CopyH2D, index: 1 };
-    /// let layout = StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), h2d.code());
-    /// assert_eq!((layout.kind, layout.index), (StreamKind::CopyH2D, 1));
-    /// assert_eq!(layout.label("gpu0", Some(2)), "stream h2d1 (gpu0-copy-1)");
-    /// ```
-    pub fn of_code(device: DeviceId, code: u32) -> StreamLayout {
+    pub(crate) fn of_code(device: DeviceId, code: u32) -> StreamLayout {
         let (kind, index) = decode_stream_code(code);
         StreamLayout {
             device,
@@ -233,18 +205,7 @@ impl StreamLayout {
     /// the `k`th compute stream, and the prioritized worker the compute stream after the
     /// `compute_workers` compute workers' (all compute streams are the compute workers' while
     /// their count is unknown).
-    ///
-    /// ```
-    /// use enginetop::device::identity::{Device, PoolRole};
-    /// use enginetop::device::stream::{StreamId, StreamKind};
-    /// use enginetop::profiler::DeviceId;
-    /// use enginetop::tui::StreamLayout;
-    /// let third = StreamId { device: 0, kind: StreamKind::Compute, index: 2 };
-    /// let layout = StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), third.code());
-    /// assert_eq!(layout.feeder(Some(2)), (PoolRole::GpuPriority, 0));
-    /// assert_eq!(layout.feeder(None), (PoolRole::GpuCompute, 2));
-    /// ```
-    pub fn feeder(&self, compute_workers: Option<u32>) -> (PoolRole, u32) {
+    pub(crate) fn feeder(&self, compute_workers: Option<u32>) -> (PoolRole, u32) {
         match (self.kind, compute_workers) {
             (StreamKind::Compute, Some(workers)) if self.index >= workers => {
                 (PoolRole::GpuPriority, self.index - workers)
@@ -256,7 +217,7 @@ impl StreamLayout {
 
     /// The thread name of the worker that feeds the stream on the GPU titled `gpu` (`gpu0`),
     /// as the engine names it and the timeline shows it ([`feeder`](Self::feeder)).
-    pub fn worker(&self, gpu: &str, compute_workers: Option<u32>) -> String {
+    pub(crate) fn worker(&self, gpu: &str, compute_workers: Option<u32>) -> String {
         let (role, index) = self.feeder(compute_workers);
         gpu_worker_name(gpu, role, index)
     }
@@ -266,7 +227,7 @@ impl StreamLayout {
     /// row): `stream compute1 (gpu0-compute-1)`, `stream h2d0 (gpu0-copy-0)`,
     /// `stream compute2 (gpu0-prio-0)`. Its figure is the stream's occupancy, not the
     /// worker thread's activity.
-    pub fn label(&self, gpu: &str, compute_workers: Option<u32>) -> String {
+    pub(crate) fn label(&self, gpu: &str, compute_workers: Option<u32>) -> String {
         let worker = self.worker(gpu, compute_workers);
         format!("{} ({worker})", self.stream_label())
     }
@@ -301,12 +262,13 @@ pub(crate) fn decode_stream_code(code: u32) -> (StreamKind, u32) {
 
 /// One device panel and the profiler devices it is drawn from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DeviceLayout {
-    /// The panel's title, also the device named in [`Control::SetInterOp`] (`cpu0`).
+pub(crate) struct DeviceLayout {
+    /// The panel's title (`cpu0`).
     pub title: String,
     /// The kind of panel.
     pub kind: DeviceKind,
-    /// The profiler device whose workers and queues are this device's workers.
+    /// The profiler device whose workers and queues are this device's workers; the device
+    /// a [`Control::SetInterOp`] names.
     pub workers: DeviceId,
     /// The profiler device of its priority pool, if it has one.
     pub priority: Option<DeviceId>,
@@ -327,6 +289,58 @@ mod tests {
     use crate::device::gpu::GpuRole;
     use crate::device::identity::Device;
     use crate::device::stream::StreamId;
+
+    /// The seam as a source implements it (the module docs' example).
+    #[test]
+    fn a_source_that_shows_nothing_refuses_every_control() {
+        use crate::tui::{Control, ControlError, DashboardData, DashboardSource};
+
+        /// A source with nothing to show, that refuses every control.
+        struct Empty;
+
+        impl DashboardSource for Empty {
+            fn snapshot(&mut self) -> DashboardData {
+                DashboardData::default()
+            }
+            fn control(&mut self, control: Control) -> Result<String, ControlError> {
+                Err(ControlError::Unsupported(control.describe()))
+            }
+        }
+        let mut source = Empty;
+        assert!(source.control(Control::ResetStats).is_err());
+    }
+
+    /// [`StreamLayout::of_code`] on a copy stream.
+    #[test]
+    fn a_stream_layout_reads_its_kind_and_index_from_the_code() {
+        use crate::device::identity::Device;
+        use crate::device::stream::{StreamId, StreamKind};
+        use crate::profiler::DeviceId;
+        let h2d = StreamId {
+            device: 0,
+            kind: StreamKind::CopyH2D,
+            index: 1,
+        };
+        let layout = StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), h2d.code());
+        assert_eq!((layout.kind, layout.index), (StreamKind::CopyH2D, 1));
+        assert_eq!(layout.label("gpu0", Some(2)), "stream h2d1 (gpu0-copy-1)");
+    }
+
+    /// [`StreamLayout::feeder`] with and without the compute workers' count.
+    #[test]
+    fn the_feeder_of_a_stream_is_its_pool_role_and_index() {
+        use crate::device::identity::{Device, PoolRole};
+        use crate::device::stream::{StreamId, StreamKind};
+        use crate::profiler::DeviceId;
+        let third = StreamId {
+            device: 0,
+            kind: StreamKind::Compute,
+            index: 2,
+        };
+        let layout = StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), third.code());
+        assert_eq!(layout.feeder(Some(2)), (PoolRole::GpuPriority, 0));
+        assert_eq!(layout.feeder(None), (PoolRole::GpuCompute, 2));
+    }
 
     /// The decoding undoes `StreamId::code` for every role (the packing lives in
     /// `device::stream`; this fails if it changes).

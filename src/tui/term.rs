@@ -40,14 +40,14 @@ fn install_panic_hook() {
 }
 
 /// Holds the terminal in dashboard mode; dropping it restores the terminal.
-pub struct TerminalGuard {
+pub(crate) struct TerminalGuard {
     terminal: DashboardTerminal,
 }
 
 impl TerminalGuard {
     /// Enters raw mode and the alternate screen, hides the cursor, and installs the
     /// restoring panic hook.
-    pub fn enter() -> io::Result<TerminalGuard> {
+    pub(crate) fn enter() -> io::Result<TerminalGuard> {
         install_panic_hook();
         let guard = TerminalGuard {
             terminal: Terminal::new(CrosstermBackend::new(io::stdout()))?,
@@ -62,7 +62,7 @@ impl TerminalGuard {
     }
 
     /// The terminal to draw on.
-    pub fn terminal(&mut self) -> &mut DashboardTerminal {
+    pub(crate) fn terminal(&mut self) -> &mut DashboardTerminal {
         &mut self.terminal
     }
 }
@@ -76,7 +76,7 @@ impl Drop for TerminalGuard {
 }
 
 /// Leaves the alternate screen and raw mode and shows the cursor (safe to call twice).
-pub fn restore() -> io::Result<()> {
+pub(crate) fn restore() -> io::Result<()> {
     let raw = disable_raw_mode();
     execute!(io::stdout(), LeaveAlternateScreen, Show)?;
     raw

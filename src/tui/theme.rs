@@ -10,32 +10,15 @@ use ratatui::style::{Color, Modifier, Style};
 
 use crate::profiler::stats::Activity;
 
-/// Whether to use colour.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ColorChoice {
-    /// Colour unless `NO_COLOR` is set to a non-empty value (<https://no-color.org>).
-    #[default]
-    Auto,
-    /// Always colour.
-    Always,
-    /// Never colour.
-    Never,
-}
-
-impl ColorChoice {
-    /// Whether colour is on, given the value of `NO_COLOR`.
-    pub fn resolve(self, no_color: Option<&str>) -> bool {
-        match self {
-            ColorChoice::Always => true,
-            ColorChoice::Never => false,
-            ColorChoice::Auto => !matches!(no_color, Some(value) if !value.is_empty()),
-        }
-    }
+/// Whether colour is on, given the value of `NO_COLOR`: colour unless it is set to a
+/// non-empty value (<https://no-color.org>).
+fn colored_unless(no_color: Option<&str>) -> bool {
+    !matches!(no_color, Some(value) if !value.is_empty())
 }
 
 /// The styles every view draws with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Theme {
+pub(crate) struct Theme {
     color: bool,
 }
 
@@ -47,20 +30,21 @@ impl Default for Theme {
 
 impl Theme {
     /// Colours on.
-    pub fn colored() -> Self {
+    pub(crate) fn colored() -> Self {
         Theme { color: true }
     }
 
+    #[cfg(test)]
     /// No colour at all (`NO_COLOR`).
-    pub fn plain() -> Self {
+    pub(crate) fn plain() -> Self {
         Theme { color: false }
     }
 
-    /// The theme `choice` asks for, reading `NO_COLOR` from the environment.
-    pub(crate) fn from_env(choice: ColorChoice) -> Self {
+    /// Colour unless `NO_COLOR` says otherwise (read from the environment).
+    pub(crate) fn from_env() -> Self {
         let no_color = std::env::var("NO_COLOR").ok();
         Theme {
-            color: choice.resolve(no_color.as_deref()),
+            color: colored_unless(no_color.as_deref()),
         }
     }
 
@@ -73,12 +57,12 @@ impl Theme {
     }
 
     /// Ordinary text.
-    pub fn text(self) -> Style {
+    pub(crate) fn text(self) -> Style {
         Style::new()
     }
 
     /// Labels and secondary figures.
-    pub fn dim(self) -> Style {
+    pub(crate) fn dim(self) -> Style {
         Style::new().add_modifier(Modifier::DIM)
     }
 
@@ -88,27 +72,27 @@ impl Theme {
     }
 
     /// A warning (lints, dropped events).
-    pub fn warning(self) -> Style {
+    pub(crate) fn warning(self) -> Style {
         self.fg(Color::Yellow).add_modifier(Modifier::BOLD)
     }
 
     /// An error.
-    pub fn error(self) -> Style {
+    pub(crate) fn error(self) -> Style {
         self.fg(Color::Red).add_modifier(Modifier::BOLD)
     }
 
     /// A good outcome (a control applied).
-    pub fn ok(self) -> Style {
+    pub(crate) fn ok(self) -> Style {
         self.fg(Color::Green)
     }
 
     /// A key in the footer or the help.
-    pub fn key(self) -> Style {
+    pub(crate) fn key(self) -> Style {
         self.fg(Color::Cyan).add_modifier(Modifier::BOLD)
     }
 
     /// A state badge (PAUSED, FINISHED): reversed so it shows without colour.
-    pub fn badge(self) -> Style {
+    pub(crate) fn badge(self) -> Style {
         self.fg(Color::Yellow)
             .add_modifier(Modifier::REVERSED | Modifier::BOLD)
     }
@@ -119,32 +103,32 @@ impl Theme {
     }
 
     /// The border of other panels.
-    pub fn border(self) -> Style {
+    pub(crate) fn border(self) -> Style {
         self.fg(Color::DarkGray)
     }
 
     /// A selected table row.
-    pub fn selected(self) -> Style {
+    pub(crate) fn selected(self) -> Style {
         Style::new().add_modifier(Modifier::REVERSED)
     }
 
     /// The filled part of a bar or gauge.
-    pub fn bar(self) -> Style {
+    pub(crate) fn bar(self) -> Style {
         self.fg(Color::Green)
     }
 
     /// A change of the thread counts on the sparklines and the timeline.
-    pub fn marker(self) -> Style {
+    pub(crate) fn marker(self) -> Style {
         self.fg(Color::Magenta)
     }
 
     /// A sparkline.
-    pub fn sparkline(self) -> Style {
+    pub(crate) fn sparkline(self) -> Style {
         self.fg(Color::Cyan)
     }
 
     /// The colour of `activity`.
-    pub fn activity(self, activity: Activity) -> Style {
+    pub(crate) fn activity(self, activity: Activity) -> Style {
         match activity {
             Activity::Running => self.fg(Color::Green),
             Activity::Stealing => self.fg(Color::Yellow),
@@ -177,7 +161,7 @@ pub(crate) fn timeline_glyph(activity: Option<Activity>) -> &'static str {
 }
 
 /// The states in legend order, with their names.
-pub const LEGEND: [(Activity, &str); 4] = [
+pub(crate) const LEGEND: [(Activity, &str); 4] = [
     (Activity::Running, "running"),
     (Activity::Stealing, "stealing"),
     (Activity::Spinning, "spinning"),
@@ -190,11 +174,9 @@ mod tests {
 
     #[test]
     fn no_color_set_and_non_empty_turns_colour_off() {
-        assert!(ColorChoice::Auto.resolve(None));
-        assert!(ColorChoice::Auto.resolve(Some("")));
-        assert!(!ColorChoice::Auto.resolve(Some("1")));
-        assert!(ColorChoice::Always.resolve(Some("1")));
-        assert!(!ColorChoice::Never.resolve(None));
+        assert!(colored_unless(None));
+        assert!(colored_unless(Some("")));
+        assert!(!colored_unless(Some("1")));
     }
 
     #[test]

@@ -36,7 +36,7 @@ const fn ms(n: u64) -> Duration {
 }
 
 /// Timeline zoom levels, the time one column covers: 1-2-5 steps from 1 µs to 10 s.
-pub const ZOOM_LEVELS: [Duration; 22] = [
+pub(crate) const ZOOM_LEVELS: [Duration; 22] = [
     us(1),
     us(2),
     us(5),
@@ -67,14 +67,14 @@ pub(crate) const DEFAULT_ZOOM: usize = 15;
 /// The dashboard's frame period (at its 10 frames a second): a column finer than this shows
 /// op spans. A nominal figure, not the gap between the last frames, so that frames coming
 /// late under load do not change what the timeline draws.
-pub const FRAME_PERIOD: Duration = ms(100);
+pub(crate) const FRAME_PERIOD: Duration = ms(100);
 
 /// Columns assumed before the timeline was first drawn.
 const DEFAULT_COLUMNS: usize = 100;
 
 /// What an action did, for the status line.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Said {
+pub(crate) enum Said {
     /// Nothing to say.
     Nothing,
     /// What it did.
@@ -85,7 +85,7 @@ pub enum Said {
 
 /// One timeline row: a worker's thread id and its name.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NavRow {
+pub(crate) struct NavRow {
     /// Its thread (what spans carry).
     pub thread: u32,
     /// Its name (`cpu0-w1`).
@@ -93,7 +93,7 @@ pub struct NavRow {
 }
 
 /// The timeline's rows for `data`: every panel's workers, in panel order.
-pub fn rows_of(data: &DashboardData) -> Vec<NavRow> {
+pub(crate) fn rows_of(data: &DashboardData) -> Vec<NavRow> {
     let panels = device_panels(data);
     panels
         .iter()
@@ -107,7 +107,7 @@ pub fn rows_of(data: &DashboardData) -> Vec<NavRow> {
 
 /// What navigation reads of the frame shown.
 #[derive(Clone, Copy, Debug)]
-pub struct NavFrame<'a> {
+pub(crate) struct NavFrame<'a> {
     /// The timeline's rows, in order.
     pub rows: &'a [NavRow],
     /// The op spans held.
@@ -121,7 +121,7 @@ pub struct NavFrame<'a> {
 impl NavFrame<'_> {
     /// The live edge at a zoom that `spans` (shows spans): the newest span's end (else the
     /// newest frame); else the newest frame.
-    pub fn edge_ns(&self, spans: bool) -> u64 {
+    pub(crate) fn edge_ns(&self, spans: bool) -> u64 {
         let newest_frame = self
             .history
             .samples()
@@ -163,7 +163,7 @@ impl NavFrame<'_> {
 
 /// The timeline's navigation state (see the module docs).
 #[derive(Clone, Debug)]
-pub struct TimelineNav {
+pub(crate) struct TimelineNav {
     /// Index into [`ZOOM_LEVELS`].
     pub zoom: usize,
     /// How far the view's right edge is behind the live edge (ns).
@@ -196,13 +196,13 @@ impl Default for TimelineNav {
 
 impl TimelineNav {
     /// The time one column covers.
-    pub fn column_span(&self) -> Duration {
+    pub(crate) fn column_span(&self) -> Duration {
         ZOOM_LEVELS[self.zoom.min(ZOOM_LEVELS.len() - 1)]
     }
 
     /// Whether a column is finer than the [`FRAME_PERIOD`]: the timeline draws op spans,
     /// not the frames' samples.
-    pub fn shows_spans(&self) -> bool {
+    pub(crate) fn shows_spans(&self) -> bool {
         self.column_span() < FRAME_PERIOD
     }
 
@@ -216,14 +216,19 @@ impl TimelineNav {
     }
 
     /// The view's right edge for live edge `edge_ns`.
-    pub fn right_ns(&self, edge_ns: u64) -> u64 {
+    pub(crate) fn right_ns(&self, edge_ns: u64) -> u64 {
         edge_ns.saturating_sub(self.pan_ns)
     }
 
     /// Takes `action` if it is the timeline's (`focused`: the timeline has the focus);
     /// `None` leaves it to the rest of the dashboard. Zoom and the display pause act in any
     /// focus; the cursor and pan keys only with the timeline focused or its detail open.
-    pub fn update(&mut self, action: Action, frame: &NavFrame<'_>, focused: bool) -> Option<Said> {
+    pub(crate) fn update(
+        &mut self,
+        action: Action,
+        frame: &NavFrame<'_>,
+        focused: bool,
+    ) -> Option<Said> {
         match action {
             Action::ZoomIn => return Some(self.zoom_by(-1, frame)),
             Action::ZoomOut => return Some(self.zoom_by(1, frame)),

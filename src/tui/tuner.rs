@@ -20,7 +20,7 @@ use crate::tune::{Objective, Point, TuneEnd, TuneProgress};
 
 /// What the dashboard asks of the source's tuner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TuneControl {
+pub(crate) enum TuneControl {
     /// Start a search from the run's counts now.
     Start,
     /// End the search after what it measured.
@@ -42,12 +42,12 @@ impl TuneControl {
 }
 
 /// `inter 1 intra 2`'s short form, `1x2`.
-pub fn short(point: Point) -> String {
+pub(crate) fn short(point: Point) -> String {
     format!("{}x{}", point.inter, point.intra)
 }
 
 /// A figure with its unit: `812 it/s`, `3.2 ms/step`.
-pub fn figure(objective: Objective, value: f64) -> String {
+pub(crate) fn figure(objective: Objective, value: f64) -> String {
     let shown = objective.shown(value);
     let digits = if shown >= 100.0 { 0 } else { 1 };
     let unit = match objective {
@@ -58,7 +58,7 @@ pub fn figure(objective: Objective, value: f64) -> String {
 }
 
 /// The tuner's headline: the window under way, or how the search ended.
-pub fn headline(progress: &TuneProgress) -> String {
+pub(crate) fn headline(progress: &TuneProgress) -> String {
     let windows = progress
         .latest
         .as_ref()
@@ -110,7 +110,7 @@ pub fn headline(progress: &TuneProgress) -> String {
 }
 
 /// Every point measured so far: `1x2 200 it/s ±3 · 2x2 150 it/s`, in the order measured.
-pub fn measured(progress: &TuneProgress) -> String {
+pub(crate) fn measured(progress: &TuneProgress) -> String {
     let points: Vec<String> = progress
         .measured
         .iter()

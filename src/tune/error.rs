@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// A search refused before it measures anything; each names the fix.
 #[derive(Debug, thiserror::Error)]
-pub enum TuneError {
+pub(crate) enum TuneError {
     /// `--space` names something that is not a dimension.
     #[error("unknown dimension `{0}` in --space: use inter, intra, spin, pool or a comma-separated list")]
     UnknownDimension(String),

@@ -24,7 +24,7 @@ use crate::sync::{thread, Arc, Mutex};
 
 /// How a search ended, once it did.
 #[derive(Clone, Debug, PartialEq)]
-pub enum TuneEnd {
+pub(crate) enum TuneEnd {
     /// It measured what it could: the report (its outcome says why it ended).
     Report(TuneReport),
     /// It was refused before measuring (a budget too short): why.
@@ -33,7 +33,7 @@ pub enum TuneEnd {
 
 /// What a live search has done so far: a copy for the dashboard.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TuneProgress {
+pub(crate) struct TuneProgress {
     /// The run's counts when the search started (where "go back" returns).
     pub start: Point,
     /// What is better.
@@ -65,7 +65,7 @@ impl TuneProgress {
 
     /// The best point so far and its median: the report's pick once it ended, else the
     /// search's own best so far.
-    pub fn best(&self) -> Option<(Point, f64)> {
+    pub(crate) fn best(&self) -> Option<(Point, f64)> {
         match &self.ended {
             Some(TuneEnd::Report(report)) => {
                 let best = report.best?;
@@ -77,7 +77,7 @@ impl TuneProgress {
     }
 
     /// The report, once the search ended with one.
-    pub fn report(&self) -> Option<&TuneReport> {
+    pub(crate) fn report(&self) -> Option<&TuneReport> {
         match &self.ended {
             Some(TuneEnd::Report(report)) => Some(report),
             _ => None,
@@ -110,7 +110,7 @@ impl TuneProgress {
 
 /// A search running on its `tuner` thread (see the module docs).
 #[derive(Debug)]
-pub struct LiveTuner {
+pub(crate) struct LiveTuner {
     stop: TuneStop,
     progress: Arc<Mutex<TuneProgress>>,
     thread: Option<thread::JoinHandle<()>>,
@@ -119,7 +119,7 @@ pub struct LiveTuner {
 impl LiveTuner {
     /// Starts searching `options`' space with `probe` on a thread named `tuner`; `stop` is
     /// the button `probe` checks too.
-    pub fn start<P: Probe + Send + 'static>(
+    pub(crate) fn start<P: Probe + Send + 'static>(
         mut probe: P,
         options: TuneOptions,
         stop: TuneStop,
@@ -143,17 +143,18 @@ impl LiveTuner {
     }
 
     /// A copy of what the search did so far.
-    pub fn progress(&self) -> TuneProgress {
+    pub(crate) fn progress(&self) -> TuneProgress {
         self.progress.lock().clone()
     }
 
     /// Asks the search to end after what it measured (the window under way is dropped).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stop.stop();
     }
 
+    #[cfg(test)]
     /// Waits for the search to end; what it did.
-    pub fn wait(mut self) -> TuneProgress {
+    pub(crate) fn wait(mut self) -> TuneProgress {
         self.join();
         self.progress()
     }

@@ -88,42 +88,41 @@ mod search;
 mod setting;
 mod space;
 mod stats;
+#[cfg(all(test, not(loom)))]
+mod tests;
 
-pub use error::TuneError;
-pub use live::{LiveTuner, TuneEnd, TuneProgress};
-pub use paired::{PairedResult, Verdict};
-pub use predict::{predicted_for_cores, PredictedForCores};
-pub use probe::{DriverProbe, IterationWork};
-pub use rebuild::{Finalist, SettingSearch, SettingsReport};
-pub use render::{heat_map, json, settings_json, settings_text, table, text_report};
-pub use run::{tune_driver, tune_settings, SettingRun, TunedRun, TunedSettings};
-pub use search::{
-    Basis, Gain, Halt, Outcome, Phase, PointResult, Probe, ProbeEvent, TuneOptions, TuneReport,
-};
-pub use setting::Setting;
-pub use space::{Dimension, Objective, Point, Space};
-pub use stats::within_noise;
+pub(crate) use error::TuneError;
+pub(crate) use live::{LiveTuner, TuneEnd, TuneProgress};
+pub(crate) use predict::predicted_for_cores;
+pub(crate) use probe::{DriverProbe, IterationWork};
+pub(crate) use render::{heat_map, json, settings_json, settings_text, table, text_report};
+pub(crate) use run::{tune_driver, tune_settings};
+#[cfg(test)]
+pub(crate) use search::PointResult;
+pub(crate) use search::{Gain, Outcome, Phase, ProbeEvent, TuneOptions, TuneReport};
+pub(crate) use setting::Setting;
+pub(crate) use space::{Objective, Point, Space};
 
 use crate::sync::{Arc, AtomicBool, Ordering};
 
 /// A cloneable stop button for a running search: checked between windows and while a window
 /// waits.
 #[derive(Clone, Debug, Default)]
-pub struct TuneStop(Arc<AtomicBool>);
+pub(crate) struct TuneStop(Arc<AtomicBool>);
 
 impl TuneStop {
     /// A button not pressed.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         TuneStop::default()
     }
 
     /// Asks the search to end after what it measured.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.0.store(true, Ordering::Release);
     }
 
     /// Whether a stop was asked for.
-    pub fn is_stopped(&self) -> bool {
+    pub(crate) fn is_stopped(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }
 }

@@ -46,7 +46,7 @@ pub(crate) const ONE_SIDED_ERROR: f64 = 0.05;
 /// What the pairs say of a challenger against the default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Faster than the default beyond the paired spread.
     Faster,
     /// Within the paired spread of the default.
@@ -59,7 +59,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// The word shown in reports.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Faster => "faster",
             Verdict::Tie => "a tie",
@@ -71,7 +71,7 @@ impl Verdict {
 
 /// A challenger's pairs against the default.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PairedResult {
+pub(crate) struct PairedResult {
     /// The challenger.
     #[serde(flatten)]
     pub point: Point,
@@ -87,7 +87,7 @@ pub struct PairedResult {
 
 impl PairedResult {
     /// `point`'s pairs, as `ratios` (the challenger's speed over the default's, per pair).
-    pub fn new(point: Point, ratios: Vec<f64>) -> Self {
+    pub(crate) fn new(point: Point, ratios: Vec<f64>) -> Self {
         let ratio = median(&ratios);
         let spread = paired_spread(&ratios);
         let verdict = match ratios.len() {
@@ -107,7 +107,12 @@ impl PairedResult {
 
     /// `point` against the default from their windows, paired in order (the `i`-th of each
     /// measured in the same round).
-    pub fn measured(objective: Objective, point: Point, windows: &[f64], default: &[f64]) -> Self {
+    pub(crate) fn measured(
+        objective: Objective,
+        point: Point,
+        windows: &[f64],
+        default: &[f64],
+    ) -> Self {
         let ratios = windows
             .iter()
             .zip(default)
@@ -118,7 +123,7 @@ impl PairedResult {
     }
 
     /// The paired figure as a gain over the default.
-    pub fn gain(&self) -> Gain {
+    pub(crate) fn gain(&self) -> Gain {
         Gain {
             ratio: self.ratio,
             spread: self.spread,

@@ -12,7 +12,7 @@ use crate::workload::run::{DriverHandle, RunReport};
 
 /// The predicted best counts for a machine of `cores` cores.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct PredictedForCores {
+pub(crate) struct PredictedForCores {
     /// The machine's cores.
     pub cores: usize,
     /// Inter-op workers.
@@ -25,7 +25,7 @@ pub struct PredictedForCores {
 
 /// The predicted best for `cores` cores from `run` (the tuned run, driven through `handle`);
 /// `None` for no cores.
-pub fn predicted_for_cores(
+pub(crate) fn predicted_for_cores(
     handle: &DriverHandle,
     run: &RunReport,
     cores: usize,

@@ -33,7 +33,7 @@ const PATIENCE: u32 = 4;
 
 /// The work of one iteration, to turn op or FLOP throughput into iterations per second.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct IterationWork {
+pub(crate) struct IterationWork {
     /// Ops per iteration.
     pub ops: u64,
     /// FLOPs per iteration (0: the workload counts none).
@@ -42,7 +42,7 @@ pub struct IterationWork {
 
 impl IterationWork {
     /// `graph`'s work per iteration.
-    pub fn of(graph: &Graph) -> Self {
+    pub(crate) fn of(graph: &Graph) -> Self {
         IterationWork {
             ops: graph.iteration.len() as u64,
             flops: graph.iteration_flops(),
@@ -51,7 +51,7 @@ impl IterationWork {
 }
 
 /// Measures a running workload through `handle` (see the module docs).
-pub struct DriverProbe<'a> {
+pub(crate) struct DriverProbe<'a> {
     handle: DriverHandle,
     work: IterationWork,
     objective: Objective,
@@ -78,7 +78,7 @@ impl std::fmt::Debug for DriverProbe<'_> {
 impl<'a> DriverProbe<'a> {
     /// A probe on the run behind `handle`, whose graph does `work` per iteration; `running`
     /// says whether the run still goes.
-    pub fn new(
+    pub(crate) fn new(
         handle: DriverHandle,
         work: IterationWork,
         objective: Objective,

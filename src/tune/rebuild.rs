@@ -85,7 +85,7 @@ pub(crate) trait Rebuild {
 
 /// One setting's live search.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SettingSearch {
+pub(crate) struct SettingSearch {
     /// The setting its run was built with.
     pub setting: Setting,
     /// What the live search over the counts found.
@@ -94,7 +94,7 @@ pub struct SettingSearch {
 
 /// One finalist of the rounds: a setting and counts, with its interleaved windows.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Finalist {
+pub(crate) struct Finalist {
     /// The setting.
     pub setting: Setting,
     /// The counts and one window's figure per round.
@@ -103,7 +103,7 @@ pub struct Finalist {
 
 /// What a search over settings found.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SettingsReport {
+pub(crate) struct SettingsReport {
     /// What was better.
     pub objective: Objective,
     /// The budget given.
@@ -136,7 +136,7 @@ pub struct SettingsReport {
 impl SettingsReport {
     /// The figures the pick compared: the rounds' when any ran, else every setting's live
     /// figures.
-    pub fn compared(&self) -> Vec<(Setting, &PointResult)> {
+    pub(crate) fn compared(&self) -> Vec<(Setting, &PointResult)> {
         match self.rounds {
             0 => self
                 .settings
@@ -152,7 +152,7 @@ impl SettingsReport {
     }
 
     /// The compared figure of `setting` at `point`.
-    pub fn result(&self, setting: Setting, point: Point) -> Option<&PointResult> {
+    pub(crate) fn result(&self, setting: Setting, point: Point) -> Option<&PointResult> {
         self.compared()
             .into_iter()
             .find(|&(s, r)| s == setting && r.point == point)

@@ -11,7 +11,7 @@ use super::search::{Gain, Outcome, PointResult, TuneReport};
 use super::space::Objective;
 
 mod settings;
-pub use settings::{settings_json, settings_text};
+pub(crate) use settings::{settings_json, settings_text};
 
 /// Shades from worst to best.
 const SHADES: [char; 5] = ['·', '░', '▒', '▓', '█'];
@@ -32,7 +32,7 @@ fn shown(objective: Objective, value: f64) -> String {
 }
 
 /// Every point: counts, median, spread, windows; `*` marks the pick, `d` the default.
-pub fn table(report: &TuneReport) -> String {
+pub(crate) fn table(report: &TuneReport) -> String {
     let mut out = format!(
         "{:>5} {:>5}  {:>12}  {:>7}  {:>7}\n",
         "inter",
@@ -66,7 +66,7 @@ pub fn table(report: &TuneReport) -> String {
 
 /// The surface: inter down, intra across, each cell shaded by its median (darker is better)
 /// and labelled with it.
-pub fn heat_map(report: &TuneReport) -> String {
+pub(crate) fn heat_map(report: &TuneReport) -> String {
     format!("{}\n{}", heat_map_title(report.objective), surface(report))
 }
 
@@ -124,7 +124,7 @@ fn surface(report: &TuneReport) -> String {
 }
 
 /// The verdict: how it was measured, the best, the default, the gain, how it ended.
-pub fn text_report(report: &TuneReport) -> String {
+pub(crate) fn text_report(report: &TuneReport) -> String {
     let mut out = String::new();
     if let Some(basis) = report.basis {
         let _ = writeln!(
@@ -243,7 +243,7 @@ fn json_unit(objective: Objective) -> &'static str {
 /// `samples`), `gain` (`ratio`, `spread`, `percent`, `pairs`), `points`, `paired` (each
 /// challenger's `inter`, `intra`, `ratio`, `spread`, `ratios`, `verdict`), and how it was
 /// measured.
-pub fn json(report: &TuneReport) -> serde_json::Value {
+pub(crate) fn json(report: &TuneReport) -> serde_json::Value {
     let point = |point| {
         let result = report.point(point);
         json!({

@@ -32,7 +32,7 @@ use crate::workload::Graph;
 impl TuneOptions {
     /// Options for a run configured by `config` (its counts are the start, its CPUs and
     /// `max_threads` the bounds); refuses an inter-op search on the naive engine.
-    pub fn for_config(
+    pub(crate) fn for_config(
         config: &RuntimeConfig,
         budget: Duration,
         objective: Objective,
@@ -63,7 +63,7 @@ impl TuneOptions {
     /// The search the dashboard's `t` runs on a run configured by `config`: throughput,
     /// `DASHBOARD_BUDGET`, both counts (only the intra-op count on the naive engine, which
     /// has no inter-op pool).
-    pub fn for_dashboard(config: &RuntimeConfig) -> TuneOptions {
+    pub(crate) fn for_dashboard(config: &RuntimeConfig) -> TuneOptions {
         let space = Space {
             inter: config.engine_kind != EngineKind::Naive,
             ..Space::default()
@@ -75,7 +75,7 @@ impl TuneOptions {
 
 /// What a tuning run found, and what the run did meanwhile.
 #[derive(Debug)]
-pub struct TunedRun {
+pub(crate) struct TunedRun {
     /// The search's findings.
     pub report: TuneReport,
     /// The run: its iterations and checksum, or why it failed.
@@ -85,7 +85,7 @@ pub struct TunedRun {
 /// Runs `driver` until the search over `options` ends (`stop`, the budget, or the run
 /// failing), telling `observe` about each window. A refused search (a budget too short)
 /// stops the run and returns the refusal.
-pub fn tune_driver(
+pub(crate) fn tune_driver(
     driver: Driver,
     options: &TuneOptions,
     stop: &TuneStop,
@@ -158,7 +158,7 @@ impl Probe for RunningDriver {
 /// One run of a search over settings: its setting, and its iterations and checksum or why
 /// it failed (to build, or while it ran).
 #[derive(Debug)]
-pub struct SettingRun {
+pub(crate) struct SettingRun {
     /// The setting it was built with.
     pub setting: Setting,
     /// What it did.
@@ -167,23 +167,18 @@ pub struct SettingRun {
 
 /// What a search over settings found, and every run it built.
 #[derive(Debug)]
-pub struct TunedSettings {
+pub(crate) struct TunedSettings {
     /// The search's findings.
     pub report: SettingsReport,
     /// Every run, in the order built.
     pub runs: Vec<SettingRun>,
 }
 
-impl TunedSettings {
-    /// The first run that failed, if one did.
-    pub fn failure(&self) -> Option<&SettingRun> {
-        self.runs.iter().find(|run| run.run.is_err())
-    }
-}
+impl TunedSettings {}
 
 /// Searches `options`' space on `graph`, rebuilding a run configured as `config` says for
 /// each setting of the space (`config`'s own first), telling `observe` about each window.
-pub fn tune_settings(
+pub(crate) fn tune_settings(
     graph: &Graph,
     config: &RuntimeConfig,
     options: &TuneOptions,

@@ -31,7 +31,7 @@ pub(super) const HEADROOM: f64 = 0.9;
 /// How a window is measured: what the workload's progress is counted in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Basis {
+pub(crate) enum Basis {
     /// Whole iterations (an iteration is short next to a window).
     Iterations,
     /// Ops finished, over the ops of one iteration.
@@ -42,7 +42,7 @@ pub enum Basis {
 
 impl Basis {
     /// The name shown in reports.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Basis::Iterations => "whole iterations",
             Basis::Ops => "op throughput",
@@ -53,7 +53,7 @@ impl Basis {
 
 /// Why a probe could not measure.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Halt {
+pub(crate) enum Halt {
     /// The search was asked to stop.
     Stopped,
     /// The run ended, or refused a resize: the reason.
@@ -62,7 +62,7 @@ pub enum Halt {
 
 /// What the search measures with: a running workload ([`DriverProbe`](super::DriverProbe)),
 /// or a fake.
-pub trait Probe {
+pub(crate) trait Probe {
     /// Measures one window at the run's current counts (after settling) and decides how
     /// windows are measured.
     fn calibrate(&mut self, window: Duration) -> Result<Basis, Halt>;
@@ -77,7 +77,7 @@ pub trait Probe {
 
 /// What `search` needs to know.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TuneOptions {
+pub(crate) struct TuneOptions {
     /// How long the whole search may take.
     pub budget: Duration,
     /// What is better.
@@ -94,7 +94,7 @@ pub struct TuneOptions {
 
 /// Which part of the search a window belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// The first window, at the run's counts.
     Calibrate,
     /// Every point once.
@@ -107,7 +107,7 @@ pub enum Phase {
 
 /// One window, before (`value: None`) and after it is measured, for progress displays.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ProbeEvent {
+pub(crate) struct ProbeEvent {
     /// The window's number, from 1.
     pub index: usize,
     /// Windows planned in all.
@@ -124,7 +124,7 @@ pub struct ProbeEvent {
 
 /// One point's windows and what they say.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PointResult {
+pub(crate) struct PointResult {
     /// The configuration.
     #[serde(flatten)]
     pub point: Point,
@@ -138,7 +138,7 @@ pub struct PointResult {
 
 impl PointResult {
     /// `point` measured as `samples`.
-    pub fn new(point: Point, samples: Vec<f64>) -> Self {
+    pub(crate) fn new(point: Point, samples: Vec<f64>) -> Self {
         PointResult {
             point,
             median: median(&samples),
@@ -164,7 +164,7 @@ impl PointResult {
 
 /// How much the best beats the default.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Gain {
+pub(crate) struct Gain {
     /// The best's speed over the default's (1.0: as fast): the median of the pairs' ratios
     /// when paired.
     pub ratio: f64,
@@ -178,7 +178,7 @@ pub struct Gain {
 
 impl Gain {
     /// The default against itself.
-    pub const NONE: Gain = Gain {
+    pub(crate) const NONE: Gain = Gain {
         ratio: 1.0,
         spread: 0.0,
         pairs: 0,
@@ -186,7 +186,7 @@ impl Gain {
 
     /// What the figure is: paired, and what a ratio below 1.0 means (a tie within the
     /// paired spread, which goes to fewer threads).
-    pub fn note(&self) -> String {
+    pub(crate) fn note(&self) -> String {
         let tie = match self.ratio < 1.0 {
             true => ": a tie within the paired spread, which goes to fewer threads",
             false => "",
@@ -200,7 +200,7 @@ impl Gain {
 
 /// How the search ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// It ran its course (every confirm round, or the budget was spent).
     Finished,
     /// It was stopped before.
@@ -211,7 +211,7 @@ pub enum Outcome {
 
 /// What a search found.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TuneReport {
+pub(crate) struct TuneReport {
     /// What was better.
     pub objective: Objective,
     /// How windows were measured (`None`: the search ended before calibrating).
@@ -239,7 +239,7 @@ pub struct TuneReport {
 
 impl TuneReport {
     /// The windows of `point`, if it was measured.
-    pub fn point(&self, point: Point) -> Option<&PointResult> {
+    pub(crate) fn point(&self, point: Point) -> Option<&PointResult> {
         self.points.iter().find(|result| result.point == point)
     }
 }

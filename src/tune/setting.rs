@@ -9,7 +9,7 @@ use crate::config::{PoolKind, RuntimeConfig};
 
 /// How a run's pools are built: fixed until the run is rebuilt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Setting {
+pub(crate) struct Setting {
     /// The pool kind of the engine's workers and of the intra-op pool.
     pub pool: PoolKind,
     /// Whether one idle worker spins before parking.
@@ -18,7 +18,7 @@ pub struct Setting {
 
 impl Setting {
     /// `config`'s setting.
-    pub fn of(config: &RuntimeConfig) -> Setting {
+    pub(crate) fn of(config: &RuntimeConfig) -> Setting {
         Setting {
             pool: config.pool_kind,
             spin: config.allow_spinning,
@@ -26,7 +26,7 @@ impl Setting {
     }
 
     /// `config` with this setting.
-    pub fn apply(self, config: &RuntimeConfig) -> RuntimeConfig {
+    pub(crate) fn apply(self, config: &RuntimeConfig) -> RuntimeConfig {
         RuntimeConfig {
             pool_kind: self.pool,
             allow_spinning: self.spin,
@@ -35,7 +35,7 @@ impl Setting {
     }
 
     /// `--spin`'s value.
-    pub fn spin_flag(self) -> &'static str {
+    pub(crate) fn spin_flag(self) -> &'static str {
         match self.spin {
             true => "on",
             false => "off",
@@ -52,16 +52,7 @@ impl fmt::Display for Setting {
 impl Space {
     /// The settings searched, `start` first (the run's own: the default's), then every pool
     /// kind and spin value the space varies, pool kinds in [`PoolKind::ALL`]'s order.
-    ///
-    /// ```
-    /// use enginetop::pool::PoolKind;
-    /// use enginetop::tune::{Setting, Space};
-    /// let start = Setting { pool: PoolKind::Eigen, spin: true };
-    /// assert_eq!(Space::default().settings(start), [start]);
-    /// let all = "spin,pool".parse::<Space>().unwrap().settings(start);
-    /// assert_eq!((all.len(), all[0]), (6, start));
-    /// ```
-    pub fn settings(self, start: Setting) -> Vec<Setting> {
+    pub(crate) fn settings(self, start: Setting) -> Vec<Setting> {
         let pools = match self.pool {
             true => PoolKind::ALL.to_vec(),
             false => vec![start.pool],
@@ -80,5 +71,22 @@ impl Space {
             }
         }
         settings
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    /// A small use of `settings`.
+    #[test]
+    fn settings_example() {
+        use crate::pool::PoolKind;
+        use crate::tune::{Setting, Space};
+        let start = Setting {
+            pool: PoolKind::Eigen,
+            spin: true,
+        };
+        assert_eq!(Space::default().settings(start), [start]);
+        let all = "spin,pool".parse::<Space>().unwrap().settings(start);
+        assert_eq!((all.len(), all[0]), (6, start));
     }
 }

@@ -12,7 +12,7 @@ use super::TuneError;
 
 /// One configuration: the engine's CPU workers (inter-op) and the kernels' pool (intra-op).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct Point {
+pub(crate) struct Point {
     /// Inter-op threads (the engine's CPU workers).
     pub inter: usize,
     /// Intra-op threads (the kernels' pool).
@@ -21,7 +21,7 @@ pub struct Point {
 
 impl Point {
     /// Threads the point starts: what the tie rule counts.
-    pub fn threads(self) -> usize {
+    pub(crate) fn threads(self) -> usize {
         self.inter + self.intra
     }
 }
@@ -35,7 +35,7 @@ impl fmt::Display for Point {
 /// What is better: more iterations per second, or a shorter step.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Objective {
+pub(crate) enum Objective {
     /// Iterations per second (higher is better).
     #[default]
     Throughput,
@@ -45,7 +45,7 @@ pub enum Objective {
 
 impl Objective {
     /// Whether figure `a` beats figure `b`.
-    pub fn better(self, a: f64, b: f64) -> bool {
+    pub(crate) fn better(self, a: f64, b: f64) -> bool {
         match self {
             Objective::Throughput => a > b,
             Objective::Latency => a < b,
@@ -53,7 +53,7 @@ impl Objective {
     }
 
     /// How much faster `best` is than `base`, as a ratio (1.0: as fast).
-    pub fn speedup(self, best: f64, base: f64) -> f64 {
+    pub(crate) fn speedup(self, best: f64, base: f64) -> f64 {
         match self {
             Objective::Throughput => best / base,
             Objective::Latency => base / best,
@@ -61,7 +61,7 @@ impl Objective {
     }
 
     /// The figure's unit, for tables.
-    pub fn unit(self) -> &'static str {
+    pub(crate) fn unit(self) -> &'static str {
         match self {
             Objective::Throughput => "iterations/s",
             Objective::Latency => "ms/step",
@@ -69,7 +69,7 @@ impl Objective {
     }
 
     /// `value` in [`unit`](Self::unit) (step times are kept in seconds).
-    pub fn shown(self, value: f64) -> f64 {
+    pub(crate) fn shown(self, value: f64) -> f64 {
         match self {
             Objective::Throughput => value,
             Objective::Latency => value * 1e3,
@@ -77,7 +77,7 @@ impl Objective {
     }
 
     /// The flag's spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Objective::Throughput => "throughput",
             Objective::Latency => "latency",
@@ -92,7 +92,7 @@ impl Objective {
     parse_err_ty = TuneError,
     parse_err_fn = unknown_dimension
 )]
-pub enum Dimension {
+pub(super) enum Dimension {
     /// The inter-op count.
     Inter,
     /// The intra-op count.
@@ -111,7 +111,7 @@ fn unknown_dimension(text: &str) -> TuneError {
 /// The dimensions searched: the counts (live), and spinning and the pool kind (by rebuilding
 /// the run once per setting).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Space {
+pub(crate) struct Space {
     /// Whether the inter-op count varies.
     pub inter: bool,
     /// Whether the intra-op count varies.
@@ -138,14 +138,6 @@ impl FromStr for Space {
     type Err = TuneError;
 
     /// A comma-separated list of dimensions: `inter`, `intra`, `spin`, `pool`.
-    ///
-    /// ```
-    /// use enginetop::tune::Space;
-    /// let space: Space = "intra".parse().unwrap();
-    /// assert!(space.intra && !space.inter && !space.rebuilds());
-    /// let space: Space = "inter,intra,pool".parse().unwrap();
-    /// assert!(space.pool && !space.spin && space.rebuilds());
-    /// ```
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let mut space = Space {
             inter: false,
@@ -171,12 +163,12 @@ impl FromStr for Space {
 impl Space {
     /// Whether a dimension fixed when a run starts is searched: the search then rebuilds the
     /// run once per setting.
-    pub fn rebuilds(self) -> bool {
+    pub(crate) fn rebuilds(self) -> bool {
         self.spin || self.pool
     }
 
     /// The grid: every searched count from `counts`, the others fixed at `start`'s.
-    pub fn grid(self, start: Point, cpus: usize, max_threads: usize) -> Vec<Point> {
+    pub(crate) fn grid(self, start: Point, cpus: usize, max_threads: usize) -> Vec<Point> {
         let inters = match self.inter {
             true => counts(cpus, max_threads),
             false => vec![start.inter],
@@ -204,15 +196,6 @@ impl Space {
 
 /// The counts searched in one dimension: powers of two up to twice `cpus`, and `cpus`
 /// itself, none past `max_threads`, ascending.
-///
-/// ```
-/// use enginetop::tune::Space;
-/// # use enginetop::tune::Point;
-/// let start = Point { inter: 2, intra: 2 };
-/// let grid = Space::default().grid(start, 2, 128);
-/// assert_eq!(grid.len(), 9); // {1, 2, 4} x {1, 2, 4}
-/// assert!(Space::default().grid(start, 6, 8).iter().all(|p| p.inter <= 8 && p.intra <= 8));
-/// ```
 pub(crate) fn counts(cpus: usize, max_threads: usize) -> Vec<usize> {
     let cpus = cpus.max(1);
     let top = cpus.saturating_mul(2).min(max_threads.max(1));
@@ -230,6 +213,30 @@ pub(crate) fn counts(cpus: usize, max_threads: usize) -> Vec<usize> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// A small use of `from_str`.
+    #[test]
+    fn from_str_example() {
+        use crate::tune::Space;
+        let space: Space = "intra".parse().unwrap();
+        assert!(space.intra && !space.inter && !space.rebuilds());
+        let space: Space = "inter,intra,pool".parse().unwrap();
+        assert!(space.pool && !space.spin && space.rebuilds());
+    }
+
+    /// A small use of `counts`.
+    #[test]
+    fn counts_example() {
+        use crate::tune::Point;
+        use crate::tune::Space;
+        let start = Point { inter: 2, intra: 2 };
+        let grid = Space::default().grid(start, 2, 128);
+        assert_eq!(grid.len(), 9); // {1, 2, 4} x {1, 2, 4}
+        assert!(Space::default()
+            .grid(start, 6, 8)
+            .iter()
+            .all(|p| p.inter <= 8 && p.intra <= 8));
+    }
 
     #[test]
     fn counts_are_powers_of_two_and_the_cpus_never_past_max_threads() {

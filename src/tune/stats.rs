@@ -33,17 +33,7 @@ pub(crate) fn spread(samples: &[f64]) -> f64 {
 /// Whether `a` and `b` are within noise of each other: their medians differ by no more than
 /// the two spreads together, or `MIN_NOISE` of the larger median (a point measured once
 /// has no spread of its own, and two windows rarely agree closer than that).
-///
-/// ```
-/// use enginetop::tune::{within_noise, Point, PointResult};
-/// let point = Point { inter: 1, intra: 1 };
-/// let a = PointResult::new(point, vec![100.0, 104.0, 96.0]); // spread 4
-/// let b = PointResult::new(point, vec![103.0, 103.5, 102.5]); // spread 0.5
-/// assert!(within_noise(&a, &b)); // 3 apart, spreads 4 and 0.5
-/// let c = PointResult::new(point, vec![150.0, 151.0, 149.0]);
-/// assert!(!within_noise(&a, &c));
-/// ```
-pub fn within_noise(a: &PointResult, b: &PointResult) -> bool {
+pub(super) fn within_noise(a: &PointResult, b: &PointResult) -> bool {
     let floor = MIN_NOISE * a.median.abs().max(b.median.abs());
     let noise = (a.spread + b.spread).max(floor);
     (a.median - b.median).abs() <= noise
@@ -52,6 +42,19 @@ pub fn within_noise(a: &PointResult, b: &PointResult) -> bool {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// A small use of `within_noise`.
+    #[test]
+    fn within_noise_example() {
+        use crate::tune::stats::within_noise;
+        use crate::tune::{Point, PointResult};
+        let point = Point { inter: 1, intra: 1 };
+        let a = PointResult::new(point, vec![100.0, 104.0, 96.0]); // spread 4
+        let b = PointResult::new(point, vec![103.0, 103.5, 102.5]); // spread 0.5
+        assert!(within_noise(&a, &b)); // 3 apart, spreads 4 and 0.5
+        let c = PointResult::new(point, vec![150.0, 151.0, 149.0]);
+        assert!(!within_noise(&a, &c));
+    }
 
     #[test]
     fn median_and_spread() {

@@ -35,7 +35,7 @@ use crate::sync::{spin_loop, thread, Arc, AtomicU64, AtomicUsize, Ordering};
 
 /// One of the floors (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Floor {
+pub(crate) enum Floor {
     /// A lock-free SPSC ring: the pusher runs ahead of one worker.
     Spsc,
     /// A one-slot mailbox: one cache-line round trip per op.
@@ -44,10 +44,10 @@ pub enum Floor {
 
 impl Floor {
     /// Every floor, in the order they run.
-    pub const ALL: [Floor; 2] = [Floor::Spsc, Floor::PingPong];
+    pub(crate) const ALL: [Floor; 2] = [Floor::Spsc, Floor::PingPong];
 
     /// The name in tables and JSON lines (where an engine's name goes).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Floor::Spsc => "floor-spsc",
             Floor::PingPong => "floor-pingpong",
@@ -56,7 +56,7 @@ impl Floor {
 
     /// Runs every op of `workload` through this floor (`values`: one per var); returns the
     /// time from the first push to the last op done, and the digest.
-    pub fn run(self, workload: &Workload, values: &'static [AtomicU64]) -> (Duration, u64) {
+    pub(crate) fn run(self, workload: &Workload, values: &'static [AtomicU64]) -> (Duration, u64) {
         workload.reset(values);
         let elapsed = match self {
             Floor::Spsc => spsc(&workload.ops, values),

@@ -6,7 +6,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// One op of a workload: it writes `write` and reads `reads` (at most 3, distinct).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OpDesc {
+pub(crate) struct OpDesc {
     /// The var written.
     pub write: u32,
     reads: [u32; 3],
@@ -25,14 +25,14 @@ impl OpDesc {
     }
 
     /// The vars read.
-    pub fn reads(&self) -> &[u32] {
+    pub(crate) fn reads(&self) -> &[u32] {
         &self.reads[..usize::from(self.read_count)]
     }
 
     /// Folds the inputs into the output: `value[write] = mix(value[write], value[reads]..., k)`.
     /// Order matters (the mix is not commutative), so a wrong order changes the result.
     #[inline]
-    pub fn apply(&self, index: u32, values: &[AtomicU64]) {
+    pub(crate) fn apply(&self, index: u32, values: &[AtomicU64]) {
         let mut value = values[self.write as usize].load(Ordering::Relaxed);
         for &read in self.reads() {
             value = mix(value, values[read as usize].load(Ordering::Relaxed));
@@ -43,7 +43,7 @@ impl OpDesc {
 
 /// A non-commutative 64-bit mix.
 #[inline]
-pub fn mix(acc: u64, input: u64) -> u64 {
+pub(super) fn mix(acc: u64, input: u64) -> u64 {
     (acc.rotate_left(23) ^ input)
         .wrapping_mul(0x9e37_79b9_7f4a_7c15)
         .wrapping_add(0x632b_e59b_d9b4_e019)
@@ -51,7 +51,7 @@ pub fn mix(acc: u64, input: u64) -> u64 {
 
 /// A workload: how many vars, and the ops in push order.
 #[derive(Clone, Debug)]
-pub struct Workload {
+pub(crate) struct Workload {
     /// Vars the ops use (`0..vars`).
     pub vars: usize,
     /// The ops, in push order.
@@ -60,7 +60,7 @@ pub struct Workload {
 
 impl Workload {
     /// 1024 vars; op k writes var k % 1024 and reads nothing.
-    pub fn independent(ops: usize) -> Self {
+    pub(crate) fn independent(ops: usize) -> Self {
         let vars = 1024;
         Workload {
             vars,
@@ -71,7 +71,7 @@ impl Workload {
     }
 
     /// 1 var; every op writes it.
-    pub fn chain(ops: usize) -> Self {
+    pub(crate) fn chain(ops: usize) -> Self {
         Workload {
             vars: 1,
             ops: (0..ops).map(|_| OpDesc::new(0, &[])).collect(),
@@ -79,7 +79,7 @@ impl Workload {
     }
 
     /// 1000 vars; each op writes a uniform var and reads 0 to 3 distinct others (fixed seed).
-    pub fn random_dag(ops: usize) -> Self {
+    pub(crate) fn random_dag(ops: usize) -> Self {
         let vars = 1000u32;
         let mut rng = fastrand::Rng::with_seed(0x05ee_dda9);
         let ops = (0..ops)
@@ -103,7 +103,7 @@ impl Workload {
     }
 
     /// A `side x side` grid pushed row by row; cell (i, j) reads (i-1, j) and (i, j-1).
-    pub fn wavefront(side: usize) -> Self {
+    pub(crate) fn wavefront(side: usize) -> Self {
         let cell = |i: usize, j: usize| (i * side + j) as u32;
         let mut ops = Vec::with_capacity(side * side);
         for i in 0..side {
@@ -125,7 +125,7 @@ impl Workload {
     }
 
     /// Op k (1-based) reads the var of its parent k / 2 and writes its own.
-    pub fn binary_tree(ops: usize) -> Self {
+    pub(crate) fn binary_tree(ops: usize) -> Self {
         let ops = (1..=ops)
             .map(|k| {
                 let parent: &[u32] = if k > 1 { &[(k / 2 - 1) as u32] } else { &[] };
@@ -139,26 +139,26 @@ impl Workload {
     }
 
     /// The value every var starts with.
-    pub fn initial(var: usize) -> u64 {
+    pub(crate) fn initial(var: usize) -> u64 {
         var as u64 + 1
     }
 
     /// Sets `values` to their initial state.
-    pub fn reset(&self, values: &[AtomicU64]) {
+    pub(crate) fn reset(&self, values: &[AtomicU64]) {
         for (var, value) in values.iter().enumerate().take(self.vars) {
             value.store(Self::initial(var), Ordering::Relaxed);
         }
     }
 
     /// The hash of the first `vars` values.
-    pub fn digest(&self, values: &[AtomicU64]) -> u64 {
+    pub(crate) fn digest(&self, values: &[AtomicU64]) -> u64 {
         values[..self.vars]
             .iter()
             .fold(0, |acc, value| mix(acc, value.load(Ordering::Relaxed)))
     }
 
     /// The digest a sequential run produces.
-    pub fn sequential_digest(&self) -> u64 {
+    pub(crate) fn sequential_digest(&self) -> u64 {
         let values: Vec<AtomicU64> = (0..self.vars).map(|_| AtomicU64::new(0)).collect();
         self.reset(&values);
         for (index, op) in self.ops.iter().enumerate() {

@@ -10,7 +10,7 @@ use crate::sync::Arc;
 
 /// A pool the benchmarks can measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Contender {
+pub(crate) enum Contender {
     /// One of our pools.
     Pool(PoolKind),
     /// `rayon::ThreadPool`, the in-process reference.
@@ -19,7 +19,7 @@ pub enum Contender {
 
 impl Contender {
     /// Every pool kind, then rayon.
-    pub fn all() -> Vec<Contender> {
+    pub(crate) fn all() -> Vec<Contender> {
         PoolKind::ALL
             .into_iter()
             .map(Contender::Pool)
@@ -28,7 +28,7 @@ impl Contender {
     }
 
     /// The name users type and reports print.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Contender::Pool(kind) => kind.as_str(),
             Contender::Rayon => "rayon",

@@ -11,7 +11,7 @@
 use super::ProfilerBenchResult;
 
 /// The most a recorded event may cost beyond its clock reads, in ns (issue 26, target 5).
-pub const TARGET_BEYOND_CLOCK_NS: f64 = 3.0;
+pub(crate) const TARGET_BEYOND_CLOCK_NS: f64 = 3.0;
 
 /// The benchmarks whose rows contain clock reads to set apart.
 const WITH_CLOCK_READS: [&str; 4] = [
@@ -27,7 +27,7 @@ pub(super) fn needs_clock(bench: &str, selected: &[&str]) -> bool {
 }
 
 /// The TSC read's ns in `results`, if it was measured.
-pub fn tsc_read_ns(results: &[ProfilerBenchResult]) -> Option<f64> {
+pub(crate) fn tsc_read_ns(results: &[ProfilerBenchResult]) -> Option<f64> {
     results
         .iter()
         .find(|r| r.bench == "clock_read" && r.variant == Some("tsc"))

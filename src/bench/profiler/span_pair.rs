@@ -26,13 +26,13 @@ use crate::bench::stats::median;
 use crate::profiler::{Profiler, ProfilerOptions};
 
 /// The most ours may cost per pair, as a fraction of a fastrace span (issue 26, target 4).
-pub const TARGET_RATIO: f64 = 0.5;
+pub(crate) const TARGET_RATIO: f64 = 0.5;
 
 /// Pairs per burst, for ours and fastrace's alike.
-pub const PAIRS_PER_BURST: usize = 1_024;
+pub(crate) const PAIRS_PER_BURST: usize = 1_024;
 
 /// ours and fastrace's rows, reps interleaved.
-pub fn span_pair(
+pub(crate) fn span_pair(
     config: &ProfilerBenchConfig,
 ) -> Result<Vec<ProfilerBenchResult>, ProfilerBenchError> {
     let options = ProfilerOptions::default();

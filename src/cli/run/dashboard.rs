@@ -9,15 +9,15 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 
-use enginetop::config::RuntimeConfig;
-use enginetop::device::stream::BackendKind;
-use enginetop::engine::{DeviceType, EngineOptions};
-use enginetop::profiler::layer::{init_logging, LevelFilter, LogTarget};
-use enginetop::profiler::{Profiler, ProfilerOptions};
-use enginetop::tui::deps::RunLog;
-use enginetop::tui::{self, LiveInfo, LiveRun};
-use enginetop::workload::run::{Driver, RunHooks, RunLength};
-use enginetop::workload::Graph;
+use crate::config::RuntimeConfig;
+use crate::device::stream::BackendKind;
+use crate::engine::{DeviceType, EngineOptions};
+use crate::profiler::layer::{init_logging, LevelFilter, LogTarget};
+use crate::profiler::{Profiler, ProfilerOptions};
+use crate::tui::deps::RunLog;
+use crate::tui::{self, LiveInfo, LiveRun};
+use crate::workload::run::{Driver, RunHooks, RunLength};
+use crate::workload::Graph;
 
 use super::{chosen_length, export_trace, print_summary, profiler_hooks, ProfilerTable, RunArgs};
 
@@ -51,8 +51,8 @@ pub(super) fn run(
     let driver = Driver::new(graph, &config, &hooks)?;
     describe_gpus(&driver, &config, &mut info);
     // Traces exported with `e` (or --trace at the end) label the GPUs with their models.
-    let engine = enginetop::engine::EngineOptions::from_config(&config);
-    enginetop::profiler::stream_probe::describe_gpus(&profiler, &engine);
+    let engine = crate::engine::EngineOptions::from_config(&config);
+    crate::profiler::stream_probe::describe_gpus(&profiler, &engine);
     info.notices.push(format!("log: {}", log.display()));
     // Printed before the dashboard took the screen (and seen again after it): also shown
     // at start in its footer, and logged.
@@ -94,7 +94,7 @@ fn live_info(args: &RunArgs, config: &RuntimeConfig, graph: &Graph) -> Result<Li
         None if args.measure_peak => Some(super::measure_peak(peak_threads)?),
         // Measuring would hold the dashboard back for seconds: use the cache or go without.
         None if super::gemm_peak_is_cached(peak_threads) => {
-            enginetop::bench::gemm::cached_gemm_peak(peak_threads).ok()
+            crate::bench::gemm::cached_gemm_peak(peak_threads).ok()
         }
         None => {
             notices.push(format!(
@@ -137,7 +137,7 @@ fn live_info(args: &RunArgs, config: &RuntimeConfig, graph: &Graph) -> Result<Li
         gpus: devices(true),
         gpu_model: None,
         trace_dir,
-        tune: Some(enginetop::tune::TuneOptions::for_dashboard(config)),
+        tune: Some(crate::tune::TuneOptions::for_dashboard(config)),
         graph: None, // set by `run`, which hooks it into the run
     })
 }
@@ -162,7 +162,7 @@ fn describe_gpus(driver: &Driver, config: &RuntimeConfig, info: &mut LiveInfo) {
                 model.compute_gflops, model.memory_gbs, model.copy_gbs, model.launch_overhead_us
             ))
         }
-        Some(BackendKind::Cuda) => enginetop::device::cuda::probe()
+        Some(BackendKind::Cuda) => crate::device::cuda::probe()
             .devices
             .first()
             .map(|gpu| gpu.name.clone()),

@@ -11,10 +11,10 @@
 //! `auto` and `none` ask for nothing in particular, so they get neither.
 use anyhow::Result;
 
-use enginetop::config::RuntimeConfig;
-use enginetop::device::cuda;
-use enginetop::device::discover::{self, GpuSelection};
-use enginetop::workload::{self, Graph, Overrides};
+use crate::config::RuntimeConfig;
+use crate::device::cuda;
+use crate::device::discover::{self, GpuSelection};
+use crate::workload::{self, Graph, Overrides};
 
 /// The warnings for running `graph` on `config`'s GPUs; an error when CUDA was asked for and
 /// cannot be used. `from_flag`: whether `--gpus` chose them (else `ENGINETOP_GPUS` did).

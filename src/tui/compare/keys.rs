@@ -10,7 +10,7 @@ use super::state::{CompareAction, Mode, SortKey};
 /// One line of the help: the keys as shown, what they do, the footer's hint (empty keys: not
 /// in the footer), and every key of the line with its action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CompareKeyHelp {
+pub(crate) struct CompareKeyHelp {
     /// The keys as the help shows them.
     pub keys: &'static str,
     /// What they do.
@@ -36,7 +36,7 @@ const fn line(
 }
 
 /// Every key of the compare view, in help order.
-pub const COMPARE_KEYS: [CompareKeyHelp; 9] = [
+pub(crate) const COMPARE_KEYS: [CompareKeyHelp; 9] = [
     line(
         "q  Esc  Ctrl-C",
         "quit",
@@ -131,7 +131,7 @@ pub const COMPARE_KEYS: [CompareKeyHelp; 9] = [
 ];
 
 /// The action for terminal event `event` in `mode`, if any.
-pub fn action_for(event: &Event, mode: Mode) -> Option<CompareAction> {
+pub(crate) fn action_for(event: &Event, mode: Mode) -> Option<CompareAction> {
     match event {
         Event::Key(key) if key.kind != KeyEventKind::Release => action_for_key(key, mode),
         _ => None,

@@ -19,32 +19,35 @@
 //! run the op that slowed it most is first, on a faster one the op that sped it up most.
 #![forbid(unsafe_code)]
 
-pub mod keys;
+pub(crate) mod keys;
 mod panes;
-pub mod state;
+pub(crate) mod state;
 mod table;
 mod text;
-pub mod view;
+pub(crate) mod view;
 
 use std::io::IsTerminal;
 
 use ratatui::crossterm::event;
 
-pub use keys::{action_for, CompareKeyHelp, COMPARE_KEYS};
-pub use state::{CompareAction, CompareView, Mode, Pane, SortKey};
+pub(crate) use keys::action_for;
+pub(crate) use state::CompareView;
+
+#[cfg(all(test, not(loom)))]
+mod tests;
 
 use super::run::TuiError;
 use super::term::TerminalGuard;
-use super::theme::{ColorChoice, Theme};
+use super::theme::Theme;
 use crate::record::compare::Comparison;
 
 /// Shows `comparison` until the user quits (`q`, Esc, Ctrl-C). The terminal is restored on
 /// return, on error and on panic.
-pub fn run(comparison: Comparison, color: ColorChoice) -> Result<(), TuiError> {
+pub(crate) fn run(comparison: Comparison) -> Result<(), TuiError> {
     if !std::io::stdout().is_terminal() {
         return Err(TuiError::NotATerminal);
     }
-    let theme = Theme::from_env(color);
+    let theme = Theme::from_env();
     let mut view = CompareView::new(comparison);
     let mut guard = TerminalGuard::enter().map_err(TuiError::Setup)?;
     let terminal = guard.terminal();

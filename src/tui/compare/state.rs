@@ -10,7 +10,7 @@ use crate::record::compare::{Comparison, OpRow};
 
 /// What orders the op rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SortKey {
+pub(crate) enum SortKey {
     /// The op's change in time per step, in the direction the step time moved: the op that
     /// explains a slower (or faster) run first. Without iterations: the change in total time.
     Contribution,
@@ -26,7 +26,7 @@ pub enum SortKey {
 
 impl SortKey {
     /// Every key, in the order ← → step through them.
-    pub const ALL: [SortKey; 5] = [
+    pub(crate) const ALL: [SortKey; 5] = [
         SortKey::Contribution,
         SortKey::Delta,
         SortKey::Ratio,
@@ -35,7 +35,7 @@ impl SortKey {
     ];
 
     /// What the title says the rows are ordered by.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             SortKey::Contribution => "contribution to the step change",
             SortKey::Delta => "Δ total",
@@ -54,7 +54,7 @@ impl SortKey {
 
 /// The pane the arrows move in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pane {
+pub(crate) enum Pane {
     /// The op table: the arrows select an op.
     Ops,
     /// The workers' busy time: the arrows scroll it.
@@ -63,7 +63,7 @@ pub enum Pane {
 
 /// What the keys do now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// The view.
     Normal,
     /// The help overlay is up.
@@ -72,7 +72,7 @@ pub enum Mode {
 
 /// What a key asks of the view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CompareAction {
+pub(crate) enum CompareAction {
     /// Leave the view.
     Quit,
     /// Show or hide the help.
@@ -104,7 +104,7 @@ pub enum CompareAction {
 /// Rows the views showed on their last draw (for paging and for keeping the selection in
 /// sight); written while drawing, hence cells.
 #[derive(Debug, Default)]
-pub struct ShownRows {
+pub(crate) struct ShownRows {
     /// Op rows the table showed.
     pub ops: Cell<usize>,
     /// Worker rows the workers pane showed.
@@ -117,7 +117,7 @@ pub struct ShownRows {
 
 /// The compare view's whole state.
 #[derive(Debug)]
-pub struct CompareView {
+pub(crate) struct CompareView {
     comparison: Comparison,
     order: Vec<usize>,
     /// What orders the op rows.
@@ -142,7 +142,7 @@ pub struct CompareView {
 
 impl CompareView {
     /// The view of `comparison`, ordered by contribution, its first op selected.
-    pub fn new(comparison: Comparison) -> Self {
+    pub(crate) fn new(comparison: Comparison) -> Self {
         let mut view = CompareView {
             order: (0..comparison.ops.len()).collect(),
             comparison,
@@ -161,17 +161,17 @@ impl CompareView {
     }
 
     /// The comparison shown.
-    pub fn comparison(&self) -> &Comparison {
+    pub(crate) fn comparison(&self) -> &Comparison {
         &self.comparison
     }
 
     /// The op rows in the shown order.
-    pub fn ops(&self) -> impl Iterator<Item = &OpRow> + '_ {
+    pub(crate) fn ops(&self) -> impl Iterator<Item = &OpRow> + '_ {
         self.order.iter().map(|&index| &self.comparison.ops[index])
     }
 
     /// The selected op, if there are any.
-    pub fn selected_op(&self) -> Option<&OpRow> {
+    pub(crate) fn selected_op(&self) -> Option<&OpRow> {
         let index = *self.order.get(self.selected)?;
         self.comparison.ops.get(index)
     }
@@ -186,14 +186,14 @@ impl CompareView {
 
     /// `op`'s share of the step time's change (its per-step change over the step's), where
     /// both are known and the step changed.
-    pub fn share_of_step_change(&self, op: &OpRow) -> Option<f64> {
+    pub(crate) fn share_of_step_change(&self, op: &OpRow) -> Option<f64> {
         let step_ms = self.comparison.step_time_s?.delta * 1e3;
         let per_step = self.comparison.per_step_ms(op)?;
         (step_ms != 0.0).then(|| per_step.delta / step_ms)
     }
 
     /// Applies `action`.
-    pub fn update(&mut self, action: CompareAction) {
+    pub(crate) fn update(&mut self, action: CompareAction) {
         match action {
             CompareAction::Quit => self.should_quit = true,
             CompareAction::ToggleHelp => {

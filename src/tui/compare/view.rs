@@ -23,7 +23,7 @@ use crate::tui::theme::Theme;
 use crate::tui::view::{centered, draw_too_small_for, format};
 
 /// The smallest screen the view draws its panes on.
-pub const MIN: (u16, u16) = (60, 16);
+pub(crate) const MIN: (u16, u16) = (60, 16);
 /// The detail pane's width when half the screen is less: its widest line, `total` with
 /// six-cell figures, in a border.
 const DETAIL_WIDTH: u16 = 42;
@@ -31,7 +31,7 @@ const DETAIL_WIDTH: u16 = 42;
 const HEADER_ROWS: u16 = 6;
 
 /// Draws the whole screen.
-pub fn draw(frame: &mut Frame<'_>, view: &CompareView, theme: Theme) {
+pub(crate) fn draw(frame: &mut Frame<'_>, view: &CompareView, theme: Theme) {
     let area = frame.area();
     if area.width < MIN.0 || area.height < MIN.1 {
         return draw_too_small(frame, area, view, theme);
@@ -62,7 +62,7 @@ pub fn draw(frame: &mut Frame<'_>, view: &CompareView, theme: Theme) {
 pub(crate) use crate::tui::view::panel_block as block;
 
 /// ` ↑ 2 above · ↓ 5 more ` for a bottom border, when rows are out of sight.
-pub fn more_marker<'a>(theme: Theme, above: usize, below: usize) -> Option<Line<'a>> {
+pub(crate) fn more_marker<'a>(theme: Theme, above: usize, below: usize) -> Option<Line<'a>> {
     let mut parts = Vec::new();
     if above > 0 {
         parts.push(format!("↑ {above} above"));

@@ -1,5 +1,5 @@
 //! [`FakeSource`]: a synthetic, deterministic [`DashboardSource`] for snapshot tests, the
-//! dashboard demo (`cargo run --example dashboard_demo`) and anyone working on the dashboard
+//! dashboard demo (`cargo run --features test-fakes -- demo`) and anyone working on the dashboard
 //! without a workload.
 //!
 //! It models two CPU devices with four inter-op workers and a one-worker priority pool each,
@@ -20,16 +20,19 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::source::{Control, ControlError, DashboardData, DashboardSource};
-use crate::profiler::stats::{Activity, DeviceSnapshot, Shares, WorkerSnapshot};
+#[cfg(test)]
+use crate::profiler::stats::DeviceSnapshot;
+use crate::profiler::stats::{Activity, Shares, WorkerSnapshot};
 use crate::profiler::DeviceId;
 use model::Model;
 
 /// The most workers a fake pool takes.
 pub(crate) const MAX_WORKERS: usize = 32;
 
+#[cfg(test)]
 /// Device `name` (registered with the profiler, so its workers' [`WorkerSnapshot::device`]
 /// finds it) with nothing counted yet: the tests' devices start from it.
-pub fn device_snapshot(name: &str) -> DeviceSnapshot {
+pub(crate) fn device_snapshot(name: &str) -> DeviceSnapshot {
     DeviceSnapshot {
         id: DeviceId::register(name).id(),
         name: name.to_string(),
@@ -39,7 +42,7 @@ pub fn device_snapshot(name: &str) -> DeviceSnapshot {
 
 /// Pool worker `index` of `device`, thread `thread`, named `name`, doing `activity`, with no
 /// time observed and nothing counted yet: the model's rows and the tests' start from it.
-pub fn worker_snapshot(
+pub(crate) fn worker_snapshot(
     thread: u32,
     name: impl Into<String>,
     device: &str,
@@ -66,7 +69,7 @@ pub fn worker_snapshot(
 
 /// What the fake workload looks like.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Scenario {
+pub(crate) enum Scenario {
     /// Within its cores, queues short, no worker spinning for long: no warnings.
     Steady,
     /// Every lint fires: more threads than cores, `cpu1-w3` spinning most of the time,
@@ -76,7 +79,7 @@ pub enum Scenario {
 
 /// How the fake is built.
 #[derive(Clone, Debug, PartialEq)]
-pub struct FakeOptions {
+pub(crate) struct FakeOptions {
     /// The workload name in the header.
     pub workload: String,
     /// CPU devices (`cpu0`, `cpu1`, ...).
@@ -122,7 +125,7 @@ impl Default for FakeOptions {
 
 impl FakeOptions {
     /// The [`Scenario::Overloaded`] workload on 4 cores.
-    pub fn overloaded() -> Self {
+    pub(crate) fn overloaded() -> Self {
         FakeOptions {
             scenario: Scenario::Overloaded,
             cores: 4,
@@ -130,8 +133,9 @@ impl FakeOptions {
         }
     }
 
+    #[cfg(test)]
     /// A big machine: `devices` CPU devices of `workers` each (for cost measurements).
-    pub fn wide(devices: usize, workers: usize) -> Self {
+    pub(crate) fn wide(devices: usize, workers: usize) -> Self {
         FakeOptions {
             cpu_devices: devices,
             inter_op: workers,
@@ -143,17 +147,8 @@ impl FakeOptions {
 }
 
 /// The synthetic source (see the module docs).
-///
-/// ```
-/// use enginetop::tui::{Control, DashboardSource, FakeOptions, FakeSource};
-/// let mut fake = FakeSource::new(FakeOptions::default());
-/// let first = fake.snapshot();
-/// assert_eq!(first.devices[0].inter_op, Some(4));
-/// fake.control(Control::SetInterOp { device: "cpu0".into(), threads: 5 }).unwrap();
-/// assert_eq!(fake.snapshot().devices[0].inter_op, Some(5));
-/// ```
 #[derive(Clone, Debug)]
-pub struct FakeSource {
+pub(crate) struct FakeSource {
     options: FakeOptions,
     model: Model,
     /// The last frame once the workload finished (it no longer changes).
@@ -163,7 +158,7 @@ pub struct FakeSource {
 
 impl FakeSource {
     /// A fake at step 0.
-    pub fn new(options: FakeOptions) -> Self {
+    pub(crate) fn new(options: FakeOptions) -> Self {
         FakeSource {
             model: Model::new(&options),
             options,
@@ -173,7 +168,7 @@ impl FakeSource {
     }
 
     /// Snapshots taken so far.
-    pub fn steps(&self) -> u64 {
+    pub(crate) fn steps(&self) -> u64 {
         self.model.step
     }
 
@@ -213,7 +208,7 @@ impl DashboardSource for FakeSource {
 
     fn control(&mut self, control: Control) -> Result<String, ControlError> {
         match control {
-            Control::SetInterOp { device, threads } => self.model.set_inter_op(&device, threads),
+            Control::SetInterOp { device, threads } => self.model.set_inter_op(device, threads),
             Control::SetIntraOp(threads) => self.model.set_intra_op(threads),
             Control::Pause(paused) => {
                 self.model.paused = paused;
@@ -227,5 +222,24 @@ impl DashboardSource for FakeSource {
             Control::Tune(_) => Err(ControlError::Unsupported("tuning (it needs a live run)")),
             Control::Replay(_) => Err(ControlError::Unsupported("moving a replay's cursor")),
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    /// A resize through [`Control::SetInterOp`] shows in the next frame.
+    #[test]
+    fn a_resize_shows_in_the_next_frame() {
+        use crate::tui::{Control, DashboardSource, FakeOptions, FakeSource};
+        let mut fake = FakeSource::new(FakeOptions::default());
+        let first = fake.snapshot();
+        assert_eq!(first.devices[0].inter_op, Some(4));
+        let cpu0 = first.devices[0].workers;
+        fake.control(Control::SetInterOp {
+            device: cpu0,
+            threads: 5,
+        })
+        .unwrap();
+        assert_eq!(fake.snapshot().devices[0].inter_op, Some(5));
     }
 }

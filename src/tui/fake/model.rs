@@ -197,14 +197,14 @@ impl Model {
 
     pub(crate) fn set_inter_op(
         &mut self,
-        device: &str,
+        device: DeviceId,
         threads: usize,
     ) -> Result<String, ControlError> {
-        let index = device
-            .strip_prefix("cpu")
-            .and_then(|n| n.parse::<usize>().ok())
-            .filter(|&index| index < self.inter_op.len())
-            .ok_or_else(|| ControlError::Failed(format!("{device} has no inter-op pool")))?;
+        let device_name = device.name();
+        let index = (0..self.inter_op.len())
+            .find(|&index| cpu_device(index) == device)
+            .ok_or_else(|| ControlError::Failed(format!("{device_name} has no inter-op pool")))?;
+        let device = device_name;
         if !(1..=MAX_WORKERS).contains(&threads) {
             let reason = format!("{device} takes 1 to {MAX_WORKERS} inter-op workers");
             return Err(ControlError::Failed(reason));
@@ -666,7 +666,7 @@ impl Model {
             .map(|(d, &workers)| DeviceLayout {
                 title: format!("cpu{d}"),
                 kind: DeviceKind::Cpu,
-                workers: DeviceId::register(&format!("cpu{d}")),
+                workers: cpu_device(d),
                 priority: (options.priority_workers > 0)
                     .then(|| DeviceId::register(&format!("cpu{d}-prio"))),
                 streams: Vec::new(),
@@ -700,4 +700,10 @@ impl Model {
         });
         layout
     }
+}
+
+/// The profiler device of fake CPU device `index` (`cpu0`): its panel's workers, the device a
+/// resize names.
+fn cpu_device(index: usize) -> DeviceId {
+    DeviceId::register(&format!("cpu{index}"))
 }

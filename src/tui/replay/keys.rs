@@ -13,7 +13,7 @@ use crate::tui::source::Control;
 
 /// What a replay key asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplayAction {
+pub(crate) enum ReplayAction {
     /// Play faster.
     Faster,
     /// Play slower.
@@ -38,7 +38,7 @@ pub enum ReplayAction {
 
 /// What the prompt asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PromptKind {
+pub(crate) enum PromptKind {
     /// A time of the run (`J`).
     Time,
     /// An op name (`o`).
@@ -47,7 +47,7 @@ pub enum PromptKind {
 
 /// The prompt being typed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Prompt {
+pub(crate) struct Prompt {
     /// What it asks for.
     pub kind: PromptKind,
     /// What was typed.
@@ -56,7 +56,7 @@ pub struct Prompt {
 
 impl Prompt {
     /// The prompt as the footer shows it (`jump to time (s, ms, 1m30s): 12.5`).
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let asks = match self.kind {
             PromptKind::Time => "jump to time (12.5, 800ms, 1m30s)",
             PromptKind::OpName => "jump to the next op named like",
@@ -66,7 +66,7 @@ impl Prompt {
 }
 
 /// The replay's lines of the help, with their keys (the tests press them all).
-pub const REPLAY_KEYS: [KeyHelp; 4] = [
+pub(crate) const REPLAY_KEYS: [KeyHelp; 4] = [
     KeyHelp {
         keys: "x  X",
         does: "replay: slower / faster (0.25x to 16x); space plays and pauses",
@@ -109,7 +109,7 @@ pub const REPLAY_KEYS: [KeyHelp; 4] = [
 
 /// The footer's status line in a replay (when no action's outcome shows): the prompt being
 /// typed, or REPLAY with the cursor, the speed and what the file lost.
-pub fn footer_line(app: &App) -> Option<String> {
+pub(crate) fn footer_line(app: &App) -> Option<String> {
     let replay = app.data().facts.replay.as_ref()?;
     if let (Mode::Prompt, Some(prompt)) = (app.mode, &app.prompt) {
         return Some(format!("{}█", prompt.line()));
@@ -126,7 +126,7 @@ pub fn footer_line(app: &App) -> Option<String> {
 }
 
 /// The action of a replay key in normal mode (keys the dashboard does not use otherwise).
-pub fn replay_key(code: KeyCode) -> Option<Action> {
+pub(crate) fn replay_key(code: KeyCode) -> Option<Action> {
     REPLAY_KEYS
         .iter()
         .flat_map(|help| help.bindings)
@@ -135,7 +135,7 @@ pub fn replay_key(code: KeyCode) -> Option<Action> {
 }
 
 /// The action of a key while the prompt is typed.
-pub fn prompt_key(code: KeyCode) -> Option<Action> {
+pub(crate) fn prompt_key(code: KeyCode) -> Option<Action> {
     let action = match code {
         KeyCode::Esc => ReplayAction::PromptCancel,
         KeyCode::Enter => ReplayAction::PromptAccept,
@@ -147,7 +147,7 @@ pub fn prompt_key(code: KeyCode) -> Option<Action> {
 }
 
 /// Whether a replay's search for the next op runs (Esc then cancels it).
-pub fn searching(app: &App) -> bool {
+pub(crate) fn searching(app: &App) -> bool {
     app.data()
         .facts
         .replay
@@ -156,7 +156,7 @@ pub fn searching(app: &App) -> bool {
 }
 
 /// Why `action` is refused in a replay (what would change the run), if it is.
-pub fn refusal(app: &App, action: Action) -> Option<String> {
+pub(crate) fn refusal(app: &App, action: Action) -> Option<String> {
     app.data().facts.replay.as_ref()?;
     match action {
         Action::InterOpUp
@@ -171,7 +171,7 @@ pub fn refusal(app: &App, action: Action) -> Option<String> {
 }
 
 /// Applies a replay key in normal mode: the control it asks for, or a prompt to type.
-pub fn update(app: &mut App, action: ReplayAction) -> Option<Control> {
+pub(crate) fn update(app: &mut App, action: ReplayAction) -> Option<Control> {
     if app.data().facts.replay.is_none() {
         app.fail("that key moves a replay's cursor: open one with enginetop replay FILE".into());
         return None;
@@ -194,7 +194,7 @@ pub fn update(app: &mut App, action: ReplayAction) -> Option<Control> {
 }
 
 /// Applies a key while the prompt is typed; Enter sends the jump.
-pub fn update_prompt(app: &mut App, action: Action) -> Option<Control> {
+pub(crate) fn update_prompt(app: &mut App, action: Action) -> Option<Control> {
     let Some(prompt) = app.prompt.as_mut() else {
         app.mode = Mode::Normal;
         return None;

@@ -19,17 +19,17 @@
 //! exporting the live window) is refused with the reason.
 #![forbid(unsafe_code)]
 
-pub mod keys;
+pub(crate) mod keys;
 mod source;
 
-pub use keys::{ReplayAction, REPLAY_KEYS};
-pub use source::ReplaySource;
+pub(crate) use keys::{ReplayAction, REPLAY_KEYS};
+pub(crate) use source::ReplaySource;
 
 use std::time::Duration;
 
 /// A request to the replay's cursor.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReplayControl {
+pub(crate) enum ReplayControl {
     /// The next speed up (`true`) or down.
     Speed(bool),
     /// One step forward (`true`) or back, while paused.
@@ -44,7 +44,7 @@ pub enum ReplayControl {
 
 /// The replay's state, for the header and the footer.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ReplayFacts {
+pub(crate) struct ReplayFacts {
     /// The cursor, from the run's first event.
     pub cursor: Duration,
     /// The run's length (its last event).
@@ -67,7 +67,7 @@ pub struct ReplayFacts {
 impl ReplayFacts {
     /// `12.345 s / 40.000 s · 2x · paused`, and while the statistics are short of the cursor
     /// ` · seeking 30.000 s`, then how the search for the next op goes.
-    pub fn position(&self) -> String {
+    pub(crate) fn position(&self) -> String {
         let state = if self.playing { "playing" } else { "paused" };
         let mut line = format!(
             "{} / {} · {} · {state}",
@@ -86,43 +86,34 @@ impl ReplayFacts {
 }
 
 /// `12.345 s`.
-pub fn seconds(time: Duration) -> String {
+pub(crate) fn seconds(time: Duration) -> String {
     format!("{:.3} s", time.as_secs_f64())
 }
 
 /// `0.25x`, `2x`.
-pub fn speed_text(speed: f64) -> String {
+pub(crate) fn speed_text(speed: f64) -> String {
     format!("{speed}x")
 }
 
 /// How long a frame feeds the replay's statistics at most: half the dashboard's default
 /// frame interval (100 ms, 10 frames a second), the rest left to the snapshot and drawing.
-pub const FEED_BUDGET: Duration = Duration::from_millis(50);
+pub(crate) const FEED_BUDGET: Duration = Duration::from_millis(50);
 
 /// Why the dashboard refuses what would change a run, in a replay.
-pub const CANNOT_RESIZE: &str = "a replay cannot resize: it shows a recorded run; record a \
+pub(crate) const CANNOT_RESIZE: &str = "a replay cannot resize: it shows a recorded run; record a \
                                  run with other counts (--inter, --intra) and compare them";
 
 /// Why a replay exports no trace window.
-pub const CANNOT_EXPORT: &str =
+pub(crate) const CANNOT_EXPORT: &str =
     "a replay exports the whole recording: enginetop export FILE --to chrome";
 
 /// Why a replay keeps its statistics.
-pub const CANNOT_RESET: &str =
+pub(crate) const CANNOT_RESET: &str =
     "a replay shows the run's statistics as they were: J jumps to a time";
 
 /// Parses a time of the run: seconds (`12.5`), or a number with a unit (`800ms`, `250us`,
 /// `2s`, `1m`), or several (`1m30s`).
-///
-/// ```
-/// use enginetop::tui::replay::parse_time;
-/// use std::time::Duration;
-/// assert_eq!(parse_time("12.5"), Ok(Duration::from_millis(12_500)));
-/// assert_eq!(parse_time("1m30s"), Ok(Duration::from_secs(90)));
-/// assert_eq!(parse_time(" 800ms "), Ok(Duration::from_millis(800)));
-/// assert!(parse_time("soon").is_err());
-/// ```
-pub fn parse_time(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_time(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let bad = || {
         format!(
@@ -160,4 +151,18 @@ pub fn parse_time(text: &str) -> Result<Duration, String> {
         rest = &rest[unit..];
     }
     Duration::try_from_secs_f64(total).map_err(|_| bad())
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    /// A small use of `parse_time`.
+    #[test]
+    fn parse_time_example() {
+        use crate::tui::replay::parse_time;
+        use std::time::Duration;
+        assert_eq!(parse_time("12.5"), Ok(Duration::from_millis(12_500)));
+        assert_eq!(parse_time("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_time(" 800ms "), Ok(Duration::from_millis(800)));
+        assert!(parse_time("soon").is_err());
+    }
 }

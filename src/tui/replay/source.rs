@@ -40,7 +40,7 @@ pub(super) const STEP: Duration = Duration::from_millis(100);
 
 /// A recording shown in the dashboard.
 #[derive(Debug)]
-pub struct ReplaySource {
+pub(crate) struct ReplaySource {
     replay: Replay,
     speed: usize,
     playing: bool,
@@ -64,7 +64,7 @@ pub struct ReplaySource {
 
 impl ReplaySource {
     /// A replay of `replay` from its cursor, playing at 1x (paused, with `paused`).
-    pub fn new(replay: Replay, paused: bool) -> ReplaySource {
+    pub(crate) fn new(replay: Replay, paused: bool) -> ReplaySource {
         ReplaySource {
             graph: ReplayGraph::open(replay.index()),
             cursor_ns: replay.cursor_ns(),
@@ -82,14 +82,9 @@ impl ReplaySource {
 
     /// The same, with the cursor moved to `target_ns` (clamped to the run): the first frames
     /// show the state on the way there.
-    pub fn starting_at(mut self, target_ns: u64) -> ReplaySource {
+    pub(crate) fn starting_at(mut self, target_ns: u64) -> ReplaySource {
         self.seek(target_ns);
         self
-    }
-
-    /// The replay under the dashboard.
-    pub fn replay(&self) -> &Replay {
-        &self.replay
     }
 
     fn speed(&self) -> f64 {
@@ -511,7 +506,7 @@ mod tests {
             "{resize}"
         );
         let inter = Control::SetInterOp {
-            device: "cpu0".into(),
+            device: crate::profiler::DeviceId::of(crate::device::identity::Device::Cpu(0)),
             threads: 3,
         };
         assert!(source.control(inter).is_err());

@@ -48,7 +48,7 @@ pub(crate) fn stack_height(ctx: &Ctx<'_>) -> u16 {
 }
 
 /// Draws every panel, stacked, into `area`.
-pub fn draw_stack(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw_stack(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     if ctx.panels.is_empty() {
         let block = ctx.block(Line::from(" devices "), Focus::Devices);
         let text = Paragraph::new("  waiting for the first worker events…").block(block);

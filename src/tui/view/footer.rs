@@ -14,15 +14,15 @@ use crate::tui::input::{KeyHelp, KEYS};
 use crate::tui::replay::REPLAY_KEYS;
 
 /// The most rows a status message takes (the rest is cut with `…`).
-pub const STATUS_ROWS: usize = 3;
+pub(crate) const STATUS_ROWS: usize = 3;
 
 /// Rows the footer takes at `width`.
-pub fn height(ctx: &Ctx<'_>, width: u16) -> u16 {
+pub(crate) fn height(ctx: &Ctx<'_>, width: u16) -> u16 {
     (status_lines(ctx, width).len() + hint_lines(ctx, width).len()) as u16
 }
 
 /// Draws the footer into `area`.
-pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let mut lines = status_lines(ctx, area.width);
     lines.extend(hint_lines(ctx, area.width));
     frame.render_widget(Paragraph::new(lines), area);

@@ -9,7 +9,7 @@ use ratatui::text::Span;
 
 /// A duration in nanoseconds with three significant digits, at most 6 characters
 /// (`812ns`, `4.20µs`, `420µs`, `1.23ms`, `123ms`, `2.50s`).
-pub fn nanos(ns: f64) -> String {
+pub(crate) fn nanos(ns: f64) -> String {
     const UNITS: [(f64, &str); 3] = [(1e3, "µs"), (1e6, "ms"), (1e9, "s")];
     if ns < 999.5 {
         return format!("{:.0}ns", ns.max(0.0));
@@ -29,12 +29,12 @@ pub fn nanos(ns: f64) -> String {
 }
 
 /// A count with a k / M / G suffix past four digits (`999`, `12.3k`, `4.56M`).
-pub fn count(n: u64) -> String {
+pub(crate) fn count(n: u64) -> String {
     quantity(n as f64)
 }
 
 /// A non-negative quantity with a k / M / G suffix past four digits.
-pub fn quantity(value: f64) -> String {
+pub(crate) fn quantity(value: f64) -> String {
     if value.is_nan() || value <= 0.0 {
         return "0".into(); // an empty sum of floats is -0.0
     }
@@ -47,7 +47,7 @@ pub fn quantity(value: f64) -> String {
 }
 
 /// Elapsed time as `mm:ss.d`, or `h:mm:ss` past an hour.
-pub fn elapsed(elapsed: Duration) -> String {
+pub(crate) fn elapsed(elapsed: Duration) -> String {
     let secs = elapsed.as_secs();
     if secs >= 3600 {
         return format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
@@ -57,12 +57,12 @@ pub fn elapsed(elapsed: Duration) -> String {
 }
 
 /// A percentage of a share in `[0, 1]`, 4 wide (` 72%`).
-pub fn percent(share: f64) -> String {
+pub(crate) fn percent(share: f64) -> String {
     format!("{:>3.0}%", (share * 100.0).clamp(0.0, 999.0))
 }
 
 /// A bar `width` cells wide, `share` of it filled in eighths (`███▌    `).
-pub fn bar(share: f64, width: usize) -> (String, String) {
+pub(crate) fn bar(share: f64, width: usize) -> (String, String) {
     const EIGHTHS: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
     let eighths = (share.clamp(0.0, 1.0) * (width * 8) as f64).round() as usize;
     let (full, part) = (eighths / 8, eighths % 8);
@@ -78,7 +78,7 @@ pub fn bar(share: f64, width: usize) -> (String, String) {
 /// `s4b0_conv2_grad_w`). Under 5 cells only the start stays (`ab…`). Widths are display
 /// cells: a wide character takes two and never straddles a cut, so a cut name may be a
 /// cell short of `width` ([`pad_right`] fills it).
-pub fn fit_name(name: &str, width: usize) -> String {
+pub(crate) fn fit_name(name: &str, width: usize) -> String {
     if cells(name) <= width {
         return name.to_string();
     }
@@ -92,7 +92,7 @@ pub fn fit_name(name: &str, width: usize) -> String {
 
 /// `text` padded with spaces on the right to `width` cells (as is when wider): `{:<w$}`
 /// measured in cells, not characters.
-pub fn pad_right(text: &str, width: usize) -> String {
+pub(crate) fn pad_right(text: &str, width: usize) -> String {
     let pad = width.saturating_sub(cells(text));
     format!("{text}{}", " ".repeat(pad))
 }
@@ -116,7 +116,7 @@ fn tail_within(text: &str, width: usize) -> &str {
 }
 
 /// The cells `text` takes on a terminal (unicode width, as ratatui's [`Span::width`]).
-pub fn cells(text: &str) -> usize {
+pub(crate) fn cells(text: &str) -> usize {
     Span::raw(text).width()
 }
 
@@ -133,7 +133,7 @@ fn head_within(text: &str, width: usize) -> &str {
 }
 
 /// `text` cut to `width` cells, with `…` when cut.
-pub fn fit(text: &str, width: usize) -> String {
+pub(crate) fn fit(text: &str, width: usize) -> String {
     if cells(text) <= width {
         return text.to_string();
     }
@@ -151,7 +151,7 @@ pub(crate) fn ellipsized(text: &str, width: usize) -> String {
 
 /// `text` in rows of at most `width` cells, broken at spaces; a word wider than a row is
 /// broken where the row ends. The footer's status and the help's lines wrap with it.
-pub fn wrap(text: &str, width: usize) -> Vec<String> {
+pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
     let width = width.max(1);
     let mut rows: Vec<String> = Vec::new();
     let mut row = String::new();

@@ -19,10 +19,10 @@ use crate::tui::source::DashboardData;
 use crate::workload::run::GflopsSplit;
 
 /// Rows the header takes.
-pub const HEIGHT: u16 = 2;
+pub(crate) const HEIGHT: u16 = 2;
 
 /// Draws the header into `area`.
-pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let width = usize::from(area.width);
     let lines = vec![
         fit_parts(identity_parts(ctx), width),

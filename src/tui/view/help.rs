@@ -22,7 +22,7 @@ const KEY_WIDTH: usize = 15;
 const CLOSE: &str = "Esc ? q close";
 
 /// Draws the overlay over `area`.
-pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let natural = lines(ctx, usize::MAX);
     let widest = natural.iter().map(Line::width).max().unwrap_or(0);
     let width = (widest as u16 + 2).min(area.width);

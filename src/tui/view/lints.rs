@@ -16,14 +16,14 @@ use super::Ctx;
 /// one on a screen under [`SHORT`] rows (where every row goes to the panels).
 const MAX_ROWS: (usize, usize, usize) = (3, 2, 1);
 /// Screens with fewer rows than this give the warnings one row.
-pub const SHORT: u16 = 24;
+pub(crate) const SHORT: u16 = 24;
 /// What starts a warning's first row.
 const MARK: &str = " ⚠ ";
 /// What starts the rows a warning wraps onto.
 const INDENT: &str = "   ";
 
 /// Rows the warnings take on a screen `width` x `rows`.
-pub fn height(ctx: &Ctx<'_>, wide: bool, width: u16, rows: u16) -> u16 {
+pub(crate) fn height(ctx: &Ctx<'_>, wide: bool, width: u16, rows: u16) -> u16 {
     let most = match (wide, rows < SHORT) {
         (true, _) => MAX_ROWS.0,
         (false, false) => MAX_ROWS.1,
@@ -38,7 +38,7 @@ pub fn height(ctx: &Ctx<'_>, wide: bool, width: u16, rows: u16) -> u16 {
 }
 
 /// Draws the warnings into `area`.
-pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let (rows, width) = (usize::from(area.height), usize::from(area.width));
     if rows == 0 {
         return;

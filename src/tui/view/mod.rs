@@ -20,19 +20,19 @@
 //! ([`more_marker`]).
 #![forbid(unsafe_code)]
 
-pub mod device;
-pub mod footer;
-pub mod format;
-pub mod header;
-pub mod help;
-pub mod lints;
-pub mod op_detail;
-pub mod op_spans;
-pub mod ops;
-pub mod scaling;
-pub mod sparklines;
-pub mod timeline;
-pub mod tuner;
+pub(crate) mod device;
+pub(crate) mod footer;
+pub(crate) mod format;
+pub(crate) mod header;
+pub(crate) mod help;
+pub(crate) mod lints;
+pub(crate) mod op_detail;
+pub(crate) mod op_spans;
+pub(crate) mod ops;
+pub(crate) mod scaling;
+pub(crate) mod sparklines;
+pub(crate) mod timeline;
+pub(crate) mod tuner;
 
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::style::Style;
@@ -46,15 +46,15 @@ use super::panels::{device_panels, DevicePanel};
 use super::theme::Theme;
 
 /// The smallest screen that gets the wide layout.
-pub const WIDE: (u16, u16) = (120, 36);
+pub(crate) const WIDE: (u16, u16) = (120, 36);
 
 /// The smallest screen the dashboard draws panels on: the compact layout's header, a lint,
 /// three worker rows, the sparklines, two timeline and two ops rows, and the footer.
-pub const MIN: (u16, u16) = (60, 18);
+pub(crate) const MIN: (u16, u16) = (60, 18);
 
 /// What every view reads: the state, the panels of the current frame, the warnings, the
 /// theme.
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     /// The dashboard's state.
     pub app: &'a App,
     /// The device panels of the latest frame.
@@ -67,7 +67,7 @@ pub struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     /// The context of `app`'s latest frame.
-    pub fn new(app: &'a App, theme: Theme) -> Self {
+    pub(crate) fn new(app: &'a App, theme: Theme) -> Self {
         let panels = device_panels(app.data());
         let lints = find(app.data(), &panels, app.history());
         Ctx {
@@ -79,7 +79,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// A bordered block titled `title`, highlighted when `focus` has the focus.
-    pub fn block(&self, title: Line<'a>, focus: Focus) -> Block<'a> {
+    pub(crate) fn block(&self, title: Line<'a>, focus: Focus) -> Block<'a> {
         let focused = self.app.focus == focus && self.app.mode != Mode::Help;
         panel_block(title, focused, self.theme)
     }
@@ -113,7 +113,7 @@ pub(crate) fn centered(area: Rect, width: u16, height: u16) -> Rect {
 }
 
 /// Draws the whole screen.
-pub fn draw(frame: &mut Frame<'_>, app: &App, theme: Theme) {
+pub(crate) fn draw(frame: &mut Frame<'_>, app: &App, theme: Theme) {
     let area = frame.area();
     if area.width < MIN.0 || area.height < MIN.1 {
         return draw_too_small(frame, area, app, theme);
@@ -227,7 +227,7 @@ pub(crate) type Part<'a> = (u8, Vec<Span<'a>>);
 /// later of two equally expendable). A line that dropped a part ends in ` …`, so nothing goes
 /// unannounced. If the parts that never go are still too wide, the line is cut and ends in
 /// `…`.
-pub fn fit_parts(parts: Vec<Part<'_>>, width: usize) -> Line<'_> {
+pub(crate) fn fit_parts(parts: Vec<Part<'_>>, width: usize) -> Line<'_> {
     let widths: Vec<usize> = parts
         .iter()
         .map(|(_, spans)| spans.iter().map(Span::width).sum())
@@ -298,7 +298,7 @@ fn cut_spans(spans: Vec<Span<'_>>, width: usize) -> Vec<Span<'_>> {
 }
 
 /// ` ↑ 2 above · ↓ 5 more ` for a bottom border, when rows are out of sight.
-pub fn more_marker<'a>(ctx: &Ctx<'_>, above: usize, below: usize) -> Option<Line<'a>> {
+pub(crate) fn more_marker<'a>(ctx: &Ctx<'_>, above: usize, below: usize) -> Option<Line<'a>> {
     let mut parts = Vec::new();
     if above > 0 {
         parts.push(format!("↑ {above} above"));

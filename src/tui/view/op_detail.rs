@@ -25,7 +25,7 @@ const MAX_WIDTH: u16 = 72;
 const MAX_WAITED_ON: usize = 8;
 
 /// Draws the detail of the timeline's cursor op over `area`, if it is open.
-pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let nav = &ctx.app.timeline;
     let Some(span) = nav.cursor.filter(|_| nav.detail) else {
         return;
@@ -45,7 +45,7 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
 }
 
 /// The rows of `span`'s detail, each cut to `width` cells.
-pub fn lines<'a>(ctx: &Ctx<'a>, span: &OpSpan, width: usize) -> Vec<Line<'a>> {
+pub(crate) fn lines<'a>(ctx: &Ctx<'a>, span: &OpSpan, width: usize) -> Vec<Line<'a>> {
     let data = ctx.app.data();
     let deps = data.deps.deps(span, &data.spans);
     let deps = deps.as_ref();

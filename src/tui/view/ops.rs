@@ -25,7 +25,7 @@ const MIN_NAME_KEPT: usize = 5;
 /// Draws the ops table into `area`. When the width is short, whole figure columns go (p99,
 /// then mean, then total; the sort column and the count stay longest) and names are cut with
 /// [`format::fit_name`]: a figure is never cut.
-pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let app = ctx.app;
     let ops = app.visible_ops();
     let block = ctx.block(title(ctx, ops.len(), area.width), Focus::Ops);

@@ -44,7 +44,7 @@ struct ViewBlock<'a> {
 }
 
 /// Draws the view over `area`.
-pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let inner = usize::from(area.width.saturating_sub(2));
     let blocks = blocks(ctx, inner);
     let constraints = blocks.iter().map(|block| match block.fill {

@@ -37,7 +37,7 @@ use crate::tui::timeline_nav::NavRow;
 
 /// How long a state stays shown after the sample that saw it when no later sample comes
 /// (frames that came late); past it the cells stay blank.
-pub const HOLD: Duration = Duration::from_secs(1);
+pub(crate) const HOLD: Duration = Duration::from_secs(1);
 
 /// Rows the timeline would like (borders, legend and one per worker).
 pub(crate) fn wanted_height(ctx: &Ctx<'_>) -> u16 {
@@ -46,7 +46,7 @@ pub(crate) fn wanted_height(ctx: &Ctx<'_>) -> u16 {
 }
 
 /// Draws the timeline into `area`.
-pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let workers: Vec<&WorkerSnapshot> = ctx.panels.iter().flat_map(|p| p.all_workers()).collect();
     let label_width = workers
         .iter()

@@ -16,7 +16,7 @@ use crate::tui::tuner::{headline, measured};
 const HEADLINE_ROWS: usize = 2;
 
 /// The rows the tuner's lines take at `width` (0 without a search).
-pub fn height(ctx: &Ctx<'_>, width: u16) -> u16 {
+pub(crate) fn height(ctx: &Ctx<'_>, width: u16) -> u16 {
     rows(ctx, width).len() as u16
 }
 
@@ -36,7 +36,7 @@ fn rows(ctx: &Ctx<'_>, width: u16) -> Vec<(String, bool)> {
 }
 
 /// Draws the tuner's lines into `area`.
-pub fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
+pub(crate) fn draw(frame: &mut Frame<'_>, area: Rect, ctx: &Ctx<'_>) {
     let lines: Vec<Line<'_>> = rows(ctx, area.width)
         .into_iter()
         .map(|(row, head)| {

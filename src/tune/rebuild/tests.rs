@@ -247,7 +247,7 @@ fn every_setting_is_built_in_turn_then_the_finalists_are_interleaved() {
         .iter()
         .find(|(setting, _)| *setting == SIMPLE_OFF)
         .unwrap();
-    assert_eq!(pick.verdict, crate::tune::Verdict::Faster);
+    assert_eq!(pick.verdict, crate::tune::paired::Verdict::Faster);
 }
 
 /// The resnet-like case across settings: the own setting's 1x2 is the fewest threads within
@@ -278,7 +278,7 @@ fn a_finalist_slower_than_the_default_in_the_rounds_is_not_picked() {
                 .paired
                 .iter()
                 .any(|(_, p)| p.point == Point { inter: 1, intra: 2 }
-                    && p.verdict == crate::tune::Verdict::Slower),
+                    && p.verdict == crate::tune::paired::Verdict::Slower),
             "seed {seed}: {:#?}",
             report.paired
         );

@@ -17,7 +17,7 @@ use crate::tune::space::Point;
 
 /// Every setting's surface (its live search), the rounds' table, the best, the default, the
 /// gain, and how it ended.
-pub fn settings_text(report: &SettingsReport) -> String {
+pub(crate) fn settings_text(report: &SettingsReport) -> String {
     let objective = report.objective;
     let unit = objective.unit();
     let mut out = format!(
@@ -163,7 +163,7 @@ fn configuration(
 /// The report as JSON: `best` and `default` (`pool`, `spin`, `inter`, `intra`, `median`,
 /// `spread`, `samples`), `gain`, `points` (every setting's live windows), `settings` (each
 /// setting's live pick), `finalists` (the interleaved rounds' figures), `rounds`.
-pub fn settings_json(report: &SettingsReport) -> serde_json::Value {
+pub(crate) fn settings_json(report: &SettingsReport) -> serde_json::Value {
     let chosen = |(setting, point)| configuration(setting, point, report.result(setting, point));
     let points: Vec<serde_json::Value> = report
         .settings
