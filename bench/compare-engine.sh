@@ -11,7 +11,8 @@
 # in the same run; several builds separated by ':' are labelled base, base2, base3, ...),
 # NO_BUILD=1 to skip building. Each round runs every program once, rotating
 # which goes first; the table shows, per (bench, engine), the median over rounds of each
-# round's median, and mxnet / engine: above 1 means the engine took less time per op.
+# round's median, the spread (the fastest and the slowest round's median), and mxnet / engine:
+# above 1 means the engine took less time per op.
 # Ours also times the floors (`--floor`: the cheapest handoff of the same ops to one worker
 # on this machine, see src/bench/engine/floor.rs) in the same runs; the last column is each
 # row's time over floor-spsc's (how far from what the machine allows).
@@ -87,9 +88,9 @@ with open(sys.argv[1]) as lines:
 def engine_order(engine):
     return (engine == "mxnet-1.9.1", engine.startswith("floor-"), engine != "per-device", engine)
 
-print("medians over rounds (ns/op); mxnet/engine > 1: the engine is faster; "
-      "/floor: time over floor-spsc's")
-print(f"{'bench':<12} {'engine':<14} {'rounds':>6} {'ns/op':>10} {'correct':>7} "
+print("medians over rounds (ns/op); spread: the fastest and slowest round; "
+      "mxnet/engine > 1: the engine is faster; /floor: time over floor-spsc's")
+print(f"{'bench':<12} {'engine':<14} {'rounds':>6} {'ns/op':>10} {'spread':>15} {'correct':>7} "
       f"{'mxnet/engine':>13} {'/floor':>7}")
 for bench in sorted({b for b, _ in rows}, key=ORDER.index):
     mxnet = rows.get((bench, "mxnet-1.9.1"))
@@ -101,7 +102,8 @@ for bench in sorted({b for b, _ in rows}, key=ORDER.index):
         figure = statistics.median(figures)
         ratio = f"{mxnet_figure / figure:.2f}" if mxnet_figure and figure > 0 else "-"
         over = f"{figure / floor_figure:.1f}" if floor_figure else "-"
-        print(f"{bench:<12} {engine:<14} {len(figures):>6} {figure:>10.1f} "
+        spread = f"{min(figures):.1f}-{max(figures):.1f}"
+        print(f"{bench:<12} {engine:<14} {len(figures):>6} {figure:>10.1f} {spread:>15} "
               f"{str(correct[(bench, engine)]).lower():>7} {ratio:>13} {over:>7}")
 PY
 echo "raw JSON lines: ${raw}" >&2
