@@ -54,9 +54,10 @@
 //!    few updates): it does not bound the step.
 //! 3. **starved**: the device's parallelism is below its workers + 1 (one more worker
 //!    gains at most `1 - workers / parallelism` of the step, nothing where the parallelism
-//!    does not exceed the workers; the line gives that bound, or the workers' time with no
-//!    op running) and the critical path crosses false edges: the vars they name are reused
-//!    too soon; more buffers would let more ops run at once.
+//!    does not exceed the workers; the line gives that bound, or the workers' time not in
+//!    ops: `1 - achieved / workers`, whatever kept them out, which the attribution's buckets
+//!    split) and the critical path crosses false edges: the vars they name are reused too
+//!    soon; more buffers would let more ops run at once.
 //! 4. **critical path**: the same bound with only true edges on the path: more inter-op
 //!    workers cannot help beyond that bound; shorter ops on the path (more intra-op
 //!    threads) can.

@@ -192,7 +192,7 @@ fn graph_verdict(
                     gain * 100.0
                 ),
                 None => format!(
-                    "{:.0}% of worker time with no op running (parallelism {:.1} on {} \
+                    "{:.0}% of worker time not in ops (parallelism {:.1} on {} \
                      worker{plural})",
                     idle * 100.0,
                     device.parallelism,
@@ -245,7 +245,7 @@ fn graph_verdict(
     let reachable = device.parallelism.min(workers);
     if device.achieved_parallelism < OVERHEAD_FRACTION * reachable {
         let detail = format!(
-            "{:.0}% of worker time with no op running though the graph keeps {:.1} busy \
+            "{:.0}% of worker time not in ops though the graph keeps {:.1} busy \
              (achieved {:.1} of {} worker{plural}); the time goes between ops",
             idle * 100.0,
             reachable,
@@ -387,11 +387,11 @@ mod tests {
                 .contains("one more worker could shorten the step by 20% at most"),
             "{verdict}"
         );
-        assert!(!verdict.text.contains("no op running"), "{verdict}");
+        assert!(!verdict.text.contains("not in ops"), "{verdict}");
         let with_three = judge(ops(), 7, 13 * MS, 3);
         assert_eq!(with_three.bound, Bound::Starved, "{with_three}");
         assert!(
-            with_three.text.contains("no op running") && !with_three.text.contains("one more"),
+            with_three.text.contains("not in ops") && !with_three.text.contains("one more"),
             "parallelism under the workers: {with_three}"
         );
     }

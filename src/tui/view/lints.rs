@@ -107,7 +107,7 @@ mod tests {
 
     #[test]
     fn a_long_warning_wraps_at_words_and_keeps_its_end() {
-        let verdict = "cpu0: starved: 7% of worker time with no op running (parallelism 2.3 on \
+        let verdict = "cpu0: starved: 7% of worker time not in ops (parallelism 2.3 on \
                        2 workers); the critical path runs through write-after-read on host0; \
                        more buffers would let more ops run at once";
         let rows = super::wrap(verdict, 80);
