@@ -142,7 +142,8 @@ pub(crate) struct Pred {
 
 /// The longest path through the graph under some weights.
 struct Longest {
-    span: Duration,
+    /// In nanoseconds.
+    span: u64,
     /// The ops of the path, first to last, each with the edge into it (none for the first).
     path: Vec<(usize, Option<Pred>)>,
 }
@@ -181,21 +182,11 @@ pub(crate) fn analyze_times(
     times: &[Duration],
     wall: Duration,
 ) -> Scaling {
-    let longest = longest_path(preds, times);
-    let work: Duration = times.iter().sum();
-    let span = longest.span;
-    let mut critical_path: Vec<PathOp> = longest
-        .path
-        .iter()
-        .map(|&(op, _)| PathOp {
-            name: graph.ops[op].name.clone(),
-            share: ratio(times[op], span),
-            ms: ms(times[op]),
-        })
-        .collect();
-    let critical_path_ops = critical_path.len();
-    critical_path.sort_by(|a, b| b.share.total_cmp(&a.share));
-    critical_path.truncate(PATH_KEPT);
+    let weights: Vec<u64> = times.iter().map(|&time| nanos(time)).collect();
+    let longest = longest_path(preds, &weights);
+    let work = Duration::from_nanos(weights.iter().sum());
+    let span = Duration::from_nanos(longest.span);
+    let critical_path_ops = longest.path.len();
     Scaling {
         ops: graph.ops.len(),
         wall_ms: ms(wall),
@@ -204,12 +195,36 @@ pub(crate) fn analyze_times(
         parallelism: ratio(work, span),
         achieved_parallelism: ratio(work, wall),
         critical_path_ops,
-        critical_path,
+        critical_path: path_ops(graph, &longest, times, span),
         false_edges: false_edges(graph, &longest),
         devices: (0..graph.devices.len())
-            .map(|device| device_scaling(graph, preds, times, wall, device))
+            .map(|device| device_scaling(graph, preds, (&weights, &longest), wall, device))
             .collect(),
     }
+}
+
+/// The [`PATH_KEPT`] longest ops of the path, longest first (ties in path order): only
+/// those are named.
+fn path_ops(
+    graph: &RanGraph,
+    longest: &Longest,
+    times: &[Duration],
+    span: Duration,
+) -> Vec<PathOp> {
+    let mut kept: Vec<(f64, usize)> = longest
+        .path
+        .iter()
+        .map(|&(op, _)| (ratio(times[op], span), op))
+        .collect();
+    kept.sort_by(|a, b| b.0.total_cmp(&a.0));
+    kept.truncate(PATH_KEPT);
+    kept.into_iter()
+        .map(|(share, op)| PathOp {
+            name: graph.ops[op].name.clone(),
+            share,
+            ms: ms(times[op]),
+        })
+        .collect()
 }
 
 /// Each op's predecessors, from every var's accesses in push order.
@@ -257,18 +272,19 @@ pub(crate) fn predecessors(graph: &RanGraph) -> Vec<Vec<Pred>> {
     preds
 }
 
-/// The longest path with op `i` weighing `weights[i]` (push order is topological).
-fn longest_path(preds: &[Vec<Pred>], weights: &[Duration]) -> Longest {
-    let mut finish: Vec<Duration> = Vec::with_capacity(weights.len());
+/// The longest path with op `i` weighing `weights[i]` nanoseconds (push order is
+/// topological).
+fn longest_path(preds: &[Vec<Pred>], weights: &[u64]) -> Longest {
+    let mut finish: Vec<u64> = Vec::with_capacity(weights.len());
     let mut best: Vec<Option<Pred>> = Vec::with_capacity(weights.len());
     for (index, into) in preds.iter().enumerate() {
         let before = into.iter().max_by_key(|pred| finish[pred.op]).copied();
-        finish.push(weights[index] + before.map_or(Duration::ZERO, |pred| finish[pred.op]));
+        finish.push(weights[index] + before.map_or(0, |pred| finish[pred.op]));
         best.push(before);
     }
     let Some((end, &span)) = finish.iter().enumerate().max_by_key(|(_, time)| **time) else {
         return Longest {
-            span: Duration::ZERO,
+            span: 0,
             path: Vec::new(),
         };
     };
@@ -280,12 +296,27 @@ fn longest_path(preds: &[Vec<Pred>], weights: &[Duration]) -> Longest {
     Longest { span, path }
 }
 
-/// The false edges on the path, one per var, in path order.
+/// The length of the longest path with op `i` weighing `weights[i]` (the path itself not
+/// kept).
+fn longest_span(preds: &[Vec<Pred>], weights: &[u64]) -> u64 {
+    let mut finish: Vec<u64> = Vec::with_capacity(weights.len());
+    for (index, into) in preds.iter().enumerate() {
+        let before = into.iter().map(|pred| finish[pred.op]).max().unwrap_or(0);
+        finish.push(weights[index] + before);
+    }
+    finish.into_iter().max().unwrap_or(0)
+}
+
+/// The false edges on the path, one per var (by name), in path order.
 fn false_edges(graph: &RanGraph, longest: &Longest) -> Vec<Edge> {
     let mut edges: Vec<Edge> = Vec::new();
+    let mut seen = vec![false; graph.vars.len()];
     for pred in longest.path.iter().filter_map(|(_, into)| *into) {
+        if !pred.kind.is_false() || std::mem::replace(&mut seen[pred.var], true) {
+            continue; // a var seen before: its name is among the edges already
+        }
         let var = &graph.vars[pred.var];
-        if pred.kind.is_false() && !edges.iter().any(|edge| &edge.var == var) {
+        if !edges.iter().any(|edge| &edge.var == var) {
             edges.push(Edge {
                 kind: pred.kind,
                 var: var.clone(),
@@ -295,31 +326,42 @@ fn false_edges(graph: &RanGraph, longest: &Longest) -> Vec<Edge> {
     edges
 }
 
-/// `device`'s work and span under `times` over `wall` (other devices' ops weigh nothing).
+/// `device`'s work and span under `weights` (ns) over `wall` (other devices' ops weigh
+/// nothing); a device running every op has the whole graph's span, `longest`'s.
 fn device_scaling(
     graph: &RanGraph,
     preds: &[Vec<Pred>],
-    times: &[Duration],
+    (weights, longest): (&[u64], &Longest),
     wall: Duration,
     device: usize,
 ) -> DeviceScaling {
     let on_device = |op: &RanOp| op.device == device;
-    let weights: Vec<Duration> = graph
-        .ops
-        .iter()
-        .zip(times)
-        .map(|(op, time)| if on_device(op) { *time } else { Duration::ZERO })
-        .collect();
-    let work: Duration = weights.iter().sum();
-    let span = longest_path(preds, &weights).span;
+    let ops = graph.ops.iter().filter(|op| on_device(op)).count();
+    let (work, span) = if ops == graph.ops.len() {
+        (weights.iter().sum(), longest.span)
+    } else {
+        let own: Vec<u64> = graph
+            .ops
+            .iter()
+            .zip(weights)
+            .map(|(op, &weight)| if on_device(op) { weight } else { 0 })
+            .collect();
+        (own.iter().sum(), longest_span(preds, &own))
+    };
+    let (work, span) = (Duration::from_nanos(work), Duration::from_nanos(span));
     DeviceScaling {
         device: graph.devices[device].clone(),
-        ops: graph.ops.iter().filter(|op| on_device(op)).count(),
+        ops,
         work_ms: ms(work),
         span_ms: ms(span),
         parallelism: ratio(work, span),
         achieved_parallelism: ratio(work, wall),
     }
+}
+
+/// `time` in whole nanoseconds (saturating: no op time comes near).
+fn nanos(time: Duration) -> u64 {
+    u64::try_from(time.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn ms(time: Duration) -> f64 {
@@ -484,6 +526,128 @@ pub(crate) mod tests {
         let apart = analyze_times(&shape, &preds, &times, timed.wall);
         assert_eq!(apart, analyze(&timed));
         assert!(apart.span_ms > 0.0 && apart.devices[1].work_ms > 0.0);
+    }
+
+    /// The analysis as the module docs state it, in `Duration`s with every path op named
+    /// before the ten longest are kept and a pass per device: the reference the fast form
+    /// must equal.
+    fn reference(graph: &RanGraph) -> Scaling {
+        let preds = predecessors(graph);
+        let longest = |weights: &[Duration]| {
+            let mut finish: Vec<Duration> = Vec::new();
+            let mut best: Vec<Option<Pred>> = Vec::new();
+            for (index, into) in preds.iter().enumerate() {
+                let before = into.iter().max_by_key(|pred| finish[pred.op]).copied();
+                finish.push(weights[index] + before.map_or(Duration::ZERO, |p| finish[p.op]));
+                best.push(before);
+            }
+            let Some((end, &span)) = finish.iter().enumerate().max_by_key(|(_, t)| **t) else {
+                return (Duration::ZERO, Vec::new());
+            };
+            let mut path = vec![(end, best[end])];
+            while let Some(pred) = path.last().and_then(|(_, into)| *into) {
+                path.push((pred.op, best[pred.op]));
+            }
+            path.reverse();
+            (span, path)
+        };
+        let times: Vec<Duration> = graph.ops.iter().map(|op| op.time).collect();
+        let (span, path) = longest(&times);
+        let work: Duration = times.iter().sum();
+        let mut critical_path: Vec<PathOp> = path
+            .iter()
+            .map(|&(op, _)| PathOp {
+                name: graph.ops[op].name.clone(),
+                share: ratio(times[op], span),
+                ms: ms(times[op]),
+            })
+            .collect();
+        critical_path.sort_by(|a, b| b.share.total_cmp(&a.share));
+        critical_path.truncate(PATH_KEPT);
+        let mut false_edges: Vec<Edge> = Vec::new();
+        for pred in path.iter().filter_map(|(_, into)| *into) {
+            let var = &graph.vars[pred.var];
+            if pred.kind.is_false() && !false_edges.iter().any(|edge| &edge.var == var) {
+                false_edges.push(Edge {
+                    kind: pred.kind,
+                    var: var.clone(),
+                });
+            }
+        }
+        let devices = (0..graph.devices.len()).map(|device| {
+            let on = |op: &RanOp| op.device == device;
+            let weights: Vec<Duration> = (graph.ops.iter().zip(&times))
+                .map(|(op, time)| if on(op) { *time } else { Duration::ZERO })
+                .collect();
+            let work: Duration = weights.iter().sum();
+            let span = longest(&weights).0;
+            DeviceScaling {
+                device: graph.devices[device].clone(),
+                ops: graph.ops.iter().filter(|op| on(op)).count(),
+                work_ms: ms(work),
+                span_ms: ms(span),
+                parallelism: ratio(work, span),
+                achieved_parallelism: ratio(work, graph.wall),
+            }
+        });
+        Scaling {
+            ops: graph.ops.len(),
+            wall_ms: ms(graph.wall),
+            work_ms: ms(work),
+            span_ms: ms(span),
+            parallelism: ratio(work, span),
+            achieved_parallelism: ratio(work, graph.wall),
+            critical_path_ops: path.len(),
+            critical_path,
+            false_edges,
+            devices: devices.collect(),
+        }
+    }
+
+    /// The analysis equals its reference form on random graphs: one device or two,
+    /// op times with many ties (equal shares on the path, equal finishing times) and
+    /// nanosecond ones, paths longer than the ten ops kept, vars sharing a name.
+    #[test]
+    fn the_analysis_equals_its_reference_form_on_random_graphs() {
+        for seed in 1..=12u64 {
+            let mut state = seed;
+            let mut next = move |bound: u64| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 33) % bound
+            };
+            let vars = 4 + next(20) as usize;
+            let ops = (0..300)
+                .map(|i| {
+                    let reads: Vec<usize> =
+                        (0..next(4)).map(|_| next(vars as u64) as usize).collect();
+                    let writes = [next(vars as u64) as usize];
+                    let time = match seed % 3 {
+                        0 => MS * (1 + next(3) as u32),
+                        1 => Duration::from_nanos(next(5_000)),
+                        _ => Duration::new(next(3), next(1_000_000_000) as u32),
+                    };
+                    let mut ran = op(&format!("r{i}"), &reads, &writes, time);
+                    ran.reads.sort_unstable();
+                    ran.reads.dedup();
+                    ran
+                })
+                .collect();
+            let mut g = graph(ops, vars, 50 * MS);
+            if seed % 4 == 1 {
+                g.vars = (0..vars).map(|var| format!("v{}", var % 3)).collect();
+            }
+            if seed % 2 == 0 {
+                g.devices.push("gpu:0 workers".to_string());
+                for op in g.ops.iter_mut().step_by(3) {
+                    op.device = 1;
+                }
+            }
+            let fast = analyze(&g);
+            assert!(fast.critical_path_ops > PATH_KEPT, "seed {seed}");
+            assert_eq!(fast, reference(&g), "seed {seed}");
+        }
     }
 
     #[test]
