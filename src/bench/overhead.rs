@@ -14,7 +14,8 @@
 //! - **(b) `analysis`**: (a) with the work-state cells on, and a thread that asks the run for
 //!   its verdicts, live scaling and predicted curve every 100 ms, as the dashboard's frames
 //!   do: the span and critical path of the last iteration, the threads' schedstat, and the
-//!   what-if grid, each recomputed at most once a second ([`DriverHandle::verdicts`]).
+//!   what-if grid, the verdicts recomputed at most once a second and the grid at most
+//!   every five seconds ([`DriverHandle::verdicts`]).
 //! - **(c) `record`**: (a) with `--record` to a temporary file (removed at the end): the
 //!   recorder's sink on the collector and the run's graph observer.
 //! - **(d) `chrome`**: (a) with the default in-memory Chrome trace window (what `--trace`

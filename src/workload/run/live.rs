@@ -316,7 +316,8 @@ impl DriverHandle {
     }
 
     /// The step predicted for other thread counts from the run's op times and body splits
-    /// so far (the summary's what-if grid), as of the latest verdict lines.
+    /// so far (the summary's what-if grid), as of the latest verdict lines that recomputed
+    /// it: at most every five seconds, and whenever the thread counts changed.
     pub fn predicted(&self) -> Option<super::PredictedCurve> {
         self.shared.live_verdicts.predicted()
     }

@@ -236,6 +236,24 @@ impl fmt::Display for ScalingSummary {
 /// How often the dashboard's verdicts are recomputed, at most.
 const LIVE_PERIOD: Duration = Duration::from_secs(1);
 
+/// How often the dashboard's what-if grid is recomputed, at most: its simulations cost
+/// most of a recomputation, and its inputs (the ops' mean splits over the run, the engine's
+/// median costs) move slowly, so it follows the verdicts at a slower pace.
+const CURVE_PERIOD: Duration = Duration::from_secs(5);
+
+/// Whether a curve computed at `computed` (when, for which counts) is due again at `now`
+/// for `counts`: none yet, [`CURVE_PERIOD`] old, or made for other counts (the curve marks
+/// today's point).
+fn curve_due(
+    computed: Option<(Instant, (usize, usize))>,
+    counts: (usize, usize),
+    now: Instant,
+) -> bool {
+    computed.is_none_or(|(at, then)| {
+        then != counts || now.saturating_duration_since(at) >= CURVE_PERIOD
+    })
+}
+
 /// The dashboard's verdict lines, kept between frames.
 #[derive(Debug, Default)]
 pub(super) struct LiveVerdicts {
@@ -252,12 +270,16 @@ struct LiveState {
     live: Option<LiveScaling>,
     /// The step predicted at other counts from the run's op times and body splits so far.
     predicted: Option<PredictedCurve>,
+    /// When `predicted` was computed, and for which inter-op and intra-op counts.
+    predicted_at: Option<(Instant, (usize, usize))>,
 }
 
 impl LiveVerdicts {
     /// The lines for the last of `done` finished iterations (the cached ones within
-    /// [`LIVE_PERIOD`] of the last computation, or while fewer than two have finished);
-    /// `intra`, the run's intra-op pool, times a split loop's wake-up where none split.
+    /// [`LIVE_PERIOD`] of the last computation, or while fewer than two have finished), and
+    /// the predicted curve with them when it is [`CURVE_PERIOD`] old, missing or made for
+    /// other thread counts than `settings`'; `intra`,
+    /// the run's intra-op pool, times a split loop's wake-up where none split.
     pub(super) fn lines(
         &self,
         done: u64,
@@ -292,12 +314,16 @@ impl LiveVerdicts {
             scaling,
             descheduled,
         });
-        let corun = split.corun(intra);
-        let splits = split.splits(&times.totals(), done, corun);
-        let iteration = [times.iteration_times(last)];
-        let dispatch = analysis::dispatch_costs(&shape.template, &shape.preds, &iteration);
-        let costs = (&dispatch[..], split.wake(intra), corun);
-        state.predicted = Some(shape.predicted_curve(&splits, costs, settings, step));
+        let counts = (settings.inter, settings.intra);
+        if curve_due(state.predicted_at, counts, Instant::now()) {
+            let corun = split.corun(intra);
+            let splits = split.splits(&times.totals(), done, corun);
+            let iteration = [times.iteration_times(last)];
+            let dispatch = analysis::dispatch_costs(&shape.template, &shape.preds, &iteration);
+            let costs = (&dispatch[..], split.wake(intra), corun);
+            state.predicted = Some(shape.predicted_curve(&splits, costs, settings, step));
+            state.predicted_at = Some((Instant::now(), counts));
+        }
         state.lines.clone()
     }
 
@@ -306,8 +332,27 @@ impl LiveVerdicts {
         self.state.lock().live.clone()
     }
 
-    /// The predicted curve as of the latest lines (`None` before the first).
+    /// The predicted curve as of the latest lines that recomputed it (`None` before the
+    /// first).
     pub(super) fn predicted(&self) -> Option<PredictedCurve> {
         self.state.lock().predicted.clone()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The live grid is recomputed when there is none, when it is [`CURVE_PERIOD`] old and
+    /// when the thread counts changed, and kept otherwise.
+    #[test]
+    fn the_live_curve_is_due_when_missing_old_or_for_other_counts() {
+        let at = Instant::now();
+        let computed = Some((at, (2, 1)));
+        assert!(curve_due(None, (2, 1), at));
+        assert!(!curve_due(computed, (2, 1), at + CURVE_PERIOD / 2));
+        assert!(curve_due(computed, (2, 1), at + CURVE_PERIOD));
+        assert!(curve_due(computed, (3, 1), at));
+        assert!(curve_due(computed, (2, 2), at + LIVE_PERIOD));
     }
 }
