@@ -699,7 +699,7 @@ fn resizing_the_cpu_workers_under_load_loses_nothing() {
             engine.wait_for_all().unwrap();
             assert_eq!(ran.load(Ordering::Relaxed), total, "{pool}");
             let stats = engine.stats();
-            assert_eq!(stats.workers.pools.len(), 2, "cpu(0) and cpu(1)");
+            assert_eq!(stats.workers.pools.len(), 2, "cpu0 and cpu1");
             assert!(
                 stats.workers.pools.iter().all(|p| p.num_threads == 1),
                 "{pool}"

@@ -358,7 +358,7 @@ fn gpu_pushes_are_refused_with_the_fix() {
         assert!(matches!(err, EngineError::NoGpuBackend { .. }), "{err:?}");
         assert_eq!(
             err.to_string(),
-            "cannot run op `conv` on gpu(0): this engine has no GPU backend; GPU ops run on the \
+            "cannot run op `conv` on gpu0: this engine has no GPU backend; GPU ops run on the \
              per-device engine with --gpus auto, cuda or sim:N (ENGINETOP_GPUS, \
              EngineOptions::gpus), or run the op on cpu(i)"
         );
@@ -380,7 +380,7 @@ fn gpu_pushes_are_refused_with_the_fix() {
         .push_sync(OpSpec::new("far").ctx(Context::cpu(99)), |_| Ok(()))
         .unwrap_err();
     assert!(
-        err.to_string().contains("only cpu(0) to cpu(15) exist"),
+        err.to_string().contains("only cpu0 to cpu15 exist"),
         "{err}"
     );
 }

@@ -47,7 +47,7 @@ const GPU_PROPS: [FnProperty; 4] = [
 ];
 
 /// MXNet's GenerateWorkload (write ~ U[0, vars), 2..19 reads, time ~ U[1, 9] us), each op
-/// placed on cpu(0), gpu(0) or gpu(1), GPU ops with a random property and priority.
+/// placed on cpu0, gpu0 or gpu1, GPU ops with a random property and priority.
 fn generate(count: usize, vars: usize, seed: u64) -> Vec<Workload> {
     let mut rng = fastrand::Rng::with_seed(seed);
     (0..count)
@@ -354,7 +354,7 @@ fn without_gpus_a_gpu_push_is_refused_naming_the_fix() {
     assert!(matches!(err, EngineError::NoGpuBackend { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        "cannot run op `conv` on gpu(0): this engine has no GPU backend; GPU ops run on the \
+        "cannot run op `conv` on gpu0: this engine has no GPU backend; GPU ops run on the \
          per-device engine with --gpus auto, cuda or sim:N (ENGINETOP_GPUS, \
          EngineOptions::gpus), or run the op on cpu(i)"
     );
@@ -381,7 +381,7 @@ fn a_gpu_the_backend_lacks_is_refused_with_the_range() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "cannot run op `far` on gpu(2): the sim backend has 2 GPU(s), gpu(0) to gpu(1); use one \
+        "cannot run op `far` on gpu2: the sim backend has 2 GPU(s), gpu0 to gpu1; use one \
          of those (--gpus sim:N simulates N)"
     );
     engine.wait_for_all().unwrap();
@@ -413,7 +413,7 @@ fn the_selection_is_resolved_like_the_gpus_flag() {
         .unwrap_err();
     let message = err.to_string();
     assert!(
-        message.starts_with("cannot run op `on-cuda` on gpu(0): CUDA is not available: ")
+        message.starts_with("cannot run op `on-cuda` on gpu0: CUDA is not available: ")
             && message.ends_with("; use --gpus sim:1 for a simulated GPU"),
         "{message}"
     );

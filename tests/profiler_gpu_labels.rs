@@ -42,15 +42,15 @@ fn a_simulated_gpus_model_is_in_the_trace() {
 
     let expected = format!("simulated GPU, model: {}, 80 GB", SimModel::default());
     assert_eq!(
-        trace["otherData"]["device_labels"]["gpu(0)"],
+        trace["otherData"]["device_labels"]["gpu0"],
         expected.as_str()
     );
     let events = trace["traceEvents"].as_array().unwrap();
     let gpu_pid = events
         .iter()
-        .find(|event| event["name"] == "process_name" && event["args"]["name"] == "gpu(0)")
+        .find(|event| event["name"] == "process_name" && event["args"]["name"] == "gpu0")
         .map(|event| event["pid"].clone())
-        .expect("a gpu(0) process");
+        .expect("a gpu0 process");
     let labels: Vec<&Value> = events
         .iter()
         .filter(|event| event["name"] == "process_labels")

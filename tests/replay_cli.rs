@@ -171,7 +171,7 @@ fn a_replay_in_a_terminal_pauses_steps_and_jumps() {
     tmux.ok(&["send-keys", "-t", "e2e", "-l", "1000"]);
     tmux.keys(&["Enter"]);
     let iterations = format!(" iter {} ", live["iterations"]);
-    let inter = format!(" inter {} (cpu(0))", live["inter"]);
+    let inter = format!(" inter {} (cpu0)", live["inter"]);
     let end = tmux.wait_for("the end", |s| s.contains(&iterations));
     assert!(end.contains(&inter), "{inter}: {end}");
     tmux.keys(&["Space"]);

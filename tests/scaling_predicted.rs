@@ -12,6 +12,7 @@ use enginetop::analysis::{
     DispatchCost, EngineModel, OpSplit, ParallelLoop, RanGraph, RanOp, GRID,
 };
 use enginetop::config::RuntimeConfig;
+use enginetop::device::identity::Lane;
 use enginetop::kernels::par::item_cost;
 use enginetop::workload::run::{
     run_workload, LoopWakeSource, PredictedCurve, RunHooks, RunLength, RunOptions, ScalingSummary,
@@ -165,7 +166,7 @@ fn graph(ops: Vec<RanOp>, vars: usize) -> RanGraph {
     RanGraph {
         ops,
         vars: (0..vars).map(|var| format!("v{var}")).collect(),
-        devices: vec!["cpu:0 workers".to_string()],
+        devices: vec![Lane::CpuWorkers(0)],
         wall: Duration::ZERO,
     }
 }

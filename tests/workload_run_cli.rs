@@ -701,7 +701,7 @@ fn engine_settings_are_flags_too() {
     let output = enginetop(&gpu);
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(
-        text(&output.stdout).contains("gpu:0 workers      6 workers"), // 3 compute, 2 copy, 1 prio
+        text(&output.stdout).contains("gpu0 workers       6 workers"), // 3 compute, 2 copy, 1 prio
         "{}",
         text(&output.stdout)
     );

@@ -307,7 +307,7 @@ fn add_cell(cells: &mut Vec<StateTime>, state: WorkState, ready: Readiness, ns: 
 /// order), then named devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WorkerPool {
-    /// A pool of a typed device (`cpu(0) worker`).
+    /// A pool of a typed device (`cpu0 worker`).
     Pool(PoolId),
     /// A profiler device with no typed identity, shown by its name.
     Device(DeviceId),
@@ -324,7 +324,7 @@ impl WorkerPool {
 }
 
 impl fmt::Display for WorkerPool {
-    /// `cpu(0) worker`, or a named device's name.
+    /// `cpu0 worker`, or a named device's name.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WorkerPool::Pool(pool) => pool.fmt(f),
@@ -357,7 +357,7 @@ pub struct WorkerAttribution {
 }
 
 impl WorkerAttribution {
-    /// The worker for display: its pool and index (`cpu(0) worker #1`), or its thread's
+    /// The worker for display: its pool and index (`cpu0 worker #1`), or its thread's
     /// name when it has no index in a pool.
     pub fn label(&self) -> String {
         match self.index {
@@ -706,7 +706,7 @@ mod tests {
             .iter()
             .map(WorkerAttribution::label)
             .collect();
-        assert_eq!(names, ["cpu(7) worker #0", "cpu(7) worker #1"]);
+        assert_eq!(names, ["cpu7 worker #0", "cpu7 worker #1"]);
         let one = &attribution.workers[1].shares;
         close(one[&Bucket::Op], 0.9);
         close(one[&Bucket::Descheduled], 0.1);
@@ -716,15 +716,15 @@ mod tests {
         let pool = &attribution.pools[0];
         let cpu7 = PoolId::new(Device::Cpu(7), PoolRole::CpuWorker);
         assert_eq!((pool.pool, pool.workers), (WorkerPool::Pool(cpu7), 2));
-        assert_eq!(pool.pool.to_string(), "cpu(7) worker");
+        assert_eq!(pool.pool.to_string(), "cpu7 worker");
         close(pool.shares[&Bucket::Op], (200.0 + 900.0) / 2000.0);
         close(pool.shares[&Bucket::WakeUp], 100.0 / 2000.0);
         close(pool.shares.values().sum(), 1.0);
         let json = serde_json::to_value(&attribution).unwrap();
-        assert_eq!(json["workers"][1]["worker"], "cpu(7) worker #1");
-        assert_eq!(json["workers"][1]["pool"], "cpu(7) worker");
+        assert_eq!(json["workers"][1]["worker"], "cpu7 worker #1");
+        assert_eq!(json["workers"][1]["pool"], "cpu7 worker");
         assert_eq!(json["workers"][1]["thread"], "attr-w1");
-        assert_eq!(json["pools"][0]["pool"], "cpu(7) worker");
+        assert_eq!(json["pools"][0]["pool"], "cpu7 worker");
     }
 
     #[test]
@@ -749,12 +749,12 @@ mod tests {
             .iter()
             .map(WorkerAttribution::label)
             .collect();
-        assert_eq!(labels, ["cpu(7) worker #0", "cpu(7) prio #0", "attr-w0"]);
+        assert_eq!(labels, ["cpu7 worker #0", "cpu7 prio #0", "attr-w0"]);
         let pools: Vec<String> = attribution
             .pools
             .iter()
             .map(|p| p.pool.to_string())
             .collect();
-        assert_eq!(pools, ["cpu(7) worker", "cpu(7) prio", "attr-demo"]);
+        assert_eq!(pools, ["cpu7 worker", "cpu7 prio", "attr-demo"]);
     }
 }

@@ -162,7 +162,7 @@ mod tests {
         RanGraph {
             ops,
             vars: (0..vars).map(|var| format!("v{var}")).collect(),
-            devices: vec!["cpu:0 workers".to_string()],
+            devices: vec![crate::device::identity::Lane::CpuWorkers(0)],
             wall: Duration::ZERO,
         }
     }

@@ -103,3 +103,11 @@ pub use simulate::{
 pub use span::{analyze, DeviceScaling, Edge, EdgeKind, PathOp, RanGraph, RanOp, Scaling};
 pub(crate) use span::{analyze_times, predecessors, Pred};
 pub use verdict::{verdicts, Bound, DeviceFacts, Verdict};
+
+/// Serializes a typed identity by its display name (a pool reads `cpu0 workers` in JSON).
+fn display<T: std::fmt::Display, S: serde::Serializer>(
+    value: &T,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
+}

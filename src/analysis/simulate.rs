@@ -644,6 +644,7 @@ mod tests {
     use super::*;
     use crate::analysis::span::tests::op;
     use crate::analysis::{analyze, RanOp};
+    use crate::device::identity::Lane;
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -652,7 +653,7 @@ mod tests {
         RanGraph {
             ops,
             vars: (0..vars).map(|var| format!("v{var}")).collect(),
-            devices: (0..devices).map(|d| format!("device{d}")).collect(),
+            devices: (0..devices as u32).map(Lane::CpuWorkers).collect(),
             wall: Duration::ZERO,
         }
     }
@@ -975,7 +976,7 @@ mod tests {
             for (index, op) in g.ops.iter_mut().enumerate() {
                 op.device = usize::from(index % 5 == 0);
             }
-            g.devices.push("device1".to_string());
+            g.devices.push(Lane::CpuWorkers(1));
             let splits: Vec<OpSplit> = g
                 .ops
                 .iter()

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::device::identity::Lane;
+
 /// How many critical-path ops a [`Scaling`] keeps (the longest first).
 const PATH_KEPT: usize = 10;
 
@@ -30,8 +32,8 @@ pub struct RanGraph {
     pub ops: Vec<RanOp>,
     /// Var names, by index.
     pub vars: Vec<String>,
-    /// Device (worker pool) names, by index: `cpu:0 workers`.
-    pub devices: Vec<String>,
+    /// Devices (the worker pools ops run on), by index.
+    pub devices: Vec<Lane>,
     /// The iteration's wall time (its step).
     pub wall: Duration,
 }
@@ -87,8 +89,9 @@ pub struct PathOp {
 /// One device's (worker pool's) part of the graph.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct DeviceScaling {
-    /// Its name.
-    pub device: String,
+    /// The worker pool (`cpu0 workers` in JSON).
+    #[serde(serialize_with = "super::display")]
+    pub device: Lane,
     /// Its ops.
     pub ops: usize,
     /// Its ops' total time, in milliseconds.
@@ -153,6 +156,7 @@ struct Longest {
 /// ```
 /// use std::time::Duration;
 /// use enginetop::analysis::{analyze, RanGraph, RanOp};
+/// use enginetop::device::identity::Lane;
 ///
 /// let ms = Duration::from_millis;
 /// let op = |name: &str, reads: Vec<usize>, writes: Vec<usize>| RanOp {
@@ -161,7 +165,7 @@ struct Longest {
 /// let graph = RanGraph {
 ///     ops: vec![op("a", vec![], vec![0]), op("b", vec![0], vec![1]), op("c", vec![], vec![2])],
 ///     vars: vec!["x".into(), "y".into(), "z".into()],
-///     devices: vec!["cpu:0 workers".into()],
+///     devices: vec![Lane::CpuWorkers(0)],
 ///     wall: ms(20),
 /// };
 /// let scaling = analyze(&graph);
@@ -350,7 +354,7 @@ fn device_scaling(
     };
     let (work, span) = (Duration::from_nanos(work), Duration::from_nanos(span));
     DeviceScaling {
-        device: graph.devices[device].clone(),
+        device: graph.devices[device],
         ops,
         work_ms: ms(work),
         span_ms: ms(span),
@@ -398,7 +402,7 @@ pub(crate) mod tests {
         RanGraph {
             ops,
             vars: (0..vars).map(|var| format!("v{var}")).collect(),
-            devices: vec!["cpu:0 workers".to_string()],
+            devices: vec![Lane::CpuWorkers(0)],
             wall,
         }
     }
@@ -494,7 +498,7 @@ pub(crate) mod tests {
         ];
         ops[0].device = 1;
         let mut graph = graph(ops, 3, 12 * MS);
-        graph.devices.push("gpu:0 workers".to_string());
+        graph.devices.push(Lane::Gpu(0));
         let scaling = analyze(&graph);
         assert_eq!(scaling.span_ms, 11.0);
         let cpu = &scaling.devices[0];
@@ -515,7 +519,7 @@ pub(crate) mod tests {
         ops[3].device = 1;
         ops[8].device = 1;
         let mut timed = graph(ops, 12, 40 * MS);
-        timed.devices.push("gpu:0 workers".to_string());
+        timed.devices.push(Lane::Gpu(0));
         let mut shape = timed.clone();
         for op in &mut shape.ops {
             op.time = Duration::ZERO;
@@ -639,7 +643,7 @@ pub(crate) mod tests {
                 g.vars = (0..vars).map(|var| format!("v{}", var % 3)).collect();
             }
             if seed % 2 == 0 {
-                g.devices.push("gpu:0 workers".to_string());
+                g.devices.push(Lane::Gpu(0));
                 for op in g.ops.iter_mut().step_by(3) {
                     op.device = 1;
                 }

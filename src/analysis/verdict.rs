@@ -6,6 +6,7 @@ use std::fmt;
 
 use super::schedstat::Descheduled;
 use super::span::{DeviceScaling, Scaling};
+use crate::device::identity::Lane;
 
 /// The descheduled share from which a CPU device is oversubscribed: a tenth of the threads'
 /// time spent runnable but waiting for a core.
@@ -55,8 +56,9 @@ impl Bound {
 /// What bounds one device, and why.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Verdict {
-    /// The device (`cpu0`).
-    pub device: String,
+    /// The worker pool (`cpu0` in JSON, as [`Lane::verdict_name`] gives it).
+    #[serde(serialize_with = "verdict_name")]
+    pub device: Lane,
     /// The bound: the first rule that holds.
     pub bound: Bound,
     /// What the graph and the workers alone say (the rules after oversubscription): the
@@ -71,19 +73,21 @@ pub struct Verdict {
 impl fmt::Display for Verdict {
     /// `cpu0: critical path: span 41 ms of a 43 ms step (parallelism 1.0); ...`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.device, self.text)
+        write!(f, "{}: {}", self.device.verdict_name(), self.text)
     }
 }
 
 /// What the verdicts know of one device besides its [`DeviceScaling`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceFacts {
-    /// Its name for display (`cpu0`).
-    pub name: String,
+    /// The worker pool.
+    pub lane: Lane,
     /// Its workers (inter-op threads for a CPU).
     pub workers: usize,
-    /// Whether its workers are CPU threads (those oversubscription concerns).
-    pub cpu: bool,
+}
+
+fn verdict_name<S: serde::Serializer>(lane: &Lane, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&lane.verdict_name())
 }
 
 /// One verdict per device of `scaling` (`facts` in the same order), with the process's
@@ -112,7 +116,8 @@ fn verdict(
 ) -> Verdict {
     let (graph_bound, detail, named) = graph_verdict(scaling, device, facts);
     let graph_text = format!("{}: {detail}", graph_bound.label());
-    let oversubscribed = descheduled.filter(|d| facts.cpu && d.share >= OVERSUBSCRIBED_SHARE);
+    let oversubscribed =
+        descheduled.filter(|d| facts.lane.is_cpu() && d.share >= OVERSUBSCRIBED_SHARE);
     let (bound, text) = match oversubscribed {
         Some(d) => {
             let most: Vec<&str> = d
@@ -149,7 +154,7 @@ fn verdict(
         None => (graph_bound, graph_text),
     };
     Verdict {
-        device: facts.name.clone(),
+        device: facts.lane,
         bound,
         graph_bound,
         text,
@@ -306,13 +311,12 @@ mod tests {
         let graph = RanGraph {
             ops,
             vars: (0..vars).map(|var| format!("buf{var}")).collect(),
-            devices: vec!["cpu:0 workers".to_string()],
+            devices: vec![Lane::CpuWorkers(0)],
             wall,
         };
         let facts = DeviceFacts {
-            name: "cpu0".to_string(),
+            lane: Lane::CpuWorkers(0),
             workers,
-            cpu: true,
         };
         let scaling = analyze(&graph);
         verdicts(&scaling, &[facts], descheduled, "2 inter x 1 intra").remove(0)
@@ -374,7 +378,7 @@ mod tests {
         let scaling = analyze(&RanGraph {
             ops: ops(),
             vars: (0..7).map(|var| format!("buf{var}")).collect(),
-            devices: vec!["cpu:0 workers".to_string()],
+            devices: vec![Lane::CpuWorkers(0)],
             wall: 13 * MS,
         });
         let parallelism = scaling.devices[0].parallelism;
@@ -438,14 +442,13 @@ mod tests {
             Bound::CriticalPath
         );
         let facts = DeviceFacts {
-            name: "gpu0".into(),
+            lane: Lane::Gpu(0),
             workers: 2,
-            cpu: false,
         };
         let graph = RanGraph {
             ops: chain(),
             vars: vec!["x".into()],
-            devices: vec!["gpu:0 workers".into()],
+            devices: vec![Lane::Gpu(0)],
             wall: 11 * MS,
         };
         let on_gpu = verdicts(&analyze(&graph), &[facts], Some(&high), "");
@@ -464,15 +467,16 @@ mod tests {
         let graph = RanGraph {
             ops,
             vars: vec!["x".into(), "w".into()],
-            devices: vec!["cpu:0 workers".into(), "cpu priority".into()],
+            devices: vec![Lane::CpuWorkers(0), Lane::Priority],
             wall: 11 * MS,
         };
-        let facts = |name: &str| DeviceFacts {
-            name: name.into(),
-            workers: 2,
-            cpu: true,
-        };
-        let lines = verdicts(&analyze(&graph), &[facts("cpu0"), facts("prio")], None, "");
+        let facts = |lane| DeviceFacts { lane, workers: 2 };
+        let lines = verdicts(
+            &analyze(&graph),
+            &[facts(Lane::CpuWorkers(0)), facts(Lane::Priority)],
+            None,
+            "",
+        );
         assert_eq!(lines[0].bound, Bound::CriticalPath, "{}", lines[0]);
         assert_eq!(lines[1].bound, Bound::Light, "{}", lines[1]);
     }

@@ -137,7 +137,7 @@ pub(crate) fn engine_chain_op(i: usize) -> (FnProperty, GpuWork) {
     }
 }
 
-/// Pushes `ops` chain ops on `gpu(0)` writing `var` (see the module docs).
+/// Pushes `ops` chain ops on `gpu0` writing `var` (see the module docs).
 fn push_engine_chain(engine: &Engine, var: &Var, ops: usize) -> Result<(), EngineError> {
     for i in 0..ops {
         let (prop, work) = engine_chain_op(i);

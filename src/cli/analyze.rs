@@ -167,11 +167,7 @@ fn ran_graph(calls: &GraphCalls, times: &[Duration], wall: Duration) -> RanGraph
             })
             .collect(),
         vars: shape.vars.clone(),
-        devices: shape
-            .devices
-            .iter()
-            .map(|device| device.name.clone())
-            .collect(),
+        devices: shape.devices.iter().map(|device| device.lane).collect(),
         wall,
     }
 }
@@ -183,9 +179,8 @@ fn facts(calls: &GraphCalls) -> Vec<DeviceFacts> {
         .devices
         .iter()
         .map(|device| DeviceFacts {
-            name: device.panel.clone(),
+            lane: device.lane,
             workers: device.workers as usize,
-            cpu: device.cpu,
         })
         .collect()
 }

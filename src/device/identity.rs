@@ -1,9 +1,9 @@
-//! Typed identities of where work runs: a [`Device`], a pool's [`PoolRole`] on it, and the
-//! pair as a [`PoolId`].
+//! Typed identities of where work runs: a [`Device`], a pool's [`PoolRole`] on it, the
+//! pair as a [`PoolId`], and the [`Lane`] an engine runs an op on.
 //!
 //! The engine hands a pool's [`PoolId`] to whoever observes it (the profiler), the profiler
 //! carries the role and the device through its events and snapshots, and the dashboard groups
-//! and orders its rows by them. Names (`cpu(0)`, `gpu0-copy`) are made from these types for
+//! and orders its rows by them. Names (`cpu0`, `gpu0 copy`) are made from these types for
 //! display ([`fmt::Display`]) and never parsed back.
 #![forbid(unsafe_code)]
 
@@ -15,8 +15,8 @@ use super::gpu::GpuRole;
 ///
 /// ```
 /// use enginetop::device::identity::Device;
-/// assert_eq!(Device::Cpu(1).to_string(), "cpu(1)");
-/// assert_eq!(Device::Gpu(0).to_string(), "gpu(0)");
+/// assert_eq!(Device::Cpu(1).to_string(), "cpu1");
+/// assert_eq!(Device::Gpu(0).to_string(), "gpu0");
 /// assert_eq!(Device::Host.to_string(), "host");
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -35,8 +35,8 @@ impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Device::Host => f.write_str("host"),
-            Device::Cpu(index) => write!(f, "cpu({index})"),
-            Device::Gpu(ordinal) => write!(f, "gpu({ordinal})"),
+            Device::Cpu(index) => write!(f, "cpu{index}"),
+            Device::Gpu(ordinal) => write!(f, "gpu{ordinal}"),
         }
     }
 }
@@ -117,7 +117,7 @@ impl fmt::Display for PoolRole {
 /// ```
 /// use enginetop::device::identity::{Device, PoolId, PoolRole};
 /// let copy = PoolId::new(Device::Gpu(0), PoolRole::GpuCopy);
-/// assert_eq!(copy.to_string(), "gpu(0) copy");
+/// assert_eq!(copy.to_string(), "gpu0 copy");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct PoolId {
@@ -142,6 +142,75 @@ impl PoolId {
 impl fmt::Display for PoolId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.device, self.role)
+    }
+}
+
+/// The worker pool an op runs on, for the engine that runs it: the threads its busy time is
+/// counted against and the unit the scaling analysis gives a verdict for. Unlike a
+/// [`PoolId`], it names the pooled engine's shared workers and the naive engine's driver
+/// thread, and it takes a GPU's pools as one.
+///
+/// ```
+/// use enginetop::device::identity::{Device, Lane};
+/// assert_eq!(Lane::CpuWorkers(0).to_string(), "cpu0 workers");
+/// assert_eq!(Lane::CpuWorkers(0).verdict_name(), "cpu0");
+/// assert_eq!(Lane::SharedWorkers.verdict_name(), "engine workers");
+/// assert_eq!(Lane::Gpu(1).device(), Some(Device::Gpu(1)));
+/// ```
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Lane {
+    /// The pushing thread (the naive engine runs every op there).
+    Driver,
+    /// The pooled engine's shared workers (every CPU op, prioritized or not).
+    SharedWorkers,
+    /// A CPU device's own workers (per-device engine).
+    CpuWorkers(u32),
+    /// The per-device engine's CPU priority pool.
+    Priority,
+    /// The pooled engine's IO worker (copies).
+    Io,
+    /// A GPU's workers.
+    Gpu(u32),
+}
+
+impl Lane {
+    /// The device whose dashboard panel holds all of this lane's threads, if one does.
+    pub fn device(self) -> Option<Device> {
+        match self {
+            Lane::CpuWorkers(id) => Some(Device::Cpu(id)),
+            Lane::Gpu(id) => Some(Device::Gpu(id)),
+            Lane::Driver | Lane::SharedWorkers | Lane::Priority | Lane::Io => None,
+        }
+    }
+
+    /// Whether its threads are CPU threads (the ones the OS's descheduling concerns).
+    pub fn is_cpu(self) -> bool {
+        !matches!(self, Lane::Gpu(_))
+    }
+
+    /// How a verdict names it: its device where one panel has its threads (`cpu0`), itself
+    /// otherwise (`engine workers`).
+    pub fn verdict_name(self) -> String {
+        match self.device() {
+            Some(device) => device.to_string(),
+            None => self.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Lane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lane::Driver => f.write_str("driver thread"),
+            Lane::SharedWorkers => f.write_str("engine workers"),
+            Lane::CpuWorkers(id) => write!(f, "{} workers", Device::Cpu(*id)),
+            Lane::Priority => f.write_str("cpu priority"),
+            Lane::Io => f.write_str("io worker"),
+            Lane::Gpu(id) => write!(f, "{} workers", Device::Gpu(*id)),
+        }
     }
 }
 

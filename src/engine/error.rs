@@ -172,8 +172,8 @@ pub enum EngineError {
     },
     /// A GPU index beyond the backend's devices.
     #[error(
-        "cannot run op `{op}` on {context}: the {backend} backend has {count} GPU(s), gpu(0) to \
-         gpu({last}); use one of those (--gpus sim:N simulates N)", last = .count.saturating_sub(1)
+        "cannot run op `{op}` on {context}: the {backend} backend has {count} GPU(s), gpu0 to \
+         gpu{last}; use one of those (--gpus sim:N simulates N)", last = .count.saturating_sub(1)
     )]
     NoSuchGpu {
         /// The op pushed.
@@ -190,7 +190,7 @@ pub enum EngineError {
     #[error("the GPUs asked for cannot be used: {0}")]
     GpuSetup(StreamError),
     /// A CPU device index beyond the engine's device slots.
-    #[error("cannot run op `{op}` on {context}: only cpu(0) to cpu({}) exist; use one of those", .max - 1)]
+    #[error("cannot run op `{op}` on {context}: only cpu0 to cpu{} exist; use one of those", .max - 1)]
     NoSuchDevice {
         /// The op pushed.
         op: OpName,
@@ -213,8 +213,8 @@ pub enum EngineError {
         /// The var's id.
         var: u64,
     },
-    /// A context that is not `cpu(i)` or `gpu(i)`.
-    #[error("`{}` is not a context: write cpu(0), cpu(1), gpu(0), ...", Cut(.0))]
+    /// A context that is not a CPU or GPU with an index.
+    #[error("`{}` is not a context: write cpu0, cpu1, gpu0, ...", Cut(.0))]
     BadContext(String),
     /// A worker pool could not be started or resized. The message quotes the pool's error,
     /// which names the limit and the fix (so it is not also the `source`: a printed chain
@@ -295,10 +295,14 @@ impl FromStr for Context {
         } else {
             return Err(bad());
         };
-        let id = match rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
-            Some(digits) => digits.trim().parse().map_err(|_| bad())?,
-            None if rest.is_empty() => 0,
-            None => return Err(bad()),
+        let digits = match rest.strip_prefix('(') {
+            Some(inner) => inner.strip_suffix(')').ok_or_else(bad)?,
+            None => rest.strip_prefix(':').unwrap_or(rest),
+        }
+        .trim();
+        let id = match digits {
+            "" if rest.is_empty() => 0,
+            _ => digits.parse().map_err(|_| bad())?,
         };
         Ok(Context { device, id })
     }
@@ -352,7 +356,7 @@ mod tests {
         };
         assert_eq!(
             chain_text(&gpu),
-            "cannot run op `h2d0` on gpu(0): CUDA is not available: no driver; use --gpus \
+            "cannot run op `h2d0` on gpu0: CUDA is not available: no driver; use --gpus \
              sim:1 for a simulated GPU"
         );
         assert_eq!(

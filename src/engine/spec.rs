@@ -20,7 +20,7 @@ use super::var_list::VarList;
 pub struct OpSpec<'a> {
     /// The op's name (errors and the profiler use it).
     pub name: OpName,
-    /// Where it runs (default `cpu(0)`).
+    /// Where it runs (default `cpu0`).
     pub ctx: Context,
     /// Vars it reads.
     pub reads: VarList<'a>,
@@ -33,7 +33,7 @@ pub struct OpSpec<'a> {
 }
 
 impl<'a> OpSpec<'a> {
-    /// An op named `name` on `cpu(0)` with no vars, `Normal`, priority 0.
+    /// An op named `name` on `cpu0` with no vars, `Normal`, priority 0.
     pub fn new(name: impl Into<OpName>) -> Self {
         OpSpec {
             name: name.into(),

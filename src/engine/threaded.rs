@@ -45,7 +45,7 @@ use crate::device::identity::{Device, PoolId, PoolRole};
 use crate::pool::{Pool, PoolOptions};
 use crate::sync::{Arc, AtomicU32, Mutex, Ordering};
 
-/// CPU devices an engine can address: `cpu(0)` to `cpu(MAX_CPU_DEVICES - 1)`.
+/// CPU devices an engine can address: `cpu0` to `cpu(MAX_CPU_DEVICES - 1)`.
 pub const MAX_CPU_DEVICES: u32 = 16;
 
 /// Worker counts and pool settings of a threaded engine.
@@ -91,7 +91,7 @@ impl Workers {
     }
 }
 
-/// The CPU contexts every engine accepts: `cpu(0)` to `cpu(MAX_CPU_DEVICES - 1)`, the same on
+/// The CPU contexts every engine accepts: `cpu0` to `cpu(MAX_CPU_DEVICES - 1)`, the same on
 /// each, so a workload that runs on one engine runs on the others.
 pub(crate) fn check_cpu_device(name: OpName, ctx: Context) -> Result<(), EngineError> {
     if ctx.id < MAX_CPU_DEVICES {
@@ -150,7 +150,7 @@ impl PerDevice {
         let per_device = PerDevice {
             config: Mutex::new(config),
             devices: ArcSwapOption::empty(),
-            created: AtomicU32::new(1), // cpu(0)
+            created: AtomicU32::new(1), // cpu0
             manage: Mutex::new(()),
             gpu,
             observers,

@@ -18,12 +18,15 @@ pub enum DeviceType {
     Gpu,
 }
 
-/// Where an op runs: MXNet's `Context`, `cpu(i)` or `gpu(i)`.
+/// Where an op runs: MXNet's `Context`, CPU or GPU `i`. It displays as the dashboard names
+/// devices (`cpu0`, `gpu1`) and parses that, MXNet's `gpu(1)` and the workload files' `gpu:1`.
 ///
 /// ```
 /// use enginetop::engine::Context;
-/// assert_eq!(Context::cpu(0).to_string(), "cpu(0)");
+/// assert_eq!(Context::cpu(0).to_string(), "cpu0");
 /// assert_eq!("gpu(1)".parse::<Context>().unwrap(), Context::gpu(1));
+/// assert_eq!("gpu:1".parse::<Context>().unwrap(), Context::gpu(1));
+/// assert_eq!("gpu1".parse::<Context>().unwrap(), Context::gpu(1));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct Context {
@@ -57,7 +60,7 @@ impl Context {
 }
 
 impl Default for Context {
-    /// `cpu(0)`, MXNet's default context.
+    /// CPU 0, MXNet's default context.
     fn default() -> Self {
         Context::cpu(0)
     }
@@ -66,8 +69,8 @@ impl Default for Context {
 impl fmt::Display for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.device {
-            DeviceType::Cpu => write!(f, "cpu({})", self.id),
-            DeviceType::Gpu => write!(f, "gpu({})", self.id),
+            DeviceType::Cpu => write!(f, "cpu{}", self.id),
+            DeviceType::Gpu => write!(f, "gpu{}", self.id),
         }
     }
 }
@@ -113,11 +116,19 @@ mod tests {
 
     #[test]
     fn contexts_parse_and_print() {
-        for text in ["cpu(0)", "cpu(3)", "gpu(0)", "gpu(12)"] {
+        for text in ["cpu0", "cpu3", "gpu0", "gpu12"] {
             assert_eq!(text.parse::<Context>().unwrap().to_string(), text);
         }
-        assert_eq!("cpu".parse::<Context>().unwrap(), Context::cpu(0));
-        assert!("tpu(0)".parse::<Context>().is_err());
-        assert!("cpu(x)".parse::<Context>().is_err());
+        for (text, context) in [
+            ("cpu", Context::cpu(0)),
+            ("cpu(3)", Context::cpu(3)),
+            ("gpu:12", Context::gpu(12)),
+            ("GPU 2", Context::gpu(2)),
+        ] {
+            assert_eq!(text.parse::<Context>().unwrap(), context, "{text}");
+        }
+        for bad in ["tpu(0)", "cpu(x)", "cpu(1", "cpu:", "gpu-1", "cpu1)"] {
+            assert!(bad.parse::<Context>().is_err(), "{bad}");
+        }
     }
 }

@@ -954,8 +954,8 @@ mod tests {
 
     #[test]
     fn described_devices_in_the_trace_get_process_labels_and_other_data() {
-        let gpu = DeviceId::register("chrome-test-gpu(0)");
-        let idle = DeviceId::register("chrome-test-gpu(1)");
+        let gpu = DeviceId::register("chrome-test-gpu0");
+        let idle = DeviceId::register("chrome-test-gpu1");
         let name = OpName::new("chrome-test-kernel");
         let mut events = [
             on(
@@ -987,7 +987,7 @@ mod tests {
         assert_eq!(labels[0]["pid"], u32::from(gpu.id()) + 1);
         assert_eq!(labels[0]["args"]["labels"], label);
         let other = &trace["otherData"]["device_labels"];
-        assert_eq!(other, &serde_json::json!({ "chrome-test-gpu(0)": label }));
+        assert_eq!(other, &serde_json::json!({ "chrome-test-gpu0": label }));
     }
 
     fn named<'a>(trace: &'a Value, name: &str) -> Vec<&'a Value> {

@@ -424,14 +424,14 @@ impl Profiler {
     /// ```
     /// use enginetop::profiler::{DeviceId, OpName, OpInfo, Profiler, ProfilerOptions};
     /// let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
-    /// let gpu = DeviceId::register("doc-gpu(0)");
+    /// let gpu = DeviceId::register("doc-gpu0");
     /// profiler.describe_device(gpu, "simulated GPU, model: 670 GFLOP/s");
     /// profiler.op_start(gpu, OpName::new("k"), OpInfo::new(1));
     /// profiler.op_end(gpu, OpName::new("k"), OpInfo::new(1), false);
     /// let mut json = Vec::new();
     /// profiler.export_chrome(&mut json).unwrap();
     /// let trace: serde_json::Value = serde_json::from_slice(&json).unwrap();
-    /// let label = &trace["otherData"]["device_labels"]["doc-gpu(0)"];
+    /// let label = &trace["otherData"]["device_labels"]["doc-gpu0"];
     /// assert_eq!(label, "simulated GPU, model: 670 GFLOP/s");
     /// ```
     pub fn describe_device(&self, device: DeviceId, label: impl Into<String>) {

@@ -23,7 +23,7 @@ use crate::sync::{thread, thread_local, AtomicU32, Mutex, Ordering};
 /// use enginetop::device::identity::{Device, PoolId, PoolRole};
 /// use enginetop::profiler::DeviceId;
 /// let gpu = DeviceId::of(Device::Gpu(0));
-/// assert_eq!((gpu.name(), gpu.device()), ("gpu(0)", Some(Device::Gpu(0))));
+/// assert_eq!((gpu.name(), gpu.device()), ("gpu0", Some(Device::Gpu(0))));
 /// let copy = PoolId::new(Device::Gpu(0), PoolRole::GpuCopy);
 /// assert_eq!(DeviceId::of_pool(copy), gpu); // a GPU's pools record on the GPU
 /// let named = DeviceId::register("doc-named");
@@ -43,7 +43,7 @@ impl DeviceId {
         DEVICES.lock().entry(name, None)
     }
 
-    /// Device `device` (named as it displays: `cpu(0)`, `gpu(1)`), registered on first use.
+    /// Device `device` (named as it displays: `cpu0`, `gpu1`), registered on first use.
     pub fn of(device: Device) -> DeviceId {
         DEVICES.lock().entry(&device.to_string(), Some(device))
     }
@@ -188,8 +188,13 @@ struct DeviceTable {
 
 impl DeviceTable {
     /// The id of `name`, added (as `device`) if it is new.
+    /// The id of `name`, registered on first use. A device's name is its display, so a typed
+    /// registration and a named one of the same name (a demo's `cpu0`) share one id, which
+    /// keeps the typed device whichever came first.
     fn entry(&mut self, name: &str, device: Option<Device>) -> DeviceId {
         if let Some(&id) = self.ids.get(name) {
+            let known = &mut self.entries[usize::from(id)].1;
+            *known = known.or(device);
             return DeviceId(id);
         }
         let id = u16::try_from(self.entries.len()).expect("fewer than 65,536 devices");
@@ -245,7 +250,7 @@ mod tests {
     fn pools_record_on_their_device_or_their_own() {
         let on = |device, role| DeviceId::of_pool(PoolId::new(device, role));
         let gpu = DeviceId::of(Device::Gpu(2));
-        assert_eq!(gpu.name(), "gpu(2)");
+        assert_eq!(gpu.name(), "gpu2");
         for role in [
             PoolRole::GpuCompute,
             PoolRole::GpuCopy,
@@ -269,8 +274,17 @@ mod tests {
             ("intra-op", Some(Device::Host))
         );
         assert_eq!(on(Device::Cpu(0), PoolRole::CpuIo).name(), "io");
-        assert_eq!(DeviceId::named("gpu(2)"), Some(gpu));
+        assert_eq!(DeviceId::named("gpu2"), Some(gpu));
         assert_eq!(DeviceId::named("names-test-never"), None);
+    }
+
+    #[test]
+    fn a_named_device_of_a_typed_devices_name_gets_its_type() {
+        let named = DeviceId::register("gpu61");
+        assert_eq!(named.device(), None);
+        let typed = DeviceId::of(Device::Gpu(61));
+        assert_eq!((typed, typed.device()), (named, Some(Device::Gpu(61))));
+        assert_eq!(DeviceId::register("gpu61").device(), Some(Device::Gpu(61)));
     }
 
     #[test]

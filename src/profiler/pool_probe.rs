@@ -167,7 +167,7 @@ impl PoolProbe {
     /// engine.set_cpu_workers(2).unwrap();
     /// engine.wait_for_all().unwrap();
     /// profiler.flush();
-    /// assert!(profiler.snapshot().device("cpu(0)").is_some());
+    /// assert!(profiler.snapshot().device("cpu0").is_some());
     /// ```
     pub fn engine_pools(profiler: &Profiler) -> Option<PoolObservers> {
         if !profiler.is_enabled() {
@@ -1075,7 +1075,7 @@ mod tests {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let ready = |profiler: &Profiler| {
             let snapshot = profiler.snapshot();
-            let cpu = snapshot.device("cpu(0)")?;
+            let cpu = snapshot.device("cpu0")?;
             cpu.queues
                 .iter()
                 .find(|q| q.label == "ready")

@@ -383,6 +383,12 @@ impl Durations {
         self.total_ns = self.total_ns.saturating_add(ns);
         self.min_ns = self.min_ns.min(ns);
         self.max_ns = self.max_ns.max(ns);
+        self.hold(ns);
+    }
+
+    /// Keeps `ns` for the histogram, settling the held ones when they fill `pending`.
+    #[inline]
+    fn hold(&mut self, ns: u64) {
         self.pending[self.pending_len] = ns;
         self.pending_len += 1;
         if self.pending_len == PENDING_DURATIONS {
@@ -836,7 +842,7 @@ impl Stats {
 
     /// The worker-ish thread behind `event`, bound to its device (and worker index). A pool
     /// worker stays bound to its pool's device: the ops it runs (recorded on the op's device,
-    /// an engine pool's `cpu-prio` worker running a `cpu(0)` op) do not move it.
+    /// an engine pool's `cpu-prio` worker running a `cpu0` op) do not move it.
     fn worker_thread(&mut self, event: &Event) -> &mut ThreadStats {
         let thread = self.thread(event.thread);
         let pool_worker = event.worker().filter(|_| !is_op(event.kind));

@@ -15,13 +15,14 @@ use std::time::Instant;
 use super::{now_ns, DeviceId, Profiler};
 use crate::device::cuda;
 use crate::device::discover::{backend_for, choose, GpuSelection};
+use crate::device::identity::Device;
 use crate::device::stream::{GpuInfo, StreamEvent, StreamObserver, StreamPhase};
 use crate::engine::{EngineOptions, OpName};
 use crate::sync::Mutex;
 
-/// The profiler device of GPU `ordinal`: `gpu(ordinal)`, where [`StreamProbe`] records it.
+/// The profiler device of GPU `ordinal`, where [`StreamProbe`] records it.
 pub(crate) fn gpu_device(ordinal: u32) -> DeviceId {
-    DeviceId::register(&format!("gpu({ordinal})"))
+    DeviceId::of(Device::Gpu(ordinal))
 }
 
 /// What a GPU is, in a trace: `simulated GPU, model: <its numbers>, <memory>` or the CUDA
@@ -169,7 +170,7 @@ mod tests {
         assert_eq!(labels.len(), 2);
         assert_eq!(
             (labels[0].0.as_str(), labels[1].0.as_str()),
-            ("gpu(0)", "gpu(1)")
+            ("gpu0", "gpu1")
         );
         let expected = format!("simulated GPU, model: {model}, 80 GB");
         assert!(
@@ -187,7 +188,7 @@ mod tests {
         options.gpus = GpuSelection::Sim(1);
         assert_eq!(describe_gpus(&profiler, &options), 1);
         let label = &labels(&profiler)[0];
-        assert_eq!(label.0, "gpu(0)");
+        assert_eq!(label.0, "gpu0");
         assert!(
             label.1.starts_with("simulated GPU, model: 670 GFLOP/s"),
             "{label:?}"

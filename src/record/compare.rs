@@ -100,7 +100,7 @@ impl PoolSizes {
         }
     }
 
-    /// One setting per pool that ran: `workers of cpu(0)` = `2`, or `2, then 4` after a
+    /// One setting per pool that ran: `workers of cpu0` = `2`, or `2, then 4` after a
     /// live resize.
     fn settings(self) -> impl Iterator<Item = (String, String)> {
         self.0
@@ -644,14 +644,14 @@ mod tests {
     #[test]
     fn a_pools_sizes_are_those_it_ran_with_in_order() {
         let mut sizes = PoolSizes::new();
-        // cpu(0): started with 2, resized live to 4, shut down; intra-op: 1, shut down;
+        // cpu0: started with 2, resized live to 4, shut down; intra-op: 1, shut down;
         // a pool only ever shut down ran with nothing.
         for (pool, to) in [
-            ("cpu(0)", 2),
+            ("cpu0", 2),
             ("intra-op", 1),
-            ("cpu(0)", 4),
-            ("cpu(0)", 4),
-            ("cpu(0)", 0),
+            ("cpu0", 4),
+            ("cpu0", 4),
+            ("cpu0", 0),
             ("intra-op", 0),
             ("io", 0),
         ] {
@@ -661,7 +661,7 @@ mod tests {
         assert_eq!(
             settings,
             [
-                ("workers of cpu(0)".to_string(), "2, then 4".to_string()),
+                ("workers of cpu0".to_string(), "2, then 4".to_string()),
                 ("workers of intra-op".to_string(), "1".to_string()),
             ]
         );

@@ -31,6 +31,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::device::identity::Lane;
+
 use super::format::{decode_payload, Frame, RecordKind, RecordedEvent, FRAME_HEADER_LEN, MAGIC};
 use super::index::FrameEntry;
 use super::reader::frame_header;
@@ -50,16 +52,12 @@ pub struct GraphShape {
 }
 
 /// A worker pool the iteration's ops run on.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphDevice {
-    /// Its name in the analysis (`cpu:0 workers`).
-    pub name: String,
-    /// Its name in verdicts (the dashboard's panel: `cpu0`).
-    pub panel: String,
+    /// Which pool.
+    pub lane: Lane,
     /// Its workers when the run started.
     pub workers: u32,
-    /// Whether it is a CPU pool (the OS's descheduling applies).
-    pub cpu: bool,
 }
 
 /// One op of the iteration.
@@ -316,10 +314,8 @@ mod tests {
         GraphShape {
             vars: vec!["buf".to_string()],
             devices: vec![GraphDevice {
-                name: "cpu:0 workers".to_string(),
-                panel: "cpu0".to_string(),
+                lane: Lane::CpuWorkers(0),
                 workers: 2,
-                cpu: true,
             }],
             ops: vec![op("g-load", vec![], vec![0]), op("g-use", vec![0], vec![])],
             threads: "2 inter x 1 intra".to_string(),

@@ -191,7 +191,7 @@ fn pushed(shape: &GraphShape, iterations: usize) -> RanGraph {
             .cloned()
             .collect(),
         vars: shape.vars.clone(),
-        devices: vec![String::new()],
+        devices: vec![crate::device::identity::Lane::CpuWorkers(0)],
         wall: std::time::Duration::ZERO,
     }
 }

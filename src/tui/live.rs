@@ -173,7 +173,7 @@ fn outcome_of(result: &Result<RunSummary, RunError>) -> Outcome {
                 .iter()
                 .filter_map(|lane| {
                     Some(PoolUsage {
-                        panel: lane.kind.panel()?,
+                        device: DeviceId::of(lane.kind.device()?),
                         workers: lane.workers,
                         busy: lane.utilization,
                     })
@@ -711,8 +711,8 @@ mod tests {
         let usage = &data.facts.pool_usage;
         assert_eq!(usage.len(), 1, "{usage:?}");
         assert_eq!(
-            (usage[0].panel.as_str(), usage[0].workers, usage[0].busy),
-            ("cpu0", lane.workers, lane.utilization)
+            (usage[0].device, usage[0].workers, usage[0].busy),
+            (DeviceId::of(Device::Cpu(0)), lane.workers, lane.utilization)
         );
     }
 

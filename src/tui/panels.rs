@@ -276,7 +276,7 @@ mod tests {
         let name = crate::tui::source::gpu_worker_name("gpu0", role, index);
         let worker = WorkerSnapshot {
             role: Some(role),
-            ..crate::tui::fake::worker_snapshot(thread, &name, "gpu(0)", index, Activity::Parked)
+            ..crate::tui::fake::worker_snapshot(thread, &name, "gpu0", index, Activity::Parked)
         };
         (worker, name)
     }

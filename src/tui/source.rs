@@ -152,8 +152,8 @@ pub(crate) struct Facts {
 /// counts it had: the summary's `utilization` row of the same pool.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct PoolUsage {
-    /// The panel ([`DeviceLayout::title`]: `cpu0`, `gpu0`).
-    pub panel: String,
+    /// The profiler device of the panel's workers ([`DeviceLayout::workers`]).
+    pub device: DeviceId,
     /// Its threads on average over the run.
     pub workers: f64,
     /// The share of its threads' time spent in ops, within [0, 1].

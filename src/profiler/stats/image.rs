@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{Durations, Stats, StatsOptions, StreamStats, PENDING_DURATIONS};
+use super::{Durations, Stats, StatsOptions, StreamStats};
 use crate::device::identity::PoolRole;
 use crate::engine::OpName;
 use crate::profiler::names::{DeviceId, ThreadId};
@@ -179,17 +179,19 @@ impl From<DurationsImage> for Durations {
             value = value.saturating_add(delta);
             durations.histogram.record_n(value, count);
         }
-        let pending_len = image.pending.len().min(PENDING_DURATIONS);
-        durations.pending[..pending_len].copy_from_slice(&image.pending[..pending_len]);
-        Durations {
+        let mut restored = Durations {
             count: image.count,
             errors: image.errors,
             total_ns: image.total_ns,
             min_ns: image.min_ns,
             max_ns: image.max_ns,
-            pending_len,
             ..durations
+        };
+        // A damaged image may hold more than `pending` fits: those settle as they come.
+        for &ns in &image.pending {
+            restored.hold(ns);
         }
+        restored
     }
 }
 
@@ -516,6 +518,26 @@ mod tests {
 
     /// Bytes changed at random either fail to decode, fail the check, or give statistics
     /// that remap, feed on and snapshot without a fault.
+    #[test]
+    fn an_image_holding_more_pending_durations_than_fit_settles_them() {
+        let us = 1_000;
+        let image = DurationsImage {
+            count: 40,
+            errors: 0,
+            total_ns: (1..=40).sum::<u64>() * us,
+            min_ns: us,
+            max_ns: 40 * us,
+            pending: (1..=40).map(|n| n * us).collect(),
+            buckets: Vec::new(),
+        };
+        let mut row = Durations::from(image);
+        row.record(41 * us, false);
+        let shown = row.snapshot("held");
+        assert_eq!((shown.count, shown.max_ns), (41, 41 * us));
+        let p50 = shown.p50_ns as f64 / us as f64;
+        assert!((20.0..=22.0).contains(&p50), "p50 {p50} us");
+    }
+
     #[test]
     fn damaged_statistics_are_refused_or_safe() {
         let mut live = Stats::new(StatsOptions::default());

@@ -316,7 +316,7 @@ fn scaling_view_shows_verdicts_path_and_attribution_bars() {
     let graph = RanGraph {
         ops: vec![op("conv1", 30), op("conv2", 10)],
         vars: vec!["x".into()],
-        devices: vec!["cpu:0 workers".into()],
+        devices: vec![crate::device::identity::Lane::CpuWorkers(0)],
         wall: ms(45),
     };
     let mut data = DashboardData::default();

@@ -189,7 +189,7 @@ fn run_usage(ctx: &Ctx<'_>, panel: &DevicePanel<'_>) -> Option<String> {
     let usage = facts
         .pool_usage
         .iter()
-        .find(|usage| usage.panel == panel.title())?;
+        .find(|usage| usage.device == panel.layout.workers)?;
     Some(format!(
         "busy {:.1}% of {} workers over the run",
         usage.busy * 100.0,

@@ -2,30 +2,12 @@
 //! the ops finished and their busy time, and the FLOPs of all of them.
 #![forbid(unsafe_code)]
 
-use std::fmt;
 use std::time::Duration;
 
+pub(crate) use crate::device::identity::Lane;
 use crate::engine::{Context, DeviceType};
 use crate::engine::{EngineKind, FnProperty};
 use crate::sync::{AtomicU64, Ordering};
-
-/// The worker pool an op runs on, for the engine that runs it: what its busy time is
-/// counted against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Lane {
-    /// The pushing thread (the naive engine runs every op there).
-    Driver,
-    /// The pooled engine's shared workers (every CPU op, prioritized or not).
-    SharedWorkers,
-    /// A CPU device's own workers (per-device engine).
-    CpuWorkers(u32),
-    /// The per-device engine's CPU priority pool.
-    Priority,
-    /// The pooled engine's IO worker (copies).
-    Io,
-    /// A GPU's workers.
-    Gpu(u32),
-}
 
 impl Lane {
     /// Where `engine` runs an op on `device` with `property`.
@@ -39,31 +21,6 @@ impl Lane {
                 Lane::Priority
             }
             (EngineKind::PerDevice, DeviceType::Cpu) => Lane::CpuWorkers(device.id),
-        }
-    }
-}
-
-impl Lane {
-    /// The dashboard panel whose workers are this lane's threads (`cpu0`, `gpu1`), if one
-    /// panel has them all.
-    pub(crate) fn panel(self) -> Option<String> {
-        match self {
-            Lane::CpuWorkers(id) => Some(format!("cpu{id}")),
-            Lane::Gpu(id) => Some(format!("gpu{id}")),
-            Lane::Driver | Lane::SharedWorkers | Lane::Priority | Lane::Io => None,
-        }
-    }
-}
-
-impl fmt::Display for Lane {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Lane::Driver => f.write_str("driver thread"),
-            Lane::SharedWorkers => f.write_str("engine workers"),
-            Lane::CpuWorkers(id) => write!(f, "cpu:{id} workers"),
-            Lane::Priority => f.write_str("cpu priority"),
-            Lane::Io => f.write_str("io worker"),
-            Lane::Gpu(id) => write!(f, "gpu:{id} workers"),
         }
     }
 }

@@ -96,7 +96,7 @@ pub(super) struct LoopWake {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolDispatch {
     /// The pool.
-    pub device: String,
+    pub device: Lane,
     /// Its cost.
     pub cost: DispatchCost,
 }
@@ -273,7 +273,7 @@ impl RanShape {
         let pools = (0..self.lanes.len())
             .filter(with_ops)
             .map(|device| PoolDispatch {
-                device: self.template.devices[device].clone(),
+                device: self.template.devices[device],
                 cost: dispatch.get(device).copied().unwrap_or_default(),
             });
         let points = model.curve(&GRID);
@@ -338,7 +338,7 @@ mod tests {
             measured_step_ms: 35.0,
             intra_measured: true,
             dispatch: vec![PoolDispatch {
-                device: "cpu:0 workers".to_string(),
+                device: Lane::CpuWorkers(0),
                 cost: DispatchCost {
                     continuing: Duration::from_micros(2),
                     waking: Duration::from_micros(15),
@@ -360,7 +360,7 @@ mod tests {
         assert!(text.contains("today 1x2: predicted 32.00 ms, measured 35.00 ms"));
         assert!(text.contains("best predicted 4x64: 0.25 ms"), "{text}");
         assert!(
-            text.contains("engine cost before an op (measured): cpu:0 workers 2.0 us continuing, 15.0 us woken"),
+            text.contains("engine cost before an op (measured): cpu0 workers 2.0 us continuing, 15.0 us woken"),
             "{text}"
         );
         assert!(
@@ -388,7 +388,7 @@ mod tests {
                 time: Duration::from_millis(9),
             }],
             vars: vec!["c".to_string()],
-            devices: vec!["cpu:0 workers".to_string()],
+            devices: vec![Lane::CpuWorkers(0)],
             wall: Duration::ZERO,
         };
         let preds = crate::analysis::predecessors(&template);

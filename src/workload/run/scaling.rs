@@ -72,7 +72,7 @@ impl RanShape {
                 .iter()
                 .map(|tensor| tensor.name.clone())
                 .collect(),
-            devices: lanes.iter().map(ToString::to_string).collect(),
+            devices: lanes.clone(),
             wall: Duration::ZERO,
         };
         let preds = analysis::predecessors(&template);
@@ -89,10 +89,9 @@ impl RanShape {
     fn facts(&self, settings: &RunSettings) -> Vec<DeviceFacts> {
         self.lanes
             .iter()
-            .map(|lane| DeviceFacts {
-                name: lane.panel().unwrap_or_else(|| lane.to_string()),
-                workers: settings.workers(*lane),
-                cpu: !matches!(lane, Lane::Gpu(_)),
+            .map(|&lane| DeviceFacts {
+                lane,
+                workers: settings.workers(lane),
             })
             .collect()
     }
@@ -104,16 +103,11 @@ impl RanShape {
         let facts = self.facts(settings);
         GraphShape {
             vars: self.template.vars.clone(),
-            devices: self
-                .template
-                .devices
-                .iter()
-                .zip(facts)
-                .map(|(name, facts)| GraphDevice {
-                    name: name.clone(),
-                    panel: facts.name,
+            devices: facts
+                .into_iter()
+                .map(|facts| GraphDevice {
+                    lane: facts.lane,
                     workers: u32::try_from(facts.workers).unwrap_or(u32::MAX),
-                    cpu: facts.cpu,
                 })
                 .collect(),
             ops: self

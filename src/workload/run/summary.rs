@@ -10,7 +10,7 @@
 //!   GEMM peak      108.4   GFLOP/s on 2 threads: CPU ops at 12.5% of peak
 //!   checksum       6b1e0c6f2f5a9d13
 //! worker pools (busy = op time / thread time; workers = average over the run):
-//!   cpu:0 workers     1.8 workers   8180 ops   2.71 s busy   97.4%
+//!   cpu0 workers     1.8 workers   8180 ops   2.71 s busy   97.4%
 //!   cpu priority      4 workers   2140 ops   0.04 s busy    0.7%
 //! intra-op pool: 2 eigen threads ran 50211 tasks (w0 25102, w1 25109); callers ran 31034
 //!   of their own, 412 steals
@@ -221,7 +221,7 @@ impl GflopsSplit {
 /// How busy one worker pool of the engine was.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct LaneUsage {
-    /// The pool: `cpu:0 workers`, `cpu priority`, `engine workers`, `io worker`, `driver
+    /// The pool: `cpu0 workers`, `cpu priority`, `engine workers`, `io worker`, `driver
     /// thread` (the naive engine runs ops on the pushing thread).
     pub lane: String,
     /// The same, typed.
