@@ -10,9 +10,11 @@
 //! copies them under the same lock hold in which it fed them its round, and hands the copy
 //! with that round. The recorder adds the round to its chunk, writes the chunk (and its op
 //! runs) at once, and then the checkpoint frame: the statistics (postcard, inside the
-//! frame's lz4), every table entry used so far (a jump needs the names of ids first used
-//! before it), the latest time among the events and marks written (its `reach`), and the
-//! pool workers' exact task counts the chunk before it holds (a replay shows them).
+//! frame's lz4; a duration row's pending durations folded into its histogram first, which
+//! keeps the frame small and so the interval between checkpoints short), every table entry
+//! used so far (a jump needs the names of ids first used before it), the latest time among
+//! the events and marks written (its `reach`), and the pool workers' exact task counts the
+//! chunk before it holds (a replay shows them).
 //!
 //! **Invariant: a checkpoint's statistics are the fold, in file order, of every chunk
 //! before it, marks included.** It holds because (1) a round is never split across
@@ -109,12 +111,16 @@ impl CheckpointMaker {
 
     /// The checkpoint frame of the chunks written so far, whose fold is `stats`, and whose
     /// last holds the task counts `tasks`. The frame takes the tables (a checkpoint holds
-    /// every name of the run): hand it back to [`CheckpointMaker::written`].
+    /// every name of the run): hand it back to [`CheckpointMaker::written`]. The duration
+    /// rows' pending durations go into their histograms first where those hold some already
+    /// (no figure changes): a row's buckets are a few bytes, its pending durations a varint
+    /// each.
     pub(crate) fn frame(
         &mut self,
-        stats: &Stats,
+        stats: &mut Stats,
         tasks: &[TaskReading],
     ) -> Result<Frame, postcard::Error> {
+        stats.settle_durations();
         let stats = postcard::to_stdvec(stats)?;
         Ok(Frame::Checkpoint(CheckpointFrame {
             reach_ns: self.reach_ns,

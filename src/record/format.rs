@@ -4,7 +4,7 @@
 //! file   = MAGIC (8 bytes: "ENGTREC\0") | FORMAT_VERSION (u32 LE) | frame*
 //! frame  = length word (u32 LE) | CRC-32 of the payload (u32 LE) | payload
 //! length word = payload length | CHECKPOINT_BIT when the frame is a checkpoint
-//! payload = PLAIN | postcard(Frame)                                        (event chunks)
+//! payload = PLAIN | postcard(Frame)                             (event chunks, op runs)
 //!         | LZ4   | lz4 block (uncompressed size prepended) of postcard(Frame) (the rest)
 //! ```
 //! Every frame decodes on its own: a reader that stops at any frame boundary has read a
@@ -18,11 +18,12 @@
 //! recording process's epoch; a chunk stores each event's time as a delta from the one
 //! before (zig-zag varints: a byte or two each).
 //!
-//! Event chunks are postcard alone: its varints already make an event about 14 bytes
-//! (a tenth of its Chrome JSON), and lz4 over them would cost the `recorder` thread about
-//! as much again per event as the encoding, on cores the run's workers need; every other
-//! frame (checkpoints above all: large and repetitive) is lz4-compressed. The payload's first
-//! byte says which, and the checksum covers it.
+//! Event chunks and op runs are postcard alone: its varints already make an event about 14
+//! bytes (a tenth of its Chrome JSON) and an op run about 4, and lz4 over them would cost the
+//! `recorder` thread about as much again per event as the encoding, on cores the run's
+//! workers need; every other frame (checkpoints above all: large and repetitive) is
+//! lz4-compressed. The payload's first byte says which, and the checksum covers it; a reader
+//! takes either for any frame.
 //!
 //! The op graph ([`super::graph`]) comes in two frame kinds: a shape frame (the iteration's
 //! ops, their reads, writes, vars and worker pools) when a run starts, and op-run frames
@@ -361,7 +362,7 @@ pub(crate) fn file_header() -> [u8; FILE_HEADER_LEN] {
 pub(crate) fn encode_frame(frame: &Frame) -> Result<Vec<u8>, postcard::Error> {
     let mut bytes = vec![0; FRAME_HEADER_LEN];
     match frame {
-        Frame::Chunk(_) => {
+        Frame::Chunk(_) | Frame::Runs(_) => {
             bytes.push(PLAIN);
             bytes = postcard::to_extend(frame, bytes)?;
         }

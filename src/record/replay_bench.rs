@@ -233,7 +233,9 @@ pub(crate) fn write_synthetic_with(
         feed(&mut stats, &mut checkpoint, &chunk);
         put(&Frame::Chunk(chunk), &mut size, &mut checkpoint)?;
         if checkpoint.due() {
-            let frame = checkpoint.frame(&stats, &[]).map_err(RecordError::Encode)?;
+            let frame = checkpoint
+                .frame(&mut stats, &[])
+                .map_err(RecordError::Encode)?;
             let written = put(&frame, &mut size, &mut checkpoint)?;
             checkpoint.written(frame, written);
         }

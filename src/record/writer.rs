@@ -16,7 +16,8 @@
 //!
 //! The run's graph ([`GraphObserver`], see [`super::graph`]) goes the same way: the shape
 //! and each op run are kept in the sink (an op run is one short lock and a push, on the
-//! worker that ran the op) and leave with the next batch; at most [`MAX_PENDING_RUNS`] wait,
+//! worker that ran the op, under one of [`RUN_SHARDS`] locks picked by the worker's thread
+//! id) and leave with the next batch; at most [`MAX_PENDING_RUNS`] wait,
 //! more are let go and counted. The thread writes the shape as soon as it comes and the op
 //! runs in a frame beside each chunk.
 //!
@@ -45,6 +46,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
 
 use crate::profiler::{
     DeviceId, Event, EventSink, Gap, Profiler, Round, Stats, TaskReading, ThreadId,
@@ -143,20 +146,33 @@ struct PendingGraph {
     runs: Vec<OpRun>,
 }
 
+/// Locks the op runs are kept under: each worker takes the one of its thread id, so the
+/// run's workers do not all meet on one lock at every op.
+const RUN_SHARDS: usize = 16;
+
 /// The collector's side: hands batches to the writer without blocking.
 struct Sink {
     sender: Mutex<Option<SyncSender<Message>>>,
     pending: Arc<AtomicU64>,
     lost: Arc<AtomicU64>,
-    graph: Mutex<PendingGraph>,
+    shape: Mutex<Option<GraphShape>>,
+    /// Op runs not handed yet, by the thread that ran them ([`RUN_SHARDS`]).
+    runs: Box<[CachePadded<Mutex<Vec<OpRun>>>]>,
     lost_runs: Arc<AtomicU64>,
     /// Set by the writer when a checkpoint is due; cleared when the statistics go to it.
     want_stats: Arc<AtomicBool>,
 }
 
 impl Sink {
+    /// The shape and the op runs kept since the last call (in no order: the writer sorts
+    /// them).
     fn take_graph(&self) -> PendingGraph {
-        std::mem::take(&mut *self.graph.lock())
+        let shape = self.shape.lock().take();
+        let mut runs = Vec::new();
+        for shard in self.runs.iter() {
+            runs.append(&mut *shard.lock());
+        }
+        PendingGraph { shape, runs }
     }
 }
 
@@ -221,13 +237,14 @@ impl EventSink for Sink {
 
 impl GraphObserver for Sink {
     fn shape(&self, shape: &GraphShape) {
-        self.graph.lock().shape = Some(shape.clone());
+        *self.shape.lock() = Some(shape.clone());
     }
 
     fn ran(&self, run: OpRun) {
-        let mut graph = self.graph.lock();
-        if graph.runs.len() < MAX_PENDING_RUNS {
-            graph.runs.push(run);
+        let shard = ThreadId::current().id() as usize % self.runs.len();
+        let mut runs = self.runs[shard].lock();
+        if runs.len() < MAX_PENDING_RUNS / RUN_SHARDS {
+            runs.push(run);
         } else {
             self.lost_runs.fetch_add(1, Ordering::Relaxed);
         }
@@ -303,7 +320,10 @@ impl Recorder {
             sender: Mutex::new(Some(sender)),
             pending: Arc::new(AtomicU64::new(0)),
             lost: Arc::new(AtomicU64::new(0)),
-            graph: Mutex::new(PendingGraph::default()),
+            shape: Mutex::new(None),
+            runs: (0..RUN_SHARDS)
+                .map(|_| CachePadded::new(Mutex::new(Vec::new())))
+                .collect(),
             lost_runs: Arc::new(AtomicU64::new(0)),
             want_stats: Arc::new(AtomicBool::new(false)),
         });
@@ -491,8 +511,8 @@ impl Writer {
                     }
                     self.add_graph(graph)?;
                     self.add_round(&round);
-                    if let Some(stats) = stats {
-                        self.checkpoint_at(&stats)?;
+                    if let Some(mut stats) = stats {
+                        self.checkpoint_at(&mut stats)?;
                         last_write = Instant::now();
                     } else if self.chunk.len() >= self.chunk_events
                         || last_write.elapsed() >= FLUSH_EVERY
@@ -589,7 +609,7 @@ impl Writer {
 
     /// The live statistics after the round just added came: writes the chunk that ends
     /// with it and, when they are the fold of every event written, the checkpoint.
-    fn checkpoint_at(&mut self, stats: &Stats) -> Result<(), RecordError> {
+    fn checkpoint_at(&mut self, stats: &mut Stats) -> Result<(), RecordError> {
         self.exact &= stats.events_ingested() == self.received;
         self.write_chunk()?;
         if !self.exact {
@@ -618,6 +638,8 @@ impl Writer {
     fn write_chunk(&mut self) -> Result<(), RecordError> {
         self.write_events()?;
         if !self.runs.is_empty() {
+            // Engine op ids grow with the pushes: in their order, each is a small delta.
+            self.runs.sort_unstable_by_key(|run| run.op_id);
             let runs = Runs::new(self.lost_runs.load(Ordering::Relaxed), &self.runs);
             self.runs.clear();
             self.write(&Frame::Runs(runs))?;
