@@ -160,6 +160,7 @@ impl Collector {
     }
 
     /// One round: adopt, drain, sample, feed; then set the next wait.
+    #[inline(never)]
     fn round(&mut self) {
         self.rings.append(&mut self.core.new_rings.lock());
         self.batch.clear();
@@ -247,9 +248,7 @@ impl Collector {
             let wanted = handed && self.sinks_want_stats();
             let mut ingested = 0;
             for &(end, thread) in &self.gaps {
-                self.batch[ingested..end]
-                    .iter()
-                    .for_each(|e| stats.ingest(e));
+                stats.ingest_all(&self.batch[ingested..end]);
                 ingested = end;
                 let last = self.batch[..end].last().filter(|e| e.thread == thread);
                 let last_ns = last.map(|event| event.ts_ns);
@@ -260,7 +259,7 @@ impl Collector {
                     last_ns,
                 });
             }
-            self.batch[ingested..].iter().for_each(|e| stats.ingest(e));
+            stats.ingest_all(&self.batch[ingested..]);
             let now = self.core.epoch.now_ns();
             for &thread in exited {
                 stats.thread_exited(thread, now);

@@ -399,9 +399,8 @@ impl Durations {
     /// Moves the pending durations into the histogram.
     #[inline(never)]
     fn settle(&mut self) {
-        for &ns in &self.pending[..self.pending_len] {
-            self.histogram.record_n(ns, 1);
-        }
+        self.histogram
+            .record_each(&self.pending[..self.pending_len]);
         self.pending_len = 0;
     }
 
@@ -480,6 +479,14 @@ impl ThreadStats {
             PARKED => WorkState::Parked,
             _ => WorkState::Idle,
         })
+    }
+
+    /// Puts it in the cell its state and the ready work say, as of `ts`.
+    #[inline(always)]
+    fn refresh_cell(&mut self, ready: &ReadyWork, ts: u64) {
+        if let Some(state) = self.work_state() {
+            self.cells.set(state, ready.readiness(self.device), ts);
+        }
     }
 
     /// The op it runs now: the newest op it started and has not ended, while it is running
@@ -650,9 +657,25 @@ impl Stats {
     /// Takes one event into account.
     pub fn ingest(&mut self, event: &Event) {
         self.events += 1;
-        // An op's start and end (two of an engine op's three events) take one path each
-        // that finds their thread once; every other kind counts, then tracks work states.
+        self.take(event);
+    }
+
+    /// Takes `events` into account, in order: the same as [`ingest`](Self::ingest) of each,
+    /// in one loop (a collector round's batch), so the dispatch is set up once a batch.
+    pub(crate) fn ingest_all(&mut self, events: &[Event]) {
+        self.events += events.len() as u64;
+        for event in events {
+            self.take(event);
+        }
+    }
+
+    /// [`ingest`](Self::ingest) but the event count.
+    #[inline(always)]
+    fn take(&mut self, event: &Event) {
+        // An engine op's three events take one path each (an op's start and end find their
+        // thread once); every other kind counts, then tracks work states.
         match event.kind {
+            EventKind::OpQueued => self.op_queued(event),
             EventKind::OpStart => self.op_started(event),
             EventKind::OpEnd => self.op_ended(event),
             _ => {
@@ -667,8 +690,7 @@ impl Stats {
     /// The counters and the activity timelines.
     fn count(&mut self, event: &Event) {
         match event.kind {
-            EventKind::OpQueued => self.device(event.device).queued += 1,
-            EventKind::OpStart | EventKind::OpEnd => {} // `ingest` takes them
+            EventKind::OpQueued | EventKind::OpStart | EventKind::OpEnd => {} // `take` takes them
             EventKind::TaskStart => self.start_running(event),
             EventKind::TaskEnd => self.task_ended(event),
             EventKind::Steal => self.stolen(event),
@@ -704,7 +726,6 @@ impl Stats {
     /// thread's cell, or every thread's when a device's readiness flipped.
     fn track_work_states(&mut self, event: &Event) {
         let flipped = match event.kind {
-            EventKind::OpQueued => self.ready.op_queued(event.device),
             EventKind::QueueDepth => {
                 let tasks = self.device(event.device).queues.values().sum();
                 self.ready.tasks_sampled(event.device, tasks)
@@ -731,11 +752,7 @@ impl Stats {
     /// Puts the thread in `slot` in the cell its state and the ready work say, as of `ts`.
     #[inline]
     fn refresh_cell(&mut self, slot: usize, ts: u64) {
-        let stats = &mut self.threads[slot].1;
-        if let Some(state) = stats.work_state() {
-            let ready = self.ready.readiness(stats.device);
-            stats.cells.set(state, ready, ts);
-        }
+        self.threads[slot].1.refresh_cell(&self.ready, ts);
     }
 
     /// `thread`'s ring dropped events after the last one ingested (at `last_ts`, if any):
@@ -775,13 +792,16 @@ impl Stats {
         &mut self.threads[slot].1
     }
 
+    #[inline]
     fn thread_slot_cached(&mut self, thread: ThreadId) -> usize {
-        let slot = match self.last_thread {
+        match self.last_thread {
             Some((last, slot)) if last == thread => slot,
-            _ => self.thread_slot(thread),
-        };
-        self.last_thread = Some((thread, slot));
-        slot
+            _ => {
+                let slot = self.thread_slot(thread);
+                self.last_thread = Some((thread, slot));
+                slot
+            }
+        }
     }
 
     #[cold]
@@ -809,24 +829,13 @@ impl Stats {
         })
     }
 
+    #[inline]
     fn device(&mut self, device: DeviceId) -> &mut DeviceStats {
-        let geometry = self.geometry;
-        let index = usize::from(device.id());
+        let (index, geometry) = (usize::from(device.id()), self.geometry);
         if self.devices.len() <= index {
             self.devices.resize_with(index + 1, || None);
         }
-        self.devices[index].get_or_insert_with(|| DeviceStats {
-            ops: RateCounter::new(geometry),
-            tasks: RateCounter::new(geometry),
-            op_total: 0,
-            op_errors: 0,
-            task_total: 0,
-            task_panics: 0,
-            queued: 0,
-            queues: BTreeMap::new(),
-            workers: None,
-            resizes: 0,
-        })
+        self.devices[index].get_or_insert_with(|| new_device(geometry))
     }
 
     fn stream(&mut self, event: &Event) -> &mut StreamStats {
@@ -895,14 +904,13 @@ impl Stats {
         slot
     }
 
-    /// Puts the thread in `slot` in its cell after an op event at `ts`, every thread's when
-    /// `flipped` (a device's readiness changed).
+    /// The op's device counts it queued; its ready work grows (every thread's cell is
+    /// refreshed when that flips the device's readiness).
     #[inline]
-    fn op_cells(&mut self, slot: usize, flipped: bool, ts: u64) {
-        if flipped {
-            self.refresh_all_cells(ts);
-        } else {
-            self.refresh_cell(slot, ts);
+    fn op_queued(&mut self, event: &Event) {
+        self.device(event.device).queued += 1;
+        if self.options.work_states && self.ready.op_queued(event.device) {
+            self.refresh_all_cells(event.ts_ns);
         }
     }
 
@@ -927,31 +935,31 @@ impl Stats {
         thread
             .open_ops
             .push_back((event.op_id(), event.ts_ns, event.name));
+        let flipped = self.options.work_states && self.ready.op_started(event.device);
+        if self.options.work_states && !flipped {
+            thread.refresh_cell(&self.ready, event.ts_ns);
+        }
         if let Some((id, started, _)) = spilled {
-            if self.in_flight.len() >= MAX_IN_FLIGHT {
-                self.in_flight.clear(); // their ends were dropped; forget them
-            }
-            self.in_flight.insert(id, started);
+            self.spill(id, started);
         }
-        if self.options.work_states {
-            let flipped = self.ready.op_started(event.device);
-            self.op_cells(slot, flipped, event.ts_ns);
+        if flipped {
+            self.refresh_all_cells(event.ts_ns);
         }
     }
 
-    /// When the op `event` ends was started: on its thread (in `slot`; the common case),
-    /// spilled to `in_flight`, or on another thread (an op completed asynchronously).
-    #[inline]
-    fn op_start_time(&mut self, slot: usize, event: &Event) -> Option<u64> {
-        let id = event.op_id();
-        let thread = &mut self.threads[slot].1;
-        if thread.open_ops.back().is_some_and(|&(open, ..)| open == id) {
-            return thread.open_ops.pop_back().map(|(_, started, _)| started); // innermost
+    /// Keeps the start of an open op its thread's stack had no room for.
+    #[cold]
+    #[inline(never)]
+    fn spill(&mut self, id: u64, started: u64) {
+        if self.in_flight.len() >= MAX_IN_FLIGHT {
+            self.in_flight.clear(); // their ends were dropped; forget them
         }
-        self.op_start_time_elsewhere(slot, id)
+        self.in_flight.insert(id, started);
     }
 
-    /// [`op_start_time`](Self::op_start_time) of an op that is not its thread's innermost.
+    /// When op `id` was started, when it is not the innermost open op of its ending thread
+    /// (in `slot`): deeper in that thread's stack, spilled to `in_flight`, or on another
+    /// thread (an op completed asynchronously).
     #[cold]
     #[inline(never)]
     fn op_start_time_elsewhere(&mut self, slot: usize, id: u64) -> Option<u64> {
@@ -974,8 +982,10 @@ impl Stats {
         })
     }
 
-    /// The op's thread runs one level less (between tasks at none), the op's duration goes
-    /// to its name's row and its end to its device; then the thread's work-state cell.
+    /// The op's thread runs one level less (between tasks at none) and takes its work-state
+    /// cell (an end changes no device's ready work); the op's duration goes to its name's
+    /// row and its end to its device. Its start is found on the thread's stack of open ops
+    /// (the innermost, nearly always), else elsewhere.
     fn op_ended(&mut self, event: &Event) {
         let slot = self.op_thread(event);
         let thread = &mut self.threads[slot].1;
@@ -986,7 +996,18 @@ impl Stats {
         }
         thread.ops += 1;
         thread.ops_open = thread.ops_open.saturating_sub(1);
-        if let Some(start) = self.op_start_time(slot, event) {
+        if self.options.work_states {
+            thread.refresh_cell(&self.ready, event.ts_ns);
+        }
+        let id = event.op_id();
+        let start = match thread.open_ops.back() {
+            Some(&(open, started, _)) if open == id => {
+                thread.open_ops.pop_back();
+                Some(started)
+            }
+            _ => self.op_start_time_elsewhere(slot, id),
+        };
+        if let Some(start) = start {
             let duration = event.ts_ns.saturating_sub(start);
             durations(&mut self.ops, event.name).record(duration, event.is_error());
         }
@@ -994,9 +1015,6 @@ impl Stats {
         device.ops.add(event.ts_ns);
         device.op_total += 1;
         device.op_errors += u64::from(event.is_error());
-        if self.options.work_states {
-            self.op_cells(slot, false, event.ts_ns);
-        }
     }
 
     fn task_ended(&mut self, event: &Event) {
@@ -1190,6 +1208,24 @@ fn durations(table: &mut Vec<Option<Durations>>, name: OpName) -> &mut Durations
     table[index].get_or_insert_with(new_durations)
 }
 
+/// A device's first event: its row is made here, off the common path.
+#[cold]
+#[inline(never)]
+fn new_device(geometry: Buckets) -> DeviceStats {
+    DeviceStats {
+        ops: RateCounter::new(geometry),
+        tasks: RateCounter::new(geometry),
+        op_total: 0,
+        op_errors: 0,
+        task_total: 0,
+        task_panics: 0,
+        queued: 0,
+        queues: BTreeMap::new(),
+        workers: None,
+        resizes: 0,
+    }
+}
+
 /// A row's first duration: its histogram is allocated here, off the common path.
 #[cold]
 #[inline(never)]
@@ -1268,6 +1304,44 @@ mod tests {
         assert_eq!(pending(&stats, many), Some(0));
         assert_eq!(pending(&stats, few), Some(3));
         assert_eq!(format!("{:?}", stats.clone().snapshot(0).ops), before);
+    }
+
+    /// A collector round's batch, taken at once, leaves the statistics exactly as its
+    /// events taken one by one: ops queued, started and ended (on their threads and across
+    /// them), tasks, parks, spans and queue samples over several windows' worth of buckets.
+    #[test]
+    fn a_batch_is_ingested_as_its_events_one_by_one() {
+        let pool = DeviceId::register("stats-test-batch-pool");
+        let cpu = DeviceId::register("stats-test-batch-cpu");
+        let (add, span) = (OpName::new("batch-add"), OpName::new("batch-span"));
+        let op = |kind, id| Event::op(kind, cpu, add, OpInfo::new(id));
+        let mut script = Script { events: Vec::new() };
+        for k in 0..400u64 {
+            let (at, thread) = (k * 7, 1 + (k % 3) as u32);
+            script.at(at, 9, op(EventKind::OpQueued, k));
+            script.at(at + 1, thread, worker(EventKind::TaskStart, pool, thread));
+            script.at(at + 2, thread, op(EventKind::OpStart, k));
+            // Every fifth op ends on another thread (completed asynchronously).
+            let ender = if k % 5 == 0 { 4 } else { thread };
+            script.at(at + 4, ender, op(EventKind::OpEnd, k));
+            script.at(at + 5, thread, worker(EventKind::TaskEnd, pool, thread));
+            script.at(at + 6, thread, worker(EventKind::Park, pool, thread));
+            if k % 50 == 0 {
+                let depth = Event::new(EventKind::QueueDepth, pool, add, 0, k % 3);
+                script.at(at + 6, 9, depth);
+                script.at(at + 3, 5, Event::new(EventKind::SpanEnter, cpu, span, 0, k));
+                script.at(at + 6, 5, Event::new(EventKind::SpanExit, cpu, span, 0, k));
+            }
+        }
+        let each = stats_of(&script);
+        let mut batched = Stats::new(StatsOptions::default());
+        for round in script.events.chunks(97) {
+            batched.ingest_all(round);
+        }
+        let now = 3_000 * MS;
+        assert_eq!(batched.clone().snapshot(now), each.clone().snapshot(now));
+        let image = |stats: &Stats| serde_json::to_string(stats).unwrap();
+        assert_eq!(image(&batched), image(&each));
     }
 
     /// Worker 0 of a pool, in one second: runs 0-400 ms, looks for work 400-500, spins

@@ -10,8 +10,6 @@
 //! a time): a late event lands in its own, older bucket.
 #![forbid(unsafe_code)]
 
-use std::collections::VecDeque;
-
 /// Bucket geometry shared by every timeline of one [`Stats`](super::stats::Stats).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Buckets {
@@ -39,14 +37,18 @@ impl Buckets {
 }
 
 /// Buckets of `T`, oldest first, indexed by bucket number (gaps allowed).
+///
+/// A `Vec`, not a ring buffer: the newest bucket, which nearly every addition touches, is
+/// its last element, found without a wrap-around. Buckets expire a bucket's width apart,
+/// each expiry moving the window's few buckets down once.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct BucketRing<T> {
     geometry: Buckets,
-    buckets: VecDeque<(u64, T)>,
+    buckets: Vec<(u64, T)>,
     /// What a new bucket holds.
     empty: T,
     /// `[start, end)` of the newest bucket in ns (empty until there is one): checked on
-    /// every event without touching the deque.
+    /// every event without touching the buckets.
     newest_span: (u64, u64),
 }
 
@@ -54,7 +56,7 @@ impl<T: Copy> BucketRing<T> {
     fn new(geometry: Buckets, empty: T) -> Self {
         BucketRing {
             geometry,
-            buckets: VecDeque::new(),
+            buckets: Vec::new(),
             empty,
             newest_span: (0, 0),
         }
@@ -63,10 +65,10 @@ impl<T: Copy> BucketRing<T> {
     /// The bucket with index `index`, created if needed; `None` if it is older than anything
     /// a window can still reach.
     fn at(&mut self, index: u64) -> Option<&mut T> {
-        if self.buckets.back().map(|&(k, _)| k) == Some(index) {
-            return self.buckets.back_mut().map(|(_, value)| value); // the common case
+        if self.buckets.last().map(|&(k, _)| k) == Some(index) {
+            return self.buckets.last_mut().map(|(_, value)| value); // the common case
         }
-        let newest = self.buckets.back().map_or(index, |&(k, _)| k.max(index));
+        let newest = self.buckets.last().map_or(index, |&(k, _)| k.max(index));
         if index + self.geometry.count <= newest {
             return None;
         }
@@ -74,13 +76,10 @@ impl<T: Copy> BucketRing<T> {
         if self.buckets.get(position).map(|&(k, _)| k) != Some(index) {
             self.buckets.insert(position, (index, self.empty));
         }
-        while let Some(&(oldest, _)) = self.buckets.front() {
-            if oldest + self.geometry.count > newest {
-                break;
-            }
-            self.buckets.pop_front();
-        }
-        if let Some(&(newest, _)) = self.buckets.back() {
+        let count = self.geometry.count;
+        let expired = self.buckets.partition_point(|&(k, _)| k + count <= newest);
+        self.buckets.drain(..expired);
+        if let Some(&(newest, _)) = self.buckets.last() {
             let start = newest * self.geometry.bucket_ns;
             self.newest_span = (start, start + self.geometry.bucket_ns);
         }
@@ -93,7 +92,7 @@ impl<T: Copy> BucketRing<T> {
     fn newest_holding(&mut self, from: u64, to: u64) -> Option<&mut T> {
         let (start, end) = self.newest_span;
         if from >= start && to < end {
-            self.buckets.back_mut().map(|(_, value)| value)
+            self.buckets.last_mut().map(|(_, value)| value)
         } else {
             None
         }
@@ -285,7 +284,9 @@ impl RateCounter {
     /// Counts one event at `ts`.
     #[inline]
     pub(crate) fn add(&mut self, ts: u64) {
-        self.first_seen = Some(self.first_seen.map_or(ts, |first| first.min(ts)));
+        if self.first_seen.is_none_or(|first| ts < first) {
+            self.first_seen = Some(ts);
+        }
         if let Some(count) = self.ring.newest_holding(ts, ts) {
             *count += 1;
             return;

@@ -164,7 +164,7 @@ impl Cells {
     }
 
     /// The thread is in `state` with `ready` as of `ts` (or its latest cell's start).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn set(&mut self, state: WorkState, ready: Readiness, ts: u64) {
         let index = cell_index(state, ready);
         if self.timeline.state() == Some(index) {
@@ -259,6 +259,7 @@ impl ReadyWork {
         }
     }
 
+    #[inline]
     pub(crate) fn op_queued(&mut self, device: DeviceId) -> bool {
         self.update(device, |counts| {
             counts.ops += 1;
@@ -267,6 +268,7 @@ impl ReadyWork {
     }
 
     /// An op started on `device`.
+    #[inline]
     pub(crate) fn op_started(&mut self, device: DeviceId) -> bool {
         self.update(device, |counts| counts.ops -= 1)
     }

@@ -100,6 +100,20 @@ impl DurationHistogram {
         }
     }
 
+    /// Counts each of `values` once: as [`record_n`](Self::record_n) of each with a count
+    /// of 1, the form matched once while it is dense.
+    pub(super) fn record_each(&mut self, values: &[u64]) {
+        let Form::Dense(histogram) = &mut self.form else {
+            values.iter().for_each(|&value| self.record_n(value, 1));
+            return;
+        };
+        self.total = self.total.saturating_add(values.len() as u64);
+        for &value in values {
+            // Auto-resizing histogram: recording cannot fail for any u64.
+            let _ = histogram.record(value);
+        }
+    }
+
     fn densify(&mut self) {
         let Form::Sparse(buckets) = &self.form else {
             return;
@@ -257,6 +271,31 @@ mod tests {
                 .map(|bucket| (bucket.value_iterated_to(), bucket.count_at_value()))
                 .collect();
             assert_eq!(ours.buckets(), expected, "{count} {spread}");
+        }
+    }
+
+    #[test]
+    fn recording_a_batch_is_recording_each_of_its_values() {
+        // Batches wholly sparse, one that turns dense half-way, wholly dense ones.
+        for (count, spread) in [(20, 50), (200, 5_000), (5_000, 10_000_000)] {
+            let values = samples(count as u64 + 7, count, spread);
+            let mut each = DurationHistogram::new();
+            values.iter().for_each(|&value| each.record_n(value, 1));
+            let mut batched = DurationHistogram::new();
+            values
+                .chunks(32)
+                .for_each(|batch| batched.record_each(batch));
+            assert_eq!(batched.is_sparse(), each.is_sparse(), "{count} {spread}");
+            assert_eq!(batched.total, each.total, "{count} {spread}");
+            assert_eq!(batched.buckets(), each.buckets(), "{count} {spread}");
+            for q in [0.01, 0.5, 0.99, 1.0] {
+                let expected = each.value_at_quantile(q);
+                assert_eq!(
+                    batched.value_at_quantile(q),
+                    expected,
+                    "{count} {spread} {q}"
+                );
+            }
         }
     }
 
