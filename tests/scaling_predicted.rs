@@ -12,7 +12,7 @@ use enginetop::analysis::{
     DispatchCost, EngineModel, OpSplit, ParallelLoop, RanGraph, RanOp, GRID,
 };
 use enginetop::config::RuntimeConfig;
-use enginetop::kernels::par::item_cost;
+use enginetop::kernels::item_cost;
 use enginetop::workload::run::{
     run_workload, LoopWakeSource, PredictedCurve, RunHooks, RunLength, RunOptions, ScalingSummary,
 };
