@@ -1,66 +1,23 @@
 //! The compare view (`enginetop compare A B --view`) run by the binary over two real
 //! recordings, written by the recorder from hand-made events: run B has `cv-relu` twice as
 //! slow, `cv-gemm` a little slower, `cv-sgd` faster, three `cv-copy`s an iteration for A's
-//! one, and 4 inter-op threads for A's 2. Its refusals on the command line, and end to end in
+//! one, and 4 inter-op threads for A's 2 (`record_compare_pair`, shared with the view's unit
+//! tests). Its refusals on the command line, and end to end in
 //! tmux (skipped, saying why, without tmux). The view's screens and keys are tested beside it
 //! (`src/tui/compare/tests.rs`).
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use enginetop::record::synthetic::{record_run, Synthetic};
-use enginetop::record::Setting;
+use enginetop::record::{compare_table_names, record_compare_pair};
 
 mod common;
 use common::cli::{self, text};
 use common::tmux::{available as tmux_available, Tmux, PROMPT};
 
-/// Iterations of each synthetic run.
-const ROUNDS: u64 = 20;
-/// Run A: (op name, µs) in the order one iteration runs them.
-const A_OPS: &[(&str, u64)] = &[
-    ("cv-gemm", 300),
-    ("cv-relu", 40),
-    ("cv-sgd", 120),
-    ("cv-copy", 10),
-];
-/// Run B: relu 2x slower, gemm +10%, sgd faster, three copies an iteration.
-const B_OPS: &[(&str, u64)] = &[
-    ("cv-gemm", 330),
-    ("cv-relu", 80),
-    ("cv-sgd", 100),
-    ("cv-copy", 10),
-    ("cv-copy", 10),
-    ("cv-copy", 10),
-];
-
-/// Records `ROUNDS` iterations of `ops`, back to back on one thread `cmp-w0`, to `path`, with
-/// `inter` in its settings and a summary of the iterations over the run's length.
-fn record(path: &Path, ops: &'static [(&'static str, u64)], inter: u32) {
-    let run = Synthetic {
-        worker: "cmp-w0",
-        ops,
-        rounds: ROUNDS,
-    };
-    let settings = vec![Setting::new("inter", inter), Setting::new("pool", "eigen")];
-    record_run(path, &run, "cv-cpu", settings);
-}
-
-/// `a.etrec` and `b.etrec` in a fresh directory named for `test`.
+/// `a.etrec` and `b.etrec`, the compare pair, in a fresh directory named for `test`.
 fn recordings(test: &str) -> (PathBuf, PathBuf, PathBuf) {
     let dir = cli::scratch("compare-view", test);
-    let (a, b) = (dir.join("a.etrec"), dir.join("b.etrec"));
-    record(&a, A_OPS, 2);
-    record(&b, B_OPS, 4);
+    let (a, b) = record_compare_pair(&dir);
     (dir, a, b)
-}
-
-/// The op names of the table's rows, top to bottom (rows whose first word is an op name).
-fn table_names(screen: &str) -> Vec<String> {
-    screen
-        .lines()
-        .filter_map(|line| line.trim_start_matches(['│', ' ']).split(' ').next())
-        .filter(|word| word.starts_with("cv-") || word.starts_with("op-"))
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]
@@ -111,11 +68,11 @@ fn tmux_opens_the_view_sorts_shows_help_and_quits() {
     let opened = tmux.wait_for("the compare view", |screen| {
         screen.contains("compare: A → B") && screen.contains("workers busy")
     });
-    assert_eq!(table_names(&opened)[0], "cv-relu", "{opened}");
+    assert_eq!(compare_table_names(&opened)[0], "cv-relu", "{opened}");
     assert_eq!(tmux.pane("alternate_on"), "1");
     tmux.key("n");
     let by_name = tmux.wait_for("the name order", |screen| screen.contains("by name"));
-    assert_eq!(table_names(&by_name)[0], "cv-copy", "{by_name}");
+    assert_eq!(compare_table_names(&by_name)[0], "cv-copy", "{by_name}");
     tmux.key("?");
     tmux.wait_for("the help", |screen| screen.contains("compare: keys"));
     tmux.key("q");

@@ -7,7 +7,7 @@
 //! over several threads (checked through the pool's task counters), small enough for seconds.
 mod kernels_support;
 
-use enginetop::kernels::batch_norm::BatchStats;
+use enginetop::kernels::BatchStats;
 use enginetop::kernels::*;
 use enginetop::pool::{PoolKind, ThreadPool};
 

@@ -2,7 +2,7 @@
 //! backward kernels against finite differences of the naive forward.
 mod kernels_support;
 
-use enginetop::kernels::batch_norm::BatchStats;
+use enginetop::kernels::BatchStats;
 use enginetop::kernels::*;
 use enginetop::pool::{Pool, PoolKind};
 use kernels_support as naive;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use enginetop::engine::{Engine, EngineKind, EngineOptions, OpSpec, Var};
-use enginetop::profiler::validate::validate_json;
+use enginetop::profiler::validate_json;
 use enginetop::profiler::{EngineProbe, PoolProbe, Profiler, ProfilerOptions};
 
 const OPS: usize = 300;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use enginetop::engine::{Engine, EngineKind, EngineObserver, EngineOptions, FnProperty, OpSpec};
-use enginetop::profiler::validate::validate_json;
+use enginetop::profiler::validate_json;
 use enginetop::profiler::{
     DeviceId, EngineProbe, OpInfo, OpName, Profiler, ProfilerOptions, SortKey, Summary,
 };

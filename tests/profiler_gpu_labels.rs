@@ -37,7 +37,7 @@ fn a_simulated_gpus_model_is_in_the_trace() {
     let json = std::fs::read(&path).expect("the trace was written");
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir_all(&cache);
-    enginetop::profiler::validate::validate_json(&json).unwrap_or_else(|p| panic!("{p}"));
+    enginetop::profiler::validate_json(&json).unwrap_or_else(|p| panic!("{p}"));
     let trace: Value = serde_json::from_slice(&json).unwrap();
 
     let expected = format!("simulated GPU, model: {}, 80 GB", SimModel::default());

@@ -2,7 +2,7 @@
 //! and spans still reach the profiler through the same global subscriber. Its own test binary:
 //! a global subscriber can be installed once per process.
 
-use enginetop::profiler::layer::{init_logging, LevelFilter, LogTarget};
+use enginetop::profiler::{init_logging, LevelFilter, LogTarget};
 use enginetop::profiler::{Profiler, ProfilerError, ProfilerOptions};
 
 #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use enginetop::device::sim::{SimBackend, SimModel};
 use enginetop::device::work::{CopyDir, GpuWork};
 use enginetop::engine::{Context, Engine, EngineKind, EngineOptions, FnProperty, OpSpec};
-use enginetop::profiler::{validate, Profiler, ProfilerOptions, StreamProbe};
+use enginetop::profiler::{validate_file, Profiler, ProfilerOptions, StreamProbe};
 
 #[test]
 fn gpu_ops_appear_as_stream_tracks_and_the_trace_validates() {
@@ -51,7 +51,7 @@ fn gpu_ops_appear_as_stream_tracks_and_the_trace_validates() {
     let path = std::env::temp_dir().join(format!("enginetop-streams-{}.json", std::process::id()));
     let export = profiler.export_chrome_file(&path).unwrap();
     assert!(export.trace_events > 0);
-    let summary = validate::validate_file(&path).expect("the trace validates");
+    let summary = validate_file(&path).expect("the trace validates");
     let text = std::fs::read_to_string(&path).unwrap();
     let _ = std::fs::remove_file(&path);
     assert!(

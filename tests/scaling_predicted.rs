@@ -13,7 +13,7 @@ use enginetop::analysis::{
 };
 use enginetop::config::RuntimeConfig;
 use enginetop::device::identity::Lane;
-use enginetop::kernels::par::item_cost;
+use enginetop::kernels::item_cost;
 use enginetop::workload::run::{
     run_workload, LoopWakeSource, PredictedCurve, RunHooks, RunLength, RunOptions, ScalingSummary,
 };

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use common::{await_at_least, within_deadline};
 use enginetop::pool::{Pool, PoolKind, PoolOptions};
-use enginetop::profiler::demo::{run_pool_demo, DemoOptions, DemoReport};
-use enginetop::profiler::validate::{validate_json, TraceSummary};
+use enginetop::profiler::{run_pool_demo, DemoOptions, DemoReport};
+use enginetop::profiler::{validate_json, TraceSummary};
 use enginetop::profiler::{DeviceId, Profiler, ProfilerOptions};
 
 /// Exports `profiler`'s window, validates it, and returns the parsed trace.

@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use enginetop::profiler::validate::validate_file;
+use enginetop::profiler::validate_file;
 
 mod common;
 use common::tmux::{available as tmux_available, Tmux, PROMPT};

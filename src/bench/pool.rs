@@ -56,7 +56,7 @@ use contender::Runner;
     parse_err_ty = BenchError,
     parse_err_fn = BenchError::unknown_bench
 )]
-pub enum Bench {
+pub(crate) enum Bench {
     /// 1,000,000 no-op tasks scheduled from outside.
     Spawn,
     /// A binary tree of tasks, each scheduling its children from inside the pool.
@@ -71,7 +71,7 @@ pub enum Bench {
 
 impl Bench {
     /// Every benchmark, in the order they run.
-    pub const ALL: [Bench; 5] = [
+    pub(crate) const ALL: [Bench; 5] = [
         Bench::Spawn,
         Bench::Tree,
         Bench::ParallelFor,
@@ -80,12 +80,12 @@ impl Bench {
     ];
 
     /// The name users type (`--bench spawn,tree`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.into()
     }
 
     /// Reps when the user names none: parallel_for is defined as a median of 9.
-    pub fn default_reps(self) -> usize {
+    pub(crate) fn default_reps(self) -> usize {
         match self {
             Bench::ParallelFor => 9,
             _ => 5,
@@ -242,7 +242,7 @@ pub(crate) struct BenchResult {
 
 /// Why a benchmark could not run or produced a wrong answer.
 #[derive(Debug, thiserror::Error)]
-pub enum BenchError {
+pub(crate) enum BenchError {
     /// A benchmark name that is not one of ours.
     #[error("unknown benchmark `{0}`: use one of spawn, tree, parallel_for, wake_hot, wake_cold")]
     UnknownBench(String),

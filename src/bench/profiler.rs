@@ -675,16 +675,9 @@ pub(crate) fn random_dag(config: &mut ProfilerBenchConfig) -> ProfilerBenchResul
     engine_shape(config, "random_dag", Shape::RandomDag)
 }
 
-/// `probe` as the engine's observer (loom's `Arc` cannot coerce to a `dyn`: it goes through
-/// `from_std` there).
-#[cfg(not(loom))]
+/// `probe` as the engine's observer.
 fn engine_observer(probe: EngineProbe) -> crate::sync::Arc<dyn EngineObserver> {
     crate::sync::Arc::new(probe)
-}
-
-#[cfg(loom)]
-fn engine_observer(probe: EngineProbe) -> crate::sync::Arc<dyn EngineObserver> {
-    crate::sync::Arc::from_std(std::sync::Arc::new(probe))
 }
 
 /// An engine benchmark shape, profiled (engine and pool probes) vs bare; the ratio, or why

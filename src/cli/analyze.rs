@@ -19,8 +19,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::analysis::{self, DeviceFacts, RanGraph, RanOp, Scaling};
-use crate::record::graph::{GraphCalls, OpCall, Source};
 use crate::record::load_graph_calls;
+use crate::record::{GraphCalls, GraphSource, OpCall};
 use crate::workload::run::ScalingSummary;
 
 /// How `analyze` prints.
@@ -43,7 +43,7 @@ pub(super) struct AnalyzeArgs {
 
 pub(super) fn run(args: &AnalyzeArgs) -> Result<()> {
     let (calls, source) = load_graph_calls(&args.file)?;
-    if let Source::Recording {
+    if let GraphSource::Recording {
         cut_off: Some(ending),
     } = &source
     {
@@ -74,8 +74,8 @@ pub(super) fn run(args: &AnalyzeArgs) -> Result<()> {
             args.file.display(),
             calls.shape.ops.len(),
             match source {
-                Source::Recording { .. } => "recording",
-                Source::ChromeTrace => "chrome trace",
+                GraphSource::Recording { .. } => "recording",
+                GraphSource::ChromeTrace => "chrome trace",
             },
         ),
         AnalyzeFormat::Json => {

@@ -945,7 +945,7 @@ fn channel_inv_std(
 }
 
 /// Lanes of a vectorizable sum: 16 `f32` (one AVX-512 register, two AVX ones).
-pub const LANES: usize = 16;
+pub(super) const LANES: usize = 16;
 
 /// About how many values one set of lanes sums before it is reduced into `f64`: a channel's
 /// planes are summed in groups of `max(1, GROUP_VALUES / (H W))` planes (see the module docs).

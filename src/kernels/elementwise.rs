@@ -16,7 +16,7 @@ use super::work::Work;
 use crate::pool::ThreadPool;
 
 /// Values per `parallel_for` item of an element-wise kernel (64 KiB of `f32`).
-pub const ELEMENTWISE_CHUNK: usize = 16 * 1024;
+pub(super) const ELEMENTWISE_CHUNK: usize = 16 * 1024;
 
 /// `output = max(input, 0)`.
 ///

@@ -22,7 +22,7 @@ use super::work::Work;
 use crate::pool::ThreadPool;
 
 /// Columns per item of the backward's column sums.
-pub const COLUMN_BLOCK: usize = 64;
+pub(super) const COLUMN_BLOCK: usize = 64;
 
 /// `output = gamma (input - mean) / sqrt(var + eps) + beta`, statistics per row.
 pub fn layer_norm(

@@ -4,14 +4,14 @@
 //! # What is here
 //! | kernel | forward | backward |
 //! | --- | --- | --- |
-//! | [`gemm`](mod@gemm) | `C = alpha op(A) op(B) + beta C` | the same call with transposes |
-//! | [`conv`] | [`conv2d`] (im2col + GEMM) | [`conv2d_backward_data`], [`conv2d_backward_weights`] |
-//! | [`batch_norm`] | [`batch_norm_inference`], [`batch_norm_train`], [`batch_norm_train_activated`] (fused relu), [`batch_norm_add_relu_train`] (fused residual add and relu) | [`batch_norm_backward`], [`batch_norm_backward_recomputed`], [`batch_norm_relu_backward_recomputed`] |
-//! | [`elementwise`] | [`relu`], [`add`] | [`relu_backward`], [`relu_backward_add`] (add's gradient is its input) |
-//! | [`pooling`] | [`max_pool`], [`global_avg_pool`] | [`max_pool_backward`], [`global_avg_pool_backward`] |
-//! | [`softmax`](mod@softmax) | [`softmax`](fn@softmax) (row-wise) | [`softmax_cross_entropy_backward`] |
-//! | [`layer_norm`](mod@layer_norm) | [`layer_norm`](fn@layer_norm) | [`layer_norm_backward`] |
-//! | [`sgd`] | [`sgd_update`] (plain or with momentum) | - |
+//! | GEMM | [`gemm`] (`C = alpha op(A) op(B) + beta C`), [`matmul`] | the same call with transposes |
+//! | convolution | [`conv2d`] (im2col + GEMM) | [`conv2d_backward_data`], [`conv2d_backward_weights`] |
+//! | batch norm | [`batch_norm_inference`], [`batch_norm_train`], [`batch_norm_train_activated`] (fused relu), [`batch_norm_add_relu_train`] (fused residual add and relu) | [`batch_norm_backward`], [`batch_norm_backward_recomputed`], [`batch_norm_relu_backward_recomputed`] |
+//! | element-wise | [`relu`], [`add`] | [`relu_backward`], [`relu_backward_add`] (add's gradient is its input) |
+//! | pooling | [`max_pool`], [`global_avg_pool`] | [`max_pool_backward`], [`global_avg_pool_backward`] |
+//! | softmax | [`softmax`] (row-wise) | [`softmax_cross_entropy_backward`] |
+//! | layer norm | [`layer_norm`] | [`layer_norm_backward`] |
+//! | SGD | [`sgd_update`] (plain or with momentum) | - |
 //!
 //! [`KernelKind`] names every kernel the way workload files do (`conv2d_grad_input`), with the
 //! workload-only ones (copies, `sum_expr`, `fold`, `sleep_us`), and registers each with its
@@ -34,7 +34,7 @@
 //! Each kernel cuts its output into *items* of a fixed size that depends only on the problem's
 //! shape (a block of GEMM rows, one image plane, one channel, a chunk of elements), and hands
 //! the items to [`parallel_for`] with an honest [`Cost`](crate::pool::parallel_for::Cost) per
-//! item, so Eigen's cost model decides how many threads and how big a block (see [`par`]).
+//! item, so Eigen's cost model decides how many threads and how big a block (see [`item_cost`]).
 //! The GEMM crate runs single-threaded inside an item: all intra-op threading is ours and shows
 //! up in the pool's counters.
 //!
@@ -61,20 +61,20 @@
 //! [`parallel_for`]: crate::pool::parallel_for::parallel_for
 #![deny(unsafe_code)]
 
-pub mod batch_norm;
-pub mod conv;
-pub mod elementwise;
+mod batch_norm;
+mod conv;
+mod elementwise;
 mod error;
-pub mod gemm;
+pub(crate) mod gemm;
 mod kind;
-pub mod layer_norm;
+mod layer_norm;
 mod norm;
-pub mod par;
-pub mod pooling;
+pub(crate) mod par;
+pub(crate) mod pooling;
 mod rows;
 mod scratch;
-pub mod sgd;
-pub mod softmax;
+mod sgd;
+mod softmax;
 mod spec;
 mod tensor;
 mod work;
@@ -93,6 +93,7 @@ pub use gemm::{gemm, matmul, GemmShape, GemmSpec, Transpose};
 pub use kind::KernelKind;
 pub use layer_norm::{layer_norm, layer_norm_backward};
 pub use norm::{NormGrads, NormParams};
+pub use par::item_cost;
 pub use pooling::{
     avg_pool, avg_pool_backward, global_avg_pool, global_avg_pool_backward, max_pool,
     max_pool_backward, PoolGeometry, PoolParams,

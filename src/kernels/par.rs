@@ -54,10 +54,10 @@ thread_local! {
 }
 
 /// Flops per cycle of a simple vectorized loop (8 `f32` lanes of AVX, one op each).
-pub const VECTOR_FLOPS_PER_CYCLE: f64 = 8.0;
+pub(crate) const VECTOR_FLOPS_PER_CYCLE: f64 = 8.0;
 /// Flops per cycle of the GEMM microkernel on one core: two 8-lane fused multiply-adds per
 /// cycle (AVX2; AVX-512 doubles the lanes but runs at a lower clock, and packing costs).
-pub const GEMM_FLOPS_PER_CYCLE: f64 = 32.0;
+pub(crate) const GEMM_FLOPS_PER_CYCLE: f64 = 32.0;
 
 /// About how many values one item of a memory-bound kernel covers when it groups small
 /// units (planes, channels) several to an item.
@@ -70,7 +70,7 @@ const GROUP_MIN_ITEMS: usize = 16;
 /// many as fit in about 4096 values, leaving at least 16 items where there are that many
 /// units (one item per small unit cost more in `parallel_for`'s ranges than its work); at
 /// least 1.
-pub fn units_per_item(unit_values: usize, units: usize) -> usize {
+pub(crate) fn units_per_item(unit_values: usize, units: usize) -> usize {
     (GROUP_ITEM_VALUES / unit_values.max(1))
         .min(units / GROUP_MIN_ITEMS)
         .max(1)
@@ -102,7 +102,7 @@ pub fn item_cost(values_loaded: f64, values_stored: f64, flops: f64, flops_per_c
 /// });
 /// assert_eq!(squares[9], 81.0);
 /// ```
-pub fn for_each_chunk<T: Send>(
+pub(crate) fn for_each_chunk<T: Send>(
     pool: &dyn ThreadPool,
     out: &mut [T],
     chunk_len: usize,
@@ -127,7 +127,7 @@ pub fn for_each_chunk<T: Send>(
 /// [`for_each_chunk`] over chunks inside chunks: `out` is cut into `outer_len`-long pieces (an
 /// image), each piece into `inner_len`-long chunks (a block of channels), so no chunk straddles
 /// two pieces. `f(outer, inner, chunk)` gets the piece's and the chunk's index.
-pub fn for_each_nested_chunk<T: Send>(
+pub(crate) fn for_each_nested_chunk<T: Send>(
     pool: &dyn ThreadPool,
     out: &mut [T],
     outer_len: usize,
@@ -237,7 +237,7 @@ fn take_front<'a, T>(rest: &mut &'a mut [T], len: usize) -> &'a mut [T] {
 /// group's pieces in order, and `slot` is the group's own element of `side` (one per group:
 /// `groups = side.len()`), for a per-group result. `out` must hold a whole number of rounds
 /// of `groups` pieces; `cost` is one group's cost.
-pub fn for_each_strided_group<T: Send, S: Send>(
+pub(crate) fn for_each_strided_group<T: Send, S: Send>(
     pool: &dyn ThreadPool,
     out: &mut [T],
     piece_len: usize,
@@ -370,7 +370,7 @@ fn block_size(threads: usize, n: usize, cost: Cost) -> usize {
 /// assert_eq!(busiest_items(2, 64, heavy), 32); // 8 blocks of 8, 4 each
 /// assert_eq!(busiest_items(3, 64, item_cost(0.0, 0.0, 1.0, 1.0)), 64); // too small to split
 /// ```
-pub fn busiest_items(threads: usize, n: usize, cost: Cost) -> usize {
+pub(crate) fn busiest_items(threads: usize, n: usize, cost: Cost) -> usize {
     let size = block_size(threads, n, cost);
     if n <= size || threads <= 1 {
         return n;

@@ -18,7 +18,7 @@
 //! # Recording
 //! A [`Profiler`] is a cheap, cloneable handle. Recording through it never blocks and never
 //! allocates (after a thread's first event, which registers its ring): it reads the clock
-//! (see [`clock`]), finds the thread's ring through a (`const`-initialised) thread-local,
+//! (see [`now_ns`]), finds the thread's ring through a (`const`-initialised) thread-local,
 //! copies 32 bytes in and publishes them with one release store. A full ring drops the event
 //! and counts it; the count is in every [`Snapshot`] (`dropped_events`) and every exported
 //! trace. A disabled profiler ([`Profiler::disabled`], `--no-profile`) costs one branch per
@@ -46,7 +46,7 @@
 //!   depth changed.
 //! - The engine and devices: [`Profiler::op_queued`], [`Profiler::op_start`],
 //!   [`Profiler::op_end`], the `stream_*` calls for GPU streams, [`Profiler::queue_depth`].
-//! - Users: `tracing` spans, through [`layer::ProfilerLayer`].
+//! - Users: `tracing` spans, through [`ProfilerLayer`].
 //!
 //! # Wiring the engine
 //! The engine keeps a `Profiler` (a clone of the app's, or `Profiler::disabled()` for
@@ -80,29 +80,29 @@
 // `unsafe` is denied here and forbidden in every submodule but `ring`, which allows it.
 #![deny(unsafe_code)]
 
-pub mod chrome;
-pub mod clock;
+pub(crate) mod chrome;
+pub(crate) mod clock;
 mod collector;
 mod core;
-pub mod demo;
-pub mod engine_probe;
-pub mod event;
-pub mod layer;
+pub(crate) mod demo;
+mod engine_probe;
+pub(crate) mod event;
+pub(crate) mod layer;
 mod local;
-pub mod names;
+mod names;
 pub(crate) mod pairs;
-pub mod pool_probe;
+mod pool_probe;
 mod ring;
-pub mod spans;
-pub mod stats;
-pub mod stream_probe;
-pub mod summary;
+pub(crate) mod spans;
+pub(crate) mod stats;
+pub(crate) mod stream_probe;
+mod summary;
 mod task_counts;
 mod timeline;
 mod trace_time;
-pub mod validate;
+pub(crate) mod validate;
 mod window;
-pub mod work_states;
+mod work_states;
 
 use std::io::Write;
 use std::path::Path;
@@ -112,15 +112,22 @@ pub use crate::engine::OpName;
 pub use chrome::ExportReport;
 pub use clock::now_ns;
 pub use core::{EventSink, Gap, QueueDepth, QueueDepthSource, Round};
+pub use demo::{run_pool_demo, DemoOptions, DemoReport};
 pub use engine_probe::EngineProbe;
 pub use event::{Event, EventKind, OpInfo};
+pub use layer::{init_logging, LevelFilter, LogTarget, LoggingGuard, ProfilerLayer};
 pub use names::{name_current_thread, DeviceId, ThreadId};
 pub use pool_probe::PoolProbe;
-pub use stats::{Snapshot, Stats, StatsOptions};
+pub use spans::{OpSpan, SpanSnapshot};
+pub use stats::{
+    Activity, DeviceSnapshot, OpSnapshot, QueueSnapshot, Shares, Snapshot, Stats, StatsOptions,
+    StealSnapshot, StreamSnapshot, WorkerSnapshot,
+};
 pub use stream_probe::StreamProbe;
 pub use summary::{SortKey, Summary};
 pub use task_counts::TaskSampling;
 pub(crate) use task_counts::{TaskCounts, TaskReading};
+pub use validate::{validate_file, validate_json, TraceProblem, TraceProblems, TraceSummary};
 pub(crate) use window::is_worker_event;
 pub use window::WindowOptions;
 pub use work_states::{Readiness, StateTime, WorkState, WorkerStates};

@@ -195,7 +195,7 @@ struct Inner {
 /// assert!(span.queued_ns.is_some() && span.end_ns >= span.start_ns);
 /// ```
 #[derive(Debug)]
-pub struct SpanStore {
+pub(crate) struct SpanStore {
     capacity: usize,
     inner: Mutex<Inner>,
 }
@@ -203,7 +203,7 @@ pub struct SpanStore {
 impl SpanStore {
     /// A store that keeps at least `capacity` spans (rounded up to whole chunks, at least
     /// two).
-    pub fn new(capacity: usize) -> SpanStore {
+    pub(crate) fn new(capacity: usize) -> SpanStore {
         SpanStore {
             capacity: capacity.div_ceil(CHUNK).max(2) * CHUNK,
             inner: Mutex::new(Inner::default()),
@@ -211,7 +211,7 @@ impl SpanStore {
     }
 
     /// The spans held now.
-    pub fn snapshot(&self) -> SpanSnapshot {
+    pub(crate) fn snapshot(&self) -> SpanSnapshot {
         let inner = self.inner.lock();
         let mut chunks: Vec<Chunk> = inner.sealed.iter().cloned().collect();
         if !inner.tail.is_empty() {

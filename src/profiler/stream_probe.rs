@@ -39,7 +39,7 @@ pub(crate) fn gpu_device(ordinal: u32) -> DeviceId {
 ///      500 us launch latency (H100 / 100), 80 GB"
 /// );
 /// ```
-pub fn gpu_label(info: &GpuInfo) -> String {
+pub(crate) fn gpu_label(info: &GpuInfo) -> String {
     let memory_gb = info.memory_bytes as f64 / 1e9;
     match info.model.filter(|_| info.simulated) {
         Some(model) => format!("simulated GPU, model: {model}, {memory_gb} GB"),
@@ -54,7 +54,7 @@ pub fn gpu_label(info: &GpuInfo) -> String {
 /// (`options.gpu_backend`), else `options.gpus` through CUDA detection, simulated GPUs taking
 /// `options.sim_model`. A selection of none, or one that does not resolve (the run then had no
 /// GPU either), labels nothing; so does a disabled profiler.
-pub fn describe_gpus(profiler: &Profiler, options: &EngineOptions) -> usize {
+pub(crate) fn describe_gpus(profiler: &Profiler, options: &EngineOptions) -> usize {
     if !profiler.is_enabled() {
         return 0;
     }

@@ -23,7 +23,7 @@ use super::{read_recording, RecordError};
 
 /// One candidate's figures.
 #[derive(Clone, Debug)]
-pub struct EncodingFigure {
+pub(crate) struct EncodingFigure {
     /// What it does.
     pub name: &'static str,
     /// One thread's time per event, best of the passes.
@@ -35,7 +35,7 @@ pub struct EncodingFigure {
 /// One checkpoint of a recording: its frame's bytes, and the uncompressed bytes of its
 /// table entries and of its statistics.
 #[derive(Clone, Copy, Debug)]
-pub struct CheckpointSize {
+pub(crate) struct CheckpointSize {
     /// The frame (header, lz4 payload).
     pub frame_bytes: u64,
     /// Its name, device and thread entries (postcard).
@@ -47,7 +47,7 @@ pub struct CheckpointSize {
 }
 
 /// The size of every checkpoint of the recording at `path`, and what it is made of.
-pub fn checkpoint_sizes(path: &Path) -> Result<Vec<CheckpointSize>, RecordError> {
+pub(crate) fn checkpoint_sizes(path: &Path) -> Result<Vec<CheckpointSize>, RecordError> {
     let index = RecordingIndex::open(path)?;
     let frames = index.frames();
     let sizes = (0..frames.len())
@@ -70,7 +70,7 @@ pub fn checkpoint_sizes(path: &Path) -> Result<Vec<CheckpointSize>, RecordError>
 const PASSES: usize = 5;
 
 /// The figures of every candidate on the events of the recording at `path`.
-pub fn bench_encodings(path: &Path) -> Result<(usize, Vec<EncodingFigure>), RecordError> {
+pub(crate) fn bench_encodings(path: &Path) -> Result<(usize, Vec<EncodingFigure>), RecordError> {
     let events = read_recording(path)?.events;
     let chunks: Vec<&[RecordedEvent]> = events.chunks(CHUNK_EVENTS).collect();
     let candidates: [(&'static str, Encode); 8] = [

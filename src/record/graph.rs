@@ -188,7 +188,7 @@ impl GraphCalls {
 
 /// The graph that ran and its op runs' times, from a recording or from our Chrome export of
 /// one (its `otherData.graph`).
-pub fn load_graph_calls(path: impl AsRef<Path>) -> Result<(GraphCalls, Source), RecordError> {
+pub fn load_graph_calls(path: impl AsRef<Path>) -> Result<(GraphCalls, GraphSource), RecordError> {
     let path = path.as_ref();
     let name = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| RecordError::Read {
@@ -205,7 +205,7 @@ pub fn load_graph_calls(path: impl AsRef<Path>) -> Result<(GraphCalls, Source), 
             .graph_calls()
             .ok_or_else(|| no_graph("a recording of a run that reported no graph"))?;
         calls.check().map_err(|why| no_graph(&why))?;
-        let source = Source::Recording {
+        let source = GraphSource::Recording {
             cut_off: (!recording.ending.is_complete()).then(|| recording.ending.to_string()),
         };
         return Ok((calls, source));
@@ -224,12 +224,12 @@ pub fn load_graph_calls(path: impl AsRef<Path>) -> Result<(GraphCalls, Source), 
     let calls = GraphCalls::deserialize(graph)
         .map_err(|error| no_graph(&format!("its `otherData.graph` does not read: {error}")))?;
     calls.check().map_err(|why| no_graph(&why))?;
-    Ok((calls, Source::ChromeTrace))
+    Ok((calls, GraphSource::ChromeTrace))
 }
 
 /// A graph frame of a recording: its shape, or a batch of op runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GraphFrame {
+pub(crate) enum GraphFrame {
     /// The iteration's ops, vars and pools (once a run starts).
     Shape(GraphShape),
     /// Which op of which iteration each of these engine op ids was.
@@ -239,13 +239,13 @@ pub enum GraphFrame {
 /// A recording's graph frames, read one at a time by their index entries (see the module
 /// docs).
 #[derive(Debug)]
-pub struct GraphFrames {
+pub(crate) struct GraphFrames {
     file: File,
 }
 
 impl GraphFrames {
     /// Opens the recording at `path` (its index has checked the file header).
-    pub fn open(path: impl AsRef<Path>) -> Result<GraphFrames, RecordError> {
+    pub(crate) fn open(path: impl AsRef<Path>) -> Result<GraphFrames, RecordError> {
         let path = path.as_ref();
         let file = File::open(path).map_err(|source| RecordError::Read {
             path: path.display().to_string(),
@@ -256,7 +256,7 @@ impl GraphFrames {
 
     /// The frame at `entry` if it is a graph frame (`Ok(None)`: another kind); `Err` says
     /// why it could not be read.
-    pub fn read(&mut self, entry: &FrameEntry) -> Result<Option<GraphFrame>, String> {
+    pub(crate) fn read(&mut self, entry: &FrameEntry) -> Result<Option<GraphFrame>, String> {
         let mut header = [0u8; FRAME_HEADER_LEN];
         self.file
             .seek(SeekFrom::Start(entry.offset))
@@ -287,7 +287,7 @@ impl GraphFrames {
 
 /// What [`load_graph_calls`] read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
+pub enum GraphSource {
     /// A recording; `cut_off` says what a cut-off one lacks.
     Recording {
         /// How it ends, when it does not end whole.

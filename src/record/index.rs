@@ -42,7 +42,7 @@ const TAIL_FRAMES: usize = 16;
 
 /// One whole frame of the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FrameEntry {
+pub(crate) struct FrameEntry {
     /// Byte offset of its header.
     pub offset: u64,
     /// Its payload's length.
@@ -56,7 +56,7 @@ pub struct FrameEntry {
 
 /// The times and size of a chunk's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ChunkSpan {
+pub(crate) struct ChunkSpan {
     /// Its earliest event's time (ns since the epoch).
     pub first_ns: u64,
     /// Its latest event's time.
@@ -67,7 +67,7 @@ pub struct ChunkSpan {
 
 /// A chunk's content, with absolute times.
 #[derive(Clone, Debug, Default)]
-pub struct ChunkData {
+pub(crate) struct ChunkData {
     /// Its events, in the order the collector drained them.
     pub events: Vec<RecordedEvent>,
     /// Names, devices and threads first used in it: (id, text).
@@ -78,8 +78,6 @@ pub struct ChunkData {
     pub threads: Vec<(u32, String)>,
     /// Events the profiler had dropped by its end.
     pub dropped: u64,
-    /// Events the recorder had let go by its end.
-    pub lost: u64,
     /// What the live statistics took among its events besides them, in order.
     pub(crate) marks: Vec<Mark>,
     /// The exact pool task counts after it.
@@ -88,7 +86,7 @@ pub struct ChunkData {
 
 /// A recording opened for replay: its frames' places, and what its ends say.
 #[derive(Debug)]
-pub struct RecordingIndex {
+pub(crate) struct RecordingIndex {
     path: String,
     file: File,
     frames: Vec<FrameEntry>,
@@ -115,7 +113,7 @@ pub struct RecordingIndex {
 impl RecordingIndex {
     /// Opens the recording at `path`: scans its frame headers and decodes its first and last
     /// frames (see the module docs).
-    pub fn open(path: impl AsRef<Path>) -> Result<RecordingIndex, RecordError> {
+    pub(crate) fn open(path: impl AsRef<Path>) -> Result<RecordingIndex, RecordError> {
         let shown = path.as_ref().display().to_string();
         let read_error = |source| RecordError::Read {
             path: shown.clone(),
@@ -155,12 +153,12 @@ impl RecordingIndex {
     }
 
     /// The file's name as given.
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         &self.path
     }
 
     /// Every whole frame (the header frame first).
-    pub fn frames(&self) -> &[FrameEntry] {
+    pub(crate) fn frames(&self) -> &[FrameEntry] {
         &self.frames
     }
 
@@ -305,7 +303,7 @@ impl RecordingIndex {
     /// Frame `frame`'s events and table entries if it is a chunk (`Ok(None)`: another kind
     /// of frame), with its [`span`](FrameEntry::span) noted; `Err` is the sentence saying
     /// why it is left out.
-    pub fn chunk(&mut self, frame: usize) -> Result<Option<ChunkData>, String> {
+    pub(crate) fn chunk(&mut self, frame: usize) -> Result<Option<ChunkData>, String> {
         if self.frames[frame].checkpoint {
             return Ok(None);
         }
@@ -380,7 +378,6 @@ fn chunk_data(chunk: Chunk) -> ChunkData {
         devices: chunk.tables.devices,
         threads: chunk.tables.threads,
         dropped: chunk.dropped,
-        lost: chunk.lost,
         marks: chunk.marks,
         tasks: chunk.tasks,
     }

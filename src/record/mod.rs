@@ -14,35 +14,44 @@
 //! file -> RecordingIndex (frame headers only) -> Replay: Stats at a cursor, from the
 //!      checkpoint before it                                    (index.rs, replay.rs)
 //! ```
-//! The format ([`mod@format`]) is a versioned header and self-contained, checksummed frames, so
-//! a run killed at any moment leaves a readable prefix and a damaged file a clear error. The
-//! recording has its own event type ([`RecordedEvent`]); the profiler's events become it in
-//! one place (`convert.rs`).
+//! The format (`format.rs`, version [`FORMAT_VERSION`]) is a versioned header and
+//! self-contained, checksummed frames, so a run killed at any moment leaves a readable prefix
+//! and a damaged file a clear error. The recording has its own event type
+//! ([`RecordedEvent`]); the profiler's events become it in one place (`convert.rs`).
 #![forbid(unsafe_code)]
 
 mod checkpoints;
-pub mod compare;
+pub(crate) mod compare;
 mod convert;
-pub mod encode_bench;
+pub(crate) mod encode_bench;
 mod export;
-pub mod format;
-pub mod graph;
-pub mod index;
+pub(crate) mod format;
+pub(crate) mod graph;
+pub(crate) mod index;
 mod perfetto;
 mod reader;
 mod replay;
-pub mod replay_bench;
+pub(crate) mod replay_bench;
 #[cfg(any(test, feature = "test-fakes"))]
-pub mod synthetic;
+pub(crate) mod synthetic;
 mod writer;
 
 pub use checkpoints::{CHECKPOINT_BYTES, CHECKPOINT_RATIO};
+pub use compare::{
+    compare, load_profile, Comparison, ConfigRow, Delta, OpRow, OpTotals, RunProfile,
+    RunSummaryLine, WorkerRow,
+};
 pub use export::export_chrome;
 pub use format::{RecordKind, RecordedEvent, RecordingInfo, Setting, FORMAT_VERSION};
-pub use graph::{load_graph_calls, GraphCalls, GraphObserver, GraphShape, OpRun};
+pub use graph::{
+    load_graph_calls, GraphCalls, GraphDevice, GraphObserver, GraphOp, GraphShape, GraphSource,
+    OpCall, OpRun,
+};
 pub use perfetto::{export_perfetto, PerfettoExport, PerfettoReport};
 pub use reader::{parse_recording, read_recording, Ending, Recording};
 pub use replay::{OpSearch, Replay, SearchStep, RESTORE_AHEAD_BYTES};
+#[cfg(any(test, feature = "test-fakes"))]
+pub use synthetic::{compare_table_names, record_compare_pair};
 pub use writer::{RecordReport, Recorder};
 
 /// Errors from writing or reading a recording.

@@ -363,7 +363,7 @@ impl Replay {
     }
 
     /// The index (the run's description, its frames, what its ends say).
-    pub fn index(&self) -> &RecordingIndex {
+    pub(crate) fn index(&self) -> &RecordingIndex {
         &self.index
     }
 

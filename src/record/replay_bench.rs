@@ -23,17 +23,17 @@ use super::{RecordError, RecordingInfo, Replay, Setting};
 use crate::profiler::{DeviceId, OpName, Stats, StatsOptions, ThreadId};
 
 /// Worker threads of the synthetic run.
-pub const THREADS: u32 = 8;
+pub(crate) const THREADS: u32 = 8;
 /// Op names it uses.
-pub const OP_NAMES: u32 = 32;
+pub(crate) const OP_NAMES: u32 = 32;
 const CHUNK_EVENTS: u32 = 16_384;
 
 /// Jumps to random moments timed once the checkpoints are built.
-pub const RANDOM_JUMPS: usize = 25;
+pub(crate) const RANDOM_JUMPS: usize = 25;
 
 /// How long each part of the replay took.
 #[derive(Clone, Debug)]
-pub struct ReplayBench {
+pub(crate) struct ReplayBench {
     /// The file's size.
     pub bytes: u64,
     /// Its events.
@@ -71,19 +71,19 @@ pub struct ReplayBench {
 
 impl ReplayBench {
     /// The median random jump.
-    pub fn random_median(&self) -> Duration {
+    pub(crate) fn random_median(&self) -> Duration {
         self.random_jumps[self.random_jumps.len() / 2]
     }
 
     /// The slowest random jump.
-    pub fn random_max(&self) -> Duration {
+    pub(crate) fn random_max(&self) -> Duration {
         self.random_jumps.iter().copied().max().unwrap_or_default()
     }
 }
 
 /// Writes a synthetic recording of about `bytes` bytes with ops of `names` names to `path`,
 /// times the replay over it with frames feeding for `budget` each, and deletes it.
-pub fn bench_replay(
+pub(crate) fn bench_replay(
     path: &Path,
     bytes: u64,
     budget: Duration,

@@ -110,7 +110,7 @@ pub use crate::engine::{Context, FnProperty};
 pub use crate::kernels::{KernelKind, KernelParams, ParamValue};
 pub use device::{Dtype, Init};
 pub use error::{Position, Problem, WorkloadError};
-pub use expr::ExprError;
+pub use expr::{ExprError, Value};
 pub use graph::{Graph, OpDecl, OpId, TensorDecl, TensorId};
 pub use load::{load_path, load_spec, load_str, MAX_FILE_BYTES};
 pub use params::Overrides;

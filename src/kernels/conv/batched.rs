@@ -138,7 +138,7 @@ pub(super) const PER_IMAGE_MIN_PIXELS: usize = 64;
 pub(super) const CHANNEL_GROUPS: usize = 2;
 
 /// Output planes of at most this many pixels take the batched path.
-pub const BATCHED_MAX_PIXELS: usize = 128;
+pub(super) const BATCHED_MAX_PIXELS: usize = 128;
 
 /// Input gradients over at most this many pixels (`N H_out W_out`) are computed transposed:
 /// the `gemm` crate (0.19, AVX-512) packs a column-major left operand such as the `W^T` view

@@ -57,6 +57,8 @@
 //! Every item is computed by one thread with the same code, its blocks chosen from the shapes
 //! alone; col2im adds in a fixed order (kernel row, kernel column, output row, output column),
 //! and the weight gradient sums images (or parts of images) in index order. No sum depends on the thread count.
+//!
+//! [`BATCHED_MAX_PIXELS`]: batched::BATCHED_MAX_PIXELS
 #![forbid(unsafe_code)]
 
 mod backward;
@@ -68,7 +70,6 @@ mod shared;
 mod weight_grad;
 
 pub use backward::{conv2d_backward_data, conv2d_backward_weights};
-pub use batched::BATCHED_MAX_PIXELS;
 pub use forward::conv2d;
 
 use super::error::{expect_rank, KernelError};

@@ -1,5 +1,5 @@
 //! The weight gradient `dW = sum_n dY_n cols_n^T`, as GEMMs whose operands are both
-//! row-major. Three forms, by path: per image (planes over [`super::BATCHED_MAX_PIXELS`] pixels that
+//! row-major. Three forms, by path: per image (planes over [`super::batched::BATCHED_MAX_PIXELS`] pixels that
 //! the blocked path, `blocked.rs`, does not take: every pointwise convolution there, and
 //! strided ones with 4 or more input channels; the stem, with 3, is the blocked path's by
 //! parts of its pixels), and on the batched path (`batched.rs`) direct, column-blocked or

@@ -31,9 +31,9 @@ use crate::pool::ThreadPool;
 
 /// Fewest rows of `C` per parallel item before the blocks are evened out: below this, re-packing `B` for every item costs more
 /// than a quarter of the item's time (each item packs all of `B`; see [`rows_per_block`]).
-pub const GEMM_MIN_ROWS: usize = 64;
+pub(crate) const GEMM_MIN_ROWS: usize = 64;
 /// Most rows of `C` per parallel item: past this, packing overhead is under 10%.
-pub const GEMM_MAX_ROWS: usize = 256;
+pub(crate) const GEMM_MAX_ROWS: usize = 256;
 /// Items a large GEMM is cut into, at least, so 8 threads have work.
 pub(crate) const GEMM_TARGET_BLOCKS: usize = 8;
 
@@ -193,7 +193,7 @@ fn operand_view(data: &[f32], trans: Transpose, cols: usize, rows: usize) -> Mat
 /// assert_eq!((rows(100), rows(512), rows(1024), rows(4096)), (100, 64, 128, 256));
 /// assert_eq!((rows(192), rows(200), rows(1728)), (48, 56, 216));
 /// ```
-pub fn rows_per_block(shape: GemmShape) -> usize {
+pub(crate) fn rows_per_block(shape: GemmShape) -> usize {
     if shape.m < 2 * GEMM_MIN_ROWS {
         return shape.m.max(1);
     }

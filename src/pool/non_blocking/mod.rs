@@ -47,9 +47,10 @@ use super::event_count::EventCount;
 use super::task::{PanicLog, TaskWriter};
 use super::{current, shutdown, PoolError, PoolEvent, PoolKind, PoolOptions, Task, ThreadPool};
 use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
+pub(crate) use queues::ChaseLevQueues;
 #[cfg(all(test, not(loom)))]
 pub(crate) use queues::RUN_QUEUE_CAPACITY;
-pub(crate) use queues::{ChaseLevQueues, EigenQueues, StealQueues};
+pub use queues::{EigenQueues, StealQueues};
 use spinning::SpinningState;
 use victims::{encode_partition, reduce, VictimOrder};
 

@@ -37,6 +37,7 @@ mod tracks;
     clippy::pedantic,
     missing_docs,
     unreachable_pub,
+    unnameable_types,
     dead_code
 )]
 pub(crate) mod proto {

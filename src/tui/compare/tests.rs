@@ -4,14 +4,13 @@
 //! one, and 4 inter-op threads for A's 2. Rendered into ratatui's `TestBackend` (snapshots at
 //! 80x24 and 160x48) and driven through its key map; `tests/compare_view.rs` runs the
 //! binary's `compare --view` end to end.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::keys::{action_for, COMPARE_KEYS};
 use super::state::{CompareView, Mode};
 use super::view;
-use crate::record::compare::{compare, load_profile, Comparison, OpTotals, RunProfile};
-use crate::record::synthetic::{record_run, Synthetic};
-use crate::record::Setting;
+use crate::record::synthetic::{compare_table_names, record_compare_pair};
+use crate::record::{compare, load_profile, Comparison, OpTotals, RunProfile};
 use crate::tui::Theme;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
@@ -19,38 +18,7 @@ use ratatui::Terminal;
 
 use crate::tui::tests::support::text_of;
 
-/// Iterations of each synthetic run.
-const ROUNDS: u64 = 20;
-/// Run A: (op name, µs) in the order one iteration runs them.
-const A_OPS: &[(&str, u64)] = &[
-    ("cv-gemm", 300),
-    ("cv-relu", 40),
-    ("cv-sgd", 120),
-    ("cv-copy", 10),
-];
-/// Run B: relu 2x slower, gemm +10%, sgd faster, three copies an iteration.
-const B_OPS: &[(&str, u64)] = &[
-    ("cv-gemm", 330),
-    ("cv-relu", 80),
-    ("cv-sgd", 100),
-    ("cv-copy", 10),
-    ("cv-copy", 10),
-    ("cv-copy", 10),
-];
-
-/// Records `ROUNDS` iterations of `ops`, back to back on one thread `cmp-w0`, to `path`, with
-/// `inter` in its settings and a summary of the iterations over the run's length.
-fn record(path: &Path, ops: &'static [(&'static str, u64)], inter: u32) {
-    let run = Synthetic {
-        worker: "cmp-w0",
-        ops,
-        rounds: ROUNDS,
-    };
-    let settings = vec![Setting::new("inter", inter), Setting::new("pool", "eigen")];
-    record_run(path, &run, "cv-cpu", settings);
-}
-
-/// `a.etrec` and `b.etrec` in a fresh directory named for `test`.
+/// `a.etrec` and `b.etrec`, the compare pair, in a fresh directory named for `test`.
 fn recordings(test: &str) -> (PathBuf, PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!(
         "enginetop-compare-view-{test}-{}",
@@ -58,9 +26,7 @@ fn recordings(test: &str) -> (PathBuf, PathBuf, PathBuf) {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (a, b) = (dir.join("a.etrec"), dir.join("b.etrec"));
-    record(&a, A_OPS, 2);
-    record(&b, B_OPS, 4);
+    let (a, b) = record_compare_pair(&dir);
     (dir, a, b)
 }
 
@@ -91,16 +57,6 @@ fn press(view: &mut CompareView, code: KeyCode) {
     }
 }
 
-/// The op names of the table's rows, top to bottom (rows whose first word is an op name).
-fn table_names(screen: &str) -> Vec<String> {
-    screen
-        .lines()
-        .filter_map(|line| line.trim_start_matches(['│', ' ']).split(' ').next())
-        .filter(|word| word.starts_with("cv-") || word.starts_with("op-"))
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn the_op_made_twice_as_slow_is_first_and_detailed() {
     let view = CompareView::new(slower_relu("snapshot"));
@@ -108,7 +64,7 @@ fn the_op_made_twice_as_slow_is_first_and_detailed() {
         let text = screen(&view, width, height);
         insta::assert_snapshot!(format!("slower_relu_{width}x{height}"), text);
         assert_eq!(
-            table_names(&text).first().map(String::as_str),
+            compare_table_names(&text).first().map(String::as_str),
             Some("cv-relu"),
             "{text}"
         );
@@ -129,7 +85,7 @@ fn the_op_made_twice_as_slow_is_first_and_detailed() {
 fn sort_keys_switch_the_order_and_the_title_says_which() {
     let mut view = CompareView::new(slower_relu("sort"));
     let first = |view: &CompareView| view.ops().next().unwrap().name.clone();
-    let shown_first = |view: &CompareView| table_names(&screen(view, 160, 48))[0].clone();
+    let shown_first = |view: &CompareView| compare_table_names(&screen(view, 160, 48))[0].clone();
     assert_eq!(first(&view), "cv-relu");
     for (key, by, expected) in [
         ('r', "by ratio of totals", "cv-copy"),
@@ -201,11 +157,11 @@ fn many_ops_scroll_with_the_selection_and_say_how_many_are_hidden() {
     let b = many_ops(40, |index| 100 + index as u64);
     let mut view = CompareView::new(compare(&a, &b));
     let top = screen(&view, 80, 24);
-    assert_eq!(table_names(&top)[0], "op-39", "{top}");
+    assert_eq!(compare_table_names(&top)[0], "op-39", "{top}");
     assert!(top.contains("↓ 33 more"), "{top}");
     press(&mut view, KeyCode::Char('G'));
     let bottom = screen(&view, 80, 24);
-    let names = table_names(&bottom);
+    let names = compare_table_names(&bottom);
     assert!(names.contains(&"op-00".to_string()), "{bottom}");
     assert!(!names.contains(&"op-39".to_string()), "{bottom}");
     assert!(bottom.contains("above"), "{bottom}");

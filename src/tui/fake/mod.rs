@@ -132,18 +132,6 @@ impl FakeOptions {
             ..FakeOptions::default()
         }
     }
-
-    #[cfg(test)]
-    /// A big machine: `devices` CPU devices of `workers` each (for cost measurements).
-    pub(crate) fn wide(devices: usize, workers: usize) -> Self {
-        FakeOptions {
-            cpu_devices: devices,
-            inter_op: workers,
-            cores: devices * workers,
-            intra_op: 1,
-            ..FakeOptions::default()
-        }
-    }
 }
 
 /// The synthetic source (see the module docs).

@@ -4,7 +4,6 @@
 //! right). The binary's end-to-end runs in tmux are in `tests/tui_e2e.rs`,
 //! `tests/tui_timeline_e2e.rs` and `tests/compare_view.rs`.
 
-mod frame_cost;
 mod op_deps;
 mod screens;
 mod state;
