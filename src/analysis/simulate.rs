@@ -123,7 +123,7 @@ impl ParallelLoop {
     /// ```
     /// use std::time::Duration;
     /// use enginetop::analysis::ParallelLoop;
-    /// use enginetop::kernels::par::item_cost;
+    /// use enginetop::kernels::item_cost;
     /// let ms = Duration::from_millis;
     /// let heavy = ParallelLoop { items: 64, cost: item_cost(0.0, 0.0, 1e6, 1.0), time: ms(8) };
     /// assert_eq!((heavy.time(1), heavy.time(2), heavy.time(4)), (ms(8), ms(4), ms(2)));
@@ -173,7 +173,7 @@ impl OpSplit {
     /// ```
     /// use std::time::Duration;
     /// use enginetop::analysis::{OpSplit, ParallelLoop};
-    /// use enginetop::kernels::par::item_cost;
+    /// use enginetop::kernels::item_cost;
     /// let ms = Duration::from_millis;
     /// let gemm = ParallelLoop { items: 64, cost: item_cost(0.0, 0.0, 1e6, 1.0), time: ms(8) };
     /// let split = OpSplit { serial: ms(2), loops: vec![gemm] };

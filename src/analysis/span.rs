@@ -586,7 +586,7 @@ pub(crate) mod tests {
             let work: Duration = weights.iter().sum();
             let span = longest(&weights).0;
             DeviceScaling {
-                device: graph.devices[device].clone(),
+                device: graph.devices[device],
                 ops: graph.ops.iter().filter(|op| on(op)).count(),
                 work_ms: ms(work),
                 span_ms: ms(span),

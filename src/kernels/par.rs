@@ -88,20 +88,6 @@ pub fn item_cost(values_loaded: f64, values_stored: f64, flops: f64, flops_per_c
 
 /// Runs `f(index, chunk)` on `pool` for every `chunk_len`-long chunk of `out` (the last may be
 /// shorter), in parallel; `cost` is one chunk's cost. `index` counts chunks from 0.
-///
-/// ```
-/// use enginetop::kernels::par::{for_each_chunk, item_cost};
-/// use enginetop::pool::{Pool, PoolKind, PoolOptions};
-/// let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "doc")).unwrap();
-/// let mut squares = vec![0.0f32; 10];
-/// for_each_chunk(pool.as_dyn(), &mut squares, 4, item_cost(0.0, 4.0, 4.0, 8.0), |index, chunk| {
-///     for (offset, value) in chunk.iter_mut().enumerate() {
-///         let i = (index * 4 + offset) as f32;
-///         *value = i * i;
-///     }
-/// });
-/// assert_eq!(squares[9], 81.0);
-/// ```
 pub(crate) fn for_each_chunk<T: Send>(
     pool: &dyn ThreadPool,
     out: &mut [T],
@@ -362,14 +348,6 @@ fn block_size(threads: usize, n: usize, cost: Cost) -> usize {
 /// `threads` threads: the loop is cut as [`for_each_chunk`] cuts it, and its equal blocks are
 /// shared out a block at a time, so the busiest thread runs `ceil(blocks / threads)` of them
 /// (all `n` where the loop runs inline).
-///
-/// ```
-/// use enginetop::kernels::par::{busiest_items, item_cost};
-/// let heavy = item_cost(0.0, 0.0, 1e6, 1.0);
-/// assert_eq!(busiest_items(1, 64, heavy), 64);
-/// assert_eq!(busiest_items(2, 64, heavy), 32); // 8 blocks of 8, 4 each
-/// assert_eq!(busiest_items(3, 64, item_cost(0.0, 0.0, 1.0, 1.0)), 64); // too small to split
-/// ```
 pub(crate) fn busiest_items(threads: usize, n: usize, cost: Cost) -> usize {
     let size = block_size(threads, n, cost);
     if n <= size || threads <= 1 {
@@ -509,5 +487,39 @@ mod tests {
             },
         );
         assert_eq!(sums, [0, 3, 6, 9]);
+    }
+}
+
+/// The examples of the crate-private items above (doctests reach only the public API).
+#[cfg(all(test, not(loom)))]
+mod examples {
+    #[test]
+    fn for_each_chunk_visits_every_chunk_by_index() {
+        use crate::kernels::par::{for_each_chunk, item_cost};
+        use crate::pool::{Pool, PoolKind, PoolOptions};
+        let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "doc")).unwrap();
+        let mut squares = vec![0.0f32; 10];
+        for_each_chunk(
+            pool.as_dyn(),
+            &mut squares,
+            4,
+            item_cost(0.0, 4.0, 4.0, 8.0),
+            |index, chunk| {
+                for (offset, value) in chunk.iter_mut().enumerate() {
+                    let i = (index * 4 + offset) as f32;
+                    *value = i * i;
+                }
+            },
+        );
+        assert_eq!(squares[9], 81.0);
+    }
+
+    #[test]
+    fn the_busiest_thread_runs_its_share_of_blocks() {
+        use crate::kernels::par::{busiest_items, item_cost};
+        let heavy = item_cost(0.0, 0.0, 1e6, 1.0);
+        assert_eq!(busiest_items(1, 64, heavy), 64);
+        assert_eq!(busiest_items(2, 64, heavy), 32); // 8 blocks of 8, 4 each
+        assert_eq!(busiest_items(3, 64, item_cost(0.0, 0.0, 1.0, 1.0)), 64); // too small to split
     }
 }

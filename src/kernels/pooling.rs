@@ -76,7 +76,7 @@ pub struct PoolParams {
 /// The sizes of one max-pool call.
 ///
 /// ```
-/// use enginetop::kernels::pooling::{PoolGeometry, PoolParams};
+/// use enginetop::kernels::{PoolGeometry, PoolParams};
 /// let params = PoolParams { window: 3, stride: 2, padding: 1 };
 /// let geometry = PoolGeometry::new("max_pool", &[8, 64, 32, 32], params).unwrap();
 /// assert_eq!(geometry.output_shape(), [8, 64, 16, 16]);
@@ -498,7 +498,7 @@ pub fn max_pool_backward(
 /// (padding is not counted).
 ///
 /// ```
-/// use enginetop::kernels::pooling::{avg_pool, PoolParams};
+/// use enginetop::kernels::{avg_pool, PoolParams};
 /// use enginetop::kernels::Tensor;
 /// use enginetop::pool::{Pool, PoolKind, PoolOptions};
 /// let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "doc")).unwrap();

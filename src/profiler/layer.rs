@@ -27,7 +27,7 @@ pub use tracing::level_filters::LevelFilter;
 /// Records `tracing` spans into a [`Profiler`].
 ///
 /// ```
-/// use enginetop::profiler::{layer::ProfilerLayer, Profiler, ProfilerOptions};
+/// use enginetop::profiler::{Profiler, ProfilerLayer, ProfilerOptions};
 /// use tracing_subscriber::layer::SubscriberExt;
 /// let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
 /// let subscriber = tracing_subscriber::registry().with(ProfilerLayer::new(&profiler));

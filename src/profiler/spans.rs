@@ -105,7 +105,7 @@ impl SpanSnapshot {
     /// A snapshot holding `spans` (a replay's, a test's), none dropped.
     ///
     /// ```
-    /// use enginetop::profiler::spans::{OpSpan, SpanSnapshot};
+    /// use enginetop::profiler::{OpSpan, SpanSnapshot};
     /// use enginetop::profiler::{DeviceId, OpName, ThreadId};
     /// let span = OpSpan {
     ///     op: 7, name: OpName::new("doc-span"), device: DeviceId::HOST,
@@ -176,24 +176,6 @@ struct Inner {
 }
 
 /// The bounded store of recent op spans, fed by the collector (see the module docs).
-///
-/// ```
-/// use enginetop::profiler::spans::SpanStore;
-/// use enginetop::profiler::{DeviceId, EventSink, OpInfo, OpName, Profiler};
-/// let profiler = Profiler::new(Default::default()).unwrap();
-/// let store = std::sync::Arc::new(SpanStore::new(4096));
-/// let sink: std::sync::Arc<dyn EventSink> = store.clone();
-/// profiler.add_sink(std::sync::Arc::downgrade(&sink));
-/// let (cpu, op) = (DeviceId::register("doc-spans"), OpName::new("doc-spans-op"));
-/// profiler.op_queued(cpu, op, OpInfo::new(9));
-/// profiler.op_start(cpu, op, OpInfo::new(9));
-/// profiler.op_end(cpu, op, OpInfo::new(9), false);
-/// profiler.flush();
-/// let spans = store.snapshot();
-/// let span = spans.iter().find(|s| s.op == 9).unwrap();
-/// assert_eq!((span.name, span.device), (op, cpu));
-/// assert!(span.queued_ns.is_some() && span.end_ns >= span.start_ns);
-/// ```
 #[derive(Debug)]
 pub(crate) struct SpanStore {
     capacity: usize,
@@ -459,5 +441,28 @@ mod tests {
         let ops: Vec<u64> = spans.iter().map(|s| s.op).collect();
         assert_eq!(ops, (0..10).collect::<Vec<u64>>());
         assert!(spans.iter().all(|s| s.thread == ThreadId::current()));
+    }
+}
+
+/// The examples of the crate-private items above (doctests reach only the public API).
+#[cfg(all(test, not(loom)))]
+mod examples {
+    #[test]
+    fn a_span_store_fed_by_a_profiler_holds_its_ops() {
+        use crate::profiler::spans::SpanStore;
+        use crate::profiler::{DeviceId, EventSink, OpInfo, OpName, Profiler};
+        let profiler = Profiler::new(Default::default()).unwrap();
+        let store = std::sync::Arc::new(SpanStore::new(4096));
+        let sink: std::sync::Arc<dyn EventSink> = store.clone();
+        profiler.add_sink(std::sync::Arc::downgrade(&sink));
+        let (cpu, op) = (DeviceId::register("doc-spans"), OpName::new("doc-spans-op"));
+        profiler.op_queued(cpu, op, OpInfo::new(9));
+        profiler.op_start(cpu, op, OpInfo::new(9));
+        profiler.op_end(cpu, op, OpInfo::new(9), false);
+        profiler.flush();
+        let spans = store.snapshot();
+        let span = spans.iter().find(|s| s.op == 9).unwrap();
+        assert_eq!((span.name, span.device), (op, cpu));
+        assert!(span.queued_ns.is_some() && span.end_ns >= span.start_ns);
     }
 }

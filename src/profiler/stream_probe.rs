@@ -27,18 +27,6 @@ pub(crate) fn gpu_device(ordinal: u32) -> DeviceId {
 
 /// What a GPU is, in a trace: `simulated GPU, model: <its numbers>, <memory>` or the CUDA
 /// device's name and memory.
-///
-/// ```
-/// use enginetop::device::sim::{SimBackend, SimModel};
-/// use enginetop::device::stream::GpuBackend;
-/// use enginetop::profiler::stream_probe::gpu_label;
-/// let info = &SimBackend::new(1, SimModel::default()).devices()[0];
-/// assert_eq!(
-///     gpu_label(info),
-///     "simulated GPU, model: 670 GFLOP/s, 33.5 GB/s memory, 0.55 GB/s copies, \
-///      500 us launch latency (H100 / 100), 80 GB"
-/// );
-/// ```
 pub(crate) fn gpu_label(info: &GpuInfo) -> String {
     let memory_gb = info.memory_bytes as f64 / 1e9;
     match info.model.filter(|_| info.simulated) {
@@ -194,5 +182,22 @@ mod tests {
             "{label:?}"
         );
         assert_eq!(describe_gpus(&Profiler::disabled(), &options), 0);
+    }
+}
+
+/// The examples of the crate-private items above (doctests reach only the public API).
+#[cfg(all(test, not(loom)))]
+mod examples {
+    #[test]
+    fn a_simulated_gpus_label_gives_its_model_and_memory() {
+        use crate::device::sim::{SimBackend, SimModel};
+        use crate::device::stream::GpuBackend;
+        use crate::profiler::stream_probe::gpu_label;
+        let info = &SimBackend::new(1, SimModel::default()).devices()[0];
+        assert_eq!(
+            gpu_label(info),
+            "simulated GPU, model: 670 GFLOP/s, 33.5 GB/s memory, 0.55 GB/s copies, \
+             500 us launch latency (H100 / 100), 80 GB"
+        );
     }
 }

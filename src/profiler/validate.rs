@@ -302,7 +302,7 @@ pub fn validate_file(path: impl AsRef<Path>) -> Result<TraceSummary, TraceProble
 /// Validates a trace held in memory.
 ///
 /// ```
-/// use enginetop::profiler::validate::validate_json;
+/// use enginetop::profiler::validate_json;
 /// let trace = br#"{"traceEvents":[
 ///   {"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"main"}},
 ///   {"name":"work","ph":"X","ts":0,"dur":5,"pid":1,"tid":1}]}"#;

@@ -69,7 +69,7 @@ impl GemmShape {
 /// A GEMM call: shape, transposes and scales. `GemmSpec::new(m, n, k)` is `C = A B`.
 ///
 /// ```
-/// use enginetop::kernels::gemm::{gemm, GemmSpec};
+/// use enginetop::kernels::{gemm, GemmSpec};
 /// use enginetop::pool::{Pool, PoolKind, PoolOptions};
 /// let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 2, "doc")).unwrap();
 /// let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; // 2 x 3
@@ -186,13 +186,6 @@ fn operand_view(data: &[f32], trans: Transpose, cols: usize, rows: usize) -> Mat
 /// take as long as 4, and 2, 4 and 8 threads all divide an even count better) and the rows
 /// are shared out equally, rounded up to a multiple of 8 (so blocks of 40 rows occur, just past 128).
 /// A 192-row GEMM is 4 blocks of 48 rows, not 64, 64, 64 (two of which run one after the other).
-///
-/// ```
-/// use enginetop::kernels::gemm::{rows_per_block, GemmShape};
-/// let rows = |m| rows_per_block(GemmShape { m, n: 1024, k: 1024 });
-/// assert_eq!((rows(100), rows(512), rows(1024), rows(4096)), (100, 64, 128, 256));
-/// assert_eq!((rows(192), rows(200), rows(1728)), (48, 56, 216));
-/// ```
 pub(crate) fn rows_per_block(shape: GemmShape) -> usize {
     if shape.m < 2 * GEMM_MIN_ROWS {
         return shape.m.max(1);
@@ -245,7 +238,7 @@ pub(crate) fn gemm_rows(
 /// `out = a b` for 2-D tensors: `a` is `m x k`, `b` is `k x n`, `out` must be `m x n`.
 ///
 /// ```
-/// use enginetop::kernels::{gemm::matmul, Tensor};
+/// use enginetop::kernels::{matmul, Tensor};
 /// use enginetop::pool::{Pool, PoolKind, PoolOptions};
 /// let pool = Pool::new(PoolOptions::new(PoolKind::Simple, 2, "doc")).unwrap();
 /// let a = Tensor::random(&[3, 4], 1);
@@ -308,5 +301,26 @@ mod tests {
         }
         let blocks = |m: usize| m.div_ceil(rows_per_block(GemmShape { m, n: 64, k: 64 }));
         assert_eq!((blocks(192), blocks(384), blocks(1728)), (4, 6, 8));
+    }
+}
+
+/// The examples of the crate-private items above (doctests reach only the public API).
+#[cfg(all(test, not(loom)))]
+mod examples {
+    #[test]
+    fn rows_per_block_cuts_rows_into_even_blocks_of_eights() {
+        use crate::kernels::gemm::{rows_per_block, GemmShape};
+        let rows = |m| {
+            rows_per_block(GemmShape {
+                m,
+                n: 1024,
+                k: 1024,
+            })
+        };
+        assert_eq!(
+            (rows(100), rows(512), rows(1024), rows(4096)),
+            (100, 64, 128, 256)
+        );
+        assert_eq!((rows(192), rows(200), rows(1728)), (48, 56, 216));
     }
 }
