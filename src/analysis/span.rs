@@ -614,13 +614,8 @@ pub(crate) mod tests {
     #[test]
     fn the_analysis_equals_its_reference_form_on_random_graphs() {
         for seed in 1..=12u64 {
-            let mut state = seed;
-            let mut next = move |bound: u64| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (state >> 33) % bound
-            };
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut next = move |bound: u64| rng.u64(..bound);
             let vars = 4 + next(20) as usize;
             let ops = (0..300)
                 .map(|i| {
