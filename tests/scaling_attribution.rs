@@ -65,7 +65,7 @@ fn a_chain_on_two_workers_waits_with_no_ready_op() {
     let pools = attribution["pools"].as_array().expect("pools");
     let pool = pools
         .iter()
-        .find(|pool| pool["pool"] == "cpu0 worker")
+        .find(|pool| pool["pool"] == "cpu0 workers")
         .unwrap_or_else(|| panic!("the inter-op pool: {attribution:#}"));
     assert_eq!(pool["workers"], 2, "{attribution:#}");
     let shares = &pool["shares"];
@@ -80,7 +80,7 @@ fn a_chain_on_two_workers_waits_with_no_ready_op() {
     );
     let workers = attribution["workers"].as_array().expect("workers");
     assert!(
-        workers.iter().any(|w| w["worker"] == "cpu0 worker #1"),
+        workers.iter().any(|w| w["worker"] == "cpu0-w1"),
         "{attribution:#}"
     );
     for worker in workers {
@@ -90,6 +90,6 @@ fn a_chain_on_two_workers_waits_with_no_ready_op() {
     }
     let table = text(&run(&path, "table").stdout);
     assert!(table.contains("where the workers' time went"), "{table}");
-    assert!(table.contains("cpu0 worker (2 threads): "), "{table}");
+    assert!(table.contains("cpu0 workers (2 threads): "), "{table}");
     std::fs::remove_file(path).unwrap();
 }

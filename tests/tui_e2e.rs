@@ -352,8 +352,8 @@ fn w_shows_why_the_run_does_not_scale() {
         s.contains("why it does not scale")
             && s.contains("cpu0: ")
             && s.contains("critical path (")
-            && s.contains("cpu0 worker #0")
-            && s.contains("cpu0 worker #1")
+            && s.contains("cpu0-w0 ")
+            && s.contains("cpu0-w1 ")
     });
     assert!(screen.contains("no ready op"), "the legend:\n{screen}");
     tmux.type_text("w");

@@ -307,7 +307,7 @@ fn add_cell(cells: &mut Vec<StateTime>, state: WorkState, ready: Readiness, ns: 
 /// order), then named devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WorkerPool {
-    /// A pool of a typed device (`cpu0 worker`).
+    /// A pool of a typed device (`cpu0 workers`).
     Pool(PoolId),
     /// A profiler device with no typed identity, shown by its name.
     Device(DeviceId),
@@ -324,7 +324,7 @@ impl WorkerPool {
 }
 
 impl fmt::Display for WorkerPool {
-    /// `cpu0 worker`, or a named device's name.
+    /// `cpu0 workers`, or a named device's name.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WorkerPool::Pool(pool) => pool.fmt(f),
@@ -357,13 +357,10 @@ pub struct WorkerAttribution {
 }
 
 impl WorkerAttribution {
-    /// The worker for display: its pool and index (`cpu0 worker #1`), or its thread's
-    /// name when it has no index in a pool.
+    /// The worker for display: its thread's name (`cpu0-w1`), as the timeline's rows and
+    /// the verdicts name it.
     pub fn label(&self) -> String {
-        match self.index {
-            Some(index) => format!("{} #{index}", self.pool),
-            None => self.thread.clone(),
-        }
+        self.thread.clone()
     }
 }
 
@@ -414,30 +411,71 @@ pub struct Attribution {
 
 /// Over what time a snapshot's cells are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Period {
+pub(crate) enum Period<'a> {
     /// The sliding window.
     Window,
     /// Each thread's lifetime since the start.
     Run,
+    /// Each thread's time since the cells `before` were read: its cells since the start
+    /// less those (a run's time, when `before` is read at its start). A thread whose cells
+    /// shrank since was reset with the statistics: its cells count from the reset.
+    Since(&'a [WorkerStates]),
+}
+
+/// `now`'s cells less `before`'s, cell by cell; `now` itself when `before` holds more time
+/// than `now` (the statistics were reset in between).
+fn cells_since(now: &[StateTime], before: Option<&WorkerStates>) -> Vec<StateTime> {
+    let Some(before) = before else {
+        return now.to_vec();
+    };
+    let total = |cells: &[StateTime]| cells.iter().map(|c| c.ns).sum::<u64>();
+    if total(&before.since_start) > total(now) {
+        return now.to_vec();
+    }
+    now.iter()
+        .map(|cell| {
+            let earlier = before
+                .since_start
+                .iter()
+                .find(|b| b.state == cell.state && b.ready == cell.ready)
+                .map_or(0, |b| b.ns);
+            StateTime {
+                ns: cell.ns.saturating_sub(earlier),
+                ..*cell
+            }
+        })
+        .filter(|cell| cell.ns > 0)
+        .collect()
 }
 
 /// `name`'s scheduler counters in `delays` (threads are matched by name, the kernel's kept
-/// to 15 bytes); zero when not measured.
-fn sched_times(name: &str, delays: Option<&Descheduled>) -> SchedTimes {
+/// to 15 bytes), times `scale`; zero when not measured.
+fn sched_times(name: &str, delays: Option<&Descheduled>, scale: f64) -> SchedTimes {
     let kernel_name = name.get(..15).unwrap_or(name);
     delays
         .and_then(|d| d.per_thread.iter().find(|t| t.thread == kernel_name))
         .map_or(SchedTimes::default(), |t| SchedTimes {
-            run_delay_ns: (t.run_delay_ms * 1e6) as u64,
-            on_cpu_ns: (t.on_cpu_ms * 1e6) as u64,
+            run_delay_ns: (t.run_delay_ms * 1e6 * scale) as u64,
+            on_cpu_ns: (t.on_cpu_ms * 1e6 * scale) as u64,
         })
+}
+
+/// What the counters of `delays` are multiplied by to cover `observed_ns` of a thread's
+/// time in `period`: that time over theirs for the sliding window (the dashboard measures
+/// them over the time since its previous computation, not over the window: their rates
+/// carry over), 1 otherwise (the caller measured them over the same time as the cells).
+fn sched_scale(period: Period<'_>, delays: Option<&Descheduled>, observed_ns: f64) -> f64 {
+    match (period, delays) {
+        (Period::Window, Some(d)) if d.window_ms > 0.0 => observed_ns / (d.window_ms * 1e6),
+        _ => 1.0,
+    }
 }
 
 /// The attribution of `snapshot`'s workers (the threads with a device) over `period`, with
 /// the threads' run delays over the same time from `delays` when measured.
 pub(crate) fn attribute(
     snapshot: &Snapshot,
-    period: Period,
+    period: Period<'_>,
     delays: Option<&Descheduled>,
 ) -> Attribution {
     let states: BTreeMap<u32, &WorkerStates> =
@@ -449,21 +487,29 @@ pub(crate) fn attribute(
             let device = worker.device?;
             let cells = states.get(&worker.thread)?;
             let cells = match period {
-                Period::Window => &cells.window,
-                Period::Run => &cells.since_start,
+                Period::Window => cells.window.clone(),
+                Period::Run => cells.since_start.clone(),
+                Period::Since(before) => cells_since(
+                    &cells.since_start,
+                    before.iter().find(|b| b.thread == worker.thread),
+                ),
             };
             let intra_op = worker.role == Some(PoolRole::IntraOp);
             let cells: Vec<StateTime> = cells
-                .iter()
+                .into_iter()
                 .map(|cell| StateTime {
                     ready: Readiness {
                         elsewhere: cell.ready.elsewhere && !intra_op,
                         ..cell.ready
                     },
-                    ..*cell
+                    ..cell
                 })
                 .collect();
-            let times = BucketTimes::of(&cells, sched_times(&worker.name, delays));
+            let times = {
+                let observed = cells.iter().map(|cell| cell.ns as f64).sum();
+                let scale = sched_scale(period, delays, observed);
+                BucketTimes::of(&cells, sched_times(&worker.name, delays, scale))
+            };
             (times.total() > 0.0).then(|| WorkerAttribution {
                 pool: WorkerPool::of(worker, device),
                 index: worker.worker,
@@ -508,7 +554,8 @@ impl std::fmt::Display for Attribution {
         }
         writeln!(
             f,
-            "  where the workers' time went (per pool, over the run):"
+            "  where the workers' time went (per pool, over the run; descheduled is taken out of \
+             the others, ops' included):"
         )?;
         for pool in &self.pools {
             let mut shares: Vec<(&Bucket, &f64)> = pool.shares.iter().collect();
@@ -706,7 +753,7 @@ mod tests {
             .iter()
             .map(WorkerAttribution::label)
             .collect();
-        assert_eq!(names, ["cpu7 worker #0", "cpu7 worker #1"]);
+        assert_eq!(names, ["attr-w0", "attr-w1"]);
         let one = &attribution.workers[1].shares;
         close(one[&Bucket::Op], 0.9);
         close(one[&Bucket::Descheduled], 0.1);
@@ -716,15 +763,105 @@ mod tests {
         let pool = &attribution.pools[0];
         let cpu7 = PoolId::new(Device::Cpu(7), PoolRole::CpuWorker);
         assert_eq!((pool.pool, pool.workers), (WorkerPool::Pool(cpu7), 2));
-        assert_eq!(pool.pool.to_string(), "cpu7 worker");
+        assert_eq!(pool.pool.to_string(), "cpu7 workers");
         close(pool.shares[&Bucket::Op], (200.0 + 900.0) / 2000.0);
         close(pool.shares[&Bucket::WakeUp], 100.0 / 2000.0);
         close(pool.shares.values().sum(), 1.0);
         let json = serde_json::to_value(&attribution).unwrap();
-        assert_eq!(json["workers"][1]["worker"], "cpu7 worker #1");
-        assert_eq!(json["workers"][1]["pool"], "cpu7 worker");
+        assert_eq!(json["workers"][1]["worker"], "attr-w1");
+        assert_eq!(json["workers"][1]["pool"], "cpu7 workers");
         assert_eq!(json["workers"][1]["thread"], "attr-w1");
-        assert_eq!(json["pools"][0]["pool"], "cpu7 worker");
+        assert_eq!(json["pools"][0]["pool"], "cpu7 workers");
+    }
+
+    /// A run's attribution counts from the cells read at its start: time before it is not
+    /// the run's, and its run delays (measured over the run) fall on the run's time alone.
+    #[test]
+    fn since_the_run_start_attributes_the_run_alone() {
+        let cpu = DeviceId::of(Device::Cpu(7));
+        let before = WorkerStates {
+            thread: 30,
+            window: Vec::new(),
+            since_start: state_times(0, &[segment(0, 1000, WorkState::Parked)], &[]),
+        };
+        let now = WorkerStates {
+            thread: 30,
+            window: Vec::new(),
+            since_start: state_times(
+                0,
+                &[
+                    segment(0, 1000, WorkState::Parked),
+                    segment(1000, 1800, WorkState::Op),
+                    segment(1800, 2000, WorkState::Parked),
+                ],
+                &[],
+            ),
+        };
+        let snapshot = Snapshot {
+            workers: vec![worker(30, 0, cpu)],
+            work_states: vec![now],
+            ..Snapshot::default()
+        };
+        let delays = Descheduled {
+            window_ms: 1000.0,
+            threads: 1,
+            cores: 1,
+            share: 0.2,
+            per_thread: vec![ThreadDelay {
+                thread: "attr-w0".into(),
+                on_cpu_ms: 600.0,
+                run_delay_ms: 200.0,
+                share: 0.2,
+            }],
+        };
+        let run = attribute(&snapshot, Period::Since(std::slice::from_ref(&before)), Some(&delays));
+        let worker = &run.workers[0];
+        close(worker.observed_ms, 1000.0);
+        close(worker.shares[&Bucket::Op], 0.6);
+        close(worker.shares[&Bucket::Descheduled], 0.2);
+        close(worker.shares[&Bucket::NoReadyOp], 0.2);
+        // Over the lifetime the same delays are a smaller share of more time.
+        let lifetime = attribute(&snapshot, Period::Run, Some(&delays));
+        close(lifetime.workers[0].observed_ms, 2000.0);
+        close(lifetime.workers[0].shares[&Bucket::Descheduled], 0.1);
+        // Cells that shrank were reset since: they count from the reset, as they are.
+        let reset = WorkerStates {
+            since_start: state_times(0, &[segment(0, 3000, WorkState::Parked)], &[]),
+            ..before
+        };
+        let after_reset = attribute(&snapshot, Period::Since(&[reset]), None);
+        close(after_reset.workers[0].observed_ms, 2000.0);
+    }
+
+    /// The dashboard's run delays cover the time since its previous computation; over the
+    /// window they count at the same rate.
+    #[test]
+    fn window_delays_count_at_their_rate_over_the_window() {
+        let cpu = DeviceId::of(Device::Cpu(7));
+        let snapshot = Snapshot {
+            workers: vec![worker(30, 0, cpu)],
+            work_states: vec![WorkerStates {
+                thread: 30,
+                window: state_times(0, &[segment(0, 1000, WorkState::Op)], &[]),
+                since_start: Vec::new(),
+            }],
+            ..Snapshot::default()
+        };
+        let delays = Descheduled {
+            window_ms: 2000.0,
+            threads: 1,
+            cores: 1,
+            share: 0.25,
+            per_thread: vec![ThreadDelay {
+                thread: "attr-w0".into(),
+                on_cpu_ms: 1500.0,
+                run_delay_ms: 500.0,
+                share: 0.25,
+            }],
+        };
+        let window = attribute(&snapshot, Period::Window, Some(&delays));
+        close(window.workers[0].shares[&Bucket::Descheduled], 0.25);
+        close(window.workers[0].shares[&Bucket::Op], 0.75);
     }
 
     #[test]
@@ -744,17 +881,17 @@ mod tests {
             ..Snapshot::default()
         };
         let attribution = attribute(&snapshot, Period::Run, None);
-        let labels: Vec<String> = attribution
+        let order: Vec<String> = attribution
             .workers
             .iter()
-            .map(WorkerAttribution::label)
+            .map(|w| w.pool.to_string())
             .collect();
-        assert_eq!(labels, ["cpu7 worker #0", "cpu7 prio #0", "attr-w0"]);
+        assert_eq!(order, ["cpu7 workers", "cpu priority", "attr-demo"]);
         let pools: Vec<String> = attribution
             .pools
             .iter()
             .map(|p| p.pool.to_string())
             .collect();
-        assert_eq!(pools, ["cpu7 worker", "cpu7 prio", "attr-demo"]);
+        assert_eq!(pools, ["cpu7 workers", "cpu priority", "attr-demo"]);
     }
 }

@@ -61,10 +61,16 @@
 //! 4. **critical path**: the same bound with only true edges on the path: more inter-op
 //!    workers cannot help beyond that bound; shorter ops on the path (more intra-op
 //!    threads) can.
-//! 5. **overhead**: achieved parallelism below half of what the graph and the workers allow
+//! 5. **upstream**: the device's own ops could keep its workers busy (the parallelism
+//!    counting its ops alone is at least its workers + 1), but they wait on other devices'
+//!    ops: over the whole graph's span, the shortest step its edges allow, its work keeps
+//!    fewer than its workers busy on average (`work / graph span < workers`). More workers
+//!    here cannot help; the devices it waits on bound it. (A priority pool's updates, each
+//!    ready as the gradient it applies is computed, read so.)
+//! 6. **overhead**: achieved parallelism below half of what the graph and the workers allow
 //!    (`min(parallelism, workers)`): ready work exists, yet workers run no op; the time goes
 //!    between ops (engine, queues, wake-ups).
-//! 6. **busy**: the workers run ops and the graph has more parallelism than workers: more
+//! 7. **busy**: the workers run ops and the graph has more parallelism than workers: more
 //!    workers, on cores of their own, would help.
 //!
 //! # Where the time went

@@ -33,6 +33,9 @@ pub enum Bound {
     CriticalPath,
     /// The device's ops are a small share of the iteration's work: it does not bound it.
     Light,
+    /// Its ops wait on other devices' ops: the whole graph's span keeps its workers from
+    /// being busy, whatever their count.
+    Upstream,
     /// Workers run no op though ready work exists.
     Overhead,
     /// Workers are busy and the graph has parallelism to spare.
@@ -47,6 +50,7 @@ impl Bound {
             Bound::Starved => "starved",
             Bound::CriticalPath => "critical path",
             Bound::Light => "light",
+            Bound::Upstream => "upstream",
             Bound::Overhead => "overhead",
             Bound::Busy => "busy",
         }
@@ -247,6 +251,20 @@ fn graph_verdict(
         );
         return (Bound::CriticalPath, detail, named);
     }
+    let fed = device.work_ms / scaling.span_ms.max(f64::MIN_POSITIVE);
+    if fed < workers {
+        let detail = format!(
+            "its ops wait on ops of {}: over the graph's span of {} its {} of work keeps at \
+             most {fed:.1} of its {} worker{plural} busy on average (achieved {:.1}); more \
+             workers here cannot help",
+            upstream_of(scaling, device),
+            show_ms(scaling.span_ms),
+            show_ms(device.work_ms),
+            facts.workers,
+            device.achieved_parallelism,
+        );
+        return (Bound::Upstream, detail, Vec::new());
+    }
     let reachable = device.parallelism.min(workers);
     if device.achieved_parallelism < OVERHEAD_FRACTION * reachable {
         let detail = format!(
@@ -268,6 +286,25 @@ fn graph_verdict(
         device.parallelism
     );
     (Bound::Busy, detail, Vec::new())
+}
+
+/// The other devices of `scaling`, the most work first (`cpu0 workers, gpu0 workers`).
+fn upstream_of(scaling: &Scaling, device: &DeviceScaling) -> String {
+    let mut others: Vec<&DeviceScaling> = scaling
+        .devices
+        .iter()
+        .filter(|other| other.device != device.device)
+        .collect();
+    others.sort_by(|a, b| b.work_ms.total_cmp(&a.work_ms));
+    let names: Vec<String> = others
+        .iter()
+        .take(NAMED)
+        .map(|other| other.device.to_string())
+        .collect();
+    match names.is_empty() {
+        true => "other devices".to_string(),
+        false => names.join(", "),
+    }
 }
 
 /// The largest share of the step one more worker could save, where the graph's parallelism
@@ -326,6 +363,48 @@ mod tests {
         (0..10)
             .map(|i| op(&format!("s{i}"), &[0], &[0], MS))
             .collect()
+    }
+
+    /// A priority pool's updates, each ready as the chain on cpu0 computes its gradient:
+    /// their own parallelism is ten, but the chain spreads them over the whole step.
+    #[test]
+    fn a_pool_fed_by_another_devices_chain_is_upstream_bound() {
+        let mut ops: Vec<RanOp> = Vec::new();
+        for i in 0..10 {
+            ops.push(op(&format!("grad{i}"), &[0], &[0, 1 + i], 10 * MS));
+            let mut update = op(&format!("update{i}"), &[1 + i], &[11 + i], MS);
+            update.device = 1;
+            ops.push(update);
+        }
+        let graph = RanGraph {
+            ops,
+            vars: (0..21).map(|var| format!("v{var}")).collect(),
+            devices: vec![Lane::CpuWorkers(0), Lane::Priority],
+            wall: 102 * MS,
+        };
+        let facts = [
+            DeviceFacts {
+                lane: Lane::CpuWorkers(0),
+                workers: 2,
+            },
+            DeviceFacts {
+                lane: Lane::Priority,
+                workers: 4,
+            },
+        ];
+        let scaling = analyze(&graph);
+        let verdicts = verdicts(&scaling, &facts, None, "2 inter x 1 intra");
+        assert_eq!(verdicts[0].bound, Bound::CriticalPath, "{}", verdicts[0]);
+        let prio = &verdicts[1];
+        assert_eq!(prio.bound, Bound::Upstream, "{prio}");
+        assert!(prio.text.contains("wait on ops of cpu0 workers"), "{prio}");
+        assert!(prio.text.contains("at most 0.1 of its 4 workers"), "{prio}");
+        // Alone, the same updates keep every worker busy: no upstream to wait on.
+        let alone: Vec<RanOp> = (0..10)
+            .map(|i| op(&format!("update{i}"), &[i], &[10 + i], MS))
+            .collect();
+        let verdict = judge(alone, 20, 3 * MS, 4);
+        assert_ne!(verdict.bound, Bound::Upstream, "{verdict}");
     }
 
     #[test]

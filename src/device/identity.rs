@@ -140,8 +140,20 @@ impl PoolId {
 }
 
 impl fmt::Display for PoolId {
+    /// The pool's name for people, the one the summary's pools table and its attribution
+    /// share with [`Lane`]'s: `cpu0 workers`, `cpu priority` (one pool serves every CPU
+    /// device), `io worker`, `intra-op pool`, `gpu0 compute`, `gpu0 priority`. A role's
+    /// short form ([`PoolRole`]'s display) is what thread names use.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.device, self.role)
+        match self.role {
+            PoolRole::CpuWorker => write!(f, "{} workers", self.device),
+            PoolRole::CpuIo => f.write_str("io worker"),
+            PoolRole::CpuPriority => f.write_str("cpu priority"),
+            PoolRole::IntraOp => f.write_str("intra-op pool"),
+            PoolRole::GpuCompute => write!(f, "{} compute", self.device),
+            PoolRole::GpuCopy => write!(f, "{} copy", self.device),
+            PoolRole::GpuPriority => write!(f, "{} priority", self.device),
+        }
     }
 }
 
@@ -225,6 +237,20 @@ mod tests {
         }
         assert_eq!(PoolRole::from_code(0), None);
         assert_eq!(PoolRole::from_code(0x7f), None);
+    }
+
+    /// A pool's name is its lane's where both name the same threads, so a summary's pools
+    /// table and its attribution name a pool alike.
+    #[test]
+    fn pools_and_lanes_name_the_same_threads_alike() {
+        let cpu0 = PoolId::new(Device::Cpu(0), PoolRole::CpuWorker);
+        assert_eq!(cpu0.to_string(), Lane::CpuWorkers(0).to_string());
+        assert_eq!(PoolId::CPU_PRIORITY.to_string(), Lane::Priority.to_string());
+        let io = PoolId::new(Device::Cpu(0), PoolRole::CpuIo);
+        assert_eq!(io.to_string(), Lane::Io.to_string());
+        assert_eq!(PoolId::INTRA_OP.to_string(), "intra-op pool");
+        let prio = PoolId::new(Device::Gpu(1), PoolRole::GpuPriority);
+        assert_eq!(prio.to_string(), "gpu1 priority");
     }
 
     #[test]

@@ -360,7 +360,7 @@ fn scaling_view_shows_verdicts_path_and_attribution_bars() {
     insta::assert_snapshot!("scaling_view_100x16", text);
     assert!(text.contains("cpu0: critical path"), "{text}");
     assert!(text.contains("conv1 75%"), "{text}");
-    assert!(text.contains("cpu0 #1"), "{text}");
+    assert!(text.contains("cpu0-w1 "), "{text}");
     assert!(text.contains("no ready op 70%, wake-up 20%"), "{text}");
     assert!(text.contains("op 90%, stealing 10%"), "{text}");
 }

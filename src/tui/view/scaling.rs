@@ -9,7 +9,7 @@
 //! │ critical path (300 ops): step7 1%, step3 1%, ...                │
 //! ╰─────────────────────────────────────────────────────────────────╯
 //! ╭ where each worker's time went (window) ─────────────────────────╮
-//! │ cpu0 worker #0   ████████▒▒░░········  op 60%, no ready op 30% │  one bar per worker
+//! │ cpu0-w0          ████████▒▒░░········  op 60%, no ready op 30% │  one bar per worker
 //! │ █ op  ▓ intra-op  ▒ stealing  ...                               │  legend
 //! ╰─────────────────────────────────────────────────────────────────╯
 //! ```

@@ -12,6 +12,7 @@ use crate::engine::{
 };
 use crate::kernels::Tensor;
 use crate::pool::{Pool, PoolOptions, PoolStats};
+use crate::profiler::WorkerStates;
 use crate::record::graph::{GraphObserver, OpRun};
 use crate::sync::{Arc, AtomicU64, Condvar, Mutex, Ordering};
 use crate::workload::Graph;
@@ -125,6 +126,8 @@ pub struct RunReport {
     pub(super) last_iteration: Option<(Vec<Duration>, Duration)>,
     /// The threads' descheduled time over the run (`None` without schedstat).
     pub(super) descheduled: Option<Descheduled>,
+    /// The profiler's workers' time at the run's start (`None` without a profiler).
+    pub(super) states_before: Option<Vec<WorkerStates>>,
     /// Each iteration op's mean body split over the intra-op pool.
     pub(super) op_splits: Vec<OpSplit>,
     /// Per device of the iteration's graph, the engine's cost before an op, measured over
@@ -281,6 +284,9 @@ pub struct Driver {
     iterations_pushed: u64,
     /// What keeps the queue-depth watch going ([`RunHooks::watch_queues`]).
     _queue_watch: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// The profiler ([`RunHooks::profiler`]): a run reads its workers' time at its start,
+    /// so the summary attributes the run's time alone.
+    profiler: Option<Arc<dyn ProfilerReport>>,
 }
 
 impl Driver {
@@ -336,6 +342,7 @@ impl Driver {
             setup_done: false,
             iterations_pushed: 0,
             _queue_watch: queue_watch,
+            profiler: hooks.profiler.clone(),
         })
     }
 
@@ -356,6 +363,7 @@ impl Driver {
             graph.shape(&self.shared.shape.graph_shape(&self.settings()));
         }
         let sched_before = SchedSample::now();
+        let states_before = self.work_states();
         let pool_before = self.shared.intra.stats();
         let failed_before = self.engine.stats().failed_ops;
         let first = self.iterations_pushed;
@@ -431,10 +439,17 @@ impl Driver {
                 .splits(&self.shared.times.totals(), pushed, corun),
             last_iteration,
             descheduled: descheduled.map(|(before, after)| before.until(&after)),
+            states_before,
             dispatch: self.dispatch(pushed),
             loop_wake: self.shared.split.wake(self.shared.intra.as_dyn()),
             corun,
         })
+    }
+
+    /// The profiler's workers' time now, when one is connected.
+    fn work_states(&self) -> Option<Vec<WorkerStates>> {
+        let snapshot = self.profiler.as_ref()?.snapshot()?;
+        Some(snapshot.work_states)
     }
 
     /// The engine's cost before an op per device, over the last of the `pushed` iterations
@@ -469,7 +484,11 @@ impl Driver {
         );
         let mut scaling = self.scaling(report, &summary.settings);
         scaling.attribution = profiler.and_then(ProfilerReport::snapshot).map(|snapshot| {
-            analysis::attribute(&snapshot, Period::Run, report.descheduled.as_ref())
+            let period = match &report.states_before {
+                Some(before) => Period::Since(before),
+                None => Period::Run,
+            };
+            analysis::attribute(&snapshot, period, report.descheduled.as_ref())
         });
         summary.scaling = Some(scaling);
         if self.graph.uses_gpu() {

@@ -9,7 +9,7 @@
 //!   GFLOP/s         13.6   (1.031 GFLOP per iteration)
 //!   GEMM peak      108.4   GFLOP/s on 2 threads: CPU ops at 12.5% of peak
 //!   checksum       6b1e0c6f2f5a9d13
-//! worker pools (busy = op time / thread time; workers = average over the run):
+//! worker pools (busy = op time / thread time, an op's descheduled time included; workers = average over the run):
 //!   cpu0 workers     1.8 workers   8180 ops   2.71 s busy   97.4%
 //!   cpu priority      4 workers   2140 ops   0.04 s busy    0.7%
 //! intra-op pool: 2 eigen threads ran 50211 tasks (w0 25102, w1 25109); callers ran 31034
@@ -606,7 +606,7 @@ impl RunSummary {
     fn write_lanes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "worker pools (busy = op time / thread time; workers = average over the run):"
+            "worker pools (busy = op time / thread time, an op's descheduled time included; workers = average over the run):"
         )?;
         for lane in &self.utilization {
             writeln!(
