@@ -814,7 +814,11 @@ mod tests {
                 share: 0.2,
             }],
         };
-        let run = attribute(&snapshot, Period::Since(std::slice::from_ref(&before)), Some(&delays));
+        let run = attribute(
+            &snapshot,
+            Period::Since(std::slice::from_ref(&before)),
+            Some(&delays),
+        );
         let worker = &run.workers[0];
         close(worker.observed_ms, 1000.0);
         close(worker.shares[&Bucket::Op], 0.6);

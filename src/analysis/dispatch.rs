@@ -18,13 +18,20 @@
 //!
 //! A sample whose start precedes the estimate of its ready moment (an op that did not wait
 //! for the iteration before after all) is dropped. Each device's figure per kind is the
-//! median of its samples; a device with no waking sample (a lone worker never idles while
-//! work is ready) takes its continuing figure for both.
+//! mean of its samples, not their median: a step pays their sum, and the gaps of a worker
+//! contending for the engine's locks or a core have a long tail. A device with fewer than [`MIN_WAKING_SAMPLES`] waking samples
+//! takes its continuing figure for both: its workers hardly ever idled while work was
+//! ready (a lone worker, or workers saturated by a fine-grained graph), and the few waits
+//! it has are the iteration's edges (a worker waiting milliseconds for the driver's next
+//! iteration), no measure of a hand-off the simulation would charge on every wake.
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
 
 use super::span::{Pred, RanGraph};
+
+/// The waking samples a device needs for its own waking figure (the module docs).
+pub(crate) const MIN_WAKING_SAMPLES: usize = 32;
 
 /// One execution of an op (nanoseconds from any one epoch).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,10 +77,14 @@ pub(crate) fn dispatch_costs(
         .iter_mut()
         .zip(&mut waking)
         .map(|(continuing, waking)| {
-            let continuing = median(continuing).unwrap_or(0);
+            let continuing = mean(continuing).unwrap_or(0);
+            let waking = match waking.len() >= MIN_WAKING_SAMPLES {
+                true => mean(waking).unwrap_or(continuing),
+                false => continuing,
+            };
             DispatchCost {
                 continuing: Duration::from_nanos(continuing),
-                waking: Duration::from_nanos(median(waking).unwrap_or(continuing)),
+                waking: Duration::from_nanos(waking),
             }
         })
         .collect()
@@ -143,13 +154,11 @@ fn previous_ends(iterations: &[IterationTimes]) -> Vec<Vec<Option<u64>>> {
     free
 }
 
-/// The middle value (the upper one of an even count); `None` for none.
-fn median(values: &mut [u64]) -> Option<u64> {
-    if values.is_empty() {
-        return None;
-    }
-    let middle = values.len() / 2;
-    Some(*values.select_nth_unstable(middle).1)
+/// The mean (rounded down); `None` for none.
+fn mean(values: &[u64]) -> Option<u64> {
+    let sum: u128 = values.iter().map(|&v| u128::from(v)).sum();
+    let count = u128::try_from(values.len()).ok().filter(|&n| n > 0)?;
+    u64::try_from(sum / count).ok()
 }
 
 #[cfg(all(test, not(loom)))]
@@ -258,6 +267,43 @@ mod tests {
         // w: ready at 480 (the iteration before), so 20; r writes nothing: pushed at 35, 5;
         // late started before the iteration before ended: dropped.
         assert_eq!(waking, [vec![20, 5]]);
+    }
+
+    /// A few waits for a ready op are no measure of a hand-off: under
+    /// [`MIN_WAKING_SAMPLES`] the waking figure is the continuing one; from there on, theirs.
+    #[test]
+    fn a_few_waking_samples_give_way_to_the_continuing_figure() {
+        let costs_with = |woken: usize| {
+            let mut ops = Vec::new();
+            let mut times = Vec::new();
+            for i in 0..40u64 {
+                ops.push(op(&format!("c{i}"), &[0], &[0], Duration::ZERO));
+                times.push(run(i * 12 + 2, i * 12 + 12, 1));
+            }
+            for i in 0..woken {
+                let var = 1 + i;
+                ops.push(op(&format!("x{i}"), &[], &[var], Duration::ZERO));
+                let pushed = 1000 + 100 * i as u64;
+                times.push(OpRunTimes {
+                    pushed,
+                    ..run(pushed + 50, pushed + 60, 2)
+                });
+            }
+            let graph = graph(ops, 1 + woken);
+            let iteration = IterationTimes {
+                ops: times,
+                previous_end: None,
+            };
+            dispatch_costs(&graph, &predecessors(&graph), &[iteration])[0]
+        };
+        let few = costs_with(MIN_WAKING_SAMPLES - 2);
+        assert_eq!(few.waking, few.continuing);
+        assert_eq!(few.continuing, Duration::from_nanos(2));
+        // c0 (pushed at 0, started at 2 on a fresh worker) waits 2 ns, every x 50: the mean.
+        let enough = costs_with(MIN_WAKING_SAMPLES);
+        let waits = 2 + 50 * MIN_WAKING_SAMPLES as u64;
+        let expected = waits / (MIN_WAKING_SAMPLES as u64 + 1);
+        assert_eq!(enough.waking, Duration::from_nanos(expected));
     }
 
     #[test]
