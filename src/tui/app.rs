@@ -1098,7 +1098,7 @@ mod tests {
             .push(crate::profiler::stats::DeviceSnapshot {
                 ops,
                 ops_per_s,
-                ..crate::tui::fake::device_snapshot("cpu0")
+                ..crate::tui::fake::device_snapshot(crate::tui::fake::cpu0())
             });
         data
     }

@@ -180,7 +180,7 @@ fn stream_panels<'a>(
     let Some(owned) = data
         .devices
         .iter()
-        .find(|known| known.title == layout.title)
+        .find(|known| known.workers == layout.workers)
     else {
         return Vec::new();
     };
@@ -249,7 +249,7 @@ mod tests {
 
     fn worker(thread: u32, index: u32, activity: Activity) -> WorkerSnapshot {
         let name = format!("cpu0-w{index}");
-        crate::tui::fake::worker_snapshot(thread, name, "cpu0", index, activity)
+        crate::tui::fake::worker_snapshot(thread, name, crate::tui::fake::cpu0(), index, activity)
     }
 
     #[test]
@@ -257,7 +257,7 @@ mod tests {
         let mut data = DashboardData::default();
         data.snapshot
             .devices
-            .push(crate::tui::fake::device_snapshot("cpu0"));
+            .push(crate::tui::fake::device_snapshot(crate::tui::fake::cpu0()));
         // w1 retired twice (`-`, `+`, `-`, `+`): two exited threads, then the live one.
         data.snapshot.workers = vec![
             worker(10, 0, Activity::Running),
@@ -276,7 +276,13 @@ mod tests {
         let name = crate::tui::source::gpu_worker_name("gpu0", role, index);
         let worker = WorkerSnapshot {
             role: Some(role),
-            ..crate::tui::fake::worker_snapshot(thread, &name, "gpu0", index, Activity::Parked)
+            ..crate::tui::fake::worker_snapshot(
+                thread,
+                &name,
+                DeviceId::of(Device::Gpu(0)),
+                index,
+                Activity::Parked,
+            )
         };
         (worker, name)
     }
@@ -341,7 +347,7 @@ mod tests {
             ..crate::tui::fake::worker_snapshot(
                 thread,
                 "t",
-                "panels-test-cpu",
+                DeviceId::register("panels-test-cpu"),
                 index,
                 Activity::Parked,
             )
