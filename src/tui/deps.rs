@@ -62,26 +62,26 @@ pub(crate) const DEFAULT_CAPACITY: usize = 2 * spans::DEFAULT_CAPACITY;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct OpDeps {
     /// The vars it read, by name (read-modify-write ones included).
-    pub reads: Vec<String>,
+    pub(crate) reads: Vec<String>,
     /// The vars it wrote, by name.
-    pub writes: Vec<String>,
+    pub(crate) writes: Vec<String>,
     /// The ops that had to finish before it could start, each with the edge's reason.
-    pub waited_on: Vec<WaitedOn>,
+    pub(crate) waited_on: Vec<WaitedOn>,
 }
 
 /// One op another waited on, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct WaitedOn {
     /// Its op id (`None` when its run is no longer, or was never, seen).
-    pub op: Option<u64>,
+    pub(crate) op: Option<u64>,
     /// Its name.
-    pub name: String,
+    pub(crate) name: String,
     /// Its iteration.
-    pub iteration: u64,
+    pub(crate) iteration: u64,
     /// Why the later op waited for it.
-    pub kind: EdgeKind,
+    pub(crate) kind: EdgeKind,
     /// The var both touch.
-    pub var: String,
+    pub(crate) var: String,
 }
 
 /// `RAW`, `WAR`, `WAW`: an edge kind in a few letters.

@@ -19,13 +19,13 @@ pub(crate) const CAPACITY: usize = 200 * 16;
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Sample {
     /// The workload's elapsed time when it was taken (paused time excluded).
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
     /// When it was taken, on the profiler's clock (ns; keeps running while paused).
     pub(crate) taken_ns: u64,
     /// Ops finished per second, every device together.
-    pub ops_per_s: f64,
+    pub(crate) ops_per_s: f64,
     /// Tasks waiting, every queue of every device together.
-    pub queue_depth: u64,
+    pub(crate) queue_depth: u64,
     /// Queue depth per profiler device (sorted by device).
     pub(crate) device_queues: Vec<(DeviceId, u64)>,
     /// What each thread was doing, by thread id (sorted).
@@ -34,7 +34,7 @@ pub(crate) struct Sample {
     /// workers (0: none) and the intra-op threads. A sample whose counts differ from the one
     /// before it follows a resize, by hand or by the tuner: the sparklines and the timeline
     /// mark it.
-    pub threads: (usize, usize),
+    pub(crate) threads: (usize, usize),
 }
 
 impl Sample {

@@ -87,27 +87,27 @@ pub(crate) enum Scenario {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct FakeOptions {
     /// The workload name in the header.
-    pub workload: String,
+    pub(crate) workload: String,
     /// CPU devices (`cpu0`, `cpu1`, ...).
-    pub cpu_devices: usize,
+    pub(crate) cpu_devices: usize,
     /// Inter-op workers per CPU device at the start.
-    pub inter_op: usize,
+    pub(crate) inter_op: usize,
     /// Intra-op threads at the start.
-    pub intra_op: usize,
+    pub(crate) intra_op: usize,
     /// Workers in each CPU device's priority pool (0: none).
-    pub priority_workers: usize,
+    pub(crate) priority_workers: usize,
     /// Whether there is a simulated GPU with two compute and two copy streams.
-    pub gpu: bool,
+    pub(crate) gpu: bool,
     /// CPUs reported to the dashboard.
-    pub cores: usize,
+    pub(crate) cores: usize,
     /// What it behaves like.
-    pub scenario: Scenario,
+    pub(crate) scenario: Scenario,
     /// Simulated time per snapshot.
-    pub step: Duration,
+    pub(crate) step: Duration,
     /// The workload ends after this many snapshots (never if `None`).
-    pub finish_after: Option<u64>,
+    pub(crate) finish_after: Option<u64>,
     /// Where exported traces go.
-    pub trace_dir: PathBuf,
+    pub(crate) trace_dir: PathBuf,
 }
 
 impl Default for FakeOptions {

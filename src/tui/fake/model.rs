@@ -147,10 +147,10 @@ impl Role {
 /// from these.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct FakeThread {
-    pub tid: u32,
+    pub(crate) tid: u32,
     /// Its index among its [`Role`]'s threads (a GPU worker's in [`GPU_WORKERS`]).
-    pub worker: u32,
-    pub role: Role,
+    pub(crate) worker: u32,
+    pub(crate) role: Role,
 }
 
 impl FakeThread {
@@ -200,10 +200,10 @@ struct OpCounter {
 /// The fake's mutable state.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Model {
-    pub step: u64,
-    pub paused: bool,
-    pub inter_op: Vec<usize>,
-    pub intra_op: usize,
+    pub(crate) step: u64,
+    pub(crate) paused: bool,
+    pub(crate) inter_op: Vec<usize>,
+    pub(crate) intra_op: usize,
     resizes: Vec<u64>,
     ops: Vec<OpCounter>,
     device_ops: BTreeMap<Role, f64>,
