@@ -234,11 +234,11 @@ impl BucketTimes {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Segment {
     /// Its start.
-    pub from: u64,
+    pub(crate) from: u64,
     /// Its end.
-    pub to: u64,
+    pub(crate) to: u64,
     /// What the worker did.
-    pub state: WorkState,
+    pub(crate) state: WorkState,
 }
 
 #[cfg(all(test, not(loom)))]
@@ -246,11 +246,11 @@ pub(crate) struct Segment {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ReadySpan {
     /// Its start.
-    pub from: u64,
+    pub(crate) from: u64,
     /// Its end.
-    pub to: u64,
+    pub(crate) to: u64,
     /// The device (any index the caller chooses).
-    pub device: usize,
+    pub(crate) device: usize,
 }
 
 #[cfg(all(test, not(loom)))]

@@ -37,22 +37,22 @@ pub(crate) const MIN_WAKING_SAMPLES: usize = 32;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct OpRunTimes {
     /// When the driver pushed it.
-    pub pushed: u64,
+    pub(crate) pushed: u64,
     /// When its body started.
-    pub start: u64,
+    pub(crate) start: u64,
     /// When its body ended.
-    pub end: u64,
+    pub(crate) end: u64,
     /// The worker thread that ran it (any per-thread number).
-    pub worker: u32,
+    pub(crate) worker: u32,
 }
 
 /// One iteration's executions, one per op of the graph, and when the one before ended.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct IterationTimes {
     /// Per op of the graph, in push order.
-    pub ops: Vec<OpRunTimes>,
+    pub(crate) ops: Vec<OpRunTimes>,
     /// When the iteration before ended (`None`: unknown).
-    pub previous_end: Option<u64>,
+    pub(crate) previous_end: Option<u64>,
 }
 
 /// What the engine adds before an op on one device, measured.

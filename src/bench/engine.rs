@@ -115,17 +115,17 @@ impl FromStr for Shape {
 #[derive(Clone, Debug)]
 pub(crate) struct EngineBenchConfig {
     /// The engines measured, in the order each rep visits them.
-    pub engines: Vec<EngineKind>,
+    pub(crate) engines: Vec<EngineKind>,
     /// The pool kind of the threaded engines' CPU workers.
-    pub pool_kind: PoolKind,
+    pub(crate) pool_kind: PoolKind,
     /// CPU workers.
-    pub threads: usize,
+    pub(crate) threads: usize,
     /// Reps per benchmark.
-    pub reps: usize,
+    pub(crate) reps: usize,
     /// Workload size (1.0 = the reference; `--quick` uses 0.1).
-    pub scale: f64,
+    pub(crate) scale: f64,
     /// Floors timed beside the engines (`floor.rs`), in the same interleaved reps.
-    pub floors: Vec<Floor>,
+    pub(crate) floors: Vec<Floor>,
 }
 
 #[cfg(test)]
@@ -178,19 +178,19 @@ impl serde::Serialize for Runner {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub(crate) struct EngineBenchResult {
     /// Which benchmark.
-    pub bench: Shape,
+    pub(crate) bench: Shape,
     /// The engine (`naive`, `pooled`, `per-device`) or floor (`floor-spsc`, `floor-pingpong`).
-    pub engine: Runner,
+    pub(crate) engine: Runner,
     /// The CPU worker pools' kind (`null` for a floor).
-    pub pool: Option<PoolKind>,
+    pub(crate) pool: Option<PoolKind>,
     /// CPU workers (a floor's: 1).
-    pub threads: usize,
+    pub(crate) threads: usize,
     /// Median ns per op over reps.
-    pub ns_per_op: f64,
+    pub(crate) ns_per_op: f64,
     /// Every rep's digest matched the sequential run's.
-    pub correct: bool,
+    pub(crate) correct: bool,
     /// Reps the median is taken over.
-    pub reps: usize,
+    pub(crate) reps: usize,
 }
 
 /// Why an engine benchmark could not run.

@@ -56,13 +56,13 @@ const CHECK_TOLERANCE: f64 = 1e-4;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct GemmBenchConfig {
     /// Workers of the intra-op pool.
-    pub threads: usize,
+    pub(crate) threads: usize,
     /// Side of the square matrices.
-    pub size: usize,
+    pub(crate) size: usize,
     /// Timed reps (at least 1).
-    pub reps: usize,
+    pub(crate) reps: usize,
     /// The pool kind the blocks run on.
-    pub pool: PoolKind,
+    pub(crate) pool: PoolKind,
 }
 
 impl GemmBenchConfig {
@@ -81,21 +81,21 @@ impl GemmBenchConfig {
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct GemmPeak {
     /// Always `gemm`.
-    pub bench: String,
+    pub(crate) bench: String,
     /// The pool kind.
-    pub pool: PoolKind,
+    pub(crate) pool: PoolKind,
     /// Workers of the pool.
-    pub threads: usize,
+    pub(crate) threads: usize,
     /// Side of the square matrices.
-    pub size: usize,
+    pub(crate) size: usize,
     /// `2 size^3 / median time`, in GFLOP/s.
-    pub gemm_peak_gflops: f64,
+    pub(crate) gemm_peak_gflops: f64,
     /// The same over the fastest rep.
-    pub best_gflops: f64,
+    pub(crate) best_gflops: f64,
     /// Median time of one GEMM, in milliseconds.
-    pub ms: f64,
+    pub(crate) ms: f64,
     /// Timed reps.
-    pub reps: usize,
+    pub(crate) reps: usize,
 }
 
 impl GemmPeak {

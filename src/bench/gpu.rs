@@ -53,13 +53,13 @@ pub(crate) enum ChainMode {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub(crate) struct ChainReport {
     /// The device's name (a simulated one carries its model).
-    pub device: String,
+    pub(crate) device: String,
     /// Ops in the chain.
-    pub ops: usize,
+    pub(crate) ops: usize,
     /// Wall time in event mode.
-    pub events: Duration,
+    pub(crate) events: Duration,
     /// Wall time with a host sync per op.
-    pub host_sync: Duration,
+    pub(crate) host_sync: Duration,
 }
 
 #[cfg(test)]
@@ -179,17 +179,17 @@ pub(crate) fn run_engine_chain(
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub(crate) struct EngineChainResult {
     /// `gpu_chain`.
-    pub bench: &'static str,
+    pub(crate) bench: &'static str,
     /// The sync mode.
-    pub mode: GpuSyncMode,
+    pub(crate) mode: GpuSyncMode,
     /// The GPU's name (a simulated one carries its model).
-    pub device: String,
+    pub(crate) device: String,
     /// Ops per chain.
-    pub ops: usize,
+    pub(crate) ops: usize,
     /// Reps measured.
-    pub reps: usize,
+    pub(crate) reps: usize,
     /// Median wall time per op, nanoseconds.
-    pub ns_per_op: f64,
+    pub(crate) ns_per_op: f64,
     /// Fastest rep, nanoseconds per op.
     pub(crate) ns_per_op_min: f64,
     /// Slowest rep, nanoseconds per op.

@@ -64,9 +64,9 @@ use crate::workload::{load_spec, Graph, Overrides};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct OverheadWorkload {
     /// A shipped workload (or a `.toml` path).
-    pub name: String,
+    pub(crate) name: String,
     /// `NAME=VALUE` overrides.
-    pub set: Vec<String>,
+    pub(crate) set: Vec<String>,
 }
 
 impl OverheadWorkload {
@@ -82,15 +82,15 @@ impl OverheadWorkload {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct OverheadBenchConfig {
     /// The workloads, each in the four variants.
-    pub workloads: Vec<OverheadWorkload>,
+    pub(crate) workloads: Vec<OverheadWorkload>,
     /// Rounds (the medians are over them).
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// Iterations per variant per round.
-    pub iterations: u64,
+    pub(crate) iterations: u64,
     /// The dashboard's frame cost: on this workload for this long (`None`: not measured).
-    pub frame: Option<(OverheadWorkload, Duration)>,
+    pub(crate) frame: Option<(OverheadWorkload, Duration)>,
     /// Thread counts and engine of every run.
-    pub runtime: RuntimeConfig,
+    pub(crate) runtime: RuntimeConfig,
 }
 
 impl OverheadBenchConfig {
@@ -175,89 +175,89 @@ impl Variant {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub(crate) struct VariantSteps {
     /// Which.
-    pub variant: Variant,
+    pub(crate) variant: Variant,
     /// The median step, in milliseconds.
-    pub step_ms: f64,
+    pub(crate) step_ms: f64,
     /// Events its profiler's rings dropped over the rounds.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 /// One ratio of median steps, with its spread and target.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub(crate) struct Ratio {
     /// `b/a`, `c/a`, `d/a` or `c/d`.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// What it compares: `analysis/profiled`, ...
-    pub compares: String,
+    pub(crate) compares: String,
     /// Median step of the first over median step of the second.
-    pub median: f64,
+    pub(crate) median: f64,
     /// The lowest of the rounds' own ratios.
-    pub lo: f64,
+    pub(crate) lo: f64,
     /// The highest of the rounds' own ratios.
-    pub hi: f64,
+    pub(crate) hi: f64,
     /// Rounds.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// The issue's bound on `median` for this workload, if it sets one.
-    pub target: Option<f64>,
+    pub(crate) target: Option<f64>,
     /// The issue setting it.
-    pub issue: Option<u32>,
+    pub(crate) issue: Option<u32>,
     /// `median <= target` (`None` without a target).
-    pub pass: Option<bool>,
+    pub(crate) pass: Option<bool>,
 }
 
 /// One workload's figures.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub(crate) struct WorkloadOverhead {
     /// Always `overhead`.
-    pub bench: &'static str,
+    pub(crate) bench: &'static str,
     /// The workload.
-    pub workload: String,
+    pub(crate) workload: String,
     /// Its overrides.
-    pub set: Vec<String>,
+    pub(crate) set: Vec<String>,
     /// Iterations per variant per round.
-    pub iterations: u64,
+    pub(crate) iterations: u64,
     /// Rounds.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// Per variant, in [`Variant::ALL`] order.
-    pub steps: Vec<VariantSteps>,
+    pub(crate) steps: Vec<VariantSteps>,
     /// `b/a`, `c/a`, `d/a`, `c/d`.
-    pub ratios: Vec<Ratio>,
+    pub(crate) ratios: Vec<Ratio>,
     /// Events the recorder let go because its writer fell behind.
-    pub record_lost: u64,
+    pub(crate) record_lost: u64,
 }
 
 /// The dashboard's frame cost.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub(crate) struct FrameCost {
     /// Always `overhead_frame`.
-    pub bench: &'static str,
+    pub(crate) bench: &'static str,
     /// The workload under the dashboard.
-    pub workload: String,
+    pub(crate) workload: String,
     /// Its overrides.
-    pub set: Vec<String>,
+    pub(crate) set: Vec<String>,
     /// Frames drawn.
-    pub frames: u64,
+    pub(crate) frames: u64,
     /// Wall time the frames spanned, in seconds.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// The frame loop's CPU time per frame, in milliseconds (`None` without schedstat).
-    pub cpu_ms_per_frame: Option<f64>,
+    pub(crate) cpu_ms_per_frame: Option<f64>,
     /// Its CPU time over the wall time, in percent of one core (`None` without schedstat).
-    pub core_pct: Option<f64>,
+    pub(crate) core_pct: Option<f64>,
     /// Issue 23's bound on `core_pct`.
-    pub target_pct: f64,
+    pub(crate) target_pct: f64,
     /// `core_pct < target_pct`.
-    pub pass: Option<bool>,
+    pub(crate) pass: Option<bool>,
     /// Why a figure is missing.
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 /// Everything one [`run`] measured.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct OverheadReport {
     /// Per workload.
-    pub workloads: Vec<WorkloadOverhead>,
+    pub(crate) workloads: Vec<WorkloadOverhead>,
     /// The frame cost, when measured.
-    pub frame: Option<FrameCost>,
+    pub(crate) frame: Option<FrameCost>,
 }
 
 /// Why the benchmark could not run.

@@ -97,7 +97,7 @@ impl Bench {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Sizes {
     /// Tasks scheduled by spawn.
-    pub spawn_tasks: usize,
+    pub(crate) spawn_tasks: usize,
     /// Depth of the tree's root (tasks = 2^(depth+1) - 1).
     pub(crate) tree_depth: u32,
     /// Elements summed by parallel_for.
@@ -140,13 +140,13 @@ impl Sizes {
 #[derive(Clone, Debug)]
 pub(crate) struct PoolBenchConfig {
     /// Worker threads of every pool.
-    pub threads: usize,
+    pub(crate) threads: usize,
     /// Reps of every benchmark; `None` takes each benchmark's [`Bench::default_reps`].
-    pub reps: Option<usize>,
+    pub(crate) reps: Option<usize>,
     /// How big each benchmark is.
-    pub sizes: Sizes,
+    pub(crate) sizes: Sizes,
     /// The pools measured, in the order each rep visits them.
-    pub contenders: Vec<Contender>,
+    pub(crate) contenders: Vec<Contender>,
 }
 
 impl PoolBenchConfig {
@@ -228,16 +228,16 @@ impl Metric {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub(crate) struct BenchResult {
     /// Which benchmark.
-    pub bench: Bench,
+    pub(crate) bench: Bench,
     /// The contender's name (`simple`, `eigen`, `chase-lev`, `rayon`).
-    pub pool: String,
+    pub(crate) pool: String,
     /// Worker threads.
-    pub threads: usize,
+    pub(crate) threads: usize,
     /// The median figure over reps.
     #[serde(flatten)]
-    pub metric: Metric,
+    pub(crate) metric: Metric,
     /// Reps the median is taken over.
-    pub reps: usize,
+    pub(crate) reps: usize,
 }
 
 /// Why a benchmark could not run or produced a wrong answer.

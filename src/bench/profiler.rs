@@ -74,21 +74,21 @@ pub(crate) type WorkloadRunner = Box<dyn FnMut(&Profiler) -> Duration>;
 /// What `enginetop bench profiler` runs.
 pub(crate) struct ProfilerBenchConfig {
     /// Reps per benchmark (medians are reported).
-    pub reps: usize,
+    pub(crate) reps: usize,
     /// Events each thread records per rep.
-    pub events_per_rep: usize,
+    pub(crate) events_per_rep: usize,
     /// Threads for the all-threads figure (default: the machine's cores).
-    pub threads: usize,
+    pub(crate) threads: usize,
     /// Tasks per rep of pool_spawn.
-    pub spawn_tasks: usize,
+    pub(crate) spawn_tasks: usize,
     /// Size of random_dag (1.0 = the engine benchmark's 100,000 ops).
-    pub dag_scale: f64,
+    pub(crate) dag_scale: f64,
     /// The engine random_dag runs on.
-    pub dag_engine: EngineKind,
+    pub(crate) dag_engine: EngineKind,
     /// Its CPU workers.
-    pub dag_threads: usize,
+    pub(crate) dag_threads: usize,
     /// Replaces the random_dag runner (tests); `None` runs the engine's.
-    pub random_dag: Option<WorkloadRunner>,
+    pub(crate) random_dag: Option<WorkloadRunner>,
 }
 
 impl ProfilerBenchConfig {
@@ -122,37 +122,37 @@ impl ProfilerBenchConfig {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub(crate) struct ProfilerBenchResult {
     /// Which benchmark.
-    pub bench: &'static str,
+    pub(crate) bench: &'static str,
     /// What was measured within it (`std_instant`, `tsc`, a pool kind).
-    pub variant: Option<&'static str>,
+    pub(crate) variant: Option<&'static str>,
     /// Threads recording (or pool workers).
-    pub threads: usize,
+    pub(crate) threads: usize,
     /// Median ns per recorded event (or per clock read).
-    pub ns_per_event: Option<f64>,
+    pub(crate) ns_per_event: Option<f64>,
     /// Profiled / unprofiled time: the median of the per-rep ratios (pools, engine shapes);
     /// span_pair: ours / fastrace per pair.
-    pub ratio: Option<f64>,
+    pub(crate) ratio: Option<f64>,
     /// The smallest per-rep ratio (pools, engine shapes): with `ratio_max`, the spread.
-    pub ratio_min: Option<f64>,
+    pub(crate) ratio_min: Option<f64>,
     /// The largest per-rep ratio.
-    pub ratio_max: Option<f64>,
+    pub(crate) ratio_max: Option<f64>,
     /// Reps.
-    pub reps: usize,
+    pub(crate) reps: usize,
     /// Events dropped by full rings during the benchmark.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
     /// Clock reads per event that `ns_per_event` contains (engine_mix: 2 per 3 events).
-    pub clock_reads: Option<f64>,
+    pub(crate) clock_reads: Option<f64>,
     /// `ns_per_event` less `clock_reads` TSC reads, as measured in the same run ([`limit`]).
-    pub beyond_clock_ns: Option<f64>,
+    pub(crate) beyond_clock_ns: Option<f64>,
     /// Median ns per begin/end pair (span_pair).
-    pub ns_per_pair: Option<f64>,
+    pub(crate) ns_per_pair: Option<f64>,
     /// Median unprofiled ns per op (engine shapes).
-    pub ns_per_op: Option<f64>,
+    pub(crate) ns_per_op: Option<f64>,
     /// Median over reps of the profiled ns per op less the same rep's unprofiled ns per op
     /// (engine shapes).
-    pub added_ns_per_op: Option<f64>,
+    pub(crate) added_ns_per_op: Option<f64>,
     /// Why a figure is missing.
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 impl ProfilerBenchResult {
@@ -459,16 +459,16 @@ pub(crate) fn clock_reads(config: &ProfilerBenchConfig) -> Vec<ProfilerBenchResu
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Overhead {
     /// Median over reps of each rep's profiled time / its unprofiled time.
-    pub ratio: f64,
+    pub(crate) ratio: f64,
     /// The smallest and the largest of those per-rep ratios: the spread.
-    pub ratio_range: (f64, f64),
+    pub(crate) ratio_range: (f64, f64),
     /// Events the profiled reps' rings dropped, in all.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
     /// Median unprofiled time.
-    pub unprofiled: Duration,
+    pub(crate) unprofiled: Duration,
     /// Median over reps of each rep's profiled time less its unprofiled time (negative when
     /// the noise exceeds what profiling adds).
-    pub added_secs: f64,
+    pub(crate) added_secs: f64,
 }
 
 /// Runs `run` without and with a profiler, `reps` times each, and returns the median of the

@@ -28,22 +28,22 @@ use crate::workload::{load_spec, Graph, Overrides};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ScalingWorkload {
     /// A shipped workload.
-    pub name: String,
+    pub(crate) name: String,
     /// `NAME=VALUE` overrides (sizes for a short run).
-    pub set: Vec<String>,
+    pub(crate) set: Vec<String>,
 }
 
 /// What [`run`] measures.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ScalingBenchConfig {
     /// The workloads.
-    pub workloads: Vec<ScalingWorkload>,
+    pub(crate) workloads: Vec<ScalingWorkload>,
     /// The counts `(inter, intra)` measured, each also a reference for all of them.
-    pub points: Vec<(usize, usize)>,
+    pub(crate) points: Vec<(usize, usize)>,
     /// Iterations per measured round.
-    pub iterations: u64,
+    pub(crate) iterations: u64,
     /// Rounds per point (the median is reported).
-    pub rounds: usize,
+    pub(crate) rounds: usize,
 }
 
 impl ScalingBenchConfig {
@@ -92,34 +92,34 @@ impl ScalingBenchConfig {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub(crate) struct ScalingBenchResult {
     /// The workload.
-    pub workload: String,
+    pub(crate) workload: String,
     /// Inter-op workers of the target.
-    pub inter: usize,
+    pub(crate) inter: usize,
     /// Intra-op threads of the target.
-    pub intra: usize,
+    pub(crate) intra: usize,
     /// Inter-op workers of the reference, whose runs predict the target.
-    pub reference_inter: usize,
+    pub(crate) reference_inter: usize,
     /// Intra-op threads of the reference.
-    pub reference_intra: usize,
+    pub(crate) reference_intra: usize,
     /// The median measured step of the target, in milliseconds.
-    pub measured_ms: f64,
+    pub(crate) measured_ms: f64,
     /// The median step the reference's runs predict for the target, in milliseconds.
-    pub predicted_ms: f64,
+    pub(crate) predicted_ms: f64,
     /// The median round's `(predicted - measured) / measured`, in percent.
-    pub error_pct: f64,
+    pub(crate) error_pct: f64,
     /// The smallest round's error, in percent.
-    pub error_min_pct: f64,
+    pub(crate) error_min_pct: f64,
     /// The largest round's error, in percent.
-    pub error_max_pct: f64,
+    pub(crate) error_max_pct: f64,
     /// Rounds measured.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// The reference's figure for a split loop's wait for a woken intra-op thread, median
     /// over its rounds, in microseconds.
-    pub reference_wake_us: f64,
+    pub(crate) reference_wake_us: f64,
     /// Where the reference's figure comes from (its latest round's source).
-    pub reference_wake_source: Option<LoopWakeSource>,
+    pub(crate) reference_wake_source: Option<LoopWakeSource>,
     /// The reference's co-run factor of a split loop's blocks, median over its rounds.
-    pub reference_corun: f64,
+    pub(crate) reference_corun: f64,
 }
 
 impl ScalingBenchResult {

@@ -39,15 +39,15 @@ pub(crate) const MIN_ITERATIONS: u64 = 3;
 #[derive(Clone, Debug)]
 pub(crate) struct TuneBenchConfig {
     /// The runtime's settings (the default's; the pick changes the searched dimensions).
-    pub runtime: RuntimeConfig,
+    pub(crate) runtime: RuntimeConfig,
     /// The tuner's budget per workload.
-    pub budget: Duration,
+    pub(crate) budget: Duration,
     /// What the tuner searches.
-    pub space: Space,
+    pub(crate) space: Space,
     /// Rounds of the side-by-side measurement.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// About how long one measured run takes.
-    pub window: Duration,
+    pub(crate) window: Duration,
 }
 
 /// Why the bench could not measure.
@@ -81,41 +81,41 @@ pub(crate) enum TuneBenchError {
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Side {
     /// The pool kind.
-    pub pool: String,
+    pub(crate) pool: String,
     /// Whether idle workers spin: `on` or `off`.
-    pub spin: &'static str,
+    pub(crate) spin: &'static str,
     /// Inter-op threads.
-    pub inter: usize,
+    pub(crate) inter: usize,
     /// Intra-op threads.
-    pub intra: usize,
+    pub(crate) intra: usize,
     /// Iterations per second, one per round.
-    pub samples: Vec<f64>,
+    pub(crate) samples: Vec<f64>,
     /// Their median.
-    pub median: f64,
+    pub(crate) median: f64,
     /// Their median absolute deviation.
-    pub spread: f64,
+    pub(crate) spread: f64,
 }
 
 /// One workload's result.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct TuneBenchResult {
     /// The workload's name.
-    pub workload: String,
+    pub(crate) workload: String,
     /// The tuner's pick, measured side by side.
-    pub pick: Side,
+    pub(crate) pick: Side,
     /// The default, measured side by side.
-    pub default: Side,
+    pub(crate) default: Side,
     /// The median of the rounds' pick-over-default ratios (1.0: as fast).
-    pub gain: f64,
+    pub(crate) gain: f64,
     /// The ratios' median absolute deviation.
-    pub gain_spread: f64,
+    pub(crate) gain_spread: f64,
     /// Rounds measured.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// Iterations each measured run counted.
-    pub iterations: u64,
+    pub(crate) iterations: u64,
     /// The tuner's own estimate of the gain, when it measured both: its paired median ratio
     /// (1.0 when its pick is the default).
-    pub tuner_gain: Option<f64>,
+    pub(crate) tuner_gain: Option<f64>,
     /// The tuner's paired spread of that ratio.
     pub(crate) tuner_gain_spread: Option<f64>,
     /// The pairs behind the tuner's estimate (0: its pick is the default).

@@ -67,30 +67,30 @@ pub(crate) const STREAM_TID_BASE: u32 = 1_000_000;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TraceContext {
     /// Events lost before the collector saw them.
-    pub dropped_events: u64,
+    pub(crate) dropped_events: u64,
     /// Events the trace window let go.
-    pub evicted_events: u64,
+    pub(crate) evicted_events: u64,
     /// Pool tasks counted and recorded: `otherData.task_sampling` when any was counted.
-    pub task_sampling: super::TaskSampling,
+    pub(crate) task_sampling: super::TaskSampling,
     /// Device descriptions: written as `process_labels` of the device's process and into
     /// `otherData.device_labels`, for devices with events in the trace.
-    pub device_labels: Vec<(DeviceId, String)>,
+    pub(crate) device_labels: Vec<(DeviceId, String)>,
     /// Threads whose earlier events the window let go: each gets its track, and one that
     /// was parked then is parked from the window's start.
-    pub threads: Vec<WindowThread>,
+    pub(crate) threads: Vec<WindowThread>,
 }
 
 /// A thread as it was when the trace window began (after the events it let go).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WindowThread {
     /// The thread.
-    pub thread: ThreadId,
+    pub(crate) thread: ThreadId,
     /// The device of its first worker event, if it had one.
-    pub device: Option<DeviceId>,
+    pub(crate) device: Option<DeviceId>,
     /// Parked at the window's start.
-    pub parked: bool,
+    pub(crate) parked: bool,
     /// It has exited: it gets a track only if it has events in the window.
-    pub exited: bool,
+    pub(crate) exited: bool,
 }
 
 /// What an export wrote.

@@ -25,11 +25,11 @@ use super::{read_recording, RecordError};
 #[derive(Clone, Debug)]
 pub(crate) struct EncodingFigure {
     /// What it does.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// One thread's time per event, best of the passes.
-    pub ns_per_event: f64,
+    pub(crate) ns_per_event: f64,
     /// Bytes per event written.
-    pub bytes_per_event: f64,
+    pub(crate) bytes_per_event: f64,
 }
 
 /// One checkpoint of a recording: its frame's bytes, and the uncompressed bytes of its
@@ -37,13 +37,13 @@ pub(crate) struct EncodingFigure {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CheckpointSize {
     /// The frame (header, lz4 payload).
-    pub frame_bytes: u64,
+    pub(crate) frame_bytes: u64,
     /// Its name, device and thread entries (postcard).
-    pub tables_bytes: u64,
+    pub(crate) tables_bytes: u64,
     /// Its statistics (postcard).
-    pub stats_bytes: u64,
+    pub(crate) stats_bytes: u64,
     /// Names it holds.
-    pub names: usize,
+    pub(crate) names: usize,
 }
 
 /// The size of every checkpoint of the recording at `path`, and what it is made of.

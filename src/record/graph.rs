@@ -73,6 +73,20 @@ pub struct GraphOp {
     pub writes: Vec<u32>,
 }
 
+#[cfg(test)]
+impl GraphOp {
+    /// Op `name` on the graph's first worker pool, reading `reads` and writing `writes`: the
+    /// tests' graphs are built of it.
+    pub(crate) fn on_first_pool(name: &str, reads: &[u32], writes: &[u32]) -> GraphOp {
+        GraphOp {
+            name: name.to_string(),
+            device: 0,
+            reads: reads.to_vec(),
+            writes: writes.to_vec(),
+        }
+    }
+}
+
 /// One run of an op body: which op of which iteration the engine's op `op_id` was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OpRun {
@@ -305,19 +319,14 @@ mod tests {
 
     /// Two ops (`g-load` writes `buf`, `g-use` reads it) on one pool.
     fn shape() -> GraphShape {
-        let op = |name: &str, reads: Vec<u32>, writes: Vec<u32>| GraphOp {
-            name: name.to_string(),
-            device: 0,
-            reads,
-            writes,
-        };
+        let op = GraphOp::on_first_pool;
         GraphShape {
             vars: vec!["buf".to_string()],
             devices: vec![GraphDevice {
                 lane: Lane::CpuWorkers(0),
                 workers: 2,
             }],
-            ops: vec![op("g-load", vec![], vec![0]), op("g-use", vec![0], vec![])],
+            ops: vec![op("g-load", &[], &[0]), op("g-use", &[0], &[])],
             threads: "2 inter x 1 intra".to_string(),
         }
     }

@@ -44,40 +44,40 @@ const TAIL_FRAMES: usize = 16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FrameEntry {
     /// Byte offset of its header.
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// Its payload's length.
-    pub length: u32,
+    pub(crate) length: u32,
     crc: u32,
     /// Whether its header marks it a checkpoint.
-    pub checkpoint: bool,
+    pub(crate) checkpoint: bool,
     /// For a chunk decoded once: its first and last event time and its event count.
-    pub span: Option<ChunkSpan>,
+    pub(crate) span: Option<ChunkSpan>,
 }
 
 /// The times and size of a chunk's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ChunkSpan {
     /// Its earliest event's time (ns since the epoch).
-    pub first_ns: u64,
+    pub(crate) first_ns: u64,
     /// Its latest event's time.
-    pub last_ns: u64,
+    pub(crate) last_ns: u64,
     /// Its events.
-    pub events: u32,
+    pub(crate) events: u32,
 }
 
 /// A chunk's content, with absolute times.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ChunkData {
     /// Its events, in the order the collector drained them.
-    pub events: Vec<RecordedEvent>,
+    pub(crate) events: Vec<RecordedEvent>,
     /// Names, devices and threads first used in it: (id, text).
-    pub names: Vec<(u32, String)>,
+    pub(crate) names: Vec<(u32, String)>,
     /// Devices first used in it.
-    pub devices: Vec<(u16, String)>,
+    pub(crate) devices: Vec<(u16, String)>,
     /// Threads first seen in it.
-    pub threads: Vec<(u32, String)>,
+    pub(crate) threads: Vec<(u32, String)>,
     /// Events the profiler had dropped by its end.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
     /// What the live statistics took among its events besides them, in order.
     pub(crate) marks: Vec<Mark>,
     /// The exact pool task counts after it.
@@ -91,23 +91,23 @@ pub(crate) struct RecordingIndex {
     file: File,
     frames: Vec<FrameEntry>,
     /// The run's description.
-    pub info: RecordingInfo,
+    pub(crate) info: RecordingInfo,
     /// The first chunk's earliest event time (`None`: no event).
-    pub first_ns: Option<u64>,
+    pub(crate) first_ns: Option<u64>,
     /// The last chunk's latest event time.
-    pub last_ns: Option<u64>,
+    pub(crate) last_ns: Option<u64>,
     /// Thread names in their final form (a finished recording's last table frame).
-    pub final_threads: Vec<(u32, String)>,
+    pub(crate) final_threads: Vec<(u32, String)>,
     /// Device descriptions (a finished recording's last table frame).
-    pub device_labels: Vec<(u16, String)>,
+    pub(crate) device_labels: Vec<(u16, String)>,
     /// The live run's summary as JSON text, when the run wrote it.
-    pub summary: Option<String>,
+    pub(crate) summary: Option<String>,
     /// Every pool worker's exact task counts at the end (the end frame's).
     pub(crate) tasks: Vec<TaskReading>,
     /// Whether the end frame is there.
-    pub complete: bool,
+    pub(crate) complete: bool,
     /// What could not be read, one sentence each.
-    pub losses: Vec<String>,
+    pub(crate) losses: Vec<String>,
 }
 
 impl RecordingIndex {

@@ -35,38 +35,38 @@ pub(crate) const RANDOM_JUMPS: usize = 25;
 #[derive(Clone, Debug)]
 pub(crate) struct ReplayBench {
     /// The file's size.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Its events.
-    pub events: u64,
+    pub(crate) events: u64,
     /// Its frames.
-    pub frames: usize,
+    pub(crate) frames: usize,
     /// Writing it.
-    pub write: Duration,
+    pub(crate) write: Duration,
     /// Checkpoints it holds.
-    pub checkpoints: u64,
+    pub(crate) checkpoints: u64,
     /// Their bytes.
-    pub checkpoint_bytes: u64,
+    pub(crate) checkpoint_bytes: u64,
     /// Opening it (scanning the frames, decoding the first and last chunks, the statistics
     /// at the first event).
-    pub open: Duration,
+    pub(crate) open: Duration,
     /// The feeding budget of a dashboard frame.
-    pub budget: Duration,
+    pub(crate) budget: Duration,
     /// The first jump to nine tenths of the run, right after opening: its first frame (a
     /// budgeted feed from the checkpoint restored, and a snapshot).
-    pub first_jump_frame: Duration,
+    pub(crate) first_jump_frame: Duration,
     /// The same jump until the statistics are at its target, frame after frame.
-    pub first_jump_reached: Duration,
+    pub(crate) first_jump_reached: Duration,
     /// The frames that took.
-    pub first_jump_frames: usize,
+    pub(crate) first_jump_frames: usize,
     /// Resident memory grown from before opening to after the jumps and steps (Linux;
     /// `None` elsewhere).
-    pub memory: Option<u64>,
+    pub(crate) memory: Option<u64>,
     /// Jumps to [`RANDOM_JUMPS`] random moments (whole: statistics at the target), sorted.
-    pub random_jumps: Vec<Duration>,
+    pub(crate) random_jumps: Vec<Duration>,
     /// One 16x frame (1.6 s of run) forward from the middle.
-    pub step: Duration,
+    pub(crate) step: Duration,
     /// One 16x frame back from there.
-    pub step_back: Duration,
+    pub(crate) step_back: Duration,
 }
 
 impl ReplayBench {

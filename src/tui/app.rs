@@ -232,9 +232,9 @@ pub(crate) enum PlusMinus {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Status {
     /// What to show.
-    pub text: String,
+    pub(crate) text: String,
     /// What it tells.
-    pub kind: StatusKind,
+    pub(crate) kind: StatusKind,
 }
 
 /// How many rows the scrolling panels showed at their last draw (0: not drawn yet).
@@ -258,15 +258,15 @@ pub(crate) struct App {
     data: DashboardData,
     history: History,
     /// Whether the workload was paused by us.
-    pub paused: bool,
+    pub(crate) paused: bool,
     /// Whether the user asked to quit.
-    pub should_quit: bool,
+    pub(crate) should_quit: bool,
     /// How keys are read.
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// The panel arrows act on.
-    pub focus: Focus,
+    pub(crate) focus: Focus,
     /// The selected device panel (target of `+`/`-`).
-    pub selected_device: usize,
+    pub(crate) selected_device: usize,
     /// First worker row shown in the selected device panel.
     pub(crate) device_scroll: usize,
     /// First row shown in the timeline.
@@ -278,19 +278,19 @@ pub(crate) struct App {
     /// so `G` then `↑` moves at once.
     pub(crate) shown_rows: ShownRows,
     /// The timeline's zoom, pan, cursor, op detail and display pause.
-    pub timeline: TimelineNav,
+    pub(crate) timeline: TimelineNav,
     /// The ops table's sort column.
-    pub sort: SortColumn,
+    pub(crate) sort: SortColumn,
     /// Whether the sort column's values grow down the table (the smallest figure, or the
     /// first name, at the top), shown as `▲`; else `▼`, the same in every column. ←/→ start
     /// each column in its natural order: names A to Z, figures largest first.
-    pub ascending: bool,
+    pub(crate) ascending: bool,
     /// The ops filter (case-insensitive substring of the name).
-    pub filter: String,
+    pub(crate) filter: String,
     /// The selected row of the ops table.
-    pub selected_op: usize,
+    pub(crate) selected_op: usize,
     /// The last action's outcome, until it expires.
-    pub status: Option<Status>,
+    pub(crate) status: Option<Status>,
     /// Frames seen (observed or ticked).
     frames: u64,
     /// The frame at which `status` goes.
@@ -302,7 +302,7 @@ pub(crate) struct App {
     /// The live search's progress, while the source has one.
     tuner: Option<TuneProgress>,
     /// A replay's prompt, while it is typed.
-    pub prompt: Option<super::replay::keys::Prompt>,
+    pub(crate) prompt: Option<super::replay::keys::Prompt>,
 }
 
 impl App {
@@ -1098,7 +1098,7 @@ mod tests {
             .push(crate::profiler::stats::DeviceSnapshot {
                 ops,
                 ops_per_s,
-                ..crate::tui::fake::device_snapshot("cpu0")
+                ..crate::tui::fake::device_snapshot(crate::tui::fake::cpu0())
             });
         data
     }

@@ -62,26 +62,26 @@ pub(crate) const DEFAULT_CAPACITY: usize = 2 * spans::DEFAULT_CAPACITY;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct OpDeps {
     /// The vars it read, by name (read-modify-write ones included).
-    pub reads: Vec<String>,
+    pub(crate) reads: Vec<String>,
     /// The vars it wrote, by name.
-    pub writes: Vec<String>,
+    pub(crate) writes: Vec<String>,
     /// The ops that had to finish before it could start, each with the edge's reason.
-    pub waited_on: Vec<WaitedOn>,
+    pub(crate) waited_on: Vec<WaitedOn>,
 }
 
 /// One op another waited on, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct WaitedOn {
     /// Its op id (`None` when its run is no longer, or was never, seen).
-    pub op: Option<u64>,
+    pub(crate) op: Option<u64>,
     /// Its name.
-    pub name: String,
+    pub(crate) name: String,
     /// Its iteration.
-    pub iteration: u64,
+    pub(crate) iteration: u64,
     /// Why the later op waited for it.
-    pub kind: EdgeKind,
+    pub(crate) kind: EdgeKind,
     /// The var both touch.
-    pub var: String,
+    pub(crate) var: String,
 }
 
 /// `RAW`, `WAR`, `WAW`: an edge kind in a few letters.
@@ -463,18 +463,10 @@ mod tests {
     /// [`OpGraph::new`] on a two-op graph: the second op waits on the first.
     #[test]
     fn a_graph_names_reads_writes_and_the_op_waited_on() {
-        use crate::record::graph::GraphOp;
-        use crate::record::{GraphShape, OpRun};
-        use crate::tui::deps::OpGraph;
-        let op = |name: &str, reads: Vec<u32>, writes: Vec<u32>| GraphOp {
-            name: name.into(),
-            device: 0,
-            reads,
-            writes,
-        };
+        let op = GraphOp::on_first_pool;
         let shape = GraphShape {
             vars: vec!["x".into(), "y".into()],
-            ops: vec![op("load", vec![], vec![0]), op("use", vec![0], vec![1])],
+            ops: vec![op("load", &[], &[0]), op("use", &[0], &[1])],
             ..GraphShape::default()
         };
         let run = |op_id, index| OpRun {
@@ -491,18 +483,10 @@ mod tests {
         assert_eq!(deps.waited_on[0].to_string(), "op 7 load (RAW on x)");
     }
 
-    fn op(name: &str, reads: &[u32], writes: &[u32]) -> GraphOp {
-        GraphOp {
-            name: name.to_string(),
-            device: 0,
-            reads: reads.to_vec(),
-            writes: writes.to_vec(),
-        }
-    }
-
     /// Vars `w`, `x`, `y`: `load` writes x; `conv` reads w and x, writes y; `reuse` reads y
     /// and overwrites x (after `conv` read it); `blind` writes y without reading it.
     fn shape() -> GraphShape {
+        let op = GraphOp::on_first_pool;
         GraphShape {
             vars: vec!["w".into(), "x".into(), "y".into()],
             ops: vec![

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::source::DashboardData;
 use crate::profiler::stats::Activity;
+use crate::profiler::DeviceId;
 
 /// Samples kept: the widest timeline (about 200 columns) at the widest zoom (1.6 s a
 /// column) at the default 10 frames a second.
@@ -18,32 +19,32 @@ pub(crate) const CAPACITY: usize = 200 * 16;
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Sample {
     /// The workload's elapsed time when it was taken (paused time excluded).
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
     /// When it was taken, on the profiler's clock (ns; keeps running while paused).
     pub(crate) taken_ns: u64,
     /// Ops finished per second, every device together.
-    pub ops_per_s: f64,
+    pub(crate) ops_per_s: f64,
     /// Tasks waiting, every queue of every device together.
-    pub queue_depth: u64,
-    /// Queue depth per profiler device, by device name (sorted).
-    pub(crate) device_queues: Vec<(String, u64)>,
+    pub(crate) queue_depth: u64,
+    /// Queue depth per profiler device (sorted by device).
+    pub(crate) device_queues: Vec<(DeviceId, u64)>,
     /// What each thread was doing, by thread id (sorted).
     pub(crate) activities: Vec<(u32, Activity)>,
     /// The (inter-op, intra-op) counts in force: the first resizable device's inter-op
     /// workers (0: none) and the intra-op threads. A sample whose counts differ from the one
     /// before it follows a resize, by hand or by the tuner: the sparklines and the timeline
     /// mark it.
-    pub threads: (usize, usize),
+    pub(crate) threads: (usize, usize),
 }
 
 impl Sample {
     /// The sample of `data`.
     pub(crate) fn of(data: &DashboardData) -> Sample {
         let snapshot = &data.snapshot;
-        let mut device_queues: Vec<(String, u64)> = snapshot
+        let mut device_queues: Vec<(DeviceId, u64)> = snapshot
             .devices
             .iter()
-            .map(|device| (device.name.clone(), device.queue_depth))
+            .map(|device| (device.device(), device.queue_depth))
             .collect();
         device_queues.sort();
         let mut activities: Vec<(u32, Activity)> = snapshot
@@ -80,10 +81,10 @@ impl Sample {
     }
 
     /// The queue depth of profiler device `device`, if it was seen.
-    pub(crate) fn queue_of(&self, device: &str) -> Option<u64> {
+    pub(crate) fn queue_of(&self, device: DeviceId) -> Option<u64> {
         self.device_queues
             .iter()
-            .find(|(name, _)| name == device)
+            .find(|&&(known, _)| known == device)
             .map(|&(_, depth)| depth)
     }
 }
@@ -149,12 +150,17 @@ mod tests {
         let mut data = DashboardData::default();
         data.facts.elapsed = Duration::from_millis(elapsed_ms);
         data.snapshot.devices.push(DeviceSnapshot {
-            id: 1,
             ops_per_s: 10.0,
             queue_depth: depth,
-            ..crate::tui::fake::device_snapshot("cpu0")
+            ..crate::tui::fake::device_snapshot(crate::tui::fake::cpu0())
         });
-        let worker = crate::tui::fake::worker_snapshot(7, "cpu0-w0", "cpu0", 0, Activity::Spinning);
+        let worker = crate::tui::fake::worker_snapshot(
+            7,
+            "cpu0-w0",
+            crate::tui::fake::cpu0(),
+            0,
+            Activity::Spinning,
+        );
         data.snapshot.workers.push(worker);
         data
     }
@@ -168,7 +174,7 @@ mod tests {
         assert_eq!(history.len(), CAPACITY);
         let oldest = history.samples().next().unwrap();
         assert_eq!(oldest.queue_depth, 5);
-        assert_eq!(oldest.queue_of("cpu0"), Some(5));
+        assert_eq!(oldest.queue_of(crate::tui::fake::cpu0()), Some(5));
         assert_eq!(oldest.activity_of(7), Some(Activity::Spinning));
         assert_eq!(oldest.activity_of(8), None);
         assert_eq!(history.newest(3).count(), 3);

@@ -13,13 +13,13 @@ use super::app::{Action, Mode};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct KeyHelp {
     /// The keys as the help shows them.
-    pub keys: &'static str,
+    pub(crate) keys: &'static str,
     /// What they do.
-    pub does: &'static str,
+    pub(crate) does: &'static str,
     /// The footer's hint: its keys and a short label (empty: not in the footer).
-    pub hint: (&'static str, &'static str),
+    pub(crate) hint: (&'static str, &'static str),
     /// Each key and its action (Ctrl-C, the one modified key, is tested on its own).
-    pub bindings: &'static [(KeyCode, Action)],
+    pub(crate) bindings: &'static [(KeyCode, Action)],
 }
 
 const fn line(

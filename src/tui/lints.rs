@@ -19,6 +19,7 @@ use super::history::History;
 use super::panels::DevicePanel;
 use super::source::{DashboardData, DeviceKind};
 use crate::profiler::stats::Activity;
+use crate::profiler::DeviceId;
 
 /// Share of the window spent spinning that makes a worker worth a warning.
 pub(crate) const SPIN_SHARE: f64 = 0.5;
@@ -57,7 +58,7 @@ pub(crate) enum Lint {
     /// A device's queues keep growing.
     QueueGrowing {
         /// The profiler device.
-        device: String,
+        device: DeviceId,
         /// Depth at the start of the span.
         from: u64,
         /// Depth now.
@@ -104,7 +105,8 @@ impl fmt::Display for Lint {
                 over,
             } => write!(
                 f,
-                "{device} queue growing: {from} -> {to} in {:.1}s (+{:.0}/s)",
+                "{} queue growing: {from} -> {to} in {:.1}s (+{:.0}/s)",
+                device.name(),
                 over.as_secs_f64(),
                 Lint::growth_per_s(*from, *to, *over)
             ),
@@ -173,15 +175,15 @@ fn growing_queues(history: &History) -> Vec<Lint> {
     }
     last.device_queues
         .iter()
-        .filter_map(|(device, to)| {
+        .filter_map(|&(device, to)| {
             let from = first.queue_of(device).unwrap_or(0);
-            let growing = *to >= QUEUE_MIN_DEPTH
-                && *to >= from.saturating_mul(2)
-                && Lint::growth_per_s(from, *to, over) >= QUEUE_MIN_GROWTH;
-            growing.then(|| Lint::QueueGrowing {
-                device: device.clone(),
+            let growing = to >= QUEUE_MIN_DEPTH
+                && to >= from.saturating_mul(2)
+                && Lint::growth_per_s(from, to, over) >= QUEUE_MIN_GROWTH;
+            growing.then_some(Lint::QueueGrowing {
+                device,
                 from,
-                to: *to,
+                to,
                 over,
             })
         })

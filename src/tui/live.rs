@@ -47,35 +47,35 @@ const RATE_WINDOW: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LiveInfo {
     /// The engine kind (what `+`/`-` can resize).
-    pub engine: EngineKind,
+    pub(crate) engine: EngineKind,
     /// The pool kind's name.
-    pub pool_kind: String,
+    pub(crate) pool_kind: String,
     /// CPUs the process may use.
-    pub cores: usize,
+    pub(crate) cores: usize,
     /// The GEMM peak to compare with.
-    pub peak_gflops: Option<f64>,
+    pub(crate) peak_gflops: Option<f64>,
     /// Remarks for the header (`simulated GPU`).
-    pub notices: Vec<String>,
+    pub(crate) notices: Vec<String>,
     /// Start-up warnings, shown in the footer when the dashboard starts.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// The CPU devices the workload's ops run on (panel `cpu<i>` each).
-    pub cpu_devices: Vec<u32>,
+    pub(crate) cpu_devices: Vec<u32>,
     /// The GPUs the workload's ops run on.
-    pub gpus: Vec<u32>,
+    pub(crate) gpus: Vec<u32>,
     /// A GPU's description for its panel title: `simulated: ...` or the real GPU's name.
-    pub gpu_model: Option<String>,
+    pub(crate) gpu_model: Option<String>,
     /// Where `e` writes traces.
-    pub trace_dir: PathBuf,
+    pub(crate) trace_dir: PathBuf,
     /// The search `t` runs (budget, objective, space, CPUs, `max_threads`; its start is the
     /// run's counts when `t` is pressed). `None`: `t` says why it cannot tune.
-    pub tune: Option<TuneOptions>,
+    pub(crate) tune: Option<TuneOptions>,
     /// The run's graph and op runs, for the op detail's reads, writes and waits: the log
     /// hooked as the driver's graph observer ([`RunHooks::graph`]) when it was made.
     /// `None`: the detail says they were not recorded.
     ///
     /// [`RunHooks::graph`]: crate::workload::run::RunHooks::graph
     // std's `Arc`: the same log is the run's observer, a trait object.
-    pub graph: Option<std::sync::Arc<RunLog>>,
+    pub(crate) graph: Option<std::sync::Arc<RunLog>>,
 }
 
 /// The final numbers, set by the driver thread when the run ends.

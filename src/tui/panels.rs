@@ -13,11 +13,11 @@ use crate::profiler::DeviceId;
 #[derive(Clone, Debug)]
 pub(crate) struct PoolPanel<'a> {
     /// The profiler device's statistics, if it saw an event.
-    pub device: Option<&'a DeviceSnapshot>,
+    pub(crate) device: Option<&'a DeviceSnapshot>,
     /// Its workers, by their pool's role ([`PoolRole`]'s order: a GPU's compute, copy, then
     /// prioritized workers), then by worker index (threads without an index last, by thread
     /// id).
-    pub workers: Vec<&'a WorkerSnapshot>,
+    pub(crate) workers: Vec<&'a WorkerSnapshot>,
 }
 
 impl PoolPanel<'_> {
@@ -62,28 +62,28 @@ impl PoolPanel<'_> {
 #[derive(Clone, Debug)]
 pub(crate) struct StreamPanel<'a> {
     /// Where the stream's events come from, and its role.
-    pub layout: &'a StreamLayout,
+    pub(crate) layout: &'a StreamLayout,
     /// Its name: the worker thread feeding it, as the timeline's row names it, and a copy
     /// stream's direction ([`StreamLayout::label`]).
-    pub label: String,
+    pub(crate) label: String,
     /// The GPU worker feeding it: its pool's role and its index there
     /// ([`StreamLayout::feeder`]).
-    pub feeder: (PoolRole, u32),
+    pub(crate) feeder: (PoolRole, u32),
     /// Its statistics, if it ran anything yet.
-    pub stats: Option<&'a StreamSnapshot>,
+    pub(crate) stats: Option<&'a StreamSnapshot>,
 }
 
 /// One device panel.
 #[derive(Clone, Debug)]
 pub(crate) struct DevicePanel<'a> {
     /// How it is laid out (synthesized when the source gave no layout).
-    pub layout: Cow<'a, DeviceLayout>,
+    pub(crate) layout: Cow<'a, DeviceLayout>,
     /// Its inter-op workers (or the intra-op pool's threads).
-    pub pool: PoolPanel<'a>,
+    pub(crate) pool: PoolPanel<'a>,
     /// Its priority pool, if it has one.
-    pub priority: Option<PoolPanel<'a>>,
+    pub(crate) priority: Option<PoolPanel<'a>>,
     /// Its streams.
-    pub streams: Vec<StreamPanel<'a>>,
+    pub(crate) streams: Vec<StreamPanel<'a>>,
 }
 
 impl DevicePanel<'_> {
@@ -180,7 +180,7 @@ fn stream_panels<'a>(
     let Some(owned) = data
         .devices
         .iter()
-        .find(|known| known.title == layout.title)
+        .find(|known| known.workers == layout.workers)
     else {
         return Vec::new();
     };
@@ -249,7 +249,7 @@ mod tests {
 
     fn worker(thread: u32, index: u32, activity: Activity) -> WorkerSnapshot {
         let name = format!("cpu0-w{index}");
-        crate::tui::fake::worker_snapshot(thread, name, "cpu0", index, activity)
+        crate::tui::fake::worker_snapshot(thread, name, crate::tui::fake::cpu0(), index, activity)
     }
 
     #[test]
@@ -257,7 +257,7 @@ mod tests {
         let mut data = DashboardData::default();
         data.snapshot
             .devices
-            .push(crate::tui::fake::device_snapshot("cpu0"));
+            .push(crate::tui::fake::device_snapshot(crate::tui::fake::cpu0()));
         // w1 retired twice (`-`, `+`, `-`, `+`): two exited threads, then the live one.
         data.snapshot.workers = vec![
             worker(10, 0, Activity::Running),
@@ -276,7 +276,13 @@ mod tests {
         let name = crate::tui::source::gpu_worker_name("gpu0", role, index);
         let worker = WorkerSnapshot {
             role: Some(role),
-            ..crate::tui::fake::worker_snapshot(thread, &name, "gpu0", index, Activity::Parked)
+            ..crate::tui::fake::worker_snapshot(
+                thread,
+                &name,
+                DeviceId::of(Device::Gpu(0)),
+                index,
+                Activity::Parked,
+            )
         };
         (worker, name)
     }
@@ -341,7 +347,7 @@ mod tests {
             ..crate::tui::fake::worker_snapshot(
                 thread,
                 "t",
-                "panels-test-cpu",
+                DeviceId::register("panels-test-cpu"),
                 index,
                 Activity::Parked,
             )

@@ -87,65 +87,65 @@ pub(crate) enum ControlError {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct DashboardData {
     /// The profiler's live statistics.
-    pub snapshot: Snapshot,
+    pub(crate) snapshot: Snapshot,
     /// What only the driver knows: names, settings, progress.
-    pub facts: Facts,
+    pub(crate) facts: Facts,
     /// One entry per device panel, in display order. Empty: one CPU panel per profiler
     /// device, without a priority pool or streams.
-    pub devices: Vec<DeviceLayout>,
+    pub(crate) devices: Vec<DeviceLayout>,
     /// The recent op spans (the timeline's ops when zoomed in).
-    pub spans: SpanSnapshot,
+    pub(crate) spans: SpanSnapshot,
     /// The run's graph and which op each op id was, where the source knows them: what the
     /// op detail asks for an op's reads, writes and waits (it says "not recorded" for an op
     /// the graph does not place).
-    pub deps: super::deps::OpGraph,
+    pub(crate) deps: super::deps::OpGraph,
 }
 
 /// The header's facts, supplied by the driver.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Facts {
     /// The workload's name (`resnet-like`).
-    pub workload: String,
+    pub(crate) workload: String,
     /// The engine (`threaded`, `naive`, ...).
-    pub engine: String,
+    pub(crate) engine: String,
     /// The pool kind (`eigen`, `simple`, `chase-lev`).
-    pub pool_kind: String,
+    pub(crate) pool_kind: String,
     /// Time since the workload started.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
     /// Iterations of the workload's graph completed.
-    pub iterations: u64,
+    pub(crate) iterations: u64,
     /// Arithmetic throughput now of the ops on CPU contexts (what `% of peak` compares), if
     /// the workload knows its ops' FLOPs.
-    pub gflops: Option<f64>,
+    pub(crate) gflops: Option<f64>,
     /// Arithmetic throughput now of the ops on GPU contexts, if the workload has any.
-    pub gpu_gflops: Option<f64>,
+    pub(crate) gpu_gflops: Option<f64>,
     /// The machine's peak, for the `% of peak` figure.
-    pub peak_gflops: Option<f64>,
+    pub(crate) peak_gflops: Option<f64>,
     /// Intra-op threads (threads inside one op).
-    pub intra_op: usize,
+    pub(crate) intra_op: usize,
     /// CPUs the process may use (for the oversubscription lint).
-    pub cores: usize,
+    pub(crate) cores: usize,
     /// The workload has ended: the dashboard keeps the last frame until the user quits.
-    pub finished: bool,
+    pub(crate) finished: bool,
     /// Short remarks for the header (`simulated GPU`).
-    pub notices: Vec<String>,
+    pub(crate) notices: Vec<String>,
     /// Start-up warnings (conflicting settings): the footer shows them when the dashboard
     /// starts, the header leaves them out.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// Once finished, the (inter, intra) counts the run had for the longest share of its
     /// time, when it was resized (the summary's headline figures).
     pub(crate) threads_over_run: Option<(usize, usize)>,
     /// Once finished, each worker pool's figures over the whole run (the summary's).
     pub(crate) pool_usage: Vec<PoolUsage>,
     /// Why it does not scale: one verdict line per device (`cpu0: critical path: ...`).
-    pub verdicts: Vec<String>,
+    pub(crate) verdicts: Vec<String>,
     /// What the verdicts were computed from, for the scaling view (`w`).
-    pub scaling: Option<crate::analysis::LiveScaling>,
+    pub(crate) scaling: Option<crate::analysis::LiveScaling>,
     /// The step predicted at other thread counts, today's marked (the scaling view's
     /// what-if block).
-    pub predicted: Option<crate::workload::run::PredictedCurve>,
+    pub(crate) predicted: Option<crate::workload::run::PredictedCurve>,
     /// In a replay: its cursor, length, speed and losses (the header says REPLAY).
-    pub replay: Option<super::replay::ReplayFacts>,
+    pub(crate) replay: Option<super::replay::ReplayFacts>,
 }
 
 /// How busy a panel's worker pool was over a finished run, time-weighted over the thread
@@ -153,11 +153,11 @@ pub(crate) struct Facts {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct PoolUsage {
     /// The profiler device of the panel's workers ([`DeviceLayout::workers`]).
-    pub device: DeviceId,
+    pub(crate) device: DeviceId,
     /// Its threads on average over the run.
-    pub workers: f64,
+    pub(crate) workers: f64,
     /// The share of its threads' time spent in ops, within [0, 1].
-    pub busy: f64,
+    pub(crate) busy: f64,
 }
 
 /// Which kind of panel a device gets.
@@ -178,13 +178,13 @@ pub(crate) enum DeviceKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct StreamLayout {
     /// The profiler device the stream events are recorded under.
-    pub device: DeviceId,
+    pub(crate) device: DeviceId,
     /// The stream number in those events ([`StreamId::code`]).
-    pub stream: u32,
+    pub(crate) stream: u32,
     /// Compute, host-to-device or device-to-host.
-    pub kind: StreamKind,
+    pub(crate) kind: StreamKind,
     /// Index among the device's streams of that kind.
-    pub index: u32,
+    pub(crate) index: u32,
 }
 
 impl StreamLayout {
@@ -264,23 +264,23 @@ pub(crate) fn decode_stream_code(code: u32) -> (StreamKind, u32) {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct DeviceLayout {
     /// The panel's title (`cpu0`).
-    pub title: String,
+    pub(crate) title: String,
     /// The kind of panel.
-    pub kind: DeviceKind,
+    pub(crate) kind: DeviceKind,
     /// The profiler device whose workers and queues are this device's workers; the device
     /// a [`Control::SetInterOp`] names.
-    pub workers: DeviceId,
+    pub(crate) workers: DeviceId,
     /// The profiler device of its priority pool, if it has one.
-    pub priority: Option<DeviceId>,
+    pub(crate) priority: Option<DeviceId>,
     /// Its streams (GPU).
-    pub streams: Vec<StreamLayout>,
+    pub(crate) streams: Vec<StreamLayout>,
     /// Its inter-op worker count as configured now, if `+`/`-` may resize it.
-    pub inter_op: Option<usize>,
+    pub(crate) inter_op: Option<usize>,
     /// What the device is, for its bottom border: a GPU's name, or `simulated: <model's
     /// numbers>`.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// A GPU's worker threads by role, as the engine started them (the run's settings).
-    pub gpu_workers: Option<GpuWorkerRoles>,
+    pub(crate) gpu_workers: Option<GpuWorkerRoles>,
 }
 
 #[cfg(all(test, not(loom)))]

@@ -87,9 +87,9 @@ pub(crate) enum Said {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct NavRow {
     /// Its thread (what spans carry).
-    pub thread: u32,
+    pub(crate) thread: u32,
     /// Its name (`cpu0-w1`).
-    pub name: String,
+    pub(crate) name: String,
 }
 
 /// The timeline's rows for `data`: every panel's workers, in panel order.
@@ -109,13 +109,13 @@ pub(crate) fn rows_of(data: &DashboardData) -> Vec<NavRow> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct NavFrame<'a> {
     /// The timeline's rows, in order.
-    pub rows: &'a [NavRow],
+    pub(crate) rows: &'a [NavRow],
     /// The op spans held.
-    pub spans: &'a SpanSnapshot,
+    pub(crate) spans: &'a SpanSnapshot,
     /// The frames remembered.
-    pub history: &'a History,
+    pub(crate) history: &'a History,
     /// The newest frame's time (ns, the profiler's clock).
-    pub now_ns: u64,
+    pub(crate) now_ns: u64,
 }
 
 impl NavFrame<'_> {
@@ -165,17 +165,17 @@ impl NavFrame<'_> {
 #[derive(Clone, Debug)]
 pub(crate) struct TimelineNav {
     /// Index into [`ZOOM_LEVELS`].
-    pub zoom: usize,
+    pub(crate) zoom: usize,
     /// How far the view's right edge is behind the live edge (ns).
-    pub pan_ns: u64,
+    pub(crate) pan_ns: u64,
     /// The cursor's row (index into the timeline's rows).
-    pub row: usize,
+    pub(crate) row: usize,
     /// The op under the cursor, as it was when picked.
-    pub cursor: Option<OpSpan>,
+    pub(crate) cursor: Option<OpSpan>,
     /// Whether the cursor op's detail is open.
-    pub detail: bool,
+    pub(crate) detail: bool,
     /// Whether the display is frozen (new frames are not taken).
-    pub display_paused: bool,
+    pub(crate) display_paused: bool,
     /// Columns the timeline drew last (0: not drawn yet).
     pub(crate) columns: Cell<usize>,
 }

@@ -35,16 +35,16 @@ pub(crate) enum TuneEnd {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct TuneProgress {
     /// The run's counts when the search started (where "go back" returns).
-    pub start: Point,
+    pub(crate) start: Point,
     /// What is better.
-    pub objective: Objective,
+    pub(crate) objective: Objective,
     /// The window measured now, or the last one measured.
-    pub latest: Option<ProbeEvent>,
+    pub(crate) latest: Option<ProbeEvent>,
     /// Every point measured so far with its windows' figures, in the order first measured
     /// (the paired windows are the report's `paired`, not counted here, as in its `points`).
-    pub measured: Vec<PointResult>,
+    pub(crate) measured: Vec<PointResult>,
     /// How it ended (`None`: it still runs).
-    pub ended: Option<TuneEnd>,
+    pub(crate) ended: Option<TuneEnd>,
 }
 
 impl TuneProgress {

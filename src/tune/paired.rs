@@ -74,15 +74,15 @@ impl Verdict {
 pub(crate) struct PairedResult {
     /// The challenger.
     #[serde(flatten)]
-    pub point: Point,
+    pub(crate) point: Point,
     /// The median of the pairs' ratios (the challenger's speed over the default's).
-    pub ratio: f64,
+    pub(crate) ratio: f64,
     /// The median ratio's paired spread (see the module docs).
-    pub spread: f64,
+    pub(crate) spread: f64,
     /// Every pair's ratio, in the order measured.
-    pub ratios: Vec<f64>,
+    pub(crate) ratios: Vec<f64>,
     /// What the pairs say.
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
 }
 
 impl PairedResult {

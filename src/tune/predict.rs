@@ -14,13 +14,13 @@ use crate::workload::run::{DriverHandle, RunReport};
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub(crate) struct PredictedForCores {
     /// The machine's cores.
-    pub cores: usize,
+    pub(crate) cores: usize,
     /// Inter-op workers.
-    pub inter: usize,
+    pub(crate) inter: usize,
     /// Intra-op threads.
-    pub intra: usize,
+    pub(crate) intra: usize,
     /// The predicted step, in milliseconds.
-    pub step_ms: f64,
+    pub(crate) step_ms: f64,
 }
 
 /// The predicted best for `cores` cores from `run` (the tuned run, driven through `handle`);

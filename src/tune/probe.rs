@@ -35,9 +35,9 @@ const PATIENCE: u32 = 4;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct IterationWork {
     /// Ops per iteration.
-    pub ops: u64,
+    pub(crate) ops: u64,
     /// FLOPs per iteration (0: the workload counts none).
-    pub flops: u64,
+    pub(crate) flops: u64,
 }
 
 impl IterationWork {

@@ -87,50 +87,50 @@ pub(crate) trait Rebuild {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct SettingSearch {
     /// The setting its run was built with.
-    pub setting: Setting,
+    pub(crate) setting: Setting,
     /// What the live search over the counts found.
-    pub report: TuneReport,
+    pub(crate) report: TuneReport,
 }
 
 /// One finalist of the rounds: a setting and counts, with its interleaved windows.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Finalist {
     /// The setting.
-    pub setting: Setting,
+    pub(crate) setting: Setting,
     /// The counts and one window's figure per round.
-    pub result: PointResult,
+    pub(crate) result: PointResult,
 }
 
 /// What a search over settings found.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct SettingsReport {
     /// What was better.
-    pub objective: Objective,
+    pub(crate) objective: Objective,
     /// The budget given.
-    pub budget: Duration,
+    pub(crate) budget: Duration,
     /// Time the search took.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
     /// Each setting's live search, in the order run.
-    pub settings: Vec<SettingSearch>,
+    pub(crate) settings: Vec<SettingSearch>,
     /// Settings whose build left too little of their share to measure.
-    pub skipped: Vec<Setting>,
+    pub(crate) skipped: Vec<Setting>,
     /// The rounds' window (zero: no round ran).
     pub(crate) round_window: Duration,
     /// Rounds measured whole.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// The finalists with their rounds' figures.
-    pub finalists: Vec<Finalist>,
+    pub(crate) finalists: Vec<Finalist>,
     /// The pick (`None`: nothing was measured).
-    pub best: Option<(Setting, Point)>,
+    pub(crate) best: Option<(Setting, Point)>,
     /// The default: the run's own setting at one thread per CPU.
-    pub default: (Setting, Point),
+    pub(crate) default: (Setting, Point),
     /// The best over the default, when both were measured alike.
-    pub gain: Option<Gain>,
+    pub(crate) gain: Option<Gain>,
     /// The challengers checked against the default in the rounds' pairs, with their
     /// settings, in order of preference.
-    pub paired: Vec<(Setting, PairedResult)>,
+    pub(crate) paired: Vec<(Setting, PairedResult)>,
     /// How the search ended.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
 }
 
 impl SettingsReport {

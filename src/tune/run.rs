@@ -77,9 +77,9 @@ impl TuneOptions {
 #[derive(Debug)]
 pub(crate) struct TunedRun {
     /// The search's findings.
-    pub report: TuneReport,
+    pub(crate) report: TuneReport,
     /// The run: its iterations and checksum, or why it failed.
-    pub run: Result<RunReport, RunError>,
+    pub(crate) run: Result<RunReport, RunError>,
 }
 
 /// Runs `driver` until the search over `options` ends (`stop`, the budget, or the run
@@ -160,18 +160,18 @@ impl Probe for RunningDriver {
 #[derive(Debug)]
 pub(crate) struct SettingRun {
     /// The setting it was built with.
-    pub setting: Setting,
+    pub(crate) setting: Setting,
     /// What it did.
-    pub run: Result<RunReport, RunError>,
+    pub(crate) run: Result<RunReport, RunError>,
 }
 
 /// What a search over settings found, and every run it built.
 #[derive(Debug)]
 pub(crate) struct TunedSettings {
     /// The search's findings.
-    pub report: SettingsReport,
+    pub(crate) report: SettingsReport,
     /// Every run, in the order built.
-    pub runs: Vec<SettingRun>,
+    pub(crate) runs: Vec<SettingRun>,
 }
 
 impl TunedSettings {}

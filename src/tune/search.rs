@@ -79,17 +79,17 @@ pub(crate) trait Probe {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct TuneOptions {
     /// How long the whole search may take.
-    pub budget: Duration,
+    pub(crate) budget: Duration,
     /// What is better.
-    pub objective: Objective,
+    pub(crate) objective: Objective,
     /// The dimensions varied.
-    pub space: Space,
+    pub(crate) space: Space,
     /// The run's counts when the search starts (the fixed dimensions keep them).
-    pub start: Point,
+    pub(crate) start: Point,
     /// CPUs the process may use.
-    pub cpus: usize,
+    pub(crate) cpus: usize,
     /// No count goes past this.
-    pub max_threads: usize,
+    pub(crate) max_threads: usize,
 }
 
 /// Which part of the search a window belongs to.
@@ -109,17 +109,17 @@ pub(crate) enum Phase {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ProbeEvent {
     /// The window's number, from 1.
-    pub index: usize,
+    pub(crate) index: usize,
     /// Windows planned in all.
-    pub planned: usize,
+    pub(crate) planned: usize,
     /// Its part of the search.
-    pub phase: Phase,
+    pub(crate) phase: Phase,
     /// The counts measured.
-    pub point: Point,
+    pub(crate) point: Point,
     /// The figure, once measured.
-    pub value: Option<f64>,
+    pub(crate) value: Option<f64>,
     /// The best scan or confirmed figure so far.
-    pub best: Option<(Point, f64)>,
+    pub(crate) best: Option<(Point, f64)>,
 }
 
 /// One point's windows and what they say.
@@ -127,13 +127,13 @@ pub(crate) struct ProbeEvent {
 pub(crate) struct PointResult {
     /// The configuration.
     #[serde(flatten)]
-    pub point: Point,
+    pub(crate) point: Point,
     /// The median figure.
-    pub median: f64,
+    pub(crate) median: f64,
     /// The figures' median absolute deviation.
-    pub spread: f64,
+    pub(crate) spread: f64,
     /// Every window's figure, in the order measured.
-    pub samples: Vec<f64>,
+    pub(crate) samples: Vec<f64>,
 }
 
 impl PointResult {
@@ -167,13 +167,13 @@ impl PointResult {
 pub(crate) struct Gain {
     /// The best's speed over the default's (1.0: as fast): the median of the pairs' ratios
     /// when paired.
-    pub ratio: f64,
+    pub(crate) ratio: f64,
     /// The ratio's uncertainty (plus or minus): the paired spread when paired, else from the
     /// two points' spreads.
-    pub spread: f64,
+    pub(crate) spread: f64,
     /// The pairs it was measured in (0: from the two points' own windows, or the pick is
     /// the default).
-    pub pairs: usize,
+    pub(crate) pairs: usize,
 }
 
 impl Gain {
@@ -213,28 +213,28 @@ pub(crate) enum Outcome {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct TuneReport {
     /// What was better.
-    pub objective: Objective,
+    pub(crate) objective: Objective,
     /// How windows were measured (`None`: the search ended before calibrating).
-    pub basis: Option<Basis>,
+    pub(crate) basis: Option<Basis>,
     /// Each window's measured length (its settling period not counted).
-    pub window: Duration,
+    pub(crate) window: Duration,
     /// The budget given.
-    pub budget: Duration,
+    pub(crate) budget: Duration,
     /// Time the search took.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
     /// Every point measured, in grid order.
-    pub points: Vec<PointResult>,
+    pub(crate) points: Vec<PointResult>,
     /// The pick (`None`: nothing was measured).
-    pub best: Option<Point>,
+    pub(crate) best: Option<Point>,
     /// The default configuration.
-    pub default: Point,
+    pub(crate) default: Point,
     /// The best over the default, when both were measured.
-    pub gain: Option<Gain>,
+    pub(crate) gain: Option<Gain>,
     /// The challengers checked against the default in pairs, in order of preference (empty:
     /// a grid of one point, a search that does not pair, or one that ended before the pairs).
-    pub paired: Vec<PairedResult>,
+    pub(crate) paired: Vec<PairedResult>,
     /// How the search ended.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
 }
 
 impl TuneReport {

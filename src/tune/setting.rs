@@ -11,9 +11,9 @@ use crate::config::{PoolKind, RuntimeConfig};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Setting {
     /// The pool kind of the engine's workers and of the intra-op pool.
-    pub pool: PoolKind,
+    pub(crate) pool: PoolKind,
     /// Whether one idle worker spins before parking.
-    pub spin: bool,
+    pub(crate) spin: bool,
 }
 
 impl Setting {

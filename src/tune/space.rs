@@ -14,9 +14,9 @@ use super::TuneError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub(crate) struct Point {
     /// Inter-op threads (the engine's CPU workers).
-    pub inter: usize,
+    pub(crate) inter: usize,
     /// Intra-op threads (the kernels' pool).
-    pub intra: usize,
+    pub(crate) intra: usize,
 }
 
 impl Point {
@@ -113,13 +113,13 @@ fn unknown_dimension(text: &str) -> TuneError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Space {
     /// Whether the inter-op count varies.
-    pub inter: bool,
+    pub(crate) inter: bool,
     /// Whether the intra-op count varies.
-    pub intra: bool,
+    pub(crate) intra: bool,
     /// Whether idle workers' spinning varies (on and off).
-    pub spin: bool,
+    pub(crate) spin: bool,
     /// Whether the pool kind varies (every kind the runner builds).
-    pub pool: bool,
+    pub(crate) pool: bool,
 }
 
 impl Default for Space {

@@ -370,8 +370,8 @@ pub(crate) const MINIMAL_WORKLOAD: &str = "    description = \"one op\"
 /// A problem and the byte range it is about, before it is turned into a [`WorkloadError`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Located {
-    pub span: Option<Range<usize>>,
-    pub problem: Problem,
+    pub(crate) span: Option<Range<usize>>,
+    pub(crate) problem: Problem,
 }
 
 impl Located {

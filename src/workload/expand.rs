@@ -33,38 +33,38 @@ pub(crate) type SpannedText = (String, Range<usize>);
 #[derive(Clone, Debug)]
 pub(crate) struct RawTensor {
     /// Its name.
-    pub name: SpannedText,
+    pub(crate) name: SpannedText,
     /// Its shape, every dimension >= 1.
-    pub shape: Vec<usize>,
+    pub(crate) shape: Vec<usize>,
     /// Where the shape is written.
     pub(crate) shape_span: Range<usize>,
     /// Dtype name, if given.
-    pub dtype: Option<SpannedText>,
+    pub(crate) dtype: Option<SpannedText>,
     /// Device, if given.
-    pub device: Option<SpannedText>,
+    pub(crate) device: Option<SpannedText>,
     /// Init name, if given.
-    pub init: Option<SpannedText>,
+    pub(crate) init: Option<SpannedText>,
 }
 
 /// An op after expansion; tensors still by name.
 #[derive(Clone, Debug)]
 pub(super) struct RawOp {
     /// Its name.
-    pub name: SpannedText,
+    pub(crate) name: SpannedText,
     /// Kernel name.
-    pub kernel: SpannedText,
+    pub(crate) kernel: SpannedText,
     /// `reads`, `writes`, `also_reads`, `also_writes`.
-    pub lists: [Vec<SpannedText>; 4],
+    pub(crate) lists: [Vec<SpannedText>; 4],
     /// Device, if given.
-    pub device: Option<SpannedText>,
+    pub(crate) device: Option<SpannedText>,
     /// Property, if given.
-    pub property: Option<SpannedText>,
+    pub(crate) property: Option<SpannedText>,
     /// Priority and where it is written (the op's name when not given).
-    pub priority: (i64, Range<usize>),
+    pub(crate) priority: (i64, Range<usize>),
     /// Kernel parameters as evaluated.
-    pub params: Vec<(String, Value, Range<usize>)>,
+    pub(crate) params: Vec<(String, Value, Range<usize>)>,
     /// Whether it belongs to a `phase = "setup"` block.
-    pub setup: bool,
+    pub(crate) setup: bool,
 }
 
 /// The names of an op's four tensor lists, in [`RawOp::lists`] order.
@@ -74,11 +74,11 @@ pub(crate) const LIST_NAMES: [&str; 4] = ["reads", "writes", "also_reads", "also
 #[derive(Debug, Default)]
 pub(crate) struct Expanded {
     /// Tensors in declaration order.
-    pub tensors: Vec<RawTensor>,
+    pub(crate) tensors: Vec<RawTensor>,
     /// Ops in push order.
-    pub ops: Vec<RawOp>,
+    pub(crate) ops: Vec<RawOp>,
     /// The `default_device`, evaluated.
-    pub default_device: Option<SpannedText>,
+    pub(crate) default_device: Option<SpannedText>,
 }
 
 /// Expands `file` with the parameter values `params` (defaults already overridden).

@@ -26,9 +26,9 @@ pub(super) const MAX_TOTAL_BYTES: u64 = 64 << 30;
 
 /// What the graph is called and the parameters it was built with.
 pub(crate) struct Header {
-    pub name: String,
-    pub description: String,
-    pub params: Vec<(String, Value)>,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) params: Vec<(String, Value)>,
 }
 
 /// Checks `expanded` and builds the graph; `text` turns spans into positions for messages

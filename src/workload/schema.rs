@@ -21,37 +21,37 @@ pub(crate) type SpannedMap = BTreeMap<Sp<String>, Sp<Literal>>;
 #[serde(deny_unknown_fields)]
 pub(crate) struct WorkloadFile {
     /// Display name; the file stem when absent.
-    pub name: Option<Sp<String>>,
+    pub(crate) name: Option<Sp<String>>,
     /// One line for `enginetop workloads`.
-    pub description: Sp<String>,
+    pub(crate) description: Sp<String>,
     /// Parameters, overridable with `--set name=value`.
     #[serde(default)]
-    pub params: SpannedMap,
+    pub(crate) params: SpannedMap,
     /// Device of tensors that name none (a template string); `cpu` when absent.
-    pub default_device: Option<Sp<String>>,
+    pub(crate) default_device: Option<Sp<String>>,
     /// Reusable bodies, expanded by blocks that `use` them.
     #[serde(default)]
-    pub templates: BTreeMap<Sp<String>, Sp<TemplateSpec>>,
+    pub(crate) templates: BTreeMap<Sp<String>, Sp<TemplateSpec>>,
     /// Top-level tensors.
     #[serde(default)]
-    pub tensor: Vec<Sp<TensorSpec>>,
+    pub(crate) tensor: Vec<Sp<TensorSpec>>,
     /// Top-level ops, pushed in file order together with `block`.
     #[serde(default)]
-    pub op: Vec<Sp<OpSpec>>,
+    pub(crate) op: Vec<Sp<OpSpec>>,
     /// Top-level blocks, expanded in file order together with `op`.
     #[serde(default)]
-    pub block: Vec<Sp<BlockSpec>>,
+    pub(crate) block: Vec<Sp<BlockSpec>>,
 }
 
 /// Tensors, ops and nested blocks: the content of the file, a block or a template.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Body<'a> {
     /// Tensors declared here.
-    pub tensors: &'a [Sp<TensorSpec>],
+    pub(crate) tensors: &'a [Sp<TensorSpec>],
     /// Ops, pushed in file order together with `blocks`.
-    pub ops: &'a [Sp<OpSpec>],
+    pub(crate) ops: &'a [Sp<OpSpec>],
     /// Nested blocks, expanded in file order together with `ops`.
-    pub blocks: &'a [Sp<BlockSpec>],
+    pub(crate) blocks: &'a [Sp<BlockSpec>],
 }
 
 impl WorkloadFile {
@@ -93,16 +93,16 @@ impl BlockSpec {
 pub(crate) struct TemplateSpec {
     /// Variables a block must pass in `with`.
     #[serde(default)]
-    pub args: Vec<Sp<String>>,
+    pub(crate) args: Vec<Sp<String>>,
     /// Tensors in the template.
     #[serde(default)]
-    pub tensor: Vec<Sp<TensorSpec>>,
+    pub(crate) tensor: Vec<Sp<TensorSpec>>,
     /// Ops in the template.
     #[serde(default)]
-    pub op: Vec<Sp<OpSpec>>,
+    pub(crate) op: Vec<Sp<OpSpec>>,
     /// Nested blocks in the template.
     #[serde(default)]
-    pub block: Vec<Sp<BlockSpec>>,
+    pub(crate) block: Vec<Sp<BlockSpec>>,
 }
 
 /// `[[tensor]]`.
@@ -110,15 +110,15 @@ pub(crate) struct TemplateSpec {
 #[serde(deny_unknown_fields)]
 pub(crate) struct TensorSpec {
     /// Name template.
-    pub name: Sp<String>,
+    pub(crate) name: Sp<String>,
     /// Dimensions: integers or expressions.
-    pub shape: Sp<Vec<Sp<Number>>>,
+    pub(crate) shape: Sp<Vec<Sp<Number>>>,
     /// Element type; `f32` when absent.
-    pub dtype: Option<Sp<String>>,
+    pub(crate) dtype: Option<Sp<String>>,
     /// Device template; the file's `default_device` when absent.
-    pub device: Option<Sp<String>>,
+    pub(crate) device: Option<Sp<String>>,
     /// Initial contents: `zeros` (default), `ones` or `random`.
-    pub init: Option<Sp<String>>,
+    pub(crate) init: Option<Sp<String>>,
 }
 
 /// `[[op]]`.
@@ -126,30 +126,30 @@ pub(crate) struct TensorSpec {
 #[serde(deny_unknown_fields)]
 pub(crate) struct OpSpec {
     /// Name template.
-    pub name: Sp<String>,
+    pub(crate) name: Sp<String>,
     /// Kernel name.
-    pub kernel: Sp<String>,
+    pub(crate) kernel: Sp<String>,
     /// Tensors the kernel reads, in the kernel's operand order.
     #[serde(default)]
-    pub reads: Vec<Sp<ListItem>>,
+    pub(crate) reads: Vec<Sp<ListItem>>,
     /// Tensors the kernel writes, in the kernel's operand order.
     #[serde(default)]
-    pub writes: Vec<Sp<ListItem>>,
+    pub(crate) writes: Vec<Sp<ListItem>>,
     /// Read dependencies the kernel does not touch.
     #[serde(default)]
-    pub also_reads: Vec<Sp<ListItem>>,
+    pub(crate) also_reads: Vec<Sp<ListItem>>,
     /// Write dependencies the kernel does not touch.
     #[serde(default)]
-    pub also_writes: Vec<Sp<ListItem>>,
+    pub(crate) also_writes: Vec<Sp<ListItem>>,
     /// Device context template; inferred from the tensors when absent.
-    pub device: Option<Sp<String>>,
+    pub(crate) device: Option<Sp<String>>,
     /// MXNet FnProperty name.
-    pub property: Option<Sp<String>>,
+    pub(crate) property: Option<Sp<String>>,
     /// Scheduling priority (higher runs first in priority queues).
-    pub priority: Option<Sp<Number>>,
+    pub(crate) priority: Option<Sp<Number>>,
     /// Kernel parameters.
     #[serde(default)]
-    pub params: SpannedMap,
+    pub(crate) params: SpannedMap,
 }
 
 /// `[[block]]`.
@@ -158,30 +158,30 @@ pub(crate) struct OpSpec {
 pub(crate) struct BlockSpec {
     /// A label for the file's readers: accepted, not used by loading.
     #[allow(dead_code)] // read by serde only: `deny_unknown_fields` must accept the key
-    pub name: Option<Sp<String>>,
+    pub(crate) name: Option<Sp<String>>,
     /// How many times the body is expanded; 1 when absent, 0 drops it.
-    pub repeat: Option<Sp<Number>>,
+    pub(crate) repeat: Option<Sp<Number>>,
     /// The repetition variable, 0-based; `i` when absent.
-    pub index: Option<Sp<String>>,
+    pub(crate) index: Option<Sp<String>>,
     /// Expression; the block is expanded only when it is true (non-zero).
-    pub when: Option<Sp<String>>,
+    pub(crate) when: Option<Sp<String>>,
     /// `iteration` (default) or `setup` (run once before the iterations); top level only.
-    pub phase: Option<Sp<String>>,
+    pub(crate) phase: Option<Sp<String>>,
     /// A template to expand instead of an inline body.
     #[serde(rename = "use")]
-    pub use_template: Option<Sp<String>>,
+    pub(crate) use_template: Option<Sp<String>>,
     /// Template arguments.
     #[serde(default)]
-    pub with: SpannedMap,
+    pub(crate) with: SpannedMap,
     /// Inline tensors.
     #[serde(default)]
-    pub tensor: Vec<Sp<TensorSpec>>,
+    pub(crate) tensor: Vec<Sp<TensorSpec>>,
     /// Inline ops.
     #[serde(default)]
-    pub op: Vec<Sp<OpSpec>>,
+    pub(crate) op: Vec<Sp<OpSpec>>,
     /// Nested blocks.
     #[serde(default)]
-    pub block: Vec<Sp<BlockSpec>>,
+    pub(crate) block: Vec<Sp<BlockSpec>>,
 }
 
 /// A number written as an integer or as an expression string (`"batch * 2"`, `"${c}"`).
@@ -221,11 +221,11 @@ pub(crate) enum ListItem {
 #[serde(deny_unknown_fields)]
 pub(crate) struct EachSpec {
     /// How many names.
-    pub repeat: Number,
+    pub(crate) repeat: Number,
     /// The repetition variable; `j` when absent.
-    pub index: Option<String>,
+    pub(crate) index: Option<String>,
     /// Name template.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 impl<'de> Deserialize<'de> for Number {

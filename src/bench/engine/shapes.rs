@@ -8,7 +8,7 @@ use crate::sync::{AtomicU64, Ordering};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct OpDesc {
     /// The var written.
-    pub write: u32,
+    pub(crate) write: u32,
     reads: [u32; 3],
     read_count: u8,
 }
@@ -53,9 +53,9 @@ pub(super) fn mix(acc: u64, input: u64) -> u64 {
 #[derive(Clone, Debug)]
 pub(crate) struct Workload {
     /// Vars the ops use (`0..vars`).
-    pub vars: usize,
+    pub(crate) vars: usize,
     /// The ops, in push order.
-    pub ops: Vec<OpDesc>,
+    pub(crate) ops: Vec<OpDesc>,
 }
 
 impl Workload {

@@ -12,13 +12,13 @@ use super::state::{CompareAction, Mode, SortKey};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CompareKeyHelp {
     /// The keys as the help shows them.
-    pub keys: &'static str,
+    pub(crate) keys: &'static str,
     /// What they do.
-    pub does: &'static str,
+    pub(crate) does: &'static str,
     /// The footer's hint: its keys and a short label (empty: not in the footer).
-    pub hint: (&'static str, &'static str),
+    pub(crate) hint: (&'static str, &'static str),
     /// Each key and its action.
-    pub bindings: &'static [(KeyCode, CompareAction)],
+    pub(crate) bindings: &'static [(KeyCode, CompareAction)],
 }
 
 const fn line(

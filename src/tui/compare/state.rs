@@ -106,9 +106,9 @@ pub(crate) enum CompareAction {
 #[derive(Debug, Default)]
 pub(crate) struct ShownRows {
     /// Op rows the table showed.
-    pub ops: Cell<usize>,
+    pub(crate) ops: Cell<usize>,
     /// Worker rows the workers pane showed.
-    pub workers: Cell<usize>,
+    pub(crate) workers: Cell<usize>,
     /// The first op row the table showed (it follows the selection).
     pub(crate) ops_from: Cell<usize>,
     /// The help's last first line (its length less the lines it showed).
@@ -121,23 +121,23 @@ pub(crate) struct CompareView {
     comparison: Comparison,
     order: Vec<usize>,
     /// What orders the op rows.
-    pub sort: SortKey,
+    pub(crate) sort: SortKey,
     /// Whether the order is reversed.
-    pub inverted: bool,
+    pub(crate) inverted: bool,
     /// The selected op: a position in the shown order.
-    pub selected: usize,
+    pub(crate) selected: usize,
     /// The first worker row shown.
     pub(crate) workers_scroll: usize,
     /// The first help line shown.
     pub(crate) help_scroll: usize,
     /// The pane the arrows move in.
-    pub focus: Pane,
+    pub(crate) focus: Pane,
     /// What the keys do now.
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// Set by [`CompareAction::Quit`].
-    pub should_quit: bool,
+    pub(crate) should_quit: bool,
     /// Rows shown on the last draw.
-    pub shown: ShownRows,
+    pub(crate) shown: ShownRows,
 }
 
 impl CompareView {

@@ -30,29 +30,35 @@ use model::Model;
 pub(crate) const MAX_WORKERS: usize = 32;
 
 #[cfg(test)]
-/// Device `name` (registered with the profiler, so its workers' [`WorkerSnapshot::device`]
-/// finds it) with nothing counted yet: the tests' devices start from it.
-pub(crate) fn device_snapshot(name: &str) -> DeviceSnapshot {
+/// Profiler device `cpu0`, where the tests' workers record.
+pub(crate) fn cpu0() -> DeviceId {
+    DeviceId::of(crate::device::identity::Device::Cpu(0))
+}
+
+#[cfg(test)]
+/// Profiler device `device` with nothing counted yet: the tests' devices start from it.
+pub(crate) fn device_snapshot(device: DeviceId) -> DeviceSnapshot {
     DeviceSnapshot {
-        id: DeviceId::register(name).id(),
-        name: name.to_string(),
+        id: device.id(),
+        name: device.name().to_string(),
         ..DeviceSnapshot::default()
     }
 }
 
-/// Pool worker `index` of `device`, thread `thread`, named `name`, doing `activity`, with no
-/// time observed and nothing counted yet: the model's rows and the tests' start from it.
+/// Pool worker `index` recording on profiler device `device`, thread `thread`, named `name`
+/// (for display), doing `activity`, with no time observed and nothing counted yet: the
+/// model's rows and the tests' start from it.
 pub(crate) fn worker_snapshot(
     thread: u32,
     name: impl Into<String>,
-    device: &str,
+    device: DeviceId,
     index: u32,
     activity: Activity,
 ) -> WorkerSnapshot {
     WorkerSnapshot {
         thread,
         name: name.into(),
-        device: Some(DeviceId::register(device)),
+        device: Some(device),
         role: None,
         worker: Some(index),
         activity,
@@ -81,27 +87,27 @@ pub(crate) enum Scenario {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct FakeOptions {
     /// The workload name in the header.
-    pub workload: String,
+    pub(crate) workload: String,
     /// CPU devices (`cpu0`, `cpu1`, ...).
-    pub cpu_devices: usize,
+    pub(crate) cpu_devices: usize,
     /// Inter-op workers per CPU device at the start.
-    pub inter_op: usize,
+    pub(crate) inter_op: usize,
     /// Intra-op threads at the start.
-    pub intra_op: usize,
+    pub(crate) intra_op: usize,
     /// Workers in each CPU device's priority pool (0: none).
-    pub priority_workers: usize,
+    pub(crate) priority_workers: usize,
     /// Whether there is a simulated GPU with two compute and two copy streams.
-    pub gpu: bool,
+    pub(crate) gpu: bool,
     /// CPUs reported to the dashboard.
-    pub cores: usize,
+    pub(crate) cores: usize,
     /// What it behaves like.
-    pub scenario: Scenario,
+    pub(crate) scenario: Scenario,
     /// Simulated time per snapshot.
-    pub step: Duration,
+    pub(crate) step: Duration,
     /// The workload ends after this many snapshots (never if `None`).
-    pub finish_after: Option<u64>,
+    pub(crate) finish_after: Option<u64>,
     /// Where exported traces go.
-    pub trace_dir: PathBuf,
+    pub(crate) trace_dir: PathBuf,
 }
 
 impl Default for FakeOptions {
@@ -215,6 +221,39 @@ impl DashboardSource for FakeSource {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use crate::device::identity::{Device, PoolRole};
+    use crate::tui::{DashboardSource, FakeOptions, FakeSource};
+
+    /// Each row records on the typed device of its pool, and its name is made from that
+    /// pool: CPU workers on their CPU, GPU workers on the GPU, the intra-op pool on the host.
+    #[test]
+    fn workers_record_on_their_pools_typed_devices() {
+        let data = FakeSource::new(FakeOptions::default()).snapshot();
+        let workers = &data.snapshot.workers;
+        let device_of = |name: &str| {
+            let worker = workers.iter().find(|w| w.name == name).unwrap();
+            (worker.device.and_then(|d| d.device()), worker.role)
+        };
+        let cpu1 = (Some(Device::Cpu(1)), Some(PoolRole::CpuWorker));
+        assert_eq!(device_of("cpu1-w3"), cpu1);
+        let copy = (Some(Device::Gpu(0)), Some(PoolRole::GpuCopy));
+        assert_eq!(device_of("gpu0-copy-0"), copy);
+        let intra = (Some(Device::Host), Some(PoolRole::IntraOp));
+        assert_eq!(device_of("intra-1"), intra);
+        let prio = device_of("cpu1-prio-0");
+        assert_eq!(prio.1, Some(PoolRole::CpuPriority));
+        let layout = &data.devices[1];
+        let prio_device = workers
+            .iter()
+            .find(|w| w.name == "cpu1-prio-0")
+            .unwrap()
+            .device;
+        assert_eq!(
+            layout.priority, prio_device,
+            "cpu1's panel lists its own priority pool"
+        );
+    }
+
     /// A resize through [`Control::SetInterOp`] shows in the next frame.
     #[test]
     fn a_resize_shows_in_the_next_frame() {

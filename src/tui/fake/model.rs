@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{FakeOptions, Scenario, MAX_WORKERS};
 use crate::device::gpu::GpuRole;
-use crate::device::identity::PoolRole;
+use crate::device::identity::{Device, PoolId, PoolRole};
 use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::stats::{
     Activity, DeviceSnapshot, OpSnapshot, QueueSnapshot, Shares, Snapshot, StreamSnapshot,
@@ -17,6 +17,9 @@ use crate::profiler::DeviceId;
 use crate::tui::source::{
     gpu_worker_name, ControlError, DashboardData, DeviceKind, DeviceLayout, Facts, StreamLayout,
 };
+
+/// The simulated GPU.
+const GPU: Device = Device::Gpu(0);
 
 /// The ops the fake runs: name, share of all ops, mean duration at one intra-op thread.
 pub(super) const OPS: [(&str, f64, Duration); 12] = [
@@ -106,48 +109,84 @@ fn unit(a: u64, b: u64, c: u64) -> f64 {
     (mix(a, b, c) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// What a thread works for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a thread works for: each is one profiler device of the fake, its counters and its
+/// rows in a panel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Role {
-    /// Inter-op worker of CPU device `d`.
+    /// The inter-op workers of CPU device `d`.
     Cpu(usize),
-    /// Priority worker of CPU device `d`.
+    /// The priority pool of CPU device `d`.
     Priority(usize),
-    /// GPU worker `w` of [`GPU_WORKERS`].
-    Gpu(usize),
-    /// Intra-op thread.
+    /// The simulated GPU's workers ([`GPU_WORKERS`]).
+    Gpu,
+    /// The intra-op pool.
     Intra,
 }
 
 impl Role {
-    /// The role of the thread's pool.
-    fn pool_role(self) -> PoolRole {
+    /// The profiler device it records on: a CPU's or the GPU's own, the intra-op pool's as
+    /// the engine's; each CPU device's priority pool gets one of its own (`cpu1-prio`), as
+    /// the fake gives every CPU device a priority pool where the engine has one for all.
+    pub(super) fn device(self) -> DeviceId {
         match self {
-            Role::Cpu(_) => PoolRole::CpuWorker,
-            Role::Priority(_) => PoolRole::CpuPriority,
-            Role::Gpu(w) => GPU_WORKERS[w].0.into(),
-            Role::Intra => PoolRole::IntraOp,
+            Role::Cpu(d) => cpu_device(d),
+            Role::Priority(d) => DeviceId::register(&format!("{}-prio", cpu(d))),
+            Role::Gpu => DeviceId::of(GPU),
+            Role::Intra => DeviceId::of_pool(PoolId::INTRA_OP),
         }
     }
 
-    /// The thread's index in its pool, given its index among the device's threads (a GPU
-    /// worker's is among its role's workers).
-    fn pool_index(self, worker: u32) -> u32 {
-        match self {
-            Role::Gpu(w) => GPU_WORKERS[w].1,
-            _ => worker,
-        }
+    /// The salt of its jitter and queue depths: the length of its device's name, so the CPU
+    /// devices and the GPU share one and a priority pool has its own.
+    fn salt(self) -> u64 {
+        self.device().name().len() as u64
     }
 }
 
-/// One fake thread.
-#[derive(Clone, Debug, PartialEq)]
+/// One fake thread: what it works for and its index there; its name and its pool are made
+/// from these.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct FakeThread {
-    pub tid: u32,
-    pub name: String,
-    pub device: String,
-    pub worker: u32,
-    pub role: Role,
+    pub(crate) tid: u32,
+    /// Its index among its [`Role`]'s threads (a GPU worker's in [`GPU_WORKERS`]).
+    pub(crate) worker: u32,
+    pub(crate) role: Role,
+}
+
+impl FakeThread {
+    /// Its pool and its index there.
+    fn pool(self) -> (PoolId, u32) {
+        match self.role {
+            Role::Cpu(d) => (PoolId::new(cpu(d), PoolRole::CpuWorker), self.worker),
+            Role::Priority(d) => (PoolId::new(cpu(d), PoolRole::CpuPriority), self.worker),
+            Role::Gpu => {
+                let (role, index, _) = GPU_WORKERS[self.worker as usize];
+                (PoolId::new(GPU, role.into()), index)
+            }
+            Role::Intra => (PoolId::INTRA_OP, self.worker),
+        }
+    }
+
+    /// The thread's name, made from its pool as the dashboard shows it: `cpu0-w1`,
+    /// `cpu0-prio-0`, `gpu0-copy-0`, `intra-1`.
+    fn name(self) -> String {
+        let (pool, index) = self.pool();
+        match pool.role {
+            PoolRole::CpuWorker => format!("{}-w{index}", pool.device),
+            PoolRole::IntraOp => format!("intra-{index}"),
+            PoolRole::GpuCompute | PoolRole::GpuCopy | PoolRole::GpuPriority => {
+                gpu_worker_name(&pool.device.to_string(), pool.role, index)
+            }
+            PoolRole::CpuPriority | PoolRole::CpuIo => {
+                format!("{}-{}-{index}", pool.device, pool.role)
+            }
+        }
+    }
+
+    /// The GPU worker of [`GPU_WORKERS`] it is, if it is one.
+    pub(super) fn gpu_worker(self) -> Option<usize> {
+        (self.role == Role::Gpu).then_some(self.worker as usize)
+    }
 }
 
 /// Per-op counters (reset by `r`).
@@ -161,20 +200,20 @@ struct OpCounter {
 /// The fake's mutable state.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Model {
-    pub step: u64,
-    pub paused: bool,
-    pub inter_op: Vec<usize>,
-    pub intra_op: usize,
+    pub(crate) step: u64,
+    pub(crate) paused: bool,
+    pub(crate) inter_op: Vec<usize>,
+    pub(crate) intra_op: usize,
     resizes: Vec<u64>,
     ops: Vec<OpCounter>,
-    device_ops: BTreeMap<String, f64>,
+    device_ops: BTreeMap<Role, f64>,
     steals: BTreeMap<u32, u64>,
     stream_ops: BTreeMap<u32, f64>,
     dropped: u64,
     /// Ops finished since the start (not reset: it counts iterations).
     all_ops: f64,
     /// The last step's ops per second by profiler device.
-    rates: BTreeMap<String, f64>,
+    rates: BTreeMap<Role, f64>,
 }
 
 impl Model {
@@ -238,33 +277,24 @@ impl Model {
             let base = 1000 * (d as u32 + 1);
             threads.extend((0..workers as u32).map(|k| FakeThread {
                 tid: base + k,
-                name: format!("cpu{d}-w{k}"),
-                device: format!("cpu{d}"),
                 worker: k,
                 role: Role::Cpu(d),
             }));
             threads.extend((0..options.priority_workers as u32).map(|k| FakeThread {
                 tid: base + 500 + k,
-                name: format!("cpu{d}-prio-{k}"),
-                device: format!("cpu{d}-prio"),
                 worker: k,
                 role: Role::Priority(d),
             }));
         }
         if options.gpu {
-            let workers = GPU_WORKERS.iter().enumerate();
-            threads.extend(workers.map(|(w, &(role, index, _))| FakeThread {
-                tid: 9000 + w as u32,
-                name: gpu_worker_name("gpu0", role, index),
-                device: "gpu0".into(),
-                worker: w as u32,
-                role: Role::Gpu(w),
+            threads.extend((0..GPU_WORKERS.len() as u32).map(|w| FakeThread {
+                tid: 9000 + w,
+                worker: w,
+                role: Role::Gpu,
             }));
         }
         threads.extend((0..self.intra_op as u32).map(|k| FakeThread {
             tid: 8000 + k,
-            name: format!("intra-{k}"),
-            device: "intra".into(),
             worker: k,
             role: Role::Intra,
         }));
@@ -301,21 +331,20 @@ impl Model {
         (self.intra_op as f64).powf(0.6) * penalty
     }
 
-    /// Ops per second of profiler device `device` at the current step.
-    fn device_rate(&self, options: &FakeOptions, device: &str) -> f64 {
+    /// Ops per second the threads of `role` finish at the current step.
+    fn device_rate(&self, options: &FakeOptions, role: Role) -> f64 {
         if self.paused {
             return 0.0;
         }
-        let jitter = 0.95 + 0.1 * unit(self.step, 77, device.len() as u64);
-        let rate = match device.strip_prefix("cpu") {
-            Some(rest) if rest.ends_with("-prio") => 0.3 * OPS_PER_WORKER,
-            Some(index) => {
-                let index: usize = index.parse().unwrap_or(0);
-                let workers = self.inter_op.get(index).copied().unwrap_or(0) as f64;
+        let jitter = 0.95 + 0.1 * unit(self.step, 77, role.salt());
+        let rate = match role {
+            Role::Priority(_) => 0.3 * OPS_PER_WORKER,
+            Role::Cpu(d) => {
+                let workers = self.inter_op[d] as f64;
                 workers * self.cpu_load(options) * OPS_PER_WORKER * self.speedup(options)
             }
-            None if device == "gpu0" => GPU_OPS_PER_S,
-            None => 0.0,
+            Role::Gpu => GPU_OPS_PER_S,
+            Role::Intra => 0.0,
         };
         rate * jitter
     }
@@ -324,21 +353,21 @@ impl Model {
     pub(super) fn advance(&mut self, options: &FakeOptions) {
         self.step += 1;
         let seconds = options.step.as_secs_f64();
-        let mut devices: Vec<String> = (0..self.inter_op.len())
-            .flat_map(|d| [format!("cpu{d}"), format!("cpu{d}-prio")])
+        let mut roles: Vec<Role> = (0..self.inter_op.len())
+            .flat_map(|d| [Role::Cpu(d), Role::Priority(d)])
             .collect();
         if options.gpu {
-            devices.push("gpu0".into());
+            roles.push(Role::Gpu);
         }
         let speedup = self.speedup(options);
         self.rates.clear();
-        for device in devices {
-            let rate = self.device_rate(options, &device);
+        for role in roles {
+            let rate = self.device_rate(options, role);
             let done = rate * seconds;
-            *self.device_ops.entry(device.clone()).or_default() += done;
+            *self.device_ops.entry(role).or_default() += done;
             self.all_ops += done;
             self.add_ops(done, speedup);
-            self.rates.insert(device, rate);
+            self.rates.insert(role, rate);
         }
         self.advance_threads(options);
         if options.scenario == Scenario::Overloaded {
@@ -361,7 +390,7 @@ impl Model {
             if matches!(thread.role, Role::Cpu(_)) && unit(self.step, thread.tid as u64, 3) < 0.3 {
                 *self.steals.entry(thread.tid).or_default() += 1 + mix(self.step, 4, 0) % 3;
             }
-            if let Role::Gpu(w) = thread.role {
+            if let Some(w) = thread.gpu_worker() {
                 for &stream in GPU_WORKERS[w].2 {
                     let busy = self.stream_busy(stream);
                     *self.stream_ops.entry(stream).or_default() += busy * GPU_OPS_PER_S / 8.0;
@@ -398,7 +427,7 @@ impl Model {
             _ if self.paused => 0.0,
             Role::Cpu(_) => self.cpu_load(options),
             Role::Priority(_) => 0.3,
-            Role::Gpu(w) => self.gpu_worker_busy(w),
+            Role::Gpu => self.gpu_worker_busy(thread.worker as usize),
             Role::Intra => 0.5 * self.cpu_load(options),
         };
         let spinner = self.is_spinner(options, thread);
@@ -483,8 +512,8 @@ impl Model {
     fn op_of(&self, thread: &FakeThread) -> &'static str {
         let pick = mix(self.step / 2, thread.tid as u64, 5) as usize;
         let names: &[usize] = match thread.role {
-            Role::Gpu(w) if GPU_WORKERS[w].0 == GpuRole::Copy => &[10, 11],
-            Role::Gpu(..) => &[0, 5, 1, 2],
+            Role::Gpu if GPU_WORKERS[thread.worker as usize].0 == GpuRole::Copy => &[10, 11],
+            Role::Gpu => &[0, 5, 1, 2],
             Role::Priority(_) => &[8, 9],
             Role::Cpu(_) | Role::Intra => &[0, 1, 2, 3, 4, 5, 6, 7],
         };
@@ -498,6 +527,7 @@ impl Model {
         shares: Shares,
     ) -> WorkerSnapshot {
         let ops = (self.step as f64 * shares.running * 9.0) as u64;
+        let (pool, index) = thread.pool();
         WorkerSnapshot {
             shares,
             shares_since_start: shares,
@@ -505,48 +535,42 @@ impl Model {
             ops,
             steals: self.steals.get(&thread.tid).copied().unwrap_or(0),
             current_op: (activity == Activity::Running).then(|| self.op_of(thread).to_string()),
-            role: Some(thread.role.pool_role()),
+            role: Some(pool.role),
             ..super::worker_snapshot(
                 thread.tid,
-                thread.name.as_str(),
-                &thread.device,
-                thread.role.pool_index(thread.worker),
+                thread.name(),
+                thread.role.device(),
+                index,
                 activity,
             )
         }
     }
 
     fn devices(&self, options: &FakeOptions, threads: &[FakeThread]) -> Vec<DeviceSnapshot> {
-        let mut names: Vec<&str> = threads.iter().map(|t| t.device.as_str()).collect();
-        names.dedup();
-        names
+        let mut roles: Vec<Role> = threads.iter().map(|t| t.role).collect();
+        roles.dedup();
+        roles
             .into_iter()
-            .map(|name| {
-                let workers: Vec<&FakeThread> =
-                    threads.iter().filter(|t| t.device == name).collect();
-                self.device(options, DeviceId::register(name).id(), name, &workers)
+            .map(|role| {
+                let workers: Vec<&FakeThread> = threads.iter().filter(|t| t.role == role).collect();
+                self.device(options, role, &workers)
             })
             .collect()
     }
 
-    fn device(
-        &self,
-        options: &FakeOptions,
-        id: u16,
-        name: &str,
-        workers: &[&FakeThread],
-    ) -> DeviceSnapshot {
-        let queues = self.queues(options, name, workers);
-        let ops = self.device_ops.get(name).copied().unwrap_or(0.0) as u64;
-        let resizes = match workers.first().map(|t| t.role) {
-            Some(Role::Cpu(d)) => self.resizes[d],
+    fn device(&self, options: &FakeOptions, role: Role, workers: &[&FakeThread]) -> DeviceSnapshot {
+        let queues = self.queues(options, role, workers);
+        let ops = self.device_ops.get(&role).copied().unwrap_or(0.0) as u64;
+        let resizes = match role {
+            Role::Cpu(d) => self.resizes[d],
             _ => 1,
         };
+        let device = role.device();
         DeviceSnapshot {
-            id,
-            name: name.to_string(),
-            ops_per_s: self.rates.get(name).copied().unwrap_or(0.0),
-            tasks_per_s: self.rates.get(name).copied().unwrap_or(0.0),
+            id: device.id(),
+            name: device.name().to_string(),
+            ops_per_s: self.rates.get(&role).copied().unwrap_or(0.0),
+            tasks_per_s: self.rates.get(&role).copied().unwrap_or(0.0),
             ops,
             op_errors: 0,
             tasks: ops,
@@ -562,10 +586,10 @@ impl Model {
     fn queues(
         &self,
         options: &FakeOptions,
-        device: &str,
+        role: Role,
         workers: &[&FakeThread],
     ) -> Vec<QueueSnapshot> {
-        let busy = !self.paused && self.rates.get(device).is_some_and(|&rate| rate > 0.0);
+        let busy = !self.paused && self.rates.get(&role).is_some_and(|&rate| rate > 0.0);
         let mut queues: Vec<QueueSnapshot> = workers
             .iter()
             .map(|thread| QueueSnapshot {
@@ -577,10 +601,10 @@ impl Model {
                 },
             })
             .collect();
-        let growing = options.scenario == Scenario::Overloaded && device == "cpu0";
+        let growing = options.scenario == Scenario::Overloaded && role == Role::Cpu(0);
         let shared = match () {
             _ if growing => 16 + 4 * self.step,
-            _ if busy => mix(self.step / 3, device.len() as u64, 10) % 6,
+            _ if busy => mix(self.step / 3, role.salt(), 10) % 6,
             _ => 0,
         };
         queues.push(QueueSnapshot {
@@ -621,7 +645,7 @@ impl Model {
             .map(|&(slot, stream)| {
                 let ops = self.stream_ops.get(&slot).copied().unwrap_or(0.0) as u64;
                 StreamSnapshot {
-                    device: DeviceId::register("gpu0"),
+                    device: Role::Gpu.device(),
                     stream: stream.code(),
                     occupancy: self.stream_busy(slot),
                     ops,
@@ -664,11 +688,10 @@ impl Model {
             .iter()
             .enumerate()
             .map(|(d, &workers)| DeviceLayout {
-                title: format!("cpu{d}"),
+                title: cpu(d).to_string(),
                 kind: DeviceKind::Cpu,
-                workers: cpu_device(d),
-                priority: (options.priority_workers > 0)
-                    .then(|| DeviceId::register(&format!("cpu{d}-prio"))),
+                workers: Role::Cpu(d).device(),
+                priority: (options.priority_workers > 0).then(|| Role::Priority(d).device()),
                 streams: Vec::new(),
                 inter_op: Some(workers),
                 model: None,
@@ -677,15 +700,13 @@ impl Model {
             .collect();
         if options.gpu {
             layout.push(DeviceLayout {
-                title: "gpu0".into(),
+                title: GPU.to_string(),
                 kind: DeviceKind::Gpu,
-                workers: DeviceId::register("gpu0"),
+                workers: Role::Gpu.device(),
                 priority: None,
                 streams: STREAMS
                     .iter()
-                    .map(|&(_, stream)| {
-                        StreamLayout::of_code(DeviceId::register("gpu0"), stream.code())
-                    })
+                    .map(|&(_, stream)| StreamLayout::of_code(Role::Gpu.device(), stream.code()))
                     .collect(),
                 inter_op: None,
                 model: None,
@@ -695,15 +716,20 @@ impl Model {
         layout.push(DeviceLayout {
             title: "intra-op".into(),
             kind: DeviceKind::IntraOp,
-            workers: DeviceId::register("intra"),
+            workers: Role::Intra.device(),
             ..DeviceLayout::default()
         });
         layout
     }
 }
 
+/// Fake CPU device `index`.
+fn cpu(index: usize) -> Device {
+    Device::Cpu(index as u32)
+}
+
 /// The profiler device of fake CPU device `index` (`cpu0`): its panel's workers, the device a
 /// resize names.
 fn cpu_device(index: usize) -> DeviceId {
-    DeviceId::register(&format!("cpu{index}"))
+    DeviceId::of(cpu(index))
 }

@@ -6,10 +6,10 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use super::model::{mix, streams_fed_by, FakeThread, Model, Role, OPS};
+use super::model::{mix, streams_fed_by, FakeThread, Model, OPS};
 use super::FakeOptions;
 use crate::profiler::chrome::{write_trace, TraceContext};
-use crate::profiler::{DeviceId, Event, EventKind, OpInfo, OpName, ThreadId};
+use crate::profiler::{Event, EventKind, OpInfo, OpName, ThreadId};
 
 /// Ops per thread in the exported window.
 const OPS_PER_THREAD: u64 = 8;
@@ -32,7 +32,7 @@ pub(super) fn write(model: &Model, options: &FakeOptions, path: &Path) -> std::i
 
 /// Ops run back to back with a park between each, as `thread` would record them.
 fn thread_events(thread: &FakeThread, start: u64, events: &mut Vec<Event>) {
-    let device = DeviceId::register(&thread.device);
+    let device = thread.role.device();
     let mut push = |event: Event, ts: u64| {
         let mut event = event.at(ts);
         event.thread = ThreadId::from_raw(thread.tid);
@@ -47,7 +47,7 @@ fn thread_events(thread: &FakeThread, start: u64, events: &mut Vec<Event>) {
         let op = OpInfo::new(id);
         push(Event::op(EventKind::OpStart, device, name, op), begin);
         push(Event::op(EventKind::OpEnd, device, name, op), end);
-        if let Role::Gpu(w) = thread.role {
+        if let Some(w) = thread.gpu_worker() {
             // A copy worker takes turns between its two streams.
             let streams = streams_fed_by(w);
             let stream = streams[k as usize % streams.len()].code();

@@ -49,9 +49,9 @@ pub(crate) enum PromptKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Prompt {
     /// What it asks for.
-    pub kind: PromptKind,
+    pub(crate) kind: PromptKind,
     /// What was typed.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 impl Prompt {

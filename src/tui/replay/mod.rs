@@ -46,22 +46,22 @@ pub(crate) enum ReplayControl {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct ReplayFacts {
     /// The cursor, from the run's first event.
-    pub cursor: Duration,
+    pub(crate) cursor: Duration,
     /// The run's length (its last event).
-    pub total: Duration,
+    pub(crate) total: Duration,
     /// Run time per wall time.
-    pub speed: f64,
+    pub(crate) speed: f64,
     /// Whether the cursor moves by itself.
-    pub playing: bool,
+    pub(crate) playing: bool,
     /// What the file lost (cut off, damaged frames), one sentence each.
-    pub losses: Vec<String>,
+    pub(crate) losses: Vec<String>,
     /// The moment the cursor is on its way to, while the statistics are short of it.
-    pub seeking: Option<Duration>,
+    pub(crate) seeking: Option<Duration>,
     /// Whether a search for the next op of a name runs (Esc cancels it).
-    pub searching: bool,
+    pub(crate) searching: bool,
     /// How that search goes or went (`searching `sgd` 42% (Esc cancels)`), until the next
     /// control.
-    pub search: Option<String>,
+    pub(crate) search: Option<String>,
 }
 
 impl ReplayFacts {

@@ -247,13 +247,19 @@ fn worker_rows_show_their_current_op_truncated_to_fit() {
         };
         WorkerSnapshot {
             current_op: op.map(str::to_string),
-            ..worker_snapshot(thread, format!("cpu0-w{thread}"), "cpu0", thread, activity)
+            ..worker_snapshot(
+                thread,
+                format!("cpu0-w{thread}"),
+                crate::tui::fake::cpu0(),
+                thread,
+                activity,
+            )
         }
     };
     let mut data = DashboardData::default();
     data.snapshot
         .devices
-        .push(crate::tui::fake::device_snapshot("cpu0"));
+        .push(crate::tui::fake::device_snapshot(crate::tui::fake::cpu0()));
     let long = "layer4_bottleneck2_conv3_backward_weights";
     data.snapshot.workers = vec![
         worker(0, Some("fc1_3")),
@@ -332,8 +338,8 @@ fn scaling_view_shows_verdicts_path_and_attribution_bars() {
         ns: ns_ms * 1_000_000,
     };
     data.snapshot.workers = vec![
-        worker_snapshot(1, "cpu0-w0", "cpu0", 0, Activity::Running),
-        worker_snapshot(2, "cpu0-w1", "cpu0", 1, Activity::Parked),
+        worker_snapshot(1, "cpu0-w0", crate::tui::fake::cpu0(), 0, Activity::Running),
+        worker_snapshot(2, "cpu0-w1", crate::tui::fake::cpu0(), 1, Activity::Parked),
     ];
     data.snapshot.work_states = vec![
         WorkerStates {

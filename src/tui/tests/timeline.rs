@@ -61,18 +61,13 @@ fn harness() -> Harness {
     let mut data = h.source.snapshot();
     let spans = spans_for(&h.app, 3);
     data.spans = SpanSnapshot::from_spans(spans);
-    let op = |name: &str, reads: Vec<u32>, writes: Vec<u32>| GraphOp {
-        name: name.into(),
-        device: 0,
-        reads,
-        writes,
-    };
+    let op = GraphOp::on_first_pool;
     let shape = GraphShape {
         vars: vec!["w1".into(), "x".into(), "y".into()],
         ops: vec![
-            op("relu", vec![], vec![0]),
-            op("gemm", vec![0], vec![1]),
-            op("sgd_update", vec![0, 1], vec![2]),
+            op("relu", &[], &[0]),
+            op("gemm", &[0], &[1]),
+            op("sgd_update", &[0, 1], &[2]),
         ],
         ..GraphShape::default()
     };

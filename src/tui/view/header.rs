@@ -329,7 +329,7 @@ mod tests {
         data.snapshot.devices.push(DeviceSnapshot {
             ops: 3000,
             ops_per_s: 1000.0,
-            ..crate::tui::fake::device_snapshot("cpu0")
+            ..crate::tui::fake::device_snapshot(crate::tui::fake::cpu0())
         });
         data
     }

@@ -56,13 +56,13 @@ pub(crate) const MIN: (u16, u16) = (60, 18);
 /// theme.
 pub(crate) struct Ctx<'a> {
     /// The dashboard's state.
-    pub app: &'a App,
+    pub(crate) app: &'a App,
     /// The device panels of the latest frame.
-    pub panels: Vec<DevicePanel<'a>>,
+    pub(crate) panels: Vec<DevicePanel<'a>>,
     /// The warnings of the latest frame.
-    pub lints: Vec<Lint>,
+    pub(crate) lints: Vec<Lint>,
     /// Colours or not.
-    pub theme: Theme,
+    pub(crate) theme: Theme,
 }
 
 impl<'a> Ctx<'a> {

@@ -196,7 +196,7 @@ mod tests {
             data.snapshot.devices.push(DeviceSnapshot {
                 ops_per_s: 100.0 + k as f64,
                 queue_depth: 1,
-                ..crate::tui::fake::device_snapshot("cpu0")
+                ..crate::tui::fake::device_snapshot(crate::tui::fake::cpu0())
             });
             data.devices.push(DeviceLayout {
                 title: "cpu0".into(),
@@ -232,7 +232,7 @@ mod tests {
             data.snapshot.devices.push(DeviceSnapshot {
                 ops: 3000,
                 ops_per_s,
-                ..crate::tui::fake::device_snapshot("cpu0")
+                ..crate::tui::fake::device_snapshot(crate::tui::fake::cpu0())
             });
             data
         };

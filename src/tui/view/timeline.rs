@@ -345,8 +345,14 @@ mod tests {
             data.snapshot.at_ns = ms * 1_000_000;
             data.snapshot
                 .devices
-                .push(crate::tui::fake::device_snapshot("cpu0"));
-            let worker = crate::tui::fake::worker_snapshot(1, "cpu0-w0", "cpu0", 0, activity);
+                .push(crate::tui::fake::device_snapshot(crate::tui::fake::cpu0()));
+            let worker = crate::tui::fake::worker_snapshot(
+                1,
+                "cpu0-w0",
+                crate::tui::fake::cpu0(),
+                0,
+                activity,
+            );
             data.snapshot.workers = vec![worker];
             app.observe(data);
         }
@@ -364,9 +370,14 @@ mod tests {
             data.facts.intra_op = if k >= 6 { 2 } else { 1 };
             data.snapshot
                 .devices
-                .push(crate::tui::fake::device_snapshot("cpu0"));
-            let worker =
-                crate::tui::fake::worker_snapshot(1, "cpu0-w0", "cpu0", 0, Activity::Running);
+                .push(crate::tui::fake::device_snapshot(crate::tui::fake::cpu0()));
+            let worker = crate::tui::fake::worker_snapshot(
+                1,
+                "cpu0-w0",
+                crate::tui::fake::cpu0(),
+                0,
+                Activity::Running,
+            );
             data.snapshot.workers = vec![worker];
             app.observe(data);
         }
@@ -425,12 +436,18 @@ mod tests {
     fn long_labels_keep_their_distinguishing_end() {
         let worker = |thread: u32| {
             let name = format!("engine-worker-pool-{thread}");
-            crate::tui::fake::worker_snapshot(thread, name, "cpu0", thread, Activity::Parked)
+            crate::tui::fake::worker_snapshot(
+                thread,
+                name,
+                crate::tui::fake::cpu0(),
+                thread,
+                Activity::Parked,
+            )
         };
         let mut data = DashboardData::default();
         data.snapshot
             .devices
-            .push(crate::tui::fake::device_snapshot("cpu0"));
+            .push(crate::tui::fake::device_snapshot(crate::tui::fake::cpu0()));
         data.snapshot.workers = vec![worker(1), worker(2)];
         let mut app = App::new();
         app.observe(data);
