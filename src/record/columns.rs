@@ -1,30 +1,32 @@
-//! A chunk's events as postcard stores them: column by column.
+//! Event chunks and op runs as postcard stores them: column by column.
 //!
 //! ```text
-//! events  = count (u32) | times | kinds | threads | devices | names | aux | args | flags
-//! column  = postcard bytes (length, then the bytes): `count` values, each in postcard's
-//!           own encoding of its type, one after the other
-//! times   = i64: each event's time minus the one before (the first's minus 0)
-//! kinds   = RecordKind (its variant index: a byte)
-//! threads, names, aux = u32;  devices = u16;  flags = u8
-//! args    = i64: each event's `arg` minus the one before (the first's minus 0)
+//! events = count (u32) | times | kinds | threads | devices | names | aux | args | flags
+//! runs   = count (u32) | op ids | iterations | indexes
+//! column = postcard bytes (length, then the bytes): `count` values, each in postcard's
+//!          own encoding of its type, one after the other
+//! times, args, op ids, iterations = i64: each value minus the one before (the first's
+//!          minus 0)
+//! kinds  = RecordKind (its variant index: a byte)
+//! threads, names, aux, indexes = u32;  devices = u16;  flags = u8
 //! ```
 //! Every column is exactly what postcard writes for its values (varints, i64 zig-zagged;
 //! the tests check it value by value), so the format is postcard's. The writer produces a
-//! column with a loop over the chunk's events that pushes the varint bytes into one buffer,
-//! rather than handing postcard each field of each event through serde: a few instructions
-//! a value instead of a serializer call, a small `memcpy` and a capacity check each. The
-//! reader takes each value back with postcard's own deserializer.
+//! column with a loop over the items that writes the varint bytes into one buffer, rather
+//! than handing postcard each field of each item through serde: a few instructions a value
+//! instead of a serializer call, a small `memcpy` and a capacity check each. The reader
+//! takes each value back with postcard's own deserializer.
 //!
-//! Time and `arg` are deltas because the collector drains events thread by thread in time
-//! order: consecutive stamps are close, and consecutive args are mostly the same op id (an
-//! op's queued, start and end events) or the engine's next ones. Wrapping arithmetic makes
-//! any `u64` round-trip.
+//! The deltas are small because of the order things come in: the collector drains events
+//! thread by thread in time order, so consecutive stamps are close and consecutive args
+//! are mostly the same op id (an op's queued, start and end events) or the engine's next
+//! ones; op runs are written in op id order, and the iteration grows with the op id.
+//! Wrapping arithmetic makes any `u64` round-trip.
 //!
 //! A column that holds fewer values than `count`, more bytes than its values, or a value
-//! postcard refuses (an overlong varint, a kind past the last) fails the chunk's decoding,
-//! so a corrupt chunk is an error, never a wrong event. `count` is checked against the
-//! flags column (a byte an event) before anything is allocated for it.
+//! postcard refuses (an overlong varint, a kind past the last) fails the frame's decoding,
+//! so a corrupt frame is an error, never a wrong event. `count` is checked against the
+//! columns' sizes (a value takes a byte at least) before anything is allocated for it.
 #![forbid(unsafe_code)]
 
 use serde::de::Error as _;
@@ -32,47 +34,137 @@ use serde::ser::SerializeTuple;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::format::{RecordKind, RecordedEvent};
+use super::graph::OpRun;
 
-/// The columns after `count`.
-const COLUMNS: usize = 8;
+/// A chunk's events: `#[serde(with = "columns::events")]` on a `Vec<RecordedEvent>`.
+pub(crate) mod events {
+    use super::*;
+
+    pub(super) const NAMES: [&str; 8] = [
+        "times", "kinds", "threads", "devices", "names", "aux", "args", "flags",
+    ];
+
+    /// Writes `events` column by column (module `columns`).
+    pub(crate) fn serialize<S: Serializer>(
+        events: &[RecordedEvent],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let fills: [Fill<RecordedEvent>; 8] = [
+            |events, out| deltas(events, out, |event| event.ts_ns),
+            |events, out| bytes(events, out, |event| event.kind as u8),
+            |events, out| varints(events, out, |event| u64::from(event.thread)),
+            |events, out| varints(events, out, |event| u64::from(event.device)),
+            |events, out| varints(events, out, |event| u64::from(event.name)),
+            |events, out| varints(events, out, |event| u64::from(event.aux)),
+            |events, out| deltas(events, out, |event| event.arg),
+            |events, out| bytes(events, out, |event| event.flags),
+        ];
+        write(serializer, events, &fills)
+    }
+
+    /// Reads the events [`serialize`] wrote, with their absolute times.
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<RecordedEvent>, D::Error> {
+        let (count, mut columns) = Columns::read(deserializer, NAMES)?;
+        let decode = |columns: &mut Columns<'de, 8>| {
+            let mut events = Vec::with_capacity(count);
+            let (mut ts_ns, mut arg) = (0u64, 0u64);
+            for _ in 0..count {
+                ts_ns = ts_ns.wrapping_add(columns.next::<i64>(0)? as u64);
+                let kind: RecordKind = columns.next(1)?;
+                let thread = columns.next(2)?;
+                let device = columns.next(3)?;
+                let name = columns.next(4)?;
+                let aux = columns.next(5)?;
+                arg = arg.wrapping_add(columns.next::<i64>(6)? as u64);
+                let flags = columns.next(7)?;
+                events.push(RecordedEvent {
+                    ts_ns,
+                    kind,
+                    thread,
+                    device,
+                    name,
+                    aux,
+                    arg,
+                    flags,
+                });
+            }
+            Ok(events)
+        };
+        let events = decode(&mut columns).and_then(|events| columns.finish().map(|()| events));
+        events.map_err(D::Error::custom)
+    }
+}
+
+/// Op runs: `#[serde(with = "columns::runs")]` on a `Vec<OpRun>` (in op id order: any
+/// order round-trips, that one writes small deltas).
+pub(crate) mod runs {
+    use super::*;
+
+    pub(super) const NAMES: [&str; 3] = ["op ids", "iterations", "indexes"];
+
+    /// Writes `runs` column by column (module `columns`).
+    pub(crate) fn serialize<S: Serializer>(
+        runs: &[OpRun],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let fills: [Fill<OpRun>; 3] = [
+            |runs, out| deltas(runs, out, |run| run.op_id),
+            |runs, out| deltas(runs, out, |run| run.iteration),
+            |runs, out| varints(runs, out, |run| u64::from(run.index)),
+        ];
+        write(serializer, runs, &fills)
+    }
+
+    /// Reads the runs [`serialize`] wrote.
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<OpRun>, D::Error> {
+        let (count, mut columns) = Columns::read(deserializer, NAMES)?;
+        let decode = |columns: &mut Columns<'de, 3>| {
+            let mut runs = Vec::with_capacity(count);
+            let (mut op_id, mut iteration) = (0u64, 0u64);
+            for _ in 0..count {
+                op_id = op_id.wrapping_add(columns.next::<i64>(0)? as u64);
+                iteration = iteration.wrapping_add(columns.next::<i64>(1)? as u64);
+                let index = columns.next(2)?;
+                runs.push(OpRun {
+                    op_id,
+                    iteration,
+                    index,
+                });
+            }
+            Ok(runs)
+        };
+        let runs = decode(&mut columns).and_then(|runs| columns.finish().map(|()| runs));
+        runs.map_err(D::Error::custom)
+    }
+}
+
+/// Writes a column of a value of each item at the start of a buffer of [`MAX_VARINT`]
+/// bytes an item; returns the bytes written.
+type Fill<T> = fn(&[T], &mut [u8]) -> usize;
 
 /// Bytes a varint of a `u64` takes at most.
 const MAX_VARINT: usize = 10;
 
-/// Serializes `events` column by column (module docs).
-pub(crate) fn serialize<S: Serializer>(
-    events: &[RecordedEvent],
+/// Serializes `count`, then each column `fills` makes of `items`, as bytes. The columns are
+/// made one after the other in one buffer, zeroed once.
+fn write<T, S: Serializer>(
     serializer: S,
+    items: &[T],
+    fills: &[Fill<T>],
 ) -> Result<S::Ok, S::Error> {
-    let count = u32::try_from(events.len()).map_err(serde::ser::Error::custom)?;
-    let mut column = Vec::with_capacity(events.len() * MAX_VARINT);
-    let mut tuple = serializer.serialize_tuple(1 + COLUMNS)?;
+    let count = u32::try_from(items.len()).map_err(serde::ser::Error::custom)?;
+    let mut buffer = vec![0; items.len() * MAX_VARINT];
+    let mut tuple = serializer.serialize_tuple(1 + fills.len())?;
     tuple.serialize_element(&count)?;
-    for fill in [
-        times as fn(&[RecordedEvent], &mut Vec<u8>),
-        kinds,
-        threads,
-        devices,
-        names,
-        aux,
-        args,
-        flags,
-    ] {
-        column.clear();
-        fill(events, &mut column);
-        tuple.serialize_element(&Bytes(&column))?;
+    for fill in fills {
+        let written = fill(items, &mut buffer);
+        tuple.serialize_element(&Bytes(&buffer[..written]))?;
     }
     tuple.end()
-}
-
-/// Deserializes the events [`serialize`] wrote, with their absolute times. The column
-/// bytes are borrowed from the input (postcard's `from_bytes`, which every frame goes
-/// through, lends them).
-pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Vec<RecordedEvent>, D::Error> {
-    let (count, columns) = <(u32, [&'de [u8]; COLUMNS])>::deserialize(deserializer)?;
-    decode(count, columns).map_err(D::Error::custom)
 }
 
 /// A byte slice that serde writes as bytes (postcard: its length, then the bytes).
@@ -84,148 +176,121 @@ impl Serialize for Bytes<'_> {
     }
 }
 
-/// Pushes `value` as postcard's varint: seven bits a byte, low first, the high bit set on
-/// every byte but the last.
+/// Writes a byte of each item (postcard's `u8`, and its variant index of an enum of fewer
+/// than 128 variants).
 #[inline(always)]
-fn varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push(value as u8 | 0x80);
-        value >>= 7;
+fn bytes<T>(items: &[T], buffer: &mut [u8], value: impl Fn(&T) -> u8) -> usize {
+    for (byte, item) in buffer.iter_mut().zip(items) {
+        *byte = value(item);
     }
-    out.push(value as u8);
+    items.len()
 }
 
-/// `value` zig-zagged as postcard stores an `i64`: small magnitudes of either sign small.
+/// Writes a varint of each item's value: seven bits a byte, low first, the high bit set
+/// on every byte but the last (postcard's `u16`, `u32` and `u64`).
 #[inline(always)]
-fn zigzag(value: i64) -> u64 {
-    ((value << 1) ^ (value >> 63)) as u64
+fn varints<T>(items: &[T], buffer: &mut [u8], mut value: impl FnMut(&T) -> u64) -> usize {
+    let mut at = 0;
+    for item in items {
+        let mut value = value(item);
+        while value >= 0x80 {
+            buffer[at] = value as u8 | 0x80;
+            at += 1;
+            value >>= 7;
+        }
+        buffer[at] = value as u8;
+        at += 1;
+    }
+    at
 }
 
-/// Pushes the deltas of `field` over `events` (the first from 0), zig-zagged.
+/// Writes each item's value minus the one before (the first's minus 0), zig-zagged as
+/// postcard stores an `i64`: small magnitudes of either sign take a byte or two.
 #[inline(always)]
-fn deltas(events: &[RecordedEvent], out: &mut Vec<u8>, field: impl Fn(&RecordedEvent) -> u64) {
+fn deltas<T>(items: &[T], buffer: &mut [u8], value: impl Fn(&T) -> u64) -> usize {
     let mut previous = 0u64;
-    for event in events {
-        let value = field(event);
-        varint(out, zigzag(value.wrapping_sub(previous) as i64));
-        previous = value;
-    }
+    varints(items, buffer, |item| {
+        let current = value(item);
+        let delta = current.wrapping_sub(previous) as i64;
+        previous = current;
+        ((delta << 1) ^ (delta >> 63)) as u64
+    })
 }
 
-fn times(events: &[RecordedEvent], out: &mut Vec<u8>) {
-    deltas(events, out, |event| event.ts_ns);
-}
-
-fn args(events: &[RecordedEvent], out: &mut Vec<u8>) {
-    deltas(events, out, |event| event.arg);
-}
-
-fn kinds(events: &[RecordedEvent], out: &mut Vec<u8>) {
-    // Under 128 variants: the variant index's varint is the index itself.
-    out.extend(events.iter().map(|event| event.kind as u8));
-}
-
-fn threads(events: &[RecordedEvent], out: &mut Vec<u8>) {
-    for event in events {
-        varint(out, u64::from(event.thread));
-    }
-}
-
-fn devices(events: &[RecordedEvent], out: &mut Vec<u8>) {
-    for event in events {
-        varint(out, u64::from(event.device));
-    }
-}
-
-fn names(events: &[RecordedEvent], out: &mut Vec<u8>) {
-    for event in events {
-        varint(out, u64::from(event.name));
-    }
-}
-
-fn aux(events: &[RecordedEvent], out: &mut Vec<u8>) {
-    for event in events {
-        varint(out, u64::from(event.aux));
-    }
-}
-
-fn flags(events: &[RecordedEvent], out: &mut Vec<u8>) {
-    out.extend(events.iter().map(|event| event.flags));
-}
-
-/// Why a chunk's columns do not decode.
+/// Why a frame's columns do not decode.
 #[derive(Debug, thiserror::Error)]
 enum ColumnError {
-    #[error("its flags column holds {flags} bytes for {count} events")]
-    Count { count: u32, flags: usize },
+    #[error("its {0} column holds {1} bytes for {2} values")]
+    Count(&'static str, usize, u32),
     #[error("its {0} column does not decode: {1}")]
     Value(&'static str, postcard::Error),
     #[error("its {0} column has bytes after its last value")]
     Trailing(&'static str),
 }
 
-/// The columns' names, in order, for errors.
-const COLUMN_NAMES: [&str; COLUMNS] = [
-    "times", "kinds", "threads", "devices", "names", "aux", "args", "flags",
-];
-
-type Column<'de> = postcard::Deserializer<'de, postcard::de_flavors::Slice<'de>>;
-
-/// The next value of column `at`.
-#[inline(always)]
-fn next<'de, T: Deserialize<'de>>(
-    columns: &mut [Column<'de>; COLUMNS],
-    at: usize,
-) -> Result<T, ColumnError> {
-    T::deserialize(&mut columns[at]).map_err(|error| ColumnError::Value(COLUMN_NAMES[at], error))
+/// A frame's columns being read, each through postcard's deserializer.
+struct Columns<'de, const N: usize> {
+    columns: [postcard::Deserializer<'de, postcard::de_flavors::Slice<'de>>; N],
+    names: [&'static str; N],
 }
 
-fn decode(count: u32, columns: [&[u8]; COLUMNS]) -> Result<Vec<RecordedEvent>, ColumnError> {
-    let flags = columns[COLUMNS - 1].len();
-    if flags != count as usize {
-        return Err(ColumnError::Count { count, flags });
-    }
-    let mut columns = columns.map(postcard::Deserializer::from_bytes);
-    let mut events = Vec::with_capacity(count as usize);
-    let (mut ts_ns, mut arg) = (0u64, 0u64);
-    for _ in 0..count {
-        ts_ns = ts_ns.wrapping_add(next::<i64>(&mut columns, 0)? as u64);
-        let kind: RecordKind = next(&mut columns, 1)?;
-        let thread = next(&mut columns, 2)?;
-        let device = next(&mut columns, 3)?;
-        let name = next(&mut columns, 4)?;
-        let aux = next(&mut columns, 5)?;
-        arg = arg.wrapping_add(next::<i64>(&mut columns, 6)? as u64);
-        let flags = next(&mut columns, 7)?;
-        events.push(RecordedEvent {
-            ts_ns,
-            kind,
-            thread,
-            device,
-            name,
-            aux,
-            arg,
-            flags,
-        });
-    }
-    for (column, name) in columns.into_iter().zip(COLUMN_NAMES) {
-        let rest = column
-            .finalize()
-            .map_err(|error| ColumnError::Value(name, error))?;
-        if !rest.is_empty() {
-            return Err(ColumnError::Trailing(name));
+impl<'de, const N: usize> Columns<'de, N> {
+    /// Reads `count` and the columns' bytes (borrowed from the input: postcard's
+    /// `from_bytes`, which every frame goes through, lends them); refuses a count that
+    /// some column has fewer bytes than.
+    fn read<D: Deserializer<'de>>(
+        deserializer: D,
+        names: [&'static str; N],
+    ) -> Result<(usize, Self), D::Error>
+    where
+        [&'de [u8]; N]: Deserialize<'de>,
+    {
+        let (count, columns) = <(u32, [&'de [u8]; N])>::deserialize(deserializer)?;
+        for (column, name) in columns.iter().zip(names) {
+            if column.len() < count as usize {
+                return Err(D::Error::custom(ColumnError::Count(
+                    name,
+                    column.len(),
+                    count,
+                )));
+            }
         }
+        let columns = columns.map(postcard::Deserializer::from_bytes);
+        Ok((count as usize, Columns { columns, names }))
     }
-    Ok(events)
+
+    /// The next value of column `at`.
+    #[inline(always)]
+    fn next<T: Deserialize<'de>>(&mut self, at: usize) -> Result<T, ColumnError> {
+        T::deserialize(&mut self.columns[at])
+            .map_err(|error| ColumnError::Value(self.names[at], error))
+    }
+
+    /// Checks that every column was read to its end.
+    fn finish(self) -> Result<(), ColumnError> {
+        for (column, name) in self.columns.into_iter().zip(self.names) {
+            let rest = column
+                .finalize()
+                .map_err(|error| ColumnError::Value(name, error))?;
+            if !rest.is_empty() {
+                return Err(ColumnError::Trailing(name));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
-    /// A chunk's events field, as a frame holds it.
+    /// A chunk's events, as a frame holds them.
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
-    struct Events(#[serde(with = "super")] Vec<RecordedEvent>);
+    struct Events(#[serde(with = "super::events")] Vec<RecordedEvent>);
+
+    /// Op runs, as a frame holds them.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Runs(#[serde(with = "super::runs")] Vec<OpRun>);
 
     const KINDS: [RecordKind; 17] = [
         RecordKind::OpQueued,
@@ -247,15 +312,19 @@ mod tests {
         RecordKind::SpanExit,
     ];
 
-    /// Events with every kind and values of every size, extremes included.
-    fn events(count: usize, seed: u64) -> Vec<RecordedEvent> {
-        let mut rng = fastrand::Rng::with_seed(seed);
-        let any = |rng: &mut fastrand::Rng| match rng.u8(0..4) {
+    /// A value of any size, extremes included.
+    fn any(rng: &mut fastrand::Rng) -> u64 {
+        match rng.u8(0..4) {
             0 => rng.u64(0..128),
             1 => rng.u64(..1 << 21),
             2 => rng.u64(..),
             _ => [0, u64::MAX, 1 << 63, (1 << 63) - 1][rng.usize(0..4)],
-        };
+        }
+    }
+
+    /// Events with every kind and values of every size.
+    fn some_events(count: usize, seed: u64) -> Vec<RecordedEvent> {
+        let mut rng = fastrand::Rng::with_seed(seed);
         (0..count)
             .map(|at| RecordedEvent {
                 ts_ns: any(&mut rng),
@@ -270,67 +339,106 @@ mod tests {
             .collect()
     }
 
+    fn some_runs(count: usize, seed: u64) -> Vec<OpRun> {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        (0..count)
+            .map(|_| OpRun {
+                op_id: any(&mut rng),
+                iteration: any(&mut rng),
+                index: any(&mut rng) as u32,
+            })
+            .collect()
+    }
+
     #[test]
-    fn events_round_trip_exactly() {
+    fn events_and_runs_round_trip_exactly() {
         for count in [0, 1, 2, 17, 1000] {
-            let events = events(count, count as u64);
-            let bytes = postcard::to_stdvec(&Events(events.clone())).unwrap();
-            let back: Events = postcard::from_bytes(&bytes).unwrap();
-            assert_eq!(back.0, events, "{count} events");
+            let events = Events(some_events(count, count as u64));
+            let bytes = postcard::to_stdvec(&events).unwrap();
+            assert_eq!(postcard::from_bytes::<Events>(&bytes).unwrap(), events);
+            let runs = Runs(some_runs(count, count as u64));
+            let bytes = postcard::to_stdvec(&runs).unwrap();
+            assert_eq!(postcard::from_bytes::<Runs>(&bytes).unwrap(), runs);
         }
     }
 
-    /// Every column is postcard's encoding of its values: decoding it value by value with
-    /// postcard gives them back, and encoding them with postcard gives its bytes.
+    /// `(count, columns)` of a frame's bytes.
+    fn columns<const N: usize>(bytes: &[u8]) -> (u32, [&[u8]; N])
+    where
+        for<'de> [&'de [u8]; N]: Deserialize<'de>,
+    {
+        postcard::from_bytes(bytes).unwrap()
+    }
+
+    /// Postcard's bytes of `value`, appended to `column`.
+    fn put(column: &mut Vec<u8>, value: impl Serialize) {
+        column.extend(postcard::to_stdvec(&value).unwrap());
+    }
+
+    /// Every column is postcard's encoding of its values: writing them one by one with
+    /// postcard gives its bytes.
     #[test]
     fn every_column_is_postcard_of_its_values() {
-        let events = events(500, 25);
-        let expected: [Vec<u8>; COLUMNS] = {
-            let (mut ts, mut arg) = (0u64, 0u64);
-            let mut columns: [Vec<u8>; COLUMNS] = Default::default();
-            for event in &events {
-                let put = |column: &mut Vec<u8>, bytes: Vec<u8>| column.extend(bytes);
-                let dt = event.ts_ns.wrapping_sub(ts) as i64;
-                let da = event.arg.wrapping_sub(arg) as i64;
-                (ts, arg) = (event.ts_ns, event.arg);
-                put(&mut columns[0], postcard::to_stdvec(&dt).unwrap());
-                put(&mut columns[1], postcard::to_stdvec(&event.kind).unwrap());
-                put(&mut columns[2], postcard::to_stdvec(&event.thread).unwrap());
-                put(&mut columns[3], postcard::to_stdvec(&event.device).unwrap());
-                put(&mut columns[4], postcard::to_stdvec(&event.name).unwrap());
-                put(&mut columns[5], postcard::to_stdvec(&event.aux).unwrap());
-                put(&mut columns[6], postcard::to_stdvec(&da).unwrap());
-                put(&mut columns[7], postcard::to_stdvec(&event.flags).unwrap());
-            }
-            columns
-        };
-        let bytes = postcard::to_stdvec(&Events(events.clone())).unwrap();
-        let (count, written): (u32, [&[u8]; COLUMNS]) = postcard::from_bytes(&bytes).unwrap();
+        let events = some_events(500, 25);
+        let mut expected: [Vec<u8>; 8] = Default::default();
+        let (mut ts, mut arg) = (0u64, 0u64);
+        for event in &events {
+            put(&mut expected[0], event.ts_ns.wrapping_sub(ts) as i64);
+            put(&mut expected[1], event.kind);
+            put(&mut expected[2], event.thread);
+            put(&mut expected[3], event.device);
+            put(&mut expected[4], event.name);
+            put(&mut expected[5], event.aux);
+            put(&mut expected[6], event.arg.wrapping_sub(arg) as i64);
+            put(&mut expected[7], event.flags);
+            (ts, arg) = (event.ts_ns, event.arg);
+        }
+        let bytes = postcard::to_stdvec(&Events(events)).unwrap();
+        let (count, written) = columns::<8>(&bytes);
         assert_eq!(count, 500);
-        for (at, name) in COLUMN_NAMES.iter().enumerate() {
+        for (at, name) in events::NAMES.iter().enumerate() {
+            assert_eq!(written[at], &expected[at][..], "the {name} column");
+        }
+
+        let runs = some_runs(500, 26);
+        let mut expected: [Vec<u8>; 3] = Default::default();
+        let (mut op_id, mut iteration) = (0u64, 0u64);
+        for run in &runs {
+            put(&mut expected[0], run.op_id.wrapping_sub(op_id) as i64);
+            put(
+                &mut expected[1],
+                run.iteration.wrapping_sub(iteration) as i64,
+            );
+            put(&mut expected[2], run.index);
+            (op_id, iteration) = (run.op_id, run.iteration);
+        }
+        let bytes = postcard::to_stdvec(&Runs(runs)).unwrap();
+        let (count, written) = columns::<3>(&bytes);
+        assert_eq!(count, 500);
+        for (at, name) in runs::NAMES.iter().enumerate() {
             assert_eq!(written[at], &expected[at][..], "the {name} column");
         }
     }
 
-    fn decodes(count: u32, columns: [&[u8]; COLUMNS]) -> Result<Events, postcard::Error> {
-        let bytes = postcard::to_stdvec(&(count, columns.map(|column| Bytes(column)))).unwrap();
+    fn decodes(count: u32, columns: [&[u8]; 8]) -> Result<Events, postcard::Error> {
+        let bytes = postcard::to_stdvec(&(count, columns.map(Bytes))).unwrap();
         postcard::from_bytes(&bytes)
     }
 
     #[test]
     fn columns_that_do_not_fit_their_count_are_refused() {
-        let one: [&[u8]; COLUMNS] = [&[2], &[1], &[3], &[0], &[7], &[0], &[2], &[0]];
+        let one: [&[u8]; 8] = [&[2], &[1], &[3], &[0], &[7], &[0], &[2], &[0]];
         let event = decodes(1, one).unwrap().0;
         assert_eq!(
             (event[0].ts_ns, event[0].kind, event[0].arg),
             (1, RecordKind::OpStart, 1)
         );
-        // More events than flags, a column short or long, an overlong varint, a kind past
+        // More events than bytes, a column short or long, an overlong varint, a kind past
         // the last: each fails the chunk.
         assert!(decodes(2, one).is_err());
         assert!(decodes(u32::MAX, one).is_err());
         let mut short = one;
-        short[4] = &[];
+        short[4] = &[0x80];
         assert!(decodes(1, short).is_err());
         let mut long = one;
         long[2] = &[3, 3];

@@ -283,7 +283,7 @@ struct LoopColumns<'a>(&'a [RecordedEvent]);
 
 impl Serialize for LoopColumns<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        super::columns::serialize(self.0, serializer)
+        super::columns::events::serialize(self.0, serializer)
     }
 }
 

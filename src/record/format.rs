@@ -21,7 +21,7 @@
 //!
 //! Event chunks and op runs are postcard alone: its varints already make an event about 10
 //! bytes (a tenth of its Chrome JSON) and an op run about 4, and lz4 over them would cost the
-//! `recorder` thread several times what the encoding costs, on cores the run's workers
+//! `recorder` thread about as much again as the encoding, on cores the run's workers
 //! need; every other frame (checkpoints above all: large and repetitive) is
 //! lz4-compressed. The payload's first byte says which, and the checksum covers it; a reader
 //! takes either for any frame.
@@ -212,7 +212,7 @@ pub(crate) struct Chunk {
     /// Events the recorder had let go by the end of this chunk (its writer fell behind).
     pub(crate) lost: u64,
     /// Its events, column by column on the wire (module `columns`).
-    #[serde(with = "super::columns")]
+    #[serde(with = "super::columns::events")]
     pub(crate) events: Vec<RecordedEvent>,
     /// What the live statistics took between the events besides them, in order.
     pub(crate) marks: Vec<Mark>,
@@ -300,42 +300,14 @@ pub(crate) struct CheckpointFrame {
     pub(crate) tasks: Vec<TaskReading>,
 }
 
-/// A batch of op runs, each op id stored as a delta from the one before (the engine numbers
-/// its pushes in order: a byte or two each).
+/// A batch of op runs, in op id order (the engine numbers its pushes in order, so each op
+/// id and iteration is a small delta from the one before: module `columns`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Runs {
     /// Op runs the recorder had let go by the end of this frame (its writer fell behind).
     pub(crate) lost: u64,
-    runs: Vec<(i64, u64, u32)>,
-}
-
-impl Runs {
-    /// `runs` as a frame holds them.
-    pub(crate) fn new(lost: u64, runs: &[OpRun]) -> Self {
-        let mut previous = 0u64;
-        let runs = runs
-            .iter()
-            .map(|run| {
-                let delta = run.op_id.wrapping_sub(previous) as i64;
-                previous = run.op_id;
-                (delta, run.iteration, run.index)
-            })
-            .collect();
-        Runs { lost, runs }
-    }
-
-    /// The op runs back.
-    pub(crate) fn runs(&self) -> impl Iterator<Item = OpRun> + '_ {
-        let mut op_id = 0u64;
-        self.runs.iter().map(move |&(delta, iteration, index)| {
-            op_id = op_id.wrapping_add(delta as u64);
-            OpRun {
-                op_id,
-                iteration,
-                index,
-            }
-        })
-    }
+    #[serde(with = "super::columns::runs")]
+    pub(crate) runs: Vec<OpRun>,
 }
 
 /// The bytes of the file's header.

@@ -158,7 +158,7 @@ impl Recording {
 
     fn add_runs(&mut self, runs: Runs) {
         self.lost_op_runs = self.lost_op_runs.max(runs.lost);
-        self.op_runs.extend(runs.runs());
+        self.op_runs.extend(runs.runs);
     }
 
     fn add_tables(&mut self, tables: Tables) {

@@ -639,9 +639,17 @@ impl Writer {
         if !self.runs.is_empty() {
             // Engine op ids grow with the pushes: in their order, each is a small delta.
             self.runs.sort_unstable_by_key(|run| run.op_id);
-            let runs = Runs::new(self.lost_runs.load(Ordering::Relaxed), &self.runs);
-            self.runs.clear();
-            self.write(&Frame::Runs(runs))?;
+            let frame = Frame::Runs(Runs {
+                lost: self.lost_runs.load(Ordering::Relaxed),
+                runs: std::mem::take(&mut self.runs),
+            });
+            let written = self.write(&frame);
+            if let Frame::Runs(runs) = frame {
+                // The next runs fill the same buffer.
+                self.runs = runs.runs;
+                self.runs.clear();
+            }
+            written?;
         }
         if self.exact && self.checkpoint.due() {
             self.want_stats.store(true, Ordering::Relaxed);
