@@ -3,22 +3,25 @@
 //! every chunk) and bytes per event. `enginetop replay FILE --bench-encoding` prints the
 //! table; no test times anything.
 //!
-//! The candidates: the rows as postcard varints (one struct an event), with and without
-//! lz4; the same rows behind the per-event table lookups the recorder makes (a `HashSet`
-//! per id kind, or a bitmap indexed by the id); raw fixed-width rows (32 bytes an event)
-//! with lz4; columns (one `Vec` per field, times and op ids as deltas) as postcard varints,
-//! with and without lz4; and raw fixed-width columns with lz4.
+//! The candidates: the rows as postcard varints (one struct an event, times as deltas),
+//! with and without lz4; the same rows behind the per-event table lookups the recorder
+//! makes (a `HashSet` per id kind, or a bitmap indexed by the id); raw fixed-width rows (32
+//! bytes an event) with lz4; columns (one `Vec` per field, times and op ids as deltas) as
+//! postcard varints serialized value by value through serde, with and without lz4; the
+//! same columns as the recorder writes them (module `columns`: each column's varints pushed
+//! by a loop, postcard given the bytes), with and without lz4; and raw fixed-width columns
+//! with lz4.
 #![forbid(unsafe_code)]
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use super::format::{RecordKind, RecordedEvent, FRAME_HEADER_LEN};
 use super::index::RecordingIndex;
-use super::writer::{wire_events, CHUNK_EVENTS};
+use super::writer::CHUNK_EVENTS;
 use super::{read_recording, RecordError};
 
 /// One candidate's figures.
@@ -73,17 +76,19 @@ const PASSES: usize = 5;
 pub(crate) fn bench_encodings(path: &Path) -> Result<(usize, Vec<EncodingFigure>), RecordError> {
     let events = read_recording(path)?.events;
     let chunks: Vec<&[RecordedEvent]> = events.chunks(CHUNK_EVENTS).collect();
-    let candidates: [(&'static str, Encode); 8] = [
+    let candidates: [(&'static str, Encode); 10] = [
         ("rows postcard + lz4, HashSet tables (v4)", rows_hashset_lz4),
         ("rows postcard + lz4, bitmap tables", rows_bitmap_lz4),
         ("rows postcard, no lz4", rows_postcard),
         (
-            "rows postcard, no lz4, bitmap tables (v5)",
+            "rows postcard, no lz4, bitmap tables (v5, v6)",
             rows_bitmap_postcard,
         ),
         ("rows raw 32 B + lz4", rows_raw_lz4),
         ("columns postcard, no lz4", columns_postcard),
         ("columns postcard + lz4", columns_postcard_lz4),
+        ("columns by loop, no lz4 (v7)", columns_loop),
+        ("columns by loop + lz4", columns_loop_lz4),
         ("columns raw + lz4", columns_raw_lz4),
     ];
     let figures = candidates
@@ -129,12 +134,46 @@ fn lz4_into(plain: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&crc.to_le_bytes());
 }
 
+/// An event as a row stores it: its time as a delta from the event before.
+#[derive(Serialize)]
+struct Row {
+    dt_ns: i64,
+    kind: RecordKind,
+    thread: u32,
+    device: u16,
+    name: u32,
+    aux: u32,
+    arg: u64,
+    flags: u8,
+}
+
+fn rows(chunk: &[RecordedEvent]) -> Vec<Row> {
+    let mut previous = chunk.first().map_or(0, |event| event.ts_ns);
+    chunk
+        .iter()
+        .map(|event| {
+            let dt_ns = event.ts_ns.wrapping_sub(previous) as i64;
+            previous = event.ts_ns;
+            Row {
+                dt_ns,
+                kind: event.kind,
+                thread: event.thread,
+                device: event.device,
+                name: event.name,
+                aux: event.aux,
+                arg: event.arg,
+                flags: event.flags,
+            }
+        })
+        .collect()
+}
+
 fn rows_postcard(chunk: &[RecordedEvent], out: &mut Vec<u8>) {
-    *out = postcard::to_extend(&wire_events(chunk), std::mem::take(out)).unwrap_or_default();
+    *out = postcard::to_extend(&rows(chunk), std::mem::take(out)).unwrap_or_default();
 }
 
 fn rows_postcard_lz4(chunk: &[RecordedEvent], out: &mut Vec<u8>) {
-    let plain = postcard::to_stdvec(&wire_events(chunk)).unwrap_or_default();
+    let plain = postcard::to_stdvec(&rows(chunk)).unwrap_or_default();
     lz4_into(&plain, out);
 }
 
@@ -236,6 +275,24 @@ fn columns_postcard(chunk: &[RecordedEvent], out: &mut Vec<u8>) {
 
 fn columns_postcard_lz4(chunk: &[RecordedEvent], out: &mut Vec<u8>) {
     let plain = postcard::to_stdvec(&columns(chunk)).unwrap_or_default();
+    lz4_into(&plain, out);
+}
+
+/// A chunk's events as a chunk frame holds them.
+struct LoopColumns<'a>(&'a [RecordedEvent]);
+
+impl Serialize for LoopColumns<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        super::columns::events::serialize(self.0, serializer)
+    }
+}
+
+fn columns_loop(chunk: &[RecordedEvent], out: &mut Vec<u8>) {
+    *out = postcard::to_extend(&LoopColumns(chunk), std::mem::take(out)).unwrap_or_default();
+}
+
+fn columns_loop_lz4(chunk: &[RecordedEvent], out: &mut Vec<u8>) {
+    let plain = postcard::to_stdvec(&LoopColumns(chunk)).unwrap_or_default();
     lz4_into(&plain, out);
 }
 

@@ -15,13 +15,14 @@
 //! finished recording an end frame. The configuration's changes are the run's
 //! `PoolResized` events, recorded with the rest. Event chunks carry the name, device and thread table entries first used
 //! in them, so the tables of any prefix cover its events. Times are nanoseconds since the
-//! recording process's epoch; a chunk stores each event's time as a delta from the one
-//! before (zig-zag varints: a byte or two each).
+//! recording process's epoch. A chunk stores its events column by column (module
+//! `columns`): each field of every event in turn, times and args as deltas from the event
+//! before (zig-zag varints: a byte or two each), every column in postcard's encoding.
 //!
-//! Event chunks and op runs are postcard alone: its varints already make an event about 14
+//! Event chunks and op runs are postcard alone: its varints already make an event about 10
 //! bytes (a tenth of its Chrome JSON) and an op run about 4, and lz4 over them would cost the
-//! `recorder` thread about as much again per event as the encoding, on cores the run's
-//! workers need; every other frame (checkpoints above all: large and repetitive) is
+//! `recorder` thread about as much again as the encoding, on cores the run's workers
+//! need; every other frame (checkpoints above all: large and repetitive) is
 //! lz4-compressed. The payload's first byte says which, and the checksum covers it; a reader
 //! takes either for any frame.
 //!
@@ -53,7 +54,7 @@ use super::graph::{GraphShape, OpRun};
 /// The first bytes of every recording.
 pub(crate) const MAGIC: [u8; 8] = *b"ENGTREC\0";
 /// The format this build writes and reads; bumped whenever a frame changes.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 /// Bytes before the first frame (magic and version).
 pub(crate) const FILE_HEADER_LEN: usize = MAGIC.len() + 4;
 /// Bytes before each frame's payload (length and checksum).
@@ -193,19 +194,6 @@ pub struct RecordedEvent {
     pub flags: u8,
 }
 
-/// An event as a chunk stores it: its time as a delta from the event before.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct WireEvent {
-    pub(crate) dt_ns: i64,
-    pub(crate) kind: RecordKind,
-    pub(crate) thread: u32,
-    pub(crate) device: u16,
-    pub(crate) name: u32,
-    pub(crate) aux: u32,
-    pub(crate) arg: u64,
-    pub(crate) flags: u8,
-}
-
 /// Table entries: ids and their text.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Tables {
@@ -223,9 +211,9 @@ pub(crate) struct Chunk {
     pub(crate) dropped: u64,
     /// Events the recorder had let go by the end of this chunk (its writer fell behind).
     pub(crate) lost: u64,
-    /// The time the first event's delta is from.
-    pub(crate) base_ns: u64,
-    pub(crate) events: Vec<WireEvent>,
+    /// Its events, column by column on the wire (module `columns`).
+    #[serde(with = "super::columns::events")]
+    pub(crate) events: Vec<RecordedEvent>,
     /// What the live statistics took between the events besides them, in order.
     pub(crate) marks: Vec<Mark>,
     /// Every counted thread's exact pool task counts after the chunk's last round: a
@@ -312,42 +300,14 @@ pub(crate) struct CheckpointFrame {
     pub(crate) tasks: Vec<TaskReading>,
 }
 
-/// A batch of op runs, each op id stored as a delta from the one before (the engine numbers
-/// its pushes in order: a byte or two each).
+/// A batch of op runs, in op id order (the engine numbers its pushes in order, so each op
+/// id and iteration is a small delta from the one before: module `columns`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Runs {
     /// Op runs the recorder had let go by the end of this frame (its writer fell behind).
     pub(crate) lost: u64,
-    runs: Vec<(i64, u64, u32)>,
-}
-
-impl Runs {
-    /// `runs` as a frame holds them.
-    pub(crate) fn new(lost: u64, runs: &[OpRun]) -> Self {
-        let mut previous = 0u64;
-        let runs = runs
-            .iter()
-            .map(|run| {
-                let delta = run.op_id.wrapping_sub(previous) as i64;
-                previous = run.op_id;
-                (delta, run.iteration, run.index)
-            })
-            .collect();
-        Runs { lost, runs }
-    }
-
-    /// The op runs back.
-    pub(crate) fn runs(&self) -> impl Iterator<Item = OpRun> + '_ {
-        let mut op_id = 0u64;
-        self.runs.iter().map(move |&(delta, iteration, index)| {
-            op_id = op_id.wrapping_add(delta as u64);
-            OpRun {
-                op_id,
-                iteration,
-                index,
-            }
-        })
-    }
+    #[serde(with = "super::columns::runs")]
+    pub(crate) runs: Vec<OpRun>,
 }
 
 /// The bytes of the file's header.

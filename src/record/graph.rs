@@ -293,7 +293,7 @@ impl GraphFrames {
             .map_err(|error| format!("could not be read ({error})"))?;
         match decode_payload(&payload, crc).map_err(|why| why.to_string())? {
             Frame::Shape(shape) => Ok(Some(GraphFrame::Shape(shape))),
-            Frame::Runs(runs) => Ok(Some(GraphFrame::Runs(runs.runs().collect()))),
+            Frame::Runs(runs) => Ok(Some(GraphFrame::Runs(runs.runs))),
             _ => Ok(None),
         }
     }

@@ -34,7 +34,7 @@ use super::format::{
     decode_payload, CheckpointFrame, Chunk, Frame, Mark, RecordedEvent, RecordingInfo, Tables,
     FILE_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_BYTES,
 };
-use super::reader::{check_file_header, chunk_events, frame_header, FrameHeader};
+use super::reader::{check_file_header, frame_header, FrameHeader};
 use super::RecordError;
 
 /// How many frames at the end are decoded at most, looking for the last chunk.
@@ -373,7 +373,7 @@ fn damaged(frame: usize, entry: FrameEntry, why: &str) -> String {
 /// A decoded chunk with absolute times.
 fn chunk_data(chunk: Chunk) -> ChunkData {
     ChunkData {
-        events: chunk_events(chunk.base_ns, chunk.events).collect(),
+        events: chunk.events,
         names: chunk.tables.names,
         devices: chunk.tables.devices,
         threads: chunk.tables.threads,

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 mod checkpoints;
+mod columns;
 pub(crate) mod compare;
 mod convert;
 pub(crate) mod encode_bench;

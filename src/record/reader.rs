@@ -13,8 +13,8 @@ use std::fmt;
 use std::path::Path;
 
 use super::format::{
-    decode_payload, Chunk, End, Frame, RecordedEvent, RecordingInfo, Runs, Tables, WireEvent,
-    CHECKPOINT_BIT, FILE_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, MAGIC, MAX_FRAME_BYTES,
+    decode_payload, Chunk, End, Frame, RecordedEvent, RecordingInfo, Runs, Tables, CHECKPOINT_BIT,
+    FILE_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, MAGIC, MAX_FRAME_BYTES,
 };
 use super::graph::{GraphCalls, GraphShape, OpRun};
 use super::RecordError;
@@ -158,7 +158,7 @@ impl Recording {
 
     fn add_runs(&mut self, runs: Runs) {
         self.lost_op_runs = self.lost_op_runs.max(runs.lost);
-        self.op_runs.extend(runs.runs());
+        self.op_runs.extend(runs.runs);
     }
 
     fn add_tables(&mut self, tables: Tables) {
@@ -172,8 +172,7 @@ impl Recording {
         self.add_tables(chunk.tables);
         self.dropped_events = self.dropped_events.max(chunk.dropped);
         self.lost_events = self.lost_events.max(chunk.lost);
-        self.events
-            .extend(chunk_events(chunk.base_ns, chunk.events));
+        self.events.extend(chunk.events);
     }
 
     fn add_end(&mut self, end: End) {
@@ -182,27 +181,6 @@ impl Recording {
         self.ending = Ending::Complete;
         self.tasks = end.tasks;
     }
-}
-
-/// A chunk's events with their absolute times (each stored as a delta from the one before).
-pub(super) fn chunk_events(
-    base_ns: u64,
-    events: impl IntoIterator<Item = WireEvent>,
-) -> impl Iterator<Item = RecordedEvent> {
-    let mut ts_ns = base_ns;
-    events.into_iter().map(move |wire| {
-        ts_ns = ts_ns.wrapping_add(wire.dt_ns as u64);
-        RecordedEvent {
-            ts_ns,
-            kind: wire.kind,
-            thread: wire.thread,
-            device: wire.device,
-            name: wire.name,
-            aux: wire.aux,
-            arg: wire.arg,
-            flags: wire.flags,
-        }
-    })
 }
 
 /// Reads the recording at `path` (see [`parse_recording`]).

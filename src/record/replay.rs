@@ -1204,7 +1204,7 @@ mod tests {
 
     #[test]
     fn a_cut_off_recording_replays_its_prefix_and_says_what_it_lost() {
-        let path = chunked("replay-cut", 400_000, CHECKPOINT_BYTES);
+        let path = chunked("replay-cut", 1_000_000, CHECKPOINT_BYTES);
         let mut whole = Replay::open(&path).unwrap();
         whole.seek_to_end().unwrap();
         let all = ops(&mut whole);

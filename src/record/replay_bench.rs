@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use super::checkpoints::{CheckpointMaker, CHECKPOINT_BYTES};
 use super::convert::to_event;
-use super::format::{encode_frame, file_header, Chunk, End, Frame, RecordKind, Tables, WireEvent};
-use super::reader::chunk_events;
+use super::format::{
+    encode_frame, file_header, Chunk, End, Frame, RecordKind, RecordedEvent, Tables,
+};
 use super::{RecordError, RecordingInfo, Replay, Setting};
 use crate::profiler::{DeviceId, OpName, Stats, StatsOptions, ThreadId};
 
@@ -260,14 +261,14 @@ pub(crate) fn write_synthetic_with(
 /// are this process's: the names are interned, the device registered).
 fn feed(stats: &mut Stats, checkpoint: &mut CheckpointMaker, chunk: &Chunk) {
     checkpoint.chunk(&chunk.tables);
-    for recorded in chunk_events(chunk.base_ns, chunk.events.iter().copied()) {
+    for recorded in &chunk.events {
         let ids = (
             OpName::from_raw(recorded.name),
             DeviceId::from_raw(recorded.device),
             ThreadId::from_raw(recorded.thread),
         );
         checkpoint.reach(recorded.ts_ns);
-        stats.ingest(&to_event(&recorded, ids));
+        stats.ingest(&to_event(recorded, ids));
     }
     stats.set_dropped(chunk.dropped);
 }
@@ -297,8 +298,6 @@ impl Synthetic {
     /// The next chunk: each thread's share of events in turn.
     fn chunk(&mut self, with_tables: bool) -> Chunk {
         let mut events = Vec::with_capacity(CHUNK_EVENTS as usize);
-        let mut previous = self.clock[0];
-        let base_ns = previous;
         let per_thread = CHUNK_EVENTS / THREADS / 2;
         for thread in 0..THREADS {
             for _ in 0..per_thread {
@@ -309,8 +308,8 @@ impl Synthetic {
                 let end = start + 10_000 + u64::from(index) * 3_000 + self.rng.u64(0..5_000);
                 self.clock[thread as usize] = end;
                 for (kind, ts) in [(RecordKind::OpStart, start), (RecordKind::OpEnd, end)] {
-                    events.push(WireEvent {
-                        dt_ns: ts.wrapping_sub(previous) as i64,
+                    events.push(RecordedEvent {
+                        ts_ns: ts,
                         kind,
                         thread,
                         device: self.device.id(),
@@ -319,7 +318,6 @@ impl Synthetic {
                         arg: self.op,
                         flags: 0,
                     });
-                    previous = ts;
                 }
             }
         }
@@ -342,7 +340,6 @@ impl Synthetic {
             tables,
             dropped: 0,
             lost: 0,
-            base_ns,
             events,
             marks: Vec::new(),
             tasks: Vec::new(),

@@ -58,7 +58,6 @@ use super::checkpoints::{CheckpointMaker, CHECKPOINT_BYTES};
 use super::convert::recorded;
 use super::format::{
     encode_frame, file_header, Chunk, End, Frame, Mark, RecordedEvent, RecordingInfo, Runs, Tables,
-    WireEvent,
 };
 use super::graph::{GraphObserver, GraphShape, OpRun};
 use super::RecordError;
@@ -640,9 +639,17 @@ impl Writer {
         if !self.runs.is_empty() {
             // Engine op ids grow with the pushes: in their order, each is a small delta.
             self.runs.sort_unstable_by_key(|run| run.op_id);
-            let runs = Runs::new(self.lost_runs.load(Ordering::Relaxed), &self.runs);
-            self.runs.clear();
-            self.write(&Frame::Runs(runs))?;
+            let frame = Frame::Runs(Runs {
+                lost: self.lost_runs.load(Ordering::Relaxed),
+                runs: std::mem::take(&mut self.runs),
+            });
+            let written = self.write(&frame);
+            if let Frame::Runs(runs) = frame {
+                // The next runs fill the same buffer.
+                self.runs = runs.runs;
+                self.runs.clear();
+            }
+            written?;
         }
         if self.exact && self.checkpoint.due() {
             self.want_stats.store(true, Ordering::Relaxed);
@@ -654,21 +661,23 @@ impl Writer {
         if self.chunk.is_empty() && self.marks.is_empty() && self.tables == Tables::default() {
             return Ok(());
         }
-        let base_ns = self.chunk.first().map_or(0, |event| event.ts_ns);
-        let events = wire_events(&self.chunk);
         self.checkpoint.chunk(&self.tables);
-        let chunk = Chunk {
+        self.events += self.chunk.len() as u64;
+        let frame = Frame::Chunk(Chunk {
             tables: std::mem::take(&mut self.tables),
             dropped: self.dropped,
             lost: self.lost.load(Ordering::Relaxed),
-            base_ns,
-            events,
+            events: std::mem::take(&mut self.chunk),
             marks: std::mem::take(&mut self.marks),
             tasks: self.tasks.clone(),
-        };
-        self.events += self.chunk.len() as u64;
-        self.chunk.clear();
-        self.write(&Frame::Chunk(chunk)).map(drop)
+        });
+        let written = self.write(&frame);
+        if let Frame::Chunk(chunk) = frame {
+            // The next chunk fills the same buffer.
+            self.chunk = chunk.events;
+            self.chunk.clear();
+        }
+        written.map(drop)
     }
 
     fn finish(
@@ -738,27 +747,4 @@ impl Writer {
             checkpoint_bytes: self.checkpoint.bytes,
         }
     }
-}
-
-/// A chunk's events as they go on the wire: each stamp as the time since the previous one
-/// (the first's since itself: the chunk carries its base).
-pub(super) fn wire_events(chunk: &[RecordedEvent]) -> Vec<WireEvent> {
-    let mut previous = chunk.first().map_or(0, |event| event.ts_ns);
-    chunk
-        .iter()
-        .map(|event| {
-            let dt_ns = event.ts_ns.wrapping_sub(previous) as i64;
-            previous = event.ts_ns;
-            WireEvent {
-                dt_ns,
-                kind: event.kind,
-                thread: event.thread,
-                device: event.device,
-                name: event.name,
-                aux: event.aux,
-                arg: event.arg,
-                flags: event.flags,
-            }
-        })
-        .collect()
 }

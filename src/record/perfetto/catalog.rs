@@ -14,7 +14,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::profiler::is_worker_event;
 use crate::record::format::{Frame, RecordKind, RecordedEvent, RecordingInfo, Tables};
-use crate::record::reader::chunk_events;
 
 use super::frames::{FrameStream, Stop};
 use crate::record::convert::event_kind;
@@ -49,8 +48,8 @@ impl Catalog {
                 Frame::Chunk(chunk) => {
                     catalog.add_tables(chunk.tables);
                     catalog.dropped_events = catalog.dropped_events.max(chunk.dropped);
-                    for event in chunk_events(chunk.base_ns, chunk.events) {
-                        catalog.add_event(&event);
+                    for event in &chunk.events {
+                        catalog.add_event(event);
                     }
                 }
                 Frame::Tables(tables) => catalog.add_tables(tables),

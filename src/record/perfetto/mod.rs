@@ -19,7 +19,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::format::Frame;
-use super::reader::{chunk_events, Ending};
+use super::reader::Ending;
 use super::RecordError;
 
 mod builder;
@@ -152,8 +152,7 @@ fn write_events(
     };
     while let Some(frame) = frames.next_frame() {
         if let Frame::Chunk(chunk) = frame {
-            let events = chunk_events(chunk.base_ns, chunk.events);
-            reorder.push_chunk(events, |event| add(&mut builder, event));
+            reorder.push_chunk(chunk.events.into_iter(), |event| add(&mut builder, event));
         }
     }
     reorder.finish(|event| add(&mut builder, event));
