@@ -702,6 +702,29 @@ mod tests {
         }
     }
 
+    /// `thread`'s run delay and time on a core over a window of `window_ms`: the only
+    /// thread measured, on one core.
+    fn one_thread_delay(
+        thread: &str,
+        window_ms: f64,
+        on_cpu_ms: f64,
+        delay_ms: f64,
+    ) -> Descheduled {
+        let share = delay_ms / window_ms;
+        Descheduled {
+            window_ms,
+            threads: 1,
+            cores: 1,
+            share,
+            per_thread: vec![ThreadDelay {
+                thread: thread.into(),
+                on_cpu_ms,
+                run_delay_ms: delay_ms,
+                share,
+            }],
+        }
+    }
+
     fn worker(thread: u32, index: u32, device: DeviceId) -> WorkerSnapshot {
         WorkerSnapshot {
             thread,
@@ -735,18 +758,7 @@ mod tests {
             work_states: vec![cells(30, known_timeline()), cells(31, busy)],
             ..Snapshot::default()
         };
-        let delays = Descheduled {
-            window_ms: 1000.0,
-            threads: 1,
-            cores: 1,
-            share: 0.1,
-            per_thread: vec![ThreadDelay {
-                thread: "attr-w1".into(),
-                on_cpu_ms: 900.0,
-                run_delay_ms: 100.0,
-                share: 0.1,
-            }],
-        };
+        let delays = one_thread_delay("attr-w1", 1000.0, 900.0, 100.0);
         let attribution = attribute(&snapshot, Period::Run, Some(&delays));
         let names: Vec<String> = attribution
             .workers
@@ -802,18 +814,7 @@ mod tests {
             work_states: vec![now],
             ..Snapshot::default()
         };
-        let delays = Descheduled {
-            window_ms: 1000.0,
-            threads: 1,
-            cores: 1,
-            share: 0.2,
-            per_thread: vec![ThreadDelay {
-                thread: "attr-w0".into(),
-                on_cpu_ms: 600.0,
-                run_delay_ms: 200.0,
-                share: 0.2,
-            }],
-        };
+        let delays = one_thread_delay("attr-w0", 1000.0, 600.0, 200.0);
         let run = attribute(
             &snapshot,
             Period::Since(std::slice::from_ref(&before)),
@@ -851,18 +852,7 @@ mod tests {
             }],
             ..Snapshot::default()
         };
-        let delays = Descheduled {
-            window_ms: 2000.0,
-            threads: 1,
-            cores: 1,
-            share: 0.25,
-            per_thread: vec![ThreadDelay {
-                thread: "attr-w0".into(),
-                on_cpu_ms: 1500.0,
-                run_delay_ms: 500.0,
-                share: 0.25,
-            }],
-        };
+        let delays = one_thread_delay("attr-w0", 2000.0, 1500.0, 500.0);
         let window = attribute(&snapshot, Period::Window, Some(&delays));
         close(window.workers[0].shares[&Bucket::Descheduled], 0.25);
         close(window.workers[0].shares[&Bucket::Op], 0.75);
