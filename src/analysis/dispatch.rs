@@ -19,11 +19,12 @@
 //! A sample whose start precedes the estimate of its ready moment (an op that did not wait
 //! for the iteration before after all) is dropped. Each device's figure per kind is the
 //! mean of its samples, not their median: a step pays their sum, and the gaps of a worker
-//! contending for the engine's locks or a core have a long tail. A device with fewer than [`MIN_WAKING_SAMPLES`] waking samples
-//! takes its continuing figure for both: its workers hardly ever idled while work was
-//! ready (a lone worker, or workers saturated by a fine-grained graph), and the few waits
-//! it has are the iteration's edges (a worker waiting milliseconds for the driver's next
-//! iteration), no measure of a hand-off the simulation would charge on every wake.
+//! contending for the engine's locks or a core have a long tail. A device with fewer than
+//! [`MIN_WAKING_SAMPLES`] waking samples takes its continuing figure for both: its workers
+//! hardly ever idled while work was ready (a lone worker, or workers saturated by a
+//! fine-grained graph), and the few waits it has are the iteration's edges (a worker
+//! descheduled or waiting for the driver's next iteration), no measure of a hand-off the
+//! simulation would charge on every wake.
 #![forbid(unsafe_code)]
 
 use std::time::Duration;

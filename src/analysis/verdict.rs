@@ -251,11 +251,11 @@ fn graph_verdict(
         );
         return (Bound::CriticalPath, detail, named);
     }
-    let fed = device.work_ms / scaling.span_ms.max(f64::MIN_POSITIVE);
-    if fed < workers {
+    let busy_at_most = device.work_ms / scaling.span_ms.max(f64::MIN_POSITIVE);
+    if busy_at_most < workers {
         let detail = format!(
             "its ops wait on ops of {}: over the graph's span of {} its {} of work keeps at \
-             most {fed:.1} of its {} worker{plural} busy on average (achieved {:.1}); more \
+             most {busy_at_most:.1} of its {} worker{plural} busy on average (achieved {:.1}); more \
              workers here cannot help",
             upstream_of(scaling, device),
             show_ms(scaling.span_ms),

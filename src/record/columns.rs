@@ -13,9 +13,9 @@
 //! Every column is exactly what postcard writes for its values (varints, i64 zig-zagged;
 //! the tests check it value by value), so the format is postcard's. The writer produces a
 //! column with a loop over the items that writes the varint bytes into one buffer, rather
-//! than handing postcard each field of each item through serde: a few instructions a value
-//! instead of a serializer call, a small `memcpy` and a capacity check each. The reader
-//! takes each value back with postcard's own deserializer.
+//! than handing postcard each field of each item through serde, which makes a serializer
+//! call, a small copy and a capacity check per value. The reader takes each value back with
+//! postcard's own deserializer.
 //!
 //! The deltas are small because of the order things come in: the collector drains events
 //! thread by thread in time order, so consecutive stamps are close and consecutive args
