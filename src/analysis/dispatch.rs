@@ -25,6 +25,17 @@
 //! fine-grained graph), and the few waits it has are the iteration's edges (a worker
 //! descheduled or waiting for the driver's next iteration), no measure of a hand-off the
 //! simulation would charge on every wake.
+//!
+//! # One worker and several ([`DispatchByWorkers`])
+//! The cost depends on the workers. A lone worker takes its next op from a queue nobody else
+//! touches and never waits to be woken while work is ready; two workers contend for the
+//! engine's locks, its queue and the cores, and hand ops to each other. A run shows the
+//! cost at its own count only, so the simulation carries it to the other side by a ratio a
+//! probe measured on this machine: the same engine at one worker and at two, running a
+//! graph of spinning ops (`workload::run::handoff_probe`). A run's figure at one worker,
+//! times the probe's figure at two over its figure at one, is its figure at two, figure by
+//! figure; the other way round likewise. Two workers stand for any count above one: this
+//! machine cannot show what more workers cost.
 #![forbid(unsafe_code)]
 
 use std::time::Duration;
@@ -63,6 +74,82 @@ pub struct DispatchCost {
     pub continuing: Duration,
     /// Before an op a worker takes after idling.
     pub waking: Duration,
+}
+
+impl DispatchCost {
+    /// Each figure times `to / from` of the same figure of another cost (kept where the
+    /// other's figure is zero).
+    fn scaled(self, to: DispatchCost, from: DispatchCost) -> DispatchCost {
+        let scale = |figure: Duration, to: Duration, from: Duration| match from.as_nanos() {
+            0 => figure,
+            from => {
+                let nanos = figure.as_nanos() * to.as_nanos() / from;
+                Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+            }
+        };
+        DispatchCost {
+            continuing: scale(self.continuing, to.continuing, from.continuing),
+            waking: scale(self.waking, to.waking, from.waking),
+        }
+    }
+}
+
+/// A device's engine cost before an op when it has one worker and when it has several (see
+/// the module docs: a run measures the cost at its own count only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DispatchByWorkers {
+    /// With one worker.
+    pub one: DispatchCost,
+    /// With two workers or more.
+    pub several: DispatchCost,
+}
+
+impl DispatchByWorkers {
+    /// `cost` whatever the workers.
+    pub fn flat(cost: DispatchCost) -> Self {
+        DispatchByWorkers {
+            one: cost,
+            several: cost,
+        }
+    }
+
+    /// `measured` on a device of `workers` workers, carried to the other side by the ratio
+    /// of `probe`'s figures: a one-worker run's several-worker cost is its own times
+    /// `probe.several / probe.one`, figure by figure, and the other way round.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use enginetop::analysis::{DispatchByWorkers, DispatchCost};
+    /// let us = |continuing, waking| DispatchCost {
+    ///     continuing: Duration::from_micros(continuing),
+    ///     waking: Duration::from_micros(waking),
+    /// };
+    /// let probe = DispatchByWorkers { one: us(1, 1), several: us(2, 8) };
+    /// let carried = DispatchByWorkers::carried(us(3, 3), 1, &probe);
+    /// assert_eq!(carried, DispatchByWorkers { one: us(3, 3), several: us(6, 24) });
+    /// let back = DispatchByWorkers::carried(us(6, 24), 2, &probe);
+    /// assert_eq!(back, carried);
+    /// ```
+    pub fn carried(measured: DispatchCost, workers: usize, probe: &DispatchByWorkers) -> Self {
+        match workers {
+            0 | 1 => DispatchByWorkers {
+                one: measured,
+                several: measured.scaled(probe.several, probe.one),
+            },
+            _ => DispatchByWorkers {
+                one: measured.scaled(probe.one, probe.several),
+                several: measured,
+            },
+        }
+    }
+
+    /// The cost on a device of `workers` workers.
+    pub fn at(&self, workers: usize) -> DispatchCost {
+        match workers {
+            0 | 1 => self.one,
+            _ => self.several,
+        }
+    }
 }
 
 /// Each device's [`DispatchCost`] over `iterations` of `graph` (see the module docs).

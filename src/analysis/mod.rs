@@ -97,8 +97,8 @@ pub(crate) use attribution::{attribute, Period};
 pub use attribution::{
     bucket, Attribution, Bucket, LiveScaling, PoolAttribution, WorkerAttribution, WorkerPool,
 };
-pub use dispatch::DispatchCost;
 pub(crate) use dispatch::{dispatch_costs, IterationTimes, OpRunTimes};
+pub use dispatch::{DispatchByWorkers, DispatchCost};
 pub(crate) use schedstat::SchedSample;
 pub use schedstat::{Descheduled, ThreadDelay};
 pub(crate) use simulate::Waits;

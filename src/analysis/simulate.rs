@@ -38,12 +38,14 @@
 //! ([`QueueOrder::Priority`]: the CPU priority pool, the GPU workers). Ops that become ready
 //! at the same moment join in push order. Whenever a device has an idle worker and a queued
 //! op, the worker takes the head of the queue and is busy for the engine's cost before the
-//! op, then the op's time. That cost is the device's measured [`DispatchCost`]
-//! ([`EngineModel::with_dispatch`]; `analysis::dispatch` has the rule): its continuing
-//! figure for a worker that finished an op at that same moment, its waking figure for a
-//! worker that was idle (workers that just finished take the queue's head first). Events are the
-//! op ends, taken in time order from a heap (all ends of one moment before the queues are
-//! served again), so one simulation costs `O(ops log ops + edges)` and is deterministic.
+//! op, then the op's time. That cost is the device's measured [`DispatchCost`] for its
+//! count of workers, one or several ([`EngineModel::with_dispatch_by_workers`];
+//! `analysis::dispatch` has the rule and how a run's figure is carried to the other count):
+//! its continuing figure for a worker that finished an op at that same moment, its waking
+//! figure for a worker that was idle (workers that just finished take the queue's head
+//! first). Events are the op ends, taken in time order from a heap (all ends of one moment
+//! before the queues are served again), so one simulation costs `O(ops log ops + edges)` and
+//! is deterministic.
 //! The predicted step is the moment the last op ends.
 //!
 //! A device's workers are the inter-op count for the engine's CPU worker pools
@@ -58,8 +60,9 @@
 //! while all its workers were busy (every queue drained whenever it was served) runs the
 //! same timeline with more workers: each serving moment pops the same ops in the same
 //! order with the same engine gaps (a gap depends on the workers that just finished, not
-//! on the idle ones), by induction over the events; so every larger inter-op count takes
-//! the same step without a simulation of its own.
+//! on the idle ones), by induction over the events; so every larger inter-op count with the
+//! same engine costs (one worker and several differ: [`DispatchByWorkers`]) takes the same
+//! step without a simulation of its own.
 //!
 //! # Known answers (the tests)
 //! A chain takes its work at any inter count; `n` equal independent ops take
@@ -74,7 +77,8 @@
 //! # Assumptions ([`ASSUMPTIONS`], printed where the curve is shown)
 //! An idealised machine: `inter x intra` cores for each CPU device's workers (no
 //! oversubscription, no other process), the engine's cost before an op as the run measured
-//! it on its device (whatever the counts), every op pushed at once, one iteration at a time
+//! it on its device, carried between one worker and several by the hand-off probe's ratio
+//! (two workers standing for any count above one), every op pushed at once, one iteration at a time
 //! (the driver's iteration marker reads every tensor, so an iteration's writes wait for the
 //! one before), a parallel loop's blocks of equal items take equal time, a split loop's
 //! blocks slowed by the co-run factor measured for two threads at any intra-op count above
@@ -86,7 +90,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-use super::dispatch::DispatchCost;
+use super::dispatch::{DispatchByWorkers, DispatchCost};
 use super::span::{predecessors, Pred, RanGraph};
 use crate::kernels::par::busiest_items;
 use crate::pool::parallel_for::Cost;
@@ -97,7 +101,9 @@ pub const GRID: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// What the prediction assumes, in one line.
 pub const ASSUMPTIONS: &str = "an idealised machine with inter x intra cores per CPU device: \
     no oversubscription, the engine's cost before each op as this run measured it per device \
-    (a worker continuing, a worker woken), whatever the counts, an op's parallel loops cut \
+    (a worker continuing, a worker woken), carried between one worker and several by the \
+    ratio a probe measured on this machine (the engine at one worker and at two running \
+    spinning ops; two stand for any count above one), an op's parallel loops cut \
     into blocks by the cost model for that many intra-op threads, blocks of equal items \
     taking equal time, a split loop's blocks slower by the co-run factor (one GEMM timed on \
     this machine inline and split over two intra-op threads, used for any count above one) \
@@ -231,8 +237,8 @@ pub struct EngineModel {
     devices: Vec<SimDevice>,
     /// Which ops wait for which.
     waits: Waits,
-    /// Per device, the engine's cost before each op.
-    dispatch: Vec<DispatchCost>,
+    /// Per device, the engine's cost before each op, with one worker and with several.
+    dispatch: Vec<DispatchByWorkers>,
     /// What a loop split over several threads waits for a woken intra-op thread.
     loop_wake: Duration,
     /// How much slower a split loop's blocks run than on one thread alone.
@@ -346,7 +352,7 @@ impl EngineModel {
         let devices: Vec<SimDevice> = (0..device_count.max(devices.len()))
             .map(|device| devices.get(device).copied().unwrap_or(plain))
             .collect();
-        let dispatch = vec![DispatchCost::default(); devices.len()];
+        let dispatch = vec![DispatchByWorkers::default(); devices.len()];
         EngineModel {
             ops,
             devices,
@@ -399,8 +405,16 @@ impl EngineModel {
     }
 
     /// The model with the engine's measured cost before each op, per device of the graph
-    /// (a missing one: none).
-    pub fn with_dispatch(mut self, costs: &[DispatchCost]) -> Self {
+    /// (a missing one: none), the same whatever the workers.
+    pub fn with_dispatch(self, costs: &[DispatchCost]) -> Self {
+        let flat: Vec<DispatchByWorkers> =
+            costs.iter().copied().map(DispatchByWorkers::flat).collect();
+        self.with_dispatch_by_workers(&flat)
+    }
+
+    /// The model with the engine's cost before each op per device of the graph with one
+    /// worker and with several (a missing one: none).
+    pub fn with_dispatch_by_workers(mut self, costs: &[DispatchByWorkers]) -> Self {
         for (device, cost) in self.dispatch.iter_mut().enumerate() {
             *cost = costs.get(device).copied().unwrap_or_default();
         }
@@ -452,7 +466,8 @@ impl EngineModel {
         let mut steps = Vec::with_capacity(counts.len());
         for &inter in counts {
             let inter = inter.max(1);
-            if let Some((_, step)) = enough.filter(|(at, _)| inter >= *at) {
+            let same = |at: &usize| inter >= *at && self.same_dispatch(*at, inter);
+            if let Some((_, step)) = enough.filter(|(at, _)| same(at)) {
                 steps.push(step);
                 continue;
             }
@@ -463,6 +478,12 @@ impl EngineModel {
             steps.push(timeline.end);
         }
         steps
+    }
+
+    /// Whether every device's engine costs are the same at `a` and at `b` inter-op workers.
+    fn same_dispatch(&self, a: usize, b: usize) -> bool {
+        let at = |device: usize, inter| self.dispatch[device].at(self.workers(device, inter));
+        (0..self.devices.len()).all(|device| at(device, a) == at(device, b))
     }
 
     /// The point `(inter, intra)` of the curve.
@@ -503,9 +524,8 @@ impl EngineModel {
         let mut idle: Vec<usize> = (0..self.devices.len())
             .map(|device| self.workers(device, inter))
             .collect();
-        let gaps: Vec<(u64, u64)> = self
-            .dispatch
-            .iter()
+        let gaps: Vec<(u64, u64)> = (self.dispatch.iter().enumerate())
+            .map(|(device, cost)| cost.at(self.workers(device, inter)))
             .map(|cost| (nanos(cost.continuing), nanos(cost.waking)))
             .collect();
         // Per device, its workers that finished an op at `now` (they take the next op as a
@@ -944,10 +964,42 @@ mod tests {
         }
     }
 
+    /// A device takes its one-worker costs with one worker and its several-worker costs
+    /// with more; a chain, which never leaves an op waiting at one worker, still takes the
+    /// several-worker costs at two, and the curve agrees.
+    #[test]
+    fn one_worker_and_several_take_their_own_costs() {
+        let us = Duration::from_micros(1);
+        let cost = |continuing, waking| DispatchCost {
+            continuing: continuing * us,
+            waking: waking * us,
+        };
+        let costs = [DispatchByWorkers {
+            one: cost(1, 1),
+            several: cost(3, 10),
+        }];
+        let ops = (0..5)
+            .map(|i| op(&format!("c{i}"), &[0], &[0], MS))
+            .collect();
+        let chain = serial_model(&graph(ops, 1)).with_dispatch_by_workers(&costs);
+        assert_eq!(
+            chain.step(1, 1),
+            5 * MS + 5 * us,
+            "woken once at 1 us, then 4 x 1 us"
+        );
+        let several = 5 * MS + 10 * us + 4 * 3 * us;
+        assert_eq!((chain.step(2, 1), chain.step(64, 1)), (several, several));
+        let curve = chain.curve(&[1, 2, 4]);
+        let steps: Vec<f64> = curve.iter().step_by(3).map(|p| p.step_ms).collect();
+        let ms = |step: Duration| step.as_secs_f64() * 1e3;
+        assert_eq!(steps, [ms(5 * MS + 5 * us), ms(several), ms(several)]);
+    }
+
     /// The curve's shortcuts (shared columns for equal op times, larger inter-op counts
     /// taking the step of one that left no op waiting) give every point's own simulation:
     /// on random graphs over an inter-op device and a two-worker priority pool, with engine
-    /// costs, some ops with split loops and some serial, and counts in any order.
+    /// costs (alike or not for one worker and several), some ops with split loops and some
+    /// serial, and counts in any order.
     #[test]
     fn the_curve_equals_each_points_own_simulation() {
         let us = Duration::from_micros(1);
@@ -987,8 +1039,22 @@ mod tests {
                 })
                 .collect();
             let priorities: Vec<i32> = (0..g.ops.len()).map(|i| (i % 4) as i32).collect();
+            let several = DispatchCost {
+                continuing: 5 * us,
+                waking: 30 * us,
+            };
+            let by_workers = [
+                match seed % 2 {
+                    0 => DispatchByWorkers::flat(costs[0]),
+                    _ => DispatchByWorkers {
+                        one: costs[0],
+                        several,
+                    },
+                },
+                DispatchByWorkers::flat(costs[1]),
+            ];
             let model = EngineModel::new(&g, &priorities, &splits, &devices)
-                .with_dispatch(&costs)
+                .with_dispatch_by_workers(&by_workers)
                 .with_loop_wake(40 * us)
                 .with_corun(1.1);
             for counts in [&GRID[..], &[3, 1, 64, 2, 5][..]] {

@@ -84,6 +84,7 @@ mod counters;
 mod device_work;
 mod driver;
 mod error;
+mod handoff_probe;
 mod history;
 mod hooks;
 mod intra_split;

@@ -492,7 +492,7 @@ fn sum_expr(terms: &[&Tensor], out: &mut Tensor) {
 }
 
 /// Spins (without sleeping) for `duration`, like a short kernel would.
-fn busy_wait(duration: Duration) {
+pub(super) fn busy_wait(duration: Duration) {
     if duration.is_zero() {
         return;
     }

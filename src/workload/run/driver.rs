@@ -20,6 +20,7 @@ use crate::workload::Graph;
 use super::counters::{Lane, LaneTotals, RunCounters};
 use super::device_work::DeviceWork;
 use super::error::RunError;
+use super::handoff_probe::Handoff;
 use super::history::ConfigHistory;
 use super::hooks::{ProfilerReport, Progress, RunHooks};
 use super::intra_split::{IntraSplit, MeasuredPool};
@@ -201,6 +202,8 @@ pub(super) struct Shared {
     pub(super) settings: RunSettings,
     /// The dashboard's verdicts, recomputed at most once a second.
     pub(super) live_verdicts: LiveVerdicts,
+    /// The engine's cost before an op with one worker and with two, probed once.
+    pub(super) handoff: Handoff,
     /// Told the graph that runs ([`RunHooks::graph`]).
     graph: GraphTap,
 }
@@ -328,6 +331,7 @@ impl Driver {
             shape,
             settings: settings.clone(),
             live_verdicts: LiveVerdicts::default(),
+            handoff: Handoff::new(&EngineOptions::from_config(config)),
             graph: GraphTap(hooks.graph.clone()),
         });
         Ok(Driver {
@@ -521,9 +525,14 @@ impl Driver {
             .shared
             .shape
             .verdicts(&mean, settings, report.descheduled.as_ref());
-        let predicted = self.shared.shape.predicted_curve(
+        let shape = &self.shared.shape;
+        let handoff = self
+            .shared
+            .handoff
+            .figures(shape.mean_body(&report.op_splits));
+        let predicted = shape.predicted_curve(
             &report.op_splits,
-            (&report.dispatch, report.loop_wake, report.corun),
+            (&report.dispatch, handoff, report.loop_wake, report.corun),
             settings,
             report.elapsed / iterations,
         );

@@ -34,6 +34,7 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
 
 use super::error::RunError;
 use super::history::ConfigHistory;
+use super::scaling::Probes;
 
 /// What the driver and its handles share.
 #[derive(Debug)]
@@ -305,11 +306,15 @@ impl DriverHandle {
             ..self.shared.settings.clone()
         };
         let shared = &self.shared;
+        let probes = Probes {
+            split: &shared.split,
+            intra: shared.intra.as_dyn(),
+            handoff: &shared.handoff,
+        };
         shared.live_verdicts.lines(
             shared.iterations_done(),
             &shared.times,
-            &shared.split,
-            shared.intra.as_dyn(),
+            probes,
             &shared.shape,
             &settings,
         )

@@ -7,8 +7,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::analysis::{
-    DispatchCost, EngineModel, OpSplit, PredictedStep, QueueOrder, SimDevice, Workers, ASSUMPTIONS,
-    GRID,
+    DispatchByWorkers, DispatchCost, EngineModel, OpSplit, PredictedStep, QueueOrder, SimDevice,
+    Workers, ASSUMPTIONS, GRID,
 };
 
 use super::counters::Lane;
@@ -97,8 +97,12 @@ pub(super) struct LoopWake {
 pub struct PoolDispatch {
     /// The pool.
     pub device: Lane,
-    /// Its cost.
+    /// Its cost, as the run measured it.
     pub cost: DispatchCost,
+    /// Its cost with one worker and with several, as the simulation takes it: the measured
+    /// one carried to the other count by the hand-off probe (`None`: the measured one at
+    /// any count, for a pool of fixed workers or without a probe).
+    pub carried: Option<DispatchByWorkers>,
 }
 
 impl PredictedCurve {
@@ -157,13 +161,26 @@ impl fmt::Display for PredictedCurve {
             .dispatch
             .iter()
             .map(|pool| {
-                let us = |time: std::time::Duration| time.as_secs_f64() * 1e6;
-                format!(
-                    "{} {:.1} us continuing, {:.1} us woken",
-                    pool.device,
-                    us(pool.cost.continuing),
-                    us(pool.cost.waking)
-                )
+                let us = |time: Duration| time.as_secs_f64() * 1e6;
+                let figures = |cost: DispatchCost| {
+                    format!(
+                        "{:.1} us continuing, {:.1} us woken",
+                        us(cost.continuing),
+                        us(cost.waking)
+                    )
+                };
+                let mut line = format!("{} {}", pool.device, figures(pool.cost));
+                if let Some(carried) = pool.carried {
+                    let (other, cost) = match self.today.inter {
+                        1 => ("several workers", carried.several),
+                        _ => ("one worker", carried.one),
+                    };
+                    line.push_str(&format!(
+                        " (with {other}, by the hand-off probe's ratio: {})",
+                        figures(cost)
+                    ));
+                }
+                line
             })
             .collect();
         if !costs.is_empty() {
@@ -207,6 +224,12 @@ impl fmt::Display for PredictedCurve {
     }
 }
 
+/// Whether `lane` is one of the engine's CPU worker pools, whose workers are the inter-op
+/// count.
+fn inter_workers(lane: Lane) -> bool {
+    matches!(lane, Lane::SharedWorkers | Lane::CpuWorkers(_))
+}
+
 /// The engine's pool behind `lane` under `settings`.
 fn sim_device(lane: Lane, settings: &RunSettings) -> SimDevice {
     let fixed = |workers: usize, order| SimDevice {
@@ -229,7 +252,7 @@ impl RanShape {
     fn engine_model(
         &self,
         splits: &[OpSplit],
-        dispatch: &[DispatchCost],
+        dispatch: &[DispatchByWorkers],
         (loop_wake, corun): (Duration, f64),
         settings: &RunSettings,
     ) -> EngineModel {
@@ -240,16 +263,48 @@ impl RanShape {
             .collect();
         let (graph, waits) = (&self.template, self.waits.clone());
         EngineModel::with_waits(graph, waits, &self.priorities, splits, &devices)
-            .with_dispatch(dispatch)
+            .with_dispatch_by_workers(dispatch)
             .with_loop_wake(loop_wake)
             .with_corun(corun)
+    }
+
+    /// Per device, its measured `dispatch` cost with one worker and with several: for the
+    /// engine's CPU worker pools, carried from the run's inter-op count by the `handoff`
+    /// probe's ratio; the same at any count for the others (their workers are fixed) and
+    /// without a probe.
+    fn carried(
+        &self,
+        dispatch: &[DispatchCost],
+        handoff: Option<DispatchByWorkers>,
+        settings: &RunSettings,
+    ) -> Vec<DispatchByWorkers> {
+        let lanes = self.lanes.iter();
+        let measured = lanes.enumerate().map(|(device, lane)| {
+            let cost = dispatch.get(device).copied().unwrap_or_default();
+            match handoff.filter(|_| inter_workers(*lane)) {
+                Some(probe) => DispatchByWorkers::carried(cost, settings.inter, &probe),
+                None => DispatchByWorkers::flat(cost),
+            }
+        });
+        measured.collect()
+    }
+
+    /// The mean one-thread time of the ops on the engine's CPU worker pools in `splits`
+    /// (zero without any): the body the hand-off probe gives its ops.
+    pub(super) fn mean_body(&self, splits: &[OpSplit]) -> Duration {
+        let on_workers = self.template.ops.iter().zip(splits);
+        let times: Vec<Duration> = on_workers
+            .filter(|(op, _)| inter_workers(self.lanes[op.device]))
+            .map(|(_, split)| split.time(1))
+            .collect();
+        let count = u32::try_from(times.len()).unwrap_or(u32::MAX).max(1);
+        times.iter().sum::<Duration>() / count
     }
 
     /// A split loop's wake-up: `timed` (measured or calibrated), else the waking cost of the
     /// engine's first CPU worker pool in `dispatch` (zero without one).
     fn loop_wake(&self, timed: Option<LoopWake>, dispatch: &[DispatchCost]) -> LoopWake {
-        let cpu_workers = |lane: &Lane| matches!(lane, Lane::SharedWorkers | Lane::CpuWorkers(_));
-        let engine = self.lanes.iter().position(cpu_workers);
+        let engine = self.lanes.iter().position(|lane| inter_workers(*lane));
         let engine = engine.and_then(|device| dispatch.get(device));
         timed.unwrap_or_else(|| LoopWake {
             wait: engine.map_or(Duration::ZERO, |cost| cost.waking),
@@ -263,18 +318,27 @@ impl RanShape {
     pub(super) fn predicted_curve(
         &self,
         splits: &[OpSplit],
-        (dispatch, timed_wake, corun): (&[DispatchCost], Option<LoopWake>, f64),
+        costs: (
+            &[DispatchCost],
+            Option<DispatchByWorkers>,
+            Option<LoopWake>,
+            f64,
+        ),
         settings: &RunSettings,
         measured_step: Duration,
     ) -> PredictedCurve {
+        let (dispatch, handoff, timed_wake, corun) = costs;
         let loop_wake = self.loop_wake(timed_wake, dispatch);
-        let model = self.engine_model(splits, dispatch, (loop_wake.wait, corun), settings);
+        let carried = self.carried(dispatch, handoff, settings);
+        let model = self.engine_model(splits, &carried, (loop_wake.wait, corun), settings);
         let with_ops = |device: &usize| self.template.ops.iter().any(|op| op.device == *device);
         let pools = (0..self.lanes.len())
             .filter(with_ops)
             .map(|device| PoolDispatch {
                 device: self.template.devices[device],
                 cost: dispatch.get(device).copied().unwrap_or_default(),
+                carried: (handoff.is_some() && inter_workers(self.lanes[device]))
+                    .then(|| carried[device]),
             });
         let points = model.curve(&GRID);
         let today = points
@@ -305,8 +369,9 @@ impl DriverHandle {
         let shape = &shared.shape;
         let wake = shape.loop_wake(report.loop_wake, &report.dispatch).wait;
         let costs = (wake, report.corun);
-        let model =
-            shape.engine_model(&report.op_splits, &report.dispatch, costs, &shared.settings);
+        let handoff = shared.handoff.figures(shape.mean_body(&report.op_splits));
+        let dispatch = shape.carried(&report.dispatch, handoff, &shared.settings);
+        let model = shape.engine_model(&report.op_splits, &dispatch, costs, &shared.settings);
         model.best_for_cores(cores)
     }
 }
@@ -343,6 +408,7 @@ mod tests {
                     continuing: Duration::from_micros(2),
                     waking: Duration::from_micros(15),
                 },
+                carried: None,
             }],
             loop_wake: Duration::from_micros(30),
             loop_wake_source: LoopWakeSource::Measured,
@@ -443,7 +509,7 @@ mod tests {
             source: LoopWakeSource::Calibrated,
         };
         let step = Duration::from_millis(9);
-        let costs = (&dispatch[..], Some(timed), 1.0);
+        let costs = (&dispatch[..], None, Some(timed), 1.0);
         let curve = shape.predicted_curve(&splits, costs, &settings, step);
         assert_eq!(curve.loop_wake_source, LoopWakeSource::Calibrated);
         assert_eq!(
@@ -464,7 +530,7 @@ mod tests {
             "{text}"
         );
         // Co-running blocks 1.5 times slower: the split half takes 6 ms, the inline loop 8.
-        let costs = (&dispatch[..], Some(timed), 1.5);
+        let costs = (&dispatch[..], None, Some(timed), 1.5);
         let curve = shape.predicted_curve(&splits, costs, &settings, step);
         assert!((at(&curve, 1) - 9.002).abs() < 1e-9, "{}", at(&curve, 1));
         assert!((at(&curve, 2) - 7.302).abs() < 1e-9, "{}", at(&curve, 2));
@@ -472,12 +538,58 @@ mod tests {
             .to_string()
             .contains("co-running: x1.500 their time alone"));
         // Without a timed figure, the engine's cost of waking its worker stands in.
-        let curve = shape.predicted_curve(&splits, (&dispatch, None, 1.0), &settings, step);
+        let costs = (&dispatch[..], None, None, 1.0);
+        let curve = shape.predicted_curve(&splits, costs, &settings, step);
         assert_eq!(
             (curve.loop_wake, curve.loop_wake_source),
             (us(2), LoopWakeSource::EngineWaking)
         );
         assert!((at(&curve, 2) - 5.004).abs() < 1e-9, "{}", at(&curve, 2));
+    }
+
+    /// A one-worker run's engine costs are carried to several workers by the hand-off
+    /// probe's ratio, shown beside the measured ones, and the curve takes them at two.
+    #[test]
+    fn the_hand_off_probe_carries_the_costs_to_the_other_count() {
+        let (shape, splits, settings) = one_split_op();
+        let us = |continuing, waking| DispatchCost {
+            continuing: Duration::from_micros(continuing),
+            waking: Duration::from_micros(waking),
+        };
+        let probe = DispatchByWorkers {
+            one: us(1, 1),
+            several: us(3, 10),
+        };
+        let step = Duration::from_millis(9);
+        let costs = (&[us(2, 2)][..], Some(probe), None, 1.0);
+        let curve = shape.predicted_curve(&splits, costs, &settings, step);
+        let carried = DispatchByWorkers {
+            one: us(2, 2),
+            several: us(6, 20),
+        };
+        assert_eq!(curve.dispatch[0].carried, Some(carried));
+        let at = |inter: usize| {
+            let point = curve
+                .points
+                .iter()
+                .find(|p| (p.inter, p.intra) == (inter, 1));
+            point.unwrap().step_ms
+        };
+        // One op, woken once: 2 us at one worker, 20 us at two or more.
+        assert!((at(1) - 9.002).abs() < 1e-9, "{}", at(1));
+        assert!((at(2) - 9.020).abs() < 1e-9, "{}", at(2));
+        assert!((at(64) - 9.020).abs() < 1e-9, "{}", at(64));
+        let text = curve.to_string();
+        assert!(
+            text.contains(
+                "cpu0 workers 2.0 us continuing, 2.0 us woken (with several workers, by the \
+                 hand-off probe's ratio: 6.0 us continuing, 20.0 us woken)"
+            ),
+            "{text}"
+        );
+        let flat =
+            shape.predicted_curve(&splits, (&[us(2, 2)][..], None, None, 1.0), &settings, step);
+        assert_eq!(flat.dispatch[0].carried, None);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::sync::Mutex;
 use crate::workload::{Graph, TensorId};
 
 use super::counters::Lane;
+use super::handoff_probe::Handoff;
 use super::intra_split::IntraSplit;
 use super::op_times::OpTimes;
 use super::plan::PreparedOp;
@@ -248,6 +249,16 @@ fn curve_due(
     })
 }
 
+/// What the live prediction takes its measured costs from: the run's intra-op splits, its
+/// intra-op pool (a probe of its kind times a split loop's wake-up where none split) and the
+/// engine's hand-off probe.
+#[derive(Clone, Copy)]
+pub(super) struct Probes<'a> {
+    pub(super) split: &'a IntraSplit,
+    pub(super) intra: &'a dyn ThreadPool,
+    pub(super) handoff: &'a Handoff,
+}
+
 /// The dashboard's verdict lines, kept between frames.
 #[derive(Debug, Default)]
 pub(super) struct LiveVerdicts {
@@ -272,17 +283,20 @@ impl LiveVerdicts {
     /// The lines for the last of `done` finished iterations (the cached ones within
     /// [`LIVE_PERIOD`] of the last computation, or while fewer than two have finished), and
     /// the predicted curve with them when it is [`CURVE_PERIOD`] old, missing or made for
-    /// other thread counts than `settings`'; `intra`,
-    /// the run's intra-op pool, times a split loop's wake-up where none split.
+    /// other thread counts than `settings`', its costs from `probes`.
     pub(super) fn lines(
         &self,
         done: u64,
         times: &OpTimes,
-        split: &IntraSplit,
-        intra: &dyn ThreadPool,
+        probes: Probes<'_>,
         shape: &RanShape,
         settings: &RunSettings,
     ) -> Vec<String> {
+        let Probes {
+            split,
+            intra,
+            handoff,
+        } = probes;
         let mut state = self.state.lock();
         let fresh = state.computed.is_some_and(|at| at.elapsed() < LIVE_PERIOD);
         let last = done.checked_sub(1);
@@ -314,7 +328,8 @@ impl LiveVerdicts {
             let splits = split.splits(&times.totals(), done, corun);
             let iteration = [times.iteration_times(last)];
             let dispatch = analysis::dispatch_costs(&shape.template, &shape.preds, &iteration);
-            let costs = (&dispatch[..], split.wake(intra), corun);
+            let handoff = handoff.figures(shape.mean_body(&splits));
+            let costs = (&dispatch[..], handoff, split.wake(intra), corun);
             state.predicted = Some(shape.predicted_curve(&splits, costs, settings, step));
             state.predicted_at = Some((Instant::now(), counts));
         }

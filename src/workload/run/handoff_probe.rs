@@ -1,0 +1,283 @@
+//! Calibrating the engine's cost before an op with one worker and with two, for the what-if
+//! simulation ([`crate::analysis::DispatchByWorkers`]): a run measures that cost at its own
+//! count of workers only, and on a fine-grained graph the other count's cost decides the
+//! step (`analysis::dispatch` explains the two figures and how they are carried).
+//!
+//! # The probe
+//! Two engines of the run's kind and pool kind, one with one CPU worker and one with two,
+//! take turns for [`PROBE_ROUNDS`] rounds, each running one iteration of the same graph per
+//! round: [`PROBE_OPS`] ops over [`PROBE_VARS`] vars, each writing one var and reading 2 to
+//! 19 (picked at random from a fixed seed, as MXNet's `RandSumExpr` test and the
+//! `random-dag` workload pick them), each body spinning for the run's mean op time (within
+//! [`MIN_BODY`] and [`MAX_BODY`]), so the ops arrive at the engine at the run's rate. The
+//! driver's way is kept: every op of an iteration pushed at once from one thread. Each op's
+//! push, start, end and worker are stamped, and each iteration's two figures are computed by
+//! the same rule as a run's ([`crate::analysis::dispatch_costs`]). Each engine's figure is
+//! the median of its rounds': taking turns spreads a load that comes and goes over both
+//! engines alike, and the median drops a round the OS descheduled.
+//!
+//! # Cost and races
+//! About `2 x PROBE_ROUNDS x PROBE_OPS` op bodies, plus two engine starts: tens of
+//! milliseconds, once per run driver. The probe's engines are its own (no observer, no GPU):
+//! a run's engine is neither resized nor fed foreign ops, and the profiler sees none of the
+//! probe's ops. A live run's ops compete with the probe for the cores, so its figures are
+//! taken under that load, both engines alike. An engine that does not start, or an op that
+//! fails, gives no calibration.
+#![forbid(unsafe_code)]
+
+use std::hash::{Hash, Hasher};
+use std::time::{Duration, Instant};
+
+use crate::analysis::{
+    dispatch_costs, predecessors, DispatchByWorkers, DispatchCost, IterationTimes, OpRunTimes,
+    RanGraph, RanOp,
+};
+use crate::device::discover::GpuSelection;
+use crate::device::identity::Lane;
+use crate::engine::{Engine, EngineKind, EngineOptions, OpName, OpSpec, Var};
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
+
+use super::call::busy_wait;
+
+/// Ops per probe iteration.
+pub(super) const PROBE_OPS: usize = 512;
+
+/// Vars the probe's ops read and write (`random-dag`'s count).
+const PROBE_VARS: usize = 100;
+
+/// Iterations per engine, the engines taking turns.
+const PROBE_ROUNDS: usize = 5;
+
+/// The shortest op body: shorter ones would measure the clock, not the engine.
+const MIN_BODY: Duration = Duration::from_micros(1);
+
+/// The longest op body: beyond it the engine's cost is a small share of any op, and the
+/// probe would take long.
+const MAX_BODY: Duration = Duration::from_micros(50);
+
+/// The seed of the probe's graph.
+const SEED: u64 = 0x6e67_696e_6574_6f70;
+
+/// A run driver's probe: its engines' options, and its figures once measured.
+pub(super) struct Handoff {
+    options: EngineOptions,
+    /// `None` until probed; then the probe's figures, if it gave any.
+    figures: Mutex<Option<Option<DispatchByWorkers>>>,
+}
+
+impl std::fmt::Debug for Handoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let figures = *self.figures.lock();
+        f.debug_struct("Handoff")
+            .field("kind", &self.options.kind)
+            .field("figures", &figures)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handoff {
+    /// The probe of engines like `options` describe (their observers and GPUs aside).
+    pub(super) fn new(options: &EngineOptions) -> Self {
+        Handoff {
+            options: options.clone(),
+            figures: Mutex::new(None),
+        }
+    }
+
+    /// The figures, probed the first time with ops of `body` each (see the module docs).
+    pub(super) fn figures(&self, body: Duration) -> Option<DispatchByWorkers> {
+        *self
+            .figures
+            .lock()
+            .get_or_insert_with(|| calibrate(&self.options, body))
+    }
+}
+
+/// The engine's cost before an op with one worker and with two, on engines `options`
+/// describe, for ops of `body` each (see the module docs); `None` for the naive engine (it
+/// has no workers), or when an engine did not start or an op failed.
+pub(super) fn calibrate(options: &EngineOptions, body: Duration) -> Option<DispatchByWorkers> {
+    if options.kind == EngineKind::Naive {
+        return None;
+    }
+    let body = body.clamp(MIN_BODY, MAX_BODY);
+    let graph = probe_graph();
+    let (one, two) = (ProbeEngine::new(options, 1)?, ProbeEngine::new(options, 2)?);
+    let (mut ones, mut twos) = (Vec::new(), Vec::new());
+    for _ in 0..PROBE_ROUNDS {
+        ones.push(one.iteration(&graph, body)?);
+        twos.push(two.iteration(&graph, body)?);
+    }
+    Some(DispatchByWorkers {
+        one: median_cost(&ones),
+        several: median_cost(&twos),
+    })
+}
+
+/// Each figure's median over `costs` (the upper one of an even count).
+fn median_cost(costs: &[DispatchCost]) -> DispatchCost {
+    let median = |figure: fn(&DispatchCost) -> Duration| {
+        let mut figures: Vec<Duration> = costs.iter().map(figure).collect();
+        figures.sort_unstable();
+        figures.get(figures.len() / 2).copied().unwrap_or_default()
+    };
+    DispatchCost {
+        continuing: median(|cost| cost.continuing),
+        waking: median(|cost| cost.waking),
+    }
+}
+
+/// The probe's graph: ops writing one var and reading 2 to 19, all on one CPU device.
+fn probe_graph() -> RanGraph {
+    let mut rng = fastrand::Rng::with_seed(SEED);
+    let ops = (0..PROBE_OPS)
+        .map(|index| {
+            let reads = rng.usize(2..=19);
+            RanOp {
+                name: format!("handoff{index}"),
+                device: 0,
+                reads: (0..reads).map(|_| rng.usize(..PROBE_VARS)).collect(),
+                writes: vec![rng.usize(..PROBE_VARS)],
+                time: Duration::ZERO,
+            }
+        })
+        .collect();
+    RanGraph {
+        ops,
+        vars: (0..PROBE_VARS).map(|var| format!("v{var}")).collect(),
+        devices: vec![Lane::CpuWorkers(0)],
+        wall: Duration::ZERO,
+    }
+}
+
+/// One op's stamps, written by its body (nanoseconds since the probe's epoch).
+#[derive(Default)]
+struct Stamps {
+    start: AtomicU64,
+    end: AtomicU64,
+    worker: AtomicU64,
+}
+
+/// One of the probe's engines and its vars.
+struct ProbeEngine {
+    engine: Engine,
+    vars: Vec<Var>,
+    epoch: Instant,
+}
+
+impl ProbeEngine {
+    /// An engine as `options` describe with `workers` CPU workers, and no observer or GPU.
+    fn new(options: &EngineOptions, workers: usize) -> Option<Self> {
+        let mut options = options.clone();
+        options.cpu_workers = workers;
+        options.observer = None;
+        options.pool_observers = None;
+        options.stream_observer = None;
+        options.gpus = GpuSelection::None;
+        options.gpu_backend = None;
+        let engine = Engine::new(options).ok()?;
+        let vars = (0..PROBE_VARS).map(|_| engine.new_variable()).collect();
+        Some(ProbeEngine {
+            engine,
+            vars,
+            epoch: Instant::now(),
+        })
+    }
+
+    /// One iteration of `graph` with bodies of `body`, pushed at once, and its cost before
+    /// an op (`None` when an op failed).
+    fn iteration(&self, graph: &RanGraph, body: Duration) -> Option<DispatchCost> {
+        let epoch = self.epoch;
+        let since = move |at: Instant| u64::try_from((at - epoch).as_nanos()).unwrap_or(u64::MAX);
+        let stamps: Arc<Vec<Stamps>> =
+            Arc::new((0..graph.ops.len()).map(|_| Stamps::default()).collect());
+        let name = OpName::new("handoff-probe");
+        let mut pushed = Vec::with_capacity(graph.ops.len());
+        for (index, op) in graph.ops.iter().enumerate() {
+            let vars = |indices: &[usize]| -> Vec<Var> {
+                indices.iter().map(|&var| self.vars[var].clone()).collect()
+            };
+            let (reads, writes) = (vars(&op.reads), vars(&op.writes));
+            let spec = OpSpec::new(name).reads(&reads[..]).writes(&writes[..]);
+            let stamps = Arc::clone(&stamps);
+            pushed.push(since(Instant::now()));
+            let run = move |_| {
+                let stamp = &stamps[index];
+                stamp.start.store(since(Instant::now()), Ordering::Relaxed);
+                busy_wait(body);
+                stamp.end.store(since(Instant::now()), Ordering::Relaxed);
+                stamp.worker.store(this_thread(), Ordering::Relaxed);
+                Ok(())
+            };
+            self.engine.push_sync(spec, run).ok()?;
+        }
+        self.engine.wait_for_all().ok()?;
+        let ops = stamps
+            .iter()
+            .zip(&pushed)
+            .map(|(stamp, &pushed)| OpRunTimes {
+                pushed,
+                start: stamp.start.load(Ordering::Relaxed),
+                end: stamp.end.load(Ordering::Relaxed),
+                worker: stamp.worker.load(Ordering::Relaxed) as u32,
+            });
+        let iteration = IterationTimes {
+            ops: ops.collect(),
+            previous_end: None,
+        };
+        let costs = dispatch_costs(graph, &predecessors(graph), &[iteration]);
+        costs.first().copied()
+    }
+}
+
+/// A number for the calling thread (the low bits of a hash of its id).
+fn this_thread() -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::thread::current().id().hash(&mut hasher);
+    hasher.finish() & u64::from(u32::MAX)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The probe measures both engines, the per-device and the pooled: every figure is a
+    /// hand-off that took time.
+    #[test]
+    fn the_probe_measures_one_worker_and_two() {
+        for kind in [EngineKind::PerDevice, EngineKind::Pooled] {
+            let options = EngineOptions::new(kind, 1);
+            let probe = calibrate(&options, Duration::from_micros(2)).expect("engines run");
+            assert!(probe.one.continuing > Duration::ZERO, "{kind:?} {probe:?}");
+            assert!(probe.one.waking > Duration::ZERO, "{kind:?} {probe:?}");
+            assert!(
+                probe.several.continuing > Duration::ZERO,
+                "{kind:?} {probe:?}"
+            );
+            assert!(probe.several.waking > Duration::ZERO, "{kind:?} {probe:?}");
+        }
+    }
+
+    /// The naive engine runs ops on the pushing thread: nothing to probe.
+    #[test]
+    fn the_naive_engine_has_no_probe() {
+        let options = EngineOptions::new(EngineKind::Naive, 1);
+        assert_eq!(calibrate(&options, Duration::from_micros(2)), None);
+    }
+
+    /// The probe's graph has the parallelism of a random DAG over its vars: more than one
+    /// op at a time on average, far fewer than its ops.
+    #[test]
+    fn the_probe_graph_keeps_two_workers_busy() {
+        let mut graph = probe_graph();
+        for op in &mut graph.ops {
+            op.time = Duration::from_micros(1);
+        }
+        let scaling = crate::analysis::analyze(&graph);
+        assert!(
+            (1.5..16.0).contains(&scaling.parallelism),
+            "{}",
+            scaling.parallelism
+        );
+    }
+}
