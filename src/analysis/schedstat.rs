@@ -50,6 +50,18 @@ pub struct Descheduled {
     pub per_thread: Vec<ThreadDelay>,
 }
 
+impl Descheduled {
+    /// The threads wanting a core on average over the window: their time on a core and
+    /// their run delay, summed, over the window (more than [`cores`](Self::cores): the
+    /// process alone oversubscribes the machine).
+    pub fn demand(&self) -> f64 {
+        let wanting: f64 = (self.per_thread.iter())
+            .map(|thread| thread.on_cpu_ms + thread.run_delay_ms)
+            .sum();
+        wanting / self.window_ms.max(f64::MIN_POSITIVE)
+    }
+}
+
 impl SchedSample {
     /// Every thread of this process now; `None` where the kernel keeps no schedstat
     /// (not Linux, or built without `CONFIG_SCHED_INFO`).

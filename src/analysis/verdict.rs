@@ -130,12 +130,7 @@ fn verdict(
                 .take(NAMED)
                 .map(|t| t.thread.as_str())
                 .collect();
-            let wanting: f64 = d
-                .per_thread
-                .iter()
-                .map(|t| t.on_cpu_ms + t.run_delay_ms)
-                .sum();
-            let demand = wanting / d.window_ms.max(f64::MIN_POSITIVE);
+            let demand = d.demand();
             let on = format!(
                 "{demand:.1} threads wanting a core on average, {} core{}",
                 d.cores,

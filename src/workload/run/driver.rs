@@ -126,7 +126,7 @@ pub struct RunReport {
     /// The last iteration's op times and its step, when the run had two iterations.
     pub(super) last_iteration: Option<(Vec<Duration>, Duration)>,
     /// The threads' descheduled time over the run (`None` without schedstat).
-    pub(super) descheduled: Option<Descheduled>,
+    pub(crate) descheduled: Option<Descheduled>,
     /// The profiler's workers' time at the run's start (`None` without a profiler).
     pub(super) states_before: Option<Vec<WorkerStates>>,
     /// Each iteration op's mean body split over the intra-op pool.
