@@ -361,6 +361,16 @@ impl Core {
         self.skipped_ops.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Whether any op of this engine failed so far. Until one does, none of its vars carries
+    /// a failure: each failure is counted by `record_failure` before any var carries it, and
+    /// an op that checks its vars runs after the completion that stored it there, so it sees
+    /// the count raised. (A failure a device reports after its op completed, `gpu/exec.rs`,
+    /// is counted before it is stored too; an op that runs meanwhile may miss it either way.)
+    pub(crate) fn has_failures(&self) -> bool {
+        self.failed_ops.load(Ordering::Relaxed) != 0
+    }
+
+    /// Counts and keeps a failure; the slot the failed op's writes will carry.
     pub(crate) fn record_failure(&self, failure: OpFailure) -> ErrorRef {
         self.failed_ops.fetch_add(1, Ordering::Relaxed);
         let slot = ErrorSlot::new(failure);

@@ -211,8 +211,15 @@ impl OpBlock {
 
     /// The first unreported error on the op's reads, then on its writes.
     fn inherited_error(&self) -> Option<ErrorRef> {
+        if !self.core().has_failures() {
+            // The common, clean path: no failure was recorded, so no var carries one, and
+            // the op's vars stay untouched until its completion writes them (a read here
+            // would fetch each var's lines shared from the thread that pushed the next op,
+            // and the completion's lock would fetch them again, exclusive).
+            return None;
+        }
         if !self.deps.iter().any(|dep| dep.var.0.cell.may_carry_error()) {
-            return None; // the common, clean path: one load per var, no lock
+            return None; // one load per var, no lock
         }
         let on = |access| {
             self.deps
