@@ -87,7 +87,7 @@ impl GpuWorkers {
         threads: usize,
         observer: Option<Arc<dyn PoolObserver>>,
     ) -> Result<Self, StreamError> {
-        let name = format!("gpu{}-{}", device.info().ordinal, role.as_str());
+        let id = PoolId::new(Device::Gpu(device.info().ordinal), role.into());
         let lanes = (0..threads.max(1))
             .map(|_| Lane::open(device, role).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
@@ -97,9 +97,9 @@ impl GpuWorkers {
             .map(|id| id.to_string())
             .collect();
         let pool = GpuWorkers {
-            workers: PriorityWorkers::new(name, observer),
+            workers: PriorityWorkers::new(id.thread_prefix(), observer),
             role,
-            pool: PoolId::new(Device::Gpu(device.info().ordinal), role.into()),
+            pool: id,
             streams,
         };
         // Thread k owns lane k; a failure drops (joins) the workers started so far.
