@@ -164,7 +164,7 @@ impl PoolId {
 
     /// What the pool's threads are named before each one's index: `cpu0`, `engine`, `io`,
     /// `cpu-prio`, `intra`, `gpu0-compute`. The engine names its pools with it.
-    pub fn thread_prefix(self) -> String {
+    pub(crate) fn thread_prefix(self) -> String {
         match self.role {
             PoolRole::CpuWorker => self.device.to_string(),
             PoolRole::SharedWorker | PoolRole::CpuIo | PoolRole::IntraOp => self.role.to_string(),
@@ -263,7 +263,7 @@ impl Lane {
     /// The pool that is all of its threads, where one is: the summary's pools table names a
     /// lane as this pool's attribution does ([`PoolId`]'s display). The driver thread is no
     /// pool, and a GPU's lane is its pools together.
-    pub fn pool(self) -> Option<PoolId> {
+    pub(crate) fn pool(self) -> Option<PoolId> {
         match self {
             Lane::SharedWorkers => Some(PoolId::SHARED_WORKERS),
             Lane::CpuWorkers(id) => Some(PoolId::new(Device::Cpu(id), PoolRole::CpuWorker)),
