@@ -8,10 +8,15 @@ use enginetop::device::identity::{Device, PoolId, PoolRole};
 use enginetop::engine::{Context, Engine, EngineKind, EngineOptions, FnProperty, OpSpec};
 use enginetop::pool::{PoolEvent, PoolObserver};
 
-/// Records (pool, worker, event) for every event of every pool it observes.
+/// One observed event: its pool, worker and what happened.
+type Observed = (PoolId, Option<usize>, PoolEvent);
+
+/// Records every event of every pool it observes, and the name of each thread a task
+/// started on.
 #[derive(Default)]
 struct Recorder {
-    events: Mutex<Vec<(PoolId, Option<usize>, PoolEvent)>>,
+    events: Mutex<Vec<Observed>>,
+    task_threads: Mutex<Vec<(PoolId, usize, String)>>,
 }
 
 struct Named {
@@ -21,6 +26,11 @@ struct Named {
 
 impl PoolObserver for Named {
     fn on_event(&self, worker: Option<usize>, event: PoolEvent) {
+        if let (Some(worker), PoolEvent::TaskStart) = (worker, event) {
+            let thread = std::thread::current().name().unwrap_or("").to_string();
+            let mut threads = self.recorder.task_threads.lock().unwrap();
+            threads.push((self.pool, worker, thread));
+        }
         let mut events = self.recorder.events.lock().unwrap();
         events.push((self.pool, worker, event));
     }
@@ -72,6 +82,17 @@ fn drainer_tasks(recorder: &Recorder, pool: PoolId, ops: usize) -> usize {
     starts
 }
 
+/// Every task of `pool` started on a thread named as [`PoolId::thread_name`] names its
+/// worker: the names the dashboard and the fake make from the pool are the engine's.
+fn threads_named_by_their_pool(recorder: &Recorder, pool: PoolId) {
+    let threads = recorder.task_threads.lock().unwrap();
+    let ran: Vec<&(PoolId, usize, String)> = threads.iter().filter(|t| t.0 == pool).collect();
+    assert!(!ran.is_empty(), "{pool}: no task started");
+    for (_, worker, thread) in ran {
+        assert_eq!(*thread, pool.thread_name(*worker as u32), "{pool}");
+    }
+}
+
 #[test]
 fn per_device_pools_and_the_priority_pool_report_to_their_observers() {
     let (engine, recorder, asked) = engine_with_recorder(EngineKind::PerDevice);
@@ -99,6 +120,8 @@ fn per_device_pools_and_the_priority_pool_report_to_their_observers() {
     assert!(asked.contains(&cpu0), "asked for {asked:?}");
     assert!(asked.contains(&PoolId::CPU_PRIORITY), "asked for {asked:?}");
     drainer_tasks(&recorder, cpu0, 10);
+    threads_named_by_their_pool(&recorder, cpu0);
+    threads_named_by_their_pool(&recorder, PoolId::CPU_PRIORITY);
     // One task per prioritized op, all on the priority pool.
     assert_eq!(task_starts(&recorder, PoolId::CPU_PRIORITY), 10);
 }
@@ -114,10 +137,11 @@ fn pooled_engine_pools_report_to_their_observers() {
     }
     engine.wait_for_all().unwrap();
     drop(engine);
-    let shared = PoolId::new(Device::Cpu(0), PoolRole::CpuWorker);
-    let io = PoolId::new(Device::Cpu(0), PoolRole::CpuIo);
+    let (shared, io) = (PoolId::SHARED_WORKERS, PoolId::IO);
+    assert_eq!(shared.role, PoolRole::SharedWorker);
     assert_eq!(*asked.lock().unwrap(), vec![shared, io]);
     drainer_tasks(&recorder, shared, 8);
+    threads_named_by_their_pool(&recorder, shared);
 }
 
 #[test]
@@ -147,6 +171,7 @@ fn gpu_worker_pools_report_to_their_observers() {
     let compute = gpu(PoolRole::GpuCompute);
     assert_eq!(task_starts(&recorder, compute), 6); // one task per GPU op, on its compute pool
     assert_eq!(task_starts(&recorder, gpu(PoolRole::GpuCopy)), 0);
+    threads_named_by_their_pool(&recorder, compute);
     let parks = count(&recorder, compute, |event| *event == PoolEvent::Park);
     let unparks = count(&recorder, compute, |event| *event == PoolEvent::Unpark);
     assert!(parks >= 1, "an idle GPU worker parks");

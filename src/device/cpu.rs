@@ -60,11 +60,10 @@ pub fn cpu_pool(
     observers: Option<&PoolObservers>,
 ) -> Result<Pool, PoolError> {
     let threads = options.threads.max(1);
-    let name = format!("cpu{device}");
-    let mut pool_options = PoolOptions::new(options.pool_kind, threads, name.as_str())
+    let pool = PoolId::new(Device::Cpu(device), PoolRole::CpuWorker);
+    let mut pool_options = PoolOptions::new(options.pool_kind, threads, pool.thread_prefix())
         .max_threads(options.max_threads.max(threads))
         .allow_spinning(options.allow_spinning);
-    let pool = PoolId::new(Device::Cpu(device), PoolRole::CpuWorker);
     if let Some(observer) = observer_for(observers, pool) {
         pool_options = pool_options.observer(observer);
     }

@@ -42,13 +42,16 @@ impl fmt::Display for Device {
 }
 
 /// What a pool does on its device. The order is the order a device's rows are listed in:
-/// a CPU's workers before its priority pool, a GPU's compute workers, then its copy workers,
-/// then its prioritized worker.
+/// a CPU's workers (or the pooled engine's shared workers) before its io and priority pools,
+/// a GPU's compute workers, then its copy workers, then its prioritized worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PoolRole {
-    /// A CPU device's inter-op workers (the pooled engine's shared `engine` workers too).
+    /// A CPU device's inter-op workers (the per-device engine's).
     CpuWorker,
+    /// The pooled engine's shared `engine` workers: one pool runs every CPU device's ops,
+    /// prioritized or not.
+    SharedWorker,
     /// The pooled engine's `io` pool, which runs copy ops.
     CpuIo,
     /// The CPU priority pool (`CpuPrioritized` ops, highest priority first).
@@ -65,8 +68,9 @@ pub enum PoolRole {
 
 impl PoolRole {
     /// Every role, in row order.
-    pub const ALL: [PoolRole; 7] = [
+    pub const ALL: [PoolRole; 8] = [
         PoolRole::CpuWorker,
+        PoolRole::SharedWorker,
         PoolRole::CpuIo,
         PoolRole::CpuPriority,
         PoolRole::IntraOp,
@@ -75,16 +79,30 @@ impl PoolRole {
         PoolRole::GpuPriority,
     ];
 
-    /// The role's code in a profiler event (1 and up; 0 is "no role").
+    /// The role's code in a profiler event and a recording's snapshots (1 and up; 0 is "no
+    /// role"). Each role keeps its code whatever its row order, so a recording reads the
+    /// same after a role is added.
     pub const fn code(self) -> u8 {
-        self as u8 + 1
+        match self {
+            PoolRole::CpuWorker => 1,
+            PoolRole::CpuIo => 2,
+            PoolRole::CpuPriority => 3,
+            PoolRole::IntraOp => 4,
+            PoolRole::GpuCompute => 5,
+            PoolRole::GpuCopy => 6,
+            PoolRole::GpuPriority => 7,
+            PoolRole::SharedWorker => 8,
+        }
     }
 
     /// The role of event code `code` (`None` for 0 or a code this build does not know).
     pub fn from_code(code: u8) -> Option<PoolRole> {
-        PoolRole::ALL
-            .get(usize::from(code.checked_sub(1)?))
-            .copied()
+        PoolRole::ALL.into_iter().find(|role| role.code() == code)
+    }
+
+    /// Whether its workers are the engine's inter-op workers, the threads `--inter` counts.
+    pub(crate) fn is_inter_op(self) -> bool {
+        matches!(self, PoolRole::CpuWorker | PoolRole::SharedWorker)
     }
 }
 
@@ -102,6 +120,7 @@ impl fmt::Display for PoolRole {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             PoolRole::CpuWorker => "worker",
+            PoolRole::SharedWorker => "engine",
             PoolRole::CpuIo => "io",
             PoolRole::CpuPriority => "prio",
             PoolRole::IntraOp => "intra",
@@ -132,21 +151,65 @@ impl PoolId {
     pub const INTRA_OP: PoolId = PoolId::new(Device::Host, PoolRole::IntraOp);
     /// The CPU priority pool: one serves every CPU device; it is listed with CPU 0.
     pub const CPU_PRIORITY: PoolId = PoolId::new(Device::Cpu(0), PoolRole::CpuPriority);
+    /// The pooled engine's shared workers: one pool serves every CPU device; it is listed
+    /// with CPU 0, where its ops record.
+    pub const SHARED_WORKERS: PoolId = PoolId::new(Device::Cpu(0), PoolRole::SharedWorker);
+    /// The pooled engine's IO worker, listed with CPU 0.
+    pub const IO: PoolId = PoolId::new(Device::Cpu(0), PoolRole::CpuIo);
 
     /// The pool of `role` on `device`.
     pub const fn new(device: Device, role: PoolRole) -> Self {
         PoolId { device, role }
     }
+
+    /// What the pool's threads are named before each one's index: `cpu0`, `engine`, `io`,
+    /// `cpu-prio`, `intra`, `gpu0-compute`. The engine names its pools with it.
+    pub(crate) fn thread_prefix(self) -> String {
+        match self.role {
+            PoolRole::CpuWorker => self.device.to_string(),
+            PoolRole::SharedWorker | PoolRole::CpuIo | PoolRole::IntraOp => self.role.to_string(),
+            PoolRole::CpuPriority => format!("cpu-{}", self.role),
+            PoolRole::GpuCompute | PoolRole::GpuCopy | PoolRole::GpuPriority => {
+                format!("{}-{}", self.device, self.role)
+            }
+        }
+    }
+
+    /// The thread name of the pool's worker `index`, as the pool names it: a work-stealing
+    /// pool's `<prefix>-w<k>` (`cpu0-w1`, `engine-w0`, `io-w0`, `intra-w2`), a priority
+    /// pool's and a GPU worker's `<prefix>-<k>` (`cpu-prio-1`, `gpu0-copy-0`). Made for
+    /// display only: events carry the pool and the index typed.
+    ///
+    /// ```
+    /// use enginetop::device::identity::{Device, PoolId, PoolRole};
+    /// assert_eq!(PoolId::SHARED_WORKERS.thread_name(1), "engine-w1");
+    /// let copy = PoolId::new(Device::Gpu(0), PoolRole::GpuCopy);
+    /// assert_eq!(copy.thread_name(0), "gpu0-copy-0");
+    /// ```
+    pub fn thread_name(self, index: u32) -> String {
+        let prefix = self.thread_prefix();
+        match self.role {
+            PoolRole::CpuWorker | PoolRole::SharedWorker | PoolRole::CpuIo | PoolRole::IntraOp => {
+                format!("{prefix}-w{index}")
+            }
+            PoolRole::CpuPriority
+            | PoolRole::GpuCompute
+            | PoolRole::GpuCopy
+            | PoolRole::GpuPriority => format!("{prefix}-{index}"),
+        }
+    }
 }
 
 impl fmt::Display for PoolId {
     /// The pool's name for people, the one the summary's pools table and its attribution
-    /// share with [`Lane`]'s: `cpu0 workers`, `cpu priority` (one pool serves every CPU
-    /// device), `io worker`, `intra-op pool`, `gpu0 compute`, `gpu0 priority`. A role's
-    /// short form ([`PoolRole`]'s display) is what thread names use.
+    /// share with [`Lane`]'s: `cpu0 workers`, `engine workers` and `cpu priority` (each one
+    /// pool for every CPU device), `io worker`, `intra-op pool`, `gpu0 compute`,
+    /// `gpu0 priority`. A role's short form ([`PoolRole`]'s display) is what thread names
+    /// use ([`thread_name`](Self::thread_name)).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.role {
             PoolRole::CpuWorker => write!(f, "{} workers", self.device),
+            PoolRole::SharedWorker => f.write_str("engine workers"),
             PoolRole::CpuIo => f.write_str("io worker"),
             PoolRole::CpuPriority => f.write_str("cpu priority"),
             PoolRole::IntraOp => f.write_str("intra-op pool"),
@@ -159,8 +222,7 @@ impl fmt::Display for PoolId {
 
 /// The worker pool an op runs on, for the engine that runs it: the threads its busy time is
 /// counted against and the unit the scaling analysis gives a verdict for. Unlike a
-/// [`PoolId`], it names the pooled engine's shared workers and the naive engine's driver
-/// thread, and it takes a GPU's pools as one.
+/// [`PoolId`], it names the naive engine's driver thread, and it takes a GPU's pools as one.
 ///
 /// ```
 /// use enginetop::device::identity::{Device, Lane};
@@ -198,6 +260,19 @@ impl Lane {
         }
     }
 
+    /// The pool that is all of its threads, where one is: the summary's pools table names a
+    /// lane as this pool's attribution does ([`PoolId`]'s display). The driver thread is no
+    /// pool, and a GPU's lane is its pools together.
+    pub(crate) fn pool(self) -> Option<PoolId> {
+        match self {
+            Lane::SharedWorkers => Some(PoolId::SHARED_WORKERS),
+            Lane::CpuWorkers(id) => Some(PoolId::new(Device::Cpu(id), PoolRole::CpuWorker)),
+            Lane::Priority => Some(PoolId::CPU_PRIORITY),
+            Lane::Io => Some(PoolId::IO),
+            Lane::Driver | Lane::Gpu(_) => None,
+        }
+    }
+
     /// Whether its threads are CPU threads (the ones the OS's descheduling concerns).
     pub fn is_cpu(self) -> bool {
         !matches!(self, Lane::Gpu(_))
@@ -214,14 +289,16 @@ impl Lane {
 }
 
 impl fmt::Display for Lane {
+    /// A lane that is one pool is named as that pool ([`Lane::pool`]), so the summary's pools
+    /// table and its attribution agree: `cpu0 workers`, `engine workers`, `cpu priority`,
+    /// `io worker`; the others `driver thread` and `gpu0 workers`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Lane::Driver => f.write_str("driver thread"),
-            Lane::SharedWorkers => f.write_str("engine workers"),
-            Lane::CpuWorkers(id) => write!(f, "{} workers", Device::Cpu(*id)),
-            Lane::Priority => f.write_str("cpu priority"),
-            Lane::Io => f.write_str("io worker"),
             Lane::Gpu(id) => write!(f, "{} workers", Device::Gpu(*id)),
+            Lane::SharedWorkers | Lane::CpuWorkers(_) | Lane::Priority | Lane::Io => {
+                self.pool().expect("every lane of these is one pool").fmt(f)
+            }
         }
     }
 }
@@ -239,18 +316,73 @@ mod tests {
         assert_eq!(PoolRole::from_code(0x7f), None);
     }
 
+    /// Recordings hold the codes: a role's code stays whatever its place in the rows.
+    #[test]
+    fn role_codes_are_fixed_per_role() {
+        let codes: Vec<u8> = PoolRole::ALL.into_iter().map(PoolRole::code).collect();
+        assert_eq!(codes, [1, 8, 2, 3, 4, 5, 6, 7]);
+    }
+
     /// A pool's name is its lane's where both name the same threads, so a summary's pools
-    /// table and its attribution name a pool alike.
+    /// table and its attribution name a pool alike; the pooled engine's shared workers are
+    /// their own pool, not CPU 0's.
     #[test]
     fn pools_and_lanes_name_the_same_threads_alike() {
-        let cpu0 = PoolId::new(Device::Cpu(0), PoolRole::CpuWorker);
-        assert_eq!(cpu0.to_string(), Lane::CpuWorkers(0).to_string());
-        assert_eq!(PoolId::CPU_PRIORITY.to_string(), Lane::Priority.to_string());
-        let io = PoolId::new(Device::Cpu(0), PoolRole::CpuIo);
-        assert_eq!(io.to_string(), Lane::Io.to_string());
+        let lanes = [
+            Lane::Driver,
+            Lane::SharedWorkers,
+            Lane::CpuWorkers(0),
+            Lane::CpuWorkers(3),
+            Lane::Priority,
+            Lane::Io,
+            Lane::Gpu(1),
+        ];
+        let pooled: Vec<Lane> = lanes
+            .into_iter()
+            .filter(|lane| lane.pool().is_some())
+            .collect();
+        assert_eq!(pooled.len(), 5, "{pooled:?}");
+        for lane in pooled {
+            assert_eq!(
+                lane.pool().unwrap().to_string(),
+                lane.to_string(),
+                "{lane:?}"
+            );
+        }
+        assert_eq!(Lane::SharedWorkers.pool(), Some(PoolId::SHARED_WORKERS));
+        assert_eq!(PoolId::SHARED_WORKERS.to_string(), "engine workers");
+        assert_ne!(
+            PoolId::SHARED_WORKERS.to_string(),
+            Lane::CpuWorkers(0).to_string()
+        );
+        assert_eq!(
+            Lane::SharedWorkers.verdict_name(),
+            PoolId::SHARED_WORKERS.to_string()
+        );
         assert_eq!(PoolId::INTRA_OP.to_string(), "intra-op pool");
         let prio = PoolId::new(Device::Gpu(1), PoolRole::GpuPriority);
         assert_eq!(prio.to_string(), "gpu1 priority");
+    }
+
+    /// Thread names as the engine's pools give them (`tests/engine_pool_observers.rs`
+    /// checks the engine's threads against these).
+    #[test]
+    fn thread_names_are_made_from_the_pool_and_the_index() {
+        let named = |device, role, index| PoolId::new(device, role).thread_name(index);
+        assert_eq!(named(Device::Cpu(1), PoolRole::CpuWorker, 3), "cpu1-w3");
+        assert_eq!(PoolId::SHARED_WORKERS.thread_name(0), "engine-w0");
+        assert_eq!(PoolId::IO.thread_name(0), "io-w0");
+        assert_eq!(PoolId::CPU_PRIORITY.thread_name(1), "cpu-prio-1");
+        assert_eq!(PoolId::INTRA_OP.thread_name(2), "intra-w2");
+        assert_eq!(
+            named(Device::Gpu(0), PoolRole::GpuCompute, 1),
+            "gpu0-compute-1"
+        );
+        assert_eq!(named(Device::Gpu(2), PoolRole::GpuCopy, 0), "gpu2-copy-0");
+        assert_eq!(
+            named(Device::Gpu(0), PoolRole::GpuPriority, 0),
+            "gpu0-prio-0"
+        );
     }
 
     #[test]
@@ -265,5 +397,9 @@ mod tests {
         assert!(PoolRole::GpuCompute < PoolRole::GpuCopy);
         assert!(PoolRole::GpuCopy < PoolRole::GpuPriority);
         assert!(PoolRole::CpuWorker < PoolRole::CpuPriority);
+        assert!(PoolRole::SharedWorker < PoolRole::CpuIo);
+        let mut sorted = PoolRole::ALL;
+        sorted.sort();
+        assert_eq!(sorted, PoolRole::ALL, "ALL is in row order");
     }
 }

@@ -9,7 +9,10 @@
 //!   [`sim`] (a simulated GPU with a roofline cost model); [`work`] describes a unit of GPU
 //!   work; [`discover`] lists devices and picks the backend for `--gpus`.
 //!
-//! Threads are named so traces and the dashboard read well: `cpu0-w3`, `cpu-prio-1`,
+//! - [`identity`]: the typed device, pool and lane every layer above names them by.
+//!
+//! Threads are named so traces and the dashboard read well, from their pool's identity
+//! ([`identity::PoolId::thread_name`]): `cpu0-w3`, `engine-w0`, `cpu-prio-1`,
 //! `gpu0-compute-0`.
 
 pub mod cpu;

@@ -165,7 +165,11 @@ impl PerDevice {
 
     fn priority_pool(&self, threads: usize) -> Result<PriorityPool, EngineError> {
         let observer = observer_for(self.observers.as_ref(), PoolId::CPU_PRIORITY);
-        Ok(PriorityPool::with_observer("cpu-prio", threads, observer)?)
+        Ok(PriorityPool::with_observer(
+            PoolId::CPU_PRIORITY.thread_prefix(),
+            threads,
+            observer,
+        )?)
     }
 
     /// Makes sure the workers `ctx` and `prop` need exist (slow path, first use only).
@@ -354,10 +358,10 @@ impl Dispatch for PerDevice {
     }
 }
 
-/// The pooled engine's shared workers: CPU 0's, where its CPU ops record.
-const POOLED_WORKERS: PoolId = PoolId::new(Device::Cpu(0), PoolRole::CpuWorker);
+/// The pooled engine's shared workers, listed with CPU 0, where its CPU ops record.
+const POOLED_WORKERS: PoolId = PoolId::SHARED_WORKERS;
 /// The pooled engine's IO worker.
-const POOLED_IO: PoolId = PoolId::new(Device::Cpu(0), PoolRole::CpuIo);
+const POOLED_IO: PoolId = PoolId::IO;
 
 /// The pooled engine's workers: shared workers and one IO worker.
 pub(crate) struct Pooled {
@@ -426,13 +430,17 @@ impl Dispatch for Pooled {
         };
         let threads = config.cpu.threads.max(1);
         let workers = Workers::new(Pool::new(observed(
-            PoolOptions::new(config.cpu.pool_kind, threads, "engine")
-                .max_threads(config.cpu.max_threads.max(threads))
-                .allow_spinning(config.cpu.allow_spinning),
+            PoolOptions::new(
+                config.cpu.pool_kind,
+                threads,
+                POOLED_WORKERS.thread_prefix(),
+            )
+            .max_threads(config.cpu.max_threads.max(threads))
+            .allow_spinning(config.cpu.allow_spinning),
             POOLED_WORKERS,
         ))?);
         let io = Pool::new(observed(
-            PoolOptions::new(config.cpu.pool_kind, 1, "io")
+            PoolOptions::new(config.cpu.pool_kind, 1, POOLED_IO.thread_prefix())
                 .allow_spinning(config.cpu.allow_spinning),
             POOLED_IO,
         ))?;

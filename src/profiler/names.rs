@@ -48,14 +48,16 @@ impl DeviceId {
         DEVICES.lock().entry(&device.to_string(), Some(device))
     }
 
-    /// The device pool `pool` records on: a CPU's workers and a GPU's pools on their device
-    /// (with its ops, so a trace shows a device's ops, steals and parks in one process); the
+    /// The device pool `pool` records on: a CPU's workers, the pooled engine's shared workers
+    /// (CPU 0's, where its CPU ops record) and a GPU's pools on their device (with its ops,
+    /// so a trace shows a device's ops, steals and parks in one process); the
     /// CPU priority pool (`cpu-prio`), the pooled engine's `io` pool and the intra-op pool
     /// (`intra-op`) each on one of their own.
     pub fn of_pool(pool: PoolId) -> DeviceId {
         let own = |name: &str| DEVICES.lock().entry(name, Some(pool.device));
         match pool.role {
             PoolRole::CpuWorker
+            | PoolRole::SharedWorker
             | PoolRole::GpuCompute
             | PoolRole::GpuCopy
             | PoolRole::GpuPriority => DeviceId::of(pool.device),
@@ -63,11 +65,6 @@ impl DeviceId {
             PoolRole::CpuIo => own("io"),
             PoolRole::IntraOp => own("intra-op"),
         }
-    }
-
-    /// The device registered as `name`, if one was (registers nothing).
-    pub fn named(name: &str) -> Option<DeviceId> {
-        DEVICES.lock().ids.get(name).map(|&id| DeviceId(id))
     }
 
     /// A device id from its number (for tests and replay).
@@ -187,7 +184,6 @@ struct DeviceTable {
 }
 
 impl DeviceTable {
-    /// The id of `name`, added (as `device`) if it is new.
     /// The id of `name`, registered on first use. A device's name is its display, so a typed
     /// registration and a named one of the same name (a demo's `cpu0`) share one id, which
     /// keeps the typed device whichever came first.
@@ -274,8 +270,8 @@ mod tests {
             ("intra-op", Some(Device::Host))
         );
         assert_eq!(on(Device::Cpu(0), PoolRole::CpuIo).name(), "io");
-        assert_eq!(DeviceId::named("gpu2"), Some(gpu));
-        assert_eq!(DeviceId::named("names-test-never"), None);
+        let shared = DeviceId::of_pool(PoolId::SHARED_WORKERS);
+        assert_eq!(shared, DeviceId::of(Device::Cpu(0)));
     }
 
     #[test]

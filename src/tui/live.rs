@@ -290,7 +290,7 @@ impl LiveSource {
             .iter()
             .enumerate()
             .map(|(index, &id)| DeviceLayout {
-                title: cpu_title(id),
+                title: Device::Cpu(id).to_string(),
                 kind: DeviceKind::Cpu,
                 workers: DeviceId::of(Device::Cpu(id)),
                 priority: (engine == EngineKind::PerDevice && index == 0)
@@ -413,11 +413,11 @@ fn gpu_layout(
         .streams
         .iter()
         .filter(|stream| stream.device == device)
-        .map(|stream| StreamLayout::of_code(device, stream.stream))
+        .map(|stream| StreamLayout::of_code(Device::Gpu(gpu), stream.stream))
         .collect();
     streams.sort_by_key(|stream| stream.stream);
     DeviceLayout {
-        title: format!("gpu{gpu}"),
+        title: Device::Gpu(gpu).to_string(),
         kind: DeviceKind::Gpu,
         workers: device,
         priority: None,
@@ -497,16 +497,12 @@ impl DashboardSource for LiveSource {
     }
 }
 
-/// CPU device `index`'s panel title (`cpu0`).
-fn cpu_title(index: u32) -> String {
-    format!("cpu{index}")
-}
-
-/// How a control's message names `device`: as its panel is titled.
+/// How a control's message names `device`: as its panel is titled (its typed device's
+/// display, `cpu0`), or by its registered name.
 fn device_title(device: DeviceId) -> String {
     match device.device() {
-        Some(Device::Cpu(index)) => cpu_title(index),
-        _ => device.name().to_string(),
+        Some(typed) => typed.to_string(),
+        None => device.name().to_string(),
     }
 }
 

@@ -193,7 +193,7 @@ fn stream_panels<'a>(
         .iter()
         .map(|stream| StreamPanel {
             layout: stream,
-            label: stream.label(&layout.title, compute_workers),
+            label: stream.label(compute_workers),
             feeder: stream.feeder(compute_workers),
             stats: data
                 .snapshot
@@ -245,10 +245,10 @@ fn is_retired(worker: &WorkerSnapshot) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::identity::Device;
+    use crate::device::identity::{Device, PoolId};
 
     fn worker(thread: u32, index: u32, activity: Activity) -> WorkerSnapshot {
-        let name = format!("cpu0-w{index}");
+        let name = PoolId::new(Device::Cpu(0), PoolRole::CpuWorker).thread_name(index);
         crate::tui::fake::worker_snapshot(thread, name, crate::tui::fake::cpu0(), index, activity)
     }
 
@@ -273,7 +273,7 @@ mod tests {
 
     /// GPU 0's worker `index` of `role`, on thread `thread`, named as the engine names it.
     fn gpu_worker(thread: u32, role: PoolRole, index: u32) -> (WorkerSnapshot, String) {
-        let name = crate::tui::source::gpu_worker_name("gpu0", role, index);
+        let name = PoolId::new(Device::Gpu(0), role).thread_name(index);
         let worker = WorkerSnapshot {
             role: Some(role),
             ..crate::tui::fake::worker_snapshot(
@@ -294,7 +294,7 @@ mod tests {
             workers: DeviceId::of(Device::Gpu(0)),
             streams: streams
                 .into_iter()
-                .map(|code| StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), code))
+                .map(|code| StreamLayout::of_code(Device::Gpu(0), code))
                 .collect(),
             ..DeviceLayout::default()
         }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::device::identity::PoolRole;
+use crate::device::identity::{Device, PoolId, PoolRole};
 use crate::device::stream::{StreamId, StreamKind};
 use crate::profiler::spans::SpanSnapshot;
 use crate::profiler::{DeviceId, Snapshot};
@@ -172,12 +172,14 @@ pub(crate) enum DeviceKind {
     IntraOp,
 }
 
-/// One GPU stream: the profiler device its events carry, its number there (the packed
-/// [`StreamId::code`]: role in the high 16 bits, index in the low 16), and what that number
-/// means.
+/// One GPU stream: its GPU, the profiler device its events carry, its number there (the
+/// packed [`StreamId::code`]: role in the high 16 bits, index in the low 16), and what that
+/// number means.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct StreamLayout {
-    /// The profiler device the stream events are recorded under.
+    /// The GPU it belongs to (a [`Device::Gpu`]): its feeding worker's pool is this GPU's.
+    pub(crate) gpu: Device,
+    /// The profiler device the stream events are recorded under (the GPU's).
     pub(crate) device: DeviceId,
     /// The stream number in those events ([`StreamId::code`]).
     pub(crate) stream: u32,
@@ -188,12 +190,13 @@ pub(crate) struct StreamLayout {
 }
 
 impl StreamLayout {
-    /// The stream numbered `code` (a [`StreamId::code`]) on profiler device `device`; a role
-    /// this build does not know reads as compute.
-    pub(crate) fn of_code(device: DeviceId, code: u32) -> StreamLayout {
+    /// The stream numbered `code` (a [`StreamId::code`]) on GPU `gpu`; a role this build does
+    /// not know reads as compute.
+    pub(crate) fn of_code(gpu: Device, code: u32) -> StreamLayout {
         let (kind, index) = decode_stream_code(code);
         StreamLayout {
-            device,
+            gpu,
+            device: DeviceId::of(gpu),
             stream: code,
             kind,
             index,
@@ -215,11 +218,13 @@ impl StreamLayout {
         }
     }
 
-    /// The thread name of the worker that feeds the stream on the GPU titled `gpu` (`gpu0`),
-    /// as the engine names it and the timeline shows it ([`feeder`](Self::feeder)).
-    pub(crate) fn worker(&self, gpu: &str, compute_workers: Option<u32>) -> String {
+    /// The thread name of the worker that feeds the stream, made from its pool and index
+    /// ([`feeder`](Self::feeder), [`PoolId::thread_name`]) as the engine names the thread
+    /// and the timeline shows it. For display only: rows are matched to streams by the
+    /// feeder.
+    pub(crate) fn worker(&self, compute_workers: Option<u32>) -> String {
         let (role, index) = self.feeder(compute_workers);
-        gpu_worker_name(gpu, role, index)
+        PoolId::new(self.gpu, role).thread_name(index)
     }
 
     /// The stream's name in the GPU panel: the stream, as the trace's stream track names it
@@ -227,30 +232,28 @@ impl StreamLayout {
     /// row): `stream compute1 (gpu0-compute-1)`, `stream h2d0 (gpu0-copy-0)`,
     /// `stream compute2 (gpu0-prio-0)`. Its figure is the stream's occupancy, not the
     /// worker thread's activity.
-    pub(crate) fn label(&self, gpu: &str, compute_workers: Option<u32>) -> String {
-        let worker = self.worker(gpu, compute_workers);
+    pub(crate) fn label(&self, compute_workers: Option<u32>) -> String {
+        let worker = self.worker(compute_workers);
         format!("{} ({worker})", self.stream_label())
     }
 
     /// The stream alone, as the trace's stream track names it (`stream h2d0`): the
     /// [`label`](Self::label) where that does not fit.
     pub(crate) fn stream_label(&self) -> String {
-        let stream = StreamId {
-            device: 0,
-            kind: self.kind,
-            index: self.index,
-        };
-        stream.label()
+        stream_label(self.stream)
     }
 }
 
-/// The thread of GPU worker `index` of `role` on the GPU titled `gpu`: `gpu0-compute-1`,
-/// `gpu0-copy-0`, `gpu0-prio-0` (the engine's `gpu<d>-<role>-<k>`; a test starts the
-/// engine's workers and checks). Streams are named after it ([`StreamLayout::label`]) and
-/// the fake names its GPU threads with it, so the GPU panel and the timeline agree. Made
-/// for display only: rows are matched to streams by [`StreamLayout::feeder`].
-pub(crate) fn gpu_worker_name(gpu: &str, role: impl Into<PoolRole>, index: u32) -> String {
-    format!("{gpu}-{}-{index}", role.into())
+/// Stream `code` (a [`StreamId::code`]) as the trace's stream track names it
+/// (`stream h2d0`), whatever its device.
+pub(crate) fn stream_label(code: u32) -> String {
+    let (kind, index) = decode_stream_code(code);
+    let stream = StreamId {
+        device: 0,
+        kind,
+        index,
+    };
+    stream.label()
 }
 
 /// The role and index packed into a [`StreamId::code`]; the inverse of that packing (its
@@ -287,8 +290,6 @@ pub(crate) struct DeviceLayout {
 mod tests {
     use super::*;
     use crate::device::gpu::GpuRole;
-    use crate::device::identity::Device;
-    use crate::device::stream::StreamId;
 
     /// The seam as a source implements it (the module docs' example).
     #[test]
@@ -313,31 +314,28 @@ mod tests {
     /// [`StreamLayout::of_code`] on a copy stream.
     #[test]
     fn a_stream_layout_reads_its_kind_and_index_from_the_code() {
-        use crate::device::identity::Device;
-        use crate::device::stream::{StreamId, StreamKind};
-        use crate::profiler::DeviceId;
         let h2d = StreamId {
             device: 0,
             kind: StreamKind::CopyH2D,
             index: 1,
         };
-        let layout = StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), h2d.code());
+        let layout = StreamLayout::of_code(Device::Gpu(0), h2d.code());
         assert_eq!((layout.kind, layout.index), (StreamKind::CopyH2D, 1));
-        assert_eq!(layout.label("gpu0", Some(2)), "stream h2d1 (gpu0-copy-1)");
+        assert_eq!(layout.device, DeviceId::of(Device::Gpu(0)));
+        assert_eq!(layout.label(Some(2)), "stream h2d1 (gpu0-copy-1)");
+        let on_gpu3 = StreamLayout::of_code(Device::Gpu(3), h2d.code());
+        assert_eq!(on_gpu3.label(Some(2)), "stream h2d1 (gpu3-copy-1)");
     }
 
     /// [`StreamLayout::feeder`] with and without the compute workers' count.
     #[test]
     fn the_feeder_of_a_stream_is_its_pool_role_and_index() {
-        use crate::device::identity::{Device, PoolRole};
-        use crate::device::stream::{StreamId, StreamKind};
-        use crate::profiler::DeviceId;
         let third = StreamId {
             device: 0,
             kind: StreamKind::Compute,
             index: 2,
         };
-        let layout = StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), third.code());
+        let layout = StreamLayout::of_code(Device::Gpu(0), third.code());
         assert_eq!(layout.feeder(Some(2)), (PoolRole::GpuPriority, 0));
         assert_eq!(layout.feeder(None), (PoolRole::GpuCompute, 2));
     }
@@ -369,10 +367,7 @@ mod tests {
         let labels = |compute_workers: Option<u32>| -> Vec<String> {
             [0, 2, 0x1_0000, 0x2_0000, 0x2_0001]
                 .into_iter()
-                .map(|code| {
-                    StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), code)
-                        .label("gpu0", compute_workers)
-                })
+                .map(|code| StreamLayout::of_code(Device::Gpu(0), code).label(compute_workers))
                 .collect()
         };
         let named = labels(Some(2));
@@ -421,8 +416,8 @@ mod tests {
             let (thread, streams) = receiver.recv().unwrap();
             assert!(!streams.is_empty());
             for stream in streams {
-                let layout = StreamLayout::of_code(DeviceId::of(Device::Gpu(0)), stream.code());
-                assert_eq!(layout.worker("gpu0", Some(1)), thread, "{stream}");
+                let layout = StreamLayout::of_code(Device::Gpu(0), stream.code());
+                assert_eq!(layout.worker(Some(1)), thread, "{stream}");
             }
         }
     }

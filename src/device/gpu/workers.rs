@@ -87,7 +87,7 @@ impl GpuWorkers {
         threads: usize,
         observer: Option<Arc<dyn PoolObserver>>,
     ) -> Result<Self, StreamError> {
-        let name = format!("gpu{}-{}", device.info().ordinal, role.as_str());
+        let id = PoolId::new(Device::Gpu(device.info().ordinal), role.into());
         let lanes = (0..threads.max(1))
             .map(|_| Lane::open(device, role).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
@@ -97,15 +97,15 @@ impl GpuWorkers {
             .map(|id| id.to_string())
             .collect();
         let pool = GpuWorkers {
-            workers: PriorityWorkers::new(name, observer),
+            workers: PriorityWorkers::new(id.thread_prefix(), observer),
             role,
-            pool: PoolId::new(Device::Gpu(device.info().ordinal), role.into()),
+            pool: id,
             streams,
         };
         // Thread k owns lane k; a failure drops (joins) the workers started so far.
         pool.workers
             .set_num_threads(lanes.len(), |k| Arc::clone(&lanes[k]))
-            .map_err(|err| thread_error(pool.workers.name(), err))?;
+            .map_err(|err| thread_error(id, err))?;
         Ok(pool)
     }
 
@@ -131,15 +131,15 @@ impl GpuWorkers {
     }
 }
 
-/// The stream error for a worker the pool could not start.
-fn thread_error(pool: &str, err: PoolError) -> StreamError {
+/// The stream error for a worker of `pool` that could not start, naming its thread.
+fn thread_error(pool: PoolId, err: PoolError) -> StreamError {
     match err {
         PoolError::Spawn { index, reason, .. } => StreamError::Thread {
-            thread: format!("{pool}-{index}"),
+            thread: pool.thread_name(u32::try_from(index).unwrap_or(u32::MAX)),
             reason,
         },
         other => StreamError::Thread {
-            thread: pool.to_string(),
+            thread: pool.thread_prefix(),
             reason: other.to_string(),
         },
     }

@@ -15,7 +15,7 @@ use crate::profiler::stats::{
 };
 use crate::profiler::DeviceId;
 use crate::tui::source::{
-    gpu_worker_name, ControlError, DashboardData, DeviceKind, DeviceLayout, Facts, StreamLayout,
+    ControlError, DashboardData, DeviceKind, DeviceLayout, Facts, StreamLayout,
 };
 
 /// The simulated GPU.
@@ -167,19 +167,16 @@ impl FakeThread {
         }
     }
 
-    /// The thread's name, made from its pool as the dashboard shows it: `cpu0-w1`,
-    /// `cpu0-prio-0`, `gpu0-copy-0`, `intra-1`.
+    /// The thread's name, made from its pool as the dashboard shows it: `cpu0-w1` and
+    /// `gpu0-copy-0` as the engine names them ([`PoolId::thread_name`]); the fake's own
+    /// pools, a priority pool per CPU device and its intra-op pool, `cpu1-prio-0` and
+    /// `intra-1`.
     fn name(self) -> String {
         let (pool, index) = self.pool();
-        match pool.role {
-            PoolRole::CpuWorker => format!("{}-w{index}", pool.device),
-            PoolRole::IntraOp => format!("intra-{index}"),
-            PoolRole::GpuCompute | PoolRole::GpuCopy | PoolRole::GpuPriority => {
-                gpu_worker_name(&pool.device.to_string(), pool.role, index)
-            }
-            PoolRole::CpuPriority | PoolRole::CpuIo => {
-                format!("{}-{}-{index}", pool.device, pool.role)
-            }
+        match self.role {
+            Role::Cpu(_) | Role::Gpu => pool.thread_name(index),
+            Role::Priority(_) => format!("{}-{}-{index}", pool.device, pool.role),
+            Role::Intra => format!("intra-{index}"),
         }
     }
 
@@ -706,7 +703,7 @@ impl Model {
                 priority: None,
                 streams: STREAMS
                     .iter()
-                    .map(|&(_, stream)| StreamLayout::of_code(Role::Gpu.device(), stream.code()))
+                    .map(|&(_, stream)| StreamLayout::of_code(GPU, stream.code()))
                     .collect(),
                 inter_op: None,
                 model: None,

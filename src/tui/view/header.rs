@@ -255,7 +255,7 @@ fn recorded_inter_op(data: &DashboardData) -> Option<(String, u64)> {
     snapshot
         .workers
         .iter()
-        .filter(|worker| worker.role == Some(PoolRole::CpuWorker))
+        .filter(|worker| worker.role.is_some_and(PoolRole::is_inter_op))
         .find_map(|worker| {
             let device = snapshot
                 .devices

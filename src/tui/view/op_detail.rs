@@ -15,7 +15,7 @@ use ratatui::Frame;
 use super::{centered, format, panel_block, Ctx};
 use crate::profiler::spans::OpSpan;
 use crate::tui::deps::OpDeps;
-use crate::tui::source::StreamLayout;
+use crate::tui::source::stream_label;
 
 /// Width of the label column.
 const LABEL_WIDTH: usize = 11;
@@ -106,7 +106,7 @@ fn worker(ctx: &Ctx<'_>, span: &OpSpan) -> String {
 /// A GPU op's stream, as the trace names its track (`stream h2d0`).
 fn stream(span: &OpSpan) -> String {
     match span.stream {
-        Some(code) => StreamLayout::of_code(span.device, code).stream_label(),
+        Some(code) => stream_label(code),
         None => "- (no stream events: a CPU op)".into(),
     }
 }

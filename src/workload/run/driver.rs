@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::analysis::{self, Descheduled, DispatchCost, OpSplit, Period, SchedSample};
 use crate::config::RuntimeConfig;
+use crate::device::identity::PoolId;
 use crate::engine::{
     Engine, EngineError, EngineKind, EngineOptions, FnProperty, OpName, OpResult, OpSpec, Var,
 };
@@ -761,13 +762,14 @@ fn start_engine(config: &RuntimeConfig, hooks: &RunHooks) -> Result<Engine, RunE
     })
 }
 
-/// The intra-op pool: `intra` workers of `config`'s pool kind, named `intra-w<i>`.
+/// The intra-op pool: `intra` workers of `config`'s pool kind, named as
+/// [`PoolId::INTRA_OP`] names its threads (`intra-w<i>`).
 fn start_intra_pool(
     config: &RuntimeConfig,
     intra: usize,
     hooks: &RunHooks,
 ) -> Result<Pool, RunError> {
-    let mut options = PoolOptions::new(config.pool_kind, intra, "intra")
+    let mut options = PoolOptions::new(config.pool_kind, intra, PoolId::INTRA_OP.thread_prefix())
         .max_threads(config.max_threads.max(intra))
         .allow_spinning(config.allow_spinning);
     if let Some(observer) = &hooks.intra_pool_observer {
