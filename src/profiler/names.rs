@@ -65,6 +65,13 @@ impl DeviceId {
         }
     }
 
+    /// The device shown as `name` that stands for `device` (typed, a pool's own, or named:
+    /// `None`), registered on first use: what a recording's device table describes, so a
+    /// replayed device has the live one's typed identity.
+    pub(crate) fn restore(name: &str, device: Option<Device>) -> DeviceId {
+        DEVICES.lock().entry(name, device)
+    }
+
     /// The device registered as `name`, if one was (registers nothing).
     pub fn named(name: &str) -> Option<DeviceId> {
         DEVICES.lock().ids.get(name).map(|&id| DeviceId(id))
@@ -187,7 +194,6 @@ struct DeviceTable {
 }
 
 impl DeviceTable {
-    /// The id of `name`, added (as `device`) if it is new.
     /// The id of `name`, registered on first use. A device's name is its display, so a typed
     /// registration and a named one of the same name (a demo's `cpu0`) share one id, which
     /// keeps the typed device whichever came first.
