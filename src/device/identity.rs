@@ -19,7 +19,19 @@ use super::gpu::GpuRole;
 /// assert_eq!(Device::Gpu(0).to_string(), "gpu0");
 /// assert_eq!(Device::Host.to_string(), "host");
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Device {
     /// No device: the host's own threads (the driver, the intra-op pool).

@@ -67,6 +67,13 @@ impl DeviceId {
         }
     }
 
+    /// The device shown as `name` that stands for `device` (typed, a pool's own, or named:
+    /// `None`), registered on first use: what a recording's device table describes, so a
+    /// replayed device has the live one's typed identity.
+    pub(crate) fn restore(name: &str, device: Option<Device>) -> DeviceId {
+        DEVICES.lock().entry(name, device)
+    }
+
     /// A device id from its number (for tests and replay).
     pub const fn from_raw(id: u16) -> DeviceId {
         DeviceId(id)

@@ -2,7 +2,8 @@
 //! export of a recording is the live run's export, ids aside.
 //!
 //! The exporter reads names through this process's registries, so each of the recording's
-//! names and devices is interned here, and each of its threads gets a thread id here that
+//! names is interned here, each of its devices registered with the name and typed identity
+//! the recording gives it, and each of its threads gets a thread id here that
 //! carries its recorded name (the registry gives ids to threads that exist, so a short-lived
 //! thread is made for each and given that name). Events are then put in time order, stably, as the
 //! live trace window does, so ties keep the order the collector drained them in.
@@ -29,7 +30,7 @@ pub fn export_chrome(recording: &Recording, out: impl Write) -> Result<ExportRep
         device_labels: recording
             .device_labels
             .iter()
-            .map(|(&id, label)| (DeviceId::register(recording.device_name(id)), label.clone()))
+            .map(|(&id, label)| (recording.device_id(id), label.clone()))
             .collect(),
         threads: Vec::new(),
     };
@@ -50,7 +51,7 @@ fn profiler_events(recording: &Recording) -> Result<Vec<Event>, RecordError> {
     let mut device_ids: Vec<u16> = recording.device_ids().collect();
     device_ids.sort_unstable();
     for id in device_ids {
-        devices.insert(id, DeviceId::register(recording.device_name(id)));
+        devices.insert(id, recording.device_id(id));
     }
     let mut threads: HashMap<u32, ThreadId> = HashMap::new();
     let mut thread_ids: Vec<u32> = recording.thread_ids().collect();
@@ -65,7 +66,7 @@ fn profiler_events(recording: &Recording) -> Result<Vec<Event>, RecordError> {
             .or_insert_with(|| OpName::new(recording.name(recorded.name)));
         let device = *devices
             .entry(recorded.device)
-            .or_insert_with(|| DeviceId::register(recording.device_name(recorded.device)));
+            .or_insert_with(|| recording.device_id(recorded.device));
         let thread = match threads.get(&recorded.thread) {
             Some(&thread) => thread,
             None => {

@@ -13,8 +13,10 @@
 //!
 //! The first frame is a header frame (the configuration at the start), the last of a
 //! finished recording an end frame. The configuration's changes are the run's
-//! `PoolResized` events, recorded with the rest. Event chunks carry the name, device and thread table entries first used
-//! in them, so the tables of any prefix cover its events. Times are nanoseconds since the
+//! `PoolResized` events, recorded with the rest. Event chunks carry the name, device and
+//! thread table entries first used in them, so the tables of any prefix cover its events. A
+//! device's entry holds its name and its typed identity (`DeviceEntry`), so a replay
+//! registers the live run's device, never one made from its name. Times are nanoseconds since the
 //! recording process's epoch. A chunk stores its events column by column (module
 //! `columns`): each field of every event in turn, times and args as deltas from the event
 //! before (zig-zag varints: a byte or two each), every column in postcard's encoding.
@@ -46,15 +48,16 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::RuntimeConfig;
+use crate::device::identity::Device;
 use crate::profiler::clock::Epoch;
-use crate::profiler::{StatsOptions, TaskReading};
+use crate::profiler::{DeviceId, StatsOptions, TaskReading};
 
 use super::graph::{GraphShape, OpRun};
 
 /// The first bytes of every recording.
 pub(crate) const MAGIC: [u8; 8] = *b"ENGTREC\0";
 /// The format this build writes and reads; bumped whenever a frame changes.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 /// Bytes before the first frame (magic and version).
 pub(crate) const FILE_HEADER_LEN: usize = MAGIC.len() + 4;
 /// Bytes before each frame's payload (length and checksum).
@@ -194,13 +197,44 @@ pub struct RecordedEvent {
     pub flags: u8,
 }
 
-/// Table entries: ids and their text.
+/// Table entries: ids and what they stand for.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Tables {
     pub(crate) names: Vec<(u32, String)>,
-    pub(crate) devices: Vec<(u16, String)>,
+    pub(crate) devices: Vec<(u16, DeviceEntry)>,
     pub(crate) threads: Vec<(u32, String)>,
     pub(crate) device_labels: Vec<(u16, String)>,
+}
+
+/// A device as the recording describes it: what the live registry held for its id, so a
+/// replay registers the same device ([`DeviceId::restore`]), typed identity and all.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct DeviceEntry {
+    /// The name it is shown by (`gpu0`, `cpu-prio`, a demo's own).
+    pub(crate) name: String,
+    /// The typed device it stands for (`None`: a named device).
+    pub(crate) device: Option<Device>,
+}
+
+impl DeviceEntry {
+    /// What the live registry holds for `id`.
+    pub(crate) fn of(id: DeviceId) -> DeviceEntry {
+        DeviceEntry {
+            name: id.name().to_string(),
+            device: id.device(),
+        }
+    }
+
+    /// This process's id for it, registered on first use.
+    pub(crate) fn register(&self) -> DeviceId {
+        DeviceId::restore(&self.name, self.device)
+    }
+}
+
+/// The device an event names whose id the recording's tables do not describe (a damaged
+/// or synthetic recording): a named device, shown as `unknown`.
+pub(crate) fn unknown_device() -> DeviceId {
+    DeviceId::register("unknown")
 }
 
 /// A run of events and the table entries they use first.

@@ -31,8 +31,8 @@ use std::path::Path;
 use crate::profiler::{StatsOptions, TaskReading};
 
 use super::format::{
-    decode_payload, CheckpointFrame, Chunk, Frame, Mark, RecordedEvent, RecordingInfo, Tables,
-    FILE_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_BYTES,
+    decode_payload, CheckpointFrame, Chunk, DeviceEntry, Frame, Mark, RecordedEvent, RecordingInfo,
+    Tables, FILE_HEADER_LEN, FRAME_HEADER_LEN, MAX_FRAME_BYTES,
 };
 use super::reader::{check_file_header, frame_header, FrameHeader};
 use super::RecordError;
@@ -70,10 +70,10 @@ pub(crate) struct ChunkSpan {
 pub(crate) struct ChunkData {
     /// Its events, in the order the collector drained them.
     pub(crate) events: Vec<RecordedEvent>,
-    /// Names, devices and threads first used in it: (id, text).
+    /// Names first used in it: (id, text).
     pub(crate) names: Vec<(u32, String)>,
     /// Devices first used in it.
-    pub(crate) devices: Vec<(u16, String)>,
+    pub(crate) devices: Vec<(u16, DeviceEntry)>,
     /// Threads first seen in it.
     pub(crate) threads: Vec<(u32, String)>,
     /// Events the profiler had dropped by its end.

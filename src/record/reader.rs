@@ -13,12 +13,14 @@ use std::fmt;
 use std::path::Path;
 
 use super::format::{
-    decode_payload, Chunk, End, Frame, RecordedEvent, RecordingInfo, Runs, Tables, CHECKPOINT_BIT,
-    FILE_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, MAGIC, MAX_FRAME_BYTES,
+    decode_payload, unknown_device, Chunk, DeviceEntry, End, Frame, RecordedEvent, RecordingInfo,
+    Runs, Tables, CHECKPOINT_BIT, FILE_HEADER_LEN, FORMAT_VERSION, FRAME_HEADER_LEN, MAGIC,
+    MAX_FRAME_BYTES,
 };
 use super::graph::{GraphCalls, GraphShape, OpRun};
 use super::RecordError;
-use crate::profiler::TaskReading;
+use crate::device::identity::Device;
+use crate::profiler::{DeviceId, TaskReading};
 
 /// How a recording ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,7 +89,7 @@ pub struct Recording {
     /// Every event, in the order the collector drained them (by thread, then by time).
     pub events: Vec<RecordedEvent>,
     names: HashMap<u32, String>,
-    devices: HashMap<u16, String>,
+    devices: HashMap<u16, DeviceEntry>,
     threads: HashMap<u32, String>,
     /// Device descriptions by device id.
     pub device_labels: BTreeMap<u16, String>,
@@ -128,7 +130,23 @@ impl Recording {
 
     /// The name of device `id` (`"unknown"` if the recording has none).
     pub fn device_name(&self, id: u16) -> &str {
-        self.devices.get(&id).map_or("unknown", String::as_str)
+        self.devices
+            .get(&id)
+            .map_or("unknown", |entry| entry.name.as_str())
+    }
+
+    /// The typed device that device `id` stands for (`None`: a named device, or one the
+    /// recording does not describe).
+    pub fn device(&self, id: u16) -> Option<Device> {
+        self.devices.get(&id).and_then(|entry| entry.device)
+    }
+
+    /// This process's id for device `id`, registered with the name and typed identity the
+    /// recording gives it.
+    pub(crate) fn device_id(&self, id: u16) -> DeviceId {
+        self.devices
+            .get(&id)
+            .map_or_else(unknown_device, DeviceEntry::register)
     }
 
     /// The name of thread `id` (`thread-<id>` if the recording has none).

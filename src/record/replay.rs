@@ -35,9 +35,10 @@
 //!
 //! # Ids
 //! Recorded names, devices and threads get this process's ids the first time a chunk or a
-//! restored checkpoint names them; threads get a thread of their recorded name (the final
-//! name when the recording has it), as the Chrome export does, so the statistics name them
-//! as live. A restored checkpoint's statistics carry the recording's ids and are given
+//! restored checkpoint names them. Devices are registered with their recorded name and
+//! typed identity, so a replayed device is the live one (`DeviceId::device` and all);
+//! threads get a thread of their recorded name (the final name when the recording has it),
+//! as the Chrome export does, so the statistics name them as live. A restored checkpoint's statistics carry the recording's ids and are given
 //! this process's ([`Stats::remap`]).
 //!
 //! # Searching
@@ -60,7 +61,7 @@ use crate::profiler::{
 use super::checkpoints::{Checkpoints, CHECKPOINT_BYTES};
 use super::convert::to_event;
 use super::export::thread_named;
-use super::format::{CheckpointFrame, Mark, RecordKind, Tables};
+use super::format::{unknown_device, CheckpointFrame, DeviceEntry, Mark, RecordKind, Tables};
 use super::index::{ChunkData, RecordingIndex};
 use super::RecordError;
 
@@ -105,14 +106,12 @@ impl Ids {
     fn learn_entries(
         &mut self,
         names: &[(u32, String)],
-        devices: &[(u16, String)],
+        devices: &[(u16, DeviceEntry)],
         threads: &[(u32, String)],
     ) -> Result<(), RecordError> {
         self.learn_names(names);
-        for (id, text) in devices {
-            self.devices
-                .entry(*id)
-                .or_insert_with(|| DeviceId::register(text));
+        for (id, entry) in devices {
+            self.devices.entry(*id).or_insert_with(|| entry.register());
         }
         for (id, text) in threads {
             if !self.threads.contains_key(id) {
@@ -131,10 +130,7 @@ impl Ids {
     }
 
     fn device_of(&mut self, id: u16) -> DeviceId {
-        *self
-            .devices
-            .entry(id)
-            .or_insert_with(|| DeviceId::register("unknown"))
+        *self.devices.entry(id).or_insert_with(unknown_device)
     }
 
     fn thread_of(&mut self, id: u32) -> Result<ThreadId, RecordError> {

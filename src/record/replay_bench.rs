@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use super::checkpoints::{CheckpointMaker, CHECKPOINT_BYTES};
 use super::convert::to_event;
 use super::format::{
-    encode_frame, file_header, Chunk, End, Frame, RecordKind, RecordedEvent, Tables,
+    encode_frame, file_header, Chunk, DeviceEntry, End, Frame, RecordKind, RecordedEvent, Tables,
 };
 use super::{RecordError, RecordingInfo, Replay, Setting};
 use crate::profiler::{DeviceId, OpName, Stats, StatsOptions, ThreadId};
@@ -328,7 +328,7 @@ impl Synthetic {
                     .iter()
                     .map(|name| (name.id(), name.as_str().to_string()))
                     .collect(),
-                devices: vec![(self.device.id(), "bench-cpu".into())],
+                devices: vec![(self.device.id(), DeviceEntry::of(self.device))],
                 threads: (0..THREADS)
                     .map(|t| (t, format!("bench-worker-{t}")))
                     .collect(),

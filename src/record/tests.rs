@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::device::identity::{Device, PoolId, PoolRole};
 use crate::profiler::{DeviceId, OpInfo, OpName, Profiler, ProfilerOptions};
 
 use super::format::{FILE_HEADER_LEN, FRAME_HEADER_LEN};
@@ -487,4 +488,120 @@ fn a_replay_between_two_batches_of_sampled_tasks_shows_their_exact_counts() {
     replay.seek_to_end().unwrap();
     assert_eq!(replay.snapshot().task_sampling.tasks, 2 * batch);
     std::fs::remove_file(&path).unwrap();
+}
+
+/// The bytes of a whole recording whose one chunk describes `devices` and holds an op's
+/// start and end on each (written frame by frame, so its devices need never have been
+/// registered in this process).
+fn recording_of_devices(devices: &[(u16, format::DeviceEntry)]) -> Vec<u8> {
+    use format::{encode_frame, file_header, Chunk, End, Frame, Tables};
+    let mut events = Vec::new();
+    for (op, &(device, _)) in devices.iter().enumerate() {
+        for (kind, ts_ns) in [(RecordKind::OpStart, 1_000), (RecordKind::OpEnd, 2_000)] {
+            events.push(RecordedEvent {
+                ts_ns: ts_ns + op as u64 * 10_000,
+                kind,
+                thread: 1,
+                device,
+                name: 1,
+                aux: 0,
+                arg: op as u64 + 1,
+                flags: 0,
+            });
+        }
+    }
+    let chunk = Chunk {
+        tables: Tables {
+            names: vec![(1, "rec-typed-op".into())],
+            devices: devices.to_vec(),
+            threads: vec![(1, "rec-typed-w0".into())],
+            device_labels: Vec::new(),
+        },
+        events,
+        ..Chunk::default()
+    };
+    let end = End {
+        events: 2 * devices.len() as u64,
+        ..End::default()
+    };
+    let mut bytes = file_header().to_vec();
+    for frame in [
+        Frame::Header(RecordingInfo::default()),
+        Frame::Chunk(chunk),
+        Frame::End(end),
+    ] {
+        bytes.extend(encode_frame(&frame).unwrap());
+    }
+    bytes
+}
+
+/// A typed device entry, as a recording describes GPU `n`.
+fn gpu_entry(n: u32) -> format::DeviceEntry {
+    format::DeviceEntry {
+        name: Device::Gpu(n).to_string(),
+        device: Some(Device::Gpu(n)),
+    }
+}
+
+#[test]
+fn a_recording_describes_each_device_by_its_typed_identity() {
+    let path = scratch("typed-devices");
+    let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+    let recorder = Recorder::start(&path, &profiler, RecordingInfo::default()).unwrap();
+    let live = [
+        DeviceId::of(Device::Cpu(0)),
+        DeviceId::of(Device::Gpu(1)),
+        DeviceId::of_pool(PoolId::new(Device::Cpu(0), PoolRole::CpuPriority)),
+        DeviceId::of_pool(PoolId::INTRA_OP),
+        DeviceId::register("rec-typed-named"),
+    ];
+    let op = OpName::new("rec-typed-op");
+    for (id, &device) in (1..).zip(&live) {
+        profiler.op_start(device, op, OpInfo::new(id));
+        profiler.op_end(device, op, OpInfo::new(id), false);
+    }
+    recorder.finish(&profiler, None).unwrap();
+    let recording = read_recording(&path).unwrap();
+    let mut recorded: Vec<u16> = recording.events.iter().map(|e| e.device).collect();
+    recorded.dedup();
+    assert_eq!(recorded.len(), live.len());
+    for (&id, &device) in recorded.iter().zip(&live) {
+        assert_eq!(recording.device_name(id), device.name());
+        assert_eq!(recording.device(id), device.device(), "{}", device.name());
+        assert_eq!(recording.device_id(id), device);
+    }
+    assert_eq!(recording.device(recorded[2]), Some(Device::Cpu(0)));
+    let mut replay = Replay::open(&path).unwrap();
+    replay.seek_to_end().unwrap();
+    let snapshot = replay.snapshot();
+    std::fs::remove_file(&path).unwrap();
+    for device in live {
+        let replayed = snapshot.device(device.name()).unwrap();
+        let replayed = DeviceId::from_raw(replayed.id);
+        assert_eq!(replayed.device(), device.device(), "{}", device.name());
+    }
+}
+
+#[test]
+fn replay_registers_a_device_the_process_never_saw_with_its_recorded_identity() {
+    // GPUs no other test registers: their typed identity can come from the file alone.
+    let bytes = recording_of_devices(&[(4, gpu_entry(4093))]);
+    let path = scratch("typed-replay");
+    std::fs::write(&path, &bytes).unwrap();
+    let mut replay = Replay::open(&path).unwrap();
+    replay.seek_to_end().unwrap();
+    let snapshot = replay.snapshot();
+    std::fs::remove_file(&path).unwrap();
+    let replayed = DeviceId::from_raw(snapshot.device("gpu4093").unwrap().id);
+    assert_eq!(replayed.device(), Some(Device::Gpu(4093)));
+}
+
+#[test]
+fn export_registers_a_device_the_process_never_saw_with_its_recorded_identity() {
+    let bytes = recording_of_devices(&[(4, gpu_entry(4094))]);
+    let recording = parse_recording(&bytes, "typed-export.etrec").unwrap();
+    assert_eq!(DeviceId::named("gpu4094"), None);
+    export_chrome(&recording, &mut Vec::new()).unwrap();
+    let exported = DeviceId::named("gpu4094").unwrap();
+    assert_eq!(exported.device(), Some(Device::Gpu(4094)));
 }

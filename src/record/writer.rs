@@ -57,7 +57,8 @@ use crate::sync::{thread, AtomicBool, AtomicU64, Mutex, Ordering};
 use super::checkpoints::{CheckpointMaker, CHECKPOINT_BYTES};
 use super::convert::recorded;
 use super::format::{
-    encode_frame, file_header, Chunk, End, Frame, Mark, RecordedEvent, RecordingInfo, Runs, Tables,
+    encode_frame, file_header, Chunk, DeviceEntry, End, Frame, Mark, RecordedEvent, RecordingInfo,
+    Runs, Tables,
 };
 use super::graph::{GraphObserver, GraphShape, OpRun};
 use super::RecordError;
@@ -596,7 +597,7 @@ impl Writer {
             if self.seen.devices.insert(u32::from(device.id())) {
                 self.tables
                     .devices
-                    .push((device.id(), device.name().to_string()));
+                    .push((device.id(), DeviceEntry::of(device)));
             }
             if self.seen.threads.insert(thread.id()) {
                 self.tables.threads.push((thread.id(), thread.name()));
@@ -697,7 +698,7 @@ impl Writer {
             devices: labels
                 .iter()
                 .filter(|(device, _)| self.seen.devices.insert(u32::from(device.id())))
-                .map(|(device, _)| (device.id(), device.name().to_string()))
+                .map(|(device, _)| (device.id(), DeviceEntry::of(*device)))
                 .collect(),
             device_labels: labels
                 .into_iter()

@@ -65,7 +65,9 @@ impl Catalog {
 
     fn add_tables(&mut self, tables: Tables) {
         self.names.extend(tables.names);
-        self.devices.extend(tables.devices);
+        let devices = tables.devices.into_iter();
+        self.devices
+            .extend(devices.map(|(id, entry)| (id, entry.name)));
         self.threads.extend(tables.threads);
         self.labels.extend(tables.device_labels);
     }
