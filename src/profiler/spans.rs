@@ -13,8 +13,11 @@
 //! A batch is in ring order, one ring after another, so an op's queueing (recorded by the
 //! thread that made it ready) can come after its start (recorded by the worker) in one
 //! batch: the queueings of a batch are taken first, then the rest, so such an op keeps its
-//! queue wait. A queueing drained a round after the op's end is not paired (the span says its
-//! queueing was not seen).
+//! queue wait. A queueing drained a round after the op's end (the pushing thread's ring
+//! drained late on a loaded machine) still finds its span while the span is in the open
+//! chunk: a span that ended unqueued is noted by op id with its place in that chunk until
+//! its queueing comes or the chunk is sealed. Only a queueing later than that is lost (the
+//! span says its queueing was not seen).
 //!
 //! # Bounds
 //! Completed spans go into chunks of `CHUNK` spans; a full chunk is sealed (made an
@@ -169,6 +172,8 @@ struct Open {
 #[derive(Debug, Default)]
 struct Inner {
     open: HashMap<u64, Open>,
+    /// Spans in `tail` that ended before their queueing was seen: op id -> index in `tail`.
+    unqueued: HashMap<u64, usize>,
     sealed: VecDeque<Chunk>,
     tail: Vec<OpSpan>,
     dropped: u64,
@@ -247,6 +252,13 @@ impl Inner {
     }
 
     fn queued(&mut self, event: &Event) {
+        if !self.unqueued.is_empty() {
+            if let Some(index) = self.unqueued.remove(&event.op_id()) {
+                let span = &mut self.tail[index];
+                span.queued_ns = Some(event.ts_ns.min(span.start_ns));
+                return;
+            }
+        }
         self.entry(event).queued_ns = Some(event.ts_ns);
     }
 
@@ -285,10 +297,14 @@ impl Inner {
     }
 
     fn append(&mut self, span: OpSpan, capacity: usize) {
+        if span.queued_ns.is_none() {
+            self.unqueued.insert(span.op, self.tail.len());
+        }
         self.tail.push(span);
         if self.tail.len() < CHUNK {
             return;
         }
+        self.unqueued.clear();
         let full = std::mem::replace(&mut self.tail, Vec::with_capacity(CHUNK));
         self.sealed.push_back(full.into());
         while (self.sealed.len() + 1) * CHUNK > capacity {
@@ -360,6 +376,36 @@ mod tests {
         let span = *store.snapshot().iter().next().unwrap();
         assert_eq!(span.queue_wait_ns(), Some(10));
         assert!(store.inner.lock().open.is_empty(), "nothing left open");
+    }
+
+    /// The queueing drained a round after the op's end (the pushing thread's ring drained
+    /// late) still finds its span, and leaves nothing open; one drained after the span's
+    /// chunk was sealed is lost, not kept open.
+    #[test]
+    fn a_queueing_drained_after_the_end_still_gives_the_queue_wait() {
+        let store = SpanStore::new(4 * CHUNK);
+        let [queued, start, end] = whole_op(7, 1_000);
+        store.drained(&[start, end], 0);
+        store.drained(&[queued], 0);
+        let span = *store.snapshot().iter().next().unwrap();
+        assert_eq!(span.queue_wait_ns(), Some(10));
+        assert!(store.inner.lock().open.is_empty(), "nothing left open");
+        let [late, start, end] = whole_op(8, 2_000);
+        store.drained(&[start, end], 0);
+        for op in 9..9 + CHUNK as u64 {
+            store.drained(&whole_op(op, 3_000 + op), 0);
+        }
+        store.drained(&[late], 0);
+        let eight = store
+            .snapshot()
+            .iter()
+            .find(|s| s.op == 8)
+            .copied()
+            .unwrap();
+        assert_eq!(eight.queue_wait_ns(), None, "its chunk was sealed first");
+        let inner = store.inner.lock();
+        assert!(inner.unqueued.is_empty(), "{:?}", inner.unqueued);
+        assert_eq!(inner.open.len(), 1, "the lost queueing waits as an open op");
     }
 
     #[test]
