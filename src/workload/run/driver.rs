@@ -487,14 +487,17 @@ impl Driver {
             profiler,
             &self.warnings,
         );
-        let mut scaling = self.scaling(report, &summary.settings);
-        scaling.attribution = profiler.and_then(ProfilerReport::snapshot).map(|snapshot| {
+        // The attribution first: the what-if below may probe the engine for tens of
+        // milliseconds, which the run's idle workers must not count as theirs.
+        let attribution = profiler.and_then(ProfilerReport::snapshot).map(|snapshot| {
             let period = match &report.states_before {
                 Some(before) => Period::Since(before),
                 None => Period::Run,
             };
             analysis::attribute(&snapshot, period, report.descheduled.as_ref())
         });
+        let mut scaling = self.scaling(report, &summary.settings);
+        scaling.attribution = attribution;
         summary.scaling = Some(scaling);
         if self.graph.uses_gpu() {
             summary.gpus = match self.engine.gpus() {
