@@ -18,7 +18,8 @@
 //!
 //! # Cost and races
 //! About `2 x PROBE_ROUNDS x PROBE_OPS` op bodies, plus two engine starts: tens of
-//! milliseconds, once per run driver. The probe's engines are its own (no observer, no GPU):
+//! milliseconds, once per run driver. The summary waits for it; the dashboard starts it on
+//! a thread of its own and predicts with the run's figure at every count until it is done. The probe's engines are its own (no observer, no GPU):
 //! a run's engine is neither resized nor fed foreign ops, and the profiler sees none of the
 //! probe's ops. A live run's ops compete with the probe for the cores, so its figures are
 //! taken under that load, both engines alike. An engine that does not start, or an op that
@@ -58,19 +59,33 @@ const MAX_BODY: Duration = Duration::from_micros(50);
 /// The seed of the probe's graph.
 const SEED: u64 = 0x6e67_696e_6574_6f70;
 
-/// A run driver's probe: its engines' options, and its figures once measured.
+/// A run driver's probe: its engines' options, and where it stands.
 pub(super) struct Handoff {
     options: EngineOptions,
-    /// `None` until probed; then the probe's figures, if it gave any.
-    figures: Mutex<Option<Option<DispatchByWorkers>>>,
+    state: Mutex<Probe>,
+}
+
+/// Where a driver's probe stands.
+enum Probe {
+    /// Not started.
+    Idle,
+    /// Running on a thread of its own (started by a live prediction, which cannot wait).
+    // std's thread: the probe drives whole engines, which no loom model covers.
+    Running(std::thread::JoinHandle<Option<DispatchByWorkers>>),
+    /// Done: its figures, if it gave any.
+    Done(Option<DispatchByWorkers>),
 }
 
 impl std::fmt::Debug for Handoff {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let figures = *self.figures.lock();
+        let state = match &*self.state.lock() {
+            Probe::Idle => "idle".to_string(),
+            Probe::Running(_) => "running".to_string(),
+            Probe::Done(figures) => format!("{figures:?}"),
+        };
         f.debug_struct("Handoff")
             .field("kind", &self.options.kind)
-            .field("figures", &figures)
+            .field("state", &state)
             .finish_non_exhaustive()
     }
 }
@@ -80,16 +95,48 @@ impl Handoff {
     pub(super) fn new(options: &EngineOptions) -> Self {
         Handoff {
             options: options.clone(),
-            figures: Mutex::new(None),
+            state: Mutex::new(Probe::Idle),
         }
     }
 
-    /// The figures, probed the first time with ops of `body` each (see the module docs).
+    /// The figures, probed with ops of `body` each the first time (see the module docs),
+    /// waiting for a probe already running.
     pub(super) fn figures(&self, body: Duration) -> Option<DispatchByWorkers> {
-        *self
-            .figures
-            .lock()
-            .get_or_insert_with(|| calibrate(&self.options, body))
+        let mut state = self.state.lock();
+        let figures = match std::mem::replace(&mut *state, Probe::Idle) {
+            Probe::Done(figures) => figures,
+            Probe::Running(probe) => probe.join().ok().flatten(),
+            Probe::Idle => calibrate(&self.options, body),
+        };
+        *state = Probe::Done(figures);
+        figures
+    }
+
+    /// The figures if the probe is done; else `None`, the probe started (with ops of
+    /// `body` each) on a thread of its own the first time: a dashboard's frame does not wait
+    /// for it.
+    pub(super) fn figures_if_done(&self, body: Duration) -> Option<DispatchByWorkers> {
+        let mut state = self.state.lock();
+        match std::mem::replace(&mut *state, Probe::Idle) {
+            Probe::Done(figures) => *state = Probe::Done(figures),
+            Probe::Running(probe) if probe.is_finished() => {
+                *state = Probe::Done(probe.join().ok().flatten());
+            }
+            Probe::Running(probe) => *state = Probe::Running(probe),
+            Probe::Idle => {
+                let options = self.options.clone();
+                // std's thread: see `Probe::Running`.
+                let spawned = std::thread::Builder::new()
+                    .name("handoff-probe".into())
+                    .spawn(move || calibrate(&options, body));
+                // A thread that does not start leaves no probe: flat costs, as without one.
+                *state = spawned.map_or(Probe::Done(None), Probe::Running);
+            }
+        }
+        match &*state {
+            Probe::Done(figures) => *figures,
+            _ => None,
+        }
     }
 }
 
@@ -256,6 +303,25 @@ mod tests {
             );
             assert!(probe.several.waking > Duration::ZERO, "{kind:?} {probe:?}");
         }
+    }
+
+    /// A live prediction does not wait: the first ask starts the probe and gets nothing, a
+    /// later one the figures, the same as a waiting ask then gets.
+    #[test]
+    fn a_live_ask_starts_the_probe_and_takes_its_figures_once_done() {
+        let handoff = Handoff::new(&EngineOptions::new(EngineKind::PerDevice, 1));
+        let body = Duration::from_micros(2);
+        assert_eq!(handoff.figures_if_done(body), None, "started, not done");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let figures = loop {
+            if let Some(figures) = handoff.figures_if_done(body) {
+                break figures;
+            }
+            assert!(Instant::now() < deadline, "the probe ends");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(handoff.figures(body), Some(figures));
+        assert!(figures.several.continuing > Duration::ZERO, "{figures:?}");
     }
 
     /// The naive engine runs ops on the pushing thread: nothing to probe.

@@ -328,7 +328,7 @@ impl LiveVerdicts {
             let splits = split.splits(&times.totals(), done, corun);
             let iteration = [times.iteration_times(last)];
             let dispatch = analysis::dispatch_costs(&shape.template, &shape.preds, &iteration);
-            let handoff = handoff.figures(shape.mean_body(&splits));
+            let handoff = handoff.figures_if_done(shape.mean_body(&splits));
             let costs = (&dispatch[..], handoff, split.wake(intra), corun);
             state.predicted = Some(shape.predicted_curve(&splits, costs, settings, step));
             state.predicted_at = Some((Instant::now(), counts));
