@@ -60,6 +60,9 @@ pub const CHECKPOINT_RATIO: u64 = 16;
 pub(crate) struct CheckpointMaker {
     /// Every table entry written so far, in order of first use.
     tables: Tables,
+    /// The buffer the statistics are encoded in (the last checkpoint's: the next, about as
+    /// large, fills it without growing it).
+    stats: Vec<u8>,
     reach_ns: u64,
     /// Frame bytes written since the last checkpoint.
     since: u64,
@@ -78,6 +81,7 @@ impl CheckpointMaker {
     pub(crate) fn new(min_bytes: u64) -> CheckpointMaker {
         CheckpointMaker {
             tables: Tables::default(),
+            stats: Vec::new(),
             reach_ns: 0,
             since: 0,
             every: min_bytes,
@@ -111,17 +115,19 @@ impl CheckpointMaker {
 
     /// The checkpoint frame of the chunks written so far, whose fold is `stats`, and whose
     /// last holds the task counts `tasks`. The frame takes the tables (a checkpoint holds
-    /// every name of the run): hand it back to [`CheckpointMaker::written`]. The duration
-    /// rows' pending durations go into their histograms first where those hold some already
-    /// (no figure changes): a row's buckets are a few bytes, its pending durations a varint
-    /// each.
+    /// every name of the run) and the maker's buffer: hand it back to
+    /// [`CheckpointMaker::written`]. The duration rows' pending durations go into their
+    /// histograms first where those hold some already (no figure changes): a row's buckets
+    /// are a few bytes, its pending durations a varint each.
     pub(crate) fn frame(
         &mut self,
         stats: &mut Stats,
         tasks: &[TaskReading],
     ) -> Result<Frame, postcard::Error> {
         stats.settle_durations();
-        let stats = postcard::to_stdvec(stats)?;
+        let mut buffer = std::mem::take(&mut self.stats);
+        buffer.clear();
+        let stats = postcard::to_extend(stats, buffer)?;
         Ok(Frame::Checkpoint(CheckpointFrame {
             reach_ns: self.reach_ns,
             tables: std::mem::take(&mut self.tables),
@@ -130,12 +136,13 @@ impl CheckpointMaker {
         }))
     }
 
-    /// `frame` (from [`CheckpointMaker::frame`]) was written in `bytes`: its tables come
-    /// back, and the next checkpoint is due after the larger of the least interval and
-    /// [`CHECKPOINT_RATIO`] times its size.
+    /// `frame` (from [`CheckpointMaker::frame`]) was written in `bytes`: its tables and
+    /// buffer come back, and the next checkpoint is due after the larger of the least
+    /// interval and [`CHECKPOINT_RATIO`] times its size.
     pub(crate) fn written(&mut self, frame: Frame, bytes: u64) {
         if let Frame::Checkpoint(checkpoint) = frame {
             self.tables = checkpoint.tables;
+            self.stats = checkpoint.stats;
         }
         self.since = 0;
         self.every = self.min_bytes.max(bytes.saturating_mul(CHECKPOINT_RATIO));

@@ -29,6 +29,8 @@
 //! columns' sizes (a value takes a byte at least) before anything is allocated for it.
 #![forbid(unsafe_code)]
 
+use std::cell::RefCell;
+
 use serde::de::Error as _;
 use serde::ser::SerializeTuple;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -149,19 +151,53 @@ type Fill<T> = fn(&[T], &mut [u8]) -> usize;
 /// Bytes a varint of a `u64` takes at most.
 const MAX_VARINT: usize = 10;
 
+/// Column bytes a thread keeps from one frame to the next at most: the recorder's chunks
+/// ([`CHUNK_EVENTS`](super::writer::CHUNK_EVENTS) events) fit, a larger one gets a buffer of
+/// its own.
+const KEEP_BYTES: usize = 1 << 20;
+const _: () = assert!(super::writer::CHUNK_EVENTS * MAX_VARINT <= KEEP_BYTES);
+
+thread_local! {
+    /// The buffer the columns are made in, kept by each thread that writes them, so a
+    /// writer's chunks allocate and zero it once.
+    static BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
 /// Serializes `count`, then each column `fills` makes of `items`, as bytes. The columns are
-/// made one after the other in one buffer, zeroed once.
+/// made one after the other in one buffer of [`MAX_VARINT`] bytes an item (the thread's
+/// kept one, where it fits).
 fn write<T, S: Serializer>(
     serializer: S,
     items: &[T],
     fills: &[Fill<T>],
 ) -> Result<S::Ok, S::Error> {
     let count = u32::try_from(items.len()).map_err(serde::ser::Error::custom)?;
-    let mut buffer = vec![0; items.len() * MAX_VARINT];
+    let size = items.len() * MAX_VARINT;
+    if size > KEEP_BYTES {
+        return write_in(serializer, count, items, fills, &mut vec![0; size]);
+    }
+    // Nothing below writes columns again, so the buffer is never borrowed twice.
+    BUFFER.with_borrow_mut(|buffer| {
+        if buffer.len() < size {
+            buffer.resize(size, 0);
+        }
+        write_in(serializer, count, items, fills, buffer)
+    })
+}
+
+/// [`write`] of the `count` `items` in `buffer` (at least [`MAX_VARINT`] bytes an item;
+/// what it holds is overwritten before it is read).
+fn write_in<T, S: Serializer>(
+    serializer: S,
+    count: u32,
+    items: &[T],
+    fills: &[Fill<T>],
+    buffer: &mut [u8],
+) -> Result<S::Ok, S::Error> {
     let mut tuple = serializer.serialize_tuple(1 + fills.len())?;
     tuple.serialize_element(&count)?;
     for fill in fills {
-        let written = fill(items, &mut buffer);
+        let written = fill(items, buffer);
         tuple.serialize_element(&Bytes(&buffer[..written]))?;
     }
     tuple.end()

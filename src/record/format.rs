@@ -354,31 +354,65 @@ pub(crate) fn file_header() -> [u8; FILE_HEADER_LEN] {
 
 /// `frame` as the bytes of a whole frame (header and payload).
 pub(crate) fn encode_frame(frame: &Frame) -> Result<Vec<u8>, postcard::Error> {
-    let mut bytes = vec![0; FRAME_HEADER_LEN];
-    match frame {
-        Frame::Chunk(_) | Frame::Runs(_) => {
-            bytes.push(PLAIN);
-            bytes = postcard::to_extend(frame, bytes)?;
+    let mut encoder = FrameEncoder::default();
+    encoder.encode(frame)?;
+    Ok(encoder.bytes)
+}
+
+/// Encodes frames into buffers it keeps from one frame to the next, so a writer's frames
+/// allocate nothing once the buffers hold its largest frame (which they keep).
+#[derive(Debug, Default)]
+pub(crate) struct FrameEncoder {
+    /// The latest frame's bytes.
+    bytes: Vec<u8>,
+    /// An lz4 frame's postcard, before compression.
+    plain: Vec<u8>,
+}
+
+impl FrameEncoder {
+    /// `frame` as the bytes of a whole frame (header and payload), until the next call.
+    pub(crate) fn encode(&mut self, frame: &Frame) -> Result<&[u8], postcard::Error> {
+        let mut bytes = std::mem::take(&mut self.bytes);
+        bytes.clear();
+        bytes.resize(FRAME_HEADER_LEN, 0);
+        match frame {
+            Frame::Chunk(_) | Frame::Runs(_) => {
+                bytes.push(PLAIN);
+                bytes = postcard::to_extend(frame, bytes)?;
+            }
+            _ => {
+                bytes.push(LZ4);
+                let mut plain = std::mem::take(&mut self.plain);
+                plain.clear();
+                let plain = postcard::to_extend(frame, plain)?;
+                // lz4_flex's `compress_prepend_size`: the size (u32 LE), then the block.
+                bytes.extend_from_slice(&(plain.len() as u32).to_le_bytes());
+                let at = bytes.len();
+                bytes.resize(
+                    at + lz4_flex::block::get_maximum_output_size(plain.len()),
+                    0,
+                );
+                let written = lz4_flex::block::compress_into(&plain, &mut bytes[at..])
+                    .map_err(|_| postcard::Error::SerializeBufferFull)?;
+                bytes.truncate(at + written);
+                self.plain = plain;
+            }
         }
-        _ => {
-            bytes.push(LZ4);
-            let plain = postcard::to_stdvec(frame)?;
-            bytes.extend_from_slice(&lz4_flex::block::compress_prepend_size(&plain));
-        }
+        let payload = &bytes[FRAME_HEADER_LEN..];
+        let length = u32::try_from(payload.len())
+            .ok()
+            .filter(|&length| length as usize <= MAX_FRAME_BYTES)
+            .ok_or(postcard::Error::SerializeBufferFull)?;
+        let length = match frame {
+            Frame::Checkpoint(_) => length | CHECKPOINT_BIT,
+            _ => length,
+        };
+        let crc = crc32fast::hash(payload);
+        bytes[..4].copy_from_slice(&length.to_le_bytes());
+        bytes[4..FRAME_HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+        self.bytes = bytes;
+        Ok(&self.bytes)
     }
-    let payload = &bytes[FRAME_HEADER_LEN..];
-    let length = u32::try_from(payload.len())
-        .ok()
-        .filter(|&length| length as usize <= MAX_FRAME_BYTES)
-        .ok_or(postcard::Error::SerializeBufferFull)?;
-    let length = match frame {
-        Frame::Checkpoint(_) => length | CHECKPOINT_BIT,
-        _ => length,
-    };
-    let crc = crc32fast::hash(payload);
-    bytes[..4].copy_from_slice(&length.to_le_bytes());
-    bytes[4..FRAME_HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
-    Ok(bytes)
 }
 
 /// Why a frame's payload could not be read.
@@ -417,5 +451,87 @@ pub(crate) fn decode_payload(payload: &[u8], crc: u32) -> Result<Frame, PayloadE
             Ok(postcard::from_bytes(&plain)?)
         }
         other => Err(PayloadError::Tag(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `frame` encoded on a thread of its own: by an encoder and column buffer never used.
+    fn fresh(frame: &Frame) -> Vec<u8> {
+        let frame = frame.clone();
+        std::thread::spawn(move || encode_frame(&frame).unwrap())
+            .join()
+            .unwrap()
+    }
+
+    fn chunk(count: u64) -> Frame {
+        let events = (0..count)
+            .map(|at| RecordedEvent {
+                ts_ns: at * at * 7_919,
+                kind: RecordKind::OpEnd,
+                thread: (at % 5) as u32,
+                device: (at % 3) as u16,
+                name: (at * 31 % 1_000) as u32,
+                aux: at as u32,
+                arg: u64::MAX - at * 104_729,
+                flags: at as u8,
+            })
+            .collect();
+        Frame::Chunk(Chunk {
+            events,
+            ..Chunk::default()
+        })
+    }
+
+    fn checkpoint(bytes: usize) -> Frame {
+        Frame::Checkpoint(CheckpointFrame {
+            reach_ns: bytes as u64,
+            stats: (0..bytes).map(|at| (at * at % 251) as u8).collect(),
+            ..CheckpointFrame::default()
+        })
+    }
+
+    /// An encoder (and the thread's column buffer) reused from larger frames to smaller ones
+    /// of every encoding writes each exactly as a fresh one does, and the lz4 frames hold
+    /// lz4_flex's `compress_prepend_size` of their postcard.
+    #[test]
+    fn a_reused_encoder_writes_the_bytes_of_a_fresh_one() {
+        let runs = |count: u64| {
+            let runs = (0..count)
+                .map(|at| OpRun {
+                    op_id: at * 3,
+                    iteration: at / 7,
+                    index: (at % 11) as u32,
+                })
+                .collect();
+            Frame::Runs(Runs { lost: 1, runs })
+        };
+        let frames = [
+            chunk(5_000),
+            checkpoint(300_000),
+            runs(2_000),
+            chunk(3),
+            checkpoint(10),
+            runs(1),
+            Frame::End(End::default()),
+            chunk(0),
+        ];
+        let mut encoder = FrameEncoder::default();
+        for frame in &frames {
+            let bytes = encoder.encode(frame).unwrap().to_vec();
+            assert_eq!(bytes, fresh(frame), "{frame:?}");
+            let payload = &bytes[FRAME_HEADER_LEN..];
+            let crc = u32::from_le_bytes(bytes[4..FRAME_HEADER_LEN].try_into().unwrap());
+            assert_eq!(&decode_payload(payload, crc).unwrap(), frame);
+            if payload[0] == LZ4 {
+                let plain = postcard::to_stdvec(frame).unwrap();
+                assert_eq!(
+                    payload[1..],
+                    lz4_flex::block::compress_prepend_size(&plain)[..]
+                );
+            }
+        }
     }
 }

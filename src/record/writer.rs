@@ -57,8 +57,8 @@ use crate::sync::{thread, AtomicBool, AtomicU64, Mutex, Ordering};
 use super::checkpoints::{CheckpointMaker, CHECKPOINT_BYTES};
 use super::convert::recorded;
 use super::format::{
-    encode_frame, file_header, Chunk, DeviceEntry, End, Frame, Mark, RecordedEvent, RecordingInfo,
-    Runs, Tables,
+    encode_frame, file_header, Chunk, DeviceEntry, End, Frame, FrameEncoder, Mark, RecordedEvent,
+    RecordingInfo, Runs, Tables,
 };
 use super::graph::{GraphObserver, GraphShape, OpRun};
 use super::RecordError;
@@ -348,6 +348,8 @@ impl Recorder {
             received: 0,
             exact: true,
             tasks: Vec::new(),
+            encoder: FrameEncoder::default(),
+            run_order: RunOrder::default(),
         };
         let writer = thread::Builder::new()
             .name("recorder".to_string())
@@ -464,6 +466,66 @@ impl IdSet {
     }
 }
 
+/// Sorts op runs by op id. The engine numbers its pushes in order, so the runs of a chunk
+/// (the ops that ran in its time, in the order they became ready) have op ids in a range not
+/// much wider than their number: each run goes straight to its id's slot in a table as long
+/// as that range, and the table read in order gives them sorted, in time linear in the
+/// range. Runs whose ids spread wider than [`RunOrder::SPREAD`] slots a run, or that hold an
+/// op id twice, are sorted by comparisons instead.
+#[derive(Debug, Default)]
+struct RunOrder {
+    /// Per op id from the least: the index of its run plus one (0: no run).
+    slots: Vec<u32>,
+    /// The runs in order, before they are swapped in.
+    sorted: Vec<OpRun>,
+}
+
+impl RunOrder {
+    /// Slots a run at most for the table.
+    const SPREAD: u64 = 8;
+
+    /// Sorts `runs` by op id (the buffers kept for the next call).
+    fn sort(&mut self, runs: &mut Vec<OpRun>) {
+        if !self.sort_by_slots(runs) {
+            runs.sort_unstable_by_key(|run| run.op_id);
+        }
+    }
+
+    /// Sorts `runs` through the table; false, with `runs` untouched, where their ids spread
+    /// too wide or repeat.
+    fn sort_by_slots(&mut self, runs: &mut Vec<OpRun>) -> bool {
+        let (Some(least), Some(most)) = (
+            runs.iter().map(|run| run.op_id).min(),
+            runs.iter().map(|run| run.op_id).max(),
+        ) else {
+            return true;
+        };
+        let count = runs.len() as u64;
+        let span = most - least;
+        if span >= count.saturating_mul(Self::SPREAD) || count >= u64::from(u32::MAX) {
+            return false;
+        }
+        self.slots.clear();
+        self.slots.resize(span as usize + 1, 0);
+        for (at, run) in runs.iter().enumerate() {
+            let slot = &mut self.slots[(run.op_id - least) as usize];
+            if *slot != 0 {
+                return false;
+            }
+            *slot = at as u32 + 1;
+        }
+        self.sorted.clear();
+        self.sorted.extend(
+            self.slots
+                .iter()
+                .filter(|&&slot| slot != 0)
+                .map(|&slot| runs[slot as usize - 1]),
+        );
+        std::mem::swap(runs, &mut self.sorted);
+        true
+    }
+}
+
 /// The `recorder` thread's state.
 struct Writer {
     file: std::fs::File,
@@ -495,6 +557,10 @@ struct Writer {
     exact: bool,
     /// The exact task counts of the latest round.
     tasks: Vec<TaskReading>,
+    /// Every frame's bytes are made in its buffers.
+    encoder: FrameEncoder,
+    /// Puts the op runs in op id order.
+    run_order: RunOrder,
 }
 
 impl Writer {
@@ -639,7 +705,7 @@ impl Writer {
         self.write_events()?;
         if !self.runs.is_empty() {
             // Engine op ids grow with the pushes: in their order, each is a small delta.
-            self.runs.sort_unstable_by_key(|run| run.op_id);
+            self.run_order.sort(&mut self.runs);
             let frame = Frame::Runs(Runs {
                 lost: self.lost_runs.load(Ordering::Relaxed),
                 runs: std::mem::take(&mut self.runs),
@@ -722,9 +788,9 @@ impl Writer {
 
     /// Writes `frame`; returns its size.
     fn write(&mut self, frame: &Frame) -> Result<u64, RecordError> {
-        let bytes = encode_frame(frame).map_err(RecordError::Encode)?;
+        let bytes = self.encoder.encode(frame).map_err(RecordError::Encode)?;
         self.file
-            .write_all(&bytes)
+            .write_all(bytes)
             .map_err(|source| RecordError::Write {
                 path: self.path.display().to_string(),
                 source,
@@ -746,6 +812,63 @@ impl Writer {
             lost: self.lost.load(Ordering::Relaxed),
             checkpoints: self.checkpoint.written,
             checkpoint_bytes: self.checkpoint.bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs of the op ids `ids`, each told apart by its iteration and index.
+    fn runs_of(ids: impl IntoIterator<Item = u64>) -> Vec<OpRun> {
+        ids.into_iter()
+            .enumerate()
+            .map(|(at, op_id)| OpRun {
+                op_id,
+                iteration: at as u64,
+                index: at as u32 * 3,
+            })
+            .collect()
+    }
+
+    /// Dense ids through the table, spread or repeated ones by comparisons: every run is
+    /// kept, in op id order (a repeated id's runs in either order).
+    #[test]
+    fn runs_are_sorted_by_op_id_whatever_their_ids() {
+        let mut rng = fastrand::Rng::with_seed(25);
+        let mut order = RunOrder::default();
+        let mut dense: Vec<u64> = (1_000..3_000).filter(|_| rng.bool()).collect();
+        rng.shuffle(&mut dense);
+        let spread: Vec<u64> = (0..500).map(|_| rng.u64(..)).collect();
+        let mut repeated = dense.clone();
+        repeated.extend([dense[0], dense[7]]);
+        rng.shuffle(&mut repeated);
+        let cases = [
+            (dense.clone(), true),
+            (spread, false),
+            (repeated, false),
+            (vec![u64::MAX, 0], false),
+            (vec![u64::MAX - 1, u64::MAX], true),
+            (vec![], true),
+            (vec![7, 5, 6], true),
+        ];
+        for (ids, by_slots) in cases {
+            let runs = runs_of(ids);
+            let mut expected = runs.clone();
+            expected.sort_by_key(|run| (run.op_id, run.iteration));
+            let mut sorted = runs.clone();
+            assert_eq!(order.sort_by_slots(&mut sorted), by_slots, "{runs:?}");
+            if !by_slots {
+                assert_eq!(sorted, runs, "left untouched");
+            }
+            order.sort(&mut sorted);
+            sorted.sort_by_key(|run| (run.op_id, run.iteration));
+            assert_eq!(sorted, expected);
+            let mut sorted = runs.clone();
+            order.sort(&mut sorted);
+            assert!(sorted.is_sorted_by_key(|run| run.op_id));
+            assert_eq!(sorted.len(), runs.len());
         }
     }
 }
