@@ -103,7 +103,8 @@ pub const ASSUMPTIONS: &str = "an idealised machine with inter x intra cores per
     no oversubscription, the engine's cost before each op as this run measured it per device \
     (a worker continuing, a worker woken), carried between one worker and several by the \
     ratio a probe measured on this machine (the engine at one worker and at two running \
-    spinning ops; two stand for any count above one), an op's parallel loops cut \
+    spinning ops of the run's mean time, for ops of at most 50 us; two stand for any count \
+    above one), an op's parallel loops cut \
     into blocks by the cost model for that many intra-op threads, blocks of equal items \
     taking equal time, a split loop's blocks slower by the co-run factor (one GEMM timed on \
     this machine inline and split over two intra-op threads, used for any count above one) \

@@ -8,8 +8,10 @@
 //! take turns for [`PROBE_ROUNDS`] rounds, each running one iteration of the same graph per
 //! round: [`PROBE_OPS`] ops over [`PROBE_VARS`] vars, each writing one var and reading 2 to
 //! 19 (picked at random from a fixed seed, as MXNet's `RandSumExpr` test and the
-//! `random-dag` workload pick them), each body spinning for the run's mean op time (within
-//! [`MIN_BODY`] and [`MAX_BODY`]), so the ops arrive at the engine at the run's rate. The
+//! `random-dag` workload pick them), each body spinning for the run's mean op time (at least
+//! [`MIN_BODY`]), so the ops arrive at the engine at the run's rate. A run whose mean op
+//! takes longer than [`MAX_BODY`] is not probed: its engine cost is a small share of every
+//! op at any count, and the run's own figure stands for all. The
 //! driver's way is kept: every op of an iteration pushed at once from one thread. Each op's
 //! push, start, end and worker are stamped, and each iteration's two figures are computed by
 //! the same rule as a run's ([`crate::analysis::dispatch_costs`]). Each engine's figure is
@@ -17,8 +19,8 @@
 //! engines alike, and the median drops a round the OS descheduled.
 //!
 //! # Cost and races
-//! About `2 x PROBE_ROUNDS x PROBE_OPS` op bodies, plus two engine starts: tens of
-//! milliseconds, once per run driver. The summary waits for it; the dashboard starts it on
+//! About `2 x PROBE_ROUNDS x PROBE_OPS` op bodies of at most [`MAX_BODY`], plus two engine
+//! starts: at most about a tenth of a second of one core, once per run driver. The summary waits for it; the dashboard starts it on
 //! a thread of its own and predicts with the run's figure at every count until it is done. The probe's engines are its own (no observer, no GPU):
 //! a run's engine is neither resized nor fed foreign ops, and the profiler sees none of the
 //! probe's ops. A live run's ops compete with the probe for the cores, so its figures are
@@ -47,13 +49,14 @@ pub(super) const PROBE_OPS: usize = 512;
 const PROBE_VARS: usize = 100;
 
 /// Iterations per engine, the engines taking turns.
-const PROBE_ROUNDS: usize = 5;
+const PROBE_ROUNDS: usize = 3;
 
 /// The shortest op body: shorter ones would measure the clock, not the engine.
 const MIN_BODY: Duration = Duration::from_micros(1);
 
-/// The longest op body: beyond it the engine's cost is a small share of any op, and the
-/// probe would take long.
+/// The longest mean op body probed: beyond it the engine's cost (microseconds) is a small
+/// share of every op, whatever the workers, and the probe would take long; such a run is
+/// not probed.
 const MAX_BODY: Duration = Duration::from_micros(50);
 
 /// The seed of the probe's graph.
@@ -142,12 +145,13 @@ impl Handoff {
 
 /// The engine's cost before an op with one worker and with two, on engines `options`
 /// describe, for ops of `body` each (see the module docs); `None` for the naive engine (it
-/// has no workers), or when an engine did not start or an op failed.
+/// has no workers), for ops longer than [`MAX_BODY`], or when an engine did not start or an
+/// op failed.
 pub(super) fn calibrate(options: &EngineOptions, body: Duration) -> Option<DispatchByWorkers> {
-    if options.kind == EngineKind::Naive {
+    if options.kind == EngineKind::Naive || body > MAX_BODY {
         return None;
     }
-    let body = body.clamp(MIN_BODY, MAX_BODY);
+    let body = body.max(MIN_BODY);
     let graph = probe_graph();
     let (one, two) = (ProbeEngine::new(options, 1)?, ProbeEngine::new(options, 2)?);
     let (mut ones, mut twos) = (Vec::new(), Vec::new());
@@ -324,11 +328,17 @@ mod tests {
         assert!(figures.several.continuing > Duration::ZERO, "{figures:?}");
     }
 
-    /// The naive engine runs ops on the pushing thread: nothing to probe.
+    /// The naive engine runs ops on the pushing thread: nothing to probe; nor is a run of
+    /// ops too long for the engine's cost to matter.
     #[test]
-    fn the_naive_engine_has_no_probe() {
+    fn the_naive_engine_and_coarse_ops_have_no_probe() {
         let options = EngineOptions::new(EngineKind::Naive, 1);
         assert_eq!(calibrate(&options, Duration::from_micros(2)), None);
+        let options = EngineOptions::new(EngineKind::PerDevice, 1);
+        assert_eq!(
+            calibrate(&options, MAX_BODY + Duration::from_micros(1)),
+            None
+        );
     }
 
     /// The probe's graph has the parallelism of a random DAG over its vars: more than one
