@@ -301,7 +301,7 @@ impl Lane {
 }
 
 impl fmt::Display for Lane {
-    /// A lane that is one pool is named as that pool ([`Lane::pool`]), so the summary's pools
+    /// A lane that is one pool is named as that pool (`Lane::pool`), so the summary's pools
     /// table and its attribution agree: `cpu0 workers`, `engine workers`, `cpu priority`,
     /// `io worker`; the others `driver thread` and `gpu0 workers`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
