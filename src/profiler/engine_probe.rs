@@ -194,8 +194,8 @@ mod tests {
         profiler.flush();
         let snapshot = profiler.snapshot();
         // The ops spin on `Instant`, the profiler stamps with the calibrated counter, whose
-        // rate may differ slightly from `Instant`'s: a span may read 1% short of the spin (a
-        // mis-stamped pair is off by far more).
+        // rate may differ slightly from `Instant`'s: a span may read a little short of the
+        // spin (a mis-stamped pair is off by far more).
         let spin_ns = SPIN.as_nanos() as u64 * 99 / 100;
         for name in names {
             let row = snapshot

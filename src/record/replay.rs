@@ -34,12 +34,12 @@
 //! frames go on from it. Only the chunk the cursor is in stays decoded.
 //!
 //! # Ids
-//! Recorded names, devices and threads get this process's ids the first time a chunk or a
-//! restored checkpoint names them. Devices are registered with their recorded name and
-//! typed identity, so a replayed device is the live one (`DeviceId::device` and all);
-//! threads get a thread of their recorded name (the final name when the recording has it),
-//! as the Chrome export does, so the statistics name them as live. A restored checkpoint's statistics carry the recording's ids and are given
-//! this process's ([`Stats::remap`]).
+//! Recorded names, devices and threads get this process's ids the first time a chunk or a restored
+//! checkpoint names them. Devices are registered with their recorded name and typed identity, so a
+//! replayed device is the live one (`DeviceId::device` and all); threads get a thread of their
+//! recorded name (the final name when the recording has it), as the Chrome export does, so the
+//! statistics name them as live. A restored checkpoint's statistics carry the recording's ids and
+//! are given this process's ([`Stats::remap`]).
 //!
 //! # Searching
 //! [`Replay::search_within`] looks for the next start of an op of a name chunk after chunk

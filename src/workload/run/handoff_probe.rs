@@ -19,13 +19,13 @@
 //! engines alike, and the median drops a round the OS descheduled.
 //!
 //! # Cost and races
-//! About `2 x PROBE_ROUNDS x PROBE_OPS` op bodies of at most [`MAX_BODY`], plus two engine
-//! starts: at most about a tenth of a second of one core, once per run driver. The summary waits for it; the dashboard starts it on
-//! a thread of its own and predicts with the run's figure at every count until it is done. The probe's engines are its own (no observer, no GPU):
-//! a run's engine is neither resized nor fed foreign ops, and the profiler sees none of the
-//! probe's ops. A live run's ops compete with the probe for the cores, so its figures are
-//! taken under that load, both engines alike. An engine that does not start, or an op that
-//! fails, gives no calibration.
+//! About `2 x PROBE_ROUNDS x PROBE_OPS` op bodies of at most [`MAX_BODY`], plus two engine starts,
+//! once per run driver. The summary waits for it; the dashboard starts it on a thread of its own
+//! and predicts with the run's figure at every count until it is done. The probe's engines are its
+//! own (no observer, no GPU): a run's engine is neither resized nor fed foreign ops, and the
+//! profiler sees none of the probe's ops. A live run's ops compete with the probe for the cores, so
+//! its figures are taken under that load, both engines alike. An engine that does not start, or an
+//! op that fails, gives no calibration.
 #![forbid(unsafe_code)]
 
 use std::hash::{Hash, Hasher};
