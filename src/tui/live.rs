@@ -116,6 +116,12 @@ impl LiveRun {
         let peak = info.peak_gflops;
         let workload = driver.graph().name.clone();
         let work = IterationWork::of(driver.graph());
+        // std's Arc: the collector holds its sinks as `std::sync::Weak` trait objects in every
+        // build, which loom's `Arc` cannot make (no `Weak`, no coercion to `dyn`).
+        let spans = std::sync::Arc::new(SpanStore::new(spans::DEFAULT_CAPACITY));
+        let as_sink: std::sync::Arc<dyn EventSink> = spans.clone();
+        // Added before the run starts, so the spans hold its first ops too.
+        profiler.add_sink(std::sync::Arc::downgrade(&as_sink));
         let thread = thread::Builder::new()
             .name("driver".into())
             .spawn(move || {
@@ -125,12 +131,6 @@ impl LiveRun {
                 *slot.lock() = Some(outcome_of(&result));
                 result
             })?;
-        // std's Arc: the collector holds its sinks as `std::sync::Weak` trait objects in every
-        // build, which loom's `Arc` cannot make (no `Weak`, no coercion to `dyn`).
-        let spans = std::sync::Arc::new(SpanStore::new(spans::DEFAULT_CAPACITY));
-        let as_sink: std::sync::Arc<dyn EventSink> = spans.clone();
-        // The sink: a `std::sync::Weak` trait object (loom's `Arc` has no `Weak`).
-        profiler.add_sink(std::sync::Arc::downgrade(&as_sink));
         let source = LiveSource {
             spans,
             handle: handle.clone(),
