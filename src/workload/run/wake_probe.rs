@@ -12,11 +12,13 @@
 //! as an op's thread does. Before each split loop the probe waits until the two-thread pool's
 //! workers are parked (their state in the pool's counters, polled with a yield between reads,
 //! at most [`PATIENCE`]), as a run's intra-op workers are between an op's loops. Each loop is
-//! measured by the same rule as a run's loops (`super::intra_split`): the co-run factor is
-//! the split loops' summed block time over the inline loops', and the wait is each split
-//! loop's wall time beyond its busiest thread's share of the blocks, reported as its mean
-//! with its median and 90th percentile (a step pays the sum of the waits, so the mean is the
-//! figure; the spread shows how skewed they are).
+//! measured by the same rule as a run's loops (`super::intra_split`). The co-run factor is
+//! the median, over the loop pairs, of a split loop's summed block time over the inline loop's
+//! just before it, and at least 1: the two loops compute the same blocks, which co-running can
+//! only slow (shared caches, memory bandwidth), and the median drops a pair the OS descheduled
+//! on a loaded machine. The wait is each split loop's wall time beyond its busiest thread's
+//! share of the blocks, reported as its mean with its median and 90th percentile (a step pays
+//! the sum of the waits, so the mean is the figure; the spread shows how skewed they are).
 //!
 //! # Cost and races
 //! About [`PROBE_LOOPS`] times the GEMM's one-thread time and a half, plus the parks: tens of
@@ -46,7 +48,8 @@ const PATIENCE: Duration = Duration::from_millis(50);
 /// What the probe measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Calibration {
-    /// Split blocks' time over inline blocks' time, for the same loops.
+    /// Split blocks' time over inline blocks' time for the same loop, the median over the
+    /// probe's loop pairs, at least 1.
     pub(super) corun: f64,
     /// The split loops' waits beyond their busiest thread's blocks.
     pub(super) wake: WaitStats,
@@ -63,18 +66,28 @@ pub(super) fn calibrate(pool: &dyn ThreadPool) -> Option<Calibration> {
     let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.25).collect();
     let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.5).collect();
     let mut c = vec![0.0f32; m * n];
+    let mut ratios = Vec::with_capacity(PROBE_LOOPS);
     for _ in 0..PROBE_LOOPS {
+        let before = (inline.busy(), split.busy());
         let measured = MeasuredPool::new(inline_pool.as_dyn(), &inline, 0);
         gemm(&measured, &spec, &a, &b, &mut c).ok()?;
         wait_until_parked(split_pool.as_dyn());
         let measured = MeasuredPool::new(split_pool.as_dyn(), &split, 0);
         gemm(&measured, &spec, &a, &b, &mut c).ok()?;
+        let alone = inline.busy().saturating_sub(before.0).as_secs_f64();
+        let together = split.busy().saturating_sub(before.1).as_secs_f64();
+        ratios.extend(Some(together / alone).filter(|ratio| ratio.is_finite()));
     }
     std::hint::black_box(&c);
     let wake = split.wait_stats()?;
-    let inline_busy = inline.busy();
-    let corun = split.busy().as_secs_f64() / inline_busy.as_secs_f64();
-    (inline_busy > Duration::ZERO && corun.is_finite()).then_some(Calibration { corun, wake })
+    let corun = median(&mut ratios)?.max(1.0);
+    Some(Calibration { corun, wake })
+}
+
+/// The middle of `ratios` (the upper one of an even count); `None` when there are none.
+fn median(ratios: &mut [f64]) -> Option<f64> {
+    ratios.sort_unstable_by(f64::total_cmp);
+    ratios.get(ratios.len() / 2).copied()
 }
 
 /// Waits until every active worker of `pool` is parked, at most [`PATIENCE`] (a pool whose
@@ -101,6 +114,13 @@ mod tests {
     }
 
     #[test]
+    fn the_median_takes_the_middle_ratio_whatever_the_outliers() {
+        assert_eq!(median(&mut [1.1, 9.0, 1.05, 0.2, 1.2]), Some(1.1));
+        assert_eq!(median(&mut [1.3, 1.1]), Some(1.3));
+        assert_eq!(median(&mut []), None);
+    }
+
+    #[test]
     fn the_probe_splits_every_loop_and_times_each_wait() {
         let pool = Pool::new(PoolOptions::new(PoolKind::Eigen, 1, "probe-test")).unwrap();
         let before = wakeups(&pool);
@@ -112,7 +132,7 @@ mod tests {
         let wake = calibration.wake;
         assert!(wake.median <= wake.p90, "{wake:?}");
         assert!(wake.mean > Duration::ZERO, "{wake:?}");
-        assert!(calibration.corun.is_finite() && calibration.corun > 0.0);
+        assert!(calibration.corun.is_finite() && calibration.corun >= 1.0);
         assert_eq!(wakeups(&pool), before, "the run's own pool is left alone");
     }
 }
