@@ -135,6 +135,8 @@ pub struct RunReport {
     /// Per device of the iteration's graph, the engine's cost before an op, measured over
     /// the run's last iterations.
     pub(super) dispatch: Vec<DispatchCost>,
+    /// The inter-op count in force at the run's end, where `dispatch` was measured.
+    pub(super) dispatch_inter: usize,
     /// A split loop's wait for a woken intra-op thread, measured or calibrated (`None`:
     /// neither gave a figure).
     pub(super) loop_wake: Option<LoopWake>,
@@ -410,6 +412,7 @@ impl Driver {
         let drained = self.engine.wait_for_all();
         let elapsed = elapsed();
         let (history, wall) = self.control.history();
+        let dispatch_inter = history.last().inter;
         let descheduled = sched_before.zip(SchedSample::now());
         let last = self
             .iterations_pushed
@@ -446,6 +449,7 @@ impl Driver {
             descheduled: descheduled.map(|(before, after)| before.until(&after)),
             states_before,
             dispatch: self.dispatch(pushed),
+            dispatch_inter,
             loop_wake: self.shared.split.wake(self.shared.intra.as_dyn()),
             corun,
         })
@@ -536,7 +540,7 @@ impl Driver {
             .figures(shape.mean_body(&report.op_splits));
         let predicted = shape.predicted_curve(
             &report.op_splits,
-            (&report.dispatch, handoff, report.loop_wake, report.corun),
+            report.costs(handoff),
             settings,
             report.elapsed / iterations,
         );

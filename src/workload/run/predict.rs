@@ -44,6 +44,22 @@ pub struct PredictedCurve {
     pub corun: f64,
 }
 
+/// What a run measured of the engine and of its intra-op pool, for the simulation.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RunCosts<'a> {
+    /// Per device of the graph, the engine's cost before an op.
+    pub(super) dispatch: &'a [DispatchCost],
+    /// The inter-op count the iterations `dispatch` was measured over ran at.
+    pub(super) dispatch_inter: usize,
+    /// The hand-off probe's costs with one worker and with several (`None`: not probed).
+    pub(super) handoff: Option<DispatchByWorkers>,
+    /// A split loop's wait for a woken intra-op thread, measured or calibrated (`None`:
+    /// neither gave a figure).
+    pub(super) loop_wake: Option<LoopWake>,
+    /// How much slower a split loop's blocks run than alone.
+    pub(super) corun: f64,
+}
+
 /// Where the figure for a split loop's wait for a woken intra-op thread comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -268,21 +284,16 @@ impl RanShape {
             .with_corun(corun)
     }
 
-    /// Per device, its measured `dispatch` cost with one worker and with several: for the
-    /// engine's CPU worker pools, carried from the run's inter-op count by the `handoff`
-    /// probe's ratio; the same at any count for the others (their workers are fixed) and
-    /// without a probe.
-    fn carried(
-        &self,
-        dispatch: &[DispatchCost],
-        handoff: Option<DispatchByWorkers>,
-        settings: &RunSettings,
-    ) -> Vec<DispatchByWorkers> {
+    /// Per device, its measured dispatch cost with one worker and with several: for the
+    /// engine's CPU worker pools, carried by the hand-off probe's ratio from the inter-op
+    /// count it was measured at; the same at any count for the others (their workers are
+    /// fixed) and without a probe.
+    fn carried(&self, costs: &RunCosts<'_>) -> Vec<DispatchByWorkers> {
         let lanes = self.lanes.iter();
         let measured = lanes.enumerate().map(|(device, lane)| {
-            let cost = dispatch.get(device).copied().unwrap_or_default();
-            match handoff.filter(|_| inter_workers(*lane)) {
-                Some(probe) => DispatchByWorkers::carried(cost, settings.inter, &probe),
+            let cost = costs.dispatch.get(device).copied().unwrap_or_default();
+            match costs.handoff.filter(|_| inter_workers(*lane)) {
+                Some(probe) => DispatchByWorkers::carried(cost, costs.dispatch_inter, &probe),
                 None => DispatchByWorkers::flat(cost),
             }
         });
@@ -318,18 +329,13 @@ impl RanShape {
     pub(super) fn predicted_curve(
         &self,
         splits: &[OpSplit],
-        costs: (
-            &[DispatchCost],
-            Option<DispatchByWorkers>,
-            Option<LoopWake>,
-            f64,
-        ),
+        costs: RunCosts<'_>,
         settings: &RunSettings,
         measured_step: Duration,
     ) -> PredictedCurve {
-        let (dispatch, handoff, timed_wake, corun) = costs;
-        let loop_wake = self.loop_wake(timed_wake, dispatch);
-        let carried = self.carried(dispatch, handoff, settings);
+        let (dispatch, handoff, corun) = (costs.dispatch, costs.handoff, costs.corun);
+        let loop_wake = self.loop_wake(costs.loop_wake, dispatch);
+        let carried = self.carried(&costs);
         let model = self.engine_model(splits, &carried, (loop_wake.wait, corun), settings);
         let with_ops = |device: &usize| self.template.ops.iter().any(|op| op.device == *device);
         let pools = (0..self.lanes.len())
@@ -360,6 +366,20 @@ impl RanShape {
     }
 }
 
+impl RunReport {
+    /// What the run measured of the engine and its intra-op pool, with the hand-off probe's
+    /// `handoff` figures.
+    pub(super) fn costs(&self, handoff: Option<DispatchByWorkers>) -> RunCosts<'_> {
+        RunCosts {
+            dispatch: &self.dispatch,
+            dispatch_inter: self.dispatch_inter,
+            handoff,
+            loop_wake: self.loop_wake,
+            corun: self.corun,
+        }
+    }
+}
+
 impl DriverHandle {
     /// The simulation's fastest inter-op x intra-op counts for a machine of `cores` cores
     /// (`inter x intra <= cores`), from the op times and body splits `report`'s run
@@ -368,9 +388,9 @@ impl DriverHandle {
         let shared = &self.shared;
         let shape = &shared.shape;
         let wake = shape.loop_wake(report.loop_wake, &report.dispatch).wait;
-        let costs = (wake, report.corun);
         let handoff = shared.handoff.figures(shape.mean_body(&report.op_splits));
-        let dispatch = shape.carried(&report.dispatch, handoff, &shared.settings);
+        let dispatch = shape.carried(&report.costs(handoff));
+        let costs = (wake, report.corun);
         let model = shape.engine_model(&report.op_splits, &dispatch, costs, &shared.settings);
         model.best_for_cores(cores)
     }
@@ -509,7 +529,15 @@ mod tests {
             source: LoopWakeSource::Calibrated,
         };
         let step = Duration::from_millis(9);
-        let costs = (&dispatch[..], None, Some(timed), 1.0);
+        let costs = |loop_wake, corun| RunCosts {
+            dispatch: &dispatch,
+            dispatch_inter: 1,
+            handoff: None,
+            loop_wake,
+            corun,
+        };
+        let costs_of = costs;
+        let costs = costs_of(Some(timed), 1.0);
         let curve = shape.predicted_curve(&splits, costs, &settings, step);
         assert_eq!(curve.loop_wake_source, LoopWakeSource::Calibrated);
         assert_eq!(
@@ -530,7 +558,7 @@ mod tests {
             "{text}"
         );
         // Co-running blocks 1.5 times slower: the split half takes 6 ms, the inline loop 8.
-        let costs = (&dispatch[..], None, Some(timed), 1.5);
+        let costs = costs_of(Some(timed), 1.5);
         let curve = shape.predicted_curve(&splits, costs, &settings, step);
         assert!((at(&curve, 1) - 9.002).abs() < 1e-9, "{}", at(&curve, 1));
         assert!((at(&curve, 2) - 7.302).abs() < 1e-9, "{}", at(&curve, 2));
@@ -538,7 +566,7 @@ mod tests {
             .to_string()
             .contains("co-running: x1.500 their time alone"));
         // Without a timed figure, the engine's cost of waking its worker stands in.
-        let costs = (&dispatch[..], None, None, 1.0);
+        let costs = costs_of(None, 1.0);
         let curve = shape.predicted_curve(&splits, costs, &settings, step);
         assert_eq!(
             (curve.loop_wake, curve.loop_wake_source),
@@ -561,8 +589,22 @@ mod tests {
             several: us(3, 10),
         };
         let step = Duration::from_millis(9);
-        let costs = (&[us(2, 2)][..], Some(probe), None, 1.0);
-        let curve = shape.predicted_curve(&splits, costs, &settings, step);
+        fn costs(
+            dispatch: &[DispatchCost],
+            dispatch_inter: usize,
+            handoff: Option<DispatchByWorkers>,
+        ) -> RunCosts<'_> {
+            RunCosts {
+                dispatch,
+                dispatch_inter,
+                handoff,
+                loop_wake: None,
+                corun: 1.0,
+            }
+        }
+        let measured = [us(2, 2)];
+        let curve =
+            shape.predicted_curve(&splits, costs(&measured, 1, Some(probe)), &settings, step);
         let carried = DispatchByWorkers {
             one: us(2, 2),
             several: us(6, 20),
@@ -587,9 +629,14 @@ mod tests {
             ),
             "{text}"
         );
-        let flat =
-            shape.predicted_curve(&splits, (&[us(2, 2)][..], None, None, 1.0), &settings, step);
+        let flat = shape.predicted_curve(&splits, costs(&measured, 1, None), &settings, step);
         assert_eq!(flat.dispatch[0].carried, None);
+        // Measured at two workers (a run resized before its last iterations), the same
+        // costs are the several-worker ones, whatever counts the run held longest.
+        let at_two = [us(6, 20)];
+        let resized =
+            shape.predicted_curve(&splits, costs(&at_two, 2, Some(probe)), &settings, step);
+        assert_eq!(resized.dispatch[0].carried, Some(carried));
     }
 
     #[test]

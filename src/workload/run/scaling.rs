@@ -18,7 +18,7 @@ use super::handoff_probe::Handoff;
 use super::intra_split::IntraSplit;
 use super::op_times::OpTimes;
 use super::plan::PreparedOp;
-use super::predict::PredictedCurve;
+use super::predict::{PredictedCurve, RunCosts};
 use super::summary::RunSettings;
 use crate::pool::ThreadPool;
 
@@ -329,7 +329,13 @@ impl LiveVerdicts {
             let iteration = [times.iteration_times(last)];
             let dispatch = analysis::dispatch_costs(&shape.template, &shape.preds, &iteration);
             let handoff = handoff.figures_if_done(shape.mean_body(&splits));
-            let costs = (&dispatch[..], handoff, split.wake(intra), corun);
+            let costs = RunCosts {
+                dispatch: &dispatch,
+                dispatch_inter: settings.inter,
+                handoff,
+                loop_wake: split.wake(intra),
+                corun,
+            };
             state.predicted = Some(shape.predicted_curve(&splits, costs, settings, step));
             state.predicted_at = Some((Instant::now(), counts));
         }
