@@ -9,11 +9,15 @@
 //!
 //! # Cost per event
 //! Turning an engine event into a profiler event needs the profiler's device for the op's
-//! context (the op's name is the engine's [`OpName`](crate::engine::OpName), recorded as it is). The device table is
-//! process-wide and append-only (a device, once registered, keeps its id), so each thread
-//! caches the contexts it looked up in a short list (a thread sees a handful), in one
-//! thread-local. An event then costs one thread-local lookup and the profiler's record; the
-//! table's lock is taken once per thread and context.
+//! context (the op's name is the engine's [`OpName`](crate::engine::OpName), recorded as it
+//! is). The device table is process-wide and append-only (a device, once registered, keeps
+//! its id), so the probe keeps the ids it looked up in a small table of its own, one atomic
+//! slot per context (`DeviceSlots`: CPU and GPU ids below `SLOTS`), shared by every thread.
+//! A slot is written once, so its line stays shared in every core's cache: an event costs
+//! one relaxed load and the profiler's record, with no thread-local to find. The
+//! process-wide table's lock is taken once per context (a thread that races another to fill
+//! a slot looks it up too and stores the same id), and on every event of a context past the
+//! slots.
 //!
 //! An op's `Finished` and the `Queued` of the ops its completion made ready come together
 //! ([`EngineObserver::on_events_at_once`]: the engine reports them after its grants, before
@@ -22,61 +26,68 @@
 //! its own (start, end) rather than three.
 #![forbid(unsafe_code)]
 
-use std::cell::RefCell;
-
 use super::event::{Event, EventKind};
 use super::{DeviceId, OpInfo, Profiler};
 use crate::device::identity::Device;
 use crate::engine::{Context, DeviceType, EngineEvent, EngineObserver};
-use crate::sync::thread_local;
+use crate::sync::{AtomicU32, Ordering};
 
-/// What this thread has looked up.
-struct IdCache {
-    /// Profiler devices of the contexts this thread has seen.
-    devices: Vec<(Context, DeviceId)>,
+/// Contexts of each device type whose profiler device a probe keeps in a slot.
+const SLOTS: usize = 16;
+
+/// A slot not filled yet (a filled one holds the device id plus one).
+const EMPTY: u32 = 0;
+
+/// The profiler devices of the contexts a probe has seen: a slot per CPU and GPU id below
+/// [`SLOTS`], filled on first use.
+struct DeviceSlots {
+    cpu: [AtomicU32; SLOTS],
+    gpu: [AtomicU32; SLOTS],
 }
 
-impl IdCache {
-    /// The profiler device of engine context `ctx` (its typed [`Device`]).
-    fn device(&mut self, ctx: Context) -> DeviceId {
-        match self.devices.iter().find(|(known, _)| *known == ctx) {
-            Some(&(_, id)) => id,
-            None => self.register_device(ctx),
+impl DeviceSlots {
+    fn new() -> Self {
+        DeviceSlots {
+            cpu: std::array::from_fn(|_| AtomicU32::new(EMPTY)),
+            gpu: std::array::from_fn(|_| AtomicU32::new(EMPTY)),
         }
     }
 
-    #[cold]
-    fn register_device(&mut self, ctx: Context) -> DeviceId {
-        let device = match ctx.device {
-            DeviceType::Cpu => Device::Cpu(ctx.id),
-            DeviceType::Gpu => Device::Gpu(ctx.id),
+    /// The profiler device of engine context `ctx` (its typed [`Device`]).
+    #[inline]
+    fn device(&self, ctx: Context) -> DeviceId {
+        let slots = match ctx.device {
+            DeviceType::Cpu => &self.cpu,
+            DeviceType::Gpu => &self.gpu,
         };
-        let id = DeviceId::of(device);
-        self.devices.push((ctx, id));
-        id
+        let Some(slot) = slots.get(ctx.id as usize) else {
+            return register_device(ctx);
+        };
+        // Relaxed: the slot's value is the whole message (an id is never replaced by another).
+        match slot.load(Ordering::Relaxed) {
+            EMPTY => {
+                let id = register_device(ctx);
+                slot.store(u32::from(id.id()) + 1, Ordering::Relaxed);
+                id
+            }
+            filled => DeviceId::from_raw((filled - 1) as u16),
+        }
     }
 }
 
-/// Nothing looked up yet.
-const NO_IDS: IdCache = IdCache {
-    devices: Vec::new(),
-};
-
-// Thread-local: each recording thread caches the ids it interned, so an event takes no lock
-// on the process-wide name and device tables.
-#[cfg(not(loom))]
-thread_local! {
-    static IDS: RefCell<IdCache> = const { RefCell::new(NO_IDS) };
-}
-
-#[cfg(loom)]
-thread_local! {
-    #[allow(clippy::missing_const_for_thread_local)] // loom's thread_local! has no const form
-    static IDS: RefCell<IdCache> = RefCell::new(NO_IDS);
+/// The process-wide id of `ctx`'s device (registered on first sight).
+#[cold]
+fn register_device(ctx: Context) -> DeviceId {
+    let device = match ctx.device {
+        DeviceType::Cpu => Device::Cpu(ctx.id),
+        DeviceType::Gpu => Device::Gpu(ctx.id),
+    };
+    DeviceId::of(device)
 }
 
 /// The profiler event for engine event `event`, its timestamp not set yet.
-fn to_event(ids: &mut IdCache, event: EngineEvent) -> Event {
+#[inline]
+fn to_event(devices: &DeviceSlots, event: EngineEvent) -> Event {
     let (kind, failed, id, op, ctx, prop, priority) = match event {
         EngineEvent::Queued {
             id,
@@ -102,17 +113,13 @@ fn to_event(ids: &mut IdCache, event: EngineEvent) -> Event {
         } => (EventKind::OpEnd, failed, id, op, ctx, prop, priority),
     };
     let info = OpInfo::new(id).priority(priority).property(prop as u8);
-    Event::op(kind, ids.device(ctx), op, info).with_error(failed)
-}
-
-/// Runs `convert` with this thread's id cache.
-fn with_ids<R>(convert: impl FnOnce(&mut IdCache) -> R) -> R {
-    IDS.with(|ids| convert(&mut ids.borrow_mut()))
+    Event::op(kind, devices.device(ctx), op, info).with_error(failed)
 }
 
 /// Records engine op events (queued, started, finished) into a [`Profiler`].
 pub struct EngineProbe {
     profiler: Profiler,
+    devices: DeviceSlots,
 }
 
 impl EngineProbe {
@@ -120,6 +127,7 @@ impl EngineProbe {
     pub fn new(profiler: &Profiler) -> Self {
         EngineProbe {
             profiler: profiler.clone(),
+            devices: DeviceSlots::new(),
         }
     }
 }
@@ -127,7 +135,7 @@ impl EngineProbe {
 impl EngineObserver for EngineProbe {
     fn on_event(&self, event: EngineEvent) {
         if self.profiler.is_enabled() {
-            self.profiler.record(with_ids(|ids| to_event(ids, event)));
+            self.profiler.record(to_event(&self.devices, event));
         }
     }
 
@@ -137,10 +145,8 @@ impl EngineObserver for EngineProbe {
         if !self.profiler.is_enabled() {
             return;
         }
-        with_ids(|ids| {
-            let events = events.iter().map(|&event| to_event(ids, event));
-            self.profiler.record_at_once(events);
-        });
+        let events = events.iter().map(|&event| to_event(&self.devices, event));
+        self.profiler.record_at_once(events);
     }
 }
 
@@ -150,13 +156,21 @@ mod tests {
     use crate::engine::{FnProperty, OpName};
 
     #[test]
-    fn cached_ids_are_the_interned_ones() {
-        let mut ids = NO_IDS;
+    fn slotted_ids_are_the_interned_ones() {
+        let slots = DeviceSlots::new();
         let gpu = Context::gpu(3);
-        assert_eq!(ids.device(gpu), DeviceId::register("gpu3"));
-        assert_eq!(ids.device(gpu).device(), Some(Device::Gpu(3)));
-        assert_eq!(ids.device(gpu), ids.device(gpu));
-        assert_ne!(ids.device(gpu), ids.device(Context::cpu(0)));
+        assert_eq!(slots.device(gpu), DeviceId::register("gpu3"));
+        assert_eq!(slots.device(gpu).device(), Some(Device::Gpu(3)));
+        assert_eq!(slots.device(gpu), slots.device(gpu));
+        assert_ne!(slots.device(gpu), slots.device(Context::cpu(0)));
+        assert_eq!(slots.device(Context::cpu(0)).device(), Some(Device::Cpu(0)));
+        // Past the slots: looked up every time, the same id.
+        let far = Context::cpu(SLOTS as u32 + 1);
+        assert_eq!(
+            slots.device(far).device(),
+            Some(Device::Cpu(SLOTS as u32 + 1))
+        );
+        assert_eq!(slots.device(far), slots.device(far));
     }
 
     /// Ops that each spin for at least [`SPIN`] on a real engine: what the profiler's
