@@ -162,6 +162,8 @@ impl Handed {
 /// free. At most [`Spares::KEEP`] wait, each holding at most [`Spares::KEEP_EVENTS`]
 /// events' room, so what they keep stays small.
 #[derive(Default)]
+// Boxed: a kept round goes whole into a channel message and comes back, never copied.
+#[allow(clippy::vec_box)]
 struct Spares(Mutex<Vec<Box<Handed>>>);
 
 impl Spares {
