@@ -7,6 +7,9 @@ use crate::profiler::{DeviceId, Event, EventKind, OpName, ThreadId};
 
 use super::format::{RecordKind, RecordedEvent};
 
+// The two lie alike (module `format`), so `recorded` is a copy.
+const _: () = assert!(std::mem::size_of::<RecordedEvent>() == std::mem::size_of::<Event>());
+
 /// `event` as the recording stores it (its ids as numbers of this process's registries).
 pub(crate) fn recorded(event: &Event) -> RecordedEvent {
     RecordedEvent {

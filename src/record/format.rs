@@ -135,8 +135,9 @@ impl RecordingInfo {
     }
 }
 
-/// What happened: the profiler's event kinds, as the file spells them.
+/// What happened: the profiler's event kinds, as the file spells them (in the same order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[repr(u8)]
 pub enum RecordKind {
     /// An op was put on a device queue.
     OpQueued,
@@ -177,22 +178,27 @@ pub enum RecordKind {
 /// One recorded event, with its absolute time. The ids index the recording's tables
 /// ([`Recording::name`](super::Recording::name) and friends); `aux`, `arg` and `flags` mean
 /// what the profiler's event table says for the kind.
+///
+/// Its fields lie as the profiler's [`Event`](crate::profiler::Event)'s do (`repr(C)`, the
+/// same order, and kinds numbered alike), so the recorder's conversion of each event is a
+/// copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub struct RecordedEvent {
     /// Nanoseconds since the recording process's epoch.
     pub ts_ns: u64,
-    /// What happened.
-    pub kind: RecordKind,
-    /// The recording thread's id in the recording's thread table.
-    pub thread: u32,
-    /// The device's id in the device table.
-    pub device: u16,
-    /// The name's id in the name table.
-    pub name: u32,
-    /// The small argument (worker, stream, priority, workers before a resize).
-    pub aux: u32,
     /// The main argument (op id, victim, depth, workers after a resize).
     pub arg: u64,
+    /// The name's id in the name table.
+    pub name: u32,
+    /// The recording thread's id in the recording's thread table.
+    pub thread: u32,
+    /// The small argument (worker, stream, priority, workers before a resize).
+    pub aux: u32,
+    /// The device's id in the device table.
+    pub device: u16,
+    /// What happened.
+    pub kind: RecordKind,
     /// The error bit and op property.
     pub flags: u8,
 }
@@ -329,6 +335,7 @@ pub(crate) struct CheckpointFrame {
     pub(crate) tables: Tables,
     /// The statistics fed with them ([`Stats`](crate::profiler::Stats), postcard), with the
     /// recording's ids.
+    #[serde(with = "byte_vec")]
     pub(crate) stats: Vec<u8>,
     /// The exact pool task counts of the chunk before it.
     pub(crate) tasks: Vec<TaskReading>,
@@ -342,6 +349,41 @@ pub(crate) struct Runs {
     pub(crate) lost: u64,
     #[serde(with = "super::columns::runs")]
     pub(crate) runs: Vec<OpRun>,
+}
+
+/// A byte vector as serde bytes. In postcard these are the bytes of a sequence of `u8` (its
+/// length, then each byte as it is), written in one copy rather than a call a byte.
+mod byte_vec {
+    use serde::de::{Deserializer, Error, Visitor};
+    use serde::Serializer;
+
+    pub(super) fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(bytes)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<u8>, D::Error> {
+        deserializer.deserialize_byte_buf(Bytes)
+    }
+
+    struct Bytes;
+
+    impl<'de> Visitor<'de> for Bytes {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+            formatter.write_str("bytes")
+        }
+
+        fn visit_bytes<E: Error>(self, bytes: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(bytes.to_vec())
+        }
+
+        fn visit_byte_buf<E: Error>(self, bytes: Vec<u8>) -> Result<Vec<u8>, E> {
+            Ok(bytes)
+        }
+    }
 }
 
 /// The bytes of the file's header.
@@ -491,6 +533,27 @@ mod tests {
             stats: (0..bytes).map(|at| (at * at % 251) as u8).collect(),
             ..CheckpointFrame::default()
         })
+    }
+
+    /// A checkpoint's statistics are written as bytes: what postcard writes for the same
+    /// `Vec<u8>` as a sequence, so either reads the other's frames.
+    #[test]
+    fn checkpoint_statistics_are_postcard_of_a_byte_sequence() {
+        let Frame::Checkpoint(frame) = checkpoint(1_000) else {
+            unreachable!()
+        };
+        let as_sequence = (
+            frame.reach_ns,
+            &frame.tables,
+            frame.stats.clone(),
+            &frame.tasks,
+        );
+        let bytes = postcard::to_stdvec(&frame).unwrap();
+        assert_eq!(bytes, postcard::to_stdvec(&as_sequence).unwrap());
+        assert_eq!(
+            postcard::from_bytes::<CheckpointFrame>(&bytes).unwrap(),
+            frame
+        );
     }
 
     /// An encoder (and the thread's column buffer) reused from larger frames to smaller ones

@@ -402,6 +402,42 @@ mod tests {
         );
     }
 
+    /// A run whose shape equals the one before it (a driver's next run with the same
+    /// settings) adds no shape frame; a changed shape does.
+    #[test]
+    fn a_shape_is_written_again_only_when_it_changed() {
+        let path = crate::record::tests::scratch("graph-shapes");
+        let profiler = Profiler::new(ProfilerOptions::default()).unwrap();
+        let recorder = Recorder::start(&path, &profiler, RecordingInfo::default()).unwrap();
+        let observer = recorder.graph_observer();
+        let (device, name) = (DeviceId::register("graph-cpu"), OpName::new("g-load"));
+        let mut wider = shape();
+        wider.devices[0].workers = 3;
+        for (op_id, shape) in [shape(), shape(), wider.clone(), wider, shape()]
+            .iter()
+            .enumerate()
+        {
+            observer.shape(shape);
+            // A round takes the shape to the writer.
+            profiler.op_start(device, name, OpInfo::new(op_id as u64));
+            profiler.flush();
+            recorder.settle();
+        }
+        recorder.finish(&profiler, None).unwrap();
+        let index = crate::record::index::RecordingIndex::open(&path).unwrap();
+        let mut frames = GraphFrames::open(&path).unwrap();
+        let written: Vec<_> = index
+            .frames()
+            .iter()
+            .filter_map(|entry| match frames.read(entry) {
+                Ok(Some(GraphFrame::Shape(shape))) => Some(shape.devices[0].workers),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(written, [2, 3, 2]);
+        std::fs::remove_file(&path).unwrap();
+    }
+
     #[test]
     fn a_cut_off_recording_keeps_the_graph_of_its_prefix() {
         let bytes = record("graph-cut", 2, true);

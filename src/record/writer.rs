@@ -3,11 +3,12 @@
 //!
 //! # Protocol
 //! The collector calls [`EventSink::drained`] with each batch it drains. The sink copies the
-//! batch into a bounded channel and returns: it never blocks the collector. The events
-//! queued but not yet written are counted (`pending`); a batch that would take them past
-//! [`MAX_PENDING_EVENTS`], or that finds the channel full or the writer gone, is let go and
-//! counted as lost, and every later frame carries that count, so memory stays bounded and
-//! the recording says what it is missing.
+//! batch into buffers the writer gave back emptied (`Spares`) and sends them on a bounded
+//! channel: it never blocks the collector, and neither thread allocates once the buffers
+//! have room. The events queued but not yet written are counted (`pending`); a batch that
+//! would take them past [`MAX_PENDING_EVENTS`], or that finds the channel full or the
+//! writer gone, is let go and counted as lost, and every later frame carries that count, so
+//! memory stays bounded and the recording says what it is missing.
 //!
 //! The `recorder` thread gathers events into a chunk and writes it as one frame when it
 //! holds [`CHUNK_EVENTS`] events, or when [`FLUSH_EVERY`] passed with no new batch. Each
@@ -15,10 +16,11 @@
 //! and at most one cut-off frame at the end, which the reader reports.
 //!
 //! The run's graph ([`GraphObserver`], see [`super::graph`]) goes the same way: the shape
+//! (unless it equals the one kept before: a driver's runs with the same settings share it)
 //! and each op run are kept in the sink (an op run is one short lock and a push, on the
 //! worker that ran the op, under one of [`RUN_SHARDS`] locks picked by the worker's thread
-//! id) and leave with the next batch; at most [`MAX_PENDING_RUNS`] wait,
-//! more are let go and counted. The thread writes the shape as soon as it comes and the op
+//! id) and leave with the next batch; at most [`MAX_PENDING_RUNS`] wait, more are let go
+//! and counted. The thread writes the shape as soon as it comes and the op
 //! runs in a frame beside each chunk.
 //!
 //! The sink is handed each collector round whole ([`EventSink::round`]): the statistics'
@@ -50,7 +52,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use crate::profiler::{
-    DeviceId, Event, EventSink, Gap, Profiler, Round, Stats, TaskReading, ThreadId,
+    DeviceId, Event, EventSink, Gap, OpName, Profiler, Round, Stats, TaskReading, ThreadId,
 };
 use crate::sync::{thread, AtomicBool, AtomicU64, Mutex, Ordering};
 
@@ -123,7 +125,9 @@ enum Message {
     },
 }
 
-/// A collector round, as the sink hands it to the writer.
+/// A collector round, as the sink hands it to the writer. The writer gives each back
+/// emptied ([`Spares`]), so rounds are handed in buffers that already have room.
+#[derive(Default)]
 struct Handed {
     events: Vec<Event>,
     gaps: Vec<Gap>,
@@ -137,6 +141,55 @@ struct Handed {
     resets: Vec<u64>,
     /// The exact task counts after the round.
     tasks: Vec<TaskReading>,
+}
+
+impl Handed {
+    /// Empties it, keeping its buffers.
+    fn clear(&mut self) {
+        self.events.clear();
+        self.gaps.clear();
+        self.exited.clear();
+        self.graph.shape = None;
+        self.graph.runs.clear();
+        self.stats = None;
+        self.resets.clear();
+        self.tasks.clear();
+    }
+}
+
+/// Emptied rounds the writer gave back, for the sink's next rounds: a round then costs the
+/// collector copies into buffers that have room, and neither thread an allocation or a
+/// free. At most [`Spares::KEEP`] wait, each holding at most [`Spares::KEEP_EVENTS`]
+/// events' room, so what they keep stays small.
+#[derive(Default)]
+// Boxed: a kept round goes whole into a channel message and comes back, never copied.
+#[allow(clippy::vec_box)]
+struct Spares(Mutex<Vec<Box<Handed>>>);
+
+impl Spares {
+    /// Rounds kept at most.
+    const KEEP: usize = 4;
+    /// The most events' room a kept round holds (1 MiB of events).
+    const KEEP_EVENTS: usize = 1 << 15;
+
+    /// An empty round: a kept one, or a new one.
+    fn take(&self) -> Box<Handed> {
+        self.0.lock().pop().unwrap_or_default()
+    }
+
+    /// Keeps `round`, emptied, unless enough are kept or it holds too much room.
+    fn give(&self, mut round: Box<Handed>) {
+        if round.events.capacity() > Self::KEEP_EVENTS
+            || round.graph.runs.capacity() > Self::KEEP_EVENTS
+        {
+            return;
+        }
+        round.clear();
+        let mut kept = self.0.lock();
+        if kept.len() < Self::KEEP {
+            kept.push(round);
+        }
+    }
 }
 
 /// The graph's parts not yet handed to the writer.
@@ -156,23 +209,28 @@ struct Sink {
     pending: Arc<AtomicU64>,
     lost: Arc<AtomicU64>,
     shape: Mutex<Option<GraphShape>>,
+    /// The latest shape kept for the writer: a run whose shape equals it (the driver's next
+    /// run with the same settings) adds no shape frame.
+    kept_shape: Mutex<Option<GraphShape>>,
     /// Op runs not handed yet, by the thread that ran them ([`RUN_SHARDS`]).
     runs: Box<[CachePadded<Mutex<Vec<OpRun>>>]>,
     lost_runs: Arc<AtomicU64>,
     /// Set by the writer when a checkpoint is due; cleared when the statistics go to it.
     want_stats: Arc<AtomicBool>,
+    /// Rounds the writer emptied, to hand the next ones in.
+    spares: Arc<Spares>,
 }
 
 impl Sink {
-    /// The shape and the op runs kept since the last call (in no order: the writer sorts
-    /// them).
-    fn take_graph(&self) -> PendingGraph {
-        let shape = self.shape.lock().take();
-        let mut runs = Vec::new();
-        for shard in self.runs.iter() {
-            runs.append(&mut *shard.lock());
+    /// Moves the shape and the op runs kept since the last call into `graph` (the runs in
+    /// no order: the writer sorts them).
+    fn take_graph(&self, graph: &mut PendingGraph) {
+        if let Some(shape) = self.shape.lock().take() {
+            graph.shape = Some(shape);
         }
-        PendingGraph { shape, runs }
+        for shard in self.runs.iter() {
+            graph.runs.append(&mut *shard.lock());
+        }
     }
 }
 
@@ -198,34 +256,29 @@ impl EventSink for Sink {
         if round.stats.is_some() {
             self.want_stats.store(false, Ordering::Relaxed);
         }
-        let graph = self.take_graph();
+        let mut handed = self.spares.take();
+        self.take_graph(&mut handed.graph);
         let mut count = round.events.len() as u64;
-        let (events, gaps, exited, stats) =
-            if self.pending.load(Ordering::Relaxed) + count > MAX_PENDING_EVENTS {
-                self.lost.fetch_add(count, Ordering::Relaxed);
-                count = 0;
-                Default::default()
-            } else {
-                let (gaps, exited) = (round.gaps.to_vec(), round.exited.to_vec());
-                (round.events.to_vec(), gaps, exited, round.stats)
-            };
+        if self.pending.load(Ordering::Relaxed) + count > MAX_PENDING_EVENTS {
+            self.lost.fetch_add(count, Ordering::Relaxed);
+            count = 0;
+        } else {
+            handed.events.extend_from_slice(round.events);
+            handed.gaps.extend_from_slice(round.gaps);
+            handed.exited.extend_from_slice(round.exited);
+            handed.stats = round.stats;
+        }
+        handed.exited_ns = round.exited_ns;
+        handed.dropped = round.dropped;
+        handed.resets.extend_from_slice(round.resets);
+        handed.tasks.extend_from_slice(round.tasks);
         let sender = self.sender.lock();
         let Some(sender) = sender.as_ref() else {
             return; // finished: later events are not part of the recording
         };
         self.pending.fetch_add(count, Ordering::Relaxed);
-        let runs = graph.runs.len() as u64;
-        let message = Message::Round(Box::new(Handed {
-            events,
-            gaps,
-            exited,
-            exited_ns: round.exited_ns,
-            dropped: round.dropped,
-            graph,
-            stats,
-            resets: round.resets.to_vec(),
-            tasks: round.tasks.to_vec(),
-        }));
+        let runs = handed.graph.runs.len() as u64;
+        let message = Message::Round(handed);
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = sender.try_send(message)
         {
             self.pending.fetch_sub(count, Ordering::Relaxed);
@@ -237,6 +290,11 @@ impl EventSink for Sink {
 
 impl GraphObserver for Sink {
     fn shape(&self, shape: &GraphShape) {
+        let mut kept = self.kept_shape.lock();
+        if kept.as_ref() == Some(shape) {
+            return; // the recording holds it already
+        }
+        *kept = Some(shape.clone());
         *self.shape.lock() = Some(shape.clone());
     }
 
@@ -321,11 +379,13 @@ impl Recorder {
             pending: Arc::new(AtomicU64::new(0)),
             lost: Arc::new(AtomicU64::new(0)),
             shape: Mutex::new(None),
+            kept_shape: Mutex::new(None),
             runs: (0..RUN_SHARDS)
                 .map(|_| CachePadded::new(Mutex::new(Vec::new())))
                 .collect(),
             lost_runs: Arc::new(AtomicU64::new(0)),
             want_stats: Arc::new(AtomicBool::new(false)),
+            spares: Arc::default(),
         });
         let writer = Writer {
             file,
@@ -350,6 +410,7 @@ impl Recorder {
             tasks: Vec::new(),
             encoder: FrameEncoder::default(),
             run_order: RunOrder::default(),
+            spares: sink.spares.clone(),
         };
         let writer = thread::Builder::new()
             .name("recorder".to_string())
@@ -384,7 +445,8 @@ impl Recorder {
         let labels = profiler.device_labels();
         let tasks = profiler.task_readings();
         if let Some(sender) = self.sink.sender.lock().take() {
-            let graph = self.sink.take_graph();
+            let mut graph = PendingGraph::default();
+            self.sink.take_graph(&mut graph);
             // A writer that already stopped on an error returns it below.
             let _ = sender.send(Message::Finish {
                 labels,
@@ -561,6 +623,8 @@ struct Writer {
     encoder: FrameEncoder,
     /// Puts the op runs in op id order.
     run_order: RunOrder,
+    /// Where handled rounds go back to the sink.
+    spares: Arc<Spares>,
 }
 
 impl Writer {
@@ -568,14 +632,14 @@ impl Writer {
         let mut last_write = Instant::now();
         loop {
             match receiver.recv_timeout(FLUSH_EVERY) {
-                Ok(Message::Round(round)) => {
-                    let mut round = *round;
-                    let (graph, stats) = (std::mem::take(&mut round.graph), round.stats.take());
+                Ok(Message::Round(mut round)) => {
+                    let stats = round.stats.take();
                     self.dropped = round.dropped;
                     if !round.tasks.is_empty() {
-                        self.tasks = std::mem::take(&mut round.tasks);
+                        // The latest counts stay; the buffer of the ones before goes back.
+                        std::mem::swap(&mut self.tasks, &mut round.tasks);
                     }
-                    self.add_graph(graph)?;
+                    self.add_graph(&mut round.graph)?;
                     self.add_round(&round);
                     if let Some(mut stats) = stats {
                         self.checkpoint_at(&mut stats)?;
@@ -589,14 +653,15 @@ impl Writer {
                     // Handled: the round no longer counts as waiting.
                     self.pending
                         .fetch_sub(round.events.len() as u64, Ordering::Relaxed);
+                    self.spares.give(round);
                 }
                 Ok(Message::Finish {
                     labels,
                     tasks,
                     summary,
-                    graph,
+                    mut graph,
                 }) => {
-                    self.add_graph(graph)?;
+                    self.add_graph(&mut graph)?;
                     return self.finish(labels, tasks, summary);
                 }
                 Err(RecvTimeoutError::Timeout) => {
@@ -652,24 +717,37 @@ impl Writer {
     }
 
     /// Adds `events` to the chunk, and the table entries of ids seen for the first time.
+    /// An event with the ids of the one before it (its thread's next event of the same op)
+    /// is not looked up.
     fn add(&mut self, events: &[Event]) {
+        let mut before = None;
         for event in events {
-            let (name, device, thread) = (event.name, event.device, event.thread);
-            if self.seen.names.insert(name.id()) {
-                self.tables
-                    .names
-                    .push((name.id(), name.as_str().to_string()));
+            let ids = (event.name, event.device, event.thread);
+            if before != Some(ids) {
+                before = Some(ids);
+                self.describe(ids);
             }
-            if self.seen.devices.insert(u32::from(device.id())) {
-                self.tables
-                    .devices
-                    .push((device.id(), DeviceEntry::of(device)));
-            }
-            if self.seen.threads.insert(thread.id()) {
-                self.tables.threads.push((thread.id(), thread.name()));
-            }
-            self.checkpoint.reach(event.ts_ns);
-            self.chunk.push(recorded(event));
+        }
+        if let Some(latest) = events.iter().map(|event| event.ts_ns).max() {
+            self.checkpoint.reach(latest);
+        }
+        self.chunk.extend(events.iter().map(recorded));
+    }
+
+    /// Adds the table entries of those of `ids` seen for the first time.
+    fn describe(&mut self, (name, device, thread): (OpName, DeviceId, ThreadId)) {
+        if self.seen.names.insert(name.id()) {
+            self.tables
+                .names
+                .push((name.id(), name.as_str().to_string()));
+        }
+        if self.seen.devices.insert(u32::from(device.id())) {
+            self.tables
+                .devices
+                .push((device.id(), DeviceEntry::of(device)));
+        }
+        if self.seen.threads.insert(thread.id()) {
+            self.tables.threads.push((thread.id(), thread.name()));
         }
     }
 
@@ -690,10 +768,10 @@ impl Writer {
         Ok(())
     }
 
-    /// Writes a shape at once; keeps op runs for the next chunk.
-    fn add_graph(&mut self, graph: PendingGraph) -> Result<(), RecordError> {
-        self.runs.extend(graph.runs);
-        match graph.shape {
+    /// Writes a shape at once; keeps op runs for the next chunk (`graph` is left empty).
+    fn add_graph(&mut self, graph: &mut PendingGraph) -> Result<(), RecordError> {
+        self.runs.append(&mut graph.runs);
+        match graph.shape.take() {
             Some(shape) => self.write(&Frame::Shape(shape)).map(drop),
             None => Ok(()),
         }
