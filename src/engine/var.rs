@@ -541,6 +541,7 @@ mod loom_tests {
     use super::*;
     use crate::engine::block::{enqueue, Body, OpHandle, Waiter};
     use crate::engine::opr::{fill_deps, OpBlock};
+    use crate::engine::var_list::VarList;
     use crate::engine::{Completion, OpName, RunContext};
     use crate::sync::{thread, AtomicUsize};
 
@@ -609,7 +610,7 @@ mod loom_tests {
     /// Pushes an op writing `var` that counts its runs in `runs`; returns it if it is ready.
     fn push_write(var: &Var, runs: &Runs) -> Option<OpHandle> {
         let mut block = Box::new(OpBlock::empty());
-        fill_deps(&mut block.deps, &[], std::slice::from_ref(var));
+        fill_deps(&mut block.deps, VarList::EMPTY, std::slice::from_ref(var));
         let counted = runs.clone();
         block.body = Some(Body::new(move |_, _| {
             counted.fetch_add(1, Ordering::SeqCst);
@@ -738,6 +739,9 @@ mod loom_tests {
             });
             completers.into_iter().for_each(|t| t.join().unwrap());
             assert_eq!(runs(&both), 1);
+            // The op completes too, so both vars give their busy counts back.
+            complete_read(&a);
+            complete_write(&b);
         });
     }
 }
