@@ -191,6 +191,8 @@ pub(crate) fn prefetch(block: *const OpBlock) {
 /// is already in its block (written before the locks are taken, so they are held only for
 /// the appends). Returns the handle if every var granted the op at once (it is ready: the
 /// caller runs or dispatches it); otherwise the block is left to whoever makes it ready.
+/// The caller holds a handle on every var of the op until this returns (see `var.rs`, "Who
+/// keeps a var alive while ops use it").
 pub(crate) fn enqueue(handle: OpHandle) -> Option<OpHandle> {
     let block = handle.0.as_ptr();
     // SAFETY: the handle owns the block, so it is alive while this thread holds the handle or
@@ -199,8 +201,8 @@ pub(crate) fn enqueue(handle: OpHandle) -> Option<OpHandle> {
     let (deps, wait) = unsafe { (&(*block).deps, &(*block).wait) };
     if let [only] = &deps[..] {
         // One var: no guard vector.
-        let mut state = only.var.0.cell.lock();
-        if state.append(only.access, || handle.waiter()) {
+        let mut state = only.var.cell.lock();
+        if only.var.append(&mut state, only.access, || handle.waiter()) {
             return Some(handle);
         }
         wait.set(1);
@@ -213,8 +215,8 @@ pub(crate) fn enqueue(handle: OpHandle) -> Option<OpHandle> {
     let mut locked: SmallVec<[_; 4]> = SmallVec::new();
     let mut waiting = 0;
     for dep in deps {
-        let mut state = dep.var.0.cell.lock();
-        if !state.append(dep.access, || handle.waiter()) {
+        let mut state = dep.var.cell.lock();
+        if !dep.var.append(&mut state, dep.access, || handle.waiter()) {
             waiting += 1;
         }
         locked.push(state);

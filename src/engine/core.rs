@@ -23,7 +23,7 @@ use super::error::{EngineError, ErrorRef, ErrorSlot, OpFailure};
 use super::opr::{execute, Completion, Deps, OpBlock, OpHeader, RunContext};
 use super::ready;
 use super::recycle::{recycle, BlockPool};
-use super::var::{Access, Var};
+use super::var::Var;
 use super::{Context, EngineEvent, EngineKind, EngineObserver, FnProperty, OpName};
 use crate::pool::PoolStats;
 use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
@@ -321,17 +321,10 @@ impl Core {
             Err(failure) => Some(block.core().record_failure(failure)),
         };
         let mut granted = Granted::default();
-        for dep in block.deps.iter() {
-            match dep.access {
-                Access::Read => granted.extend(dep.var.0.cell.complete_read()),
-                Access::Write => dep.var.0.cell.complete_write(error.as_ref(), &mut granted),
-            }
+        // Releasing a var spends the op's pointer to it (the var may be freed after it).
+        for dep in block.deps.drain(..) {
+            dep.var.release(dep.access, error.as_ref(), &mut granted);
         }
-        // The var handles are dropped right after their vars are released, while the vars'
-        // lines (a reference count shares its var's line) are still in this core's cache:
-        // dropped at recycling, after the dispatches, they would pull the lines back from a
-        // pusher that touched the vars since.
-        block.deps.clear();
         let core = block.core();
         let ready = granted.0.into_iter().filter_map(Waiter::grant);
         if core.observer.is_some() {

@@ -432,9 +432,11 @@ impl Engine {
         check_not_deleted(&spec)?;
         let mut deps = Deps::new();
         fill_deps(&mut deps, spec.reads, spec.writes);
+        let vars = deps.iter().map(|dep| dep.var.to_var()).collect();
         Ok(Operator(Arc::new(OperatorInner {
             body: Box::new(body),
             deps,
+            vars,
             prop: spec.prop,
             name: spec.name,
         })))
@@ -462,7 +464,7 @@ impl Engine {
 
     /// Deletes `operator` once every push of it so far has run (it writes all its vars).
     pub fn delete_operator(&self, operator: Operator) -> Result<(), EngineError> {
-        let vars: Vec<Var> = operator.0.deps.iter().map(|dep| dep.var.clone()).collect();
+        let vars: Vec<Var> = operator.0.vars.clone();
         let spec = OpSpec::new(OpName::DELETE_OPERATOR)
             .writes(&vars)
             .prop(FnProperty::DeleteVar);
@@ -629,10 +631,10 @@ impl Engine {
 
     fn before_push_operator(&self, operator: &Operator) -> Result<(), EngineError> {
         let inner = &operator.0;
-        if let Some(dep) = inner.deps.iter().find(|dep| dep.var.is_deleted()) {
+        if let Some(var) = inner.vars.iter().find(|var| var.is_deleted()) {
             return Err(EngineError::VarDeleted {
                 op: inner.name,
-                var: dep.var.id(),
+                var: var.id(),
             });
         }
         let core = self.core();

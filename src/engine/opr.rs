@@ -33,7 +33,7 @@ use super::block::{Body, OpHandle};
 use super::core::Core;
 use super::current::{self, RunningOp};
 use super::error::{ErrorRef, FailureCause, OpError, OpFailure, SharedOpError};
-use super::var::{Access, Var};
+use super::var::{Access, Var, VarRef};
 use super::var_list::VarList;
 use super::{Context, DeviceType, FnProperty, OpName};
 use crate::pool::{panic_message, Task};
@@ -63,10 +63,11 @@ impl WaitCount {
     }
 }
 
-/// One dependency of an op.
-#[derive(Clone)]
+/// One dependency of an op: the var, named by a pointer valid from the op's push to its
+/// completion (see `var.rs`, "Who keeps a var alive while ops use it").
+#[derive(Clone, Copy)]
 pub(crate) struct Dep {
-    pub(crate) var: Var,
+    pub(crate) var: VarRef,
     pub(crate) access: Access,
 }
 
@@ -79,6 +80,7 @@ const INSERTION_MAX: usize = 8;
 
 /// Fills `deps` (empty) with MXNet's dedup of `reads` and `writes`: a var both read and
 /// written counts as a write; duplicates count once. The result is sorted in lock order.
+/// The caller keeps its handles on the vars until the op is enqueued (`block::enqueue`).
 pub(crate) fn fill_deps<'r, 'w>(
     deps: &mut Deps,
     reads: impl Into<VarList<'r>>,
@@ -89,7 +91,7 @@ pub(crate) fn fill_deps<'r, 'w>(
     if let (true, Some(only)) = (reads.is_empty(), writes.only()) {
         // The most common op: one output, no input.
         return deps.push(Dep {
-            var: only.clone(),
+            var: VarRef::of(only),
             access: Access::Write,
         });
     }
@@ -100,8 +102,8 @@ pub(crate) fn fill_deps<'r, 'w>(
 }
 
 /// [`fill_deps`] for a few vars: orders the borrowed vars on the stack (an insertion sort on
-/// lock order, a var's write before its reads), then clones each var once into `deps`, so
-/// no handle is cloned for a duplicate and `deps` is only appended to.
+/// lock order, a var's write before its reads), then names each var once in `deps`, which
+/// is only appended to.
 fn insertion_deps(deps: &mut Deps, reads: VarList<'_>, writes: VarList<'_>) {
     let mut sorted: [Option<(usize, Access, &Var)>; INSERTION_MAX] = [None; INSERTION_MAX];
     let mut count: usize = 0;
@@ -127,7 +129,7 @@ fn insertion_deps(deps: &mut Deps, reads: VarList<'_>, writes: VarList<'_>) {
         if last != Some(order) {
             // The first of a var's entries: its write if it has one (writes sort first).
             deps.push(Dep {
-                var: var.clone(),
+                var: VarRef::of(var),
                 access,
             });
             last = Some(order);
@@ -139,7 +141,7 @@ fn insertion_deps(deps: &mut Deps, reads: VarList<'_>, writes: VarList<'_>) {
 fn sort_deps(deps: &mut Deps, reads: VarList<'_>, writes: VarList<'_>) {
     let tagged = |access| {
         move |var: &Var| Dep {
-            var: var.clone(),
+            var: VarRef::of(var),
             access,
         }
     };
@@ -147,7 +149,7 @@ fn sort_deps(deps: &mut Deps, reads: VarList<'_>, writes: VarList<'_>) {
     deps.extend(reads.iter().map(tagged(Access::Read)));
     // Writes sort before reads of the same var, and dedup keeps the first.
     deps.sort_unstable_by_key(|dep| (dep.var.lock_order(), dep.access == Access::Read));
-    deps.dedup_by(|later, earlier| later.var.same(&earlier.var));
+    deps.dedup_by(|later, earlier| later.var.same(earlier.var));
 }
 
 /// What a push says about its op besides the vars.
@@ -218,14 +220,14 @@ impl OpBlock {
             // and the completion's lock would fetch them again, exclusive).
             return None;
         }
-        if !self.deps.iter().any(|dep| dep.var.0.cell.may_carry_error()) {
+        if !self.deps.iter().any(|dep| dep.var.cell.may_carry_error()) {
             return None; // one load per var, no lock
         }
         let on = |access| {
             self.deps
                 .iter()
                 .filter(move |dep| dep.access == access)
-                .find_map(|dep| dep.var.0.cell.error())
+                .find_map(|dep| dep.var.cell.error())
         };
         on(Access::Read).or_else(|| on(Access::Write))
     }
@@ -414,7 +416,10 @@ pub struct Operator(pub(crate) Arc<OperatorInner>);
 
 pub(crate) struct OperatorInner {
     pub(crate) body: Box<dyn Fn(RunContext, Completion) + Send + Sync>,
+    /// Each push's dependencies, naming `vars`.
     pub(crate) deps: Deps,
+    /// The handles that keep the vars of `deps` alive, in the same order.
+    pub(crate) vars: Vec<Var>,
     pub(crate) prop: FnProperty,
     pub(crate) name: OpName,
 }
@@ -461,7 +466,10 @@ mod tests {
             &[b.clone(), b.clone()],
         );
         assert_eq!(deps.len(), 2);
-        let access_of = |var: &Var| deps.iter().find(|d| d.var.same(var)).unwrap().access;
+        let access_of = |var: &Var| {
+            let var = VarRef::of(var);
+            deps.iter().find(|d| d.var.same(var)).unwrap().access
+        };
         assert_eq!(access_of(&a), Access::Read);
         assert_eq!(access_of(&b), Access::Write);
         assert!(deps
@@ -482,7 +490,7 @@ mod tests {
         ];
         let pick = |indices: &[usize]| indices.iter().map(|&i| vars[i].clone()).collect();
         let listed = |deps: &Deps| -> Vec<(u64, Access)> {
-            deps.iter().map(|dep| (dep.var.id(), dep.access)).collect()
+            deps.iter().map(|dep| (dep.var.id, dep.access)).collect()
         };
         for (reads, writes) in cases {
             let (reads, writes): (Vec<Var>, Vec<Var>) = (pick(reads), pick(writes));
@@ -502,7 +510,7 @@ mod tests {
         fill_deps(&mut many, &reads, &writes); // 10 vars: the sorting path
         assert_eq!(many.len(), 6);
         for (index, var) in vars.iter().enumerate() {
-            let dep = many.iter().find(|d| d.var.same(var)).unwrap();
+            let dep = many.iter().find(|d| d.var.same(VarRef::of(var))).unwrap();
             let written = index == 3 || index == 4;
             assert_eq!(dep.access == Access::Write, written, "var {index}");
         }

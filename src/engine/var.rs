@@ -33,11 +33,34 @@
 //! unlock wakes only a thread that actually parked. (No poisoning either, as the `sync`
 //! facade's locks. Under loom the facade's mutex stands in, so the models keep exploring
 //! the protocol.)
-#![forbid(unsafe_code)]
+//!
+//! # Who keeps a var alive while ops use it
+//! An op names its vars by [`VarRef`], a pointer, not a handle: a handle is a reference
+//! count, and counting every op in and out of its vars would cost an atomic read-modify-write
+//! on each side of every dependency, on the lines the pusher and the completing worker
+//! already pass back and forth. Instead the var holds one count for all its ops, its *busy
+//! count*, while it is in use (an op queued on it, or an access granted and not completed):
+//! - the push that finds the var idle takes the busy count, under the var's lock, while the
+//!   pusher still holds a handle of its own (so the var is alive);
+//! - the completion that leaves the var idle gives it back after releasing the lock (it may
+//!   be the last count: nothing touches the var after it).
+//!
+//! Both transitions happen under the lock, so they alternate. A `VarRef` is valid from the
+//! op's push (the pusher's handle) until its completion releases the var (the busy count):
+//! in between the op is queued or granted on it, so the var is in use.
+//!
+//! # Layout
+//! The cell comes first in the var and the lock's state first in the cell (`repr(C)`), so
+//! the lock and what it guards sit right after the reference counts, which the busy count's
+//! transitions update together with them. (Aligning the cell to a line of its own puts the
+//! counts on another line and makes every var a line larger, which costs the shapes with
+//! many vars more than it saves.)
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::ptr::NonNull;
 
+use super::block::Waiter;
 use super::error::{ErrorRef, OpFailure};
 // A var's lock: see "The lock" in the module docs.
 use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
@@ -58,10 +81,10 @@ pub(crate) trait Prefetch {
     fn prefetch(&self) {}
 }
 
-impl Prefetch for super::block::Waiter {
+impl Prefetch for Waiter {
     #[inline]
     fn prefetch(&self) {
-        super::block::Waiter::prefetch(self);
+        Waiter::prefetch(self);
     }
 }
 
@@ -167,6 +190,11 @@ impl<T: Prefetch> VarState<T> {
         self.queue.pop_front().map(|write| write.op)
     }
 
+    /// Some op waits for the var or holds a granted access to it.
+    fn in_use(&self) -> bool {
+        self.writing || self.active_reads > 0 || !self.queue.is_empty()
+    }
+
     /// No write running or waiting: a read pushed now would be granted at once.
     pub(crate) fn ready_to_read(&self) -> bool {
         !self.writing && self.queue.is_empty()
@@ -182,6 +210,8 @@ impl<T: Prefetch> VarState<T> {
 }
 
 /// A var's whole state: the locked machine, its version and a hint that it may carry an error.
+/// The lock and its state come first (see "Layout" in the module docs).
+#[repr(C)]
 pub(crate) struct VarCell<T> {
     state: VarLock<VarState<T>>,
     version: AtomicU64,
@@ -205,8 +235,24 @@ impl<T: Prefetch> VarCell<T> {
 
     /// Completes a write: stores `error` (the writer's failure, if any), bumps the version and
     /// grants what comes next into `granted`.
+    #[cfg(test)]
     pub(crate) fn complete_write(&self, error: Option<&ErrorRef>, granted: &mut impl Extend<T>) {
-        let mut state = self.lock();
+        self.complete(&mut self.lock(), Access::Write, error, granted);
+    }
+
+    /// Completes one granted access, under the lock held as `state`: a read grants the write
+    /// it unblocks; a write stores `error` (the writer's failure, if any), bumps the version
+    /// and grants what comes next. What it grants goes into `granted`.
+    fn complete(
+        &self,
+        state: &mut VarState<T>,
+        access: Access,
+        error: Option<&ErrorRef>,
+        granted: &mut impl Extend<T>,
+    ) {
+        if access == Access::Read {
+            return granted.extend(state.complete_read());
+        }
         if let Some(slot) = error {
             state.error = Some(slot.clone());
             self.maybe_tainted.store(true, Ordering::Release);
@@ -228,6 +274,7 @@ impl<T: Prefetch> VarCell<T> {
     }
 
     /// Completes a read; returns the write it unblocks.
+    #[cfg(test)]
     pub(crate) fn complete_read(&self) -> Option<T> {
         self.lock().complete_read()
     }
@@ -277,9 +324,12 @@ impl<T: Prefetch> VarCell<T> {
 #[derive(Clone)]
 pub struct Var(pub(crate) Arc<VarInner>);
 
+/// A var's shared part: its cell first (see "Layout" in the module docs), then its id and
+/// deletion flag.
+#[repr(C)]
 pub(crate) struct VarInner {
+    pub(crate) cell: VarCell<Waiter>,
     pub(crate) id: u64,
-    pub(crate) cell: VarCell<super::block::Waiter>,
     pub(crate) deleted: AtomicBool,
 }
 
@@ -311,9 +361,95 @@ impl Var {
     pub(crate) fn lock_order(&self) -> usize {
         Arc::as_ptr(&self.0) as usize
     }
+}
 
-    pub(crate) fn same(&self, other: &Var) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+/// An op's pointer to one of its vars (see "Who keeps a var alive while ops use it" in the
+/// module docs): valid from the op's push until its completion releases the var.
+#[derive(Clone, Copy)]
+pub(crate) struct VarRef(NonNull<VarInner>);
+
+// SAFETY: a `VarRef` is used like a `&VarInner` (see `Deref`), and `VarInner` is `Sync` (its
+// state is behind a lock, the rest atomics or immutable): sending or sharing the pointer
+// between threads is sending or sharing that reference.
+unsafe impl Send for VarRef {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for VarRef {}
+
+impl VarRef {
+    /// Names `var` (the caller keeps the handle until the op's push has appended it).
+    pub(crate) fn of(var: &Var) -> VarRef {
+        VarRef(NonNull::from(&*var.0))
+    }
+
+    /// The key ops lock vars in: the same as [`Var::lock_order`].
+    pub(crate) fn lock_order(self) -> usize {
+        self.0.as_ptr() as usize
+    }
+
+    pub(crate) fn same(self, other: VarRef) -> bool {
+        self.0 == other.0
+    }
+
+    /// A handle on the var (one more reference count).
+    pub(crate) fn to_var(self) -> Var {
+        let raw = self.0.as_ptr().cast_const();
+        // SAFETY: `raw` points into a live `Arc<VarInner>` allocation (`of` took it from a
+        // handle, and the `VarRef` is valid, so a count is held); the count taken here is the
+        // one the rebuilt `Arc` gives back when the new handle is dropped.
+        unsafe {
+            Arc::increment_strong_count(raw);
+            Var(Arc::from_raw(raw))
+        }
+    }
+
+    /// Appends the op that `waiter` makes to the var, under the lock held as `state` (see
+    /// [`VarState::append`]); the first op of an idle var takes its busy count.
+    pub(crate) fn append(
+        self,
+        state: &mut VarState<Waiter>,
+        access: Access,
+        waiter: impl FnOnce() -> Waiter,
+    ) -> bool {
+        if !state.in_use() {
+            // SAFETY: the pusher holds a handle on the var while it appends (`of`), so the
+            // allocation is live; the count taken is the busy count, given back by the
+            // completion that leaves the var idle (`release`).
+            unsafe { Arc::increment_strong_count(self.0.as_ptr().cast_const()) };
+        }
+        state.append(access, waiter)
+    }
+
+    /// Completes an op's granted `access` to the var (with the op's failure, if it failed and
+    /// writes the var: `error`); what that grants goes into `granted`. The op's `VarRef` is
+    /// spent: if the var is left idle, its busy count is given back, after the unlock.
+    pub(crate) fn release(
+        self,
+        access: Access,
+        error: Option<&ErrorRef>,
+        granted: &mut impl Extend<Waiter>,
+    ) {
+        let idle = {
+            let mut state = self.cell.lock();
+            self.cell.complete(&mut state, access, error, granted);
+            !state.in_use()
+        };
+        if idle {
+            // SAFETY: the var was in use until this completion (the op held an access), so
+            // the busy count is held and the allocation is live; nothing touches the var
+            // after this (it may be the last count).
+            unsafe { Arc::decrement_strong_count(self.0.as_ptr().cast_const()) };
+        }
+    }
+}
+
+impl std::ops::Deref for VarRef {
+    type Target = VarInner;
+
+    fn deref(&self) -> &VarInner {
+        // SAFETY: a `VarRef` is used only while valid (type docs): from the op's push, when
+        // the pusher's handle keeps the var alive, until its completion releases the var,
+        // the busy count does.
+        unsafe { self.0.as_ref() }
     }
 }
 
@@ -405,6 +541,7 @@ mod loom_tests {
     use super::*;
     use crate::engine::block::{enqueue, Body, OpHandle, Waiter};
     use crate::engine::opr::{fill_deps, OpBlock};
+    use crate::engine::var_list::VarList;
     use crate::engine::{Completion, OpName, RunContext};
     use crate::sync::{thread, AtomicUsize};
 
@@ -452,18 +589,76 @@ mod loom_tests {
         }
     }
 
+    /// Completes a granted write of `var` as an op's completion does (`VarRef::release`).
     fn complete_write(var: &Var) {
         let mut granted = Vec::new();
-        var.0.cell.complete_write(None, &mut granted);
+        VarRef::of(var).release(Access::Write, None, &mut granted);
         run_granted(granted);
     }
 
+    /// Completes a granted read of `var` as an op's completion does.
     fn complete_read(var: &Var) {
-        run_granted(var.0.cell.complete_read().into_iter().collect());
+        let mut granted = Vec::new();
+        VarRef::of(var).release(Access::Read, None, &mut granted);
+        run_granted(granted);
     }
 
     fn runs(op: &Runs) -> usize {
         op.load(Ordering::SeqCst)
+    }
+
+    /// Pushes an op writing `var` that counts its runs in `runs`; returns it if it is ready.
+    fn push_write(var: &Var, runs: &Runs) -> Option<OpHandle> {
+        let mut block = Box::new(OpBlock::empty());
+        fill_deps(&mut block.deps, VarList::EMPTY, std::slice::from_ref(var));
+        let counted = runs.clone();
+        block.body = Some(Body::new(move |_, _| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }));
+        enqueue(OpHandle::new(block))
+    }
+
+    /// Runs a ready op and completes it as `Core::complete` does (releases its vars through
+    /// its `VarRef`s), then runs and completes what that granted, the same way.
+    fn run_and_release(mut handle: OpHandle) {
+        let body = handle.body.take().expect("a ready op has its body");
+        let run = RunContext {
+            ctx: Default::default(),
+            name: OpName::UNNAMED,
+            id: 0,
+        };
+        body.call(run, Completion::detached());
+        let mut granted = Vec::new();
+        for dep in handle.deps.drain(..) {
+            dep.var.release(dep.access, None, &mut granted);
+        }
+        drop(handle.into_box());
+        for waiter in granted {
+            if let Some(next) = waiter.grant() {
+                run_and_release(next);
+            }
+        }
+    }
+
+    /// The busy count (module docs): a completion leaves the var idle or not depending on
+    /// whether another thread's push of the next op came first, and that thread drops its
+    /// own handle right after the push, so the busy count may be the var's last. Each op runs
+    /// once, and the var is freed exactly once, after the last release: loom reports a
+    /// leaked `Arc`, and its `Arc` panics on a count taken or given back after the free.
+    #[test]
+    fn loom_var_busy_count_keeps_the_var_alive() {
+        loom::model(|| {
+            let var = Var::new(0);
+            let (first, second) = (Runs::default(), Runs::default());
+            let ready = push_write(&var, &first).expect("nothing holds a new var");
+            let completer = thread::spawn(move || run_and_release(ready));
+            if let Some(ready) = push_write(&var, &second) {
+                run_and_release(ready);
+            }
+            drop(var);
+            completer.join().unwrap();
+            assert_eq!((runs(&first), runs(&second)), (1, 1));
+        });
     }
 
     /// Two readers complete concurrently; the waiting writer is dispatched exactly once, and
@@ -544,6 +739,9 @@ mod loom_tests {
             });
             completers.into_iter().for_each(|t| t.join().unwrap());
             assert_eq!(runs(&both), 1);
+            // The op completes too, so both vars give their busy counts back.
+            complete_read(&a);
+            complete_write(&b);
         });
     }
 }

@@ -220,7 +220,7 @@ fn written_vars(block: &OpBlock) -> SmallVec<[Var; 2]> {
         .deps
         .iter()
         .filter(|dep| dep.access == Access::Write)
-        .map(|dep| dep.var.clone())
+        .map(|dep| dep.var.to_var())
         .collect()
 }
 

@@ -101,7 +101,7 @@ impl VarTable {
         let state = self.state.lock();
         let mut required = SmallVec::new();
         for dep in deps {
-            if let Some(accesses) = state.vars.get(&dep.var.id()) {
+            if let Some(accesses) = state.vars.get(&dep.var.id) {
                 required.extend(accesses.required(dep.access).cloned());
             }
         }
@@ -135,7 +135,7 @@ impl VarTable {
         self.tracking.store(true, Ordering::Release);
         let mut state = self.state.lock();
         for dep in deps {
-            let accesses = state.vars.entry(dep.var.id()).or_default();
+            let accesses = state.vars.entry(dep.var.id).or_default();
             match dep.access {
                 Access::Write => {
                     accesses.writer = Some(record.clone());
@@ -172,6 +172,7 @@ impl VarTable {
 mod tests {
     use super::*;
     use crate::device::stream::StreamKind;
+    use crate::engine::var::VarRef;
 
     fn stream(index: u32) -> StreamId {
         StreamId {
@@ -191,7 +192,7 @@ mod tests {
 
     fn dep(var: &Var, access: Access) -> Dep {
         Dep {
-            var: var.clone(),
+            var: VarRef::of(var),
             access,
         }
     }
