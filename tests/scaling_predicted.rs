@@ -156,9 +156,10 @@ fn an_op_split_over_the_intra_op_pool_predicts_a_shorter_step_with_more_threads(
         let stats = predicted.loop_wake_stats.expect("a measured mean");
         assert_eq!(stats.mean, predicted.loop_wake, "intra {intra}");
         assert!(stats.samples > 0 && stats.median <= stats.p90, "{stats:?}");
-        // Whatever the count, the probe timed the co-run factor of a split loop's blocks.
+        // Whatever the count, the probe timed the co-run factor of a split loop's blocks: a
+        // median of pairs, never below 1 (co-running cannot speed the same blocks up).
         assert!(
-            predicted.corun.is_finite() && predicted.corun > 0.0 && predicted.corun != 1.0,
+            predicted.corun.is_finite() && predicted.corun >= 1.0,
             "intra {intra}: {}",
             predicted.corun
         );
