@@ -52,9 +52,8 @@
 //! # Layout
 //! The cell comes first in the var and the lock's state first in the cell (`repr(C)`), so
 //! the lock and what it guards sit right after the reference counts, which the busy count's
-//! transitions update together with them. (Aligning the cell to a line of its own puts the
-//! counts on another line and makes every var a line larger, which costs the shapes with
-//! many vars more than it saves.)
+//! transitions update together with them. The cell is not aligned to a line of its own:
+//! that would part the lock from the counts and make every var a line larger.
 
 use std::collections::VecDeque;
 use std::fmt;
